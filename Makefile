@@ -1,0 +1,113 @@
+# cachegate — see README.md. `make test` and `make run` install what they need first.
+#
+#   make deps      Debian packages, FAISS C API, test venv, default models (idempotent)
+#   make           build/cachegate, and build/libcachegate_cuda.so when nvcc exists
+#   make test      deps + build + C unit tests + end-to-end tests; SAN=1: under ASan+UBSan
+#   make test-gpu  tests that need a GPU (fails without one)
+#   make bench     benchmarks
+#   make run       deps + build + serve on the defaults
+#   make fmt       clang-format every C/CUDA source
+#   make clean     remove build outputs (models and the venv stay)
+
+SHELL := /bin/bash
+CC ?= cc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+ifeq ($(SAN),1)
+BUILD := build/san
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+OPT := -O1
+else
+BUILD := build
+SANFLAGS :=
+OPT := -O2
+endif
+
+# snprintf truncation of messages into fixed buffers is deliberate, hence -Wno-format-truncation
+CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP $(SANFLAGS)
+LDFLAGS := $(SANFLAGS)
+GW_LIBS := -levent_openssl -levent_pthreads -levent -lssl -lcrypto -ljansson -linih \
+           -lpthread -ldl -lm
+
+GW_SRC := $(filter-out gateway/main.c,$(wildcard gateway/*.c))
+GW_OBJ := $(GW_SRC:%.c=$(BUILD)/obj/%.o)
+MAIN_OBJ := $(BUILD)/obj/gateway/main.o
+BIN := $(BUILD)/cachegate
+
+UNIT_SRC := $(wildcard tests/*/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_SRC := $(wildcard gateway/*.cu)
+CUDA_LIB := build/libcachegate_cuda.so
+NVFLAGS := -O2 -std=c++17 -Xcompiler -fPIC,-Wall -shared -cudart static \
+           -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+           -gencode arch=compute_90,code=compute_90
+
+PYTEST := .venv/bin/pytest
+
+.PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda
+
+all: $(BIN) cuda
+
+deps:
+	@bash deploy/deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BIN): $(GW_OBJ) $(MAIN_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS)
+
+# A unit test may #include the .c it tests; it links every gateway object except the
+# one it includes.
+$(BUILD)/tests/%: tests/%.c $(GW_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Igateway -o $@ $< \
+	    $(filter-out $(BUILD)/obj/gateway/$(subst test_,,$(notdir $*)).o,$(GW_OBJ)) \
+	    $(LDFLAGS) -lcriterion $(GW_LIBS)
+
+ifneq ($(NVCC),)
+cuda: $(CUDA_LIB)
+$(CUDA_LIB): $(CUDA_SRC) gateway/cuda_plugin.h
+	@mkdir -p build
+	$(NVCC) $(NVFLAGS) -Igateway -o $@ $(CUDA_SRC)
+else
+cuda:
+	@echo "CUDA: nvcc not found (PATH, /usr/local/cuda/bin); skipping $(CUDA_LIB)"
+endif
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t --jobs 2; done
+
+e2e: $(BIN)
+	CACHEGATE_BIN=$(BIN) $(PYTEST) -q tests/e2e
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory unit
+ifeq ($(SAN),1)
+	@$(MAKE) --no-print-directory e2e SAN=1
+else
+	@$(MAKE) --no-print-directory e2e
+endif
+
+test-gpu: deps all
+	$(BIN) device --device cuda
+
+bench: deps all
+	bash tests/bench/http.sh $(BIN)
+
+run: deps all
+	$(BIN) serve
+
+fmt:
+	clang-format -i $(wildcard gateway/*.c gateway/*.h gateway/*.cu tests/*/*.c)
+
+clean:
+	rm -rf build
+
+-include $(wildcard $(BUILD)/obj/gateway/*.d $(BUILD)/tests/*/*.d)

@@ -1,0 +1,297 @@
+#include "config.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum opt_type { T_STR, T_INT, T_SIZE, T_BOOL, T_ENUM };
+
+struct opt {
+    const char *section;
+    const char *key;
+    enum opt_type type;
+    size_t offset;
+    const char *def;
+    int64_t min, max;          /* T_INT, T_SIZE */
+    const char *const *names;  /* T_ENUM: NULL-terminated; the value is the index */
+    int (*check)(const char *value, char *err, size_t errlen); /* optional, T_STR */
+};
+
+static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
+static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
+
+static int check_listen(const char *v, char *err, size_t errlen)
+{
+    char host[256];
+    int port;
+    if (gw_config_split_listen(v, host, sizeof host, &port) == 0)
+        return 0;
+    snprintf(err, errlen, "listen must be HOST:PORT with a port in 0..65535 (0: any free port), got '%s'", v);
+    return -1;
+}
+
+static int check_nonempty(const char *v, char *err, size_t errlen)
+{
+    if (*v)
+        return 0;
+    snprintf(err, errlen, "must not be empty");
+    return -1;
+}
+
+#define OFF(f) offsetof(struct gw_config, f)
+#define KIB 1024LL
+#define MIB (1024LL * 1024)
+#define HOUR_MS (3600LL * 1000)
+
+static const struct opt opts[] = {
+    {"server", "listen", T_STR, OFF(listen), "127.0.0.1:8443", 0, 0, NULL, check_listen},
+    {"server", "data_dir", T_STR, OFF(data_dir), "./var", 0, 0, NULL, check_nonempty},
+    {"server", "device", T_ENUM, OFF(device), "auto", 0, 0, device_names, NULL},
+    {"server", "max_body_bytes", T_SIZE, OFF(max_body_bytes), "1M", 1, 1024 * MIB, NULL, NULL},
+    {"server", "max_header_bytes", T_SIZE, OFF(max_header_bytes), "16K", 1 * KIB, 1 * MIB, NULL,
+     NULL},
+    {"server", "header_timeout_ms", T_INT, OFF(header_timeout_ms), "10000", 1, HOUR_MS, NULL,
+     NULL},
+    {"server", "body_timeout_ms", T_INT, OFF(body_timeout_ms), "30000", 1, HOUR_MS, NULL, NULL},
+    {"server", "idle_timeout_ms", T_INT, OFF(idle_timeout_ms), "60000", 1, HOUR_MS, NULL, NULL},
+    {"server", "max_connections", T_INT, OFF(max_connections), "1024", 1, 1000000, NULL, NULL},
+    {"server", "shutdown_grace_ms", T_INT, OFF(shutdown_grace_ms), "10000", 0, HOUR_MS, NULL,
+     NULL},
+    {"tls", "cert_file", T_STR, OFF(cert_file), "", 0, 0, NULL, NULL},
+    {"tls", "key_file", T_STR, OFF(key_file), "", 0, 0, NULL, NULL},
+    {"log", "level", T_ENUM, OFF(log_level), "info", 0, 0, level_names, NULL},
+    {"engine", "model", T_STR, OFF(engine_model),
+     "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf", 0, 0, NULL, check_nonempty},
+    {"engine", "model_name", T_STR, OFF(engine_model_name), "smollm2-135m-instruct", 0, 0, NULL,
+     check_nonempty},
+    {"embedder", "model", T_STR, OFF(embedder_model), "models/all-minilm-l6-v2", 0, 0, NULL,
+     check_nonempty},
+    {"embedder", "model_name", T_STR, OFF(embedder_model_name), "all-minilm-l6-v2", 0, 0, NULL,
+     check_nonempty},
+};
+
+/* Sections that exist for the keys later features add; a key in them is still checked. */
+static const char *const sections[] = {"server", "tls",    "log",     "cache",
+                                       "embedder", "engine", "tenants", NULL};
+
+static int parse_int(const char *v, int64_t mult_allowed, int64_t *out)
+{
+    errno = 0;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || errno)
+        return -1;
+    int64_t mult = 1;
+    if (mult_allowed && *end) {
+        switch (*end) {
+        case 'k': case 'K': mult = KIB; break;
+        case 'm': case 'M': mult = MIB; break;
+        case 'g': case 'G': mult = 1024 * MIB; break;
+        default: return -1;
+        }
+        end++;
+    }
+    if (*end)
+        return -1;
+    if (x > INT64_MAX / mult || x < INT64_MIN / mult)
+        return -1;
+    *out = x * mult;
+    return 0;
+}
+
+static int apply(struct gw_config *cfg, const struct opt *o, const char *v, char *err,
+                 size_t errlen)
+{
+    void *field = (char *)cfg + o->offset;
+    switch (o->type) {
+    case T_STR: {
+        if (o->check && o->check(v, err, errlen))
+            return -1;
+        char *s = strdup(v);
+        if (!s) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        free(*(char **)field);
+        *(char **)field = s;
+        return 0;
+    }
+    case T_INT:
+    case T_SIZE: {
+        int64_t x;
+        if (parse_int(v, o->type == T_SIZE, &x)) {
+            snprintf(err, errlen, "%s.%s: '%s' is not %s", o->section, o->key, v,
+                     o->type == T_SIZE ? "a size (bytes, or with a K, M or G suffix)"
+                                       : "an integer");
+            return -1;
+        }
+        if (x < o->min || x > o->max) {
+            snprintf(err, errlen, "%s.%s: %" PRId64 " is out of range %" PRId64 "..%" PRId64,
+                     o->section, o->key, x, o->min, o->max);
+            return -1;
+        }
+        *(int64_t *)field = x;
+        return 0;
+    }
+    case T_BOOL:
+        if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
+            *(int *)field = 1;
+        else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") ||
+                 !strcmp(v, "0"))
+            *(int *)field = 0;
+        else {
+            snprintf(err, errlen, "%s.%s: '%s' is not a boolean (true/false)", o->section,
+                     o->key, v);
+            return -1;
+        }
+        return 0;
+    case T_ENUM:
+        for (int i = 0; o->names[i]; i++)
+            if (!strcmp(v, o->names[i])) {
+                *(int *)field = i;
+                return 0;
+            }
+        {
+            char allowed[128] = "";
+            for (int i = 0; o->names[i]; i++) {
+                strncat(allowed, i ? ", " : "", sizeof allowed - strlen(allowed) - 1);
+                strncat(allowed, o->names[i], sizeof allowed - strlen(allowed) - 1);
+            }
+            snprintf(err, errlen, "%s.%s: '%s' is not one of %s", o->section, o->key, v,
+                     allowed);
+        }
+        return -1;
+    }
+    return -1;
+}
+
+static const struct opt *find(const char *section, const char *key)
+{
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (!strcmp(opts[i].section, section) && !strcmp(opts[i].key, key))
+            return &opts[i];
+    return NULL;
+}
+
+void gw_config_defaults(struct gw_config *cfg)
+{
+    char err[256];
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        int rc = apply(cfg, &opts[i], opts[i].def, err, sizeof err);
+        (void)rc;
+    }
+}
+
+int gw_config_set(struct gw_config *cfg, const char *section, const char *key,
+                  const char *value, const char *where, char *err, size_t errlen)
+{
+    char msg[384];
+    int known_section = 0;
+    for (int i = 0; sections[i]; i++)
+        known_section |= !strcmp(sections[i], section);
+    const struct opt *o = find(section, key);
+    if (!known_section)
+        snprintf(msg, sizeof msg, "unknown section [%s]", section);
+    else if (!o)
+        snprintf(msg, sizeof msg, "unknown key '%s' in section [%s]", key, section);
+    else if (apply(cfg, o, value, msg, sizeof msg) == 0)
+        return 0;
+    snprintf(err, errlen, "%s: %s", where, msg);
+    return -1;
+}
+
+struct load_ctx {
+    struct gw_config *cfg;
+    char msg[384];
+    int failed;
+};
+
+static int on_ini(void *user, const char *section, const char *key, const char *value)
+{
+    struct load_ctx *lc = user;
+    char err[384];
+    if (lc->failed)
+        return 1; /* keep the first error; inih reports the first failing line */
+    if (gw_config_set(lc->cfg, section, key, value, "", err, sizeof err)) {
+        lc->failed = 1;
+        snprintf(lc->msg, sizeof lc->msg, "%s", err + 2); /* drop the empty "where: " */
+        return 0;
+    }
+    return 1;
+}
+
+int gw_config_load(struct gw_config *cfg, const char *path, char *err, size_t errlen)
+{
+    struct load_ctx lc = {.cfg = cfg};
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = ini_parse_file(f, on_ini, &lc);
+    fclose(f);
+    if (rc == 0)
+        return 0;
+    if (lc.failed)
+        snprintf(err, errlen, "%s:%d: %s", path, rc, lc.msg);
+    else if (rc > 0)
+        snprintf(err, errlen, "%s:%d: syntax error (expected [section] or key = value)", path,
+                 rc);
+    else
+        snprintf(err, errlen, "%s: cannot read", path);
+    return -1;
+}
+
+void gw_config_deinit(struct gw_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (opts[i].type == T_STR) {
+            char **p = (char **)((char *)cfg + opts[i].offset);
+            free(*p);
+            *p = NULL;
+        }
+}
+
+int gw_config_split_listen(const char *listen, char *host, size_t hostlen, int *port)
+{
+    const char *colon;
+    const char *h = listen;
+    size_t hl;
+    if (*listen == '[') {
+        const char *rb = strchr(listen, ']');
+        if (!rb || rb[1] != ':')
+            return -1;
+        h = listen + 1;
+        hl = (size_t)(rb - h);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(listen, ':');
+        if (!colon || strchr(listen, ':') != colon)
+            return -1;
+        hl = (size_t)(colon - listen);
+    }
+    if (hl == 0 || hl >= hostlen)
+        return -1;
+    char *end;
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || *end || errno || p < 0 || p > 65535)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    *port = (int)p;
+    return 0;
+}
+
+const char *gw_device_name(int device)
+{
+    return device >= 0 && device < 3 ? device_names[device] : "auto";
+}

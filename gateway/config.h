@@ -1,0 +1,73 @@
+/*
+ * config — cachegate.conf, parsed once into an immutable struct.
+ *
+ * The file is INI (parsed by inih). Every key the program knows is a row of one table:
+ * {section, key, type, offset into struct gw_config, default, bounds}. Defaults are
+ * applied from the same table by the same code path as file values, so a default can
+ * never be an invalid value. An unknown section or key, or a value that does not parse
+ * or is out of range, fails the load with "FILE:LINE: message".
+ *
+ * Owned by the main thread while loading; read-only (and shared by every thread)
+ * once gw_config_load() returns.
+ */
+#ifndef GW_CONFIG_H
+#define GW_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum gw_device_want { GW_DEVICE_AUTO = 0, GW_DEVICE_CPU, GW_DEVICE_CUDA };
+
+struct gw_config {
+    /* [server] */
+    char *listen;            /* "HOST:PORT"; IPv6 as "[::1]:8443" */
+    char *data_dir;          /* created on start when missing */
+    int device;              /* enum gw_device_want */
+    int64_t max_body_bytes;  /* larger request bodies get 413 */
+    int64_t max_header_bytes;/* larger request heads get 431 */
+    int64_t header_timeout_ms;
+    int64_t body_timeout_ms;
+    int64_t idle_timeout_ms;
+    int64_t max_connections;
+    int64_t shutdown_grace_ms;
+    /* [tls] */
+    char *cert_file; /* empty: a self-signed certificate is generated in data_dir */
+    char *key_file;
+    /* [log] */
+    int log_level; /* enum gw_log_level */
+    /* [engine] */
+    char *engine_model;      /* GGUF file */
+    char *engine_model_name; /* the "model" clients ask for */
+    /* [embedder] */
+    char *embedder_model;      /* safetensors directory */
+    char *embedder_model_name;
+};
+
+/* Fills cfg with every default. Never fails for the built-in table. */
+void gw_config_defaults(struct gw_config *cfg);
+
+/*
+ * Loads path over the defaults. Returns 0, or -1 with a message naming the file and
+ * the line in err. cfg must have been filled by gw_config_defaults().
+ */
+int gw_config_load(struct gw_config *cfg, const char *path, char *err, size_t errlen);
+
+/*
+ * Sets one key as if it came from the file (command-line overrides). where names
+ * the origin in error messages, e.g. "--listen".
+ */
+int gw_config_set(struct gw_config *cfg, const char *section, const char *key,
+                  const char *value, const char *where, char *err, size_t errlen);
+
+/* Frees the strings; cfg itself is the caller's storage. */
+void gw_config_deinit(struct gw_config *cfg);
+
+/*
+ * Splits "HOST:PORT" / "[V6]:PORT". host gets the address without brackets.
+ * Returns 0, or -1 when the form or the port (0..65535) is wrong.
+ */
+int gw_config_split_listen(const char *listen, char *host, size_t hostlen, int *port /* out */);
+
+const char *gw_device_name(int device);
+
+#endif

@@ -1,0 +1,173 @@
+/*
+ * cachegate — command line: `serve` runs the gateway, `device` reports where models
+ * would run, `version` prints the version. Exit status: 0 success, 1 runtime failure,
+ * 2 usage or configuration error.
+ */
+#include "config.h"
+#include "device.h"
+#include "log.h"
+#include "server.h"
+
+#include <errno.h>
+#include <event2/thread.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_CONFIG "conf/cachegate.conf"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: cachegate serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
+               "                       [--device auto|cpu|cuda]\n"
+               "       cachegate device [--config FILE] [--device auto|cpu|cuda]\n"
+               "       cachegate version\n"
+               "\n"
+               "Defaults: --config " DEFAULT_CONFIG ", --listen 127.0.0.1:8443,\n"
+               "--data-dir ./var, --device auto (command-line values override the file).\n");
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path, char *err, size_t errlen)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char saved = *p;
+            *p = 0;
+            if (mkdir(tmp, 0750) != 0 && errno != EEXIST) {
+                snprintf(err, errlen, "cannot create directory %s: %s", tmp, strerror(errno));
+                return -1;
+            }
+            *p = saved;
+            if (!saved)
+                return 0;
+        }
+    }
+}
+
+/* Parses the common options into cfg. Returns 0, or the exit status to use. */
+static int load_config(int argc, char **argv, struct gw_config *cfg)
+{
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},   {"listen", required_argument, NULL, 'l'},
+        {"data-dir", required_argument, NULL, 'd'}, {"device", required_argument, NULL, 'D'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+    const char *config = DEFAULT_CONFIG, *listen = NULL, *data_dir = NULL, *device = NULL;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "c:l:d:D:h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': config = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'd': data_dir = optarg; break;
+        case 'D': device = optarg; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "cachegate: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    char err[1024];
+    gw_config_defaults(cfg);
+    if (gw_config_load(cfg, config, err, sizeof err) ||
+        (listen && gw_config_set(cfg, "server", "listen", listen, "--listen", err, sizeof err)) ||
+        (data_dir &&
+         gw_config_set(cfg, "server", "data_dir", data_dir, "--data-dir", err, sizeof err)) ||
+        (device && gw_config_set(cfg, "server", "device", device, "--device", err, sizeof err))) {
+        gw_log_kv(GW_LOG_ERROR, "configuration error", "error", err, NULL);
+        fprintf(stderr, "cachegate: %s\n", err);
+        return 2;
+    }
+    gw_log_set_level(cfg->log_level);
+    return 0;
+}
+
+static int select_device(const struct gw_config *cfg, struct gw_device *dev)
+{
+    char err[1024];
+    if (gw_device_select(cfg->device, dev, err, sizeof err)) {
+        gw_log_kv(GW_LOG_ERROR, "no usable device", "error", err, NULL);
+        return -1;
+    }
+    if (dev->why_cpu[0])
+        gw_log_kv(GW_LOG_INFO, "device auto: using the CPU", "reason", dev->why_cpu, NULL);
+    return 0;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    struct gw_config cfg;
+    struct gw_device dev;
+    char err[1024];
+    int rc = load_config(argc, argv, &cfg);
+    if (rc)
+        return rc;
+    rc = 1;
+    if (make_dirs(cfg.data_dir, err, sizeof err)) {
+        gw_log_kv(GW_LOG_ERROR, "cannot start", "error", err, NULL);
+        goto out;
+    }
+    if (select_device(&cfg, &dev))
+        goto out;
+    signal(SIGPIPE, SIG_IGN);
+    if (evthread_use_pthreads() != 0) {
+        gw_log(GW_LOG_ERROR, "libevent has no pthreads support");
+        goto out;
+    }
+    gw_server *srv = gw_server_create(&cfg, &dev, err, sizeof err);
+    if (!srv) {
+        gw_log_kv(GW_LOG_ERROR, "cannot start", "error", err, NULL);
+        goto out;
+    }
+    rc = gw_server_run(srv);
+    gw_server_destroy(srv);
+out:
+    gw_config_deinit(&cfg);
+    return rc;
+}
+
+static int cmd_device(int argc, char **argv)
+{
+    struct gw_config cfg;
+    struct gw_device dev;
+    int rc = load_config(argc, argv, &cfg);
+    if (rc)
+        return rc;
+    rc = select_device(&cfg, &dev) ? 1 : 0;
+    if (rc == 0)
+        printf("{\"device\":\"%s\",\"cuda\":%s}\n", dev.description,
+               dev.use_cuda ? "true" : "false");
+    gw_config_deinit(&cfg);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "device"))
+        return cmd_device(argc - 1, argv + 1);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("cachegate %s\n", GW_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "cachegate: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,906 @@
+#include "server.h"
+
+#include "completion.h"
+#include "log.h"
+#include "metrics.h"
+#include "oai.h"
+#include "tls.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/http_struct.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DRAIN_TICK_MS 50
+
+/* Framing state of the request currently arriving on a connection. */
+enum frame { F_HEAD, F_BODY, F_REJECTED };
+
+struct req_ctx;
+
+struct conn {
+    struct conn *prev, *next;
+    gw_server *srv;
+    struct bufferevent *ssl_bev; /* owned; freed after its output is flushed */
+    struct bufferevent *bev;     /* the filter, owned by evhttp */
+    struct event *timer;         /* header/body deadline, or a deferred close */
+    enum frame frame;
+    char *head; /* [max_header_bytes], the head being received */
+    size_t head_len;
+    uint64_t body_left;
+    uint64_t started, completed; /* requests whose first byte arrived / that were answered */
+    struct req_ctx *cur;         /* the request being answered, if any */
+    struct evbuffer_cb_entry *out_cb;
+    int close_when_flushed;
+    int closing;
+};
+
+struct req_ctx {
+    gw_server *srv;
+    struct conn *conn;
+    struct evhttp_request *req;
+    struct timespec t0;
+    char id[48];
+    const char *route;  /* a route table path or "unmatched": bounded metric labels */
+    const char *method;
+    int status;
+};
+
+struct route {
+    const char *path;
+    unsigned methods; /* EVHTTP_REQ_* mask */
+    const char *allow;
+    void (*handle)(struct req_ctx *rc);
+};
+
+struct gw_server {
+    const struct gw_config *cfg;
+    const struct gw_device *dev;
+    struct event_base *base;
+    struct evhttp *http;
+    struct evconnlistener *listener;   /* owned by bound */
+    struct evhttp_bound_socket *bound;
+    int accept_paused;
+    SSL_CTX *ssl;
+    gw_cq *cq;
+    gw_metrics *metrics;
+    gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
+    struct conn *conns;
+    long nconns;
+    struct event *sig_int, *sig_term, *drain_timer;
+    int draining;
+    struct timespec t_start, t_drain;
+    time_t wall_start;
+    char id_prefix[9];
+    uint64_t next_id;
+    int exit_code;
+};
+
+static int ssl_conn_index = -1;
+
+static void update_accepting(gw_server *srv);
+static void next_request_id(gw_server *srv, char *buf, size_t len);
+
+static double since_ms(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) * 1e3 + (double)(now.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static struct timeval ms_tv(int64_t ms)
+{
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    return tv;
+}
+
+static const char *method_name(enum evhttp_cmd_type t)
+{
+    switch (t) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_TRACE: return "TRACE";
+    case EVHTTP_REQ_CONNECT: return "CONNECT";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    }
+    return "OTHER";
+}
+
+/* ------------------------------------------------------------------ connections */
+
+/* Closes a connection from outside evhttp by handing it an end-of-file: evhttp then
+ * frees the connection, which frees the filter, which calls conn_free(). */
+static void conn_close(struct conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    bufferevent_trigger_event(c->bev, BEV_EVENT_EOF | BEV_EVENT_READING, 0);
+}
+
+/* Closes the connection once the TLS layer has handed every response byte to the
+ * kernel. evhttp must never free a connection with a response still buffered: it
+ * shuts the socket down right after, and the rest of the response would be lost. */
+static void close_when_flushed(struct conn *c)
+{
+    c->close_when_flushed = 1;
+    c->frame = F_REJECTED; /* nothing more is read on this connection */
+    c->head_len = 0;
+    struct timeval now = {0, 0};
+    evtimer_add(c->timer, &now); /* checked outside the current callback */
+}
+
+static void on_conn_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (c->close_when_flushed) {
+        if (evbuffer_get_length(bufferevent_get_output(c->ssl_bev)) == 0)
+            conn_close(c);
+        return; /* on_ssl_output re-arms when the output drains */
+    }
+    gw_log(GW_LOG_DEBUG, "closing connection: request %s not received in time",
+           c->frame == F_HEAD ? "head" : "body");
+    conn_close(c);
+}
+
+static void on_ssl_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    struct conn *c = arg;
+    if (c->close_when_flushed && info->n_deleted && evbuffer_get_length(buf) == 0) {
+        struct timeval now = {0, 0};
+        evtimer_add(c->timer, &now);
+    }
+}
+
+static void req_finish(struct req_ctx *rc, int client_gone);
+
+/* The filter's free_context: runs when evhttp has freed the connection (the filter
+ * frees the TLS bufferevent and closes the socket). */
+static void conn_free(void *arg)
+{
+    struct conn *c = arg;
+    gw_server *srv = c->srv;
+    if (c->cur)
+        req_finish(c->cur, 1);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv->nconns--;
+    update_accepting(srv);
+    event_free(c->timer);
+    free(c->head);
+    SSL_set_ex_data(bufferevent_openssl_get_ssl(c->ssl_bev), ssl_conn_index, NULL);
+    evbuffer_remove_cb_entry(bufferevent_get_output(c->ssl_bev), c->out_cb);
+    free(c);
+}
+
+/* Answers a request the filter refused and closes the connection after it. */
+static void conn_reject(struct conn *c, int status, const char *reason, const char *message,
+                        const char *code)
+{
+    char *body = oai_error_dumps(status, message, NULL, code);
+    char id[48];
+    next_request_id(c->srv, id, sizeof id);
+    struct evbuffer *out = bufferevent_get_output(c->ssl_bev);
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                        "Content-Length: %zu\r\nX-Request-Id: %s\r\nServer: cachegate/" GW_VERSION
+                        "\r\nConnection: close\r\n\r\n%s",
+                        status, reason, body ? strlen(body) : 0, id, body ? body : "");
+    free(body);
+
+    /* method and path for the access log, from the request line held back */
+    char method[16] = "-", path[64] = "-";
+    char line[256];
+    size_t n = c->head_len < sizeof line - 1 ? c->head_len : sizeof line - 1;
+    memcpy(line, c->head, n);
+    line[n] = 0;
+    sscanf(line, "%15s %63s", method, path);
+    gw_log_access(id, method, path, status, 0, NULL);
+    char st[8];
+    snprintf(st, sizeof st, "%d", status);
+    gw_metric_add(c->srv->m_requests, 1, "unmatched", st);
+
+    close_when_flushed(c);
+}
+
+/* Case-insensitive "Name:" match at the start of a header line; returns the value. */
+static const char *header_value(const char *line, size_t len, const char *name)
+{
+    size_t n = strlen(name);
+    if (len <= n || strncasecmp(line, name, n) != 0 || line[n] != ':')
+        return NULL;
+    const char *v = line + n + 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    return v;
+}
+
+/* Looks at a complete head: 0 to pass it to evhttp with *body (out) bytes of body. */
+static int check_head(struct conn *c, uint64_t *body)
+{
+    const struct gw_config *cfg = c->srv->cfg;
+    int have_len = 0;
+    uint64_t len = 0;
+    const char *p = memchr(c->head, '\n', c->head_len);
+    const char *end = c->head + c->head_len;
+    while (p && p + 1 < end) {
+        const char *line = p + 1;
+        p = memchr(line, '\n', (size_t)(end - line));
+        size_t ll = (size_t)((p ? p : end) - line);
+        const char *v;
+        if (header_value(line, ll, "Transfer-Encoding")) {
+            conn_reject(c, 411, "Length Required",
+                        "Request bodies must be sent with Content-Length; chunked transfer "
+                        "encoding is not accepted",
+                        "length_required");
+            return -1;
+        }
+        if ((v = header_value(line, ll, "Content-Length"))) {
+            char *e;
+            errno = 0;
+            unsigned long long x = strtoull(v, &e, 10);
+            while (*e == ' ' || *e == '\t' || *e == '\r')
+                e++;
+            if (e == v || *e != '\n' || errno || *v == '-' || (have_len && x != len)) {
+                conn_reject(c, 400, "Bad Request", "Invalid Content-Length header",
+                            "invalid_request");
+                return -1;
+            }
+            have_len = 1;
+            len = x;
+        }
+    }
+    if (len > (uint64_t)cfg->max_body_bytes) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "Request body of %llu bytes exceeds the limit of %lld bytes",
+                 (unsigned long long)len, (long long)cfg->max_body_bytes);
+        conn_reject(c, 413, "Payload Too Large", msg, "request_too_large");
+        return -1;
+    }
+    *body = len;
+    return 0;
+}
+
+static void arm(struct conn *c, int64_t ms)
+{
+    struct timeval tv = ms_tv(ms);
+    evtimer_add(c->timer, &tv);
+}
+
+/* The filter between OpenSSL and evhttp: frames requests, see the module comment. */
+static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct evbuffer *dst,
+                                                  ev_ssize_t limit,
+                                                  enum bufferevent_flush_mode mode, void *arg)
+{
+    (void)limit;
+    (void)mode;
+    struct conn *c = arg;
+    const struct gw_config *cfg = c->srv->cfg;
+    size_t cap = (size_t)cfg->max_header_bytes;
+    size_t avail;
+    while ((avail = evbuffer_get_length(src)) > 0) {
+        if (c->frame == F_REJECTED) {
+            evbuffer_drain(src, avail);
+            break;
+        }
+        if (c->frame == F_BODY) {
+            size_t n = avail < c->body_left ? avail : (size_t)c->body_left;
+            evbuffer_remove_buffer(src, dst, n);
+            c->body_left -= n;
+            if (c->body_left == 0) {
+                c->frame = F_HEAD;
+                evtimer_del(c->timer);
+            }
+            continue;
+        }
+        if (c->head_len == 0) {
+            /* empty lines before a request line are ignored (RFC 9112 2.2) */
+            unsigned char ch;
+            evbuffer_copyout(src, &ch, 1);
+            if (ch == '\r' || ch == '\n') {
+                evbuffer_drain(src, 1);
+                continue;
+            }
+            c->started++;
+            arm(c, cfg->header_timeout_ms);
+        }
+        size_t old = c->head_len;
+        size_t want = cap - old < avail ? cap - old : avail;
+        ev_ssize_t got = evbuffer_copyout(src, c->head + old, want);
+        if (got <= 0)
+            break;
+        size_t now = old + (size_t)got, endpos = 0;
+        for (size_t i = old > 3 ? old - 3 : 0; i < now && !endpos; i++) {
+            if (c->head[i] != '\n')
+                continue;
+            if (i >= 1 && c->head[i - 1] == '\n')
+                endpos = i + 1;
+            else if (i >= 2 && c->head[i - 1] == '\r' && c->head[i - 2] == '\n')
+                endpos = i + 1;
+        }
+        if (!endpos) {
+            evbuffer_drain(src, (size_t)got);
+            c->head_len = now;
+            if (now == cap) {
+                conn_reject(c, 431, "Request Header Fields Too Large",
+                            "Request head exceeds server.max_header_bytes",
+                            "request_header_too_large");
+            }
+            continue;
+        }
+        evbuffer_drain(src, endpos - old);
+        c->head_len = endpos;
+        uint64_t body;
+        if (check_head(c, &body) != 0)
+            continue; /* now F_REJECTED */
+        evbuffer_add(dst, c->head, c->head_len);
+        c->head_len = 0;
+        c->body_left = body;
+        if (body > 0) {
+            c->frame = F_BODY;
+            arm(c, cfg->body_timeout_ms);
+        } else {
+            evtimer_del(c->timer);
+        }
+    }
+    return BEV_OK;
+}
+
+/* evhttp asks for each new connection's bufferevent; the socket is set by evhttp. */
+static struct bufferevent *on_bev(struct event_base *base, void *arg)
+{
+    gw_server *srv = arg;
+    struct conn *c = calloc(1, sizeof *c);
+    SSL *ssl = NULL;
+    if (!c)
+        goto fail;
+    c->srv = srv;
+    c->head = malloc((size_t)srv->cfg->max_header_bytes);
+    c->timer = evtimer_new(base, on_conn_timer, c);
+    ssl = SSL_new(srv->ssl);
+    if (!c->head || !c->timer || !ssl)
+        goto fail;
+    SSL_set_ex_data(ssl, ssl_conn_index, c);
+    c->ssl_bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                BEV_OPT_CLOSE_ON_FREE);
+    if (!c->ssl_bev)
+        goto fail;
+    ssl = NULL; /* owned by ssl_bev */
+    bufferevent_openssl_set_allow_dirty_shutdown(c->ssl_bev, 1);
+    c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->ssl_bev), on_ssl_output, c);
+    if (!c->out_cb)
+        goto fail;
+    c->bev = bufferevent_filter_new(c->ssl_bev, frame_input, NULL, BEV_OPT_CLOSE_ON_FREE,
+                                    conn_free, c);
+    if (!c->bev)
+        goto fail;
+    /* evhttp queues a response before it enables writing, and a 2.1 filter only passes
+     * output on when writing is enabled: running the output callbacks from the loop,
+     * after evhttp has enabled writing, moves the response on. */
+    evbuffer_defer_callbacks(bufferevent_get_output(c->bev), base);
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->nconns++;
+    update_accepting(srv);
+    return c->bev;
+fail:
+    gw_log(GW_LOG_ERROR, "out of memory accepting a connection");
+    if (c) {
+        if (c->ssl_bev)
+            bufferevent_free(c->ssl_bev);
+        if (c->timer)
+            event_free(c->timer);
+        free(c->head);
+        free(c);
+    }
+    SSL_free(ssl);
+    /* evhttp falls back to a plain socket bufferevent; the client's TLS handshake fails
+     * against it and the connection is dropped */
+    return NULL;
+}
+
+/* At server.max_connections the server stops accepting: new clients wait in the kernel's
+ * backlog instead of being reset, and accepting resumes when a connection closes. */
+static void update_accepting(gw_server *srv)
+{
+    if (!srv->listener)
+        return;
+    int full = srv->nconns >= srv->cfg->max_connections;
+    if (full && !srv->accept_paused) {
+        srv->accept_paused = 1;
+        evconnlistener_disable(srv->listener);
+        gw_metric_add(srv->m_paused, 1);
+        gw_log(GW_LOG_WARN, "server.max_connections (%lld) reached: accepting paused",
+               (long long)srv->cfg->max_connections);
+    } else if (!full && srv->accept_paused) {
+        srv->accept_paused = 0;
+        evconnlistener_enable(srv->listener);
+    }
+}
+
+/* ------------------------------------------------------------------ requests */
+
+static void req_finish(struct req_ctx *rc, int client_gone)
+{
+    gw_server *srv = rc->srv;
+    double ms = since_ms(&rc->t0);
+    int status = client_gone ? 499 : rc->status; /* nginx's "client closed request" */
+    char st[8];
+    snprintf(st, sizeof st, "%d", status);
+    gw_metric_add(srv->m_requests, 1, rc->route, st);
+    gw_metric_observe(srv->m_latency, ms / 1000.0, rc->route, st);
+    gw_log_access(rc->id, rc->method, rc->route, status, ms, NULL);
+    if (rc->conn) {
+        rc->conn->completed++;
+        rc->conn->cur = NULL;
+    }
+    free(rc);
+}
+
+/* Whether evhttp would close the connection after this response. */
+static int wants_close(struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *ci = evhttp_find_header(in, "Connection");
+    const char *co = evhttp_find_header(evhttp_request_get_output_headers(req), "Connection");
+    if ((ci && strcasestr(ci, "close")) || (co && strcasestr(co, "close")))
+        return 1;
+    return (req->major < 1 || (req->major == 1 && req->minor == 0)) &&
+           !(ci && strcasestr(ci, "keep-alive"));
+}
+
+/* Runs before evhttp decides whether to keep the connection: when it is to close, the
+ * decision is taken from evhttp (it would free the connection before the TLS layer
+ * has sent the response) and carried out by close_when_flushed(). */
+static void on_complete(struct evhttp_request *req, void *arg)
+{
+    struct req_ctx *rc = arg;
+    struct conn *c = rc->conn;
+    if (c && (wants_close(req) || rc->srv->draining)) {
+        struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+        evhttp_remove_header(in, "Connection");
+        evhttp_add_header(in, "Connection", "keep-alive");
+        evhttp_remove_header(evhttp_request_get_output_headers(req), "Connection");
+        close_when_flushed(c);
+    }
+    req_finish(rc, 0);
+}
+
+static void send_body(struct req_ctx *rc, int status, const char *ctype, const char *body,
+                      size_t len)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
+    evhttp_add_header(h, "Content-Type", ctype);
+    evhttp_add_header(h, "X-Request-Id", rc->id);
+    evhttp_add_header(h, "Server", "cachegate/" GW_VERSION);
+    if (rc->srv->draining)
+        evhttp_add_header(h, "Connection", "close");
+    struct evbuffer *b = evbuffer_new();
+    if (b)
+        evbuffer_add(b, body, len);
+    rc->status = status;
+    evhttp_send_reply(rc->req, status, NULL, b);
+    if (b)
+        evbuffer_free(b);
+}
+
+static void send_json(struct req_ctx *rc, int status, json_t *body /* takes ownership */)
+{
+    char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(body);
+    if (!s) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"server_error\",\"param\":null,\"code\":null}}";
+        send_body(rc, 500, "application/json", oom, sizeof oom - 1);
+        return;
+    }
+    send_body(rc, status, "application/json", s, strlen(s));
+    free(s);
+}
+
+static void send_error(struct req_ctx *rc, int status, const char *message, const char *param,
+                       const char *code)
+{
+    send_json(rc, status, oai_error(message, oai_error_type(status), param, code));
+}
+
+static void handle_health(struct req_ctx *rc)
+{
+    gw_server *srv = rc->srv;
+    json_t *o = json_object();
+    json_object_set_new(o, "status", json_string(srv->draining ? "draining" : "ok"));
+    json_object_set_new(o, "version", json_string(GW_VERSION));
+    json_object_set_new(o, "uptime_s", json_real(since_ms(&srv->t_start) / 1000.0));
+    json_object_set_new(o, "device", json_string(srv->dev->description));
+    send_json(rc, srv->draining ? 503 : 200, o);
+}
+
+static void handle_metrics(struct req_ctx *rc)
+{
+    gw_server *srv = rc->srv;
+    gw_metric_set(srv->m_conns, (double)srv->nconns);
+    gw_metric_set(srv->m_uptime, since_ms(&srv->t_start) / 1000.0);
+    size_t len;
+    char *text = gw_metrics_render(srv->metrics, &len);
+    if (!text) {
+        send_error(rc, 500, "out of memory rendering metrics", NULL, NULL);
+        return;
+    }
+    send_body(rc, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    free(text);
+}
+
+static json_t *model_entry(const char *id, const char *path)
+{
+    struct stat st;
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(id));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(stat(path, &st) == 0 ? st.st_mtime : 0));
+    json_object_set_new(m, "owned_by", json_string("cachegate"));
+    return m;
+}
+
+static void handle_models(struct req_ctx *rc)
+{
+    const struct gw_config *cfg = rc->srv->cfg;
+    json_t *data = json_array();
+    json_array_append_new(data, model_entry(cfg->engine_model_name, cfg->engine_model));
+    json_array_append_new(data, model_entry(cfg->embedder_model_name, cfg->embedder_model));
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", data);
+    send_json(rc, 200, o);
+}
+
+#define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)
+
+static const struct route routes[] = {
+    {"/health", GET_HEAD, "GET, HEAD", handle_health},
+    {"/metrics", GET_HEAD, "GET, HEAD", handle_metrics},
+    {"/v1/models", GET_HEAD, "GET, HEAD", handle_models},
+};
+
+/* PREFIX-COUNTER: the prefix is random per process, so ids from restarts differ. */
+static void next_request_id(gw_server *srv, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s-%06llu", srv->id_prefix, (unsigned long long)++srv->next_id);
+}
+
+/* A client-supplied X-Request-Id is kept when it is short and plain. */
+static int plain_id(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char ch = s[n];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_' || ch == '.'))
+            return 0;
+    }
+    return n > 0 && n < 48;
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    gw_server *srv = arg;
+    struct req_ctx *rc = calloc(1, sizeof *rc);
+    if (!rc) {
+        evhttp_send_error(req, 503, "out of memory");
+        return;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &rc->t0);
+    rc->srv = srv;
+    rc->req = req;
+    rc->method = method_name(evhttp_request_get_command(req));
+    rc->route = "unmatched";
+
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *fbev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    struct bufferevent *sbev = fbev ? bufferevent_get_underlying(fbev) : NULL;
+    SSL *ssl = sbev ? bufferevent_openssl_get_ssl(sbev) : NULL;
+    rc->conn = ssl ? SSL_get_ex_data(ssl, ssl_conn_index) : NULL;
+    if (rc->conn)
+        rc->conn->cur = rc;
+    evhttp_request_set_on_complete_cb(req, on_complete, rc);
+
+    const char *given = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Request-Id");
+    if (given && plain_id(given))
+        snprintf(rc->id, sizeof rc->id, "%s", given);
+    else
+        next_request_id(srv, rc->id, sizeof rc->id);
+
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!path || !*path)
+        path = "/";
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (strcmp(routes[i].path, path) != 0)
+            continue;
+        rc->route = routes[i].path;
+        if (!(routes[i].methods & cmd)) {
+            char msg[160];
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", routes[i].allow);
+            snprintf(msg, sizeof msg, "Method %s is not allowed on %s; allowed: %s", rc->method,
+                     routes[i].path, routes[i].allow);
+            send_error(rc, 405, msg, NULL, "method_not_allowed");
+            return;
+        }
+        routes[i].handle(rc);
+        return;
+    }
+    char msg[300];
+    snprintf(msg, sizeof msg, "Unknown route: %s %.200s", rc->method, path);
+    send_error(rc, 404, msg, NULL, "not_found");
+}
+
+/* ------------------------------------------------------------------ shutdown */
+
+static void drain_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    gw_server *srv = arg;
+    long busy = 0;
+    for (struct conn *c = srv->conns; c; c = c->next) {
+        if (c->closing)
+            continue;
+        if (c->started == c->completed && c->head_len == 0 && c->frame == F_HEAD)
+            conn_close(c); /* idle keep-alive connection */
+        else
+            busy++;
+    }
+    if (srv->nconns == 0) {
+        gw_log(GW_LOG_INFO, "shutdown complete");
+        event_base_loopexit(srv->base, NULL);
+        return;
+    }
+    if (since_ms(&srv->t_drain) >= (double)srv->cfg->shutdown_grace_ms) {
+        gw_log(GW_LOG_WARN, "shutdown grace period over; closing %ld busy connection(s)", busy);
+        srv->exit_code = 1;
+        event_base_loopexit(srv->base, NULL);
+        return;
+    }
+    struct timeval tv = ms_tv(DRAIN_TICK_MS);
+    evtimer_add(srv->drain_timer, &tv);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    gw_server *srv = arg;
+    if (srv->draining) {
+        gw_log(GW_LOG_WARN, "second signal: exiting now");
+        srv->exit_code = 1;
+        event_base_loopexit(srv->base, NULL);
+        return;
+    }
+    gw_log(GW_LOG_INFO, "%s received: draining %ld connection(s), grace %lld ms",
+           sig == SIGINT ? "SIGINT" : "SIGTERM", srv->nconns,
+           (long long)srv->cfg->shutdown_grace_ms);
+    srv->draining = 1;
+    clock_gettime(CLOCK_MONOTONIC, &srv->t_drain);
+    evhttp_del_accept_socket(srv->http, srv->bound); /* closes the listening socket */
+    srv->bound = NULL;
+    srv->listener = NULL;
+    drain_check(-1, 0, srv);
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+static int register_metrics(gw_server *srv)
+{
+    static const double latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                            0.05,   0.1,   0.25,   0.5,   1,    2.5,
+                                            5,      10,    30,     60,    120};
+    gw_metrics *m = srv->metrics;
+    srv->m_requests = gw_metrics_counter(m, "cachegate_http_requests_total",
+                                         "HTTP requests answered, by route and status.",
+                                         "route,status");
+    srv->m_latency = gw_metrics_histogram(
+        m, "cachegate_http_request_duration_seconds",
+        "Time from a complete request to its response being written, by route and status.",
+        "route,status", latency_bounds, (int)(sizeof latency_bounds / sizeof latency_bounds[0]));
+    srv->m_conns = gw_metrics_gauge(m, "cachegate_http_open_connections",
+                                    "Client connections currently open.", NULL);
+    srv->m_paused = gw_metrics_counter(m, "cachegate_http_accept_paused_total",
+                                       "Times accepting paused at server.max_connections.", NULL);
+    srv->m_uptime =
+        gw_metrics_gauge(m, "cachegate_uptime_seconds", "Seconds since the server started.", NULL);
+    srv->m_start = gw_metrics_gauge(m, "cachegate_start_time_seconds",
+                                    "Start time of the server, seconds since the epoch.", NULL);
+    srv->m_info = gw_metrics_gauge(m, "cachegate_build_info",
+                                   "Always 1; labels describe the running server.",
+                                   "version,device");
+    if (!srv->m_requests || !srv->m_latency || !srv->m_conns || !srv->m_paused ||
+        !srv->m_uptime || !srv->m_start || !srv->m_info)
+        return -1;
+    gw_metric_set(srv->m_start, (double)srv->wall_start);
+    gw_metric_set(srv->m_info, 1, GW_VERSION, srv->dev->use_cuda ? "cuda" : "cpu");
+    return 0;
+}
+
+static int bind_listener(gw_server *srv, char *err, size_t errlen)
+{
+    char host[256], port_s[16];
+    int port;
+    if (gw_config_split_listen(srv->cfg->listen, host, sizeof host, &port)) {
+        snprintf(err, errlen, "bad listen address '%s'", srv->cfg->listen);
+        return -1;
+    }
+    snprintf(port_s, sizeof port_s, "%d", port);
+    struct evutil_addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = EVUTIL_AI_PASSIVE;
+    int gai = evutil_getaddrinfo(host, port_s, &hints, &ai);
+    if (gai != 0 || !ai) {
+        snprintf(err, errlen, "cannot resolve listen address %s: %s", srv->cfg->listen,
+                 evutil_gai_strerror(gai));
+        return -1;
+    }
+    srv->listener = evconnlistener_new_bind(
+        srv->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+        1024, ai->ai_addr, (int)ai->ai_addrlen);
+    evutil_freeaddrinfo(ai);
+    if (!srv->listener) {
+        snprintf(err, errlen, "cannot listen on %s: %s", srv->cfg->listen, strerror(errno));
+        return -1;
+    }
+    srv->bound = evhttp_bind_listener(srv->http, srv->listener);
+    if (!srv->bound) {
+        evconnlistener_free(srv->listener);
+        srv->listener = NULL;
+        snprintf(err, errlen, "out of memory binding the listener");
+        return -1;
+    }
+    /* accepted sockets inherit TCP_NODELAY from the listening socket (Linux) */
+    evutil_socket_t fd = evconnlistener_get_fd(srv->listener);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char addr[INET6_ADDRSTRLEN] = "?", where[300];
+    int bound = port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &s6->sin6_addr, addr, sizeof addr);
+            bound = ntohs(s6->sin6_port);
+            snprintf(where, sizeof where, "[%s]:%d", addr, bound);
+        } else {
+            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &s4->sin_addr, addr, sizeof addr);
+            bound = ntohs(s4->sin_port);
+            snprintf(where, sizeof where, "%s:%d", addr, bound);
+        }
+    }
+    char port_str[16];
+    snprintf(port_str, sizeof port_str, "%d", bound);
+    gw_log_kv(GW_LOG_INFO, "listening", "address", where, "port", port_str, "device",
+              srv->dev->description, NULL);
+    return 0;
+}
+
+gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device *dev, char *err,
+                            size_t errlen)
+{
+    gw_server *srv = calloc(1, sizeof *srv);
+    if (!srv) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    srv->cfg = cfg;
+    srv->dev = dev;
+    clock_gettime(CLOCK_MONOTONIC, &srv->t_start);
+    srv->wall_start = time(NULL);
+    unsigned char rnd[4];
+    if (RAND_bytes(rnd, sizeof rnd) != 1)
+        memset(rnd, 0, sizeof rnd);
+    snprintf(srv->id_prefix, sizeof srv->id_prefix, "%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+             rnd[3]);
+    if (ssl_conn_index < 0)
+        ssl_conn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+
+    char generated[4200];
+    srv->ssl = tls_server_ctx_create(cfg->cert_file, cfg->key_file, cfg->data_dir, generated,
+                                     sizeof generated, err, errlen);
+    if (!srv->ssl)
+        goto fail;
+    if (generated[0])
+        gw_log_kv(GW_LOG_INFO, "generated a self-signed TLS certificate", "path", generated,
+                  NULL);
+
+    srv->base = event_base_new();
+    srv->metrics = gw_metrics_create();
+    if (!srv->base || !srv->metrics || register_metrics(srv)) {
+        snprintf(err, errlen, "out of memory creating the event loop");
+        goto fail;
+    }
+    srv->cq = gw_cq_create(srv->base);
+    srv->http = evhttp_new(srv->base);
+    srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
+    srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+    srv->drain_timer = evtimer_new(srv->base, drain_check, srv);
+    if (!srv->cq || !srv->http || !srv->sig_int || !srv->sig_term || !srv->drain_timer) {
+        snprintf(err, errlen, "out of memory creating the HTTP server");
+        goto fail;
+    }
+    evhttp_set_bevcb(srv->http, on_bev, srv);
+    evhttp_set_gencb(srv->http, on_request, srv);
+    evhttp_set_allowed_methods(srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                              EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                              EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    /* the framing filter enforces both first, with OpenAI error bodies */
+    evhttp_set_max_headers_size(srv->http, (ev_ssize_t)cfg->max_header_bytes);
+    evhttp_set_max_body_size(srv->http, (ev_ssize_t)cfg->max_body_bytes);
+    struct timeval idle = ms_tv(cfg->idle_timeout_ms);
+    evhttp_set_timeout_tv(srv->http, &idle);
+    if (bind_listener(srv, err, errlen))
+        goto fail;
+    evsignal_add(srv->sig_int, NULL);
+    evsignal_add(srv->sig_term, NULL);
+    return srv;
+fail:
+    gw_server_destroy(srv);
+    return NULL;
+}
+
+int gw_server_run(gw_server *srv)
+{
+    event_base_dispatch(srv->base);
+    return srv->exit_code;
+}
+
+void gw_server_destroy(gw_server *srv)
+{
+    if (!srv)
+        return;
+    if (srv->http)
+        evhttp_free(srv->http); /* frees every connection, and so every conn */
+    gw_cq_destroy(srv->cq);
+    if (srv->sig_int)
+        event_free(srv->sig_int);
+    if (srv->sig_term)
+        event_free(srv->sig_term);
+    if (srv->drain_timer)
+        event_free(srv->drain_timer);
+    if (srv->base)
+        event_base_free(srv->base);
+    gw_metrics_destroy(srv->metrics);
+    SSL_CTX_free(srv->ssl);
+    free(srv);
+}

@@ -1,0 +1,42 @@
+/*
+ * server — the HTTPS front end: libevent evhttp over OpenSSL bufferevents.
+ *
+ * Each accepted connection is a stack of three bufferevents:
+ *
+ *     evhttp  <->  framing filter (this module)  <->  OpenSSL bufferevent  <->  socket
+ *
+ * The framing filter sees every request byte before evhttp does. It holds a request's
+ * head back until it is complete, so that it can enforce the header and body timeouts,
+ * answer 413/411/431 itself with the OpenAI error body, and count the requests in
+ * flight on each connection for a graceful shutdown. evhttp parses what passes.
+ *
+ * Shutdown (SIGINT/SIGTERM, or gw_server_stop): the listening socket is closed, idle
+ * connections are closed, responses get "Connection: close", and the loop exits when
+ * no connection is left or the grace period has passed.
+ *
+ * Everything here runs on the event-loop thread; workers reach it through completion.h.
+ */
+#ifndef GW_SERVER_H
+#define GW_SERVER_H
+
+#include "config.h"
+#include "device.h"
+
+#define GW_VERSION "0.1.0"
+
+typedef struct gw_server gw_server;
+
+/*
+ * Binds the listener and prepares TLS. cfg and dev are borrowed for the server's life.
+ * Returns NULL with a message in err.
+ */
+gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device *dev, char *err,
+                            size_t errlen);
+
+/* Runs until shutdown has completed. Returns 0 after a clean drain, 1 when the grace
+ * period ended with requests still in flight. */
+int gw_server_run(gw_server *srv);
+
+void gw_server_destroy(gw_server *srv); /* accepts NULL */
+
+#endif

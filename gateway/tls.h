@@ -1,0 +1,25 @@
+/*
+ * tls — the server's OpenSSL context: TLS 1.2 and 1.3 only, certificate and key from
+ * the configuration, or a self-signed certificate for localhost/127.0.0.1/::1
+ * generated on first start into DATA_DIR/tls/ and reused afterwards.
+ *
+ * Main thread, at start-up. The SSL_CTX is then shared read-only by the event loop.
+ */
+#ifndef GW_TLS_H
+#define GW_TLS_H
+
+#include <stddef.h>
+
+typedef struct ssl_ctx_st SSL_CTX;
+
+/*
+ * cert_file/key_file: both empty to use (or create) DATA_DIR/tls/{cert,key}.pem.
+ * generated_path (out, may be NULL) receives the certificate path when it was
+ * generated now, else "". Returns NULL with a message in err on failure (a missing or
+ * unreadable file, a key that does not match the certificate, an OpenSSL error).
+ */
+SSL_CTX *tls_server_ctx_create(const char *cert_file, const char *key_file,
+                               const char *data_dir, char *generated_path, size_t genlen,
+                               char *err, size_t errlen);
+
+#endif
