@@ -62,13 +62,15 @@ $(BUILD)/obj/%.o: %.c
 $(BIN): $(GW_OBJ) $(MAIN_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS)
 
-# A unit test may #include the .c it tests; it links every gateway object except the
-# one it includes.
-$(BUILD)/tests/%: tests/%.c $(GW_OBJ)
+# Unit tests link the gateway's objects from an archive, so a test that #includes the
+# .c it tests (to reach its statics) does not pull that object in twice.
+GW_LIB := $(BUILD)/libgateway.a
+$(GW_LIB): $(GW_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/%.c $(GW_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Igateway -o $@ $< \
-	    $(filter-out $(BUILD)/obj/gateway/$(subst test_,,$(notdir $*)).o,$(GW_OBJ)) \
-	    $(LDFLAGS) -lcriterion $(GW_LIBS)
+	$(CC) $(CFLAGS) -Igateway -o $@ $< $(GW_LIB) $(LDFLAGS) -lcriterion $(GW_LIBS)
 
 ifneq ($(NVCC),)
 cuda: $(CUDA_LIB)

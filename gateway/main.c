@@ -83,6 +83,7 @@ static int load_config(int argc, char **argv, struct gw_config *cfg)
         (device && gw_config_set(cfg, "server", "device", device, "--device", err, sizeof err))) {
         gw_log_kv(GW_LOG_ERROR, "configuration error", "error", err, NULL);
         fprintf(stderr, "cachegate: %s\n", err);
+        gw_config_deinit(cfg);
         return 2;
     }
     gw_log_set_level(cfg->log_level);

@@ -17,6 +17,7 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/rand.h>
@@ -139,7 +140,12 @@ static void conn_close(struct conn *c)
     if (c->closing)
         return;
     c->closing = 1;
-    bufferevent_trigger_event(c->bev, BEV_EVENT_EOF | BEV_EVENT_READING, 0);
+    /* bufferevent_free() clears the callbacks at once but finalizes (and so calls
+     * conn_free) later: no event callback means evhttp has already let go of it */
+    bufferevent_event_cb eventcb = NULL;
+    bufferevent_getcb(c->bev, NULL, NULL, &eventcb, NULL);
+    if (eventcb)
+        bufferevent_trigger_event(c->bev, BEV_EVENT_EOF | BEV_EVENT_READING, 0);
 }
 
 /* Closes the connection once the TLS layer has handed every response byte to the
@@ -542,7 +548,7 @@ static void handle_health(struct req_ctx *rc)
     json_t *o = json_object();
     json_object_set_new(o, "status", json_string(srv->draining ? "draining" : "ok"));
     json_object_set_new(o, "version", json_string(GW_VERSION));
-    json_object_set_new(o, "uptime_s", json_real(since_ms(&srv->t_start) / 1000.0));
+    json_object_set_new(o, "uptime_s", json_real(floor(since_ms(&srv->t_start)) / 1000.0));
     json_object_set_new(o, "device", json_string(srv->dev->description));
     send_json(rc, srv->draining ? 503 : 200, o);
 }
@@ -674,7 +680,9 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
     (void)what;
     gw_server *srv = arg;
     long busy = 0;
-    for (struct conn *c = srv->conns; c; c = c->next) {
+    struct conn *next;
+    for (struct conn *c = srv->conns; c; c = next) {
+        next = c->next; /* conn_close() may free c */
         if (c->closing)
             continue;
         if (c->started == c->completed && c->head_len == 0 && c->frame == F_HEAD)
@@ -689,7 +697,6 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
     }
     if (since_ms(&srv->t_drain) >= (double)srv->cfg->shutdown_grace_ms) {
         gw_log(GW_LOG_WARN, "shutdown grace period over; closing %ld busy connection(s)", busy);
-        srv->exit_code = 1;
         event_base_loopexit(srv->base, NULL);
         return;
     }

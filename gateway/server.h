@@ -33,8 +33,8 @@ typedef struct gw_server gw_server;
 gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device *dev, char *err,
                             size_t errlen);
 
-/* Runs until shutdown has completed. Returns 0 after a clean drain, 1 when the grace
- * period ended with requests still in flight. */
+/* Runs until shutdown has completed (in-flight requests finished, or the grace period
+ * over: both exit 0). Returns 1 only when a second signal cut the drain short. */
 int gw_server_run(gw_server *srv);
 
 void gw_server_destroy(gw_server *srv); /* accepts NULL */

@@ -1,0 +1,384 @@
+"""End-to-end tests of the gateway core: TLS, routes, limits, metrics, shutdown."""
+
+import signal
+import socket
+import ssl
+import subprocess
+import time
+
+import httpx
+import openai
+import pytest
+
+from conftest import BIN, PROMTOOL, ROOT, read_http_response
+
+
+def client(server, **kw):
+    return httpx.Client(base_url=server.base_url, verify=server.ssl_context(), timeout=10, **kw)
+
+
+def assert_openai_error(resp, status, code):
+    assert resp.status_code == status
+    assert resp.headers["content-type"] == "application/json"
+    body = resp.json()
+    assert set(body) == {"error"}
+    err = body["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["code"] == code
+    assert err["type"] == "invalid_request_error"
+    assert err["param"] is None
+    assert err["message"]
+    return err
+
+
+def test_health(server):
+    with client(server) as c:
+        r = c.get("/health")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "ok"
+    assert body["version"]
+    assert body["device"] == "cpu"
+    assert body["uptime_s"] >= 0
+    assert r.headers["x-request-id"]
+    # the access log has one line for it
+    line = server.wait_log(lambda l: l.get("msg") == "request" and l.get("route") == "/health")
+    assert line["status"] == 200 and line["method"] == "GET"
+    assert line["request_id"] == r.headers["x-request-id"]
+    assert line["latency_ms"] >= 0
+
+
+def test_request_id_is_kept_when_given(server):
+    with client(server) as c:
+        r = c.get("/health", headers={"X-Request-Id": "abc-123"})
+        assert r.headers["x-request-id"] == "abc-123"
+        r = c.get("/health", headers={"X-Request-Id": "bad id with spaces"})
+        assert r.headers["x-request-id"] != "bad id with spaces"
+
+
+def test_keep_alive_reuses_one_connection(server):
+    with client(server) as c:
+        for _ in range(20):
+            assert c.get("/health").status_code == 200
+    assert server.wait_log(lambda l: l.get("msg") == "request", timeout=1)
+    # HTTP/1.1 keep-alive: a single TLS handshake served all requests; the server saw one
+    # connection, visible in the open-connections gauge while the client is open
+    with client(server) as c:
+        c.get("/health")
+        text = c.get("/metrics").text
+    assert "cachegate_http_open_connections 1\n" in text
+
+
+def test_metrics_pass_promtool(server):
+    with client(server) as c:
+        c.get("/health")
+        c.get("/nope")
+        r = c.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    text = r.text
+    assert 'cachegate_http_requests_total{route="/health",status="200"} 1\n' in text
+    assert 'cachegate_http_requests_total{route="unmatched",status="404"} 1\n' in text
+    assert 'cachegate_http_request_duration_seconds_bucket{route="/health",status="200",le="+Inf"} 1\n' in text
+    check = subprocess.run([str(PROMTOOL), "check", "metrics"], input=text, text=True,
+                           capture_output=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_models_list(server):
+    with client(server) as c:
+        r = c.get("/v1/models")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["object"] == "list"
+    ids = [m["id"] for m in body["data"]]
+    assert ids == ["smollm2-135m-instruct", "all-minilm-l6-v2"]
+    for m in body["data"]:
+        assert m["object"] == "model" and m["owned_by"] == "cachegate"
+        assert isinstance(m["created"], int)
+
+
+def test_openai_sdk_lists_models(server):
+    http = httpx.Client(verify=server.ssl_context())
+    sdk = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", http_client=http)
+    models = sdk.models.list()
+    assert [m.id for m in models.data] == ["smollm2-135m-instruct", "all-minilm-l6-v2"]
+    http.close()
+
+
+def test_unknown_route_404(server):
+    with client(server) as c:
+        r = c.get("/v1/nothing-here")
+    err = assert_openai_error(r, 404, "not_found")
+    assert "/v1/nothing-here" in err["message"]
+
+
+def test_wrong_method_405(server):
+    with client(server) as c:
+        r = c.post("/health", json={})
+        err = assert_openai_error(r, 405, "method_not_allowed")
+        assert r.headers["allow"] == "GET, HEAD"
+        assert "POST" in err["message"]
+        r = c.delete("/v1/models")
+        assert_openai_error(r, 405, "method_not_allowed")
+
+
+def test_body_too_large_413(make_server):
+    server = make_server("[server]\nmax_body_bytes = 64K\n")
+    with client(server) as c:
+        r = c.post("/v1/models", content=b"x" * (64 * 1024 + 1))
+        err = assert_openai_error(r, 413, "request_too_large")
+        assert "65537" in err["message"] and "65536" in err["message"]
+        assert r.headers["connection"] == "close"
+        # at the limit, the body is read and the request routed as usual
+        r = c.post("/v1/models", content=b"x" * (64 * 1024))
+        assert r.status_code == 405
+        assert c.get("/health").status_code == 200
+
+
+def test_413_sent_before_the_body_is_read(make_server):
+    server = make_server("[server]\nmax_body_bytes = 1K\n")
+    s = server.tls_socket()
+    s.sendall(b"POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n")
+    status, headers, body = read_http_response(s)  # no body byte was sent
+    assert status == 413
+    assert b"request_too_large" in body
+    s.close()
+
+
+def test_chunked_body_411(server):
+    s = server.tls_socket()
+    s.sendall(b"POST /v1/models HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+              b"2\r\n{}\r\n0\r\n\r\n")
+    status, _, body = read_http_response(s)
+    assert status == 411
+    assert b'"code":"length_required"' in body
+    s.close()
+
+
+def test_head_too_large_431(make_server):
+    server = make_server("[server]\nmax_header_bytes = 2K\n")
+    with client(server) as c:
+        r = c.get("/health", headers={"X-Big": "y" * 4096})
+    assert r.status_code == 431
+    assert r.json()["error"]["code"] == "request_header_too_large"
+
+
+def test_header_timeout_closes_connection(make_server):
+    server = make_server("[server]\nheader_timeout_ms = 300\n")
+    s = server.tls_socket()
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # the head never ends
+    t0 = time.monotonic()
+    assert s.recv(1024) == b""  # closed by the server
+    assert time.monotonic() - t0 < 5
+    s.close()
+
+
+def test_body_timeout_closes_connection(make_server):
+    server = make_server("[server]\nbody_timeout_ms = 300\n")
+    s = server.tls_socket()
+    s.sendall(b"POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+    t0 = time.monotonic()
+    assert s.recv(1024) == b""
+    assert time.monotonic() - t0 < 5
+    s.close()
+
+
+def test_connection_close_response_is_complete(server):
+    # a response after which the server closes must still arrive whole
+    with client(server) as c:
+        for _ in range(5):
+            r = c.get("/metrics", headers={"Connection": "close"})
+            assert r.status_code == 200
+            assert r.headers["connection"] == "close"
+            assert len(r.content) == int(r.headers["content-length"])
+            assert r.text.endswith("\n") and "cachegate_start_time_seconds" in r.text
+
+
+def test_http10_request(server):
+    s = server.tls_socket()
+    s.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+    data = b""
+    while chunk := s.recv(65536):  # HTTP/1.0 without keep-alive: the close ends the body
+        data += chunk
+    s.close()
+    assert data.startswith(b"HTTP/1.0 200 OK\r\n")
+    assert data.endswith(b'"device":"cpu"}')
+
+
+def test_tls_1_2_and_1_3_accepted(server):
+    for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        s = server.tls_socket(server.ssl_context(minimum_version=v, maximum_version=v))
+        assert s.version() == {ssl.TLSVersion.TLSv1_2: "TLSv1.2",
+                               ssl.TLSVersion.TLSv1_3: "TLSv1.3"}[v]
+        s.close()
+
+
+def tls11_client_context():
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_1
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+    return ctx
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated")
+def test_tls_1_1_refused(server):
+    # control: this client does complete a TLS 1.1 handshake with a server that allows it
+    # (openssl s_server), so a failure below is the gateway's refusal
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    key = server.data_dir / "tls" / "key.pem"
+    ref = subprocess.Popen(["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert",
+                            server.cert, "-key", str(key), "-tls1_1", "-cipher",
+                            "DEFAULT:@SECLEVEL=0", "-naccept", "1", "-quiet"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.05)
+        s = tls11_client_context().wrap_socket(raw)
+        assert s.version() == "TLSv1.1"
+        s.close()
+    finally:
+        ref.kill()
+        ref.wait()
+
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    with pytest.raises(ssl.SSLError) as e:
+        tls11_client_context().wrap_socket(raw)
+    assert "PROTOCOL_VERSION" in str(e.value).upper() or "VERSION" in str(e.value).upper()
+    raw.close()
+
+
+def test_max_connections_pauses_accepting(make_server):
+    server = make_server("[server]\nmax_connections = 2\n")
+    a = server.tls_socket()
+    b = server.tls_socket()
+    # the third connection waits in the backlog: no TLS handshake while two are open
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=0.5)
+    ctx = server.ssl_context()
+    with pytest.raises((socket.timeout, TimeoutError)):
+        ctx.wrap_socket(raw, server_hostname="localhost")
+    raw.close()
+    a.close()
+    time.sleep(0.3)
+    c = server.tls_socket()  # accepted again once one closed
+    c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert read_http_response(c)[0] == 200
+    c.close()
+    b.close()
+
+
+def test_graceful_shutdown_finishes_in_flight_request(make_server):
+    server = make_server("[server]\nshutdown_grace_ms = 10000\n")
+    idle = client(server)
+    assert idle.get("/health").status_code == 200  # an idle keep-alive connection
+
+    s = server.tls_socket()
+    s.sendall(b"POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345")
+    time.sleep(0.2)
+    server.signal(signal.SIGTERM)
+    assert server.wait_log(lambda l: "SIGTERM" in l.get("msg", ""), timeout=5)
+
+    # no new connections...
+    time.sleep(0.2)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2)
+    # ...but the request in flight completes, and is told the connection closes
+    assert server.proc.poll() is None
+    s.sendall(b"67890")
+    status, headers, body = read_http_response(s)
+    assert status == 405
+    assert headers["connection"] == "close"
+    assert b"method_not_allowed" in body
+    s.close()
+    assert server.proc.wait(timeout=5) == 0
+    assert server.wait_log(lambda l: l.get("msg") == "shutdown complete", timeout=2)
+    idle.close()
+
+
+def test_shutdown_grace_period_bounds_the_wait(make_server):
+    server = make_server("[server]\nshutdown_grace_ms = 500\n")
+    s = server.tls_socket()
+    s.sendall(b"POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n1")
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    server.signal(signal.SIGINT)
+    assert server.proc.wait(timeout=5) == 0
+    assert 0.4 < time.monotonic() - t0 < 4
+    assert server.wait_log(lambda l: "grace period over" in l.get("msg", ""), timeout=2)
+    s.close()
+
+
+def start_failing(tmp_path, conf_text, *extra):
+    conf = tmp_path / "bad.conf"
+    conf.write_text(conf_text)
+    return subprocess.run([str(BIN), "serve", "--config", str(conf), "--listen",
+                           "127.0.0.1:0", "--data-dir", str(tmp_path / "d"), "--device", "cpu",
+                           *extra], cwd=ROOT, capture_output=True, text=True, timeout=20)
+
+
+def test_missing_certificate_fails_clearly(tmp_path):
+    r = start_failing(tmp_path, "[tls]\ncert_file = /nonexistent/cert.pem\n"
+                                "key_file = /nonexistent/key.pem\n")
+    assert r.returncode == 1
+    assert "TLS certificate '/nonexistent/cert.pem' cannot be read" in r.stderr
+    assert "No such file or directory" in r.stderr
+
+
+def test_bad_config_fails_with_file_and_line(tmp_path):
+    r = start_failing(tmp_path, "[server]\nmax_body_bytes = 1M\nmax_bdy_bytes = 2M\n")
+    assert r.returncode == 2
+    assert f"{tmp_path / 'bad.conf'}:3: unknown key 'max_bdy_bytes' in section [server]" in r.stderr
+
+
+def test_bad_override_fails(tmp_path):
+    r = start_failing(tmp_path, "", "--device", "tpu")
+    assert r.returncode == 2
+    assert "--device: server.device: 'tpu' is not one of auto, cpu, cuda" in r.stderr
+
+
+def test_device_cuda_fails_without_gpu(tmp_path):
+    r = start_failing(tmp_path, "", "--device", "cuda")
+    probe = subprocess.run([str(BIN), "device", "--config", str(tmp_path / "bad.conf")],
+                           cwd=ROOT, capture_output=True, text=True)
+    if '"cuda":true' in probe.stdout:
+        pytest.skip("a GPU is present")
+    assert r.returncode == 1
+    assert "device = cuda, but" in r.stderr
+
+
+def test_self_signed_certificate_is_reused(tmp_path, make_server):
+    s1 = make_server()
+    pem = open(s1.cert).read()
+    assert s1.wait_log(lambda l: l.get("msg") == "generated a self-signed TLS certificate")
+    assert s1.stop() == 0
+    s2 = make_server()
+    assert open(s2.cert).read() == pem
+    assert s2.wait_log(lambda l: "generated" in l.get("msg", ""), timeout=0.5) is None
+    with client(s2) as c:  # verifies against the same certificate, for host 127.0.0.1
+        assert c.get("/health").status_code == 200
+
+
+def test_shutdown_closes_many_idle_connections(server):
+    socks = []
+    for _ in range(16):
+        s = server.tls_socket()
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_http_response(s)[0] == 200
+        socks.append(s)  # now idle, kept alive
+    t0 = time.monotonic()
+    server.signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=5) == 0
+    assert time.monotonic() - t0 < 2  # idle connections do not hold the drain
+    for s in socks:
+        assert s.recv(1024) == b""
+        s.close()

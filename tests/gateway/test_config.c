@@ -1,0 +1,158 @@
+/* tests gateway/config.c: defaults, a valid file, unknown keys and bad values with
+ * FILE:LINE in the message, command-line overrides. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static char path[64];
+
+static void write_conf(const char *text)
+{
+    snprintf(path, sizeof path, "/tmp/cg-test-conf-%d.conf", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void cleanup(void)
+{
+    unlink(path);
+}
+
+TestSuite(config, .fini = cleanup);
+
+Test(config, defaults)
+{
+    struct gw_config c;
+    gw_config_defaults(&c);
+    cr_assert_str_eq(c.listen, "127.0.0.1:8443");
+    cr_assert_str_eq(c.data_dir, "./var");
+    cr_assert_eq(c.device, GW_DEVICE_AUTO);
+    cr_assert_eq(c.max_body_bytes, 1024 * 1024);
+    cr_assert_eq(c.max_header_bytes, 16 * 1024);
+    cr_assert_eq(c.shutdown_grace_ms, 10000);
+    cr_assert_str_eq(c.cert_file, "");
+    gw_config_deinit(&c);
+}
+
+Test(config, valid_file)
+{
+    write_conf("; comment\n"
+               "[server]\n"
+               "listen = [::1]:9443\n"
+               "device = cpu\n"
+               "max_body_bytes = 64K\n"
+               "shutdown_grace_ms = 0\n"
+               "[tls]\n"
+               "cert_file = /etc/c.pem\n"
+               "key_file = /etc/k.pem\n"
+               "[log]\n"
+               "level = debug\n"
+               "[cache]\n"
+               "[tenants]\n");
+    struct gw_config c;
+    char err[256] = "";
+    gw_config_defaults(&c);
+    cr_assert_eq(gw_config_load(&c, path, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(c.listen, "[::1]:9443");
+    cr_assert_eq(c.device, GW_DEVICE_CPU);
+    cr_assert_eq(c.max_body_bytes, 64 * 1024);
+    cr_assert_eq(c.shutdown_grace_ms, 0);
+    cr_assert_str_eq(c.cert_file, "/etc/c.pem");
+    cr_assert_eq(c.log_level, 0);
+    cr_assert_str_eq(c.data_dir, "./var", "keys not in the file keep their defaults");
+    gw_config_deinit(&c);
+}
+
+Test(config, shipped_file_is_valid)
+{
+    struct gw_config c;
+    char err[256] = "";
+    gw_config_defaults(&c);
+    cr_assert_eq(gw_config_load(&c, "conf/cachegate.conf", err, sizeof err), 0, "%s", err);
+    gw_config_deinit(&c);
+}
+
+static void expect_error(const char *text, const char *line_and_msg)
+{
+    write_conf(text);
+    struct gw_config c;
+    char err[512] = "", want[512];
+    gw_config_defaults(&c);
+    cr_assert_eq(gw_config_load(&c, path, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s:%s", path, line_and_msg);
+    cr_assert(strstr(err, want) == err, "got '%s', want prefix '%s'", err, want);
+    gw_config_deinit(&c);
+}
+
+Test(config, unknown_key)
+{
+    expect_error("[server]\nlisten = 127.0.0.1:1\nlisten_port = 3\n",
+                 "3: unknown key 'listen_port' in section [server]");
+}
+
+Test(config, unknown_section)
+{
+    expect_error("[server]\n\n[srever]\nlisten = 127.0.0.1:1\n", "4: unknown section [srever]");
+}
+
+Test(config, bad_values)
+{
+    expect_error("[server]\nmax_body_bytes = lots\n",
+                 "2: server.max_body_bytes: 'lots' is not a size");
+    expect_error("[server]\nmax_connections = 0\n",
+                 "2: server.max_connections: 0 is out of range 1..1000000");
+    expect_error("[server]\ndevice = gpu\n",
+                 "2: server.device: 'gpu' is not one of auto, cpu, cuda");
+    expect_error("[server]\nlisten = 127.0.0.1\n", "2: listen must be HOST:PORT");
+    expect_error("[log]\nlevel = loud\n", "2: log.level: 'loud' is not one of");
+    expect_error("[server]\nthis line has no equals sign\n", "2: syntax error");
+}
+
+Test(config, first_error_wins)
+{
+    expect_error("[log]\nlevel = loud\n[server]\nnope = 1\n", "2: log.level");
+}
+
+Test(config, missing_file)
+{
+    struct gw_config c;
+    char err[256] = "";
+    gw_config_defaults(&c);
+    cr_assert_eq(gw_config_load(&c, "/nonexistent/cachegate.conf", err, sizeof err), -1);
+    cr_assert(strstr(err, "/nonexistent/cachegate.conf: cannot open") != NULL, "%s", err);
+    gw_config_deinit(&c);
+}
+
+Test(config, overrides)
+{
+    struct gw_config c;
+    char err[256] = "";
+    gw_config_defaults(&c);
+    cr_assert_eq(gw_config_set(&c, "server", "listen", "0.0.0.0:0", "--listen", err, sizeof err),
+                 0);
+    cr_assert_str_eq(c.listen, "0.0.0.0:0");
+    cr_assert_eq(gw_config_set(&c, "server", "device", "tpu", "--device", err, sizeof err), -1);
+    cr_assert(strstr(err, "--device: server.device: 'tpu'") == err, "%s", err);
+    gw_config_deinit(&c);
+}
+
+Test(config, split_listen)
+{
+    char host[64];
+    int port;
+    cr_assert_eq(gw_config_split_listen("127.0.0.1:8443", host, sizeof host, &port), 0);
+    cr_assert_str_eq(host, "127.0.0.1");
+    cr_assert_eq(port, 8443);
+    cr_assert_eq(gw_config_split_listen("[::1]:1", host, sizeof host, &port), 0);
+    cr_assert_str_eq(host, "::1");
+    cr_assert_eq(port, 1);
+    cr_assert_eq(gw_config_split_listen("::1:80", host, sizeof host, &port), -1);
+    cr_assert_eq(gw_config_split_listen("host:65536", host, sizeof host, &port), -1);
+    cr_assert_eq(gw_config_split_listen(":80", host, sizeof host, &port), -1);
+    cr_assert_eq(gw_config_split_listen("h:8x", host, sizeof host, &port), -1);
+}

@@ -1,0 +1,104 @@
+/* tests gateway/metrics.c: the exact Prometheus text of counters, gauges and
+ * histograms, label escaping, and registration errors. */
+#include "metrics.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+Test(metrics, counter_and_gauge_text)
+{
+    gw_metrics *r = gw_metrics_create();
+    gw_metric *c = gw_metrics_counter(r, "x_requests_total", "Requests.", "route,status");
+    gw_metric *g = gw_metrics_gauge(r, "x_open", "Open things.", NULL);
+    cr_assert(c && g);
+    gw_metric_add(c, 1, "/health", "200");
+    gw_metric_add(c, 2, "/health", "200");
+    gw_metric_add(c, 1, "/v1/models", "404");
+    gw_metric_set(g, 7);
+    gw_metric_set(g, 3.5);
+    char *text = gw_metrics_render(r, NULL);
+    cr_assert_str_eq(text, "# HELP x_requests_total Requests.\n"
+                           "# TYPE x_requests_total counter\n"
+                           "x_requests_total{route=\"/health\",status=\"200\"} 3\n"
+                           "x_requests_total{route=\"/v1/models\",status=\"404\"} 1\n"
+                           "# HELP x_open Open things.\n"
+                           "# TYPE x_open gauge\n"
+                           "x_open 3.5\n");
+    free(text);
+    gw_metrics_destroy(r);
+}
+
+Test(metrics, histogram_is_cumulative)
+{
+    static const double bounds[] = {0.1, 1, 10};
+    gw_metrics *r = gw_metrics_create();
+    gw_metric *h = gw_metrics_histogram(r, "x_seconds", "Latency.", "route", bounds, 3);
+    cr_assert_not_null(h);
+    gw_metric_observe(h, 0.05, "a");
+    gw_metric_observe(h, 0.1, "a"); /* on a bound: counted in that bucket (le) */
+    gw_metric_observe(h, 5, "a");
+    gw_metric_observe(h, 100, "a");
+    char *text = gw_metrics_render(r, NULL);
+    cr_assert_str_eq(text, "# HELP x_seconds Latency.\n"
+                           "# TYPE x_seconds histogram\n"
+                           "x_seconds_bucket{route=\"a\",le=\"0.1\"} 2\n"
+                           "x_seconds_bucket{route=\"a\",le=\"1\"} 2\n"
+                           "x_seconds_bucket{route=\"a\",le=\"10\"} 3\n"
+                           "x_seconds_bucket{route=\"a\",le=\"+Inf\"} 4\n"
+                           "x_seconds_sum{route=\"a\"} 105.15000000000001\n"
+                           "x_seconds_count{route=\"a\"} 4\n");
+    free(text);
+    gw_metrics_destroy(r);
+}
+
+Test(metrics, escaping)
+{
+    gw_metrics *r = gw_metrics_create();
+    gw_metric *c = gw_metrics_counter(r, "x_total", "Help with \\ and\nnewline.", "v");
+    gw_metric_add(c, 1, "quote\" back\\ nl\n");
+    char *text = gw_metrics_render(r, NULL);
+    cr_assert_str_eq(text, "# HELP x_total Help with \\\\ and\\nnewline.\n"
+                           "# TYPE x_total counter\n"
+                           "x_total{v=\"quote\\\" back\\\\ nl\\n\"} 1\n");
+    free(text);
+    gw_metrics_destroy(r);
+}
+
+Test(metrics, bad_registrations)
+{
+    static const double down[] = {1, 0.5};
+    gw_metrics *r = gw_metrics_create();
+    cr_assert_not_null(gw_metrics_counter(r, "ok_total", "", NULL));
+    cr_assert_null(gw_metrics_counter(r, "ok_total", "", NULL), "duplicate name");
+    cr_assert_null(gw_metrics_counter(r, "9starts_with_digit", "", NULL));
+    cr_assert_null(gw_metrics_counter(r, "has-dash", "", NULL));
+    cr_assert_null(gw_metrics_counter(r, "bad_label_total", "", "a,b-c"));
+    cr_assert_null(gw_metrics_histogram(r, "h_seconds", "", NULL, down, 2), "bounds descend");
+    gw_metrics_destroy(r);
+}
+
+static void *hammer(void *arg)
+{
+    gw_metric *c = arg;
+    for (int i = 0; i < 10000; i++)
+        gw_metric_add(c, 1, i % 2 ? "odd" : "even");
+    return NULL;
+}
+
+Test(metrics, concurrent_updates_are_not_lost)
+{
+    gw_metrics *r = gw_metrics_create();
+    gw_metric *c = gw_metrics_counter(r, "n_total", "N.", "k");
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, hammer, c);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    char *text = gw_metrics_render(r, NULL);
+    cr_assert(strstr(text, "n_total{k=\"even\"} 20000\n"), "%s", text);
+    cr_assert(strstr(text, "n_total{k=\"odd\"} 20000\n"), "%s", text);
+    free(text);
+    gw_metrics_destroy(r);
+}
