@@ -26,10 +26,14 @@ OPT := -O2
 endif
 
 # snprintf truncation of messages into fixed buffers is deliberate, hence -Wno-format-truncation
-CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP $(SANFLAGS)
+CFLAGS := -std=c11 -D_GNU_SOURCE -Iembedder $(OPT) -g -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP $(SANFLAGS)
 LDFLAGS := $(SANFLAGS)
 GW_LIBS := -levent_openssl -levent_pthreads -levent -lssl -lcrypto -ljansson -linih \
-           -lpthread -ldl -lm
+           -lopenblas -lutf8proc -lxxhash -lpthread -ldl -lm
+
+EMB_SRC := $(wildcard embedder/*.c)
+EMB_OBJ := $(EMB_SRC:%.c=$(BUILD)/obj/%.o)
+EMB_LIB := $(BUILD)/libembedder.a
 
 GW_SRC := $(filter-out gateway/main.c,$(wildcard gateway/*.c))
 GW_OBJ := $(GW_SRC:%.c=$(BUILD)/obj/%.o)
@@ -59,8 +63,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BIN): $(GW_OBJ) $(MAIN_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS)
+$(EMB_LIB): $(EMB_OBJ)
+	ar rcs $@ $^
+
+$(BIN): $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB)
+	$(CC) $(LDFLAGS) -o $@ $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB) $(GW_LIBS)
 
 # Unit tests link the gateway's objects from an archive, so a test that #includes the
 # .c it tests (to reach its statics) does not pull that object in twice.
@@ -68,9 +75,10 @@ GW_LIB := $(BUILD)/libgateway.a
 $(GW_LIB): $(GW_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/%.c $(GW_LIB)
+$(BUILD)/tests/%: tests/%.c $(GW_LIB) $(EMB_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Igateway -o $@ $< $(GW_LIB) $(LDFLAGS) -lcriterion $(GW_LIBS)
+	$(CC) $(CFLAGS) -Igateway -Iembedder -o $@ $< $(GW_LIB) $(EMB_LIB) $(LDFLAGS) -lcriterion \
+	    $(GW_LIBS)
 
 ifneq ($(NVCC),)
 cuda: $(CUDA_LIB)
@@ -107,9 +115,22 @@ run: deps all
 	$(BIN) serve
 
 fmt:
-	clang-format -i $(wildcard gateway/*.c gateway/*.h gateway/*.cu tests/*/*.c)
+	clang-format -i $(wildcard gateway/*.[ch] gateway/*.cu embedder/*.[ch] tests/*/*.c)
 
 clean:
 	rm -rf build
 
--include $(wildcard $(BUILD)/obj/gateway/*.d $(BUILD)/tests/*/*.d)
+-include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/tests/*/*.d)
+
+# The embedder's reference fixtures, from sentence-transformers in its own venv
+# (build/ref-venv, pinned in tests/ref/requirements.txt). The output is committed.
+REF_VENV := build/ref-venv
+$(REF_VENV)/.stamp: tests/ref/requirements.txt
+	python3 -m venv $(REF_VENV)
+	$(REF_VENV)/bin/pip install -q --disable-pip-version-check -r tests/ref/requirements.txt
+	touch $@
+
+.PHONY: embedder-fixtures
+embedder-fixtures: deps $(REF_VENV)/.stamp
+	$(REF_VENV)/bin/python tests/ref/make_embedder_fixtures.py models/all-minilm-l6-v2 \
+	    tests/fixtures/embedder/reference.json

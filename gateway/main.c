@@ -1,9 +1,10 @@
 /*
  * cachegate — command line: `serve` runs the gateway, `device` reports where models
- * would run, `version` prints the version. Exit status: 0 success, 1 runtime failure,
+ * would run, `embed` prints sentence embeddings, `version` prints the version. Exit status: 0 success, 1 runtime failure,
  * 2 usage or configuration error.
  */
 #include "config.h"
+#include "embedder.h"
 #include "device.h"
 #include "log.h"
 #include "server.h"
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define DEFAULT_CONFIG "conf/cachegate.conf"
 
@@ -24,6 +26,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: cachegate serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
                "                       [--device auto|cpu|cuda]\n"
                "       cachegate device [--config FILE] [--device auto|cpu|cuda]\n"
+               "       cachegate embed [--config FILE] [--model DIR] TEXT...\n"
                "       cachegate version\n"
                "\n"
                "Defaults: --config " DEFAULT_CONFIG ", --listen 127.0.0.1:8443,\n"
@@ -149,6 +152,77 @@ static int cmd_device(int argc, char **argv)
     return rc;
 }
 
+/* The embedder's log lines go to the gateway's sink. */
+static void emb_log_sink(void *ud, int level, const char *msg)
+{
+    (void)ud;
+    static const int map[] = {GW_LOG_DEBUG, GW_LOG_INFO, GW_LOG_WARN, GW_LOG_ERROR};
+    gw_log(level >= 0 && level < 4 ? map[level] : GW_LOG_INFO, "%s", msg);
+}
+
+static int cmd_embed(int argc, char **argv)
+{
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                              {"model", required_argument, NULL, 'm'},
+                                              {NULL, 0, NULL, 0}};
+    const char *config = DEFAULT_CONFIG, *model = NULL;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "c:m:", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': config = optarg; break;
+        case 'm': model = optarg; break;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "cachegate embed: no TEXT given\n");
+        return 2;
+    }
+    struct gw_config cfg;
+    char err[1024];
+    gw_config_defaults(&cfg);
+    /* the shipped config is optional here: --model alone is enough */
+    if ((strcmp(config, DEFAULT_CONFIG) != 0 || access(config, F_OK) == 0) &&
+        gw_config_load(&cfg, config, err, sizeof err)) {
+        fprintf(stderr, "cachegate: %s\n", err);
+        gw_config_deinit(&cfg);
+        return 2;
+    }
+    gw_log_set_level(cfg.log_level > GW_LOG_WARN ? cfg.log_level : GW_LOG_WARN);
+    emb_set_log(emb_log_sink, NULL);
+    emb_model *m = NULL;
+    int rc = emb_model_load(model ? model : cfg.embedder_model, NULL, &m, err, sizeof err);
+    gw_config_deinit(&cfg);
+    if (rc) {
+        fprintf(stderr, "cachegate embed: %s\n", err);
+        return 1;
+    }
+    int n = argc - optind, dim = emb_dim(m);
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)dim);
+    size_t *lens = malloc(sizeof(size_t) * (size_t)n);
+    if (!out || !lens) {
+        rc = EMB_ENOMEM;
+    } else {
+        for (int i = 0; i < n; i++)
+            lens[i] = strlen(argv[optind + i]);
+        rc = emb_encode(m, (const char *const *)argv + optind, lens, n, out, NULL);
+    }
+    if (rc) {
+        fprintf(stderr, "cachegate embed: %s\n", emb_strerror(rc));
+    } else {
+        for (int i = 0; i < n; i++) {
+            putchar('[');
+            for (int j = 0; j < dim; j++)
+                printf("%s%.9g", j ? "," : "", out[(size_t)i * dim + j]);
+            puts("]");
+        }
+    }
+    free(out);
+    free(lens);
+    emb_model_destroy(m);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -160,6 +234,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "device"))
         return cmd_device(argc - 1, argv + 1);
+    if (!strcmp(cmd, "embed"))
+        return cmd_embed(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("cachegate %s\n", GW_VERSION);
         return 0;

@@ -1,0 +1,215 @@
+/* The embedder's CPU backend: OpenBLAS SGEMMs over every token of the batch for the
+ * projections, per-sequence per-head SGEMMs for attention. */
+#include "emb_impl.h"
+#include "embedder.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cpu {
+    const struct emb_config *cfg;
+    const struct emb_weights *w;
+    int cap_tokens, cap_len;
+    float *x, *qkv, *ctx, *tmp, *hid, *scores; /* scratch, grown on demand */
+};
+
+static void cpu_destroy(void *p)
+{
+    struct cpu *c = p;
+    if (!c)
+        return;
+    free(c->x);
+    free(c->qkv);
+    free(c->ctx);
+    free(c->tmp);
+    free(c->hid);
+    free(c->scores);
+    free(c);
+}
+
+static int grow(struct cpu *c, int tokens, int maxlen)
+{
+    const struct emb_config *k = c->cfg;
+    if (tokens > c->cap_tokens) {
+        size_t t = (size_t)tokens;
+        float *x = realloc(c->x, t * k->hidden * sizeof(float));
+        if (x)
+            c->x = x;
+        float *q = realloc(c->qkv, t * 3 * k->hidden * sizeof(float));
+        if (q)
+            c->qkv = q;
+        float *cx = realloc(c->ctx, t * k->hidden * sizeof(float));
+        if (cx)
+            c->ctx = cx;
+        float *tm = realloc(c->tmp, t * k->hidden * sizeof(float));
+        if (tm)
+            c->tmp = tm;
+        float *h = realloc(c->hid, t * k->inter * sizeof(float));
+        if (h)
+            c->hid = h;
+        if (!x || !q || !cx || !tm || !h)
+            return EMB_ENOMEM;
+        c->cap_tokens = tokens;
+    }
+    if (maxlen > c->cap_len) {
+        float *s = realloc(c->scores, (size_t)maxlen * maxlen * sizeof(float));
+        if (!s)
+            return EMB_ENOMEM;
+        c->scores = s;
+        c->cap_len = maxlen;
+    }
+    return 0;
+}
+
+/* y[t][n] = x[t][k] . w[n][k] + b[n] */
+static void linear(const float *x, int t, int k, const float *w, const float *b, int n, float *y)
+{
+    for (int i = 0; i < t; i++)
+        memcpy(y + (size_t)i * n, b, sizeof(float) * n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w, k, 1.0f, y, n);
+}
+
+/* x = LayerNorm(x + r) row by row; r may be NULL */
+static void add_layernorm(float *x, const float *r, int t, int h, const float *g, const float *b,
+                          float eps)
+{
+    for (int i = 0; i < t; i++) {
+        float *row = x + (size_t)i * h;
+        if (r) {
+            const float *rr = r + (size_t)i * h;
+            for (int j = 0; j < h; j++)
+                row[j] += rr[j];
+        }
+        double mean = 0, var = 0;
+        for (int j = 0; j < h; j++)
+            mean += row[j];
+        mean /= h;
+        for (int j = 0; j < h; j++) {
+            double d = row[j] - mean;
+            var += d * d;
+        }
+        var /= h;
+        float inv = (float)(1.0 / sqrt(var + eps));
+        float m = (float)mean;
+        for (int j = 0; j < h; j++)
+            row[j] = (row[j] - m) * inv * g[j] + b[j];
+    }
+}
+
+static void gelu(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
+static void softmax_rows(float *s, int rows, int cols)
+{
+    for (int i = 0; i < rows; i++) {
+        float *r = s + (size_t)i * cols;
+        float mx = r[0];
+        for (int j = 1; j < cols; j++)
+            mx = r[j] > mx ? r[j] : mx;
+        float sum = 0;
+        for (int j = 0; j < cols; j++) {
+            r[j] = expf(r[j] - mx);
+            sum += r[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < cols; j++)
+            r[j] *= inv;
+    }
+}
+
+static int cpu_forward(void *p, const struct emb_batch *b, float *out)
+{
+    struct cpu *c = p;
+    const struct emb_config *k = c->cfg;
+    const struct emb_weights *w = c->w;
+    const int H = k->hidden, T = b->off[b->n], D = H / k->heads;
+    int maxlen = 0;
+    for (int s = 0; s < b->n; s++) {
+        int l = b->off[s + 1] - b->off[s];
+        if (l <= 0 || l > k->max_pos)
+            return EMB_EINVAL;
+        maxlen = l > maxlen ? l : maxlen;
+    }
+    int rc = grow(c, T, maxlen);
+    if (rc)
+        return rc;
+
+    /* embeddings: word + position (within its sequence) + token type 0 */
+    for (int s = 0; s < b->n; s++)
+        for (int t = b->off[s]; t < b->off[s + 1]; t++) {
+            int32_t id = b->ids[t];
+            if (id < 0 || id >= k->vocab)
+                return EMB_EINVAL;
+            const float *we = w->word + (size_t)id * H;
+            const float *pe = w->pos + (size_t)(t - b->off[s]) * H;
+            float *x = c->x + (size_t)t * H;
+            for (int j = 0; j < H; j++)
+                x[j] = we[j] + pe[j] + w->type[j];
+        }
+    add_layernorm(c->x, NULL, T, H, w->ln_g, w->ln_b, k->ln_eps);
+
+    const float scale = 1.0f / sqrtf((float)D);
+    for (int L = 0; L < k->layers; L++) {
+        const struct emb_layer *ly = &w->layer[L];
+        linear(c->x, T, H, ly->wqkv, ly->bqkv, 3 * H, c->qkv);
+        for (int s = 0; s < b->n; s++) {
+            int o = b->off[s], l = b->off[s + 1] - o;
+            for (int h = 0; h < k->heads; h++) {
+                const float *q = c->qkv + (size_t)o * 3 * H + h * D;
+                const float *kk = q + H, *v = q + 2 * H;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, l, l, D, scale, q, 3 * H, kk,
+                            3 * H, 0.0f, c->scores, l);
+                softmax_rows(c->scores, l, l);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, l, D, l, 1.0f, c->scores, l,
+                            v, 3 * H, 0.0f, c->ctx + (size_t)o * H + h * D, H);
+            }
+        }
+        linear(c->ctx, T, H, ly->wo, ly->bo, H, c->tmp);
+        add_layernorm(c->x, c->tmp, T, H, ly->ln1_g, ly->ln1_b, k->ln_eps);
+        linear(c->x, T, H, ly->w1, ly->b1, k->inter, c->hid);
+        gelu(c->hid, (size_t)T * k->inter);
+        linear(c->hid, T, k->inter, ly->w2, ly->b2, H, c->tmp);
+        add_layernorm(c->x, c->tmp, T, H, ly->ln2_g, ly->ln2_b, k->ln_eps);
+    }
+
+    /* mean pooling over each sequence's tokens, then L2 normalisation */
+    for (int s = 0; s < b->n; s++) {
+        int o = b->off[s], l = b->off[s + 1] - o;
+        float *e = out + (size_t)s * H;
+        for (int j = 0; j < H; j++) {
+            double acc = 0;
+            for (int t = 0; t < l; t++)
+                acc += c->x[(size_t)(o + t) * H + j];
+            e[j] = (float)(acc / l);
+        }
+        double norm = 0;
+        for (int j = 0; j < H; j++)
+            norm += (double)e[j] * e[j];
+        float inv = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+        for (int j = 0; j < H; j++)
+            e[j] *= inv;
+    }
+    return 0;
+}
+
+static const struct emb_backend_i cpu_vt = {"cpu", cpu_forward, cpu_destroy};
+
+int emb_backend_cpu_create(const struct emb_config *cfg, const struct emb_weights *w,
+                           int threads, const struct emb_backend_i **vt, void **ctx)
+{
+    struct cpu *c = calloc(1, sizeof *c);
+    if (!c)
+        return EMB_ENOMEM;
+    c->cfg = cfg;
+    c->w = w;
+    if (threads > 0)
+        openblas_set_num_threads(threads);
+    *vt = &cpu_vt;
+    *ctx = c;
+    return 0;
+}

@@ -1,0 +1,50 @@
+/*
+ * emb_impl.h — what the embedder's model code and its backends share: the
+ * hyperparameters, the weights (host F32, row-major, PyTorch's [out][in] layout for
+ * linear layers), a packed batch, and the backend table.
+ */
+#ifndef EMB_IMPL_H
+#define EMB_IMPL_H
+
+#include <stdint.h>
+
+struct emb_config {
+    int vocab, hidden, layers, heads, inter, max_pos, types;
+    float ln_eps;
+};
+
+struct emb_layer {
+    const float *wqkv, *bqkv;   /* [3*hidden][hidden], [3*hidden]: query, key, value rows */
+    const float *wo, *bo;       /* [hidden][hidden], [hidden] */
+    const float *ln1_g, *ln1_b; /* [hidden] after attention */
+    const float *w1, *b1;       /* [inter][hidden], [inter] */
+    const float *w2, *b2;       /* [hidden][inter], [hidden] */
+    const float *ln2_g, *ln2_b; /* [hidden] after the feed-forward */
+};
+
+struct emb_weights {
+    const float *word, *pos, *type; /* [vocab][hidden], [max_pos][hidden], [types][hidden] */
+    const float *ln_g, *ln_b;       /* [hidden] */
+    struct emb_layer *layer;        /* [layers] */
+};
+
+/* n sequences packed back to back: sequence i is ids[off[i] .. off[i+1]). No padding:
+ * only attention mixes tokens, and it runs per sequence. */
+struct emb_batch {
+    int n;
+    const int32_t *ids;
+    const int *off; /* [n + 1] */
+};
+
+struct emb_backend_i {
+    const char *name;
+    /* out: [n][hidden], mean-pooled over each sequence's tokens and L2-normalised. */
+    int (*forward)(void *ctx, const struct emb_batch *b, float *out);
+    void (*destroy)(void *ctx);
+};
+
+/* cfg and w are borrowed for the backend's life. */
+int emb_backend_cpu_create(const struct emb_config *cfg, const struct emb_weights *w,
+                           int threads, const struct emb_backend_i **vt, void **ctx);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * embedder — sentence embeddings with a BERT-family model (default all-MiniLM-L6-v2):
+ * WordPiece tokenization, the encoder forward pass, mean pooling over real tokens and
+ * L2 normalisation, as sentence-transformers computes them.
+ *
+ * A model is loaded from a sentence-transformers directory: config.json, vocab.txt,
+ * tokenizer_config.json, sentence_bert_config.json, 1_Pooling/config.json and
+ * model.safetensors (F32 or F16 weights). The forward pass runs on a backend (a table
+ * of functions, emb_impl.h); the CPU backend uses OpenBLAS GEMMs over every token of
+ * the batch at once.
+ *
+ * Threads: emb_encode() and emb_tokenize() may be called from one thread at a time per
+ * model (the gateway's embed worker); the model's scratch memory is reused across calls.
+ * The library never prints; it reports through the callback set with emb_set_log().
+ */
+#ifndef EMB_EMBEDDER_H
+#define EMB_EMBEDDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    EMB_OK = 0,
+    EMB_EINVAL = -1,  /* a bad argument */
+    EMB_ENOMEM = -2,  /* out of memory */
+    EMB_EIO = -3,     /* a file could not be read */
+    EMB_EFORMAT = -4, /* a model file is malformed or not supported */
+    EMB_EDEVICE = -5, /* the requested backend cannot run here */
+};
+
+const char *emb_strerror(int rc);
+
+enum emb_log_level { EMB_LOG_DEBUG = 0, EMB_LOG_INFO, EMB_LOG_WARN, EMB_LOG_ERROR };
+typedef void (*emb_log_fn)(void *ud, int level, const char *msg);
+/* Process-wide; NULL silences. */
+void emb_set_log(emb_log_fn fn, void *ud);
+
+typedef struct emb_model emb_model;
+
+struct emb_options {
+    int threads; /* 0: as many as cores */
+};
+
+/* err receives a message naming the file and the problem. */
+int emb_model_load(const char *dir, const struct emb_options *opt, emb_model **out, char *err,
+                   size_t errlen);
+void emb_model_destroy(emb_model *m); /* accepts NULL */
+
+int emb_dim(const emb_model *m);
+/* The most tokens of one text, [CLS] and [SEP] included; longer texts are truncated. */
+int emb_max_tokens(const emb_model *m);
+
+/*
+ * Token ids of text (UTF-8, len bytes; invalid UTF-8 bytes are dropped) as the model
+ * sees them: [CLS] wordpieces [SEP], truncated to emb_max_tokens(). ids must hold
+ * emb_max_tokens() entries. *n (out) gets the count.
+ */
+int emb_tokenize(const emb_model *m, const char *text, size_t len, int32_t *ids, int *n);
+
+/*
+ * Embeds n texts in one forward pass. out: [n][emb_dim()] floats, L2-normalised.
+ * ntokens (optional, [n]) receives each text's token count.
+ */
+int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n, float *out,
+               int *ntokens);
+
+#endif
