@@ -52,7 +52,7 @@ NVFLAGS := -O2 -std=c++17 -Xcompiler -fPIC,-Wall -shared -cudart static \
 
 PYTEST := .venv/bin/pytest
 
-.PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda
+.PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda fuzz
 
 all: $(BIN) cuda
 
@@ -134,3 +134,16 @@ $(REF_VENV)/.stamp: tests/ref/requirements.txt
 embedder-fixtures: deps $(REF_VENV)/.stamp
 	$(REF_VENV)/bin/python tests/ref/make_embedder_fixtures.py models/all-minilm-l6-v2 \
 	    tests/fixtures/embedder/reference.json
+
+# libFuzzer targets (clang), each run for FUZZ_SECONDS on its seed corpus.
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iembedder
+build/fuzz/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c embedder/safetensors.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ $^ -ljansson
+
+fuzz: deps build/fuzz/fuzz_safetensors
+	@mkdir -p build/fuzz/corpus-safetensors
+	head -c 4096 models/all-minilm-l6-v2/model.safetensors > build/fuzz/corpus-safetensors/head
+	build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+	    build/fuzz/corpus-safetensors

@@ -73,6 +73,9 @@ static const struct opt opts[] = {
      check_nonempty},
     {"embedder", "model_name", T_STR, OFF(embedder_model_name), "all-minilm-l6-v2", 0, 0, NULL,
      check_nonempty},
+    {"embedder", "max_batch", T_INT, OFF(embedder_max_batch), "64", 1, 4096, NULL, NULL},
+    {"embedder", "max_wait_us", T_INT, OFF(embedder_max_wait_us), "0", 0, 1000000, NULL, NULL},
+    {"embedder", "threads", T_INT, OFF(embedder_threads), "0", 0, 1024, NULL, NULL},
 };
 
 /* Sections that exist for the keys later features add; a key in them is still checked. */

@@ -41,6 +41,9 @@ struct gw_config {
     /* [embedder] */
     char *embedder_model;      /* safetensors directory */
     char *embedder_model_name;
+    int64_t embedder_max_batch;   /* texts per forward pass */
+    int64_t embedder_max_wait_us; /* how long a pass waits for more texts */
+    int64_t embedder_threads;     /* 0: one per core */
 };
 
 /* Fills cfg with every default. Never fails for the built-in table. */

@@ -105,6 +105,14 @@ static int select_device(const struct gw_config *cfg, struct gw_device *dev)
     return 0;
 }
 
+/* The embedder's log lines go to the gateway's sink. */
+static void emb_log_sink(void *ud, int level, const char *msg)
+{
+    (void)ud;
+    static const int map[] = {GW_LOG_DEBUG, GW_LOG_INFO, GW_LOG_WARN, GW_LOG_ERROR};
+    gw_log(level >= 0 && level < 4 ? map[level] : GW_LOG_INFO, "%s", msg);
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     struct gw_config cfg;
@@ -120,6 +128,7 @@ static int cmd_serve(int argc, char **argv)
     }
     if (select_device(&cfg, &dev))
         goto out;
+    emb_set_log(emb_log_sink, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0) {
         gw_log(GW_LOG_ERROR, "libevent has no pthreads support");
@@ -150,14 +159,6 @@ static int cmd_device(int argc, char **argv)
                dev.use_cuda ? "true" : "false");
     gw_config_deinit(&cfg);
     return rc;
-}
-
-/* The embedder's log lines go to the gateway's sink. */
-static void emb_log_sink(void *ud, int level, const char *msg)
-{
-    (void)ud;
-    static const int map[] = {GW_LOG_DEBUG, GW_LOG_INFO, GW_LOG_WARN, GW_LOG_ERROR};
-    gw_log(level >= 0 && level < 4 ? map[level] : GW_LOG_INFO, "%s", msg);
 }
 
 static int cmd_embed(int argc, char **argv)

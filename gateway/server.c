@@ -1,6 +1,8 @@
 #include "server.h"
 
 #include "completion.h"
+#include "embed_worker.h"
+#include "http_impl.h"
 #include "log.h"
 #include "metrics.h"
 #include "oai.h"
@@ -37,7 +39,7 @@
 /* Framing state of the request currently arriving on a connection. */
 enum frame { F_HEAD, F_BODY, F_REJECTED };
 
-struct req_ctx;
+struct gw_req;
 
 struct conn {
     struct conn *prev, *next;
@@ -50,13 +52,13 @@ struct conn {
     size_t head_len;
     uint64_t body_left;
     uint64_t started, completed; /* requests whose first byte arrived / that were answered */
-    struct req_ctx *cur;         /* the request being answered, if any */
+    struct gw_req *cur;         /* the request being answered, if any */
     struct evbuffer_cb_entry *out_cb;
     int close_when_flushed;
     int closing;
 };
 
-struct req_ctx {
+struct gw_req {
     gw_server *srv;
     struct conn *conn;
     struct evhttp_request *req;
@@ -65,13 +67,15 @@ struct req_ctx {
     const char *route;  /* a route table path or "unmatched": bounded metric labels */
     const char *method;
     int status;
+    int deferred; /* the reply comes later, from a completion callback */
+    int gone;     /* deferred, and the client went away first */
 };
 
 struct route {
     const char *path;
     unsigned methods; /* EVHTTP_REQ_* mask */
     const char *allow;
-    void (*handle)(struct req_ctx *rc);
+    void (*handle)(struct gw_req *rc);
 };
 
 struct gw_server {
@@ -84,6 +88,8 @@ struct gw_server {
     int accept_paused;
     SSL_CTX *ssl;
     gw_cq *cq;
+    emb_model *emb;
+    gw_embedw *embw;
     gw_metrics *metrics;
     gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
     struct conn *conns;
@@ -184,7 +190,7 @@ static void on_ssl_output(struct evbuffer *buf, const struct evbuffer_cb_info *i
     }
 }
 
-static void req_finish(struct req_ctx *rc, int client_gone);
+static void req_finish(struct gw_req *rc, int client_gone);
 
 /* The filter's free_context: runs when evhttp has freed the connection (the filter
  * frees the TLS bufferevent and closes the socket). */
@@ -458,7 +464,7 @@ static void update_accepting(gw_server *srv)
 
 /* ------------------------------------------------------------------ requests */
 
-static void req_finish(struct req_ctx *rc, int client_gone)
+static void req_finish(struct gw_req *rc, int client_gone)
 {
     gw_server *srv = rc->srv;
     double ms = since_ms(&rc->t0);
@@ -471,6 +477,12 @@ static void req_finish(struct req_ctx *rc, int client_gone)
     if (rc->conn) {
         rc->conn->completed++;
         rc->conn->cur = NULL;
+        rc->conn = NULL;
+    }
+    if (client_gone && rc->deferred) {
+        rc->gone = 1; /* freed by gw_req_gone() when the deferred work completes */
+        rc->req = NULL;
+        return;
     }
     free(rc);
 }
@@ -492,7 +504,7 @@ static int wants_close(struct evhttp_request *req)
  * has sent the response) and carried out by close_when_flushed(). */
 static void on_complete(struct evhttp_request *req, void *arg)
 {
-    struct req_ctx *rc = arg;
+    struct gw_req *rc = arg;
     struct conn *c = rc->conn;
     if (c && (wants_close(req) || rc->srv->draining)) {
         struct evkeyvalq *in = evhttp_request_get_input_headers(req);
@@ -504,7 +516,7 @@ static void on_complete(struct evhttp_request *req, void *arg)
     req_finish(rc, 0);
 }
 
-static void send_body(struct req_ctx *rc, int status, const char *ctype, const char *body,
+static void send_body(struct gw_req *rc, int status, const char *ctype, const char *body,
                       size_t len)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
@@ -522,9 +534,9 @@ static void send_body(struct req_ctx *rc, int status, const char *ctype, const c
         evbuffer_free(b);
 }
 
-static void send_json(struct req_ctx *rc, int status, json_t *body /* takes ownership */)
+void gw_reply_json(struct gw_req *rc, int status, json_t *body, size_t flags)
 {
-    char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER | flags);
     json_decref(body);
     if (!s) {
         static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
@@ -536,13 +548,80 @@ static void send_json(struct req_ctx *rc, int status, json_t *body /* takes owne
     free(s);
 }
 
-static void send_error(struct req_ctx *rc, int status, const char *message, const char *param,
-                       const char *code)
+static void send_json(struct gw_req *rc, int status, json_t *body /* takes ownership */)
+{
+    gw_reply_json(rc, status, body, 0);
+}
+
+void gw_reply_error(struct gw_req *rc, int status, const char *message, const char *param,
+                    const char *code)
 {
     send_json(rc, status, oai_error(message, oai_error_type(status), param, code));
 }
 
-static void handle_health(struct req_ctx *rc)
+static void send_error(struct gw_req *rc, int status, const char *message, const char *param,
+                       const char *code)
+{
+    gw_reply_error(rc, status, message, param, code);
+}
+
+json_t *gw_req_json_body(struct gw_req *rc)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
+    size_t len = evbuffer_get_length(in);
+    /* parsed as JSON whatever the Content-Type says: curl -d sends form encoding */
+    json_error_t je;
+    json_t *j = len ? json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &je) : NULL;
+    if (!json_is_object(j)) {
+        char msg[300];
+        if (!len)
+            snprintf(msg, sizeof msg, "The request body is empty; send a JSON object.");
+        else if (!j)
+            snprintf(msg, sizeof msg, "We could not parse the JSON body of your request: %s "
+                     "(line %d, column %d).", je.text, je.line, je.column);
+        else
+            snprintf(msg, sizeof msg, "The request body must be a JSON object.");
+        json_decref(j);
+        send_error(rc, 400, msg, NULL, "invalid_json");
+        return NULL;
+    }
+    return j;
+}
+
+void gw_req_defer(struct gw_req *rc)
+{
+    rc->deferred = 1;
+}
+
+int gw_req_gone(struct gw_req *rc)
+{
+    if (!rc->gone)
+        return 0;
+    free(rc);
+    return 1;
+}
+
+gw_server *gw_req_server(struct gw_req *rc)
+{
+    return rc->srv;
+}
+
+const struct gw_config *gw_server_config(gw_server *srv)
+{
+    return srv->cfg;
+}
+
+emb_model *gw_server_embedder(gw_server *srv)
+{
+    return srv->emb;
+}
+
+gw_embedw *gw_server_embed_worker(gw_server *srv)
+{
+    return srv->embw;
+}
+
+static void handle_health(struct gw_req *rc)
 {
     gw_server *srv = rc->srv;
     json_t *o = json_object();
@@ -553,7 +632,7 @@ static void handle_health(struct req_ctx *rc)
     send_json(rc, srv->draining ? 503 : 200, o);
 }
 
-static void handle_metrics(struct req_ctx *rc)
+static void handle_metrics(struct gw_req *rc)
 {
     gw_server *srv = rc->srv;
     gw_metric_set(srv->m_conns, (double)srv->nconns);
@@ -579,7 +658,7 @@ static json_t *model_entry(const char *id, const char *path)
     return m;
 }
 
-static void handle_models(struct req_ctx *rc)
+static void handle_models(struct gw_req *rc)
 {
     const struct gw_config *cfg = rc->srv->cfg;
     json_t *data = json_array();
@@ -597,6 +676,7 @@ static const struct route routes[] = {
     {"/health", GET_HEAD, "GET, HEAD", handle_health},
     {"/metrics", GET_HEAD, "GET, HEAD", handle_metrics},
     {"/v1/models", GET_HEAD, "GET, HEAD", handle_models},
+    {"/v1/embeddings", EVHTTP_REQ_POST, "POST", gw_handle_embeddings},
 };
 
 /* PREFIX-COUNTER: the prefix is random per process, so ids from restarts differ. */
@@ -621,7 +701,7 @@ static int plain_id(const char *s)
 static void on_request(struct evhttp_request *req, void *arg)
 {
     gw_server *srv = arg;
-    struct req_ctx *rc = calloc(1, sizeof *rc);
+    struct gw_req *rc = calloc(1, sizeof *rc);
     if (!rc) {
         evhttp_send_error(req, 503, "out of memory");
         return;
@@ -858,6 +938,23 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
         goto fail;
     }
     srv->cq = gw_cq_create(srv->base);
+    if (!srv->cq) {
+        snprintf(err, errlen, "out of memory creating the completion queue");
+        goto fail;
+    }
+    struct emb_options eo = {.threads = (int)cfg->embedder_threads};
+    char emsg[1024];
+    int erc = emb_model_load(cfg->embedder_model, &eo, &srv->emb, emsg, sizeof emsg);
+    if (erc) {
+        snprintf(err, errlen, "loading the embedding model: %s", emsg);
+        goto fail;
+    }
+    srv->embw = gw_embedw_create(srv->emb, srv->cq, (int)cfg->embedder_max_batch,
+                                 cfg->embedder_max_wait_us, srv->metrics);
+    if (!srv->embw) {
+        snprintf(err, errlen, "cannot start the embedder worker");
+        goto fail;
+    }
     srv->http = evhttp_new(srv->base);
     srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
     srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
@@ -898,7 +995,9 @@ void gw_server_destroy(gw_server *srv)
         return;
     if (srv->http)
         evhttp_free(srv->http); /* frees every connection, and so every conn */
-    gw_cq_destroy(srv->cq);
+    gw_embedw_destroy(srv->embw); /* posts what it still held */
+    gw_cq_destroy(srv->cq);       /* runs those completions; their clients are gone */
+    emb_model_destroy(srv->emb);
     if (srv->sig_int)
         event_free(srv->sig_int);
     if (srv->sig_term)

@@ -1,0 +1,208 @@
+/*
+ * POST /v1/embeddings in the OpenAI schema:
+ *   {"model": NAME, "input": STRING | [STRING, ...], "encoding_format": "float"|"base64",
+ *    "dimensions": INT, "user": STRING}
+ * -> {"object":"list","data":[{"object":"embedding","index":i,"embedding":...}],
+ *     "model":NAME,"usage":{"prompt_tokens":N,"total_tokens":N}}
+ * base64 is the little-endian float32 vector, as the official SDKs decode it.
+ * Token counts include [CLS] and [SEP]; texts longer than the model's limit are
+ * truncated (as sentence-transformers does).
+ */
+#include "http_impl.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_INPUTS 2048
+
+struct embed_req {
+    struct gw_embed_job job;
+    struct gw_req *req;
+    json_t *body; /* owns the input strings */
+    int base64;
+    const char **texts;
+    size_t *lens;
+    float *out;
+    int *ntokens;
+};
+
+static void embed_req_free(struct embed_req *e)
+{
+    json_decref(e->body);
+    free(e->texts);
+    free(e->lens);
+    free(e->out);
+    free(e->ntokens);
+    free(e);
+}
+
+static json_t *vector_json(const float *v, int dim, int base64)
+{
+    if (base64) {
+        /* the SDKs decode numpy.frombuffer(..., dtype="float32"): little-endian */
+        unsigned char *raw = malloc((size_t)dim * 4);
+        char *b64 = malloc(((size_t)dim * 4 + 2) / 3 * 4 + 1);
+        json_t *s = NULL;
+        if (raw && b64) {
+            for (int j = 0; j < dim; j++) {
+                uint32_t u;
+                memcpy(&u, &v[j], 4);
+                for (int k = 0; k < 4; k++)
+                    raw[4 * j + k] = (unsigned char)(u >> (8 * k));
+            }
+            EVP_EncodeBlock((unsigned char *)b64, raw, dim * 4);
+            s = json_string(b64);
+        }
+        free(raw);
+        free(b64);
+        return s;
+    }
+    json_t *a = json_array();
+    for (int j = 0; j < dim; j++)
+        json_array_append_new(a, json_real(v[j]));
+    return a;
+}
+
+static void on_embedded(struct gw_cq_item *item)
+{
+    struct embed_req *e = gw_cq_container(item, struct embed_req, job.item);
+    if (gw_req_gone(e->req)) {
+        embed_req_free(e);
+        return;
+    }
+    gw_server *srv = gw_req_server(e->req);
+    if (e->job.rc) {
+        gw_reply_error(e->req, 500, emb_strerror(e->job.rc), NULL, "embedding_failed");
+        embed_req_free(e);
+        return;
+    }
+    int dim = emb_dim(gw_server_embedder(srv));
+    json_t *data = json_array();
+    long tokens = 0;
+    for (int i = 0; i < e->job.n; i++) {
+        json_t *d = json_object();
+        json_object_set_new(d, "object", json_string("embedding"));
+        json_object_set_new(d, "index", json_integer(i));
+        json_object_set_new(d, "embedding", vector_json(e->out + (size_t)i * dim, dim, e->base64));
+        json_array_append_new(data, d);
+        tokens += e->ntokens[i];
+    }
+    json_t *usage = json_object();
+    json_object_set_new(usage, "prompt_tokens", json_integer(tokens));
+    json_object_set_new(usage, "total_tokens", json_integer(tokens));
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", data);
+    json_object_set_new(o, "model", json_string(gw_server_config(srv)->embedder_model_name));
+    json_object_set_new(o, "usage", usage);
+    /* 9 significant digits round-trip a float32 */
+    gw_reply_json(e->req, 200, o, JSON_REAL_PRECISION(9));
+    embed_req_free(e);
+}
+
+void gw_handle_embeddings(struct gw_req *r)
+{
+    gw_server *srv = gw_req_server(r);
+    const struct gw_config *cfg = gw_server_config(srv);
+    json_t *body = gw_req_json_body(r);
+    if (!body)
+        return;
+    char msg[512];
+    json_t *model = json_object_get(body, "model");
+    if (!json_is_string(model)) {
+        gw_reply_error(r, 400, "You must provide a model parameter (a string).", "model", NULL);
+        goto out;
+    }
+    if (strcmp(json_string_value(model), cfg->embedder_model_name) != 0) {
+        snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server embeds with `%s`.",
+                 json_string_value(model), cfg->embedder_model_name);
+        gw_reply_error(r, 404, msg, "model", "model_not_found");
+        goto out;
+    }
+    json_t *fmt = json_object_get(body, "encoding_format");
+    int base64 = 0;
+    if (fmt && !json_is_null(fmt)) {
+        const char *f = json_string_value(fmt);
+        if (f && !strcmp(f, "base64"))
+            base64 = 1;
+        else if (!f || strcmp(f, "float") != 0) {
+            gw_reply_error(r, 400, "encoding_format must be 'float' or 'base64'.",
+                           "encoding_format", NULL);
+            goto out;
+        }
+    }
+    json_t *dims = json_object_get(body, "dimensions");
+    int dim = emb_dim(gw_server_embedder(srv));
+    if (dims && !json_is_null(dims) &&
+        (!json_is_integer(dims) || json_integer_value(dims) != dim)) {
+        snprintf(msg, sizeof msg, "This model produces %d dimensions; dimensions must be %d or absent.",
+                 dim, dim);
+        gw_reply_error(r, 400, msg, "dimensions", NULL);
+        goto out;
+    }
+    json_t *user = json_object_get(body, "user");
+    if (user && !json_is_null(user) && !json_is_string(user)) {
+        gw_reply_error(r, 400, "user must be a string.", "user", NULL);
+        goto out;
+    }
+
+    json_t *input = json_object_get(body, "input");
+    int n;
+    if (json_is_string(input))
+        n = 1;
+    else if (json_is_array(input))
+        n = (int)json_array_size(input);
+    else {
+        gw_reply_error(r, 400, "input must be a string or an array of strings.", "input", NULL);
+        goto out;
+    }
+    if (n == 0 || n > MAX_INPUTS) {
+        snprintf(msg, sizeof msg, "input must hold 1 to %d strings; it holds %d.", MAX_INPUTS, n);
+        gw_reply_error(r, 400, msg, "input", NULL);
+        goto out;
+    }
+    struct embed_req *e = calloc(1, sizeof *e);
+    if (!e)
+        goto oom;
+    e->texts = malloc(sizeof *e->texts * (size_t)n);
+    e->lens = malloc(sizeof *e->lens * (size_t)n);
+    e->out = malloc(sizeof *e->out * (size_t)n * (size_t)dim);
+    e->ntokens = malloc(sizeof *e->ntokens * (size_t)n);
+    if (!e->texts || !e->lens || !e->out || !e->ntokens) {
+        embed_req_free(e);
+        goto oom;
+    }
+    for (int i = 0; i < n; i++) {
+        json_t *s = json_is_string(input) ? input : json_array_get(input, (size_t)i);
+        if (!json_is_string(s) || json_string_length(s) == 0) {
+            snprintf(msg, sizeof msg,
+                     json_is_string(s) ? "input[%d] is an empty string."
+                                       : "input[%d] is not a string (token arrays are not "
+                                         "accepted: send text).",
+                     i);
+            gw_reply_error(r, 400, msg, "input", NULL);
+            embed_req_free(e);
+            goto out;
+        }
+        e->texts[i] = json_string_value(s);
+        e->lens[i] = json_string_length(s);
+    }
+    e->req = r;
+    e->body = body;
+    e->base64 = base64;
+    e->job.item.fn = on_embedded;
+    e->job.n = n;
+    e->job.texts = e->texts;
+    e->job.lens = e->lens;
+    e->job.out = e->out;
+    e->job.ntokens = e->ntokens;
+    gw_req_defer(r);
+    gw_embedw_submit(gw_server_embed_worker(srv), &e->job);
+    return;
+oom:
+    gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+out:
+    json_decref(body);
+}

@@ -1,0 +1,46 @@
+/*
+ * embed_worker — the embedder's micro-batching thread.
+ *
+ * Jobs (each one or more texts) queue up from the event loop. The worker takes every
+ * text waiting, up to max_batch, after waiting at most max_wait_us for more when fewer
+ * are queued, and embeds them in one forward pass; a job larger than max_batch spans
+ * several passes. A finished job is handed back through the completion queue, so its
+ * callback runs on the event-loop thread. The model is used by this thread only.
+ */
+#ifndef GW_EMBED_WORKER_H
+#define GW_EMBED_WORKER_H
+
+#include "completion.h"
+#include "embedder.h"
+#include "metrics.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gw_embed_job {
+    struct gw_cq_item item; /* item.fn: runs on the event loop when the job is done */
+    int n;
+    const char *const *texts; /* [n], borrowed until item.fn runs */
+    const size_t *lens;       /* [n] */
+    float *out;               /* [n][dim], written by the worker */
+    int *ntokens;             /* [n], written by the worker */
+    int rc;                   /* EMB_OK, or why the job failed */
+    /* owned by the worker while queued */
+    struct gw_embed_job *next;
+    int taken, done;
+};
+
+typedef struct gw_embedw gw_embedw;
+
+/* model and cq are borrowed; metrics may be NULL. Returns NULL on failure. */
+gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t max_wait_us,
+                            gw_metrics *metrics);
+
+/* Event-loop thread. The job must stay valid until its item.fn runs. */
+void gw_embedw_submit(gw_embedw *w, struct gw_embed_job *job);
+
+/* Stops the thread after the pass in progress; jobs still queued complete with
+ * EMB_EINVAL. Accepts NULL. */
+void gw_embedw_destroy(gw_embedw *w);
+
+#endif

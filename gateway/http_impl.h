@@ -1,0 +1,41 @@
+/*
+ * http_impl.h — what route handlers outside server.c use: the request being answered,
+ * replies, and the services the server owns. Event-loop thread only.
+ *
+ * A handler replies at once, or calls gw_req_defer() and replies later from a
+ * completion callback. A deferred request whose client disconnects stays allocated
+ * until that callback calls gw_req_gone(), which frees it and says so.
+ */
+#ifndef GW_HTTP_IMPL_H
+#define GW_HTTP_IMPL_H
+
+#include "config.h"
+#include "embed_worker.h"
+#include "embedder.h"
+
+#include <jansson.h>
+
+typedef struct gw_server gw_server;
+struct gw_req;
+
+gw_server *gw_req_server(struct gw_req *r);
+const struct gw_config *gw_server_config(gw_server *srv);
+emb_model *gw_server_embedder(gw_server *srv);
+gw_embedw *gw_server_embed_worker(gw_server *srv);
+
+/* The body as a JSON object, or NULL after replying 400. Caller owns the result. */
+json_t *gw_req_json_body(struct gw_req *r);
+
+/* body: taken. flags: extra json_dumps flags (e.g. JSON_REAL_PRECISION). */
+void gw_reply_json(struct gw_req *r, int status, json_t *body, size_t flags);
+void gw_reply_error(struct gw_req *r, int status, const char *message, const char *param,
+                    const char *code);
+
+void gw_req_defer(struct gw_req *r);
+/* After gw_req_defer(): 1 (and r is freed) when the client has gone away. */
+int gw_req_gone(struct gw_req *r);
+
+/* POST /v1/embeddings (api_embeddings.c) */
+void gw_handle_embeddings(struct gw_req *r);
+
+#endif

@@ -1,0 +1,140 @@
+"""End-to-end tests of POST /v1/embeddings and `cachegate embed`."""
+
+import base64
+import json
+import math
+import re
+import struct
+import subprocess
+import threading
+
+import httpx
+import openai
+import pytest
+
+from conftest import BIN, ROOT
+
+MODEL = "all-minilm-l6-v2"
+FIXTURE = json.loads((ROOT / "tests/fixtures/embedder/reference.json").read_text())
+REF = {row["text"]: row for row in FIXTURE["texts"]}
+
+
+def client(server):
+    return httpx.Client(base_url=server.base_url, verify=server.ssl_context(), timeout=30)
+
+
+def cosine(a, b):
+    dot = sum(x * y for x, y in zip(a, b))
+    return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+def sdk(server):
+    http = httpx.Client(verify=server.ssl_context(), timeout=30)
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", http_client=http)
+
+
+def test_openai_sdk_embeddings_match_reference(server):
+    texts = ["What is the capital of France?", "How do I reset my password?", "Hello, world!"]
+    r = sdk(server).embeddings.create(model=MODEL, input=texts)  # the SDK asks for base64
+    assert r.model == MODEL
+    assert [d.index for d in r.data] == [0, 1, 2]
+    for text, d in zip(texts, r.data):
+        assert len(d.embedding) == 384
+        assert cosine(d.embedding, REF[text]["embedding"]) >= 0.9999
+    assert r.usage.prompt_tokens == sum(len(REF[t]["ids"]) for t in texts)
+    assert r.usage.total_tokens == r.usage.prompt_tokens
+
+
+def test_float_and_base64_agree(server):
+    with client(server) as c:
+        f = c.post("/v1/embeddings", json={"model": MODEL, "input": "Hello, world!"}).json()
+        b = c.post("/v1/embeddings", json={"model": MODEL, "input": "Hello, world!",
+                                           "encoding_format": "base64"}).json()
+    vf = f["data"][0]["embedding"]
+    raw = base64.b64decode(b["data"][0]["embedding"])
+    vb = struct.unpack("<384f", raw)
+    assert max(abs(x - y) for x, y in zip(vf, vb)) < 1e-7
+    assert abs(sum(x * x for x in vf) - 1) < 1e-5  # L2-normalised
+    assert f["object"] == "list" and f["data"][0]["object"] == "embedding"
+    assert f["usage"] == {"prompt_tokens": 6, "total_tokens": 6}
+
+
+def test_long_input_is_truncated(server):
+    text = FIXTURE["texts"][-1]["text"]  # longer than 256 tokens
+    with client(server) as c:
+        r = c.post("/v1/embeddings", json={"model": MODEL, "input": text}).json()
+    assert r["usage"]["prompt_tokens"] == 256
+    assert cosine(r["data"][0]["embedding"], REF[text]["embedding"]) >= 0.9999
+
+
+@pytest.mark.parametrize("body,status,param,code", [
+    ({"model": "text-embedding-3-small", "input": "a"}, 404, "model", "model_not_found"),
+    ({"input": "a"}, 400, "model", None),
+    ({"model": MODEL}, 400, "input", None),
+    ({"model": MODEL, "input": []}, 400, "input", None),
+    ({"model": MODEL, "input": [""]}, 400, "input", None),
+    ({"model": MODEL, "input": [[1, 2, 3]]}, 400, "input", None),
+    ({"model": MODEL, "input": "a", "dimensions": 256}, 400, "dimensions", None),
+    ({"model": MODEL, "input": "a", "encoding_format": "int8"}, 400, "encoding_format", None),
+    ({"model": MODEL, "input": "a", "user": 7}, 400, "user", None),
+])
+def test_invalid_requests(server, body, status, param, code):
+    with client(server) as c:
+        r = c.post("/v1/embeddings", json=body)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and err["code"] == code and err["message"]
+
+
+def test_invalid_json(server):
+    with client(server) as c:
+        r = c.post("/v1/embeddings", content=b'{"model": ')
+        assert r.status_code == 400
+        assert r.json()["error"]["code"] == "invalid_json"
+        r = c.post("/v1/embeddings", content=b'[1, 2]')
+        assert r.status_code == 400
+        assert c.get("/v1/embeddings").status_code == 405
+
+
+def test_concurrent_requests_share_forward_passes(make_server):
+    server = make_server("[embedder]\nmax_batch = 64\nmax_wait_us = 200000\n")
+    texts = [row["text"] for row in FIXTURE["texts"][:12] if row["text"]]
+    results = {}
+
+    def one(t):
+        with client(server) as c:
+            results[t] = c.post("/v1/embeddings", json={"model": MODEL, "input": t}).json()
+
+    threads = [threading.Thread(target=one, args=(t,)) for t in texts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for t in texts:
+        assert cosine(results[t]["data"][0]["embedding"], REF[t]["embedding"]) >= 0.9999
+    with client(server) as c:
+        metrics = c.get("/metrics").text
+    passes = int(re.search(r"^cachegate_embed_batch_size_count (\d+)$", metrics, re.M).group(1))
+    embedded = int(re.search(r"^cachegate_embed_texts_total (\d+)$", metrics, re.M).group(1))
+    assert embedded == len(texts)
+    assert passes < len(texts)  # requests were batched together
+
+
+def test_cli_embed_prints_one_array_per_text():
+    r = subprocess.run([str(BIN), "embed", "--model", str(ROOT / "models" / MODEL),
+                        "What is the capital of France?", "Hello, world!"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().split("\n")
+    assert len(lines) == 2
+    for line, text in zip(lines, ["What is the capital of France?", "Hello, world!"]):
+        v = json.loads(line)
+        assert len(v) == 384
+        assert cosine(v, REF[text]["embedding"]) >= 0.9999
+
+
+def test_cli_embed_bad_model_dir(tmp_path):
+    r = subprocess.run([str(BIN), "embed", "--model", str(tmp_path), "x"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 1
+    assert f"{tmp_path}/config.json" in r.stderr
