@@ -28,8 +28,13 @@ endif
 # snprintf truncation of messages into fixed buffers is deliberate, hence -Wno-format-truncation
 CFLAGS := -std=c11 -D_GNU_SOURCE -Iembedder $(OPT) -g -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP $(SANFLAGS)
 LDFLAGS := $(SANFLAGS)
+# OpenBLAS's OpenMP build, so that BLAS and the embedder's own parallel loops share one
+# thread pool (rpath: the default libopenblas.so.0 may be the pthreads build)
+OPENBLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
+BLAS_CFLAGS := -I/usr/include/x86_64-linux-gnu/openblas-openmp -fopenmp
+BLAS_LIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -fopenmp
 GW_LIBS := -levent_openssl -levent_pthreads -levent -lssl -lcrypto -ljansson -linih \
-           -lopenblas -lutf8proc -lxxhash -lpthread -ldl -lm
+           $(BLAS_LIBS) -lutf8proc -lxxhash -lpthread -ldl -lm
 
 EMB_SRC := $(wildcard embedder/*.c)
 EMB_OBJ := $(EMB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -51,6 +56,7 @@ NVFLAGS := -O2 -std=c++17 -Xcompiler -fPIC,-Wall -shared -cudart static \
            -gencode arch=compute_90,code=compute_90
 
 PYTEST := .venv/bin/pytest
+REF_VENV := build/ref-venv
 
 .PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda fuzz
 
@@ -62,6 +68,10 @@ deps:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/embedder/%.o: embedder/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -O3 -c $< -o $@
 
 $(EMB_LIB): $(EMB_OBJ)
 	ar rcs $@ $^
@@ -108,8 +118,13 @@ endif
 test-gpu: deps all
 	$(BIN) device --device cuda
 
-bench: deps all
+$(BUILD)/bench/bench_embed: tests/bench/bench_embed.c $(EMB_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(EMB_LIB) $(LDFLAGS) $(GW_LIBS)
+
+bench: deps all $(BUILD)/bench/bench_embed $(REF_VENV)/.stamp
 	bash tests/bench/http.sh $(BIN)
+	$(REF_VENV)/bin/python tests/bench/embed.py $(BUILD) models/all-minilm-l6-v2
 
 run: deps all
 	$(BIN) serve
@@ -124,7 +139,6 @@ clean:
 
 # The embedder's reference fixtures, from sentence-transformers in its own venv
 # (build/ref-venv, pinned in tests/ref/requirements.txt). The output is committed.
-REF_VENV := build/ref-venv
 $(REF_VENV)/.stamp: tests/ref/requirements.txt
 	python3 -m venv $(REF_VENV)
 	$(REF_VENV)/bin/pip install -q --disable-pip-version-check -r tests/ref/requirements.txt

@@ -18,7 +18,8 @@ SUDO=""
 # ---------------------------------------------------------------- 1. Debian packages
 PKGS=(build-essential pkg-config dpkg-dev ca-certificates
       libevent-dev libssl-dev libsqlite3-dev libfaiss-dev libopenblas-dev
-      libjansson-dev libinih-dev libxxhash-dev libcriterion-dev libutf8proc-dev clang
+      libopenblas-openmp-dev libjansson-dev libinih-dev libxxhash-dev libcriterion-dev
+      libutf8proc-dev clang
       curl openssl wrk python3 python3-venv unzip)
 missing=()
 for p in "${PKGS[@]}"; do
