@@ -125,10 +125,10 @@ static inline __attribute__((always_inline)) float exp_approx(float x)
     p = p * f + 1.0f;
     union {
         float f;
-        int32_t i;
-    } u = {p};
-    u.i += (int32_t)n << 23;
-    return u.f;
+        uint32_t u;
+    } v = {p};
+    v.u += (uint32_t)(int32_t)n << 23; /* scale by 2^n in the exponent field */
+    return v.f;
 }
 
 static inline __attribute__((always_inline)) float erf_approx(float x)
