@@ -26,7 +26,7 @@ OPT := -O2
 endif
 
 # snprintf truncation of messages into fixed buffers is deliberate, hence -Wno-format-truncation
-CFLAGS := -std=c11 -D_GNU_SOURCE -Iembedder $(OPT) -g -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP $(SANFLAGS)
+CFLAGS := -std=c11 -D_GNU_SOURCE -Iembedder -Iengine $(OPT) -g -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP $(SANFLAGS)
 LDFLAGS := $(SANFLAGS)
 # OpenBLAS's OpenMP build, so that BLAS and the embedder's own parallel loops share one
 # thread pool (rpath: the default libopenblas.so.0 may be the pthreads build)
@@ -39,6 +39,9 @@ GW_LIBS := -levent_openssl -levent_pthreads -levent -lssl -lcrypto -ljansson -li
 EMB_SRC := $(wildcard embedder/*.c)
 EMB_OBJ := $(EMB_SRC:%.c=$(BUILD)/obj/%.o)
 EMB_LIB := $(BUILD)/libembedder.a
+ENG_SRC := $(wildcard engine/*.c)
+ENG_OBJ := $(ENG_SRC:%.c=$(BUILD)/obj/%.o)
+ENG_LIB := $(BUILD)/libengine.a
 
 GW_SRC := $(filter-out gateway/main.c,$(wildcard gateway/*.c))
 GW_OBJ := $(GW_SRC:%.c=$(BUILD)/obj/%.o)
@@ -60,7 +63,7 @@ REF_VENV := build/ref-venv
 
 .PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda fuzz
 
-all: $(BIN) cuda
+all: $(BIN) $(ENG_LIB) cuda
 
 deps:
 	@bash deploy/deps.sh
@@ -76,6 +79,9 @@ $(BUILD)/obj/embedder/%.o: embedder/%.c
 $(EMB_LIB): $(EMB_OBJ)
 	ar rcs $@ $^
 
+$(ENG_LIB): $(ENG_OBJ)
+	ar rcs $@ $^
+
 $(BIN): $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB)
 	$(CC) $(LDFLAGS) -o $@ $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB) $(GW_LIBS)
 
@@ -85,10 +91,10 @@ GW_LIB := $(BUILD)/libgateway.a
 $(GW_LIB): $(GW_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/%.c $(GW_LIB) $(EMB_LIB)
+$(BUILD)/tests/%: tests/%.c $(GW_LIB) $(EMB_LIB) $(ENG_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Igateway -Iembedder -o $@ $< $(GW_LIB) $(EMB_LIB) $(LDFLAGS) -lcriterion \
-	    $(GW_LIBS)
+	$(CC) $(CFLAGS) -Igateway -Iembedder -Iengine -o $@ $< $(GW_LIB) $(EMB_LIB) $(ENG_LIB) \
+	    $(LDFLAGS) -lcriterion $(GW_LIBS)
 
 ifneq ($(NVCC),)
 cuda: $(CUDA_LIB)
@@ -130,7 +136,7 @@ run: deps all
 	$(BIN) serve
 
 fmt:
-	clang-format -i $(wildcard gateway/*.[ch] gateway/*.cu embedder/*.[ch] tests/*/*.c)
+	clang-format -i $(wildcard gateway/*.[ch] gateway/*.cu embedder/*.[ch] engine/*.[ch] tests/*/*.c)
 
 clean:
 	rm -rf build
@@ -156,8 +162,13 @@ build/fuzz/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c embedder/safetensors.
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_FLAGS) -o $@ $^ -ljansson
 
-fuzz: deps build/fuzz/fuzz_safetensors
-	@mkdir -p build/fuzz/corpus-safetensors
-	head -c 4096 models/all-minilm-l6-v2/model.safetensors > build/fuzz/corpus-safetensors/head
+build/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c engine/gguf.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -Iengine -o $@ $^
+
+# seeds: small valid files written by tests/fuzz/seeds.py
+fuzz: deps build/fuzz/fuzz_safetensors build/fuzz/fuzz_gguf
+	python3 tests/fuzz/seeds.py build/fuzz
 	build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
 	    build/fuzz/corpus-safetensors
+	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-gguf

@@ -1,0 +1,43 @@
+"""Writes small valid seed files for the fuzz targets: OUT/corpus-gguf/seed.gguf and
+OUT/corpus-safetensors/seed.safetensors. usage: python3 seeds.py OUT"""
+
+import json
+import os
+import struct
+import sys
+
+
+def s(b):
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf():
+    kv = s(b"general.architecture") + struct.pack("<I", 8) + s(b"llama")
+    kv += s(b"llama.block_count") + struct.pack("<II", 4, 2)
+    kv += s(b"tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 2) + s(b"a") + s(b"bc")
+    kv += s(b"general.alignment") + struct.pack("<II", 4, 32)
+    ti = s(b"w") + struct.pack("<IQIQ", 1, 32, 8, 0)
+    ti += s(b"n") + struct.pack("<IQIQ", 1, 4, 0, 64)
+    head = b"GGUF" + struct.pack("<IQQ", 3, 2, 4) + kv + ti
+    head += b"\0" * (-len(head) % 32)
+    return head + bytes(range(34)) + b"\0" * 30 + struct.pack("<4f", 1, 2, 3, 4)
+
+
+def safetensors():
+    header = json.dumps({"__metadata__": {"format": "pt"},
+                         "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                         "b": {"dtype": "F16", "shape": [2], "data_offsets": [16, 20]}}).encode()
+    return struct.pack("<Q", len(header)) + header + struct.pack("<4f", 1, 2, 3, 4) + b"\0<\0@"
+
+
+def main():
+    out = sys.argv[1]
+    for name, data, ext in (("gguf", gguf(), "gguf"), ("safetensors", safetensors(), "safetensors")):
+        d = os.path.join(out, "corpus-" + name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "seed." + ext), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()
