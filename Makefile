@@ -76,6 +76,10 @@ $(BUILD)/obj/embedder/%.o: embedder/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -O3 -c $< -o $@
 
+$(BUILD)/obj/engine/%.o: engine/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -O3 -c $< -o $@
+
 $(EMB_LIB): $(EMB_OBJ)
 	ar rcs $@ $^
 
@@ -172,3 +176,8 @@ fuzz: deps build/fuzz/fuzz_safetensors build/fuzz/fuzz_gguf
 	build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
 	    build/fuzz/corpus-safetensors
 	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-gguf
+
+.PHONY: engine-fixtures
+engine-fixtures: deps $(REF_VENV)/.stamp
+	$(REF_VENV)/bin/python tests/ref/make_engine_fixtures.py models/smollm2-135m-instruct \
+	    SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/engine/reference.json

@@ -1,0 +1,98 @@
+#include "kvcache.h"
+
+#include "engine.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+struct kvc_pool {
+    struct kvc_shape s;
+    size_t slot_floats, block_floats, layer_floats;
+    float *k, *v;
+    int32_t *refs;
+    int32_t *free_list; /* stack of free block ids */
+    int n_free;
+};
+
+int kvc_create(const struct kvc_shape *s, kvc_pool **out)
+{
+    *out = NULL;
+    if (s->n_layer <= 0 || s->n_kv_head <= 0 || s->head_dim <= 0 || s->block_size <= 0 ||
+        s->n_blocks <= 0)
+        return ENG_EINVAL;
+    kvc_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return ENG_ENOMEM;
+    p->s = *s;
+    p->slot_floats = (size_t)s->n_kv_head * s->head_dim;
+    p->block_floats = p->slot_floats * s->block_size;
+    p->layer_floats = p->block_floats * s->n_blocks;
+    size_t total = p->layer_floats * s->n_layer;
+    p->k = malloc(total * sizeof(float));
+    p->v = malloc(total * sizeof(float));
+    p->refs = calloc((size_t)s->n_blocks, sizeof *p->refs);
+    p->free_list = malloc((size_t)s->n_blocks * sizeof *p->free_list);
+    if (!p->k || !p->v || !p->refs || !p->free_list) {
+        kvc_destroy(p);
+        return ENG_ENOMEM;
+    }
+    for (int i = 0; i < s->n_blocks; i++)
+        p->free_list[i] = s->n_blocks - 1 - i; /* block 0 is handed out first */
+    p->n_free = s->n_blocks;
+    *out = p;
+    return 0;
+}
+
+void kvc_destroy(kvc_pool *p)
+{
+    if (!p)
+        return;
+    free(p->k);
+    free(p->v);
+    free(p->refs);
+    free(p->free_list);
+    free(p);
+}
+
+const struct kvc_shape *kvc_shape(const kvc_pool *p)
+{
+    return &p->s;
+}
+
+int kvc_free_blocks(const kvc_pool *p)
+{
+    return p->n_free;
+}
+
+int kvc_alloc(kvc_pool *p, int32_t *block)
+{
+    if (p->n_free == 0)
+        return ENG_EFULL;
+    int32_t b = p->free_list[--p->n_free];
+    p->refs[b] = 1;
+    *block = b;
+    return 0;
+}
+
+void kvc_acquire(kvc_pool *p, int32_t b)
+{
+    assert(b >= 0 && b < p->s.n_blocks && p->refs[b] > 0);
+    p->refs[b]++;
+}
+
+void kvc_release(kvc_pool *p, int32_t b)
+{
+    assert(b >= 0 && b < p->s.n_blocks && p->refs[b] > 0);
+    if (--p->refs[b] == 0)
+        p->free_list[p->n_free++] = b;
+}
+
+float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot)
+{
+    return p->k + layer * p->layer_floats + block * p->block_floats + slot * p->slot_floats;
+}
+
+float *kvc_v(kvc_pool *p, int layer, int32_t block, int slot)
+{
+    return p->v + layer * p->layer_floats + block * p->block_floats + slot * p->slot_floats;
+}

@@ -1,0 +1,492 @@
+/*
+ * Loading a Llama-family GGUF model and its CPU forward pass: OpenBLAS SGEMMs over every
+ * new token of the batch for the projections; RMSNorm, RoPE, attention over the paged
+ * KV cache and SwiGLU spread over OpenMP threads (OpenBLAS is its OpenMP build, so both
+ * share one pool, as in the embedder).
+ */
+#include "model.h"
+
+#include "eng_impl.h"
+#include "engine.h"
+#include "gguf.h"
+#include "quant.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct layer {
+    float *attn_norm, *ffn_norm; /* [n_embd] */
+    float *wq, *wk, *wv, *wo;    /* [n_head*hd][n_embd], [n_kv*hd][n_embd] x2, [n_embd][n_head*hd] */
+    float *w_gate, *w_up;        /* [n_ff][n_embd] */
+    float *w_down;               /* [n_embd][n_ff] */
+};
+
+struct eng_model {
+    struct eng_hparams hp;
+    gguf_file *gguf;
+    float *tok_embd;    /* [n_vocab][n_embd] */
+    float *out_norm;    /* [n_embd] */
+    float *output;      /* [n_vocab][n_embd]; == tok_embd when tied */
+    float *rope_inv;    /* [n_rot / 2] inverse frequencies, scaling applied */
+    struct layer *layers;
+    /* scratch, grown on demand */
+    int cap;
+    float *x, *xn, *q, *k, *v, *att, *gate, *up, *sel;
+    int *pos;
+    float *scores; /* [threads][cap_ctx] */
+    int cap_ctx, threads;
+};
+
+/* ------------------------------------------------------------------ loading */
+
+static int weight(eng_model *m, const char *name, int64_t ne0, int64_t ne1, float **out,
+                  char *err, size_t errlen)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        snprintf(err, errlen, "tensor '%s' missing", name);
+        return ENG_EFORMAT;
+    }
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
+        snprintf(err, errlen, "tensor '%s' has shape [%lld, %lld], want [%lld, %lld]", name,
+                 (long long)t->ne[0], (long long)t->ne[1], (long long)ne0, (long long)ne1);
+        return ENG_EFORMAT;
+    }
+    if (!eng_dequant_supported(t->type)) {
+        snprintf(err, errlen, "tensor '%s': type %s is not supported", name,
+                 ggml_type_name(t->type));
+        return ENG_ENOTSUP;
+    }
+    float *w = malloc(sizeof(float) * (size_t)t->nelem);
+    if (!w)
+        return ENG_ENOMEM;
+    int be, bb;
+    ggml_type_block(t->type, &be, &bb);
+    size_t row_bytes = (size_t)(ne0 / be * bb);
+    for (int64_t r = 0; r < ne1; r++)
+        eng_dequant_row(t->type, (const uint8_t *)t->data + r * row_bytes, w + r * ne0, ne0);
+    *out = w;
+    return 0;
+}
+
+static int meta_u32(eng_model *m, const char *arch, const char *key, int required, int *out,
+                    char *err, size_t errlen)
+{
+    char full[128];
+    uint32_t v;
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    int rc = gguf_get_u32(m->gguf, full, &v);
+    if (rc == ENG_EINVAL && !required)
+        return 0;
+    if (rc || v == 0 || v > (1u << 24)) {
+        snprintf(err, errlen, "metadata '%s' %s", full,
+                 rc == ENG_EINVAL ? "missing" : "is not a positive integer");
+        return ENG_EFORMAT;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int read_hparams(eng_model *m, char *err, size_t errlen)
+{
+    struct gguf_str a;
+    if (gguf_get_str(m->gguf, "general.architecture", &a)) {
+        snprintf(err, errlen, "metadata 'general.architecture' missing");
+        return ENG_EFORMAT;
+    }
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.*s", (int)(a.len < 63 ? a.len : 63), a.p);
+    static const char *const supported[] = {"llama", "qwen2", "mistral", NULL};
+    int ok = 0;
+    for (int i = 0; supported[i]; i++)
+        ok |= !strcmp(arch, supported[i]);
+    if (!ok || !strcmp(arch, "qwen2")) { /* qwen2 needs q/k/v biases: not yet */
+        snprintf(err, errlen, "architecture '%s' is not supported (llama is)", arch);
+        return ENG_ENOTSUP;
+    }
+    struct eng_hparams *hp = &m->hp;
+    int rc;
+    if ((rc = meta_u32(m, arch, "block_count", 1, &hp->n_layer, err, errlen)) ||
+        (rc = meta_u32(m, arch, "embedding_length", 1, &hp->n_embd, err, errlen)) ||
+        (rc = meta_u32(m, arch, "attention.head_count", 1, &hp->n_head, err, errlen)) ||
+        (rc = meta_u32(m, arch, "feed_forward_length", 1, &hp->n_ff, err, errlen)))
+        return rc;
+    hp->n_head_kv = hp->n_head;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    hp->n_ctx_train = 4096;
+    if ((rc = meta_u32(m, arch, "attention.head_count_kv", 0, &hp->n_head_kv, err, errlen)) ||
+        (rc = meta_u32(m, arch, "attention.key_length", 0, &hp->head_dim, err, errlen)) ||
+        (rc = meta_u32(m, arch, "context_length", 0, &hp->n_ctx_train, err, errlen)))
+        return rc;
+    hp->n_rot = hp->head_dim;
+    if ((rc = meta_u32(m, arch, "rope.dimension_count", 0, &hp->n_rot, err, errlen)))
+        return rc;
+    if (hp->n_head % hp->n_head_kv || hp->n_rot > hp->head_dim || hp->n_rot % 2) {
+        snprintf(err, errlen, "inconsistent heads or rope dimensions");
+        return ENG_EFORMAT;
+    }
+    char key[128];
+    hp->rope_base = 10000.0f;
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+    gguf_get_f32(m->gguf, key, &hp->rope_base);
+    hp->rms_eps = 1e-5f;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    gguf_get_f32(m->gguf, key, &hp->rms_eps);
+    hp->rope_scale = 1.0f;
+    struct gguf_str st;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    if (gguf_get_str(m->gguf, key, &st) == 0 && !(st.len == 4 && !memcmp(st.p, "none", 4))) {
+        float factor = 1.0f;
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+        gguf_get_f32(m->gguf, key, &factor);
+        if (st.len == 6 && !memcmp(st.p, "linear", 6) && factor > 0) {
+            hp->rope_scale = factor;
+        } else {
+            snprintf(err, errlen, "rope scaling '%.*s' is not supported (linear is)", (int)st.len,
+                     st.p);
+            return ENG_ENOTSUP;
+        }
+    }
+    const struct gguf_tensor *te = gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!te || te->n_dims != 2) {
+        snprintf(err, errlen, "tensor 'token_embd.weight' missing");
+        return ENG_EFORMAT;
+    }
+    hp->n_vocab = (int)te->ne[1];
+    hp->tied_output = gguf_find_tensor(m->gguf, "output.weight") == NULL;
+    return 0;
+}
+
+void eng_model_destroy(eng_model *m)
+{
+    if (!m)
+        return;
+    if (m->layers)
+        for (int l = 0; l < m->hp.n_layer; l++) {
+            struct layer *L = &m->layers[l];
+            free(L->attn_norm);
+            free(L->ffn_norm);
+            free(L->wq);
+            free(L->wk);
+            free(L->wv);
+            free(L->wo);
+            free(L->w_gate);
+            free(L->w_up);
+            free(L->w_down);
+        }
+    free(m->layers);
+    if (m->output != m->tok_embd)
+        free(m->output);
+    free(m->tok_embd);
+    free(m->out_norm);
+    free(m->rope_inv);
+    free(m->x);
+    free(m->xn);
+    free(m->q);
+    free(m->k);
+    free(m->v);
+    free(m->att);
+    free(m->gate);
+    free(m->up);
+    free(m->sel);
+    free(m->pos);
+    free(m->scores);
+    gguf_close(m->gguf);
+    free(m);
+}
+
+int eng_model_load(const char *path, const struct eng_options *opt, eng_model **out, char *err,
+                   size_t errlen)
+{
+    *out = NULL;
+    eng_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return ENG_ENOMEM;
+    char msg[512];
+    int rc = gguf_open(path, &m->gguf, err, errlen);
+    if (rc)
+        goto fail_quiet;
+    if ((rc = read_hparams(m, msg, sizeof msg)))
+        goto fail;
+    const struct eng_hparams *hp = &m->hp;
+    int D = hp->n_embd, HQ = hp->n_head * hp->head_dim, HK = hp->n_head_kv * hp->head_dim;
+    if ((rc = weight(m, "token_embd.weight", D, hp->n_vocab, &m->tok_embd, msg, sizeof msg)) ||
+        (rc = weight(m, "output_norm.weight", D, 1, &m->out_norm, msg, sizeof msg)))
+        goto fail;
+    if (hp->tied_output)
+        m->output = m->tok_embd;
+    else if ((rc = weight(m, "output.weight", D, hp->n_vocab, &m->output, msg, sizeof msg)))
+        goto fail;
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        rc = ENG_ENOMEM;
+        goto fail;
+    }
+    for (int l = 0; l < hp->n_layer; l++) {
+        struct layer *L = &m->layers[l];
+        char n[64];
+#define W(suffix, ne0, ne1, dst)                                                               \
+    (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix),                                     \
+     weight(m, n, ne0, ne1, dst, msg, sizeof msg))
+        if ((rc = W("attn_norm", D, 1, &L->attn_norm)) || (rc = W("ffn_norm", D, 1, &L->ffn_norm)) ||
+            (rc = W("attn_q", D, HQ, &L->wq)) || (rc = W("attn_k", D, HK, &L->wk)) ||
+            (rc = W("attn_v", D, HK, &L->wv)) || (rc = W("attn_output", HQ, D, &L->wo)) ||
+            (rc = W("ffn_gate", D, hp->n_ff, &L->w_gate)) ||
+            (rc = W("ffn_up", D, hp->n_ff, &L->w_up)) ||
+            (rc = W("ffn_down", hp->n_ff, D, &L->w_down)))
+            goto fail;
+#undef W
+    }
+    /* inverse frequencies; Llama 3 files carry per-dimension divisors in rope_freqs */
+    m->rope_inv = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
+    if (!m->rope_inv) {
+        rc = ENG_ENOMEM;
+        goto fail;
+    }
+    const struct gguf_tensor *rf = gguf_find_tensor(m->gguf, "rope_freqs.weight");
+    if (rf && (rf->type != GGML_F32 || rf->nelem != hp->n_rot / 2)) {
+        snprintf(msg, sizeof msg, "tensor 'rope_freqs.weight' is not F32 [%d]", hp->n_rot / 2);
+        rc = ENG_EFORMAT;
+        goto fail;
+    }
+    for (int i = 0; i < hp->n_rot / 2; i++) {
+        double inv = pow(hp->rope_base, -2.0 * i / hp->n_rot) / hp->rope_scale;
+        if (rf)
+            inv /= ((const float *)rf->data)[i];
+        m->rope_inv[i] = (float)inv;
+    }
+    if (opt && opt->threads > 0) {
+        omp_set_num_threads(opt->threads);
+        openblas_set_num_threads(opt->threads);
+    }
+    m->threads = omp_get_max_threads();
+    eng_log(ENG_LOG_INFO, "model %s: %d layers, %d dims, %d/%d heads, vocab %d%s", path,
+            hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->n_vocab,
+            hp->tied_output ? ", tied output" : "");
+    *out = m;
+    return 0;
+fail:
+    snprintf(err, errlen, "%s: %s", path, msg);
+fail_quiet:
+    eng_model_destroy(m);
+    return rc;
+}
+
+const struct eng_hparams *eng_model_hparams(const eng_model *m)
+{
+    return &m->hp;
+}
+
+struct gguf_file *eng_model_gguf(const eng_model *m)
+{
+    return m->gguf;
+}
+
+/* ------------------------------------------------------------------ forward */
+
+static int grow(eng_model *m, int T, int rows, int ctx)
+{
+    const struct eng_hparams *hp = &m->hp;
+    if (T > m->cap) {
+        size_t t = (size_t)T;
+        float **bufs[] = {&m->x, &m->xn, &m->q, &m->k, &m->v, &m->att, &m->gate, &m->up};
+        size_t widths[] = {(size_t)hp->n_embd,
+                           (size_t)hp->n_embd,
+                           (size_t)hp->n_head * hp->head_dim,
+                           (size_t)hp->n_head_kv * hp->head_dim,
+                           (size_t)hp->n_head_kv * hp->head_dim,
+                           (size_t)hp->n_head * hp->head_dim,
+                           (size_t)hp->n_ff,
+                           (size_t)hp->n_ff};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+            float *p = realloc(*bufs[i], t * widths[i] * sizeof(float));
+            if (!p)
+                return ENG_ENOMEM;
+            *bufs[i] = p;
+        }
+        int *pos = realloc(m->pos, t * sizeof *pos);
+        float *sel = realloc(m->sel, t * (size_t)hp->n_embd * sizeof(float));
+        if (pos)
+            m->pos = pos;
+        if (sel)
+            m->sel = sel;
+        if (!pos || !sel)
+            return ENG_ENOMEM;
+        m->cap = T;
+    }
+    (void)rows;
+    if (ctx > m->cap_ctx) {
+        float *s = realloc(m->scores, (size_t)m->threads * (size_t)ctx * sizeof(float));
+        if (!s)
+            return ENG_ENOMEM;
+        m->scores = s;
+        m->cap_ctx = ctx;
+    }
+    return 0;
+}
+
+/* y = x W^T, x: [t][k], W: [n][k] */
+static void matmul(const float *x, int t, int k, const float *w, int n, float *y)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+}
+
+static void rmsnorm(float *out, const float *x, const float *g, int t, int d, float eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < t; i++) {
+        const float *r = x + (size_t)i * d;
+        double ss = 0;
+        for (int j = 0; j < d; j++)
+            ss += (double)r[j] * r[j];
+        float inv = (float)(1.0 / sqrt(ss / d + eps));
+        float *o = out + (size_t)i * d;
+        for (int j = 0; j < d; j++)
+            o[j] = r[j] * inv * g[j];
+    }
+}
+
+/* Rotates adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims of every head: GGUF
+ * llama files store Q and K permuted for this layout. */
+static void rope(float *x, const int *pos, int t, int n_heads, int hd, int n_rot,
+                 const float *inv)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < t; i++) {
+        for (int p = 0; p < n_rot / 2; p++) {
+            float th = (float)pos[i] * inv[p];
+            float c = cosf(th), s = sinf(th);
+            for (int h = 0; h < n_heads; h++) {
+                float *v = x + ((size_t)i * n_heads + h) * hd + 2 * p;
+                float a = v[0], b = v[1];
+                v[0] = a * c - b * s;
+                v[1] = a * s + b * c;
+            }
+        }
+    }
+}
+
+int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_seqs,
+                float *logits)
+{
+    const struct eng_hparams *hp = &m->hp;
+    const struct kvc_shape *ks = kvc_shape(kv);
+    if (ks->n_layer != hp->n_layer || ks->n_kv_head != hp->n_head_kv ||
+        ks->head_dim != hp->head_dim || n_seqs <= 0)
+        return ENG_EINVAL;
+    int T = 0, rows = 0, ctx = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        if (seqs[s].n_new <= 0 || seqs[s].pos0 < 0)
+            return ENG_EINVAL;
+        T += seqs[s].n_new;
+        rows += seqs[s].logits == ENG_LOGITS_ALL ? seqs[s].n_new : seqs[s].logits ? 1 : 0;
+        int end = seqs[s].pos0 + seqs[s].n_new;
+        ctx = end > ctx ? end : ctx;
+    }
+    int rc = grow(m, T, rows, ctx);
+    if (rc)
+        return rc;
+    const int D = hp->n_embd, hd = hp->head_dim, NH = hp->n_head, NK = hp->n_head_kv;
+    const int HQ = NH * hd, HK = NK * hd, bs = ks->block_size, group = NH / NK;
+
+    /* token embeddings and positions */
+    for (int s = 0, t = 0; s < n_seqs; s++)
+        for (int i = 0; i < seqs[s].n_new; i++, t++) {
+            int32_t id = seqs[s].tokens[i];
+            if (id < 0 || id >= hp->n_vocab)
+                return ENG_EINVAL;
+            memcpy(m->x + (size_t)t * D, m->tok_embd + (size_t)id * D, sizeof(float) * D);
+            m->pos[t] = seqs[s].pos0 + i;
+        }
+
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int l = 0; l < hp->n_layer; l++) {
+        const struct layer *L = &m->layers[l];
+        rmsnorm(m->xn, m->x, L->attn_norm, T, D, hp->rms_eps);
+        matmul(m->xn, T, D, L->wq, HQ, m->q);
+        matmul(m->xn, T, D, L->wk, HK, m->k);
+        matmul(m->xn, T, D, L->wv, HK, m->v);
+        rope(m->q, m->pos, T, NH, hd, hp->n_rot, m->rope_inv);
+        rope(m->k, m->pos, T, NK, hd, hp->n_rot, m->rope_inv);
+        /* the new keys and values into the paged cache */
+        for (int s = 0, t = 0; s < n_seqs; s++)
+            for (int i = 0; i < seqs[s].n_new; i++, t++) {
+                int p = seqs[s].pos0 + i;
+                int32_t b = seqs[s].block_table[p / bs];
+                memcpy(kvc_k(kv, l, b, p % bs), m->k + (size_t)t * HK, sizeof(float) * HK);
+                memcpy(kvc_v(kv, l, b, p % bs), m->v + (size_t)t * HK, sizeof(float) * HK);
+            }
+        /* causal attention of every new token over its sequence's cached positions */
+        int first[n_seqs + 1];
+        first[0] = 0;
+        for (int s = 0; s < n_seqs; s++)
+            first[s + 1] = first[s] + seqs[s].n_new;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int th = 0; th < T * NH; th++) {
+            int t = th / NH, h = th % NH, s = 0;
+            while (t >= first[s + 1])
+                s++;
+            int p = m->pos[t], g = h / group;
+            float *sc = m->scores + (size_t)omp_get_thread_num() * m->cap_ctx;
+            const float *q = m->q + (size_t)t * HQ + (size_t)h * hd;
+            float mx = -INFINITY;
+            for (int j = 0; j <= p; j++) {
+                const float *k = kvc_k(kv, l, seqs[s].block_table[j / bs], j % bs) + g * hd;
+                float d = 0;
+                for (int e = 0; e < hd; e++)
+                    d += q[e] * k[e];
+                sc[j] = d * scale;
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            float sum = 0;
+            for (int j = 0; j <= p; j++) {
+                sc[j] = expf(sc[j] - mx);
+                sum += sc[j];
+            }
+            float *o = m->att + (size_t)t * HQ + (size_t)h * hd;
+            memset(o, 0, sizeof(float) * hd);
+            for (int j = 0; j <= p; j++) {
+                const float *v = kvc_v(kv, l, seqs[s].block_table[j / bs], j % bs) + g * hd;
+                float w = sc[j] / sum;
+                for (int e = 0; e < hd; e++)
+                    o[e] += w * v[e];
+            }
+        }
+        /* x += att Wo^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, D, HQ, 1.0f, m->att, HQ, L->wo,
+                    HQ, 1.0f, m->x, D);
+        rmsnorm(m->xn, m->x, L->ffn_norm, T, D, hp->rms_eps);
+        matmul(m->xn, T, D, L->w_gate, hp->n_ff, m->gate);
+        matmul(m->xn, T, D, L->w_up, hp->n_ff, m->up);
+        size_t nf = (size_t)T * hp->n_ff;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < nf; i++) {
+            float g = m->gate[i];
+            m->gate[i] = g / (1.0f + expf(-g)) * m->up[i]; /* SwiGLU */
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, D, hp->n_ff, 1.0f, m->gate,
+                    hp->n_ff, L->w_down, hp->n_ff, 1.0f, m->x, D);
+    }
+    if (rows == 0)
+        return 0;
+    /* final norm of the rows that want logits, then the output head */
+    int r = 0;
+    for (int s = 0, t = 0; s < n_seqs; s++) {
+        int n = seqs[s].n_new;
+        if (seqs[s].logits == ENG_LOGITS_ALL) {
+            memcpy(m->sel + (size_t)r * D, m->x + (size_t)t * D, sizeof(float) * D * n);
+            r += n;
+        } else if (seqs[s].logits == ENG_LOGITS_LAST) {
+            memcpy(m->sel + (size_t)r * D, m->x + (size_t)(t + n - 1) * D, sizeof(float) * D);
+            r++;
+        }
+        t += n;
+    }
+    rmsnorm(m->sel, m->sel, m->out_norm, rows, D, hp->rms_eps);
+    matmul(m->sel, rows, D, m->output, hp->n_vocab, logits);
+    return 0;
+}

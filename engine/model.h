@@ -1,0 +1,66 @@
+/*
+ * model — a Llama-family model from a GGUF file, and its forward pass on a backend.
+ *
+ * Hyperparameters come from the metadata of the file's architecture (ARCH.block_count,
+ * ARCH.embedding_length, ARCH.attention.head_count[_kv], ARCH.feed_forward_length,
+ * ARCH.rope.freq_base, ARCH.rope.dimension_count, ARCH.rope.scaling.type/.factor,
+ * ARCH.attention.layer_norm_rms_epsilon); the output head is output.weight, or the
+ * token embedding when the file ties them. Weights are dequantized to F32 at load.
+ *
+ * A forward call takes a batch of sequences, each with new tokens that continue its
+ * cached positions; their keys and values go into the paged KV pool through each
+ * sequence's block table (which must already cover the new positions). Attention is
+ * causal over every cached position of the sequence. Logits come back for the last new
+ * token of each sequence, or for every new token (teacher forcing).
+ *
+ * Threads: one caller at a time per model (the engine thread); the backend spreads the
+ * work over its own threads.
+ */
+#ifndef ENG_MODEL_H
+#define ENG_MODEL_H
+
+#include "kvcache.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct eng_hparams {
+    int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
+    int n_rot;           /* rotated dimensions per head */
+    float rope_base;     /* theta */
+    float rope_scale;    /* linear position scaling (1: none) */
+    float rms_eps;
+    int tied_output;
+};
+
+typedef struct eng_model eng_model;
+
+struct eng_options {
+    int threads; /* 0: one per core */
+};
+
+int eng_model_load(const char *path, const struct eng_options *opt, eng_model **out,
+                   char *err, size_t errlen);
+void eng_model_destroy(eng_model *m); /* accepts NULL */
+const struct eng_hparams *eng_model_hparams(const eng_model *m);
+/* The GGUF file, for the tokenizer and the chat template. Borrowed. */
+struct gguf_file *eng_model_gguf(const eng_model *m);
+
+enum eng_logits { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST, ENG_LOGITS_ALL };
+
+struct eng_seq {
+    const int32_t *tokens; /* [n_new] */
+    int n_new;
+    int pos0;                   /* positions already cached */
+    const int32_t *block_table; /* covers positions [0, pos0 + n_new) */
+    enum eng_logits logits;
+};
+
+/*
+ * Runs the batch. logits (out): rows in sequence order, one per requested token,
+ * [rows][n_vocab]. Returns 0 or an ENG_ error.
+ */
+int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_seqs,
+                float *logits);
+
+#endif
