@@ -181,3 +181,5 @@ fuzz: deps build/fuzz/fuzz_safetensors build/fuzz/fuzz_gguf
 engine-fixtures: deps $(REF_VENV)/.stamp
 	$(REF_VENV)/bin/python tests/ref/make_engine_fixtures.py models/smollm2-135m-instruct \
 	    SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/engine/reference.json
+	$(REF_VENV)/bin/python tests/ref/make_tokenizer_fixtures.py models/smollm2-135m-instruct \
+	    SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/engine/tokenizer.json

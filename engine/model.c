@@ -18,19 +18,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * A weight matrix [n][k] (PyTorch's [out][in]) twice: dequantized to F32 for SGEMMs over
+ * many tokens (prefill), and as stored in the file, read by the matrix-vector kernels
+ * when a pass has few tokens (decode): those stream 0.6-1 byte per weight instead of 4,
+ * and decode is bound by memory bandwidth.
+ */
+struct wmat {
+    float *f;             /* [n][k] */
+    enum ggml_type type;  /* of q */
+    const uint8_t *q;     /* into the mapping, row_bytes per row */
+    size_t row_bytes;
+    int n, k;
+};
+
 struct layer {
     float *attn_norm, *ffn_norm; /* [n_embd] */
-    float *wq, *wk, *wv, *wo;    /* [n_head*hd][n_embd], [n_kv*hd][n_embd] x2, [n_embd][n_head*hd] */
-    float *w_gate, *w_up;        /* [n_ff][n_embd] */
-    float *w_down;               /* [n_embd][n_ff] */
+    struct wmat wq, wk, wv, wo;  /* [n_head*hd][n_embd], [n_kv*hd][n_embd] x2, [n_embd][n_head*hd] */
+    struct wmat w_gate, w_up;    /* [n_ff][n_embd] */
+    struct wmat w_down;          /* [n_embd][n_ff] */
 };
 
 struct eng_model {
     struct eng_hparams hp;
     gguf_file *gguf;
-    float *tok_embd;    /* [n_vocab][n_embd] */
-    float *out_norm;    /* [n_embd] */
-    float *output;      /* [n_vocab][n_embd]; == tok_embd when tied */
+    struct wmat tok_embd; /* [n_vocab][n_embd] */
+    float *out_norm;      /* [n_embd] */
+    struct wmat output;   /* [n_vocab][n_embd]; shares tok_embd's memory when tied */
     float *rope_inv;    /* [n_rot / 2] inverse frequencies, scaling applied */
     struct layer *layers;
     /* scratch, grown on demand */
@@ -43,8 +57,21 @@ struct eng_model {
 
 /* ------------------------------------------------------------------ loading */
 
+static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, struct wmat *w,
+                    char *err, size_t errlen);
+
 static int weight(eng_model *m, const char *name, int64_t ne0, int64_t ne1, float **out,
                   char *err, size_t errlen)
+{
+    struct wmat w;
+    int rc = weight_q(m, name, ne0, ne1, &w, err, errlen);
+    if (rc == 0)
+        *out = w.f;
+    return rc;
+}
+
+static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, struct wmat *wm,
+                    char *err, size_t errlen)
 {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -69,7 +96,7 @@ static int weight(eng_model *m, const char *name, int64_t ne0, int64_t ne1, floa
     size_t row_bytes = (size_t)(ne0 / be * bb);
     for (int64_t r = 0; r < ne1; r++)
         eng_dequant_row(t->type, (const uint8_t *)t->data + r * row_bytes, w + r * ne0, ne0);
-    *out = w;
+    *wm = (struct wmat){w, t->type, t->data, row_bytes, (int)ne1, (int)ne0};
     return 0;
 }
 
@@ -170,18 +197,18 @@ void eng_model_destroy(eng_model *m)
             struct layer *L = &m->layers[l];
             free(L->attn_norm);
             free(L->ffn_norm);
-            free(L->wq);
-            free(L->wk);
-            free(L->wv);
-            free(L->wo);
-            free(L->w_gate);
-            free(L->w_up);
-            free(L->w_down);
+            free(L->wq.f);
+            free(L->wk.f);
+            free(L->wv.f);
+            free(L->wo.f);
+            free(L->w_gate.f);
+            free(L->w_up.f);
+            free(L->w_down.f);
         }
     free(m->layers);
-    if (m->output != m->tok_embd)
-        free(m->output);
-    free(m->tok_embd);
+    if (m->output.f != m->tok_embd.f)
+        free(m->output.f);
+    free(m->tok_embd.f);
     free(m->out_norm);
     free(m->rope_inv);
     free(m->x);
@@ -214,12 +241,12 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         goto fail;
     const struct eng_hparams *hp = &m->hp;
     int D = hp->n_embd, HQ = hp->n_head * hp->head_dim, HK = hp->n_head_kv * hp->head_dim;
-    if ((rc = weight(m, "token_embd.weight", D, hp->n_vocab, &m->tok_embd, msg, sizeof msg)) ||
+    if ((rc = weight_q(m, "token_embd.weight", D, hp->n_vocab, &m->tok_embd, msg, sizeof msg)) ||
         (rc = weight(m, "output_norm.weight", D, 1, &m->out_norm, msg, sizeof msg)))
         goto fail;
     if (hp->tied_output)
         m->output = m->tok_embd;
-    else if ((rc = weight(m, "output.weight", D, hp->n_vocab, &m->output, msg, sizeof msg)))
+    else if ((rc = weight_q(m, "output.weight", D, hp->n_vocab, &m->output, msg, sizeof msg)))
         goto fail;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
@@ -229,10 +256,15 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
     for (int l = 0; l < hp->n_layer; l++) {
         struct layer *L = &m->layers[l];
         char n[64];
+        if (opt && opt->progress)
+            opt->progress(opt->progress_ud, (double)l / hp->n_layer);
 #define W(suffix, ne0, ne1, dst)                                                               \
     (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix),                                     \
-     weight(m, n, ne0, ne1, dst, msg, sizeof msg))
-        if ((rc = W("attn_norm", D, 1, &L->attn_norm)) || (rc = W("ffn_norm", D, 1, &L->ffn_norm)) ||
+     weight_q(m, n, ne0, ne1, dst, msg, sizeof msg))
+        if ((rc = (snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l),
+                   weight(m, n, D, 1, &L->attn_norm, msg, sizeof msg))) ||
+            (rc = (snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l),
+                   weight(m, n, D, 1, &L->ffn_norm, msg, sizeof msg))) ||
             (rc = W("attn_q", D, HQ, &L->wq)) || (rc = W("attn_k", D, HK, &L->wk)) ||
             (rc = W("attn_v", D, HK, &L->wv)) || (rc = W("attn_output", HQ, D, &L->wo)) ||
             (rc = W("ffn_gate", D, hp->n_ff, &L->w_gate)) ||
@@ -264,6 +296,8 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         openblas_set_num_threads(opt->threads);
     }
     m->threads = omp_get_max_threads();
+    if (opt && opt->progress)
+        opt->progress(opt->progress_ud, 1.0);
     eng_log(ENG_LOG_INFO, "model %s: %d layers, %d dims, %d/%d heads, vocab %d%s", path,
             hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->n_vocab,
             hp->tied_output ? ", tied output" : "");
@@ -329,10 +363,75 @@ static int grow(eng_model *m, int T, int rows, int ctx)
     return 0;
 }
 
-/* y = x W^T, x: [t][k], W: [n][k] */
-static void matmul(const float *x, int t, int k, const float *w, int n, float *y)
+/* At most this many tokens in a pass go through the matrix-vector kernels. */
+#define QMV_MAX_T 4
+
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* sum over j of row[j] * x[j] for one stored row; lanes keep the loops vectorizable
+ * without reassociating a float reduction */
+VECTOR_CLONES static float dot_q4_1(const uint8_t *row, const float *x, const float *xsum, int k)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+    float acc[16] = {0}, macc = 0;
+    for (int b = 0; b < k / 32; b++, row += 20, x += 32) {
+        float d = eng_f16_to_f32((uint16_t)(row[0] | row[1] << 8));
+        float m = eng_f16_to_f32((uint16_t)(row[2] | row[3] << 8));
+        const uint8_t *qs = row + 4;
+        for (int j = 0; j < 16; j++)
+            acc[j] += d * ((float)(qs[j] & 15) * x[j] + (float)(qs[j] >> 4) * x[j + 16]);
+        macc += m * xsum[b];
+    }
+    float s = macc;
+    for (int j = 0; j < 16; j++)
+        s += acc[j];
+    return s;
+}
+
+VECTOR_CLONES static float dot_q8_0(const uint8_t *row, const float *x, int k)
+{
+    float acc[32] = {0};
+    for (int b = 0; b < k / 32; b++, row += 34, x += 32) {
+        float d = eng_f16_to_f32((uint16_t)(row[0] | row[1] << 8));
+        const int8_t *qs = (const int8_t *)(row + 2);
+        for (int j = 0; j < 32; j++)
+            acc[j] += d * ((float)qs[j] * x[j]);
+    }
+    float s = 0;
+    for (int j = 0; j < 32; j++)
+        s += acc[j];
+    return s;
+}
+
+/*
+ * y (+)= x W^T, x: [t][k], W: [n][k]. Many tokens: one SGEMM on the F32 copy. Few:
+ * each output row of W is read once from its stored form for all t tokens.
+ */
+static void linear(const struct wmat *w, const float *x, int t, float *y, int accumulate)
+{
+    const int n = w->n, k = w->k;
+    if (t > QMV_MAX_T || (w->type != GGML_Q4_1 && w->type != GGML_Q8_0)) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w->f, k,
+                    accumulate ? 1.0f : 0.0f, y, n);
+        return;
+    }
+    float xsum[QMV_MAX_T][k / 32 + 1]; /* per-block sums of x, for Q4_1's offsets */
+    for (int i = 0; i < t; i++)
+        for (int b = 0; b < k / 32; b++) {
+            float s = 0;
+            for (int j = 0; j < 32; j++)
+                s += x[(size_t)i * k + b * 32 + j];
+            xsum[i][b] = s;
+        }
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < n; r++) {
+        const uint8_t *row = w->q + (size_t)r * w->row_bytes;
+        for (int i = 0; i < t; i++) {
+            const float *xi = x + (size_t)i * k;
+            float v = w->type == GGML_Q4_1 ? dot_q4_1(row, xi, xsum[i], k) : dot_q8_0(row, xi, k);
+            float *out = y + (size_t)i * n + r;
+            *out = accumulate ? *out + v : v;
+        }
+    }
 }
 
 static void rmsnorm(float *out, const float *x, const float *g, int t, int d, float eps)
@@ -399,7 +498,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
             int32_t id = seqs[s].tokens[i];
             if (id < 0 || id >= hp->n_vocab)
                 return ENG_EINVAL;
-            memcpy(m->x + (size_t)t * D, m->tok_embd + (size_t)id * D, sizeof(float) * D);
+            memcpy(m->x + (size_t)t * D, m->tok_embd.f + (size_t)id * D, sizeof(float) * D);
             m->pos[t] = seqs[s].pos0 + i;
         }
 
@@ -407,9 +506,9 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
         rmsnorm(m->xn, m->x, L->attn_norm, T, D, hp->rms_eps);
-        matmul(m->xn, T, D, L->wq, HQ, m->q);
-        matmul(m->xn, T, D, L->wk, HK, m->k);
-        matmul(m->xn, T, D, L->wv, HK, m->v);
+        linear(&L->wq, m->xn, T, m->q, 0);
+        linear(&L->wk, m->xn, T, m->k, 0);
+        linear(&L->wv, m->xn, T, m->v, 0);
         rope(m->q, m->pos, T, NH, hd, hp->n_rot, m->rope_inv);
         rope(m->k, m->pos, T, NK, hd, hp->n_rot, m->rope_inv);
         /* the new keys and values into the paged cache */
@@ -456,20 +555,17 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
                     o[e] += w * v[e];
             }
         }
-        /* x += att Wo^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, D, HQ, 1.0f, m->att, HQ, L->wo,
-                    HQ, 1.0f, m->x, D);
+        linear(&L->wo, m->att, T, m->x, 1); /* x += att Wo^T */
         rmsnorm(m->xn, m->x, L->ffn_norm, T, D, hp->rms_eps);
-        matmul(m->xn, T, D, L->w_gate, hp->n_ff, m->gate);
-        matmul(m->xn, T, D, L->w_up, hp->n_ff, m->up);
+        linear(&L->w_gate, m->xn, T, m->gate, 0);
+        linear(&L->w_up, m->xn, T, m->up, 0);
         size_t nf = (size_t)T * hp->n_ff;
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < nf; i++) {
             float g = m->gate[i];
             m->gate[i] = g / (1.0f + expf(-g)) * m->up[i]; /* SwiGLU */
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, D, hp->n_ff, 1.0f, m->gate,
-                    hp->n_ff, L->w_down, hp->n_ff, 1.0f, m->x, D);
+        linear(&L->w_down, m->gate, T, m->x, 1); /* x += h Wd^T */
     }
     if (rows == 0)
         return 0;
@@ -487,6 +583,6 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         t += n;
     }
     rmsnorm(m->sel, m->sel, m->out_norm, rows, D, hp->rms_eps);
-    matmul(m->sel, rows, D, m->output, hp->n_vocab, logits);
+    linear(&m->output, m->sel, rows, logits, 0);
     return 0;
 }

@@ -37,6 +37,9 @@ typedef struct eng_model eng_model;
 
 struct eng_options {
     int threads; /* 0: one per core */
+    /* optional: called on the loading thread with the fraction of weights loaded */
+    void (*progress)(void *ud, double fraction);
+    void *progress_ud;
 };
 
 int eng_model_load(const char *path, const struct eng_options *opt, eng_model **out,
