@@ -74,11 +74,11 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/obj/embedder/%.o: embedder/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -O3 -c $< -o $@
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -O3 -Wno-psabi -c $< -o $@
 
 $(BUILD)/obj/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -O3 -c $< -o $@
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -O3 -Wno-psabi -c $< -o $@
 
 $(EMB_LIB): $(EMB_OBJ)
 	ar rcs $@ $^

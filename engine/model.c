@@ -25,10 +25,12 @@
  * and decode is bound by memory bandwidth.
  */
 struct wmat {
-    float *f;             /* [n][k] */
-    enum ggml_type type;  /* of q */
-    const uint8_t *q;     /* into the mapping, row_bytes per row */
-    size_t row_bytes;
+    float *f;            /* [n][k] */
+    enum ggml_type type; /* of the stored form */
+    /* the stored form, repacked for the kernels: Q4_1 nibbles [n][k/2] with scales and
+     * minima [n][k/32]; Q8_0 values [n][k] with scales [n][k/32]; NULL for other types */
+    uint8_t *qs;
+    float *qd, *qm;
     int n, k;
 };
 
@@ -65,8 +67,12 @@ static int weight(eng_model *m, const char *name, int64_t ne0, int64_t ne1, floa
 {
     struct wmat w;
     int rc = weight_q(m, name, ne0, ne1, &w, err, errlen);
-    if (rc == 0)
+    if (rc == 0) {
         *out = w.f;
+        free(w.qs);
+        free(w.qd);
+        free(w.qm);
+    }
     return rc;
 }
 
@@ -96,7 +102,30 @@ static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, st
     size_t row_bytes = (size_t)(ne0 / be * bb);
     for (int64_t r = 0; r < ne1; r++)
         eng_dequant_row(t->type, (const uint8_t *)t->data + r * row_bytes, w + r * ne0, ne0);
-    *wm = (struct wmat){w, t->type, t->data, row_bytes, (int)ne1, (int)ne0};
+    *wm = (struct wmat){w, t->type, NULL, NULL, NULL, (int)ne1, (int)ne0};
+    if (t->type != GGML_Q4_1 && t->type != GGML_Q8_0)
+        return 0;
+    size_t nblk = (size_t)(ne0 / 32) * (size_t)ne1, per = t->type == GGML_Q4_1 ? 16 : 32;
+    wm->qs = malloc(nblk * per);
+    wm->qd = malloc(nblk * sizeof(float));
+    wm->qm = t->type == GGML_Q4_1 ? malloc(nblk * sizeof(float)) : NULL;
+    if (!wm->qs || !wm->qd || (t->type == GGML_Q4_1 && !wm->qm)) {
+        free(wm->qs);
+        free(wm->qd);
+        free(wm->qm);
+        free(w);
+        return ENG_ENOMEM;
+    }
+    const uint8_t *src = t->data;
+    for (size_t b = 0; b < nblk; b++, src += bb) {
+        wm->qd[b] = eng_f16_to_f32((uint16_t)(src[0] | src[1] << 8));
+        if (t->type == GGML_Q4_1) {
+            wm->qm[b] = eng_f16_to_f32((uint16_t)(src[2] | src[3] << 8));
+            memcpy(wm->qs + b * 16, src + 4, 16);
+        } else {
+            memcpy(wm->qs + b * 32, src + 2, 32);
+        }
+    }
     return 0;
 }
 
@@ -188,6 +217,14 @@ static int read_hparams(eng_model *m, char *err, size_t errlen)
     return 0;
 }
 
+static void wmat_free(struct wmat *w)
+{
+    free(w->f);
+    free(w->qs);
+    free(w->qd);
+    free(w->qm);
+}
+
 void eng_model_destroy(eng_model *m)
 {
     if (!m)
@@ -197,18 +234,18 @@ void eng_model_destroy(eng_model *m)
             struct layer *L = &m->layers[l];
             free(L->attn_norm);
             free(L->ffn_norm);
-            free(L->wq.f);
-            free(L->wk.f);
-            free(L->wv.f);
-            free(L->wo.f);
-            free(L->w_gate.f);
-            free(L->w_up.f);
-            free(L->w_down.f);
+            wmat_free(&L->wq);
+            wmat_free(&L->wk);
+            wmat_free(&L->wv);
+            wmat_free(&L->wo);
+            wmat_free(&L->w_gate);
+            wmat_free(&L->w_up);
+            wmat_free(&L->w_down);
         }
     free(m->layers);
     if (m->output.f != m->tok_embd.f)
-        free(m->output.f);
-    free(m->tok_embd.f);
+        wmat_free(&m->output);
+    wmat_free(&m->tok_embd);
     free(m->out_norm);
     free(m->rope_inv);
     free(m->x);
@@ -368,38 +405,58 @@ static int grow(eng_model *m, int T, int rows, int ctx)
 
 #define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-/* sum over j of row[j] * x[j] for one stored row; lanes keep the loops vectorizable
- * without reassociating a float reduction */
-VECTOR_CLONES static float dot_q4_1(const uint8_t *row, const float *x, const float *xsum, int k)
+/* GCC vector types: the kernels below compile to SSE, AVX2 or AVX-512 (target_clones
+ * picks at run time) without intrinsics. */
+typedef float v16f __attribute__((vector_size(64)));
+typedef uint8_t v16u8 __attribute__((vector_size(16)));
+typedef int8_t v16i8 __attribute__((vector_size(16)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+/* (built with -Wno-psabi: these are static and always inlined, no ABI crosses files) */
+static inline __attribute__((always_inline)) v16f load16(const float *p)
 {
-    float acc[16] = {0}, macc = 0;
-    for (int b = 0; b < k / 32; b++, row += 20, x += 32) {
-        float d = eng_f16_to_f32((uint16_t)(row[0] | row[1] << 8));
-        float m = eng_f16_to_f32((uint16_t)(row[2] | row[3] << 8));
-        const uint8_t *qs = row + 4;
-        for (int j = 0; j < 16; j++)
-            acc[j] += d * ((float)(qs[j] & 15) * x[j] + (float)(qs[j] >> 4) * x[j + 16]);
-        macc += m * xsum[b];
-    }
-    float s = macc;
-    for (int j = 0; j < 16; j++)
-        s += acc[j];
+    v16f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) float hsum(v16f v)
+{
+    float s = 0;
+    for (int i = 0; i < 16; i++)
+        s += v[i];
     return s;
 }
 
-VECTOR_CLONES static float dot_q8_0(const uint8_t *row, const float *x, int k)
+/* one row of a Q4_1 matrix times x: sum over blocks of d * (q . x) + m * sum(x) */
+VECTOR_CLONES static float dot_q4_1(const uint8_t *qs, const float *d, const float *mn,
+                                    const float *x, const float *xsum, int nb)
 {
-    float acc[32] = {0};
-    for (int b = 0; b < k / 32; b++, row += 34, x += 32) {
-        float d = eng_f16_to_f32((uint16_t)(row[0] | row[1] << 8));
-        const int8_t *qs = (const int8_t *)(row + 2);
-        for (int j = 0; j < 32; j++)
-            acc[j] += d * ((float)qs[j] * x[j]);
+    v16f acc = {0};
+    float macc = 0;
+    for (int b = 0; b < nb; b++, qs += 16, x += 32) {
+        v16u8 q;
+        memcpy(&q, qs, 16);
+        v16i w = __builtin_convertvector(q, v16i); /* widen first: x86 has no byte shifts */
+        v16f lo = __builtin_convertvector(w & 15, v16f);
+        v16f hi = __builtin_convertvector(w >> 4, v16f);
+        acc += d[b] * (lo * load16(x) + hi * load16(x + 16));
+        macc += mn[b] * xsum[b];
     }
-    float s = 0;
-    for (int j = 0; j < 32; j++)
-        s += acc[j];
-    return s;
+    return hsum(acc) + macc;
+}
+
+VECTOR_CLONES static float dot_q8_0(const uint8_t *qs, const float *d, const float *x, int nb)
+{
+    v16f acc = {0};
+    for (int b = 0; b < nb; b++, qs += 32, x += 32) {
+        v16i8 q0, q1;
+        memcpy(&q0, qs, 16);
+        memcpy(&q1, qs + 16, 16);
+        acc += d[b] * (__builtin_convertvector(q0, v16f) * load16(x) +
+                       __builtin_convertvector(q1, v16f) * load16(x + 16));
+    }
+    return hsum(acc);
 }
 
 /*
@@ -409,7 +466,7 @@ VECTOR_CLONES static float dot_q8_0(const uint8_t *row, const float *x, int k)
 static void linear(const struct wmat *w, const float *x, int t, float *y, int accumulate)
 {
     const int n = w->n, k = w->k;
-    if (t > QMV_MAX_T || (w->type != GGML_Q4_1 && w->type != GGML_Q8_0)) {
+    if (t > QMV_MAX_T || !w->qs) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w->f, k,
                     accumulate ? 1.0f : 0.0f, y, n);
         return;
@@ -424,10 +481,13 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
         }
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) {
-        const uint8_t *row = w->q + (size_t)r * w->row_bytes;
+        const int nb = k / 32;
+        const size_t blk = (size_t)r * nb;
         for (int i = 0; i < t; i++) {
             const float *xi = x + (size_t)i * k;
-            float v = w->type == GGML_Q4_1 ? dot_q4_1(row, xi, xsum[i], k) : dot_q8_0(row, xi, k);
+            float v = w->type == GGML_Q4_1
+                          ? dot_q4_1(w->qs + blk * 16, w->qd + blk, w->qm + blk, xi, xsum[i], nb)
+                          : dot_q8_0(w->qs + blk * 32, w->qd + blk, xi, nb);
             float *out = y + (size_t)i * n + r;
             *out = accumulate ? *out + v : v;
         }
