@@ -86,8 +86,8 @@ $(EMB_LIB): $(EMB_OBJ)
 $(ENG_LIB): $(ENG_OBJ)
 	ar rcs $@ $^
 
-$(BIN): $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB)
-	$(CC) $(LDFLAGS) -o $@ $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB) $(GW_LIBS)
+$(BIN): $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB) $(ENG_LIB)
+	$(CC) $(LDFLAGS) -o $@ $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB) $(ENG_LIB) $(GW_LIBS)
 
 # Unit tests link the gateway's objects from an archive, so a test that #includes the
 # .c it tests (to reach its statics) does not pull that object in twice.

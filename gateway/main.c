@@ -1,10 +1,14 @@
 /*
  * cachegate — command line: `serve` runs the gateway, `device` reports where models
- * would run, `embed` prints sentence embeddings, `version` prints the version. Exit status: 0 success, 1 runtime failure,
+ * would run, `embed` prints sentence embeddings, `generate` runs the chat model on one
+ * prompt, `version` prints the version. Exit status: 0 success, 1 runtime failure,
  * 2 usage or configuration error.
  */
 #include "config.h"
 #include "embedder.h"
+#include "engine.h"
+#include "generate.h"
+#include "gguf.h"
 #include "device.h"
 #include "log.h"
 #include "server.h"
@@ -17,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_CONFIG "conf/cachegate.conf"
@@ -27,6 +32,9 @@ static void usage(FILE *f)
                "                       [--device auto|cpu|cuda]\n"
                "       cachegate device [--config FILE] [--device auto|cpu|cuda]\n"
                "       cachegate embed [--config FILE] [--model DIR] TEXT...\n"
+               "       cachegate generate [--model FILE] [--chat] [--system TEXT] --prompt TEXT\n"
+               "                [--max-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
+               "                [--threads N] [--config FILE]\n"
                "       cachegate version\n"
                "\n"
                "Defaults: --config " DEFAULT_CONFIG ", --listen 127.0.0.1:8443,\n"
@@ -224,6 +232,180 @@ static int cmd_embed(int argc, char **argv)
     return rc ? 1 : 0;
 }
 
+struct progress {
+    struct timespec t0;
+    int shown;
+};
+
+/* A progress bar on stderr, once loading has taken more than a second. */
+static void on_progress(void *ud, double f)
+{
+    struct progress *p = ud;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double el = (double)(t.tv_sec - p->t0.tv_sec) + (double)(t.tv_nsec - p->t0.tv_nsec) / 1e9;
+    if (el < 1.0 && !p->shown)
+        return;
+    int w = 30, k = (int)(f * w + 0.5);
+    fprintf(stderr, "\rloading model [%.*s%.*s] %3d%%", k, "##############################",
+            w - k, "..............................", (int)(f * 100 + 0.5));
+    if (f >= 1.0)
+        fputc('\n', stderr);
+    p->shown = 1;
+}
+
+static int write_stdout(void *ud, const char *text, size_t len)
+{
+    (void)ud;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+static void eng_log_sink(void *ud, int level, const char *msg)
+{
+    emb_log_sink(ud, level, msg);
+}
+
+static int cmd_generate(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},      {"model", required_argument, NULL, 'm'},
+        {"chat", no_argument, NULL, 'C'},              {"system", required_argument, NULL, 's'},
+        {"prompt", required_argument, NULL, 'p'},      {"max-tokens", required_argument, NULL, 'n'},
+        {"temperature", required_argument, NULL, 't'}, {"top-p", required_argument, NULL, 'P'},
+        {"seed", required_argument, NULL, 'S'},        {"threads", required_argument, NULL, 'T'},
+        {NULL, 0, NULL, 0}};
+    const char *config = DEFAULT_CONFIG, *model = NULL, *system = NULL, *prompt = NULL;
+    int chat = 0, threads = 0;
+    struct eng_gen_params gp = {.max_tokens = 256};
+    eng_sampling_default(&gp.sampling);
+    int ch;
+    char *end;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': config = optarg; break;
+        case 'm': model = optarg; break;
+        case 'C': chat = 1; break;
+        case 's': system = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'n': gp.max_tokens = (int)strtol(optarg, &end, 10); if (*end || gp.max_tokens < 0) goto bad; break;
+        case 't': gp.sampling.temperature = strtof(optarg, &end); if (*end) goto bad; break;
+        case 'P': gp.sampling.top_p = strtof(optarg, &end); if (*end) goto bad; break;
+        case 'S': gp.sampling.seed = strtoull(optarg, &end, 10); if (*end) goto bad; gp.sampling.has_seed = 1; break;
+        case 'T': threads = (int)strtol(optarg, &end, 10); if (*end || threads < 0) goto bad; break;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!prompt || optind < argc) {
+        fprintf(stderr, "cachegate generate: --prompt TEXT is required\n");
+        return 2;
+    }
+    if (eng_sampling_check(&gp.sampling)) {
+        fprintf(stderr, "cachegate generate: temperature must be in 0..2 and top-p in (0, 1]\n");
+        return 2;
+    }
+    struct gw_config cfg;
+    char err[1024];
+    gw_config_defaults(&cfg);
+    if ((strcmp(config, DEFAULT_CONFIG) != 0 || access(config, F_OK) == 0) &&
+        gw_config_load(&cfg, config, err, sizeof err)) {
+        fprintf(stderr, "cachegate: %s\n", err);
+        gw_config_deinit(&cfg);
+        return 2;
+    }
+    gw_log_set_level(cfg.log_level > GW_LOG_WARN ? cfg.log_level : GW_LOG_WARN);
+    eng_set_log(eng_log_sink, NULL);
+    struct progress pr = {.shown = 0};
+    clock_gettime(CLOCK_MONOTONIC, &pr.t0);
+    struct eng_options eo = {.threads = threads, .progress = on_progress, .progress_ud = &pr};
+    eng_model *m = NULL;
+    tok_vocab *v = NULL;
+    int32_t *ids = NULL;
+    int n = 0, rc = 1;
+    int lrc = eng_model_load(model ? model : cfg.engine_model, &eo, &m, err, sizeof err);
+    if (lrc) {
+        if (pr.shown)
+            fputc('\n', stderr);
+        fprintf(stderr, "cachegate generate: %s\n", err);
+        goto out;
+    }
+    if (tok_create(eng_model_gguf(m), &v, err, sizeof err)) {
+        fprintf(stderr, "cachegate generate: tokenizer: %s\n", err);
+        goto out;
+    }
+    if (chat) {
+        struct gguf_str t = {0};
+        enum eng_chat_format fmt;
+        if (gguf_get_str(eng_model_gguf(m), "tokenizer.chat_template", &t) ||
+            eng_chat_detect(t.p, t.len, &fmt)) {
+            fprintf(stderr, "cachegate generate: the model's chat template is missing or of an "
+                            "unknown format\n");
+            goto out;
+        }
+        char *def = eng_chat_default_system(t.p, t.len);
+        struct eng_chat_msg msgs[2];
+        int nm = 0;
+        if (system)
+            msgs[nm++] = (struct eng_chat_msg){"system", system, strlen(system)};
+        msgs[nm++] = (struct eng_chat_msg){"user", prompt, strlen(prompt)};
+        struct eng_chat_prompt cp;
+        int crc = eng_chat_render(fmt, msgs, nm, 1, def, &cp);
+        free(def);
+        if (crc || eng_chat_tokenize(v, &cp, &ids, &n)) {
+            eng_chat_prompt_deinit(&cp);
+            fprintf(stderr, "cachegate generate: cannot build the chat prompt\n");
+            goto out;
+        }
+        eng_chat_prompt_deinit(&cp);
+    } else {
+        struct eng_chat_prompt raw = {.text = (char *)prompt, .len = strlen(prompt)};
+        struct eng_chat_segment seg = {0, raw.len, 0};
+        raw.seg = &seg;
+        raw.nseg = 1;
+        if (eng_chat_tokenize(v, &raw, &ids, &n)) {
+            fprintf(stderr, "cachegate generate: cannot tokenize the prompt\n");
+            goto out;
+        }
+        if (tok_add_bos(v) && tok_bos(v) >= 0) {
+            int32_t *b = realloc(ids, sizeof *b * (size_t)(n + 1));
+            if (!b)
+                goto out;
+            ids = b;
+            memmove(ids + 1, ids, sizeof *ids * (size_t)n);
+            ids[0] = tok_bos(v);
+            n++;
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "cachegate generate: the prompt is empty\n");
+        goto out;
+    }
+    struct eng_gen_stats st;
+    int grc = eng_generate(m, v, ids, n, &gp, write_stdout, NULL, &st);
+    if (grc) {
+        fprintf(stderr, "\ncachegate generate: %s\n", eng_strerror(grc));
+        goto out;
+    }
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr, "prompt: %d tokens, %.1f tokens/s; generated: %d tokens, %.1f tokens/s; "
+                    "finish_reason: %s\n",
+            st.prompt_tokens, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0,
+            st.completion_tokens, st.decode_s > 0 ? st.completion_tokens / st.decode_s : 0.0,
+            eng_finish_name(st.finish));
+    rc = 0;
+out:
+    free(ids);
+    tok_destroy(v);
+    eng_model_destroy(m);
+    gw_config_deinit(&cfg);
+    return rc;
+bad:
+    fprintf(stderr, "cachegate generate: bad value '%s'\n", optarg);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -237,6 +419,8 @@ int main(int argc, char **argv)
         return cmd_device(argc - 1, argv + 1);
     if (!strcmp(cmd, "embed"))
         return cmd_embed(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate"))
+        return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("cachegate %s\n", GW_VERSION);
         return 0;

@@ -1,0 +1,187 @@
+#include "generate.h"
+
+#include "engine.h"
+#include "kvcache.h"
+#include "stop.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BLOCK 16
+#define PREFILL_CHUNK 512
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+const char *eng_finish_name(enum eng_finish f)
+{
+    static const char *const n[] = {"stop", "length", "cancelled"};
+    return (unsigned)f < 3 ? n[f] : "stop";
+}
+
+int eng_chat_tokenize(const tok_vocab *v, const struct eng_chat_prompt *p, int32_t **ids,
+                      int *n)
+{
+    int cap = 256, len = 0, rc = 0;
+    int32_t *out = malloc(sizeof *out * (size_t)cap);
+    if (!out)
+        return ENG_ENOMEM;
+    for (int i = 0; i < p->nseg; i++) {
+        for (;;) {
+            int got = 0;
+            rc = tok_encode(v, p->text + p->seg[i].off, p->seg[i].len, p->seg[i].special,
+                            out + len, cap - len, &got);
+            if (rc == 0) {
+                len += got;
+                break;
+            }
+            if (rc != ENG_EFULL)
+                goto fail;
+            /* got is the count needed */
+            int need = len + (got > 0 ? got : cap);
+            while (cap < need + 1)
+                cap *= 2;
+            int32_t *o = realloc(out, sizeof *o * (size_t)cap);
+            if (!o) {
+                rc = ENG_ENOMEM;
+                goto fail;
+            }
+            out = o;
+        }
+    }
+    *ids = out;
+    *n = len;
+    return 0;
+fail:
+    free(out);
+    return rc;
+}
+
+struct emitter {
+    eng_stop *stop;
+    eng_gen_emit_fn fn;
+    void *ud;
+    int cancelled;
+};
+
+/* Passes decoded bytes through the stop detector to the caller. 1 when a stop matched. */
+static int emit_text(struct emitter *e, const char *s, size_t n, int final)
+{
+    const char *out;
+    size_t no;
+    int rc = final ? eng_stop_flush(e->stop, &out, &no) : eng_stop_feed(e->stop, s, n, &out, &no);
+    if (rc < 0)
+        return rc;
+    if (no && !e->cancelled && e->fn(e->ud, out, no))
+        e->cancelled = 1;
+    return rc == ENG_STOP_MATCHED;
+}
+
+int eng_generate(eng_model *m, const tok_vocab *v, const int32_t *prompt, int n_prompt,
+                 const struct eng_gen_params *p, eng_gen_emit_fn emit, void *ud,
+                 struct eng_gen_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    const struct eng_hparams *hp = eng_model_hparams(m);
+    if (n_prompt <= 0 || p->max_tokens < 0 || n_prompt > hp->n_ctx_train)
+        return ENG_EINVAL;
+    int max_new = p->max_tokens;
+    if (n_prompt + max_new > hp->n_ctx_train)
+        max_new = hp->n_ctx_train - n_prompt;
+    int total = n_prompt + max_new, nb = (total + BLOCK - 1) / BLOCK;
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, BLOCK, nb > 0 ? nb : 1};
+    kvc_pool *kv = NULL;
+    eng_sampler *smp = NULL;
+    struct emitter em = {NULL, emit, ud, 0};
+    int32_t *table = malloc(sizeof *table * (size_t)ks.n_blocks);
+    float *logits = malloc(sizeof(float) * (size_t)hp->n_vocab);
+    size_t dmax = tok_decode_max(v) + 8;
+    char *piece = malloc(dmax);
+    int rc = ENG_ENOMEM;
+    if (!table || !logits || !piece)
+        goto out;
+    if ((rc = kvc_create(&ks, &kv)) || (rc = eng_sampler_create(&p->sampling, hp->n_vocab, &smp)) ||
+        (rc = eng_stop_create(p->stop, p->n_stop, &em.stop)))
+        goto out;
+    for (int i = 0; i < ks.n_blocks; i++)
+        kvc_alloc(kv, &table[i]);
+
+    double t0 = now();
+    for (int done = 0; done < n_prompt;) {
+        int chunk = n_prompt - done < PREFILL_CHUNK ? n_prompt - done : PREFILL_CHUNK;
+        struct eng_seq s = {prompt + done, chunk, done, table,
+                            done + chunk == n_prompt ? ENG_LOGITS_LAST : ENG_LOGITS_NONE};
+        if ((rc = eng_forward(m, kv, &s, 1, logits)))
+            goto out;
+        done += chunk;
+    }
+    st->prompt_tokens = n_prompt;
+    st->prefill_s = now() - t0;
+
+    tok_decoder dec;
+    tok_decoder_init(&dec, v, TOK_DECODE_SKIP_SPECIAL);
+    double t1 = now();
+    st->finish = ENG_FINISH_LENGTH;
+    int pos = n_prompt, stopped = 0;
+    for (int i = 0; i < max_new && !stopped; i++) {
+        int32_t tok = eng_sampler_sample(smp, logits);
+        if (tok < 0) {
+            rc = tok;
+            goto out;
+        }
+        if (tok_is_eog(v, tok)) {
+            st->finish = ENG_FINISH_STOP;
+            break;
+        }
+        eng_sampler_accept(smp, tok);
+        st->completion_tokens++;
+        size_t n = 0;
+        if ((rc = tok_decode(&dec, tok, piece, dmax, &n)))
+            goto out;
+        if ((stopped = emit_text(&em, piece, n, 0)) < 0) {
+            rc = stopped;
+            goto out;
+        }
+        if (stopped) {
+            st->finish = ENG_FINISH_STOP;
+            break;
+        }
+        if (em.cancelled) {
+            st->finish = ENG_FINISH_CANCELLED;
+            break;
+        }
+        if (i + 1 == max_new)
+            break; /* no forward pass for a token that will not be sampled */
+        struct eng_seq s = {&tok, 1, pos++, table, ENG_LOGITS_LAST};
+        if ((rc = eng_forward(m, kv, &s, 1, logits)))
+            goto out;
+    }
+    if (!stopped && st->finish != ENG_FINISH_CANCELLED) {
+        size_t n = 0;
+        if ((rc = tok_decoder_flush(&dec, piece, dmax, &n)) ||
+            (n && (rc = emit_text(&em, piece, n, 0)) < 0))
+            goto out;
+        if (rc == 1) {
+            st->finish = ENG_FINISH_STOP;
+        } else if ((rc = emit_text(&em, NULL, 0, 1)) < 0) {
+            goto out;
+        } else if (rc == 1) {
+            st->finish = ENG_FINISH_STOP;
+        }
+    }
+    st->decode_s = now() - t1;
+    rc = 0;
+out:
+    eng_stop_destroy(em.stop);
+    eng_sampler_destroy(smp);
+    kvc_destroy(kv);
+    free(table);
+    free(logits);
+    free(piece);
+    return rc;
+}

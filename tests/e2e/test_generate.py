@@ -1,0 +1,57 @@
+"""End-to-end tests of `cachegate generate` on the default model."""
+
+import subprocess
+
+from conftest import BIN, ROOT
+
+MODEL = ROOT / "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def generate(*args, timeout=120):
+    return subprocess.run([str(BIN), "generate", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=timeout)
+
+
+def test_chat_greedy_knows_paris():
+    r = generate("--model", str(MODEL), "--chat", "--prompt", "What is the capital of France?",
+                 "--temperature", "0", "--max-tokens", "40")
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout
+    assert "prompt: " in r.stderr and "tokens/s" in r.stderr
+    assert "finish_reason: stop" in r.stderr
+
+
+def test_greedy_is_deterministic_and_max_tokens_bounds_length():
+    args = ("--model", str(MODEL), "--prompt", "Once upon a time", "--temperature", "0",
+            "--max-tokens", "12")
+    a, b = generate(*args), generate(*args)
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout and a.stdout.strip()
+    assert "generated: 12 tokens" in a.stderr
+    assert "finish_reason: length" in a.stderr
+
+
+def test_seed_makes_sampling_reproducible():
+    args = ("--model", str(MODEL), "--prompt", "My favourite colour is", "--temperature", "1",
+            "--max-tokens", "16")
+    a = generate(*args, "--seed", "42")
+    b = generate(*args, "--seed", "42")
+    c = generate(*args, "--seed", "43")
+    assert a.returncode == 0 and a.stdout == b.stdout
+    assert a.stdout != c.stdout
+
+
+def test_missing_model_is_one_clear_line():
+    r = generate("--model", "/nonexistent/model.gguf", "--prompt", "hi")
+    assert r.returncode == 1
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1
+    assert "/nonexistent/model.gguf: No such file or directory" in lines[0]
+
+
+def test_bad_model_file(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 64)
+    r = generate("--model", str(bad), "--prompt", "hi")
+    assert r.returncode == 1
+    assert str(bad) in r.stderr and "count exceeds the file" in r.stderr
