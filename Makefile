@@ -183,3 +183,18 @@ engine-fixtures: deps $(REF_VENV)/.stamp
 	    SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/engine/reference.json
 	$(REF_VENV)/bin/python tests/ref/make_tokenizer_fixtures.py models/smollm2-135m-instruct \
 	    SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/engine/tokenizer.json
+
+# llama.cpp through llama-cpp-python (compiled at install; several minutes), for the
+# engine's second reference and as the peer in `make bench`.
+LLAMA_VENV := build/llama-venv
+$(LLAMA_VENV)/.stamp: tests/ref/requirements-llamacpp.txt
+	python3 -m venv $(LLAMA_VENV)
+	CMAKE_ARGS="-DGGML_NATIVE=ON" $(LLAMA_VENV)/bin/pip install -q --disable-pip-version-check \
+	    -r tests/ref/requirements-llamacpp.txt
+	touch $@
+
+.PHONY: llamacpp-fixtures
+llamacpp-fixtures: deps $(LLAMA_VENV)/.stamp
+	$(LLAMA_VENV)/bin/python tests/ref/make_llamacpp_fixtures.py \
+	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf \
+	    tests/fixtures/engine/llamacpp.json
