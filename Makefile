@@ -60,6 +60,7 @@ NVFLAGS := -O2 -std=c++17 -Xcompiler -fPIC,-Wall -shared -cudart static \
 
 PYTEST := .venv/bin/pytest
 REF_VENV := build/ref-venv
+LLAMA_VENV := build/llama-venv
 
 .PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda fuzz
 
@@ -132,9 +133,16 @@ $(BUILD)/bench/bench_embed: tests/bench/bench_embed.c $(EMB_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(EMB_LIB) $(LDFLAGS) $(GW_LIBS)
 
-bench: deps all $(BUILD)/bench/bench_embed $(REF_VENV)/.stamp
+$(BUILD)/bench/bench_engine: tests/bench/bench_engine.c $(ENG_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(ENG_LIB) $(LDFLAGS) $(GW_LIBS)
+
+bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VENV)/.stamp \
+       $(LLAMA_VENV)/.stamp
 	bash tests/bench/http.sh $(BIN)
 	$(REF_VENV)/bin/python tests/bench/embed.py $(BUILD) models/all-minilm-l6-v2
+	$(LLAMA_VENV)/bin/python tests/bench/engine.py $(BUILD) \
+	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 
 run: deps all
 	$(BIN) serve
@@ -186,7 +194,6 @@ engine-fixtures: deps $(REF_VENV)/.stamp
 
 # llama.cpp through llama-cpp-python (compiled at install; several minutes), for the
 # engine's second reference and as the peer in `make bench`.
-LLAMA_VENV := build/llama-venv
 $(LLAMA_VENV)/.stamp: tests/ref/requirements-llamacpp.txt
 	python3 -m venv $(LLAMA_VENV)
 	CMAKE_ARGS="-DGGML_NATIVE=ON" $(LLAMA_VENV)/bin/pip install -q --disable-pip-version-check \

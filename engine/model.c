@@ -12,6 +12,9 @@
 #include "quant.h"
 
 #include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -429,34 +432,125 @@ static inline __attribute__((always_inline)) float hsum(v16f v)
 }
 
 /* one row of a Q4_1 matrix times x: sum over blocks of d * (q . x) + m * sum(x) */
-VECTOR_CLONES static float dot_q4_1(const uint8_t *qs, const float *d, const float *mn,
-                                    const float *x, const float *xsum, int nb)
+VECTOR_CLONES static float dot_q4_1_generic(const uint8_t *qs, const float *d, const float *mn,
+                                            const float *x, const float *xsum, int nb)
 {
     v16f acc = {0};
     float macc = 0;
     for (int b = 0; b < nb; b++, qs += 16, x += 32) {
-        v16u8 q;
-        memcpy(&q, qs, 16);
-        v16i w = __builtin_convertvector(q, v16i); /* widen first: x86 has no byte shifts */
-        v16f lo = __builtin_convertvector(w & 15, v16f);
-        v16f hi = __builtin_convertvector(w >> 4, v16f);
-        acc += d[b] * (lo * load16(x) + hi * load16(x + 16));
+        float lo[16], hi[16];
+        for (int j = 0; j < 16; j++) {
+            lo[j] = (float)(qs[j] & 15);
+            hi[j] = (float)(qs[j] >> 4);
+        }
+        acc += d[b] * (load16(lo) * load16(x) + load16(hi) * load16(x + 16));
         macc += mn[b] * xsum[b];
     }
     return hsum(acc) + macc;
 }
 
-VECTOR_CLONES static float dot_q8_0(const uint8_t *qs, const float *d, const float *x, int nb)
+VECTOR_CLONES static float dot_q8_0_generic(const uint8_t *qs, const float *d, const float *x,
+                                            int nb)
 {
     v16f acc = {0};
     for (int b = 0; b < nb; b++, qs += 32, x += 32) {
-        v16i8 q0, q1;
-        memcpy(&q0, qs, 16);
-        memcpy(&q1, qs + 16, 16);
-        acc += d[b] * (__builtin_convertvector(q0, v16f) * load16(x) +
-                       __builtin_convertvector(q1, v16f) * load16(x + 16));
+        float f[32];
+        for (int j = 0; j < 32; j++)
+            f[j] = (float)(int8_t)qs[j];
+        acc += d[b] * (load16(f) * load16(x) + load16(f + 16) * load16(x + 16));
     }
     return hsum(acc);
+}
+
+#if defined(__x86_64__)
+/* AVX2 + FMA: GCC 12 does not vectorize byte-to-float conversions on its own. */
+__attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) static float dot_q4_1_avx2(const uint8_t *qs, const float *d,
+                                                              const float *mn, const float *x,
+                                                              const float *xsum, int nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    const __m128i low4 = _mm_set1_epi8(15);
+    float macc = 0;
+    for (int b = 0; b < nb; b++, qs += 16, x += 32) {
+        __m128i q = _mm_loadu_si128((const __m128i *)qs);
+        __m128i lo = _mm_and_si128(q, low4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), low4);
+        __m256 l0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+        __m256 l1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+        __m256 h0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+        __m256 h1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+        __m256 s = _mm256_mul_ps(l0, _mm256_loadu_ps(x));
+        s = _mm256_fmadd_ps(l1, _mm256_loadu_ps(x + 8), s);
+        s = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x + 16), s);
+        s = _mm256_fmadd_ps(h1, _mm256_loadu_ps(x + 24), s);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d[b]), s, acc);
+        macc += mn[b] * xsum[b];
+    }
+    return hsum256(acc) + macc;
+}
+
+__attribute__((target("avx2,fma"))) static float dot_q8_0_avx2(const uint8_t *qs, const float *d,
+                                                              const float *x, int nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++, qs += 32, x += 32) {
+        __m256 s = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            __m128i q = _mm_loadl_epi64((const __m128i *)(qs + 8 * k));
+            s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
+                                _mm256_loadu_ps(x + 8 * k), s);
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d[b]), s, acc);
+    }
+    return hsum256(acc);
+}
+
+static int have_avx2(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return cached;
+}
+#endif
+
+static float dot_q4_1(const uint8_t *qs, const float *d, const float *mn, const float *x,
+                      const float *xsum, int nb)
+{
+#if defined(__x86_64__)
+    if (have_avx2())
+        return dot_q4_1_avx2(qs, d, mn, x, xsum, nb);
+#endif
+    return dot_q4_1_generic(qs, d, mn, x, xsum, nb);
+}
+
+static float dot_q8_0(const uint8_t *qs, const float *d, const float *x, int nb)
+{
+#if defined(__x86_64__)
+    if (have_avx2())
+        return dot_q8_0_avx2(qs, d, x, nb);
+#endif
+    return dot_q8_0_generic(qs, d, x, nb);
+}
+
+/* q . k for attention: explicit vector lanes, as a float reduction is not vectorized */
+static float dot(const float *a, const float *b, int n)
+{
+    v16f acc = {0};
+    int e = 0;
+    for (; e + 16 <= n; e += 16)
+        acc += load16(a + e) * load16(b + e);
+    float s = hsum(acc);
+    for (; e < n; e++)
+        s += a[e] * b[e];
+    return s;
 }
 
 /*
@@ -496,7 +590,7 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
 
 static void rmsnorm(float *out, const float *x, const float *g, int t, int d, float eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (t >= 8)
     for (int i = 0; i < t; i++) {
         const float *r = x + (size_t)i * d;
         double ss = 0;
@@ -514,7 +608,7 @@ static void rmsnorm(float *out, const float *x, const float *g, int t, int d, fl
 static void rope(float *x, const int *pos, int t, int n_heads, int hd, int n_rot,
                  const float *inv)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (t >= 8)
     for (int i = 0; i < t; i++) {
         for (int p = 0; p < n_rot / 2; p++) {
             float th = (float)pos[i] * inv[p];
@@ -595,10 +689,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
             float mx = -INFINITY;
             for (int j = 0; j <= p; j++) {
                 const float *k = kvc_k(kv, l, seqs[s].block_table[j / bs], j % bs) + g * hd;
-                float d = 0;
-                for (int e = 0; e < hd; e++)
-                    d += q[e] * k[e];
-                sc[j] = d * scale;
+                sc[j] = dot(q, k, hd) * scale;
                 mx = sc[j] > mx ? sc[j] : mx;
             }
             float sum = 0;
