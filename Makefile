@@ -98,7 +98,8 @@ $(GW_LIB): $(GW_OBJ)
 
 $(BUILD)/tests/%: tests/%.c $(GW_LIB) $(EMB_LIB) $(ENG_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Igateway -Iembedder -Iengine -o $@ $< $(GW_LIB) $(EMB_LIB) $(ENG_LIB) \
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Wno-psabi -Igateway -Iembedder -Iengine -o $@ $< \
+	    $(GW_LIB) $(EMB_LIB) $(ENG_LIB) \
 	    $(LDFLAGS) -lcriterion $(GW_LIBS)
 
 ifneq ($(NVCC),)

@@ -554,6 +554,35 @@ static float dot(const float *a, const float *b, int n)
 }
 
 /*
+ * One head of one token at position p: softmax(q . k_j * scale) over j in [0, p], the
+ * keys and values of KV head g read through the block table. sc: [p + 1] scratch.
+ */
+static void attend(const float *q, int p, kvc_pool *kv, int layer, const int32_t *table, int g,
+                   float scale, float *sc, float *out)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int hd = ks->head_dim, bs = ks->block_size;
+    float mx = -INFINITY;
+    for (int j = 0; j <= p; j++) {
+        const float *k = kvc_k(kv, layer, table[j / bs], j % bs) + g * hd;
+        sc[j] = dot(q, k, hd) * scale;
+        mx = sc[j] > mx ? sc[j] : mx;
+    }
+    float sum = 0;
+    for (int j = 0; j <= p; j++) {
+        sc[j] = expf(sc[j] - mx);
+        sum += sc[j];
+    }
+    memset(out, 0, sizeof(float) * hd);
+    for (int j = 0; j <= p; j++) {
+        const float *v = kvc_v(kv, layer, table[j / bs], j % bs) + g * hd;
+        float w = sc[j] / sum;
+        for (int e = 0; e < hd; e++)
+            out[e] += w * v[e];
+    }
+}
+
+/*
  * y (+)= x W^T, x: [t][k], W: [n][k]. Many tokens: one SGEMM on the F32 copy. Few:
  * each output row of W is read once from its stored form for all t tokens.
  */
@@ -683,28 +712,11 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
             int t = th / NH, h = th % NH, s = 0;
             while (t >= first[s + 1])
                 s++;
-            int p = m->pos[t], g = h / group;
-            float *sc = m->scores + (size_t)omp_get_thread_num() * m->cap_ctx;
-            const float *q = m->q + (size_t)t * HQ + (size_t)h * hd;
-            float mx = -INFINITY;
-            for (int j = 0; j <= p; j++) {
-                const float *k = kvc_k(kv, l, seqs[s].block_table[j / bs], j % bs) + g * hd;
-                sc[j] = dot(q, k, hd) * scale;
-                mx = sc[j] > mx ? sc[j] : mx;
-            }
-            float sum = 0;
-            for (int j = 0; j <= p; j++) {
-                sc[j] = expf(sc[j] - mx);
-                sum += sc[j];
-            }
-            float *o = m->att + (size_t)t * HQ + (size_t)h * hd;
-            memset(o, 0, sizeof(float) * hd);
-            for (int j = 0; j <= p; j++) {
-                const float *v = kvc_v(kv, l, seqs[s].block_table[j / bs], j % bs) + g * hd;
-                float w = sc[j] / sum;
-                for (int e = 0; e < hd; e++)
-                    o[e] += w * v[e];
-            }
+            int g = h / group;
+            attend(m->q + (size_t)t * HQ + (size_t)h * hd, m->pos[t], kv, l,
+                   seqs[s].block_table, g, scale,
+                   m->scores + (size_t)omp_get_thread_num() * m->cap_ctx,
+                   m->att + (size_t)t * HQ + (size_t)h * hd);
         }
         linear(&L->wo, m->att, T, m->x, 1); /* x += att Wo^T */
         rmsnorm(m->xn, m->x, L->ffn_norm, T, D, hp->rms_eps);

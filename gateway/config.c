@@ -24,6 +24,7 @@ struct opt {
 
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
+static const char *const chat_names[] = {"auto", "chatml", "llama3", "llama2", NULL};
 
 static int check_listen(const char *v, char *err, size_t errlen)
 {
@@ -69,6 +70,8 @@ static const struct opt opts[] = {
      "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf", 0, 0, NULL, check_nonempty},
     {"engine", "model_name", T_STR, OFF(engine_model_name), "smollm2-135m-instruct", 0, 0, NULL,
      check_nonempty},
+    {"engine", "chat_format", T_ENUM, OFF(engine_chat_format), "auto", 0, 0, chat_names, NULL},
+    {"engine", "threads", T_INT, OFF(engine_threads), "0", 0, 1024, NULL, NULL},
     {"embedder", "model", T_STR, OFF(embedder_model), "models/all-minilm-l6-v2", 0, 0, NULL,
      check_nonempty},
     {"embedder", "model_name", T_STR, OFF(embedder_model_name), "all-minilm-l6-v2", 0, 0, NULL,

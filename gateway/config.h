@@ -38,6 +38,8 @@ struct gw_config {
     /* [engine] */
     char *engine_model;      /* GGUF file */
     char *engine_model_name; /* the "model" clients ask for */
+    int engine_chat_format;  /* 0 auto (from the model's template), 1 chatml, 2 llama3, 3 llama2 */
+    int64_t engine_threads;  /* 0: one per core */
     /* [embedder] */
     char *embedder_model;      /* safetensors directory */
     char *embedder_model_name;

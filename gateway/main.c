@@ -318,7 +318,8 @@ static int cmd_generate(int argc, char **argv)
     eng_set_log(eng_log_sink, NULL);
     struct progress pr = {.shown = 0};
     clock_gettime(CLOCK_MONOTONIC, &pr.t0);
-    struct eng_options eo = {.threads = threads, .progress = on_progress, .progress_ud = &pr};
+    struct eng_options eo = {.threads = threads ? threads : (int)cfg.engine_threads,
+                             .progress = on_progress, .progress_ud = &pr};
     eng_model *m = NULL;
     tok_vocab *v = NULL;
     int32_t *ids = NULL;
@@ -337,13 +338,16 @@ static int cmd_generate(int argc, char **argv)
     if (chat) {
         struct gguf_str t = {0};
         enum eng_chat_format fmt;
-        if (gguf_get_str(eng_model_gguf(m), "tokenizer.chat_template", &t) ||
-            eng_chat_detect(t.p, t.len, &fmt)) {
-            fprintf(stderr, "cachegate generate: the model's chat template is missing or of an "
-                            "unknown format\n");
+        int have_tmpl = gguf_get_str(eng_model_gguf(m), "tokenizer.chat_template", &t) == 0;
+        if (cfg.engine_chat_format) {
+            fmt = (enum eng_chat_format)(cfg.engine_chat_format - 1); /* named in the config */
+        } else if (!have_tmpl || eng_chat_detect(t.p, t.len, &fmt)) {
+            fprintf(stderr, "cachegate generate: the model's chat template is %s; name the "
+                            "format with engine.chat_format (chatml, llama3, llama2)\n",
+                    have_tmpl ? "of an unknown format" : "missing");
             goto out;
         }
-        char *def = eng_chat_default_system(t.p, t.len);
+        char *def = have_tmpl ? eng_chat_default_system(t.p, t.len) : NULL;
         struct eng_chat_msg msgs[2];
         int nm = 0;
         if (system)

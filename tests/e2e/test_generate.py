@@ -55,3 +55,18 @@ def test_bad_model_file(tmp_path):
     r = generate("--model", str(bad), "--prompt", "hi")
     assert r.returncode == 1
     assert str(bad) in r.stderr and "count exceeds the file" in r.stderr
+
+
+def test_config_names_the_chat_format(tmp_path):
+    import re
+    conf = tmp_path / "c.conf"
+    conf.write_text("[engine]\nchat_format = llama2\n")
+    base = ("--model", str(MODEL), "--chat", "--prompt", "Hi", "--temperature", "0",
+            "--max-tokens", "2")
+    auto = generate(*base)
+    named = generate("--config", str(conf), *base)
+    assert auto.returncode == 0 and named.returncode == 0
+    n_auto = int(re.search(r"prompt: (\d+) tokens", auto.stderr).group(1))
+    n_named = int(re.search(r"prompt: (\d+) tokens", named.stderr).group(1))
+    # ChatML with SmolLM2's default system prompt is far longer than "[INST] Hi [/INST]"
+    assert n_named < n_auto

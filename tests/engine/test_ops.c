@@ -1,0 +1,145 @@
+/* tests the CPU forward pass's operations (engine/model.c, included for its statics) on
+ * small cases computed by hand: RMSNorm, RoPE, attention over the paged cache with
+ * grouped heads, and the quantized matrix-vector kernels against the F32 SGEMM. */
+#include "../../engine/model.c"
+
+#include <criterion/criterion.h>
+
+#define TOL 1e-6
+
+Test(ops, rmsnorm)
+{
+    float x[4] = {1, 2, 3, 4}, g[4] = {1, 1, 2, 0.5f}, out[4];
+    rmsnorm(out, x, g, 1, 4, 0.0f);
+    /* rms = sqrt((1 + 4 + 9 + 16) / 4) = sqrt(7.5) */
+    float r = sqrtf(7.5f);
+    float want[4] = {1 / r, 2 / r, 2 * 3 / r, 0.5f * 4 / r};
+    for (int i = 0; i < 4; i++)
+        cr_assert_float_eq(out[i], want[i], TOL, "out[%d] = %g, want %g", i, out[i], want[i]);
+}
+
+Test(ops, rope_rotates_adjacent_pairs)
+{
+    /* one head of 4 dims, all rotated, base 10000: pair 0 turns by pos * 1 rad, pair 1 by
+     * pos * 10000^(-2/4) = pos * 0.01 rad */
+    float inv[2] = {1.0f, 0.01f};
+    float x[4] = {1, 0, 0, 2};
+    int pos = 2;
+    rope(x, &pos, 1, 1, 4, 4, inv);
+    float want[4] = {cosf(2), sinf(2), -2 * sinf(0.02f), 2 * cosf(0.02f)};
+    for (int i = 0; i < 4; i++)
+        cr_assert_float_eq(x[i], want[i], TOL, "x[%d] = %g, want %g", i, x[i], want[i]);
+    /* position 0 is the identity; n_rot < head_dim leaves the tail alone */
+    float y[4] = {1, 2, 3, 4};
+    pos = 0;
+    rope(y, &pos, 1, 1, 4, 2, inv);
+    cr_assert(y[0] == 1 && y[1] == 2 && y[2] == 3 && y[3] == 4);
+    pos = 5;
+    rope(y, &pos, 1, 1, 4, 2, inv);
+    cr_assert(y[2] == 3 && y[3] == 4);
+}
+
+Test(ops, attention_over_paged_cache)
+{
+    /* 2 KV heads of dim 2, block size 2; positions 0..2 span two blocks given out of
+     * order, so the block table is really followed */
+    struct kvc_shape ks = {1, 2, 2, 2, 4};
+    kvc_pool *kv;
+    cr_assert_eq(kvc_create(&ks, &kv), 0);
+    int32_t b0, b1, b2;
+    kvc_alloc(kv, &b0);
+    kvc_alloc(kv, &b1);
+    kvc_alloc(kv, &b2);
+    int32_t table[2] = {b2, b0};
+    float keys[3][2] = {{1, 0}, {0, 1}, {1, 1}}, vals[3][2] = {{1, 2}, {3, 4}, {5, 6}};
+    for (int p = 0; p < 3; p++) {
+        /* KV head 1 holds these; head 0 holds zeros */
+        float *k = kvc_k(kv, 0, table[p / 2], p % 2), *v = kvc_v(kv, 0, table[p / 2], p % 2);
+        memset(k, 0, 4 * sizeof(float));
+        memset(v, 0, 4 * sizeof(float));
+        memcpy(k + 2, keys[p], sizeof keys[p]);
+        memcpy(v + 2, vals[p], sizeof vals[p]);
+    }
+    float q[2] = {2, 0}, sc[8], out[2];
+    /* at position 2: scores q.k * 0.5 = {1, 0, 1}; weights e/(2e+1), 1/(2e+1), e/(2e+1) */
+    attend(q, 2, kv, 0, table, 1, 0.5f, sc, out);
+    float e = expf(1), z = 2 * e + 1;
+    float want0 = (e * 1 + 1 * 3 + e * 5) / z, want1 = (e * 2 + 1 * 4 + e * 6) / z;
+    cr_assert_float_eq(out[0], want0, TOL, "%g vs %g", out[0], want0);
+    cr_assert_float_eq(out[1], want1, TOL, "%g vs %g", out[1], want1);
+    /* causal: at position 0 only the first value counts */
+    attend(q, 0, kv, 0, table, 1, 0.5f, sc, out);
+    cr_assert(out[0] == 1 && out[1] == 2);
+    kvc_destroy(kv);
+    (void)b1;
+}
+
+static uint16_t f16_bits(float f)
+{
+    /* exact for the small values used below (powers of two times small integers) */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000, exp = (u >> 23) & 0xff, man = u & 0x7fffff;
+    if (!exp)
+        return (uint16_t)sign;
+    return (uint16_t)(sign | (exp - 127 + 15) << 10 | man >> 13);
+}
+
+/* the matrix-vector kernels (stored Q4_1 / Q8_0) agree with the SGEMM on the F32 copy */
+static void check_kernel(enum ggml_type type)
+{
+    const int n = 7, k = 64, bb = type == GGML_Q4_1 ? 20 : 34;
+    uint8_t *raw = calloc((size_t)n * (k / 32), (size_t)bb);
+    unsigned seed = 1;
+    for (int r = 0; r < n; r++)
+        for (int b = 0; b < k / 32; b++) {
+            uint8_t *blk = raw + ((size_t)r * (k / 32) + b) * bb;
+            uint16_t d = f16_bits(0.125f * (1 + (r + b) % 3)), mn = f16_bits(-0.5f);
+            memcpy(blk, &d, 2);
+            if (type == GGML_Q4_1)
+                memcpy(blk + 2, &mn, 2);
+            for (int j = type == GGML_Q4_1 ? 4 : 2; j < bb; j++)
+                blk[j] = (uint8_t)((seed = seed * 1103515245 + 12345) >> 16);
+        }
+    struct wmat w = {malloc(sizeof(float) * n * k), type, NULL, NULL, NULL, n, k};
+    for (int r = 0; r < n; r++)
+        eng_dequant_row(type, raw + (size_t)r * (k / 32) * bb, w.f + (size_t)r * k, k);
+    size_t nblk = (size_t)n * (k / 32), per = type == GGML_Q4_1 ? 16 : 32;
+    w.qs = malloc(nblk * per);
+    w.qd = malloc(nblk * sizeof(float));
+    w.qm = malloc(nblk * sizeof(float));
+    for (size_t b = 0; b < nblk; b++) {
+        const uint8_t *src = raw + b * bb;
+        w.qd[b] = eng_f16_to_f32((uint16_t)(src[0] | src[1] << 8));
+        if (type == GGML_Q4_1) {
+            w.qm[b] = eng_f16_to_f32((uint16_t)(src[2] | src[3] << 8));
+            memcpy(w.qs + b * 16, src + 4, 16);
+        } else {
+            memcpy(w.qs + b * 32, src + 2, 32);
+        }
+    }
+    float x[3 * 64], y_q[3 * 7], y_f[3 * 7];
+    for (int i = 0; i < 3 * k; i++)
+        x[i] = (float)((i * 37) % 19) / 7.0f - 1.0f;
+    linear(&w, x, 3, y_q, 0); /* 3 <= QMV_MAX_T: the kernels */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 3, n, k, 1.0f, x, k, w.f, k, 0.0f, y_f,
+                n);
+    double worst = 0;
+    for (int i = 0; i < 3 * n; i++)
+        worst = fmax(worst, fabs(y_q[i] - y_f[i]));
+    fprintf(stderr, "ops: %s kernel vs SGEMM: largest difference %.3g (tolerance 1e-4)\n",
+            ggml_type_name(type), worst);
+    cr_assert(worst < 1e-4);
+    free(raw);
+    wmat_free(&w);
+}
+
+Test(ops, q4_1_kernel)
+{
+    check_kernel(GGML_Q4_1);
+}
+
+Test(ops, q8_0_kernel)
+{
+    check_kernel(GGML_Q8_0);
+}
