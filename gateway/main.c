@@ -169,6 +169,25 @@ static int cmd_device(int argc, char **argv)
     return rc;
 }
 
+/*
+ * The configuration of a one-shot tool (embed, generate): the shipped file is optional,
+ * since --model alone is enough; only warnings and errors are logged. 0, or 1 after
+ * printing why.
+ */
+static int load_tool_config(const char *config, struct gw_config *cfg)
+{
+    char err[1024];
+    gw_config_defaults(cfg);
+    if ((strcmp(config, DEFAULT_CONFIG) != 0 || access(config, F_OK) == 0) &&
+        gw_config_load(cfg, config, err, sizeof err)) {
+        fprintf(stderr, "cachegate: %s\n", err);
+        gw_config_deinit(cfg);
+        return 1;
+    }
+    gw_log_set_level(cfg->log_level > GW_LOG_WARN ? cfg->log_level : GW_LOG_WARN);
+    return 0;
+}
+
 static int cmd_embed(int argc, char **argv)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
@@ -189,15 +208,8 @@ static int cmd_embed(int argc, char **argv)
     }
     struct gw_config cfg;
     char err[1024];
-    gw_config_defaults(&cfg);
-    /* the shipped config is optional here: --model alone is enough */
-    if ((strcmp(config, DEFAULT_CONFIG) != 0 || access(config, F_OK) == 0) &&
-        gw_config_load(&cfg, config, err, sizeof err)) {
-        fprintf(stderr, "cachegate: %s\n", err);
-        gw_config_deinit(&cfg);
+    if (load_tool_config(config, &cfg))
         return 2;
-    }
-    gw_log_set_level(cfg.log_level > GW_LOG_WARN ? cfg.log_level : GW_LOG_WARN);
     emb_set_log(emb_log_sink, NULL);
     emb_model *m = NULL;
     int rc = emb_model_load(model ? model : cfg.embedder_model, NULL, &m, err, sizeof err);
@@ -307,14 +319,8 @@ static int cmd_generate(int argc, char **argv)
     }
     struct gw_config cfg;
     char err[1024];
-    gw_config_defaults(&cfg);
-    if ((strcmp(config, DEFAULT_CONFIG) != 0 || access(config, F_OK) == 0) &&
-        gw_config_load(&cfg, config, err, sizeof err)) {
-        fprintf(stderr, "cachegate: %s\n", err);
-        gw_config_deinit(&cfg);
+    if (load_tool_config(config, &cfg))
         return 2;
-    }
-    gw_log_set_level(cfg.log_level > GW_LOG_WARN ? cfg.log_level : GW_LOG_WARN);
     eng_set_log(eng_log_sink, NULL);
     struct progress pr = {.shown = 0};
     clock_gettime(CLOCK_MONOTONIC, &pr.t0);
