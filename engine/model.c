@@ -39,8 +39,10 @@ struct wmat {
 
 struct layer {
     float *attn_norm, *ffn_norm; /* [n_embd] */
-    struct wmat wq, wk, wv, wo;  /* [n_head*hd][n_embd], [n_kv*hd][n_embd] x2, [n_embd][n_head*hd] */
-    struct wmat w_gate, w_up;    /* [n_ff][n_embd] */
+    /* query, key and value rows stacked ([n_head*hd + 2*n_kv*hd][n_embd]), and gate and
+     * up rows stacked ([2*n_ff][n_embd]): one pass over the input each */
+    struct wmat wqkv, w_gate_up;
+    struct wmat wo;              /* [n_embd][n_head*hd] */
     struct wmat w_down;          /* [n_embd][n_ff] */
 };
 
@@ -54,7 +56,7 @@ struct eng_model {
     struct layer *layers;
     /* scratch, grown on demand */
     int cap;
-    float *x, *xn, *q, *k, *v, *att, *gate, *up, *sel;
+    float *x, *xn, *qkv, *q, *k, *v, *att, *gate, *up, *sel; /* up: [T][2 * n_ff] */
     int *pos;
     float *scores; /* [threads][cap_ctx] */
     int cap_ctx, threads;
@@ -228,6 +230,55 @@ static void wmat_free(struct wmat *w)
     free(w->qm);
 }
 
+/*
+ * Stacks the rows of n matrices with the same row length into one (and frees them,
+ * whatever happens). The stored form is kept only when all share one type.
+ */
+static int wmat_stack(struct wmat *parts, int n, struct wmat *out)
+{
+    int rows = 0, k = parts[0].k, same = parts[0].qs != NULL;
+    for (int i = 0; i < n; i++) {
+        rows += parts[i].n;
+        same &= parts[i].type == parts[0].type && parts[i].qs != NULL;
+    }
+    int rc = ENG_ENOMEM;
+    struct wmat w = {malloc(sizeof(float) * (size_t)rows * k), parts[0].type, NULL, NULL, NULL,
+                     rows, k};
+    size_t nb = (size_t)rows * (k / 32), per = parts[0].type == GGML_Q4_1 ? 16 : 32;
+    if (same) {
+        w.qs = malloc(nb * per);
+        w.qd = malloc(nb * sizeof(float));
+        if (parts[0].type == GGML_Q4_1)
+            w.qm = malloc(nb * sizeof(float));
+    }
+    if (!w.f || (same && (!w.qs || !w.qd || (parts[0].type == GGML_Q4_1 && !w.qm))))
+        goto out;
+    size_t r0 = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(w.f + r0 * k, parts[i].f, sizeof(float) * (size_t)parts[i].n * k);
+        if (same) {
+            size_t b0 = r0 * (k / 32), bn = (size_t)parts[i].n * (k / 32);
+            memcpy(w.qs + b0 * per, parts[i].qs, bn * per);
+            memcpy(w.qd + b0, parts[i].qd, bn * sizeof(float));
+            if (w.qm)
+                memcpy(w.qm + b0, parts[i].qm, bn * sizeof(float));
+        }
+        r0 += (size_t)parts[i].n;
+    }
+    if (!same)
+        w.type = GGML_F32;
+    *out = w;
+    w = (struct wmat){0};
+    rc = 0;
+out:
+    wmat_free(&w);
+    for (int i = 0; i < n; i++) {
+        wmat_free(&parts[i]);
+        parts[i] = (struct wmat){0};
+    }
+    return rc;
+}
+
 void eng_model_destroy(eng_model *m)
 {
     if (!m)
@@ -237,12 +288,9 @@ void eng_model_destroy(eng_model *m)
             struct layer *L = &m->layers[l];
             free(L->attn_norm);
             free(L->ffn_norm);
-            wmat_free(&L->wq);
-            wmat_free(&L->wk);
-            wmat_free(&L->wv);
+            wmat_free(&L->wqkv);
             wmat_free(&L->wo);
-            wmat_free(&L->w_gate);
-            wmat_free(&L->w_up);
+            wmat_free(&L->w_gate_up);
             wmat_free(&L->w_down);
         }
     free(m->layers);
@@ -253,6 +301,7 @@ void eng_model_destroy(eng_model *m)
     free(m->rope_inv);
     free(m->x);
     free(m->xn);
+    free(m->qkv);
     free(m->q);
     free(m->k);
     free(m->v);
@@ -295,6 +344,7 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
     }
     for (int l = 0; l < hp->n_layer; l++) {
         struct layer *L = &m->layers[l];
+        struct wmat parts[3] = {{0}};
         char n[64];
         if (opt && opt->progress)
             opt->progress(opt->progress_ud, (double)l / hp->n_layer);
@@ -305,10 +355,12 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
                    weight(m, n, D, 1, &L->attn_norm, msg, sizeof msg))) ||
             (rc = (snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l),
                    weight(m, n, D, 1, &L->ffn_norm, msg, sizeof msg))) ||
-            (rc = W("attn_q", D, HQ, &L->wq)) || (rc = W("attn_k", D, HK, &L->wk)) ||
-            (rc = W("attn_v", D, HK, &L->wv)) || (rc = W("attn_output", HQ, D, &L->wo)) ||
-            (rc = W("ffn_gate", D, hp->n_ff, &L->w_gate)) ||
-            (rc = W("ffn_up", D, hp->n_ff, &L->w_up)) ||
+            (rc = W("attn_q", D, HQ, &parts[0])) || (rc = W("attn_k", D, HK, &parts[1])) ||
+            (rc = W("attn_v", D, HK, &parts[2])) ||
+            (rc = wmat_stack(parts, 3, &L->wqkv)) || (rc = W("attn_output", HQ, D, &L->wo)) ||
+            (rc = W("ffn_gate", D, hp->n_ff, &parts[0])) ||
+            (rc = W("ffn_up", D, hp->n_ff, &parts[1])) ||
+            (rc = wmat_stack(parts, 2, &L->w_gate_up)) ||
             (rc = W("ffn_down", hp->n_ff, D, &L->w_down)))
             goto fail;
 #undef W
@@ -367,7 +419,7 @@ static int grow(eng_model *m, int T, int rows, int ctx)
     const struct eng_hparams *hp = &m->hp;
     if (T > m->cap) {
         size_t t = (size_t)T;
-        float **bufs[] = {&m->x, &m->xn, &m->q, &m->k, &m->v, &m->att, &m->gate, &m->up};
+        float **bufs[] = {&m->x, &m->xn, &m->q, &m->k, &m->v, &m->att, &m->gate, &m->up, &m->qkv};
         size_t widths[] = {(size_t)hp->n_embd,
                            (size_t)hp->n_embd,
                            (size_t)hp->n_head * hp->head_dim,
@@ -375,7 +427,8 @@ static int grow(eng_model *m, int T, int rows, int ctx)
                            (size_t)hp->n_head_kv * hp->head_dim,
                            (size_t)hp->n_head * hp->head_dim,
                            (size_t)hp->n_ff,
-                           (size_t)hp->n_ff};
+                           (size_t)hp->n_ff * 2,
+                           (size_t)(hp->n_head + 2 * hp->n_head_kv) * hp->head_dim};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
             float *p = realloc(*bufs[i], t * widths[i] * sizeof(float));
             if (!p)
@@ -689,9 +742,13 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
         rmsnorm(m->xn, m->x, L->attn_norm, T, D, hp->rms_eps);
-        linear(&L->wq, m->xn, T, m->q, 0);
-        linear(&L->wk, m->xn, T, m->k, 0);
-        linear(&L->wv, m->xn, T, m->v, 0);
+        linear(&L->wqkv, m->xn, T, m->qkv, 0);
+        for (int t = 0; t < T; t++) {
+            const float *r = m->qkv + (size_t)t * (HQ + 2 * HK);
+            memcpy(m->q + (size_t)t * HQ, r, sizeof(float) * HQ);
+            memcpy(m->k + (size_t)t * HK, r + HQ, sizeof(float) * HK);
+            memcpy(m->v + (size_t)t * HK, r + HQ + HK, sizeof(float) * HK);
+        }
         rope(m->q, m->pos, T, NH, hd, hp->n_rot, m->rope_inv);
         rope(m->k, m->pos, T, NK, hd, hp->n_rot, m->rope_inv);
         /* the new keys and values into the paged cache */
@@ -720,13 +777,16 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         }
         linear(&L->wo, m->att, T, m->x, 1); /* x += att Wo^T */
         rmsnorm(m->xn, m->x, L->ffn_norm, T, D, hp->rms_eps);
-        linear(&L->w_gate, m->xn, T, m->gate, 0);
-        linear(&L->w_up, m->xn, T, m->up, 0);
-        size_t nf = (size_t)T * hp->n_ff;
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < nf; i++) {
-            float g = m->gate[i];
-            m->gate[i] = g / (1.0f + expf(-g)) * m->up[i]; /* SwiGLU */
+        linear(&L->w_gate_up, m->xn, T, m->up, 0); /* [T][2 * n_ff]: gate, then up */
+        const int F = hp->n_ff;
+#pragma omp parallel for schedule(static) if (T >= 8)
+        for (int t = 0; t < T; t++) {
+            const float *gu = m->up + (size_t)t * 2 * F;
+            float *h = m->gate + (size_t)t * F;
+            for (int i = 0; i < F; i++) {
+                float g = gu[i];
+                h[i] = g / (1.0f + expf(-g)) * gu[F + i]; /* SwiGLU */
+            }
         }
         linear(&L->w_down, m->gate, T, m->x, 1); /* x += h Wd^T */
     }
