@@ -1,0 +1,415 @@
+#include "scheduler.h"
+
+#include "engine.h"
+#include "stop.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct sched_seq {
+    struct sched_seq *prev, *next; /* in waiting or running */
+    void *ud;
+    int32_t *tokens; /* prompt, then generated */
+    int n_tokens, cap, n_prompt;
+    int n_computed; /* positions whose keys and values are in the pool */
+    int32_t *table;
+    int n_table, cap_table;
+    int generated, max_tokens;
+    eng_sampler *smp;
+    eng_stop *stop;
+    tok_decoder dec;
+    int cancelled, running, in_batch;
+    long order; /* admission order, for choosing whom to preempt */
+};
+
+struct list {
+    sched_seq *head, *tail;
+    int n;
+};
+
+struct sched {
+    eng_model *m;
+    const tok_vocab *v;
+    struct sched_config cfg;
+    struct sched_events ev;
+    kvc_pool *kv;
+    struct list waiting, running;
+    long next_order;
+    float *logits; /* [max_num_seqs][n_vocab] */
+    struct eng_seq *batch;
+    sched_seq **batch_seq;
+    sched_seq **cand; /* the running sequences at the start of a step */
+    char *piece;
+    size_t piece_cap;
+    long preemptions, tokens_generated, tokens_prompt;
+};
+
+static void list_push_back(struct list *l, sched_seq *q)
+{
+    q->prev = l->tail;
+    q->next = NULL;
+    if (l->tail)
+        l->tail->next = q;
+    else
+        l->head = q;
+    l->tail = q;
+    l->n++;
+}
+
+static void list_push_front(struct list *l, sched_seq *q)
+{
+    q->prev = NULL;
+    q->next = l->head;
+    if (l->head)
+        l->head->prev = q;
+    else
+        l->tail = q;
+    l->head = q;
+    l->n++;
+}
+
+static void list_remove(struct list *l, sched_seq *q)
+{
+    if (q->prev)
+        q->prev->next = q->next;
+    else
+        l->head = q->next;
+    if (q->next)
+        q->next->prev = q->prev;
+    else
+        l->tail = q->prev;
+    q->prev = q->next = NULL;
+    l->n--;
+}
+
+static void release_blocks(sched *s, sched_seq *q)
+{
+    for (int i = 0; i < q->n_table; i++)
+        kvc_release(s->kv, q->table[i]);
+    q->n_table = 0;
+    q->n_computed = 0;
+}
+
+static void seq_free(sched_seq *q)
+{
+    eng_sampler_destroy(q->smp);
+    eng_stop_destroy(q->stop);
+    free(q->tokens);
+    free(q->table);
+    free(q);
+}
+
+/* Ends a sequence: releases its blocks and reports. */
+static void finish(sched *s, sched_seq *q, int err, enum eng_finish f)
+{
+    list_remove(q->running ? &s->running : &s->waiting, q);
+    release_blocks(s, q);
+    s->ev.on_done(q->ud, err, f, q->n_prompt, q->generated);
+    seq_free(q);
+}
+
+int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cfg,
+                 const struct sched_events *ev, sched **out)
+{
+    *out = NULL;
+    const struct eng_hparams *hp = eng_model_hparams(m);
+    if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < cfg->max_num_seqs ||
+        cfg->n_blocks < 1 || cfg->block_size < 1)
+        return ENG_EINVAL;
+    sched *s = calloc(1, sizeof *s);
+    if (!s)
+        return ENG_ENOMEM;
+    s->m = m;
+    s->v = v;
+    s->cfg = *cfg;
+    if (s->cfg.max_model_len <= 0 || s->cfg.max_model_len > hp->n_ctx_train)
+        s->cfg.max_model_len = hp->n_ctx_train;
+    s->ev = *ev;
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, cfg->block_size,
+                           cfg->n_blocks};
+    int rc = kvc_create(&ks, &s->kv);
+    s->logits = malloc(sizeof(float) * (size_t)cfg->max_num_seqs * hp->n_vocab);
+    s->batch = malloc(sizeof *s->batch * (size_t)cfg->max_num_seqs);
+    s->batch_seq = malloc(sizeof *s->batch_seq * (size_t)cfg->max_num_seqs);
+    s->cand = malloc(sizeof *s->cand * (size_t)cfg->max_num_seqs);
+    s->piece_cap = tok_decode_max(v) + 8;
+    s->piece = malloc(s->piece_cap);
+    if (rc || !s->logits || !s->batch || !s->batch_seq || !s->cand || !s->piece) {
+        sched_destroy(s);
+        return rc ? rc : ENG_ENOMEM;
+    }
+    *out = s;
+    return 0;
+}
+
+void sched_destroy(sched *s)
+{
+    if (!s)
+        return;
+    while (s->running.head)
+        finish(s, s->running.head, 0, ENG_FINISH_CANCELLED);
+    while (s->waiting.head)
+        finish(s, s->waiting.head, 0, ENG_FINISH_CANCELLED);
+    kvc_destroy(s->kv);
+    free(s->logits);
+    free(s->batch);
+    free(s->batch_seq);
+    free(s->cand);
+    free(s->piece);
+    free(s);
+}
+
+int sched_submit(sched *s, const int32_t *prompt, int n_prompt, const struct eng_gen_params *p,
+                 void *ud, sched_seq **out)
+{
+    *out = NULL;
+    if (n_prompt <= 0 || n_prompt >= s->cfg.max_model_len || p->max_tokens < 0)
+        return ENG_EINVAL;
+    /* a sequence must be able to run alone in the pool */
+    int need = (n_prompt + 1 + s->cfg.block_size - 1) / s->cfg.block_size;
+    if (need > s->cfg.n_blocks)
+        return ENG_EFULL;
+    sched_seq *q = calloc(1, sizeof *q);
+    if (!q)
+        return ENG_ENOMEM;
+    q->ud = ud;
+    q->cap = n_prompt + 16;
+    q->tokens = malloc(sizeof *q->tokens * (size_t)q->cap);
+    q->cap_table = 8;
+    q->table = malloc(sizeof *q->table * (size_t)q->cap_table);
+    int rc = ENG_ENOMEM;
+    if (!q->tokens || !q->table)
+        goto fail;
+    memcpy(q->tokens, prompt, sizeof *prompt * (size_t)n_prompt);
+    q->n_tokens = q->n_prompt = n_prompt;
+    q->max_tokens = p->max_tokens;
+    if ((rc = eng_sampler_create(&p->sampling, eng_model_hparams(s->m)->n_vocab, &q->smp)) ||
+        (rc = eng_stop_create(p->stop, p->n_stop, &q->stop)))
+        goto fail;
+    tok_decoder_init(&q->dec, s->v, TOK_DECODE_SKIP_SPECIAL);
+    list_push_back(&s->waiting, q);
+    s->tokens_prompt += n_prompt;
+    *out = q;
+    return 0;
+fail:
+    seq_free(q);
+    return rc;
+}
+
+void sched_cancel(sched *s, sched_seq *q)
+{
+    (void)s;
+    q->cancelled = 1;
+}
+
+/* Blocks for positions [0, upto) of q; the pool may run dry (ENG_EFULL). */
+static int cover(sched *s, sched_seq *q, int upto)
+{
+    int need = (upto + s->cfg.block_size - 1) / s->cfg.block_size;
+    while (q->n_table < need) {
+        if (q->n_table == q->cap_table) {
+            int cap = q->cap_table * 2;
+            int32_t *t = realloc(q->table, sizeof *t * (size_t)cap);
+            if (!t)
+                return ENG_ENOMEM;
+            q->table = t;
+            q->cap_table = cap;
+        }
+        int rc = kvc_alloc(s->kv, &q->table[q->n_table]);
+        if (rc)
+            return rc;
+        q->n_table++;
+    }
+    return 0;
+}
+
+/* The running sequence admitted last that is not in the batch being built: the one to
+ * preempt when blocks run out. */
+static sched_seq *newest_idle(sched *s)
+{
+    sched_seq *best = NULL;
+    for (sched_seq *q = s->running.head; q; q = q->next)
+        if (!q->in_batch && (!best || q->order > best->order))
+            best = q;
+    return best;
+}
+
+static void preempt(sched *s, sched_seq *q)
+{
+    list_remove(&s->running, q);
+    q->running = 0;
+    release_blocks(s, q); /* recomputed from its tokens when admitted again */
+    list_push_front(&s->waiting, q);
+    s->preemptions++;
+}
+
+static int emit(sched *s, sched_seq *q, const char *text, size_t n, int final)
+{
+    const char *out;
+    size_t no;
+    int rc = final ? eng_stop_flush(q->stop, &out, &no) : eng_stop_feed(q->stop, text, n, &out, &no);
+    if (rc < 0)
+        return rc;
+    if (no)
+        s->ev.on_text(q->ud, out, no);
+    return rc == ENG_STOP_MATCHED;
+}
+
+/* Ends q's text: the decoder's and the stop detector's held bytes. 1 if a stop matched. */
+static int flush_text(sched *s, sched_seq *q)
+{
+    size_t n = 0;
+    int rc = tok_decoder_flush(&q->dec, s->piece, s->piece_cap, &n);
+    if (rc)
+        return rc;
+    if (n && (rc = emit(s, q, s->piece, n, 0)) != 0)
+        return rc;
+    return emit(s, q, NULL, 0, 1);
+}
+
+/* A sampled token: returns 1 when the sequence is finished (with *f set). */
+static int take_token(sched *s, sched_seq *q, int32_t tok, enum eng_finish *f)
+{
+    if (tok_is_eog(s->v, tok)) {
+        *f = ENG_FINISH_STOP;
+        int r = flush_text(s, q);
+        return r < 0 ? r : 1;
+    }
+    if (q->n_tokens == q->cap) {
+        int cap = q->cap * 2;
+        int32_t *t = realloc(q->tokens, sizeof *t * (size_t)cap);
+        if (!t)
+            return ENG_ENOMEM;
+        q->tokens = t;
+        q->cap = cap;
+    }
+    q->tokens[q->n_tokens++] = tok;
+    q->generated++;
+    s->tokens_generated++;
+    eng_sampler_accept(q->smp, tok);
+    size_t n = 0;
+    int rc = tok_decode(&q->dec, tok, s->piece, s->piece_cap, &n);
+    if (rc)
+        return rc;
+    if ((rc = emit(s, q, s->piece, n, 0)) != 0) {
+        *f = ENG_FINISH_STOP;
+        return rc < 0 ? rc : 1;
+    }
+    if (q->generated >= q->max_tokens || q->n_tokens >= s->cfg.max_model_len) {
+        *f = ENG_FINISH_LENGTH;
+        int r = flush_text(s, q);
+        if (r == 1)
+            *f = ENG_FINISH_STOP;
+        return r < 0 ? r : 1;
+    }
+    return 0;
+}
+
+int sched_step(sched *s)
+{
+    const int V = eng_model_hparams(s->m)->n_vocab;
+    /* drop what was cancelled */
+    for (struct list *l = &s->running;; l = &s->waiting) {
+        for (sched_seq *q = l->head, *nx; q; q = nx) {
+            nx = q->next;
+            if (q->cancelled)
+                finish(s, q, 0, ENG_FINISH_CANCELLED);
+        }
+        if (l == &s->waiting)
+            break;
+    }
+    /* sequences asking for nothing finish at once */
+    for (sched_seq *q = s->waiting.head, *nx; q; q = nx) {
+        nx = q->next;
+        if (q->max_tokens == 0)
+            finish(s, q, 0, ENG_FINISH_LENGTH);
+    }
+    /* admit */
+    while (s->waiting.head && s->running.n < s->cfg.max_num_seqs) {
+        sched_seq *q = s->waiting.head;
+        list_remove(&s->waiting, q);
+        q->running = 1;
+        q->order = s->next_order++;
+        list_push_back(&s->running, q);
+    }
+    if (!s->running.n)
+        return s->waiting.n;
+
+    /* schedule: decodes first, then prompt chunks, within the token budget */
+    int nr = 0, budget = s->cfg.max_num_batched_tokens, nb = 0;
+    for (sched_seq *q = s->running.head; q; q = q->next) {
+        s->cand[nr++] = q;
+        q->in_batch = 0;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nr && budget > 0; i++) {
+            sched_seq *q = s->cand[i];
+            int need = q->n_tokens - q->n_computed;
+            if (!q->running || (pass == 0) != (need == 1) || need <= 0)
+                continue;
+            int chunk = need < budget ? need : budget;
+            int rc;
+            while ((rc = cover(s, q, q->n_computed + chunk)) == ENG_EFULL) {
+                sched_seq *victim = newest_idle(s);
+                if (!victim)
+                    break;
+                preempt(s, victim);
+                if (victim == q)
+                    break;
+            }
+            if (!q->running || rc == ENG_EFULL)
+                continue;
+            if (rc)
+                return rc;
+            s->batch[nb] = (struct eng_seq){q->tokens + q->n_computed, chunk, q->n_computed,
+                                            q->table,
+                                            q->n_computed + chunk == q->n_tokens
+                                                ? ENG_LOGITS_LAST
+                                                : ENG_LOGITS_NONE};
+            s->batch_seq[nb++] = q;
+            q->in_batch = 1;
+            budget -= chunk;
+        }
+    if (nb == 0) {
+        /* even alone it does not fit: the pool is smaller than its context */
+        if (s->running.n == 1 && s->running.head->n_computed > 0) {
+            sched_seq *q = s->running.head;
+            int r = flush_text(s, q);
+            finish(s, q, r < 0 ? r : 0, r == 1 ? ENG_FINISH_STOP : ENG_FINISH_LENGTH);
+        }
+        return s->running.n + s->waiting.n;
+    }
+    int rc = eng_forward(s->m, s->kv, s->batch, nb, s->logits);
+    if (rc) {
+        for (int i = 0; i < nb; i++)
+            finish(s, s->batch_seq[i], rc, ENG_FINISH_STOP);
+        return rc;
+    }
+    int row = 0;
+    for (int i = 0; i < nb; i++) {
+        sched_seq *q = s->batch_seq[i];
+        q->n_computed += s->batch[i].n_new;
+        if (s->batch[i].logits != ENG_LOGITS_LAST)
+            continue;
+        float *lg = s->logits + (size_t)row++ * V;
+        int32_t tok = eng_sampler_sample(q->smp, lg);
+        enum eng_finish f = ENG_FINISH_STOP;
+        int done = tok < 0 ? tok : take_token(s, q, tok, &f);
+        if (done < 0)
+            finish(s, q, done, f);
+        else if (done)
+            finish(s, q, 0, f);
+    }
+    return s->running.n + s->waiting.n;
+}
+
+void sched_get_stats(const sched *s, struct sched_stats *out)
+{
+    out->running = s->running.n;
+    out->waiting = s->waiting.n;
+    out->blocks_free = kvc_free_blocks(s->kv);
+    out->blocks_total = s->cfg.n_blocks;
+    out->preemptions = s->preemptions;
+    out->tokens_generated = s->tokens_generated;
+    out->tokens_prompt = s->tokens_prompt;
+}

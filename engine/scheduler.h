@@ -1,0 +1,71 @@
+/*
+ * scheduler — continuous batching of many sequences through one model (sched_).
+ *
+ * Every iteration (sched_step) builds one forward batch: one decode token for every
+ * running sequence that has finished its prompt, then prompt chunks of the others (and
+ * of newly admitted ones) while the token budget (max_num_batched_tokens) and the number
+ * of sequences (max_num_seqs) allow. KV blocks are taken from the pool as positions need
+ * them; when the pool runs dry the newest running sequence is preempted: its blocks go
+ * back and it waits, at the front of the queue, to be recomputed (prompt and the tokens
+ * it already generated). Cancelled sequences are dropped at the next iteration, their
+ * blocks back in the pool before the forward pass.
+ *
+ * Output goes through callbacks on the calling thread: text as soon as it is safe to
+ * stream (never half a character, never part of a stop string), then one done event.
+ *
+ * Single-threaded: the engine thread owns the scheduler, its sequences and the pool.
+ */
+#ifndef ENG_SCHEDULER_H
+#define ENG_SCHEDULER_H
+
+#include "generate.h"
+#include "kvcache.h"
+#include "model.h"
+#include "tokenizer.h"
+
+#include <stdint.h>
+
+typedef struct sched sched;
+typedef struct sched_seq sched_seq;
+
+struct sched_config {
+    int max_num_seqs;           /* sequences in one batch */
+    int max_num_batched_tokens; /* tokens in one forward pass */
+    int n_blocks, block_size;   /* the KV pool */
+    int max_model_len;          /* prompt + output; 0: the model's training context */
+};
+
+struct sched_events {
+    void (*on_text)(void *ud, const char *text, size_t len);
+    /* err: 0, or an ENG_ error (the sequence failed); finish is then meaningless */
+    void (*on_done)(void *ud, int err, enum eng_finish finish, int prompt_tokens,
+                    int completion_tokens);
+};
+
+int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cfg,
+                 const struct sched_events *ev, sched **out);
+/* Every sequence still held gets on_done with ENG_FINISH_CANCELLED first. */
+void sched_destroy(sched *s);
+
+/*
+ * Queues a sequence. prompt is copied; p->stop strings are copied. ud is passed to the
+ * events. ENG_EINVAL when the prompt is empty or does not fit max_model_len.
+ */
+int sched_submit(sched *s, const int32_t *prompt, int n_prompt, const struct eng_gen_params *p,
+                 void *ud, sched_seq **out);
+/* Marks a sequence cancelled; it is dropped at the next step (on_done: cancelled). */
+void sched_cancel(sched *s, sched_seq *q);
+
+/* One iteration. Returns the number of sequences still running or waiting, or an error
+ * (the batch's sequences then fail with it). */
+int sched_step(sched *s);
+
+struct sched_stats {
+    int running, waiting;
+    int blocks_free, blocks_total;
+    long preemptions;
+    long tokens_generated, tokens_prompt;
+};
+void sched_get_stats(const sched *s, struct sched_stats *out);
+
+#endif
