@@ -87,6 +87,13 @@ void kvc_release(kvc_pool *p, int32_t b)
         p->free_list[p->n_free++] = b;
 }
 
+int kvc_refcount(const kvc_pool *p, int32_t b)
+{
+    if (b < 0 || b >= p->s.n_blocks)
+        return ENG_EINVAL;
+    return p->refs[b];
+}
+
 float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot)
 {
     return p->k + layer * p->layer_floats + block * p->block_floats + slot * p->slot_floats;

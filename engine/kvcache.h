@@ -30,6 +30,9 @@ int kvc_alloc(kvc_pool *p, int32_t *block /* out */);
 void kvc_acquire(kvc_pool *p, int32_t block);
 /* Drops one reference; at zero the block is free again. */
 void kvc_release(kvc_pool *p, int32_t block);
+/* Read-only: the block's reference count (0 when free), or ENG_EINVAL for an id outside
+ * the pool. For callers that check ids they are handed, and for tests. */
+int kvc_refcount(const kvc_pool *p, int32_t block);
 
 /* Where one position's key (or value) vector lives: [n_kv_head][head_dim] floats. */
 float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot);

@@ -40,6 +40,12 @@ struct gw_config {
     char *engine_model_name; /* the "model" clients ask for */
     int engine_chat_format;  /* 0 auto (from the model's template), 1 chatml, 2 llama3, 3 llama2 */
     int64_t engine_threads;  /* 0: one per core */
+    int64_t engine_block_size, engine_max_num_seqs, engine_max_num_batched_tokens;
+    int64_t engine_max_model_len;       /* 0: the model's training context */
+    int64_t engine_num_blocks_override; /* 0: from the memory budget */
+    int64_t engine_cpu_kv_cache_bytes;  /* the KV pool's budget on the CPU */
+    int64_t engine_max_waiting;         /* queued requests beyond which new ones get 429 */
+    int64_t engine_max_tokens_default;  /* max_tokens when a request gives none */
     /* [embedder] */
     char *embedder_model;      /* safetensors directory */
     char *embedder_model_name;

@@ -9,9 +9,13 @@
 #ifndef GW_HTTP_IMPL_H
 #define GW_HTTP_IMPL_H
 
+#include "chat.h"
 #include "config.h"
 #include "embed_worker.h"
 #include "embedder.h"
+#include "engine_worker.h"
+#include "model.h"
+#include "tokenizer.h"
 
 #include <jansson.h>
 
@@ -23,6 +27,16 @@ const struct gw_config *gw_server_config(gw_server *srv);
 emb_model *gw_server_embedder(gw_server *srv);
 gw_embedw *gw_server_embed_worker(gw_server *srv);
 
+/* The chat model and its engine thread. */
+struct gw_llm {
+    eng_model *m;
+    tok_vocab *v;
+    enum eng_chat_format fmt;
+    char *default_system; /* from the model's template, or NULL */
+    gw_engw *w;
+};
+const struct gw_llm *gw_server_llm(gw_server *srv);
+
 /* The body as a JSON object, or NULL after replying 400. Caller owns the result. */
 json_t *gw_req_json_body(struct gw_req *r);
 
@@ -32,10 +46,23 @@ void gw_reply_error(struct gw_req *r, int status, const char *message, const cha
                     const char *code);
 
 void gw_req_defer(struct gw_req *r);
+/* After gw_req_defer(): fn(arg) runs when the client goes away before the reply ends. */
+void gw_req_on_gone(struct gw_req *r, void (*fn)(void *arg), void *arg);
+
+/* Server-Sent Events: start (200, text/event-stream), "data: JSON" events (body taken),
+ * and the end ("data: [DONE]"). */
+void gw_reply_sse_start(struct gw_req *r);
+void gw_reply_sse_json(struct gw_req *r, json_t *body);
+void gw_reply_sse_end(struct gw_req *r);
+/* Adds Retry-After to the reply about to be sent. */
+void gw_reply_retry_after(struct gw_req *r, int seconds);
 /* After gw_req_defer(): 1 (and r is freed) when the client has gone away. */
 int gw_req_gone(struct gw_req *r);
 
 /* POST /v1/embeddings (api_embeddings.c) */
 void gw_handle_embeddings(struct gw_req *r);
+/* POST /v1/chat/completions, POST /v1/completions (api_chat.c) */
+void gw_handle_chat_completions(struct gw_req *r);
+void gw_handle_completions(struct gw_req *r);
 
 #endif

@@ -121,6 +121,11 @@ static void emb_log_sink(void *ud, int level, const char *msg)
     gw_log(level >= 0 && level < 4 ? map[level] : GW_LOG_INFO, "%s", msg);
 }
 
+static void eng_log_sink(void *ud, int level, const char *msg)
+{
+    emb_log_sink(ud, level, msg);
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     struct gw_config cfg;
@@ -137,6 +142,7 @@ static int cmd_serve(int argc, char **argv)
     if (select_device(&cfg, &dev))
         goto out;
     emb_set_log(emb_log_sink, NULL);
+    eng_set_log(eng_log_sink, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0) {
         gw_log(GW_LOG_ERROR, "libevent has no pthreads support");
@@ -272,11 +278,6 @@ static int write_stdout(void *ud, const char *text, size_t len)
     fwrite(text, 1, len, stdout);
     fflush(stdout);
     return 0;
-}
-
-static void eng_log_sink(void *ud, int level, const char *msg)
-{
-    emb_log_sink(ud, level, msg);
 }
 
 static int cmd_generate(int argc, char **argv)

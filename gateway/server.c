@@ -3,6 +3,7 @@
 #include "completion.h"
 #include "embed_worker.h"
 #include "http_impl.h"
+#include "gguf.h"
 #include "log.h"
 #include "metrics.h"
 #include "oai.h"
@@ -69,6 +70,8 @@ struct gw_req {
     int status;
     int deferred; /* the reply comes later, from a completion callback */
     int gone;     /* deferred, and the client went away first */
+    void (*on_gone)(void *arg);
+    void *gone_arg;
 };
 
 struct route {
@@ -90,6 +93,7 @@ struct gw_server {
     gw_cq *cq;
     emb_model *emb;
     gw_embedw *embw;
+    struct gw_llm llm;
     gw_metrics *metrics;
     gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
     struct conn *conns;
@@ -480,6 +484,8 @@ static void req_finish(struct gw_req *rc, int client_gone)
         rc->conn = NULL;
     }
     if (client_gone && rc->deferred) {
+        if (rc->on_gone)
+            rc->on_gone(rc->gone_arg);
         rc->gone = 1; /* freed by gw_req_gone() when the deferred work completes */
         rc->req = NULL;
         return;
@@ -593,6 +599,60 @@ void gw_req_defer(struct gw_req *rc)
     rc->deferred = 1;
 }
 
+void gw_req_on_gone(struct gw_req *rc, void (*fn)(void *arg), void *arg)
+{
+    rc->on_gone = fn;
+    rc->gone_arg = arg;
+}
+
+void gw_reply_retry_after(struct gw_req *rc, int seconds)
+{
+    char v[16];
+    snprintf(v, sizeof v, "%d", seconds);
+    evhttp_add_header(evhttp_request_get_output_headers(rc->req), "Retry-After", v);
+}
+
+void gw_reply_sse_start(struct gw_req *rc)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_add_header(h, "X-Request-Id", rc->id);
+    evhttp_add_header(h, "Server", "cachegate/" GW_VERSION);
+    rc->status = 200;
+    evhttp_send_reply_start(rc->req, 200, NULL);
+}
+
+void gw_reply_sse_json(struct gw_req *rc, json_t *body)
+{
+    char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(body);
+    struct evbuffer *b = evbuffer_new();
+    if (s && b) {
+        evbuffer_add_printf(b, "data: %s\n\n", s);
+        evhttp_send_reply_chunk(rc->req, b);
+    }
+    if (b)
+        evbuffer_free(b);
+    free(s);
+}
+
+void gw_reply_sse_end(struct gw_req *rc)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (b) {
+        evbuffer_add_printf(b, "data: [DONE]\n\n");
+        evhttp_send_reply_chunk(rc->req, b);
+        evbuffer_free(b);
+    }
+    evhttp_send_reply_end(rc->req);
+}
+
+const struct gw_llm *gw_server_llm(gw_server *srv)
+{
+    return &srv->llm;
+}
+
 int gw_req_gone(struct gw_req *rc)
 {
     if (!rc->gone)
@@ -677,6 +737,8 @@ static const struct route routes[] = {
     {"/metrics", GET_HEAD, "GET, HEAD", handle_metrics},
     {"/v1/models", GET_HEAD, "GET, HEAD", handle_models},
     {"/v1/embeddings", EVHTTP_REQ_POST, "POST", gw_handle_embeddings},
+    {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions},
+    {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions},
 };
 
 /* PREFIX-COUNTER: the prefix is random per process, so ids from restarts differ. */
@@ -902,6 +964,56 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
     return 0;
 }
 
+/* The chat model, its tokenizer and template, and the engine thread. */
+static int load_llm(gw_server *srv, char *err, size_t errlen)
+{
+    const struct gw_config *cfg = srv->cfg;
+    char msg[1024];
+    struct eng_options eo = {.threads = (int)cfg->engine_threads};
+    struct gw_llm *l = &srv->llm;
+    if (eng_model_load(cfg->engine_model, &eo, &l->m, msg, sizeof msg) ||
+        tok_create(eng_model_gguf(l->m), &l->v, msg, sizeof msg)) {
+        snprintf(err, errlen, "loading the chat model: %s", msg);
+        return -1;
+    }
+    struct gguf_str t = {0};
+    int have = gguf_get_str(eng_model_gguf(l->m), "tokenizer.chat_template", &t) == 0;
+    if (cfg->engine_chat_format) {
+        l->fmt = (enum eng_chat_format)(cfg->engine_chat_format - 1);
+    } else if (!have || eng_chat_detect(t.p, t.len, &l->fmt)) {
+        snprintf(err, errlen, "%s: the chat template is %s; set engine.chat_format",
+                 cfg->engine_model, have ? "of an unknown format" : "missing");
+        return -1;
+    }
+    l->default_system = have ? eng_chat_default_system(t.p, t.len) : NULL;
+    const struct eng_hparams *hp = eng_model_hparams(l->m);
+    int bs = (int)cfg->engine_block_size;
+    long per_block = 2L * hp->n_layer * bs * hp->n_head_kv * hp->head_dim * (long)sizeof(float);
+    int n_blocks = cfg->engine_num_blocks_override
+                       ? (int)cfg->engine_num_blocks_override
+                       : (int)(cfg->engine_cpu_kv_cache_bytes / per_block);
+    if (n_blocks < 1) {
+        snprintf(err, errlen, "engine.cpu_kv_cache_bytes holds no KV block (%ld bytes each)",
+                 per_block);
+        return -1;
+    }
+    struct sched_config sc = {(int)cfg->engine_max_num_seqs, (int)cfg->engine_max_num_batched_tokens,
+                              n_blocks, bs, (int)cfg->engine_max_model_len};
+    if (sc.max_num_batched_tokens < sc.max_num_seqs)
+        sc.max_num_batched_tokens = sc.max_num_seqs;
+    l->w = gw_engw_create(l->m, l->v, &sc, (int)cfg->engine_max_waiting, srv->cq, srv->metrics,
+                          msg, sizeof msg);
+    if (!l->w) {
+        snprintf(err, errlen, "starting the engine: %s", msg);
+        return -1;
+    }
+    char nb[16];
+    snprintf(nb, sizeof nb, "%d", n_blocks);
+    gw_log_kv(GW_LOG_INFO, "engine ready", "model", cfg->engine_model, "chat_format",
+              eng_chat_format_name(l->fmt), "kv_blocks", nb, NULL);
+    return 0;
+}
+
 gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device *dev, char *err,
                             size_t errlen)
 {
@@ -955,6 +1067,8 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
         snprintf(err, errlen, "cannot start the embedder worker");
         goto fail;
     }
+    if (load_llm(srv, err, errlen))
+        goto fail;
     srv->http = evhttp_new(srv->base);
     srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
     srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
@@ -996,8 +1110,12 @@ void gw_server_destroy(gw_server *srv)
     if (srv->http)
         evhttp_free(srv->http); /* frees every connection, and so every conn */
     gw_embedw_destroy(srv->embw); /* posts what it still held */
+    gw_engw_destroy(srv->llm.w);
     gw_cq_destroy(srv->cq);       /* runs those completions; their clients are gone */
     emb_model_destroy(srv->emb);
+    tok_destroy(srv->llm.v);
+    eng_model_destroy(srv->llm.m);
+    free(srv->llm.default_system);
     if (srv->sig_int)
         event_free(srv->sig_int);
     if (srv->sig_term)

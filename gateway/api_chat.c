@@ -1,0 +1,468 @@
+/*
+ * POST /v1/chat/completions and POST /v1/completions, served by the engine, in the
+ * OpenAI schema: JSON, or Server-Sent Events whose chunks have the shape the official
+ * SDKs parse (role in the first delta, finish_reason in the last, an optional usage
+ * chunk, then "data: [DONE]").
+ */
+#include "http_impl.h"
+
+#include "chat.h"
+#include "engine.h"
+
+#include <math.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_STOP 4
+
+struct chat_req {
+    struct gw_gen_job job;
+    struct gw_req *req;
+    int chat;   /* chat.completion or text_completion */
+    int stream, include_usage, started;
+    char id[48];
+    long created;
+    char *text; /* the answer so far, when not streaming */
+    size_t len, cap;
+    char *stops[MAX_STOP];
+};
+
+static void chat_req_free(struct chat_req *c)
+{
+    free(c->job.prompt);
+    for (int i = 0; i < MAX_STOP; i++)
+        free(c->stops[i]);
+    free(c->text);
+    free(c);
+}
+
+/* ------------------------------------------------------------------ validation */
+
+struct parsed {
+    const char *param; /* on error */
+    char msg[256];
+};
+
+static int bad(struct parsed *p, const char *param, const char *msg)
+{
+    p->param = param;
+    snprintf(p->msg, sizeof p->msg, "%s", msg);
+    return -1;
+}
+
+static int number(json_t *o, const char *key, double lo, double hi, double *out,
+                  struct parsed *p)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi ||
+        isnan(json_number_value(v))) {
+        snprintf(p->msg, sizeof p->msg, "%s must be a number between %g and %g.", key, lo, hi);
+        p->param = key;
+        return -1;
+    }
+    *out = json_number_value(v);
+    return 0;
+}
+
+/* Sampling parameters, max_tokens, stop, n, stream; shared by both routes. */
+static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req *c,
+                        struct parsed *p)
+{
+    struct eng_gen_params *gp = &c->job.params;
+    eng_sampling_default(&gp->sampling);
+    double t = 1, tp = 1, pp = 0, fp = 0;
+    if (number(b, "temperature", 0, 2, &t, p) || number(b, "top_p", 0, 1, &tp, p) ||
+        number(b, "presence_penalty", -2, 2, &pp, p) ||
+        number(b, "frequency_penalty", -2, 2, &fp, p))
+        return -1;
+    if (tp <= 0)
+        return bad(p, "top_p", "top_p must be greater than 0.");
+    gp->sampling.temperature = (float)t;
+    gp->sampling.top_p = (float)tp;
+    gp->sampling.presence_penalty = (float)pp;
+    gp->sampling.frequency_penalty = (float)fp;
+    json_t *seed = json_object_get(b, "seed");
+    if (seed && !json_is_null(seed)) {
+        if (!json_is_integer(seed))
+            return bad(p, "seed", "seed must be an integer.");
+        gp->sampling.seed = (uint64_t)json_integer_value(seed);
+        gp->sampling.has_seed = 1;
+    }
+    gp->max_tokens = (int)cfg->engine_max_tokens_default;
+    const char *mk[] = {"max_completion_tokens", "max_tokens"};
+    for (int i = 0; i < 2; i++) {
+        json_t *v = json_object_get(b, mk[i]);
+        if (!v || json_is_null(v))
+            continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1 << 20)
+            return bad(p, mk[i], "must be a positive integer.");
+        gp->max_tokens = (int)json_integer_value(v);
+        break;
+    }
+    json_t *n = json_object_get(b, "n");
+    if (n && !json_is_null(n) && (!json_is_integer(n) || json_integer_value(n) != 1))
+        return bad(p, "n", "Only n = 1 is supported.");
+    json_t *stop = json_object_get(b, "stop");
+    if (json_is_string(stop)) {
+        if (json_string_length(stop) == 0)
+            return bad(p, "stop", "stop strings must not be empty.");
+        c->stops[gp->n_stop++] = strdup(json_string_value(stop));
+    } else if (json_is_array(stop)) {
+        if (json_array_size(stop) > MAX_STOP)
+            return bad(p, "stop", "At most 4 stop sequences are allowed.");
+        size_t i;
+        json_t *s;
+        json_array_foreach(stop, i, s)
+        {
+            if (!json_is_string(s) || json_string_length(s) == 0)
+                return bad(p, "stop", "stop must be a string or an array of non-empty strings.");
+            c->stops[gp->n_stop++] = strdup(json_string_value(s));
+        }
+    } else if (stop && !json_is_null(stop)) {
+        return bad(p, "stop", "stop must be a string or an array of strings.");
+    }
+    gp->stop = (const char *const *)c->stops;
+    json_t *st = json_object_get(b, "stream");
+    if (st && !json_is_null(st) && !json_is_boolean(st))
+        return bad(p, "stream", "stream must be a boolean.");
+    c->stream = json_is_true(st);
+    json_t *so = json_object_get(b, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so))
+            return bad(p, "stream_options", "stream_options must be an object.");
+        c->include_usage = json_is_true(json_object_get(so, "include_usage"));
+    }
+    json_t *user = json_object_get(b, "user");
+    if (user && !json_is_null(user) && !json_is_string(user))
+        return bad(p, "user", "user must be a string.");
+    return 0;
+}
+
+/* content: a string, or an array of {"type":"text","text":...} parts, joined. */
+static char *content_text(json_t *content, struct parsed *p, int i)
+{
+    if (json_is_string(content))
+        return strndup(json_string_value(content), json_string_length(content));
+    if (!json_is_array(content)) {
+        snprintf(p->msg, sizeof p->msg, "messages[%d].content must be a string or an array of "
+                                        "text parts.", i);
+        p->param = "messages";
+        return NULL;
+    }
+    size_t total = 0, k;
+    json_t *part;
+    json_array_foreach(content, k, part)
+    {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *t = json_object_get(part, "text");
+        if (!type || strcmp(type, "text") != 0 || !json_is_string(t)) {
+            snprintf(p->msg, sizeof p->msg, "messages[%d].content[%zu]: only text parts are "
+                                            "supported.", i, k);
+            p->param = "messages";
+            return NULL;
+        }
+        total += json_string_length(t);
+    }
+    char *out = malloc(total + 1), *w = out;
+    if (!out)
+        return NULL;
+    json_array_foreach(content, k, part)
+    {
+        json_t *t = json_object_get(part, "text");
+        memcpy(w, json_string_value(t), json_string_length(t));
+        w += json_string_length(t);
+    }
+    *w = 0;
+    return out;
+}
+
+/* The prompt's token ids for a chat request. */
+static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct parsed *p)
+{
+    json_t *msgs = json_object_get(b, "messages");
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return bad(p, "messages", "messages must be a non-empty array.");
+    size_t n = json_array_size(msgs);
+    struct eng_chat_msg *m = calloc(n, sizeof *m);
+    char **texts = calloc(n, sizeof *texts);
+    int rc = -1;
+    if (!m || !texts) {
+        bad(p, NULL, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *msg = json_array_get(msgs, i);
+        const char *role = json_string_value(json_object_get(msg, "role"));
+        if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+                      strcmp(role, "developer"))) {
+            snprintf(p->msg, sizeof p->msg, "messages[%zu].role must be system, user or "
+                                            "assistant.", i);
+            p->param = "messages";
+            goto out;
+        }
+        if (!(texts[i] = content_text(json_object_get(msg, "content"), p, (int)i)))
+            goto out;
+        /* "developer" is the newer name of the system role */
+        m[i] = (struct eng_chat_msg){strcmp(role, "developer") ? role : "system", texts[i],
+                                     strlen(texts[i])};
+    }
+    const struct gw_llm *llm = gw_server_llm(srv);
+    struct eng_chat_prompt cp;
+    if (eng_chat_render(llm->fmt, m, (int)n, 1, llm->default_system, &cp)) {
+        bad(p, "messages", "The conversation cannot be rendered for this model.");
+        goto out;
+    }
+    int erc = eng_chat_tokenize(llm->v, &cp, &c->job.prompt, &c->job.n_prompt);
+    eng_chat_prompt_deinit(&cp);
+    if (erc) {
+        bad(p, NULL, "out of memory");
+        goto out;
+    }
+    rc = 0;
+out:
+    for (size_t i = 0; texts && i < n; i++)
+        free(texts[i]);
+    free(texts);
+    free(m);
+    return rc;
+}
+
+static int completion_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct parsed *p)
+{
+    json_t *pr = json_object_get(b, "prompt");
+    if (json_is_array(pr) && json_array_size(pr) == 1)
+        pr = json_array_get(pr, 0);
+    if (!json_is_string(pr) || json_string_length(pr) == 0)
+        return bad(p, "prompt", "prompt must be a non-empty string.");
+    const struct gw_llm *llm = gw_server_llm(srv);
+    struct eng_chat_prompt raw = {.text = (char *)json_string_value(pr),
+                                  .len = json_string_length(pr)};
+    struct eng_chat_segment seg = {0, raw.len, 0};
+    raw.seg = &seg;
+    raw.nseg = 1;
+    if (eng_chat_tokenize(llm->v, &raw, &c->job.prompt, &c->job.n_prompt))
+        return bad(p, NULL, "out of memory");
+    if (tok_add_bos(llm->v) && tok_bos(llm->v) >= 0) {
+        int32_t *ids = realloc(c->job.prompt, sizeof *ids * (size_t)(c->job.n_prompt + 1));
+        if (!ids)
+            return bad(p, NULL, "out of memory");
+        memmove(ids + 1, ids, sizeof *ids * (size_t)c->job.n_prompt);
+        ids[0] = tok_bos(llm->v);
+        c->job.prompt = ids;
+        c->job.n_prompt++;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ responses */
+
+static json_t *usage_json(int prompt, int completion)
+{
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer(prompt));
+    json_object_set_new(u, "completion_tokens", json_integer(completion));
+    json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
+    json_t *d = json_object();
+    json_object_set_new(d, "cached_tokens", json_integer(0));
+    json_object_set_new(u, "prompt_tokens_details", d);
+    return u;
+}
+
+static json_t *envelope(struct chat_req *c, const char *object)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(c->id));
+    json_object_set_new(o, "object", json_string(object));
+    json_object_set_new(o, "created", json_integer(c->created));
+    json_object_set_new(o, "model",
+                        json_string(gw_server_config(gw_req_server(c->req))->engine_model_name));
+    return o;
+}
+
+/* One SSE chunk: text (may be NULL), finish reason (may be NULL), role on the first. */
+static void send_chunk(struct chat_req *c, const char *text, size_t len, const char *finish)
+{
+    json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(0));
+    if (c->chat) {
+        json_t *delta = json_object();
+        if (!c->started)
+            json_object_set_new(delta, "role", json_string("assistant"));
+        if (text)
+            json_object_set_new(delta, "content", json_stringn(text, len));
+        else if (!c->started)
+            json_object_set_new(delta, "content", json_string(""));
+        json_object_set_new(ch, "delta", delta);
+    } else {
+        json_object_set_new(ch, "text", text ? json_stringn(text, len) : json_string(""));
+    }
+    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *choices = json_array();
+    json_array_append_new(choices, ch);
+    json_object_set_new(o, "choices", choices);
+    c->started = 1;
+    gw_reply_sse_json(c->req, o);
+}
+
+static void on_event(struct gw_gen_event *ev)
+{
+    struct chat_req *c = (struct chat_req *)ev->job;
+    if (!c->req || gw_req_gone(c->req)) {
+        c->req = NULL; /* the client left; the request is freed, the engine cancelled */
+        if (ev->done)
+            chat_req_free(c);
+        free(ev);
+        return;
+    }
+    if (!ev->done) {
+        if (c->stream) {
+            send_chunk(c, ev->text, ev->len, NULL);
+        } else if (c->len + ev->len + 1 > c->cap || !c->text) {
+            size_t cap = c->cap ? c->cap * 2 : 256;
+            while (cap < c->len + ev->len + 1)
+                cap *= 2;
+            char *t = realloc(c->text, cap);
+            if (t) {
+                c->text = t;
+                c->cap = cap;
+                memcpy(c->text + c->len, ev->text, ev->len);
+                c->len += ev->len;
+            }
+        } else {
+            memcpy(c->text + c->len, ev->text, ev->len);
+            c->len += ev->len;
+        }
+        free(ev);
+        return;
+    }
+    const char *finish = ev->finish == ENG_FINISH_LENGTH ? "length" : "stop";
+    if (ev->err) {
+        if (c->stream && c->started)
+            gw_reply_sse_end(c->req);
+        else
+            gw_reply_error(c->req, ev->err == ENG_EINVAL || ev->err == ENG_EFULL ? 400 : 500,
+                           ev->err == ENG_EFULL
+                               ? "The prompt does not fit in the engine's KV cache."
+                               : eng_strerror(ev->err),
+                           NULL, NULL);
+    } else if (c->stream) {
+        if (!c->started)
+            send_chunk(c, NULL, 0, NULL);
+        send_chunk(c, NULL, 0, finish);
+        if (c->include_usage) {
+            json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
+            json_object_set_new(o, "choices", json_array());
+            json_object_set_new(o, "usage", usage_json(ev->prompt_tokens, ev->completion_tokens));
+            gw_reply_sse_json(c->req, o);
+        }
+        gw_reply_sse_end(c->req);
+    } else {
+        json_t *o = envelope(c, c->chat ? "chat.completion" : "text_completion");
+        json_t *ch = json_object();
+        json_object_set_new(ch, "index", json_integer(0));
+        json_t *text = json_stringn(c->text ? c->text : "", c->len);
+        if (c->chat) {
+            json_t *msg = json_object();
+            json_object_set_new(msg, "role", json_string("assistant"));
+            json_object_set_new(msg, "content", text);
+            json_object_set_new(msg, "refusal", json_null());
+            json_object_set_new(ch, "message", msg);
+        } else {
+            json_object_set_new(ch, "text", text);
+        }
+        json_object_set_new(ch, "logprobs", json_null());
+        json_object_set_new(ch, "finish_reason", json_string(finish));
+        json_t *choices = json_array();
+        json_array_append_new(choices, ch);
+        json_object_set_new(o, "choices", choices);
+        json_object_set_new(o, "usage", usage_json(ev->prompt_tokens, ev->completion_tokens));
+        gw_reply_json(c->req, 200, o, 0);
+    }
+    chat_req_free(c);
+    free(ev);
+}
+
+static void on_gone(void *arg)
+{
+    struct chat_req *c = arg;
+    gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
+}
+
+static void handle(struct gw_req *r, int chat)
+{
+    gw_server *srv = gw_req_server(r);
+    const struct gw_config *cfg = gw_server_config(srv);
+    json_t *b = gw_req_json_body(r);
+    if (!b)
+        return;
+    struct parsed p = {0};
+    struct chat_req *c = calloc(1, sizeof *c);
+    if (!c) {
+        gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+        json_decref(b);
+        return;
+    }
+    c->req = r;
+    c->chat = chat;
+    json_t *model = json_object_get(b, "model");
+    if (!json_is_string(model)) {
+        gw_reply_error(r, 400, "You must provide a model parameter (a string).", "model", NULL);
+        goto out;
+    }
+    if (strcmp(json_string_value(model), cfg->engine_model_name) != 0) {
+        char msg[320];
+        snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server runs `%s`.",
+                 json_string_value(model), cfg->engine_model_name);
+        gw_reply_error(r, 404, msg, "model", "model_not_found");
+        goto out;
+    }
+    if (parse_common(b, cfg, c, &p) ||
+        (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p))) {
+        gw_reply_error(r, 400, p.msg, p.param, NULL);
+        goto out;
+    }
+    unsigned char rnd[12];
+    RAND_bytes(rnd, sizeof rnd);
+    int k = snprintf(c->id, sizeof c->id, chat ? "chatcmpl-" : "cmpl-");
+    for (int i = 0; i < 12; i++)
+        k += snprintf(c->id + k, sizeof c->id - (size_t)k, "%02x", rnd[i]);
+    c->created = (long)time(NULL);
+    c->job.on_event = on_event;
+    int rc = gw_engw_submit(gw_server_llm(srv)->w, &c->job);
+    if (rc == ENG_EFULL) {
+        gw_reply_retry_after(r, 1);
+        gw_reply_error(r, 429, "The engine's queue is full; retry shortly.", NULL,
+                       "rate_limit_exceeded");
+        goto out;
+    }
+    if (rc) {
+        gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+        goto out;
+    }
+    gw_req_defer(r);
+    gw_req_on_gone(r, on_gone, c);
+    if (c->stream)
+        gw_reply_sse_start(r);
+    json_decref(b);
+    return;
+out:
+    chat_req_free(c);
+    json_decref(b);
+}
+
+void gw_handle_chat_completions(struct gw_req *r)
+{
+    handle(r, 1);
+}
+
+void gw_handle_completions(struct gw_req *r)
+{
+    handle(r, 0);
+}

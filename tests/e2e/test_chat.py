@@ -1,0 +1,196 @@
+"""End-to-end tests of POST /v1/chat/completions and /v1/completions, through the official
+openai SDK and raw HTTP, on the default model."""
+
+import json
+import re
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+MODEL = "smollm2-135m-instruct"
+
+
+def sdk(server):
+    http = httpx.Client(verify=server.ssl_context(), timeout=120)
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", http_client=http)
+
+
+def client(server):
+    return httpx.Client(base_url=server.base_url, verify=server.ssl_context(), timeout=120)
+
+
+def ask(c, content, **kw):
+    kw.setdefault("temperature", 0)
+    return c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": content}],
+                                     **kw)
+
+
+def test_chat_completion_knows_paris(server):
+    r = ask(sdk(server), "What is the capital of France?", max_tokens=40)
+    assert r.object == "chat.completion" and r.model == MODEL and r.id.startswith("chatcmpl-")
+    assert "Paris" in r.choices[0].message.content
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].finish_reason == "stop"
+    u = r.usage
+    assert u.prompt_tokens > 0 and u.completion_tokens > 0
+    assert u.total_tokens == u.prompt_tokens + u.completion_tokens
+    assert u.prompt_tokens_details.cached_tokens == 0
+
+
+def test_stream_equals_non_stream(server):
+    c = sdk(server)
+    full = ask(c, "Name three colors.", max_tokens=24)
+    chunks = list(ask(c, "Name three colors.", max_tokens=24, stream=True,
+                      stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == full.choices[0].message.content
+    finishes = [ch.choices[0].finish_reason for ch in chunks if ch.choices]
+    assert finishes[-1] == full.choices[0].finish_reason and all(f is None for f in finishes[:-1])
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == full.usage.completion_tokens
+    assert all(ch.id == chunks[0].id and ch.object == "chat.completion.chunk" for ch in chunks)
+
+
+def test_sse_wire_format_ends_with_done(server):
+    with client(server) as c:
+        with c.stream("POST", "/v1/chat/completions",
+                      json={"model": MODEL, "stream": True, "max_tokens": 4, "temperature": 0,
+                            "messages": [{"role": "user", "content": "Hi"}]}) as r:
+            assert r.status_code == 200
+            assert r.headers["content-type"] == "text/event-stream"
+            events = [l for l in r.iter_lines() if l]
+    assert events[-1] == "data: [DONE]"
+    assert all(e.startswith("data: ") for e in events)
+    assert len(events) >= 3
+
+
+def test_completions_endpoint(server):
+    c = sdk(server)
+    r = c.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=6,
+                             temperature=0)
+    assert r.object == "text_completion" and r.choices[0].text.strip()
+    assert r.choices[0].finish_reason in ("length", "stop")
+    s = list(c.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=6,
+                                  temperature=0, stream=True))
+    assert "".join(ch.choices[0].text for ch in s if ch.choices) == r.choices[0].text
+
+
+def test_stop_string_is_not_emitted(server):
+    c = sdk(server)
+    base = ask(c, "What is the capital of France?", max_tokens=40).choices[0].message.content
+    assert "Paris" in base
+    r = ask(c, "What is the capital of France?", max_tokens=40, stop=["Paris"])
+    assert r.choices[0].finish_reason == "stop"
+    assert r.choices[0].message.content == base[:base.index("Paris")]
+
+
+def test_content_parts_and_system_message(server):
+    c = sdk(server)
+    r = c.chat.completions.create(model=MODEL, temperature=0, max_tokens=20, messages=[
+        {"role": "system", "content": "You answer in one word."},
+        {"role": "user", "content": [{"type": "text", "text": "Capital of "},
+                                     {"type": "text", "text": "France?"}]}])
+    assert r.choices[0].message.content
+
+
+def test_seeded_sampling_is_reproducible(server):
+    c = sdk(server)
+    kw = dict(temperature=1.0, max_tokens=16, seed=7)
+    a = ask(c, "Tell me a word.", **kw).choices[0].message.content
+    b = ask(c, "Tell me a word.", **kw).choices[0].message.content
+    assert a == b
+
+
+@pytest.mark.parametrize("body,status,param,code", [
+    ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, 404, "model",
+     "model_not_found"),
+    ({"model": MODEL, "messages": []}, 400, "messages", None),
+    ({"model": MODEL, "messages": [{"role": "robot", "content": "hi"}]}, 400, "messages", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 2}, 400, "n", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "temperature": 3}, 400,
+     "temperature", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, 400,
+     "max_tokens", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stop": ["a"] * 5}, 400,
+     "stop", None),
+    ({"model": MODEL, "prompt": "x"}, 400, "messages", None),
+])
+def test_invalid_requests(server, body, status, param, code):
+    with client(server) as c:
+        r = c.post("/v1/chat/completions", json=body)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and err["code"] == code and err["message"]
+
+
+def test_concurrent_requests_match_sequential(server):
+    questions = ["What is 2+2?", "Name a fruit.", "What color is the sky?",
+                 "Say hello.", "What is the capital of Italy?", "Count to three."]
+    c = sdk(server)
+    alone = {q: ask(c, q, max_tokens=16).choices[0].message.content for q in questions}
+    together = {}
+
+    def one(q):
+        together[q] = ask(sdk(server), q, max_tokens=16).choices[0].message.content
+
+    threads = [threading.Thread(target=one, args=(q,)) for q in questions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert together == alone
+
+
+def metric(server, name):
+    with client(server) as c:
+        text = c.get("/metrics").text
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(m.group(1))
+
+
+def test_disconnect_cancels_and_frees_blocks(server):
+    with client(server) as c:
+        with c.stream("POST", "/v1/chat/completions",
+                      json={"model": MODEL, "stream": True, "max_tokens": 2000,
+                            "temperature": 1, "seed": 1,
+                            "messages": [{"role": "user", "content": "Write a long story."}]}) as r:
+            lines = r.iter_lines()
+            for _ in range(3):
+                next(lines)
+            assert metric(server, "cachegate_engine_running_requests") == 1
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if (metric(server, "cachegate_engine_running_requests") == 0 and
+                metric(server, "cachegate_engine_kv_blocks_used") == 0):
+            break
+        time.sleep(0.1)
+    assert metric(server, "cachegate_engine_running_requests") == 0
+    assert metric(server, "cachegate_engine_kv_blocks_used") == 0
+    assert metric(server, "cachegate_engine_generated_tokens_total") < 2000
+
+
+def test_full_queue_answers_429(make_server):
+    server = make_server("[engine]\nmax_num_seqs = 1\nmax_waiting = 1\n")
+    results = []
+
+    def one():
+        with client(server) as c:
+            r = c.post("/v1/chat/completions",
+                       json={"model": MODEL, "max_tokens": 64, "temperature": 0,
+                             "messages": [{"role": "user", "content": "Tell me a story."}]})
+            results.append((r.status_code, r.headers.get("retry-after"), r.text))
+
+    threads = [threading.Thread(target=one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = [s for s, _, _ in results]
+    assert 200 in codes and 429 in codes, codes
+    for s, ra, body in results:
+        if s == 429:
+            assert ra == "1"
+            assert json.loads(body)["error"]["code"] == "rate_limit_exceeded"
