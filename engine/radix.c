@@ -12,16 +12,16 @@ enum { NODE_ROOT, NODE_NS, NODE_RUN };
 struct rdx_node {
     rdx_node *parent;
     rdx_node *first_child, *prev_sibling, *next_sibling; /* children in no order */
-    rdx_node *hnext;     /* chain in the tree's child table */
-    uint64_t id;         /* serial; names the node as a parent in the child table */
-    uint64_t key;        /* namespace value (NODE_NS), or hash of the first block's tokens */
-    uint64_t last_used;  /* tree clock at the last match or insert through the node */
-    int32_t *tokens;     /* [n_blocks * block_size], inside this allocation */
-    int32_t *blocks;     /* [n_blocks], inside this allocation */
-    int n_blocks;        /* 0 for the root and namespace nodes */
+    rdx_node *hnext;                                     /* chain in the tree's child table */
+    uint64_t id;        /* serial; names the node as a parent in the child table */
+    uint64_t key;       /* namespace value (NODE_NS), or hash of the first block's tokens */
+    uint64_t last_used; /* tree clock at the last match or insert through the node */
+    int32_t *tokens;    /* [n_blocks * block_size], inside this allocation */
+    int32_t *blocks;    /* [n_blocks], inside this allocation */
+    int n_blocks;       /* 0 for the root and namespace nodes */
     int n_children;
-    int lock;            /* outstanding handles at this node or below */
-    int heap_idx;        /* position in the LRU heap, -1 when not there */
+    int lock;     /* outstanding handles at this node or below */
+    int heap_idx; /* position in the LRU heap, -1 when not there */
     int kind;
 };
 
@@ -78,8 +78,7 @@ static void table_grow(rdx_tree *t)
 {
     size_t n = t->n_buckets * 2;
     rdx_node **nb = calloc(n, sizeof *nb);
-    if (!nb)
-        return;
+    if (!nb) return;
     rdx_node **old = t->buckets;
     size_t n_old = t->n_buckets;
     t->buckets = nb;
@@ -102,8 +101,7 @@ static void table_add(rdx_tree *t, rdx_node *n)
     size_t b = bucket_of(t, n->parent->id, n->key);
     n->hnext = t->buckets[b];
     t->buckets[b] = n;
-    if (++t->n_nodes > t->n_buckets)
-        table_grow(t);
+    if (++t->n_nodes > t->n_buckets) table_grow(t);
 }
 
 static void table_del(rdx_tree *t, rdx_node *n)
@@ -121,8 +119,7 @@ static void table_del(rdx_tree *t, rdx_node *n)
 static rdx_node *find_ns(const rdx_tree *t, uint64_t ns)
 {
     for (rdx_node *c = t->buckets[bucket_of(t, t->root.id, ns)]; c; c = c->hnext)
-        if (c->parent == &t->root && c->key == ns)
-            return c;
+        if (c->parent == &t->root && c->key == ns) return c;
     return NULL;
 }
 
@@ -131,8 +128,7 @@ static rdx_node *find_child(const rdx_tree *t, const rdx_node *parent, const int
 {
     uint64_t key = hash_run(tok, t->bs);
     for (rdx_node *c = t->buckets[bucket_of(t, parent->id, key)]; c; c = c->hnext)
-        if (c->parent == parent && c->key == key && same_block(c->tokens, tok, t->bs))
-            return c;
+        if (c->parent == parent && c->key == key && same_block(c->tokens, tok, t->bs)) return c;
     return NULL;
 }
 
@@ -143,8 +139,7 @@ static void link_child(rdx_node *parent, rdx_node *c)
     c->parent = parent;
     c->prev_sibling = NULL;
     c->next_sibling = parent->first_child;
-    if (parent->first_child)
-        parent->first_child->prev_sibling = c;
+    if (parent->first_child) parent->first_child->prev_sibling = c;
     parent->first_child = c;
     parent->n_children++;
 }
@@ -156,8 +151,7 @@ static void unlink_child(rdx_node *c)
         c->prev_sibling->next_sibling = c->next_sibling;
     else
         p->first_child = c->next_sibling;
-    if (c->next_sibling)
-        c->next_sibling->prev_sibling = c->prev_sibling;
+    if (c->next_sibling) c->next_sibling->prev_sibling = c->prev_sibling;
     c->prev_sibling = c->next_sibling = NULL;
     p->n_children--;
 }
@@ -173,8 +167,7 @@ static void replace_child(rdx_node *old, rdx_node *c)
         c->prev_sibling->next_sibling = c;
     else
         p->first_child = c;
-    if (c->next_sibling)
-        c->next_sibling->prev_sibling = c;
+    if (c->next_sibling) c->next_sibling->prev_sibling = c;
     old->prev_sibling = old->next_sibling = NULL;
 }
 
@@ -196,8 +189,7 @@ static void heap_up(rdx_tree *t, int i)
     rdx_node *n = t->heap[i];
     while (i > 0) {
         int p = (i - 1) / 2;
-        if (!heap_less(n, t->heap[p]))
-            break;
+        if (!heap_less(n, t->heap[p])) break;
         heap_set(t, i, t->heap[p]);
         i = p;
     }
@@ -209,12 +201,9 @@ static void heap_down(rdx_tree *t, int i)
     rdx_node *n = t->heap[i];
     for (;;) {
         int c = 2 * i + 1;
-        if (c >= t->heap_len)
-            break;
-        if (c + 1 < t->heap_len && heap_less(t->heap[c + 1], t->heap[c]))
-            c++;
-        if (!heap_less(t->heap[c], n))
-            break;
+        if (c >= t->heap_len) break;
+        if (c + 1 < t->heap_len && heap_less(t->heap[c + 1], t->heap[c])) c++;
+        if (!heap_less(t->heap[c], n)) break;
         heap_set(t, i, t->heap[c]);
         i = c;
     }
@@ -236,8 +225,7 @@ static void heap_remove(rdx_tree *t, rdx_node *n)
     assert(i >= 0 && i < t->heap_len && t->heap[i] == n);
     n->heap_idx = -1;
     rdx_node *last = t->heap[--t->heap_len];
-    if (i == t->heap_len)
-        return;
+    if (i == t->heap_len) return;
     heap_set(t, i, last);
     heap_up(t, i);
     heap_down(t, last->heap_idx);
@@ -246,16 +234,13 @@ static void heap_remove(rdx_tree *t, rdx_node *n)
 static int heap_reserve(rdx_tree *t, size_t extra)
 {
     size_t need = t->n_nodes + extra;
-    if (need <= (size_t)t->heap_cap)
-        return 0;
-    if (need > (size_t)(INT32_MAX / 2))
-        return ENG_ENOMEM;
+    if (need <= (size_t)t->heap_cap) return 0;
+    if (need > (size_t)(INT32_MAX / 2)) return ENG_ENOMEM;
     int cap = t->heap_cap ? t->heap_cap : 16;
     while ((size_t)cap < need)
         cap *= 2;
     rdx_node **h = realloc(t->heap, (size_t)cap * sizeof *h);
-    if (!h)
-        return ENG_ENOMEM;
+    if (!h) return ENG_ENOMEM;
     t->heap = h;
     t->heap_cap = cap;
     return 0;
@@ -282,8 +267,7 @@ static rdx_node *node_new(rdx_tree *t, int kind, int n_blocks)
 {
     size_t n_tok = (size_t)n_blocks * t->bs;
     rdx_node *n = malloc(sizeof *n + (n_tok + (size_t)n_blocks) * sizeof(int32_t));
-    if (!n)
-        return NULL;
+    if (!n) return NULL;
     memset(n, 0, sizeof *n);
     n->tokens = (int32_t *)(n + 1);
     n->blocks = n->tokens + n_tok;
@@ -339,16 +323,15 @@ static void split(rdx_tree *t, rdx_node *n, int k, rdx_node *p)
 /* Follows tokens[0..nblk blocks) down from the namespace node ns. Returns how many blocks
  * matched; *end is the deepest node reached and *k how many of its blocks matched
  * (*k == (*end)->n_blocks unless the match ends inside it). */
-static int descend(const rdx_tree *t, rdx_node *ns, const int32_t *tokens, int nblk,
-                   rdx_node **end, int *k)
+static int descend(const rdx_tree *t, rdx_node *ns, const int32_t *tokens, int nblk, rdx_node **end,
+                   int *k)
 {
     int bs = t->bs, i = 0;
     rdx_node *cur = ns;
     *k = 0;
     while (i < nblk) {
         rdx_node *c = find_child(t, cur, tokens + (size_t)i * bs);
-        if (!c)
-            break;
+        if (!c) break;
         int j = 1; /* the lookup matched the first block */
         while (j < c->n_blocks && i + j < nblk &&
                same_block(c->tokens + (size_t)j * bs, tokens + (size_t)(i + j) * bs, bs))
@@ -410,15 +393,12 @@ static void evict_leaf(rdx_tree *t, rdx_node *n)
 
 int rdx_create(kvc_pool *pool, rdx_tree **out)
 {
-    if (!out)
-        return ENG_EINVAL;
+    if (!out) return ENG_EINVAL;
     *out = NULL;
-    if (!pool)
-        return ENG_EINVAL;
+    if (!pool) return ENG_EINVAL;
     const struct kvc_shape *s = kvc_shape(pool);
     rdx_tree *t = calloc(1, sizeof *t);
-    if (!t)
-        return ENG_ENOMEM;
+    if (!t) return ENG_ENOMEM;
     t->pool = pool;
     t->bs = s->block_size;
     t->n_pool_blocks = s->n_blocks;
@@ -428,8 +408,7 @@ int rdx_create(kvc_pool *pool, rdx_tree **out)
     t->n_buckets = 64;
     t->buckets = calloc(t->n_buckets, sizeof *t->buckets);
     t->held = calloc((size_t)t->n_pool_blocks, sizeof *t->held);
-    if (!t->buckets || !t->held)
-        goto fail;
+    if (!t->buckets || !t->held) goto fail;
     *out = t;
     return 0;
 fail:
@@ -439,8 +418,7 @@ fail:
 
 void rdx_destroy(rdx_tree *t)
 {
-    if (!t)
-        return;
+    if (!t) return;
     /* post-order walk over the children lists, freeing as it climbs */
     rdx_node *n = t->root.first_child;
     while (n) {
@@ -463,31 +441,24 @@ void rdx_destroy(rdx_tree *t)
 int rdx_match(rdx_tree *t, uint64_t ns, const int32_t *tokens, int n, int32_t *blocks,
               int max_blocks, int *n_matched_tokens, rdx_node **lock)
 {
-    if (n_matched_tokens)
-        *n_matched_tokens = 0;
-    if (lock)
-        *lock = NULL;
+    if (n_matched_tokens) *n_matched_tokens = 0;
+    if (lock) *lock = NULL;
     if (!t || !n_matched_tokens || !lock || n < 0 || (n > 0 && !tokens) || max_blocks < 0 ||
         (max_blocks > 0 && !blocks))
         return ENG_EINVAL;
     int nblk = n / t->bs;
-    if (nblk > max_blocks)
-        nblk = max_blocks;
+    if (nblk > max_blocks) nblk = max_blocks;
     rdx_node *nsn = find_ns(t, ns);
-    if (nblk == 0 || !nsn)
-        return 0;
+    if (nblk == 0 || !nsn) return 0;
     rdx_node *end;
     int k;
     int total = descend(t, nsn, tokens, nblk, &end, &k);
-    if (total == 0)
-        return 0;
+    if (total == 0) return 0;
     if (k < end->n_blocks) {
         int rc = heap_reserve(t, 1);
-        if (rc)
-            return rc;
+        if (rc) return rc;
         rdx_node *p = node_new(t, NODE_RUN, k);
-        if (!p)
-            return ENG_ENOMEM;
+        if (!p) return ENG_ENOMEM;
         split(t, end, k, p);
         end = p;
     }
@@ -509,8 +480,7 @@ int rdx_match(rdx_tree *t, uint64_t ns, const int32_t *tokens, int n, int32_t *b
 
 void rdx_unlock(rdx_tree *t, rdx_node *lock)
 {
-    if (!t || !lock)
-        return;
+    if (!t || !lock) return;
     for (rdx_node *n = lock; n != &t->root; n = n->parent) {
         assert(n->lock > 0);
         if (--n->lock == 0) {
@@ -522,21 +492,16 @@ void rdx_unlock(rdx_tree *t, rdx_node *lock)
 
 int rdx_insert(rdx_tree *t, uint64_t ns, const int32_t *tokens, int n, const int32_t *blocks)
 {
-    if (!t || n < 0)
-        return ENG_EINVAL;
+    if (!t || n < 0) return ENG_EINVAL;
     int nblk = n / t->bs;
-    if (nblk == 0)
-        return 0;
-    if (!tokens || !blocks)
-        return ENG_EINVAL;
+    if (nblk == 0) return 0;
+    if (!tokens || !blocks) return ENG_EINVAL;
     for (int i = 0; i < nblk; i++)
-        if (kvc_refcount(t->pool, blocks[i]) <= 0)
-            return ENG_EINVAL;
+        if (kvc_refcount(t->pool, blocks[i]) <= 0) return ENG_EINVAL;
 
     rdx_node *nsn = find_ns(t, ns), *end = nsn;
     int k = 0, total = 0;
-    if (nsn)
-        total = descend(t, nsn, tokens, nblk, &end, &k);
+    if (nsn) total = descend(t, nsn, tokens, nblk, &end, &k);
     if (total == nblk) {
         touch(t, end);
         return 0;
@@ -554,19 +519,14 @@ int rdx_insert(rdx_tree *t, uint64_t ns, const int32_t *tokens, int n, const int
     }
     for (int i = total; i < bad; i++)
         t->held[blocks[i]] = 0;
-    if (bad < nblk)
-        return ENG_EINVAL;
+    if (bad < nblk) return ENG_EINVAL;
 
     rdx_node *new_ns = NULL, *p = NULL, *leaf = NULL;
     int rc = heap_reserve(t, 3);
-    if (rc)
-        return rc;
-    if (!nsn && !(new_ns = node_new(t, NODE_NS, 0)))
-        goto fail;
-    if (nsn && k < end->n_blocks && !(p = node_new(t, NODE_RUN, k)))
-        goto fail;
-    if (!(leaf = node_new(t, NODE_RUN, nblk - total)))
-        goto fail;
+    if (rc) return rc;
+    if (!nsn && !(new_ns = node_new(t, NODE_NS, 0))) goto fail;
+    if (nsn && k < end->n_blocks && !(p = node_new(t, NODE_RUN, k))) goto fail;
+    if (!(leaf = node_new(t, NODE_RUN, nblk - total))) goto fail;
 
     /* nothing can fail from here on */
     if (new_ns) {
@@ -604,8 +564,7 @@ fail:
 
 int rdx_evict(rdx_tree *t, int want_free_blocks)
 {
-    if (!t)
-        return 0;
+    if (!t) return 0;
     int before = kvc_free_blocks(t->pool);
     while (kvc_free_blocks(t->pool) < want_free_blocks && t->heap_len > 0)
         evict_leaf(t, t->heap[0]);
@@ -625,8 +584,7 @@ int rdx_evictable_blocks(const rdx_tree *t)
 /* Pre-order walk below the root: the next node after n, or NULL. */
 static const rdx_node *walk_next(const rdx_tree *t, const rdx_node *n)
 {
-    if (n->first_child)
-        return n->first_child;
+    if (n->first_child) return n->first_child;
     while (n != &t->root && !n->next_sibling)
         n = n->parent;
     return n == &t->root ? NULL : n->next_sibling;
@@ -649,8 +607,7 @@ int rdx_visit(const rdx_tree *t, rdx_visit_fn fn, void *ud)
                 while (c < len + n->n_blocks)
                     c *= 2;
                 int32_t *nt = realloc(tok, (size_t)c * t->bs * sizeof *nt);
-                if (nt)
-                    tok = nt;
+                if (nt) tok = nt;
                 int32_t *nb = nt ? realloc(blk, (size_t)c * sizeof *nb) : NULL;
                 if (!nb) {
                     free(tok);
@@ -660,8 +617,7 @@ int rdx_visit(const rdx_tree *t, rdx_visit_fn fn, void *ud)
                 blk = nb;
                 cap = c;
             }
-            memcpy(tok + (size_t)len * t->bs, n->tokens,
-                   (size_t)n->n_blocks * t->bs * sizeof *tok);
+            memcpy(tok + (size_t)len * t->bs, n->tokens, (size_t)n->n_blocks * t->bs * sizeof *tok);
             memcpy(blk + len, n->blocks, (size_t)n->n_blocks * sizeof *blk);
             len += n->n_blocks;
             fn(ud, ns, tok, blk, len, n->n_blocks, n->lock);
@@ -675,8 +631,7 @@ int rdx_visit(const rdx_tree *t, rdx_visit_fn fn, void *ud)
             len -= n->n_blocks;
             n = n->parent;
         }
-        if (n == &t->root)
-            break;
+        if (n == &t->root) break;
         len -= n->n_blocks;
         n = n->next_sibling;
     }
@@ -698,15 +653,13 @@ int rdx_check(const rdx_tree *t, const char **what)
     const char *why = NULL;
     uint8_t *seen = calloc((size_t)t->n_pool_blocks, 1);
     if (!seen) {
-        if (what)
-            *what = "out of memory";
+        if (what) *what = "out of memory";
         return ENG_ENOMEM;
     }
     size_t n_nodes = 0;
     long held = 0, evictable = 0;
     int in_heap = 0;
-    CHECK(t->root.parent == NULL && t->root.n_blocks == 0 && t->root.heap_idx < 0,
-          "root shape");
+    CHECK(t->root.parent == NULL && t->root.n_blocks == 0 && t->root.heap_idx < 0, "root shape");
     for (const rdx_node *n = &t->root; n; n = walk_next(t, n)) {
         int nc = 0;
         long child_locks = 0;
@@ -715,8 +668,7 @@ int rdx_check(const rdx_tree *t, const char **what)
             CHECK(c->next_sibling == NULL || c->next_sibling->prev_sibling == c, "sibling links");
             nc++;
             child_locks += c->lock;
-            if (n != &t->root)
-                CHECK(c->last_used <= n->last_used, "child used after its parent");
+            if (n != &t->root) CHECK(c->last_used <= n->last_used, "child used after its parent");
         }
         CHECK(n->first_child == NULL || n->first_child->prev_sibling == NULL, "first child");
         CHECK(nc == n->n_children, "child count");
@@ -747,8 +699,7 @@ int rdx_check(const rdx_tree *t, const char **what)
                 CHECK(kvc_refcount(t->pool, b) >= 1, "stored block is free in the pool");
             }
             held += n->n_blocks;
-            if (n->lock == 0)
-                evictable += n->n_blocks;
+            if (n->lock == 0) evictable += n->n_blocks;
         }
         CHECK(n->lock >= 0, "negative lock");
         CHECK(is_evictable(n) == (n->heap_idx >= 0), "heap membership");
@@ -773,7 +724,6 @@ int rdx_check(const rdx_tree *t, const char **what)
     CHECK(t->heap_len <= t->heap_cap && (size_t)t->heap_cap >= t->n_nodes, "heap capacity");
 out:
     free(seen);
-    if (what)
-        *what = why;
+    if (what) *what = why;
     return why ? ENG_EINVAL : 0;
 }

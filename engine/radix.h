@@ -13,8 +13,8 @@
  * namespace down to it, not just its own tokens.
  *
  * Splitting. Namespace 7 holds one node N, "abcd efgh ijkl" in blocks 3, 8, 5 (block size
- * 4). Inserting "abcd efgh mnop" (blocks 3 or 20, 8 or 21, then 11) diverges at the third
- * block, so N is cut at a block boundary: a new node P takes the common blocks and N keeps
+ * 4). Inserting "abcd efgh mnop" computed in the caller's blocks 20, 21, 11 diverges at the
+ * third block, so N is cut at a block boundary: a new node P takes the common blocks and N keeps
  * its tail. N keeps its identity (a lock handle on N stays valid; P inherits N's lock
  * count and time), and the new tail becomes a leaf L beside N. The tree keeps its blocks 3
  * and 8 and takes a reference on 11 only; the caller releases its own 20 and 21 as usual.
@@ -125,8 +125,9 @@ typedef void (*rdx_visit_fn)(void *ud, uint64_t ns, const int32_t *tokens, const
 /* For tests and debugging: O(nodes + blocks). 0 or ENG_ENOMEM. */
 int rdx_visit(const rdx_tree *t, rdx_visit_fn fn, void *ud);
 
-/* For tests: verifies every invariant above (and the heap, child table and counters).
- * 0, or ENG_EINVAL with *what naming the broken one (a static string; what may be NULL). */
+/* For tests: verifies every invariant above (and the heap, child table and counters),
+ * O(nodes + blocks + pool blocks). 0; ENG_EINVAL with *what naming the broken one (a
+ * static string; what may be NULL); ENG_ENOMEM. */
 int rdx_check(const rdx_tree *t, const char **what /* out */);
 
 #endif

@@ -72,6 +72,7 @@ struct gw_req {
     int gone;     /* deferred, and the client went away first */
     void (*on_gone)(void *arg);
     void *gone_arg;
+    int own_req; /* evhttp detached req from its connection: we free it */
 };
 
 struct route {
@@ -486,6 +487,10 @@ static void req_finish(struct gw_req *rc, int client_gone)
     if (client_gone && rc->deferred) {
         if (rc->on_gone)
             rc->on_gone(rc->gone_arg);
+        /* evhttp detaches a request whose reply is unfinished when its client leaves, and
+         * then it is ours to free (on_evcon_close decided which case this is) */
+        if (rc->req && rc->own_req)
+            evhttp_request_free(rc->req);
         rc->gone = 1; /* freed by gw_req_gone() when the deferred work completes */
         rc->req = NULL;
         return;
@@ -760,6 +765,20 @@ static int plain_id(const char *s)
     return n > 0 && n < 48;
 }
 
+/* evhttp is about to free a connection. A deferred request still attached to it is freed
+ * by evhttp right after; one it detached (its client left mid-reply) is left to us. */
+static void on_evcon_close(struct evhttp_connection *evcon, void *arg)
+{
+    struct conn *c = arg;
+    struct gw_req *rc = c->cur;
+    if (!rc || !rc->deferred || !rc->req)
+        return;
+    if (evhttp_request_get_connection(rc->req) == evcon)
+        rc->req = NULL;
+    else
+        rc->own_req = 1;
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     gw_server *srv = arg;
@@ -779,8 +798,10 @@ static void on_request(struct evhttp_request *req, void *arg)
     struct bufferevent *sbev = fbev ? bufferevent_get_underlying(fbev) : NULL;
     SSL *ssl = sbev ? bufferevent_openssl_get_ssl(sbev) : NULL;
     rc->conn = ssl ? SSL_get_ex_data(ssl, ssl_conn_index) : NULL;
-    if (rc->conn)
+    if (rc->conn) {
         rc->conn->cur = rc;
+        evhttp_connection_set_closecb(evcon, on_evcon_close, rc->conn);
+    }
     evhttp_request_set_on_complete_cb(req, on_complete, rc);
 
     const char *given = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Request-Id");
@@ -1087,10 +1108,11 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     evhttp_set_max_body_size(srv->http, (ev_ssize_t)cfg->max_body_bytes);
     struct timeval idle = ms_tv(cfg->idle_timeout_ms);
     evhttp_set_timeout_tv(srv->http, &idle);
-    if (bind_listener(srv, err, errlen))
-        goto fail;
+    /* signals first: a client may act on the "listening" line at once */
     evsignal_add(srv->sig_int, NULL);
     evsignal_add(srv->sig_term, NULL);
+    if (bind_listener(srv, err, errlen))
+        goto fail;
     return srv;
 fail:
     gw_server_destroy(srv);
