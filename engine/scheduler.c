@@ -15,6 +15,10 @@ struct sched_seq {
     int32_t *table;
     int n_table, cap_table;
     int generated, max_tokens;
+    uint64_t ns;
+    rdx_node *lock;  /* the cached prefix it shares, locked */
+    int n_cached;    /* prompt tokens that came from the prefix cache */
+    int cache_counted;
     eng_sampler *smp;
     eng_stop *stop;
     tok_decoder dec;
@@ -33,6 +37,7 @@ struct sched {
     struct sched_config cfg;
     struct sched_events ev;
     kvc_pool *kv;
+    rdx_tree *rdx; /* NULL: prefix caching off */
     struct list waiting, running;
     long next_order;
     float *logits; /* [max_num_seqs][n_vocab] */
@@ -41,7 +46,7 @@ struct sched {
     sched_seq **cand; /* the running sequences at the start of a step */
     char *piece;
     size_t piece_cap;
-    long preemptions, tokens_generated, tokens_prompt;
+    long preemptions, tokens_generated, tokens_prompt, tokens_cached;
 };
 
 static void list_push_back(struct list *l, sched_seq *q)
@@ -88,6 +93,10 @@ static void release_blocks(sched *s, sched_seq *q)
         kvc_release(s->kv, q->table[i]);
     q->n_table = 0;
     q->n_computed = 0;
+    if (q->lock) {
+        rdx_unlock(s->rdx, q->lock);
+        q->lock = NULL;
+    }
 }
 
 static void seq_free(sched_seq *q)
@@ -99,12 +108,16 @@ static void seq_free(sched_seq *q)
     free(q);
 }
 
-/* Ends a sequence: releases its blocks and reports. */
+/* Ends a sequence: a completed one goes into the prefix cache (the positions whose keys
+ * and values were computed: prompt and generated tokens but the last); then its blocks
+ * are released and it is reported. */
 static void finish(sched *s, sched_seq *q, int err, enum eng_finish f)
 {
     list_remove(q->running ? &s->running : &s->waiting, q);
+    if (s->rdx && !err && f != ENG_FINISH_CANCELLED && q->n_computed > 0)
+        rdx_insert(s->rdx, q->ns, q->tokens, q->n_computed, q->table); /* best effort */
     release_blocks(s, q);
-    s->ev.on_done(q->ud, err, f, q->n_prompt, q->generated);
+    s->ev.on_done(q->ud, err, f, q->n_prompt, q->generated, q->n_cached);
     seq_free(q);
 }
 
@@ -128,6 +141,8 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
     struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, cfg->block_size,
                            cfg->n_blocks};
     int rc = kvc_create(&ks, &s->kv);
+    if (!rc && cfg->prefix_caching)
+        rc = rdx_create(s->kv, &s->rdx);
     s->logits = malloc(sizeof(float) * (size_t)cfg->max_num_seqs * hp->n_vocab);
     s->batch = malloc(sizeof *s->batch * (size_t)cfg->max_num_seqs);
     s->batch_seq = malloc(sizeof *s->batch_seq * (size_t)cfg->max_num_seqs);
@@ -150,6 +165,7 @@ void sched_destroy(sched *s)
         finish(s, s->running.head, 0, ENG_FINISH_CANCELLED);
     while (s->waiting.head)
         finish(s, s->waiting.head, 0, ENG_FINISH_CANCELLED);
+    rdx_destroy(s->rdx);
     kvc_destroy(s->kv);
     free(s->logits);
     free(s->batch);
@@ -159,8 +175,8 @@ void sched_destroy(sched *s)
     free(s);
 }
 
-int sched_submit(sched *s, const int32_t *prompt, int n_prompt, const struct eng_gen_params *p,
-                 void *ud, sched_seq **out)
+int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
+                 const struct eng_gen_params *p, void *ud, sched_seq **out)
 {
     *out = NULL;
     if (n_prompt <= 0 || n_prompt >= s->cfg.max_model_len || p->max_tokens < 0)
@@ -173,6 +189,7 @@ int sched_submit(sched *s, const int32_t *prompt, int n_prompt, const struct eng
     if (!q)
         return ENG_ENOMEM;
     q->ud = ud;
+    q->ns = ns;
     q->cap = n_prompt + 16;
     q->tokens = malloc(sizeof *q->tokens * (size_t)q->cap);
     q->cap_table = 8;
@@ -216,6 +233,8 @@ static int cover(sched *s, sched_seq *q, int upto)
             q->cap_table = cap;
         }
         int rc = kvc_alloc(s->kv, &q->table[q->n_table]);
+        if (rc == ENG_EFULL && s->rdx && rdx_evict(s->rdx, need - q->n_table) > 0)
+            rc = kvc_alloc(s->kv, &q->table[q->n_table]);
         if (rc)
             return rc;
         q->n_table++;
@@ -232,6 +251,32 @@ static sched_seq *newest_idle(sched *s)
         if (!q->in_batch && (!best || q->order > best->order))
             best = q;
     return best;
+}
+
+/* Starts q from the longest cached prefix of its tokens (at least one token is left to
+ * compute, for the logits). */
+static void admit_cached(sched *s, sched_seq *q)
+{
+    int max_blocks = (q->n_tokens - 1) / s->cfg.block_size, matched = 0;
+    if (max_blocks <= 0)
+        return;
+    if (q->cap_table < max_blocks) {
+        int32_t *t = realloc(q->table, sizeof *t * (size_t)max_blocks);
+        if (!t)
+            return;
+        q->table = t;
+        q->cap_table = max_blocks;
+    }
+    if (rdx_match(s->rdx, q->ns, q->tokens, q->n_tokens - 1, q->table, max_blocks, &matched,
+                  &q->lock) != 0)
+        return;
+    q->n_table = matched / s->cfg.block_size;
+    q->n_computed = matched;
+    if (!q->cache_counted) { /* counted once, not again after a preemption */
+        q->cache_counted = 1;
+        q->n_cached = matched;
+        s->tokens_cached += matched;
+    }
 }
 
 static void preempt(sched *s, sched_seq *q)
@@ -331,6 +376,8 @@ int sched_step(sched *s)
         q->running = 1;
         q->order = s->next_order++;
         list_push_back(&s->running, q);
+        if (s->rdx && q->n_table == 0)
+            admit_cached(s, q);
     }
     if (!s->running.n)
         return s->waiting.n;
@@ -412,4 +459,7 @@ void sched_get_stats(const sched *s, struct sched_stats *out)
     out->preemptions = s->preemptions;
     out->tokens_generated = s->tokens_generated;
     out->tokens_prompt = s->tokens_prompt;
+    out->tokens_cached = s->tokens_cached;
+    out->blocks_cached = s->rdx ? rdx_held_blocks(s->rdx) : 0;
+    out->blocks_evictable = s->rdx ? rdx_evictable_blocks(s->rdx) : 0;
 }

@@ -10,6 +10,11 @@
  * it already generated). Cancelled sequences are dropped at the next iteration, their
  * blocks back in the pool before the forward pass.
  *
+ * Prefix caching (radix.h): an admitted sequence starts from the longest cached prefix of
+ * its namespace, whose blocks it shares; a finished one is inserted, generated tokens
+ * included, so the next turn of a conversation reuses the whole history. Unused cached
+ * blocks are evicted, least recently used first, before anyone is preempted.
+ *
  * Output goes through callbacks on the calling thread: text as soon as it is safe to
  * stream (never half a character, never part of a stop string), then one done event.
  *
@@ -21,6 +26,7 @@
 #include "generate.h"
 #include "kvcache.h"
 #include "model.h"
+#include "radix.h"
 #include "tokenizer.h"
 
 #include <stdint.h>
@@ -33,13 +39,14 @@ struct sched_config {
     int max_num_batched_tokens; /* tokens in one forward pass */
     int n_blocks, block_size;   /* the KV pool */
     int max_model_len;          /* prompt + output; 0: the model's training context */
+    int prefix_caching;         /* 1: share and keep KV through the radix tree */
 };
 
 struct sched_events {
     void (*on_text)(void *ud, const char *text, size_t len);
     /* err: 0, or an ENG_ error (the sequence failed); finish is then meaningless */
     void (*on_done)(void *ud, int err, enum eng_finish finish, int prompt_tokens,
-                    int completion_tokens);
+                    int completion_tokens, int cached_tokens);
 };
 
 int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cfg,
@@ -48,11 +55,11 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
 void sched_destroy(sched *s);
 
 /*
- * Queues a sequence. prompt is copied; p->stop strings are copied. ud is passed to the
- * events. ENG_EINVAL when the prompt is empty or does not fit max_model_len.
+ * Queues a sequence. ns: its prefix-cache namespace (sequences share cached KV only
+ * within one). prompt is copied; p->stop strings are copied. ud is passed to the events. ENG_EINVAL when the prompt is empty or does not fit max_model_len.
  */
-int sched_submit(sched *s, const int32_t *prompt, int n_prompt, const struct eng_gen_params *p,
-                 void *ud, sched_seq **out);
+int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
+                 const struct eng_gen_params *p, void *ud, sched_seq **out);
 /* Marks a sequence cancelled; it is dropped at the next step (on_done: cancelled). */
 void sched_cancel(sched *s, sched_seq *q);
 
@@ -64,7 +71,8 @@ struct sched_stats {
     int running, waiting;
     int blocks_free, blocks_total;
     long preemptions;
-    long tokens_generated, tokens_prompt;
+    long tokens_generated, tokens_prompt, tokens_cached;
+    int blocks_cached, blocks_evictable; /* held by the prefix cache */
 };
 void sched_get_stats(const sched *s, struct sched_stats *out);
 

@@ -261,14 +261,14 @@ static int completion_prompt(gw_server *srv, json_t *b, struct chat_req *c, stru
 
 /* ------------------------------------------------------------------ responses */
 
-static json_t *usage_json(int prompt, int completion)
+static json_t *usage_json(int prompt, int completion, int cached)
 {
     json_t *u = json_object();
     json_object_set_new(u, "prompt_tokens", json_integer(prompt));
     json_object_set_new(u, "completion_tokens", json_integer(completion));
     json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
     json_t *d = json_object();
-    json_object_set_new(d, "cached_tokens", json_integer(0));
+    json_object_set_new(d, "cached_tokens", json_integer(cached));
     json_object_set_new(u, "prompt_tokens_details", d);
     return u;
 }
@@ -359,7 +359,7 @@ static void on_event(struct gw_gen_event *ev)
         if (c->include_usage) {
             json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
             json_object_set_new(o, "choices", json_array());
-            json_object_set_new(o, "usage", usage_json(ev->prompt_tokens, ev->completion_tokens));
+            json_object_set_new(o, "usage", usage_json(ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens));
             gw_reply_sse_json(c->req, o);
         }
         gw_reply_sse_end(c->req);
@@ -382,7 +382,7 @@ static void on_event(struct gw_gen_event *ev)
         json_t *choices = json_array();
         json_array_append_new(choices, ch);
         json_object_set_new(o, "choices", choices);
-        json_object_set_new(o, "usage", usage_json(ev->prompt_tokens, ev->completion_tokens));
+        json_object_set_new(o, "usage", usage_json(ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens));
         gw_reply_json(c->req, 200, o, 0);
     }
     chat_req_free(c);

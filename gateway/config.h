@@ -46,6 +46,7 @@ struct gw_config {
     int64_t engine_cpu_kv_cache_bytes;  /* the KV pool's budget on the CPU */
     int64_t engine_max_waiting;         /* queued requests beyond which new ones get 429 */
     int64_t engine_max_tokens_default;  /* max_tokens when a request gives none */
+    int engine_prefix_caching;          /* enable_prefix_caching */
     /* [embedder] */
     char *embedder_model;      /* safetensors directory */
     char *embedder_model_name;

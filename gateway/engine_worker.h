@@ -26,7 +26,7 @@ struct gw_gen_event {
     int done;             /* 0: text; 1: the job is finished */
     int err;              /* done: 0 or an ENG_ error */
     enum eng_finish finish;
-    int prompt_tokens, completion_tokens;
+    int prompt_tokens, completion_tokens, cached_tokens;
     size_t len;
     char text[]; /* text events */
 };
@@ -35,6 +35,7 @@ struct gw_gen_job {
     /* set by the submitter */
     int32_t *prompt; /* owned by the job until done */
     int n_prompt;
+    uint64_t ns; /* prefix-cache namespace */
     struct eng_gen_params params; /* stop strings owned by the job */
     void (*on_event)(struct gw_gen_event *ev); /* event loop; must free ev */
     void *ud;

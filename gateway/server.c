@@ -1019,7 +1019,8 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
         return -1;
     }
     struct sched_config sc = {(int)cfg->engine_max_num_seqs, (int)cfg->engine_max_num_batched_tokens,
-                              n_blocks, bs, (int)cfg->engine_max_model_len};
+                              n_blocks, bs, (int)cfg->engine_max_model_len,
+                              cfg->engine_prefix_caching};
     if (sc.max_num_batched_tokens < sc.max_num_seqs)
         sc.max_num_batched_tokens = sc.max_num_seqs;
     l->w = gw_engw_create(l->m, l->v, &sc, (int)cfg->engine_max_waiting, srv->cq, srv->metrics,

@@ -194,3 +194,32 @@ def test_full_queue_answers_429(make_server):
         if s == 429:
             assert ra == "1"
             assert json.loads(body)["error"]["code"] == "rate_limit_exceeded"
+
+
+def test_repeated_system_prompt_reports_cached_tokens(server):
+    c = sdk(server)
+    system = ("You are the support assistant of a large online bookshop. Answer briefly, "
+              "politely and only about orders, deliveries, returns and payments. ") * 3
+    msgs = lambda q: [{"role": "system", "content": system}, {"role": "user", "content": q}]
+    first = c.chat.completions.create(model=MODEL, messages=msgs("Where is my order?"),
+                                      temperature=0, max_tokens=8)
+    second = c.chat.completions.create(model=MODEL, messages=msgs("Can I return a book?"),
+                                       temperature=0, max_tokens=8)
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    assert cached >= 48 and cached % 16 == 0 and cached < second.usage.prompt_tokens
+    chunks = list(c.chat.completions.create(model=MODEL, messages=msgs("Where is my order?"),
+                                            temperature=0, max_tokens=8, stream=True,
+                                            stream_options={"include_usage": True}))
+    assert chunks[-1].usage.prompt_tokens_details.cached_tokens >= cached
+    assert metric(server, "cachegate_engine_prefix_cache_hit_tokens_total") >= 2 * cached
+
+
+def test_prefix_cache_off(make_server):
+    server = make_server("[engine]\nenable_prefix_caching = false\n")
+    c = sdk(server)
+    system = "You are a helpful assistant who answers in one short sentence. " * 4
+    for _ in range(2):
+        r = c.chat.completions.create(model=MODEL, temperature=0, max_tokens=4, messages=[
+            {"role": "system", "content": system}, {"role": "user", "content": "Hi"}])
+        assert r.usage.prompt_tokens_details.cached_tokens == 0

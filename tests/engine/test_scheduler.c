@@ -33,7 +33,7 @@ TestSuite(sched, .init = setup, .fini = teardown, .timeout = 300);
 struct out {
     char text[4096];
     size_t len;
-    int done, err, completion;
+    int done, err, completion, cached;
     enum eng_finish finish;
 };
 
@@ -46,9 +46,11 @@ static void on_text(void *ud, const char *t, size_t n)
     o->text[o->len] = 0;
 }
 
-static void on_done(void *ud, int err, enum eng_finish f, int prompt, int completion)
+static void on_done(void *ud, int err, enum eng_finish f, int prompt, int completion,
+                    int cached)
 {
     (void)prompt;
+    ((struct out *)ud)->cached = cached;
     struct out *o = ud;
     cr_assert_eq(o->done, 0, "done twice");
     o->done = 1;
@@ -93,7 +95,7 @@ static void run(struct sched_config cfg, struct out *outs, long *preemptions)
     for (int i = 0; i < NP; i++) {
         int n;
         int32_t *ids = encode(prompts[i], &n);
-        cr_assert_eq(sched_submit(s, ids, n, &p, &outs[i], &q[i]), 0);
+        cr_assert_eq(sched_submit(s, 0, ids, n, &p, &outs[i], &q[i]), 0);
         free(ids);
     }
     int steps = 0, rc;
@@ -102,7 +104,9 @@ static void run(struct sched_config cfg, struct out *outs, long *preemptions)
     cr_assert_eq(rc, 0);
     struct sched_stats st;
     sched_get_stats(s, &st);
-    cr_assert_eq(st.blocks_free, st.blocks_total, "every block back in the pool");
+    cr_assert_eq(st.blocks_free + st.blocks_cached, st.blocks_total,
+                 "every block back in the pool or in the prefix cache");
+    cr_assert_eq(st.blocks_cached, st.blocks_evictable, "nothing cached stays locked");
     *preemptions = st.preemptions;
     sched_destroy(s);
 }
@@ -112,10 +116,10 @@ Test(sched, same_output_alone_and_in_a_busy_batch)
     struct out alone[NP] = {0}, busy[NP] = {0};
     long pre_alone = 0, pre_busy = 0;
     /* alone: one sequence at a time, plenty of blocks */
-    struct sched_config one = {1, 512, 64, 16, 0};
+    struct sched_config one = {1, 512, 64, 16, 0, 0};
     run(one, alone, &pre_alone);
     /* busy: all at once, small prefill chunks, a pool too small for all: preemption */
-    struct sched_config many = {6, 12, 10, 4, 0};
+    struct sched_config many = {6, 12, 10, 4, 0, 1};
     run(many, busy, &pre_busy);
     fprintf(stderr, "sched: %ld preemptions in the busy run\n", pre_busy);
     cr_assert(pre_busy > 0, "the busy run must preempt");
@@ -136,7 +140,7 @@ Test(sched, matches_generate)
 {
     struct out o[NP] = {0};
     long pre;
-    struct sched_config cfg = {4, 64, 64, 16, 0};
+    struct sched_config cfg = {4, 64, 64, 16, 0, 1};
     run(cfg, o, &pre);
     /* eng_generate: the same model, sampler and stop pieces on one sequence at a time */
     for (int i = 0; i < NP; i++) {
@@ -155,15 +159,15 @@ Test(sched, matches_generate)
 Test(sched, cancel_returns_blocks_next_step)
 {
     sched *s;
-    struct sched_config cfg = {4, 64, 32, 16, 0};
+    struct sched_config cfg = {4, 64, 32, 16, 0, 1};
     cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
     struct out a = {0}, b = {0};
     int n;
     int32_t *ids = encode(prompts[0], &n);
     struct eng_gen_params p = greedy(200);
     sched_seq *qa, *qb;
-    cr_assert_eq(sched_submit(s, ids, n, &p, &a, &qa), 0);
-    cr_assert_eq(sched_submit(s, ids, n, &p, &b, &qb), 0);
+    cr_assert_eq(sched_submit(s, 0, ids, n, &p, &a, &qa), 0);
+    cr_assert_eq(sched_submit(s, 0, ids, n, &p, &b, &qb), 0);
     for (int i = 0; i < 5; i++)
         cr_assert(sched_step(s) > 0);
     struct sched_stats st;
@@ -178,5 +182,47 @@ Test(sched, cancel_returns_blocks_next_step)
     cr_assert(st.blocks_total - st.blocks_free < used, "the cancelled blocks are back");
     sched_destroy(s); /* b is cancelled too, and reported */
     cr_assert(b.done && b.finish == ENG_FINISH_CANCELLED);
+    free(ids);
+}
+
+Test(sched, prefix_cache_reuses_a_shared_prefix_with_the_same_output)
+{
+    /* the same long prompt twice, one after the other: the second starts from the cache
+     * and answers exactly as without it */
+    const char *text = "The following is a long shared system prompt that many requests "
+                       "repeat word for word before their own question. Question: what is "
+                       "the capital of France?";
+    int n;
+    int32_t *ids = encode(text, &n);
+    struct eng_gen_params p = greedy(16);
+    for (int cache = 0; cache < 2; cache++) {
+        struct sched_config cfg = {4, 64, 64, 16, 0, cache};
+        sched *s;
+        cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+        struct out first = {0}, second = {0};
+        sched_seq *q;
+        cr_assert_eq(sched_submit(s, 7, ids, n, &p, &first, &q), 0);
+        while (sched_step(s) > 0)
+            ;
+        cr_assert_eq(sched_submit(s, 7, ids, n, &p, &second, &q), 0);
+        while (sched_step(s) > 0)
+            ;
+        cr_assert_str_eq(second.text, first.text);
+        if (cache) {
+            fprintf(stderr, "sched: prompt of %d tokens, %d from the prefix cache\n", n,
+                    second.cached);
+            cr_assert_eq(second.cached, (n - 1) / 16 * 16, "every full block of the prompt");
+            /* another namespace shares nothing */
+            struct out other = {0};
+            cr_assert_eq(sched_submit(s, 8, ids, n, &p, &other, &q), 0);
+            while (sched_step(s) > 0)
+                ;
+            cr_assert_eq(other.cached, 0);
+            cr_assert_str_eq(other.text, first.text);
+        } else {
+            cr_assert_eq(second.cached, 0);
+        }
+        sched_destroy(s);
+    }
     free(ids);
 }
