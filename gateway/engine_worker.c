@@ -81,7 +81,8 @@ static void update_metrics(gw_engw *w)
     sched_get_stats(w->s, &st);
     gw_metric_set(w->m_running, st.running);
     gw_metric_set(w->m_waiting, st.waiting);
-    gw_metric_set(w->m_blocks_used, st.blocks_total - st.blocks_free);
+    /* blocks held by sequences; the prefix cache's are in cachegate_engine_kv_blocks */
+    gw_metric_set(w->m_blocks_used, st.blocks_total - st.blocks_free - st.blocks_evictable);
     gw_metric_add(w->m_preempt, (double)(st.preemptions - w->seen_preempt));
     gw_metric_add(w->m_gen, (double)(st.tokens_generated - w->seen_gen));
     gw_metric_add(w->m_prompt, (double)(st.tokens_prompt - w->seen_prompt));
@@ -170,7 +171,7 @@ gw_engw *gw_engw_create(eng_model *m, const tok_vocab *v, const struct sched_con
         w->m_waiting = gw_metrics_gauge(metrics, "cachegate_engine_waiting_requests",
                                         "Sequences waiting for the engine.", NULL);
         w->m_blocks_used = gw_metrics_gauge(metrics, "cachegate_engine_kv_blocks_used",
-                                            "KV blocks held by sequences.", NULL);
+                                            "KV blocks held by running sequences (shared cached blocks included).", NULL);
         w->m_preempt = gw_metrics_counter(metrics, "cachegate_engine_preemptions_total",
                                           "Sequences preempted for want of KV blocks.", NULL);
         w->m_gen = gw_metrics_counter(metrics, "cachegate_engine_generated_tokens_total",

@@ -23,6 +23,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <signal.h>
@@ -72,6 +73,7 @@ struct gw_req {
     int gone;     /* deferred, and the client went away first */
     void (*on_gone)(void *arg);
     void *gone_arg;
+    struct event *hangup; /* while deferred: watches for the client hanging up */
     int own_req; /* evhttp detached req from its connection: we free it */
 };
 
@@ -472,6 +474,10 @@ static void update_accepting(gw_server *srv)
 static void req_finish(struct gw_req *rc, int client_gone)
 {
     gw_server *srv = rc->srv;
+    if (rc->hangup) {
+        event_free(rc->hangup);
+        rc->hangup = NULL;
+    }
     double ms = since_ms(&rc->t0);
     int status = client_gone ? 499 : rc->status; /* nginx's "client closed request" */
     char st[8];
@@ -599,9 +605,36 @@ json_t *gw_req_json_body(struct gw_req *rc)
     return j;
 }
 
+#define HANGUP_POLL_MS 200
+
+/* evhttp stops reading while a request is being answered, so it would only notice a
+ * client that hung up when the reply is written. A deferred request polls its socket for
+ * the peer's shutdown instead, so that abandoned work (a long generation) is cancelled. */
+static void on_hangup_poll(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_req *rc = arg;
+    struct conn *c = rc->conn;
+    if (!c)
+        return;
+    struct pollfd p = {bufferevent_getfd(c->ssl_bev), POLLRDHUP, 0};
+    if (p.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+        conn_close(c); /* evhttp frees the connection; req_finish() sees the client gone */
+        return;
+    }
+    struct timeval tv = ms_tv(HANGUP_POLL_MS);
+    evtimer_add(rc->hangup, &tv);
+}
+
 void gw_req_defer(struct gw_req *rc)
 {
     rc->deferred = 1;
+    if (!rc->hangup && rc->conn &&
+        (rc->hangup = evtimer_new(rc->srv->base, on_hangup_poll, rc))) {
+        struct timeval tv = ms_tv(HANGUP_POLL_MS);
+        evtimer_add(rc->hangup, &tv);
+    }
 }
 
 void gw_req_on_gone(struct gw_req *rc, void (*fn)(void *arg), void *arg)

@@ -153,10 +153,10 @@ def metric(server, name):
 
 def test_disconnect_cancels_and_frees_blocks(server):
     with client(server) as c:
-        with c.stream("POST", "/v1/chat/completions",
+        with c.stream("POST", "/v1/completions",
                       json={"model": MODEL, "stream": True, "max_tokens": 2000,
-                            "temperature": 1, "seed": 1,
-                            "messages": [{"role": "user", "content": "Write a long story."}]}) as r:
+                            "temperature": 0,
+                            "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"}) as r:
             lines = r.iter_lines()
             for _ in range(3):
                 next(lines)
@@ -223,3 +223,19 @@ def test_prefix_cache_off(make_server):
         r = c.chat.completions.create(model=MODEL, temperature=0, max_tokens=4, messages=[
             {"role": "system", "content": system}, {"role": "user", "content": "Hi"}])
         assert r.usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_non_streaming_client_that_hangs_up_is_cancelled(server):
+    with client(server) as c:
+        with pytest.raises(httpx.ReadTimeout):
+            # a count the model keeps continuing: far longer than the client waits
+            c.post("/v1/completions", timeout=1.0,
+                   json={"model": MODEL, "max_tokens": 2000, "temperature": 0,
+                         "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"})
+    deadline = time.time() + 10
+    while time.time() < deadline and metric(server, "cachegate_engine_running_requests") != 0:
+        time.sleep(0.1)
+    assert metric(server, "cachegate_engine_running_requests") == 0
+    assert metric(server, "cachegate_engine_kv_blocks_used") == 0
+    assert metric(server, "cachegate_engine_generated_tokens_total") < 2000
+    assert server.wait_log(lambda l: l.get("status") == 499, timeout=2)
