@@ -28,7 +28,15 @@ struct chat_req {
     char *text; /* the answer so far, when not streaming */
     size_t len, cap;
     char *stops[MAX_STOP];
+    double t0, t_first; /* monotonic seconds: submitted, first text */
 };
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
 
 static void chat_req_free(struct chat_req *c)
 {
@@ -321,6 +329,17 @@ static void on_event(struct gw_gen_event *ev)
         free(ev);
         return;
     }
+    const struct gw_llm *llm = gw_server_llm(gw_req_server(c->req));
+    if (!ev->done && !c->t_first) {
+        c->t_first = now_s();
+        gw_metric_observe(llm->ttft, c->t_first - c->t0);
+    }
+    if (ev->done && !ev->err) {
+        double t = now_s();
+        gw_metric_observe(llm->e2e, t - c->t0);
+        if (ev->completion_tokens > 1 && c->t_first)
+            gw_metric_observe(llm->tpot, (t - c->t_first) / (ev->completion_tokens - 1));
+    }
     if (!ev->done) {
         if (c->stream) {
             send_chunk(c, ev->text, ev->len, NULL);
@@ -434,6 +453,7 @@ static void handle(struct gw_req *r, int chat)
     for (int i = 0; i < 12; i++)
         k += snprintf(c->id + k, sizeof c->id - (size_t)k, "%02x", rnd[i]);
     c->created = (long)time(NULL);
+    c->t0 = now_s();
     c->job.on_event = on_event;
     int rc = gw_engw_submit(gw_server_llm(srv)->w, &c->job);
     if (rc == ENG_EFULL) {

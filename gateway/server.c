@@ -1062,6 +1062,20 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
         snprintf(err, errlen, "starting the engine: %s", msg);
         return -1;
     }
+    static const double lat[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+    static const double tok[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64};
+    l->ttft = gw_metrics_histogram(srv->metrics, "cachegate_engine_time_to_first_token_seconds",
+                                   "From a request's arrival to its first generated text.", NULL,
+                                   lat, 13);
+    l->tpot = gw_metrics_histogram(srv->metrics, "cachegate_engine_time_per_output_token_seconds",
+                                   "Mean time between generated tokens after the first, per "
+                                   "request.", NULL, tok, 10);
+    l->e2e = gw_metrics_histogram(srv->metrics, "cachegate_engine_request_duration_seconds",
+                                  "From a request's arrival to its last token.", NULL, lat, 13);
+    if (!l->ttft || !l->tpot || !l->e2e) {
+        snprintf(err, errlen, "out of memory registering metrics");
+        return -1;
+    }
     char nb[16];
     snprintf(nb, sizeof nb, "%d", n_blocks);
     gw_log_kv(GW_LOG_INFO, "engine ready", "model", cfg->engine_model, "chat_format",

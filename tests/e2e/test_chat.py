@@ -239,3 +239,18 @@ def test_non_streaming_client_that_hangs_up_is_cancelled(server):
     assert metric(server, "cachegate_engine_kv_blocks_used") == 0
     assert metric(server, "cachegate_engine_generated_tokens_total") < 2000
     assert server.wait_log(lambda l: l.get("status") == 499, timeout=2)
+
+
+def test_engine_metrics_after_requests_pass_promtool(server):
+    import subprocess
+    from conftest import PROMTOOL
+    ask(sdk(server), "Say hi.", max_tokens=8)
+    with client(server) as c:
+        text = c.get("/metrics").text
+    for name in ("cachegate_engine_time_to_first_token_seconds_count",
+                 "cachegate_engine_request_duration_seconds_count"):
+        assert float(re.search(rf"^{name} (\S+)$", text, re.M).group(1)) >= 1
+    assert metric(server, "cachegate_engine_generated_tokens_total") >= 1
+    check = subprocess.run([str(PROMTOOL), "check", "metrics"], input=text, text=True,
+                           capture_output=True)
+    assert check.returncode == 0, check.stdout + check.stderr
