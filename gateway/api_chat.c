@@ -9,6 +9,7 @@
 #include "chat.h"
 #include "engine.h"
 
+#include <event2/event.h>
 #include <math.h>
 #include <openssl/rand.h>
 #include <stdio.h>
@@ -29,6 +30,8 @@ struct chat_req {
     size_t len, cap;
     char *stops[MAX_STOP];
     double t0, t_first; /* monotonic seconds: submitted, first text */
+    struct event *timeout;
+    int timed_out;
 };
 
 static double now_s(void)
@@ -40,6 +43,8 @@ static double now_s(void)
 
 static void chat_req_free(struct chat_req *c)
 {
+    if (c->timeout)
+        event_free(c->timeout);
     free(c->job.prompt);
     for (int i = 0; i < MAX_STOP; i++)
         free(c->stops[i]);
@@ -361,8 +366,11 @@ static void on_event(struct gw_gen_event *ev)
         free(ev);
         return;
     }
-    const char *finish = ev->finish == ENG_FINISH_LENGTH ? "length" : "stop";
-    if (ev->err) {
+    const char *finish = ev->finish == ENG_FINISH_LENGTH || c->timed_out ? "length" : "stop";
+    if (c->timed_out && !c->stream) {
+        gw_reply_error(c->req, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
+                       "timeout");
+    } else if (ev->err) {
         if (c->stream && c->started)
             gw_reply_sse_end(c->req);
         else
@@ -406,6 +414,15 @@ static void on_event(struct gw_gen_event *ev)
     }
     chat_req_free(c);
     free(ev);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct chat_req *c = arg;
+    c->timed_out = 1;
+    gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
 }
 
 static void on_gone(void *arg)
@@ -468,6 +485,11 @@ static void handle(struct gw_req *r, int chat)
     }
     gw_req_defer(r);
     gw_req_on_gone(r, on_gone, c);
+    if ((c->timeout = evtimer_new(gw_server_base(srv), on_timeout, c))) {
+        struct timeval tv = {(time_t)(cfg->engine_request_timeout_ms / 1000),
+                             (suseconds_t)(cfg->engine_request_timeout_ms % 1000 * 1000)};
+        evtimer_add(c->timeout, &tv);
+    }
     if (c->stream)
         gw_reply_sse_start(r);
     json_decref(b);

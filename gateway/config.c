@@ -82,6 +82,8 @@ static const struct opt opts[] = {
     {"engine", "cpu_kv_cache_bytes", T_SIZE, OFF(engine_cpu_kv_cache_bytes), "256M", 1 * MIB,
      1024LL * 1024 * MIB, NULL, NULL},
     {"engine", "max_waiting", T_INT, OFF(engine_max_waiting), "256", 1, 1 << 20, NULL, NULL},
+    {"engine", "request_timeout_ms", T_INT, OFF(engine_request_timeout_ms), "300000", 1, HOUR_MS,
+     NULL, NULL},
     {"engine", "enable_prefix_caching", T_BOOL, OFF(engine_prefix_caching), "true", 0, 0, NULL,
      NULL},
     {"engine", "max_tokens_default", T_INT, OFF(engine_max_tokens_default), "512", 1, 1 << 20,

@@ -47,6 +47,7 @@ struct gw_config {
     int64_t engine_max_waiting;         /* queued requests beyond which new ones get 429 */
     int64_t engine_max_tokens_default;  /* max_tokens when a request gives none */
     int engine_prefix_caching;          /* enable_prefix_caching */
+    int64_t engine_request_timeout_ms;  /* a generation running longer is stopped */
     /* [embedder] */
     char *embedder_model;      /* safetensors directory */
     char *embedder_model_name;

@@ -37,6 +37,7 @@ struct gw_llm {
     gw_metric *ttft, *tpot, *e2e; /* seconds: to the first token, per later token, whole */
 };
 const struct gw_llm *gw_server_llm(gw_server *srv);
+struct event_base *gw_server_base(gw_server *srv);
 
 /* The body as a JSON object, or NULL after replying 400. Caller owns the result. */
 json_t *gw_req_json_body(struct gw_req *r);

@@ -686,6 +686,11 @@ void gw_reply_sse_end(struct gw_req *rc)
     evhttp_send_reply_end(rc->req);
 }
 
+struct event_base *gw_server_base(gw_server *srv)
+{
+    return srv->base;
+}
+
 const struct gw_llm *gw_server_llm(gw_server *srv)
 {
     return &srv->llm;

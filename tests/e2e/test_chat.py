@@ -254,3 +254,17 @@ def test_engine_metrics_after_requests_pass_promtool(server):
     check = subprocess.run([str(PROMTOOL), "check", "metrics"], input=text, text=True,
                            capture_output=True)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_request_timeout(make_server):
+    server = make_server("[engine]\nrequest_timeout_ms = 400\n")
+    body = {"model": MODEL, "max_tokens": 2000, "temperature": 0,
+            "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"}
+    with client(server) as c:
+        t0 = time.time()
+        r = c.post("/v1/completions", json=body)
+        assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
+        assert time.time() - t0 < 5
+    chunks = list(sdk(server).completions.create(stream=True, **body))
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert "".join(ch.choices[0].text for ch in chunks)
