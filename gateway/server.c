@@ -75,6 +75,7 @@ struct gw_req {
     void *gone_arg;
     struct event *hangup; /* while deferred: watches for the client hanging up */
     int own_req; /* evhttp detached req from its connection: we free it */
+    int long_timeout; /* the connection's timeout was raised while deferred */
 };
 
 struct route {
@@ -523,6 +524,11 @@ static void on_complete(struct evhttp_request *req, void *arg)
 {
     struct gw_req *rc = arg;
     struct conn *c = rc->conn;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (rc->long_timeout && evcon) {
+        struct timeval tv = ms_tv(rc->srv->cfg->idle_timeout_ms);
+        evhttp_connection_set_timeout_tv(evcon, &tv);
+    }
     if (c && (wants_close(req) || rc->srv->draining)) {
         struct evkeyvalq *in = evhttp_request_get_input_headers(req);
         evhttp_remove_header(in, "Connection");
@@ -630,6 +636,15 @@ static void on_hangup_poll(evutil_socket_t fd, short what, void *arg)
 void gw_req_defer(struct gw_req *rc)
 {
     rc->deferred = 1;
+    /* the connection's idle timeout must not cut a reply that waits for the engine: the
+     * request's own timeout bounds it; on_complete() restores the idle one */
+    struct evhttp_connection *evcon = evhttp_request_get_connection(rc->req);
+    if (evcon) {
+        struct timeval tv = ms_tv(rc->srv->cfg->engine_request_timeout_ms +
+                                  rc->srv->cfg->idle_timeout_ms);
+        evhttp_connection_set_timeout_tv(evcon, &tv);
+        rc->long_timeout = 1;
+    }
     if (!rc->hangup && rc->conn &&
         (rc->hangup = evtimer_new(rc->srv->base, on_hangup_poll, rc))) {
         struct timeval tv = ms_tv(HANGUP_POLL_MS);

@@ -268,3 +268,19 @@ def test_request_timeout(make_server):
     chunks = list(sdk(server).completions.create(stream=True, **body))
     assert chunks[-1].choices[0].finish_reason == "length"
     assert "".join(ch.choices[0].text for ch in chunks)
+
+
+def test_idle_timeout_does_not_cut_a_waiting_stream(make_server):
+    # the first text takes longer than the idle timeout: the stream must survive it
+    server = make_server("[server]\nidle_timeout_ms = 300\n[engine]\nmax_num_seqs = 1\n")
+    body = {"model": MODEL, "max_tokens": 60, "temperature": 0,
+            "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"}
+    c = sdk(server)
+    done = []
+    blocker = threading.Thread(target=lambda: done.append(c.completions.create(**body)))
+    blocker.start()  # occupies the only engine slot for a while
+    time.sleep(0.05)
+    chunks = list(c.completions.create(stream=True, **body))
+    blocker.join()
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert done and done[0].choices[0].finish_reason == "length"
