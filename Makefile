@@ -144,6 +144,8 @@ bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VEN
 	$(REF_VENV)/bin/python tests/bench/embed.py $(BUILD) models/all-minilm-l6-v2
 	$(LLAMA_VENV)/bin/python tests/bench/engine.py $(BUILD) \
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
+	$(LLAMA_VENV)/bin/python tests/bench/prefix.py $(BUILD) \
+	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 
 run: deps all
 	$(BIN) serve
