@@ -279,6 +279,21 @@ static void admit_cached(sched *s, sched_seq *q)
     }
 }
 
+/* Whether a running sequence still prefilling shares at least one block of q's prompt. */
+static int shares_prefill(const sched *s, const sched_seq *q)
+{
+    for (const sched_seq *r = s->running.head; r; r = r->next) {
+        if (r->ns != q->ns || r->n_computed >= r->n_prompt)
+            continue;
+        int n = r->n_prompt < q->n_prompt ? r->n_prompt : q->n_prompt, k = 0;
+        while (k < n && r->tokens[k] == q->tokens[k])
+            k++;
+        if (k >= s->cfg.block_size)
+            return 1;
+    }
+    return 0;
+}
+
 static void preempt(sched *s, sched_seq *q)
 {
     list_remove(&s->running, q);
@@ -369,9 +384,13 @@ int sched_step(sched *s)
         if (q->max_tokens == 0)
             finish(s, q, 0, ENG_FINISH_LENGTH);
     }
-    /* admit */
-    while (s->waiting.head && s->running.n < s->cfg.max_num_seqs) {
-        sched_seq *q = s->waiting.head;
+    /* admit, oldest first; with the prefix cache, a sequence whose prompt begins like one
+     * still being prefilled waits for it and then starts from its cached blocks, instead
+     * of computing the same prefix side by side */
+    for (sched_seq *q = s->waiting.head, *nx; q && s->running.n < s->cfg.max_num_seqs; q = nx) {
+        nx = q->next;
+        if (s->rdx && q->n_table == 0 && shares_prefill(s, q))
+            continue;
         list_remove(&s->waiting, q);
         q->running = 1;
         q->order = s->next_order++;
@@ -438,6 +457,9 @@ int sched_step(sched *s)
         q->n_computed += s->batch[i].n_new;
         if (s->batch[i].logits != ENG_LOGITS_LAST)
             continue;
+        if (s->rdx && q->generated == 0 && q->n_computed == q->n_tokens)
+            /* the prompt is in: share it now with the sequences that wait for it */
+            rdx_insert(s->rdx, q->ns, q->tokens, q->n_computed, q->table);
         float *lg = s->logits + (size_t)row++ * V;
         int32_t tok = eng_sampler_sample(q->smp, lg);
         enum eng_finish f = ENG_FINISH_STOP;

@@ -64,14 +64,18 @@ async def run(base_url, verify, model, reqs, conc, out_tokens):
     async with httpx.AsyncClient(base_url=base_url, verify=verify, timeout=600) as client:
         async def task(m):
             async with sem:
-                return await one(client, "/v1/chat/completions", model, m, out_tokens)
+                try:
+                    return await one(client, "/v1/chat/completions", model, m, out_tokens)
+                except httpx.HTTPError:
+                    return None
         t0 = time.perf_counter()
         res = await asyncio.gather(*(task(m) for m in reqs))
         wall = time.perf_counter() - t0
-    ttfts = sorted(r[0] for r in res)
-    toks = sum(r[1] for r in res)
+    ok = [r for r in res if r]
+    ttfts = sorted(r[0] for r in ok) or [float("nan")]
+    toks = sum(r[1] for r in ok)
     return {"ttft_p50": statistics.median(ttfts), "ttft_p99": ttfts[max(0, int(len(ttfts) * .99) - 1)],
-            "req_s": len(reqs) / wall, "tok_s": toks / wall}
+            "req_s": len(ok) / wall, "tok_s": toks / wall, "failed": len(res) - len(ok)}
 
 
 def start_cachegate(build, model, tmp, cache):
@@ -115,7 +119,8 @@ def start_llama_server(model, threads):
 
 def row(name, r):
     print(f"{name:<34} {r['ttft_p50']:>9.3f} {r['ttft_p99']:>9.3f} {r['req_s']:>8.2f} "
-          f"{r['tok_s']:>9.1f}", flush=True)
+          f"{r['tok_s']:>9.1f}" + (f"  ({r['failed']} requests failed)" if r["failed"] else ""),
+          flush=True)
 
 
 def main():
