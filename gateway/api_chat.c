@@ -324,6 +324,24 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
     gw_reply_sse_json(c->req, o);
 }
 
+/* The answer of a JSON reply grows piece by piece; a piece that finds no memory is lost
+ * (the reply still comes, shorter). */
+static void append_text(struct chat_req *c, const char *text, size_t len)
+{
+    if (c->len + len + 1 > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        while (cap < c->len + len + 1)
+            cap *= 2;
+        char *t = realloc(c->text, cap);
+        if (!t)
+            return;
+        c->text = t;
+        c->cap = cap;
+    }
+    memcpy(c->text + c->len, text, len);
+    c->len += len;
+}
+
 static void on_event(struct gw_gen_event *ev)
 {
     struct chat_req *c = (struct chat_req *)ev->job;
@@ -346,23 +364,10 @@ static void on_event(struct gw_gen_event *ev)
             gw_metric_observe(llm->tpot, (t - c->t_first) / (ev->completion_tokens - 1));
     }
     if (!ev->done) {
-        if (c->stream) {
+        if (c->stream)
             send_chunk(c, ev->text, ev->len, NULL);
-        } else if (c->len + ev->len + 1 > c->cap || !c->text) {
-            size_t cap = c->cap ? c->cap * 2 : 256;
-            while (cap < c->len + ev->len + 1)
-                cap *= 2;
-            char *t = realloc(c->text, cap);
-            if (t) {
-                c->text = t;
-                c->cap = cap;
-                memcpy(c->text + c->len, ev->text, ev->len);
-                c->len += ev->len;
-            }
-        } else {
-            memcpy(c->text + c->len, ev->text, ev->len);
-            c->len += ev->len;
-        }
+        else
+            append_text(c, ev->text, ev->len);
         free(ev);
         return;
     }
