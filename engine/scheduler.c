@@ -484,4 +484,8 @@ void sched_get_stats(const sched *s, struct sched_stats *out)
     out->tokens_cached = s->tokens_cached;
     out->blocks_cached = s->rdx ? rdx_held_blocks(s->rdx) : 0;
     out->blocks_evictable = s->rdx ? rdx_evictable_blocks(s->rdx) : 0;
+    out->waste_slots = 0;
+    for (const sched_seq *q = s->running.head; q; q = q->next)
+        if (q->n_table * s->cfg.block_size > q->n_computed)
+            out->waste_slots += q->n_table * s->cfg.block_size - q->n_computed;
 }

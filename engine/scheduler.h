@@ -73,6 +73,7 @@ struct sched_stats {
     long preemptions;
     long tokens_generated, tokens_prompt, tokens_cached;
     int blocks_cached, blocks_evictable; /* held by the prefix cache */
+    int waste_slots; /* allocated token slots holding no position: < one block a sequence */
 };
 void sched_get_stats(const sched *s, struct sched_stats *out);
 

@@ -18,7 +18,7 @@ struct gw_engw {
     atomic_int sched_waiting;                    /* as of the last step */
     struct gw_gen_job *active;                   /* the engine thread's */
     gw_metric *m_running, *m_waiting, *m_blocks_used, *m_preempt, *m_gen, *m_prompt;
-    gw_metric *m_cached, *m_blocks_cached;
+    gw_metric *m_cached, *m_blocks_cached, *m_waste;
     long seen_preempt, seen_gen, seen_prompt, seen_cached;
 };
 
@@ -87,6 +87,7 @@ static void update_metrics(gw_engw *w)
     gw_metric_add(w->m_gen, (double)(st.tokens_generated - w->seen_gen));
     gw_metric_add(w->m_prompt, (double)(st.tokens_prompt - w->seen_prompt));
     gw_metric_add(w->m_cached, (double)(st.tokens_cached - w->seen_cached));
+    gw_metric_set(w->m_waste, st.waste_slots);
     gw_metric_set(w->m_blocks_cached, st.blocks_cached, "cached");
     gw_metric_set(w->m_blocks_cached, st.blocks_evictable, "evictable");
     gw_metric_set(w->m_blocks_cached, st.blocks_free, "free");
@@ -184,8 +185,12 @@ gw_engw *gw_engw_create(eng_model *m, const tok_vocab *v, const struct sched_con
                                               "KV blocks: held by the prefix cache (cached), "
                                               "of those unused (evictable), and free.",
                                               "state");
+        w->m_waste = gw_metrics_gauge(metrics, "cachegate_engine_kv_waste_slots",
+                                      "Token slots allocated to running sequences but not yet "
+                                      "holding a position (under one block per sequence).",
+                                      NULL);
         if (!w->m_running || !w->m_waiting || !w->m_blocks_used || !w->m_preempt || !w->m_gen ||
-            !w->m_prompt || !w->m_cached || !w->m_blocks_cached)
+            !w->m_prompt || !w->m_cached || !w->m_blocks_cached || !w->m_waste)
             w->m_running = NULL;
         else
             gw_metric_set(w->m_blocks_used, 0);

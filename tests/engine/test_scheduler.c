@@ -99,8 +99,13 @@ static void run(struct sched_config cfg, struct out *outs, long *preemptions)
         free(ids);
     }
     int steps = 0, rc;
-    while ((rc = sched_step(s)) > 0)
+    while ((rc = sched_step(s)) > 0) {
         cr_assert(++steps < 10000);
+        struct sched_stats w;
+        sched_get_stats(s, &w);
+        cr_assert(w.waste_slots < (w.running > 0 ? w.running : 1) * cfg.block_size,
+                  "waste %d slots for %d running sequences", w.waste_slots, w.running);
+    }
     cr_assert_eq(rc, 0);
     struct sched_stats st;
     sched_get_stats(s, &st);
