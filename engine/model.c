@@ -414,7 +414,7 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
 
 /* ------------------------------------------------------------------ forward */
 
-static int grow(eng_model *m, int T, int rows, int ctx)
+static int grow(eng_model *m, int T, int ctx)
 {
     const struct eng_hparams *hp = &m->hp;
     if (T > m->cap) {
@@ -445,7 +445,6 @@ static int grow(eng_model *m, int T, int rows, int ctx)
             return ENG_ENOMEM;
         m->cap = T;
     }
-    (void)rows;
     if (ctx > m->cap_ctx) {
         float *s = realloc(m->scores, (size_t)m->threads * (size_t)ctx * sizeof(float));
         if (!s)
@@ -722,7 +721,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         int end = seqs[s].pos0 + seqs[s].n_new;
         ctx = end > ctx ? end : ctx;
     }
-    int rc = grow(m, T, rows, ctx);
+    int rc = grow(m, T, ctx);
     if (rc)
         return rc;
     const int D = hp->n_embd, hd = hp->head_dim, NH = hp->n_head, NK = hp->n_head_kv;

@@ -113,18 +113,14 @@ static int select_device(const struct gw_config *cfg, struct gw_device *dev)
     return 0;
 }
 
-/* The embedder's log lines go to the gateway's sink. */
-static void emb_log_sink(void *ud, int level, const char *msg)
+/* The libraries' log lines (embedder, engine: same levels) go to the gateway's sink. */
+static void lib_log_sink(void *ud, int level, const char *msg)
 {
     (void)ud;
     static const int map[] = {GW_LOG_DEBUG, GW_LOG_INFO, GW_LOG_WARN, GW_LOG_ERROR};
     gw_log(level >= 0 && level < 4 ? map[level] : GW_LOG_INFO, "%s", msg);
 }
 
-static void eng_log_sink(void *ud, int level, const char *msg)
-{
-    emb_log_sink(ud, level, msg);
-}
 
 static int cmd_serve(int argc, char **argv)
 {
@@ -141,8 +137,8 @@ static int cmd_serve(int argc, char **argv)
     }
     if (select_device(&cfg, &dev))
         goto out;
-    emb_set_log(emb_log_sink, NULL);
-    eng_set_log(eng_log_sink, NULL);
+    emb_set_log(lib_log_sink, NULL);
+    eng_set_log(lib_log_sink, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (evthread_use_pthreads() != 0) {
         gw_log(GW_LOG_ERROR, "libevent has no pthreads support");
@@ -216,7 +212,7 @@ static int cmd_embed(int argc, char **argv)
     char err[1024];
     if (load_tool_config(config, &cfg))
         return 2;
-    emb_set_log(emb_log_sink, NULL);
+    emb_set_log(lib_log_sink, NULL);
     emb_model *m = NULL;
     int rc = emb_model_load(model ? model : cfg.embedder_model, NULL, &m, err, sizeof err);
     gw_config_deinit(&cfg);
@@ -322,7 +318,7 @@ static int cmd_generate(int argc, char **argv)
     char err[1024];
     if (load_tool_config(config, &cfg))
         return 2;
-    eng_set_log(eng_log_sink, NULL);
+    eng_set_log(lib_log_sink, NULL);
     struct progress pr = {.shown = 0};
     clock_gettime(CLOCK_MONOTONIC, &pr.t0);
     struct eng_options eo = {.threads = threads ? threads : (int)cfg.engine_threads,

@@ -582,12 +582,6 @@ void gw_reply_error(struct gw_req *rc, int status, const char *message, const ch
     send_json(rc, status, oai_error(message, oai_error_type(status), param, code));
 }
 
-static void send_error(struct gw_req *rc, int status, const char *message, const char *param,
-                       const char *code)
-{
-    gw_reply_error(rc, status, message, param, code);
-}
-
 json_t *gw_req_json_body(struct gw_req *rc)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
@@ -605,7 +599,7 @@ json_t *gw_req_json_body(struct gw_req *rc)
         else
             snprintf(msg, sizeof msg, "The request body must be a JSON object.");
         json_decref(j);
-        send_error(rc, 400, msg, NULL, "invalid_json");
+        gw_reply_error(rc, 400, msg, NULL, "invalid_json");
         return NULL;
     }
     return j;
@@ -758,7 +752,7 @@ static void handle_metrics(struct gw_req *rc)
     size_t len;
     char *text = gw_metrics_render(srv->metrics, &len);
     if (!text) {
-        send_error(rc, 500, "out of memory rendering metrics", NULL, NULL);
+        gw_reply_error(rc, 500, "out of memory rendering metrics", NULL, NULL);
         return;
     }
     send_body(rc, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
@@ -877,7 +871,7 @@ static void on_request(struct evhttp_request *req, void *arg)
             evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", routes[i].allow);
             snprintf(msg, sizeof msg, "Method %s is not allowed on %s; allowed: %s", rc->method,
                      routes[i].path, routes[i].allow);
-            send_error(rc, 405, msg, NULL, "method_not_allowed");
+            gw_reply_error(rc, 405, msg, NULL, "method_not_allowed");
             return;
         }
         routes[i].handle(rc);
@@ -885,7 +879,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
     char msg[300];
     snprintf(msg, sizeof msg, "Unknown route: %s %.200s", rc->method, path);
-    send_error(rc, 404, msg, NULL, "not_found");
+    gw_reply_error(rc, 404, msg, NULL, "not_found");
 }
 
 /* ------------------------------------------------------------------ shutdown */
