@@ -26,15 +26,17 @@ OPT := -O2
 endif
 
 # snprintf truncation of messages into fixed buffers is deliberate, hence -Wno-format-truncation
-CFLAGS := -std=c11 -D_GNU_SOURCE -Iembedder -Iengine $(OPT) -g -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP $(SANFLAGS)
+CFLAGS := -std=c11 -D_GNU_SOURCE -Iembedder -Iengine -Istore $(OPT) -g -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP $(SANFLAGS)
 LDFLAGS := $(SANFLAGS)
 # OpenBLAS's OpenMP build, so that BLAS and the embedder's own parallel loops share one
 # thread pool (rpath: the default libopenblas.so.0 may be the pthreads build)
 OPENBLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
 BLAS_CFLAGS := -I/usr/include/x86_64-linux-gnu/openblas-openmp -fopenmp
 BLAS_LIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -fopenmp
+# the FAISS C API (built by make deps) over Debian's libfaiss
+FAISS_LIBS := build/libfaiss_c.a -lfaiss -lstdc++
 GW_LIBS := -levent_openssl -levent_pthreads -levent -lssl -lcrypto -ljansson -linih \
-           $(BLAS_LIBS) -lutf8proc -lxxhash -lpthread -ldl -lm
+           -lsqlite3 $(FAISS_LIBS) $(BLAS_LIBS) -lutf8proc -lxxhash -lpthread -ldl -lm
 
 EMB_SRC := $(wildcard embedder/*.c)
 EMB_OBJ := $(EMB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -42,6 +44,10 @@ EMB_LIB := $(BUILD)/libembedder.a
 ENG_SRC := $(wildcard engine/*.c)
 ENG_OBJ := $(ENG_SRC:%.c=$(BUILD)/obj/%.o)
 ENG_LIB := $(BUILD)/libengine.a
+
+STORE_SRC := $(wildcard store/*.c)
+STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/store/schema_sql.o
+STORE_LIB := $(BUILD)/libstore.a
 
 GW_SRC := $(filter-out gateway/main.c,$(wildcard gateway/*.c))
 GW_OBJ := $(GW_SRC:%.c=$(BUILD)/obj/%.o)
@@ -64,7 +70,7 @@ LLAMA_VENV := build/llama-venv
 
 .PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda fuzz
 
-all: $(BIN) $(ENG_LIB) cuda
+all: $(BIN) $(ENG_LIB) $(STORE_LIB) cuda
 
 deps:
 	@bash deploy/deps.sh
@@ -81,14 +87,27 @@ $(BUILD)/obj/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -O3 -Wno-psabi -c $< -o $@
 
+# store/schema.sql compiled in as the C string store_schema_sql
+$(BUILD)/gen/schema_sql.c: store/schema.sql
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from store/schema.sql */'; echo 'const char store_schema_sql[] ='; \
+	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/    "/; s/$$/\\n"/' $<; echo ';'; } >$@
+
+$(BUILD)/obj/store/schema_sql.o: $(BUILD)/gen/schema_sql.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(STORE_LIB): $(STORE_OBJ)
+	ar rcs $@ $^
+
 $(EMB_LIB): $(EMB_OBJ)
 	ar rcs $@ $^
 
 $(ENG_LIB): $(ENG_OBJ)
 	ar rcs $@ $^
 
-$(BIN): $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB) $(ENG_LIB)
-	$(CC) $(LDFLAGS) -o $@ $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB) $(ENG_LIB) $(GW_LIBS)
+$(BIN): $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB) $(ENG_LIB) $(STORE_LIB)
+	$(CC) $(LDFLAGS) -o $@ $(GW_OBJ) $(MAIN_OBJ) $(EMB_LIB) $(ENG_LIB) $(STORE_LIB) $(GW_LIBS)
 
 # Unit tests link the gateway's objects from an archive, so a test that #includes the
 # .c it tests (to reach its statics) does not pull that object in twice.
@@ -96,10 +115,10 @@ GW_LIB := $(BUILD)/libgateway.a
 $(GW_LIB): $(GW_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/%.c $(GW_LIB) $(EMB_LIB) $(ENG_LIB)
+$(BUILD)/tests/%: tests/%.c $(GW_LIB) $(EMB_LIB) $(ENG_LIB) $(STORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Wno-psabi -Igateway -Iembedder -Iengine -o $@ $< \
-	    $(GW_LIB) $(EMB_LIB) $(ENG_LIB) \
+	    $(GW_LIB) $(EMB_LIB) $(ENG_LIB) $(STORE_LIB) \
 	    $(LDFLAGS) -lcriterion $(GW_LIBS)
 
 ifneq ($(NVCC),)

@@ -32,6 +32,13 @@ struct chat_req {
     double t0, t_first; /* monotonic seconds: submitted, first text */
     struct event *timeout;
     int timed_out;
+    /* cache */
+    int64_t tenant;
+    int cacheable, store;      /* keyed; the answer is to be stored when it ends with stop */
+    int engine;                /* submitted to the engine */
+    struct gw_cache_key key;
+    struct gw_cache_ctl ctl;
+    struct gw_cache_sem sem;
 };
 
 static double now_s(void)
@@ -49,6 +56,8 @@ static void chat_req_free(struct chat_req *c)
     for (int i = 0; i < MAX_STOP; i++)
         free(c->stops[i]);
     free(c->text);
+    gw_cache_key_deinit(&c->key);
+    gw_cache_sem_deinit(&c->sem);
     free(c);
 }
 
@@ -324,6 +333,32 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
     gw_reply_sse_json(c->req, o);
 }
 
+/* The JSON reply of a whole answer. usage: taken. */
+static void reply_answer(struct chat_req *c, const char *text, size_t len, const char *finish,
+                         json_t *usage)
+{
+    json_t *o = envelope(c, c->chat ? "chat.completion" : "text_completion");
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(0));
+    json_t *t = json_stringn(text, len);
+    if (c->chat) {
+        json_t *msg = json_object();
+        json_object_set_new(msg, "role", json_string("assistant"));
+        json_object_set_new(msg, "content", t);
+        json_object_set_new(msg, "refusal", json_null());
+        json_object_set_new(ch, "message", msg);
+    } else {
+        json_object_set_new(ch, "text", t);
+    }
+    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "finish_reason", json_string(finish));
+    json_t *choices = json_array();
+    json_array_append_new(choices, ch);
+    json_object_set_new(o, "choices", choices);
+    json_object_set_new(o, "usage", usage);
+    gw_reply_json(c->req, 200, o, 0);
+}
+
 /* The answer of a JSON reply grows piece by piece; a piece that finds no memory is lost
  * (the reply still comes, shorter). */
 static void append_text(struct chat_req *c, const char *text, size_t len)
@@ -366,7 +401,7 @@ static void on_event(struct gw_gen_event *ev)
     if (!ev->done) {
         if (c->stream)
             send_chunk(c, ev->text, ev->len, NULL);
-        else
+        if (!c->stream || c->store)
             append_text(c, ev->text, ev->len);
         free(ev);
         return;
@@ -396,26 +431,15 @@ static void on_event(struct gw_gen_event *ev)
         }
         gw_reply_sse_end(c->req);
     } else {
-        json_t *o = envelope(c, c->chat ? "chat.completion" : "text_completion");
-        json_t *ch = json_object();
-        json_object_set_new(ch, "index", json_integer(0));
-        json_t *text = json_stringn(c->text ? c->text : "", c->len);
-        if (c->chat) {
-            json_t *msg = json_object();
-            json_object_set_new(msg, "role", json_string("assistant"));
-            json_object_set_new(msg, "content", text);
-            json_object_set_new(msg, "refusal", json_null());
-            json_object_set_new(ch, "message", msg);
-        } else {
-            json_object_set_new(ch, "text", text);
-        }
-        json_object_set_new(ch, "logprobs", json_null());
-        json_object_set_new(ch, "finish_reason", json_string(finish));
-        json_t *choices = json_array();
-        json_array_append_new(choices, ch);
-        json_object_set_new(o, "choices", choices);
-        json_object_set_new(o, "usage", usage_json(ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens));
-        gw_reply_json(c->req, 200, o, 0);
+        reply_answer(c, c->text ? c->text : "", c->len, finish,
+                     usage_json(ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens));
+    }
+    /* only a complete answer is stored, once its response is out */
+    if (c->store && !ev->err && !c->timed_out && ev->finish != ENG_FINISH_LENGTH) {
+        gw_server *srv = gw_req_server(c->req);
+        gw_cache_put(gw_server_cache(srv), c->tenant, &c->key, c->sem.vec,
+                     gw_server_config(srv)->engine_model_name, c->text ? c->text : "", c->len,
+                     ev->prompt_tokens, ev->completion_tokens, c->ctl.ttl_s);
     }
     chat_req_free(c);
     free(ev);
@@ -433,7 +457,140 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 static void on_gone(void *arg)
 {
     struct chat_req *c = arg;
-    gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
+    if (c->engine)
+        gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
+}
+
+/* ------------------------------------------------------------------ cache */
+
+/* Cache-Control (no-cache, no-store, only-if-cached) and the X-Cache-Threshold and
+ * X-Cache-TTL request headers. -1 with a message on a bad value. */
+static int cache_controls(struct gw_req *r, struct gw_cache_ctl *ctl, struct parsed *p)
+{
+    *ctl = (struct gw_cache_ctl){.threshold = -1, .ttl_s = -1};
+    const char *cc = gw_req_header(r, "Cache-Control");
+    for (const char *t = cc; t && *t;) {
+        while (*t == ' ' || *t == '\t' || *t == ',')
+            t++;
+        size_t n = strcspn(t, ",");
+        while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+            n--;
+        if (n == 8 && !strncasecmp(t, "no-cache", n))
+            ctl->no_cache = 1;
+        else if (n == 8 && !strncasecmp(t, "no-store", n))
+            ctl->no_store = 1;
+        else if (n == 14 && !strncasecmp(t, "only-if-cached", n))
+            ctl->only_if_cached = 1;
+        t += strcspn(t, ",");
+    }
+    const char *th = gw_req_header(r, "X-Cache-Threshold");
+    if (th) {
+        char *end;
+        double v = strtod(th, &end);
+        if (end == th || *end || !(v >= 0 && v <= 1))
+            return bad(p, NULL, "X-Cache-Threshold must be a number between 0 and 1.");
+        ctl->threshold = v;
+    }
+    const char *ttl = gw_req_header(r, "X-Cache-TTL");
+    if (ttl) {
+        char *end;
+        long long v = strtoll(ttl, &end, 10);
+        if (end == ttl || *end || v < 0 || v > 100LL * 365 * 86400)
+            return bad(p, NULL, "X-Cache-TTL must be a whole number of seconds (0: never "
+                                "expires).");
+        ctl->ttl_s = v;
+    }
+    return 0;
+}
+
+static void cache_headers(struct chat_req *c, const char *kind, double similarity)
+{
+    gw_reply_header(c->req, "X-Cache", kind ? "HIT" : "MISS");
+    if (kind) {
+        char v[32];
+        gw_reply_header(c->req, "X-Cache-Kind", kind);
+        snprintf(v, sizeof v, "%.4f", similarity);
+        gw_reply_header(c->req, "X-Cache-Similarity", v);
+    }
+}
+
+/* The length of the next piece of a replayed answer: a word with the spaces after it, at
+ * most 24 bytes, never ending inside a UTF-8 character. */
+static size_t piece_len(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && s[i] == ' ')
+        i++;
+    while (i < n && s[i] != ' ' && s[i] != '\n')
+        i++;
+    while (i < n && (s[i] == ' ' || s[i] == '\n'))
+        i++;
+    if (i > 24) {
+        i = 24;
+        while (i > 1 && ((unsigned char)s[i] & 0xC0) == 0x80)
+            i--;
+    }
+    return i ? i : n;
+}
+
+/* Answers from a cache entry, as JSON or as a stream shaped like a live one. */
+static void reply_hit(struct chat_req *c, const struct store_hit *h, int semantic)
+{
+    cache_headers(c, semantic ? "semantic" : "exact", h->similarity);
+    const char *finish = h->finish_reason;
+    if (c->stream) {
+        gw_reply_sse_start(c->req);
+        send_chunk(c, NULL, 0, NULL);
+        for (size_t off = 0; off < h->answer_len;) {
+            size_t n = piece_len(h->answer + off, h->answer_len - off);
+            send_chunk(c, h->answer + off, n, NULL);
+            off += n;
+        }
+        send_chunk(c, NULL, 0, finish);
+        if (c->include_usage) {
+            json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
+            json_object_set_new(o, "choices", json_array());
+            json_object_set_new(o, "usage", usage_json(c->job.n_prompt, h->completion_tokens, 0));
+            gw_reply_sse_json(c->req, o);
+        }
+        gw_reply_sse_end(c->req);
+        return;
+    }
+    reply_answer(c, h->answer, h->answer_len, finish,
+                 usage_json(c->job.n_prompt, h->completion_tokens, 0));
+}
+
+static void reply_not_cached(struct gw_req *r)
+{
+    gw_reply_header(r, "X-Cache", "MISS");
+    gw_reply_error(r, 504, "No cached answer matches this request (Cache-Control: "
+                           "only-if-cached).", NULL, "cache_miss");
+}
+
+static void start_engine(struct chat_req *c);
+
+static void on_semantic(struct gw_cache_sem *s)
+{
+    struct chat_req *c = gw_cq_container(s, struct chat_req, sem);
+    if (!c->req || gw_req_gone(c->req)) {
+        chat_req_free(c);
+        return;
+    }
+    gw_cache *cache = gw_server_cache(gw_req_server(c->req));
+    if (s->hit) {
+        gw_cache_served(cache, &s->entry, 1);
+        reply_hit(c, &s->entry, 1);
+        chat_req_free(c);
+        return;
+    }
+    if (c->ctl.only_if_cached) {
+        reply_not_cached(c->req);
+        chat_req_free(c);
+        return;
+    }
+    if (s->rc) /* the lookup failed: embed again when storing */
+        gw_cache_sem_deinit(s);
+    start_engine(c);
 }
 
 static void handle(struct gw_req *r, int chat)
@@ -469,6 +626,10 @@ static void handle(struct gw_req *r, int chat)
         gw_reply_error(r, 400, p.msg, p.param, NULL);
         goto out;
     }
+    if (cache_controls(r, &c->ctl, &p)) {
+        gw_reply_error(r, 400, p.msg, p.param, NULL);
+        goto out;
+    }
     unsigned char rnd[12];
     RAND_bytes(rnd, sizeof rnd);
     int k = snprintf(c->id, sizeof c->id, chat ? "chatcmpl-" : "cmpl-");
@@ -476,18 +637,70 @@ static void handle(struct gw_req *r, int chat)
         k += snprintf(c->id + k, sizeof c->id - (size_t)k, "%02x", rnd[i]);
     c->created = (long)time(NULL);
     c->t0 = now_s();
+    c->tenant = 1; /* the default tenant */
+    gw_cache *cache = gw_server_cache(srv);
+    if (cfg->cache_enabled && cache) {
+        int krc = gw_cache_key_make(b, chat, c->tenant, &c->key);
+        if (krc < 0) {
+            gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+            goto out;
+        }
+        c->cacheable = krc == 0;
+        c->store = c->cacheable && !c->ctl.no_store;
+    }
+    json_decref(b);
+    b = NULL;
+    if (c->cacheable && !c->ctl.no_cache) {
+        struct store_hit h;
+        if (gw_cache_exact(cache, c->tenant, &c->key, c->job.params.max_tokens, &h)) {
+            gw_cache_served(cache, &h, 0);
+            reply_hit(c, &h, 0);
+            store_hit_deinit(&h);
+            chat_req_free(c);
+            return;
+        }
+        c->sem.tenant = c->tenant;
+        c->sem.key = &c->key;
+        c->sem.threshold = c->ctl.threshold >= 0 ? c->ctl.threshold : cfg->cache_threshold;
+        c->sem.max_tokens = c->job.params.max_tokens;
+        c->sem.done = on_semantic;
+        gw_req_defer(r);
+        gw_req_on_gone(r, on_gone, c);
+        gw_cache_semantic(cache, &c->sem);
+        return;
+    }
+    if (c->ctl.only_if_cached) {
+        reply_not_cached(r);
+        goto out;
+    }
+    start_engine(c);
+    return;
+out:
+    chat_req_free(c);
+    json_decref(b);
+}
+
+/* Runs the request on the engine; replies (now on failure, later otherwise). Takes c. */
+static void start_engine(struct chat_req *c)
+{
+    struct gw_req *r = c->req;
+    gw_server *srv = gw_req_server(r);
+    const struct gw_config *cfg = gw_server_config(srv);
     c->job.on_event = on_event;
     int rc = gw_engw_submit(gw_server_llm(srv)->w, &c->job);
     if (rc == ENG_EFULL) {
         gw_reply_retry_after(r, 1);
         gw_reply_error(r, 429, "The engine's queue is full; retry shortly.", NULL,
                        "rate_limit_exceeded");
-        goto out;
+        chat_req_free(c);
+        return;
     }
     if (rc) {
         gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
-        goto out;
+        chat_req_free(c);
+        return;
     }
+    c->engine = 1;
     gw_req_defer(r);
     gw_req_on_gone(r, on_gone, c);
     if ((c->timeout = evtimer_new(gw_server_base(srv), on_timeout, c))) {
@@ -495,13 +708,10 @@ static void handle(struct gw_req *r, int chat)
                              (suseconds_t)(cfg->engine_request_timeout_ms % 1000 * 1000)};
         evtimer_add(c->timeout, &tv);
     }
+    if (gw_server_cache(srv) && cfg->cache_enabled)
+        cache_headers(c, NULL, 0);
     if (c->stream)
         gw_reply_sse_start(r);
-    json_decref(b);
-    return;
-out:
-    chat_req_free(c);
-    json_decref(b);
 }
 
 void gw_handle_chat_completions(struct gw_req *r)

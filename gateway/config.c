@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum opt_type { T_STR, T_INT, T_SIZE, T_BOOL, T_ENUM };
+enum opt_type { T_STR, T_INT, T_SIZE, T_BOOL, T_ENUM, T_REAL };
 
 struct opt {
     const char *section;
@@ -95,6 +95,16 @@ static const struct opt opts[] = {
     {"embedder", "max_batch", T_INT, OFF(embedder_max_batch), "64", 1, 4096, NULL, NULL},
     {"embedder", "max_wait_us", T_INT, OFF(embedder_max_wait_us), "0", 0, 1000000, NULL, NULL},
     {"embedder", "threads", T_INT, OFF(embedder_threads), "0", 0, 1024, NULL, NULL},
+    {"cache", "enabled", T_BOOL, OFF(cache_enabled), "true", 0, 0, NULL, NULL},
+    {"cache", "similarity_threshold", T_REAL, OFF(cache_threshold), "0.80", 0, 1000, NULL, NULL},
+    {"cache", "guard", T_BOOL, OFF(cache_guard), "true", 0, 0, NULL, NULL},
+    {"cache", "candidates", T_INT, OFF(cache_candidates), "8", 1, 64, NULL, NULL},
+    {"cache", "ttl_s", T_INT, OFF(cache_ttl_s), "604800", 0, 100LL * 365 * 86400, NULL, NULL},
+    {"cache", "max_entries", T_INT, OFF(cache_max_entries), "1000000", 0, 1LL << 40, NULL, NULL},
+    {"cache", "max_bytes", T_SIZE, OFF(cache_max_bytes), "1G", 0, 1LL << 50, NULL, NULL},
+    {"cache", "hnsw_min_entries", T_INT, OFF(cache_hnsw_min_entries), "50000", 0, 1LL << 40,
+     NULL, NULL},
+    {"tenants", "admin_key", T_STR, OFF(admin_key), "", 0, 0, NULL, NULL},
 };
 
 /* Sections that exist for the keys later features add; a key in them is still checked. */
@@ -158,6 +168,23 @@ static int apply(struct gw_config *cfg, const struct opt *o, const char *v, char
             return -1;
         }
         *(int64_t *)field = x;
+        return 0;
+    }
+    case T_REAL: {
+        errno = 0;
+        char *end;
+        double x = strtod(v, &end);
+        /* bounds of a real key are in thousandths, as integers */
+        if (end == v || *end || errno || x != x) {
+            snprintf(err, errlen, "%s.%s: '%s' is not a number", o->section, o->key, v);
+            return -1;
+        }
+        if (x * 1000 < (double)o->min || x * 1000 > (double)o->max) {
+            snprintf(err, errlen, "%s.%s: %g is out of range %g..%g", o->section, o->key, x,
+                     (double)o->min / 1000, (double)o->max / 1000);
+            return -1;
+        }
+        *(double *)field = x;
         return 0;
     }
     case T_BOOL:

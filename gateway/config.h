@@ -54,6 +54,17 @@ struct gw_config {
     int64_t embedder_max_batch;   /* texts per forward pass */
     int64_t embedder_max_wait_us; /* how long a pass waits for more texts */
     int64_t embedder_threads;     /* 0: one per core */
+    /* [cache] */
+    int cache_enabled;
+    double cache_threshold;         /* cosine a semantic hit needs */
+    int cache_guard;                /* reject semantic candidates that contradict the query */
+    int64_t cache_candidates;       /* nearest entries examined per semantic lookup */
+    int64_t cache_ttl_s;            /* entries expire after this; 0: never */
+    int64_t cache_max_entries;      /* per tenant; 0: no limit */
+    int64_t cache_max_bytes;        /* per tenant; 0: no limit */
+    int64_t cache_hnsw_min_entries; /* a tenant's index becomes HNSW32 at this size; 0: never */
+    /* [tenants] */
+    char *admin_key; /* bearer key of the /admin/ routes; empty: they are disabled */
 };
 
 /* Fills cfg with every default. Never fails for the built-in table. */

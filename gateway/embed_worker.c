@@ -31,16 +31,30 @@ struct slice {
     int first, count;
 };
 
+/* Called and returns with w->mu held; drops it while post hooks run. */
 static void finish_ready(gw_embedw *w)
 {
     /* jobs complete in order: a job is done when all its texts are */
+    struct gw_embed_job *ready = NULL, **tail = &ready;
     while (w->head && w->head->done == w->head->n) {
         struct gw_embed_job *j = w->head;
         w->head = j->next;
         if (!w->head)
             w->tail = NULL;
+        j->next = NULL;
+        *tail = j;
+        tail = &j->next;
+    }
+    if (!ready)
+        return;
+    pthread_mutex_unlock(&w->mu);
+    for (struct gw_embed_job *j = ready, *next; j; j = next) {
+        next = j->next;
+        if (j->post)
+            j->post(j);
         gw_cq_post(w->cq, &j->item);
     }
+    pthread_mutex_lock(&w->mu);
 }
 
 static void *run(void *arg)

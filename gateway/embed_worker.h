@@ -25,6 +25,9 @@ struct gw_embed_job {
     float *out;               /* [n][dim], written by the worker */
     int *ntokens;             /* [n], written by the worker */
     int rc;                   /* EMB_OK, or why the job failed */
+    /* optional: runs on the worker thread once the job is embedded (rc set), before
+     * item.fn; for work that belongs off the event loop, such as a vector search */
+    void (*post)(struct gw_embed_job *job);
     /* owned by the worker while queued */
     struct gw_embed_job *next;
     int taken, done;

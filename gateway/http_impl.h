@@ -9,6 +9,7 @@
 #ifndef GW_HTTP_IMPL_H
 #define GW_HTTP_IMPL_H
 
+#include "cache.h"
 #include "chat.h"
 #include "config.h"
 #include "embed_worker.h"
@@ -39,6 +40,20 @@ struct gw_llm {
 const struct gw_llm *gw_server_llm(gw_server *srv);
 struct event_base *gw_server_base(gw_server *srv);
 
+gw_cache *gw_server_cache(gw_server *srv);
+
+/* A request header, or NULL. Borrowed for the request's life. */
+const char *gw_req_header(struct gw_req *r, const char *name);
+/* The URI's query string (after '?'), or NULL. */
+const char *gw_req_query(struct gw_req *r);
+/* Adds a header to the reply about to be sent (before it starts). */
+void gw_reply_header(struct gw_req *r, const char *name, const char *value);
+
+/* The raw body (borrowed for the request's life). */
+const char *gw_req_body(struct gw_req *r, size_t *len /* out */);
+/* The completion queue: how worker threads hand results to the event loop. */
+gw_cq *gw_server_cq(gw_server *srv);
+
 /* The body as a JSON object, or NULL after replying 400. Caller owns the result. */
 json_t *gw_req_json_body(struct gw_req *r);
 
@@ -66,5 +81,8 @@ void gw_handle_embeddings(struct gw_req *r);
 /* POST /v1/chat/completions, POST /v1/completions (api_chat.c) */
 void gw_handle_chat_completions(struct gw_req *r);
 void gw_handle_completions(struct gw_req *r);
+/* DELETE /admin/cache, POST /admin/cache/import (api_admin.c) */
+void gw_handle_admin_cache_delete(struct gw_req *r);
+void gw_handle_admin_cache_import(struct gw_req *r);
 
 #endif

@@ -4,6 +4,7 @@
  * prompt, `version` prints the version. Exit status: 0 success, 1 runtime failure,
  * 2 usage or configuration error.
  */
+#include "cli.h"
 #include "config.h"
 #include "embedder.h"
 #include "engine.h"
@@ -35,6 +36,7 @@ static void usage(FILE *f)
                "       cachegate generate [--model FILE] [--chat] [--system TEXT] --prompt TEXT\n"
                "                [--max-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
                "                [--threads N] [--config FILE]\n"
+               "       cachegate cache import FILE [--tenant NAME] [--data-dir DIR]\n"
                "       cachegate version\n"
                "\n"
                "Defaults: --config " DEFAULT_CONFIG ", --listen 127.0.0.1:8443,\n"
@@ -428,6 +430,8 @@ int main(int argc, char **argv)
         return cmd_embed(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate"))
         return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "cache"))
+        return gw_cli_cache(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("cachegate %s\n", GW_VERSION);
         return 0;

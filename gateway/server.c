@@ -97,6 +97,8 @@ struct gw_server {
     gw_cq *cq;
     emb_model *emb;
     gw_embedw *embw;
+    store *st;
+    gw_cache *cache;
     struct gw_llm llm;
     gw_metrics *metrics;
     gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
@@ -582,6 +584,18 @@ void gw_reply_error(struct gw_req *rc, int status, const char *message, const ch
     send_json(rc, status, oai_error(message, oai_error_type(status), param, code));
 }
 
+const char *gw_req_body(struct gw_req *rc, size_t *len)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
+    *len = evbuffer_get_length(in);
+    return *len ? (const char *)evbuffer_pullup(in, -1) : "";
+}
+
+gw_cq *gw_server_cq(gw_server *srv)
+{
+    return srv->cq;
+}
+
 json_t *gw_req_json_body(struct gw_req *rc)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
@@ -749,6 +763,8 @@ static void handle_metrics(struct gw_req *rc)
     gw_server *srv = rc->srv;
     gw_metric_set(srv->m_conns, (double)srv->nconns);
     gw_metric_set(srv->m_uptime, since_ms(&srv->t_start) / 1000.0);
+    if (srv->cache)
+        gw_cache_refresh_metrics(srv->cache);
     size_t len;
     char *text = gw_metrics_render(srv->metrics, &len);
     if (!text) {
@@ -791,6 +807,8 @@ static const struct route routes[] = {
     {"/v1/embeddings", EVHTTP_REQ_POST, "POST", gw_handle_embeddings},
     {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions},
     {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions},
+    {"/admin/cache", EVHTTP_REQ_DELETE, "DELETE", gw_handle_admin_cache_delete},
+    {"/admin/cache/import", EVHTTP_REQ_POST, "POST", gw_handle_admin_cache_import},
 };
 
 /* PREFIX-COUNTER: the prefix is random per process, so ids from restarts differ. */
@@ -1097,6 +1115,63 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     return 0;
 }
 
+static void index_progress(void *arg, int64_t tenant, int64_t done, int64_t total, int rebuilt)
+{
+    (void)arg;
+    /* a rebuild reports every 1024 entries; log about every 10% */
+    if (rebuilt && done != total && total >= 10240 && done % (total / 10 / 1024 * 1024 + 1024))
+        return;
+    char t[24], d[24], n[24];
+    snprintf(t, sizeof t, "%lld", (long long)tenant);
+    snprintf(d, sizeof d, "%lld", (long long)done);
+    snprintf(n, sizeof n, "%lld", (long long)total);
+    gw_log_kv(GW_LOG_INFO, rebuilt ? "rebuilding a cache index from the database"
+                                   : "cache index loaded",
+              "tenant", t, "done", d, "total", n, NULL);
+}
+
+/* The store in data_dir and the answer caches over it. */
+static int open_cache(gw_server *srv, char *err, size_t errlen)
+{
+    const struct gw_config *cfg = srv->cfg;
+    struct store_options so = {
+        .dir = cfg->data_dir,
+        .dim = emb_dim(srv->emb),
+        .max_entries = cfg->cache_max_entries,
+        .max_bytes = cfg->cache_max_bytes,
+        .hnsw_min_entries = cfg->cache_hnsw_min_entries,
+    };
+    char msg[1024];
+    int rc = store_open(&so, index_progress, NULL, &srv->st, msg, sizeof msg);
+    if (rc) {
+        snprintf(err, errlen, "opening the store: %s", msg);
+        return -1;
+    }
+    srv->cache = gw_cache_create(cfg, srv->st, srv->embw, so.dim, srv->metrics, err, errlen);
+    return srv->cache ? 0 : -1;
+}
+
+gw_cache *gw_server_cache(gw_server *srv)
+{
+    return srv->cache;
+}
+
+const char *gw_req_header(struct gw_req *rc, const char *name)
+{
+    return evhttp_find_header(evhttp_request_get_input_headers(rc->req), name);
+}
+
+void gw_reply_header(struct gw_req *rc, const char *name, const char *value)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(rc->req), name, value);
+}
+
+const char *gw_req_query(struct gw_req *rc)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(rc->req);
+    return uri ? evhttp_uri_get_query(uri) : NULL;
+}
+
 gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device *dev, char *err,
                             size_t errlen)
 {
@@ -1150,7 +1225,7 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
         snprintf(err, errlen, "cannot start the embedder worker");
         goto fail;
     }
-    if (load_llm(srv, err, errlen))
+    if (open_cache(srv, err, errlen) || load_llm(srv, err, errlen))
         goto fail;
     srv->http = evhttp_new(srv->base);
     srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
@@ -1196,6 +1271,8 @@ void gw_server_destroy(gw_server *srv)
     gw_embedw_destroy(srv->embw); /* posts what it still held */
     gw_engw_destroy(srv->llm.w);
     gw_cq_destroy(srv->cq);       /* runs those completions; their clients are gone */
+    gw_cache_destroy(srv->cache);
+    store_close(srv->st);         /* commits the answers still queued, saves the indexes */
     emb_model_destroy(srv->emb);
     tok_destroy(srv->llm.v);
     eng_model_destroy(srv->llm.m);

@@ -13,6 +13,19 @@ import pytest
 MODEL = "smollm2-135m-instruct"
 
 
+# These tests are about the engine: the answer caches (tested in test_cache.py) are off, so
+# that a repeated question reaches the engine again.
+@pytest.fixture
+def make_server(make_server):
+    return lambda conf_text="", args=(): make_server("[cache]\nenabled = false\n" + conf_text,
+                                                     args)
+
+
+@pytest.fixture
+def server(make_server):
+    return make_server()
+
+
 def sdk(server):
     http = httpx.Client(verify=server.ssl_context(), timeout=120)
     return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", http_client=http)

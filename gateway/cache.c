@@ -1,0 +1,588 @@
+/*
+ * cache — keys, lookups and writes of the exact and semantic answer caches (cache.h).
+ */
+#include "cache.h"
+
+#include "guard.h"
+#include "log.h"
+#include "tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <utf8proc.h>
+#include <xxhash.h>
+
+#define MAX_NAMES 64
+
+struct gw_cache {
+    const struct gw_config *cfg;
+    store *st;
+    gw_embedw *embw;
+    int dim;
+    store_reader *loop_reader;   /* event loop: exact lookups */
+    store_reader *worker_reader; /* embedder worker thread: semantic searches */
+    gw_metric *m_lookups, *m_similarity, *m_entries, *m_bytes, *m_saved, *m_evictions,
+        *m_writes;
+    /* tenant id -> name, for metric labels; and eviction counts already reported */
+    struct {
+        int64_t id, lru, expired;
+        char name[64];
+    } names[MAX_NAMES];
+    int nnames;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------------ keys */
+
+char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
+{
+    utf8proc_uint8_t *nfc = NULL;
+    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len,
+                                      &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    char *src;
+    if (n < 0) { /* not valid UTF-8: keyed on the bytes as they are */
+        if (!(src = malloc(len + 1)))
+            return NULL;
+        memcpy(src, text, len);
+        src[len] = 0;
+        n = (utf8proc_ssize_t)len;
+    } else {
+        src = (char *)nfc;
+    }
+    /* collapse runs of ASCII white space to one space, trim both ends, in place */
+    size_t w = 0;
+    int space = 0;
+    for (utf8proc_ssize_t i = 0; i < n; i++) {
+        char ch = src[i];
+        if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v') {
+            space = w > 0;
+            continue;
+        }
+        if (space)
+            src[w++] = ' ';
+        space = 0;
+        src[w++] = ch;
+    }
+    src[w] = 0;
+    *outlen = w;
+    return src;
+}
+
+/* A message's content as text: a string, or the text parts of an array, joined. */
+static char *content_text(json_t *content, size_t *len)
+{
+    if (json_is_string(content)) {
+        *len = json_string_length(content);
+        return strndup(json_string_value(content), *len);
+    }
+    if (!json_is_array(content))
+        return NULL;
+    size_t total = 0, i;
+    json_t *part;
+    json_array_foreach(content, i, part)
+    {
+        json_t *t = json_object_get(part, "text");
+        if (!json_is_string(t))
+            return NULL;
+        total += json_string_length(t);
+    }
+    char *out = malloc(total + 1), *w = out;
+    if (!out)
+        return NULL;
+    json_array_foreach(content, i, part)
+    {
+        json_t *t = json_object_get(part, "text");
+        memcpy(w, json_string_value(t), json_string_length(t));
+        w += json_string_length(t);
+    }
+    *w = 0;
+    *len = total;
+    return out;
+}
+
+/* Numbers as reals, so that 1 and 1.0 key alike. Takes v. */
+static json_t *canon_value(json_t *v)
+{
+    if (json_is_number(v)) {
+        json_t *r = json_real(json_number_value(v));
+        json_decref(v);
+        return r;
+    }
+    return v;
+}
+
+/* The sampling parameters that change an answer; a default value keys like its absence. */
+static void add_params(json_t *canon, json_t *b)
+{
+    static const struct {
+        const char *key;
+        double def; /* NAN: no default */
+    } params[] = {
+        {"temperature", 1}, {"top_p", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
+        {"top_k", -1},      {"seed", -1}, {"stop", -1},            {"tools", -1},
+        {"tool_choice", -1}, {"response_format", -1}, {"logit_bias", -1},
+    };
+    for (size_t i = 0; i < sizeof params / sizeof *params; i++) {
+        json_t *v = json_object_get(b, params[i].key);
+        if (!v || json_is_null(v))
+            continue;
+        if (json_is_number(v) && params[i].def >= 0 && json_number_value(v) == params[i].def)
+            continue;
+        json_t *c = json_deep_copy(v);
+        if (!strcmp(params[i].key, "stop") && json_is_string(c)) {
+            json_t *a = json_array();
+            json_array_append_new(a, c);
+            c = a;
+        }
+        json_object_set_new(canon, params[i].key, canon_value(c));
+    }
+}
+
+int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
+{
+    memset(out, 0, sizeof *out);
+    json_t *canon = json_object();
+    if (!canon)
+        return -1;
+    json_object_set_new(canon, "ns", json_integer(ns));
+    json_object_set_new(canon, "route", json_string(chat ? "chat" : "completion"));
+    json_t *model = json_object_get(b, "model");
+    json_object_set_new(canon, "model", json_string(json_is_string(model)
+                                                        ? json_string_value(model) : ""));
+    add_params(canon, b);
+    char *query = NULL;
+    size_t qlen = 0;
+    int rc = 1;
+    if (chat) {
+        json_t *msgs = json_object_get(b, "messages");
+        size_t n = json_array_size(msgs);
+        json_t *last = n ? json_array_get(msgs, n - 1) : NULL;
+        const char *role = json_string_value(json_object_get(last, "role"));
+        if (!role || strcmp(role, "user") ||
+            !(query = content_text(json_object_get(last, "content"), &qlen)))
+            goto out;
+        json_t *ctx = json_array();
+        for (size_t i = 0; i + 1 < n; i++) {
+            json_t *m = json_array_get(msgs, i);
+            const char *r = json_string_value(json_object_get(m, "role"));
+            size_t len;
+            char *t = content_text(json_object_get(m, "content"), &len);
+            if (!r || !t) {
+                free(t);
+                json_decref(ctx);
+                goto out;
+            }
+            json_t *e = json_array();
+            json_array_append_new(e, json_string(strcmp(r, "developer") ? r : "system"));
+            json_array_append_new(e, json_stringn(t, len));
+            json_array_append_new(ctx, e);
+            free(t);
+        }
+        json_object_set_new(canon, "context", ctx);
+    } else {
+        json_t *p = json_object_get(b, "prompt");
+        if (json_is_array(p) && json_array_size(p) == 1)
+            p = json_array_get(p, 0);
+        if (!json_is_string(p))
+            goto out;
+        qlen = json_string_length(p);
+        if (!(query = strndup(json_string_value(p), qlen)))
+            goto oom;
+    }
+    char *dump = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+    if (!dump)
+        goto oom;
+    out->partition = XXH3_64bits(dump, strlen(dump));
+    free(dump);
+    size_t nlen;
+    char *norm = gw_cache_normalize(query, qlen, &nlen);
+    if (!norm)
+        goto oom;
+    out->exact = XXH3_64bits_withSeed(norm, nlen, out->partition);
+    free(norm);
+    out->query = query;
+    out->query_len = qlen;
+    json_decref(canon);
+    return 0;
+oom:
+    rc = -1;
+out:
+    free(query);
+    json_decref(canon);
+    return rc;
+}
+
+void gw_cache_key_deinit(struct gw_cache_key *k)
+{
+    if (k) {
+        free(k->query);
+        k->query = NULL;
+    }
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *embw, int dim,
+                          gw_metrics *m, char *err, size_t errlen)
+{
+    gw_cache *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->cfg = cfg;
+    c->st = st;
+    c->embw = embw;
+    c->dim = dim;
+    int rc = store_reader_open(st, &c->loop_reader);
+    if (!rc)
+        rc = store_reader_open(st, &c->worker_reader);
+    if (rc) {
+        snprintf(err, errlen, "opening the cache's readers: %s", store_strerror(rc));
+        gw_cache_destroy(c);
+        return NULL;
+    }
+    static const double sim_bounds[] = {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 1.0};
+    c->m_lookups = gw_metrics_counter(m, "cachegate_cache_lookups_total",
+                                      "Cache lookups by kind (exact, semantic) and result.",
+                                      "kind,result");
+    c->m_similarity = gw_metrics_histogram(
+        m, "cachegate_cache_similarity",
+        "Cosine similarity of the nearest same-partition candidate of semantic lookups.", NULL,
+        sim_bounds, (int)(sizeof sim_bounds / sizeof *sim_bounds));
+    c->m_entries = gw_metrics_gauge(m, "cachegate_cache_entries", "Cached answers per tenant.",
+                                    "tenant");
+    c->m_bytes = gw_metrics_gauge(m, "cachegate_cache_bytes",
+                                  "Bytes of cached answers, queries and embeddings per tenant.",
+                                  "tenant");
+    c->m_saved = gw_metrics_counter(m, "cachegate_cache_tokens_saved_total",
+                                    "Completion tokens served from the cache instead of the "
+                                    "engine.",
+                                    "kind");
+    c->m_evictions = gw_metrics_counter(m, "cachegate_cache_evictions_total",
+                                        "Entries removed: lru (over capacity) or expired.",
+                                        "reason");
+    c->m_writes = gw_metrics_counter(m, "cachegate_cache_writes_total",
+                                     "Answers written to the cache, by result.", "result");
+    return c;
+}
+
+void gw_cache_destroy(gw_cache *c)
+{
+    if (!c)
+        return;
+    store_reader_close(c->loop_reader);
+    store_reader_close(c->worker_reader);
+    free(c);
+}
+
+store *gw_cache_store(gw_cache *c)
+{
+    return c->st;
+}
+
+/* ------------------------------------------------------------------ lookups */
+
+int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
+                   struct store_hit *out)
+{
+    int rc = store_get_exact(c->loop_reader, tenant, k->exact, now_ms(), out);
+    int hit = rc == STORE_OK && out->completion_tokens <= max_tokens;
+    if (rc == STORE_OK && !hit)
+        store_hit_deinit(out);
+    if (rc != STORE_OK && rc != STORE_ENOTFOUND)
+        gw_log_kv(GW_LOG_WARN, "exact cache lookup failed", "error", store_strerror(rc), NULL);
+    gw_metric_add(c->m_lookups, 1, "exact", hit ? "hit" : "miss");
+    return hit;
+}
+
+/* Worker thread: search the tenant's index and pick the first acceptable candidate. */
+static void sem_search(struct gw_embed_job *j)
+{
+    struct gw_cache_sem *s = gw_cq_container(j, struct gw_cache_sem, job);
+    gw_cache *c = s->c;
+    s->best = -1;
+    if (j->rc) {
+        s->rc = j->rc;
+        return;
+    }
+    struct store_hit hits[64];
+    int n = 0;
+    int k = (int)c->cfg->cache_candidates;
+    s->rc = store_search(c->worker_reader, s->tenant, s->vec, k, now_ms(), hits, &n);
+    for (int i = 0; i < n; i++) {
+        struct store_hit *h = &hits[i];
+        if (s->hit || h->partition != s->key->partition)
+            continue;
+        if (s->best < 0)
+            s->best = h->similarity;
+        if (h->similarity < s->threshold) {
+            if (!s->why[0])
+                snprintf(s->why, sizeof s->why, "similarity %.3f below %.3f", h->similarity,
+                         s->threshold);
+            continue;
+        }
+        if (h->completion_tokens > s->max_tokens) {
+            snprintf(s->why, sizeof s->why, "the stored answer exceeds max_tokens");
+            continue;
+        }
+        char why[80];
+        if (c->cfg->cache_guard &&
+            !gw_guard_compatible(h->query, h->query_len, s->key->query, s->key->query_len, why,
+                                 sizeof why)) {
+            snprintf(s->why, sizeof s->why, "guard: %s", why);
+            continue;
+        }
+        s->entry = *h;
+        memset(h, 0, sizeof *h);
+        s->hit = 1;
+    }
+    for (int i = 0; i < n; i++)
+        store_hit_deinit(&hits[i]);
+}
+
+static void sem_done(struct gw_cq_item *item)
+{
+    struct gw_cache_sem *s = gw_cq_container(item, struct gw_cache_sem, job.item);
+    gw_cache *c = s->c;
+    if (s->best >= 0)
+        gw_metric_observe(c->m_similarity, s->best);
+    gw_metric_add(c->m_lookups, 1, "semantic", s->hit ? "hit" : "miss");
+    s->done(s);
+}
+
+void gw_cache_semantic(gw_cache *c, struct gw_cache_sem *s)
+{
+    s->c = c;
+    s->hit = 0;
+    s->rc = 0;
+    s->why[0] = 0;
+    s->text = s->key->query;
+    s->len = s->key->query_len;
+    memset(&s->job, 0, sizeof s->job);
+    s->vec = malloc(sizeof(float) * (size_t)c->dim);
+    if (!s->vec) {
+        s->rc = -1;
+        s->best = -1;
+        s->done(s);
+        return;
+    }
+    s->job.item.fn = sem_done;
+    s->job.n = 1;
+    s->job.texts = &s->text;
+    s->job.lens = &s->len;
+    s->job.out = s->vec;
+    s->job.ntokens = &s->ntok;
+    s->job.post = sem_search;
+    gw_embedw_submit(c->embw, &s->job);
+}
+
+void gw_cache_sem_deinit(struct gw_cache_sem *s)
+{
+    store_hit_deinit(&s->entry);
+    free(s->vec);
+    s->vec = NULL;
+}
+
+void gw_cache_served(gw_cache *c, const struct store_hit *h, int semantic)
+{
+    gw_metric_add(c->m_saved, h->completion_tokens, semantic ? "semantic" : "exact");
+    store_touch(c->st, h->id, now_ms());
+}
+
+/* ------------------------------------------------------------------ writes */
+
+struct put_job {
+    struct gw_embed_job job;
+    gw_cache *c;
+    struct store_entry e;
+    int ntok;
+    char *query, *answer, *model;
+    const char *text;
+    size_t len;
+    float vec[]; /* [dim] */
+};
+
+static void put_written(void *arg, int rc, int64_t id)
+{
+    (void)id;
+    gw_cache *c = arg;
+    /* writer thread; the metrics registry is thread-safe */
+    gw_metric_add(c->m_writes, 1, rc ? "error" : "ok");
+}
+
+static void put_job_free(struct put_job *p)
+{
+    free(p->query);
+    free(p->answer);
+    free(p->model);
+    free(p);
+}
+
+static void put_commit(struct put_job *p)
+{
+    int rc = store_put(p->c->st, &p->e, put_written, p->c);
+    if (rc) {
+        gw_metric_add(p->c->m_writes, 1, "error");
+        gw_log_kv(GW_LOG_WARN, "cache write failed", "error", store_strerror(rc), NULL);
+    }
+    put_job_free(p);
+}
+
+static void put_embedded(struct gw_cq_item *item)
+{
+    struct put_job *p = gw_cq_container(item, struct put_job, job.item);
+    if (p->job.rc) {
+        gw_metric_add(p->c->m_writes, 1, "error");
+        put_job_free(p);
+        return;
+    }
+    put_commit(p);
+}
+
+void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, const float *vec,
+                  const char *model, const char *answer, size_t len, int prompt_tokens,
+                  int completion_tokens, int64_t ttl_s)
+{
+    struct put_job *p = calloc(1, sizeof *p + sizeof(float) * (size_t)c->dim);
+    if (!p)
+        return;
+    p->c = c;
+    p->query = strndup(k->query, k->query_len);
+    p->answer = strndup(answer, len);
+    p->model = strdup(model);
+    if (!p->query || !p->answer || !p->model) {
+        put_job_free(p);
+        return;
+    }
+    if (ttl_s < 0)
+        ttl_s = c->cfg->cache_ttl_s;
+    int64_t now = now_ms();
+    p->e = (struct store_entry){
+        .tenant = tenant, .partition = k->partition, .exact = k->exact, .model = p->model,
+        .query = p->query, .query_len = k->query_len, .embedding = p->vec, .answer = p->answer,
+        .answer_len = len, .finish_reason = "stop", .prompt_tokens = prompt_tokens,
+        .completion_tokens = completion_tokens, .created_ms = now,
+        .expires_ms = ttl_s ? now + ttl_s * 1000 : 0,
+    };
+    if (vec) {
+        memcpy(p->vec, vec, sizeof(float) * (size_t)c->dim);
+        put_commit(p);
+        return;
+    }
+    p->text = p->query;
+    p->len = k->query_len;
+    p->job.item.fn = put_embedded;
+    p->job.n = 1;
+    p->job.texts = &p->text;
+    p->job.lens = &p->len;
+    p->job.out = p->vec;
+    p->job.ntokens = &p->ntok;
+    gw_embedw_submit(c->embw, &p->job);
+}
+
+/* ------------------------------------------------------------------ metrics */
+
+static int name_slot(gw_cache *c, int64_t tenant)
+{
+    for (int i = 0; i < c->nnames; i++)
+        if (c->names[i].id == tenant)
+            return i;
+    if (c->nnames == MAX_NAMES)
+        return -1;
+    int i = c->nnames++;
+    c->names[i].id = tenant;
+    struct store_tenant t;
+    if (store_tenant_get_id(c->st, tenant, &t) == STORE_OK) {
+        snprintf(c->names[i].name, sizeof c->names[i].name, "%s", t.name);
+        store_tenant_deinit(&t);
+    } else {
+        snprintf(c->names[i].name, sizeof c->names[i].name, "%lld", (long long)tenant);
+    }
+    return i;
+}
+
+void gw_cache_refresh_metrics(gw_cache *c)
+{
+    struct store_tenant_stats st[MAX_NAMES];
+    int n = store_stats(c->st, st, MAX_NAMES);
+    for (int i = 0; i < n; i++) {
+        int k = name_slot(c, st[i].tenant);
+        const char *name = k >= 0 ? c->names[k].name : "other";
+        gw_metric_set(c->m_entries, (double)st[i].entries, name);
+        gw_metric_set(c->m_bytes, (double)st[i].bytes, name);
+        if (k >= 0) {
+            gw_metric_add(c->m_evictions, (double)(st[i].evicted_lru - c->names[k].lru), "lru");
+            gw_metric_add(c->m_evictions, (double)(st[i].expired - c->names[k].expired),
+                          "expired");
+            c->names[k].lru = st[i].evicted_lru;
+            c->names[k].expired = st[i].expired;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ imports */
+
+int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct tok_vocab *v,
+                          struct gw_import_item *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    json_error_t je;
+    json_t *j = json_loadb(line, len, 0, &je);
+    int rc = -1;
+    if (!json_is_object(j)) {
+        snprintf(err, errlen, j ? "not a JSON object" : "invalid JSON: %s", je.text);
+        goto out;
+    }
+    json_t *model = json_object_get(j, "model"), *answer = json_object_get(j, "answer");
+    int chat = json_object_get(j, "messages") != NULL;
+    if (!json_is_string(model) || !json_string_length(model)) {
+        snprintf(err, errlen, "\"model\" must be a non-empty string");
+        goto out;
+    }
+    if (!json_is_string(answer) || !json_string_length(answer)) {
+        snprintf(err, errlen, "\"answer\" must be a non-empty string");
+        goto out;
+    }
+    int krc = gw_cache_key_make(j, chat, ns, &out->key);
+    if (krc) {
+        snprintf(err, errlen, krc < 0 ? "out of memory"
+                              : chat ? "\"messages\" must end with a user message with text "
+                                       "content"
+                                     : "needs \"messages\" or a string \"prompt\"");
+        goto out;
+    }
+    out->model = strdup(json_string_value(model));
+    out->answer_len = json_string_length(answer);
+    out->answer = strndup(json_string_value(answer), out->answer_len);
+    if (!out->model || !out->answer) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    int n = 0;
+    if (v)
+        tok_encode(v, out->answer, out->answer_len, 0, NULL, 0, &n);
+    out->completion_tokens = n;
+    rc = 0;
+out:
+    if (rc)
+        gw_import_item_deinit(out);
+    json_decref(j);
+    return rc;
+}
+
+void gw_import_item_deinit(struct gw_import_item *it)
+{
+    gw_cache_key_deinit(&it->key);
+    free(it->model);
+    free(it->answer);
+    it->model = it->answer = NULL;
+}

@@ -1,0 +1,121 @@
+/*
+ * cache — the answer caches' policy over the store: cache keys, exact and semantic
+ * lookups, storing finished answers, imports, and the cache's metrics.
+ *
+ * Keys (ARCHITECTURE.md, "Cache semantics"): the partition hash covers the tenant's
+ * namespace, the model, every message but the final user message, and the sampling
+ * parameters that change an answer; the exact hash adds the final user message,
+ * normalized (Unicode NFC, runs of white space as one space, trimmed). Requests in
+ * different partitions never share an answer.
+ *
+ * Threads: everything here runs on the event loop, except the semantic search, which
+ * runs on the embedder's worker thread right after the query is embedded (so a vector
+ * search never stalls the event loop), with a store reader of its own.
+ */
+#ifndef GW_CACHE_H
+#define GW_CACHE_H
+
+#include "config.h"
+#include "embed_worker.h"
+#include "metrics.h"
+#include "store.h"
+
+#include <jansson.h>
+#include <stdint.h>
+
+typedef struct gw_cache gw_cache;
+
+struct gw_cache_key {
+    uint64_t partition, exact;
+    char *query; /* the final user message as asked (owned) */
+    size_t query_len;
+};
+
+/*
+ * Keys of a chat (chat = 1: body has messages) or completion (prompt) request body.
+ * Returns 0; 1 when the request has no final user message to key on (not cacheable);
+ * -1 when out of memory. ns: the tenant's namespace.
+ */
+int gw_cache_key_make(json_t *body, int chat, int64_t ns, struct gw_cache_key *out);
+void gw_cache_key_deinit(struct gw_cache_key *k);
+
+/* Request-level controls, from Cache-Control and the X-Cache-* request headers. */
+struct gw_cache_ctl {
+    int no_cache;       /* skip the lookup; still store */
+    int no_store;       /* do not store the answer */
+    int only_if_cached; /* answer from the cache or 504; never run the engine */
+    double threshold;   /* < 0: the tenant's or the configured one */
+    int64_t ttl_s;      /* < 0: the tenant's or the configured one */
+};
+
+/* store: borrowed, outlives the cache. embw: the embedder worker, borrowed. */
+gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *embw, int dim,
+                          gw_metrics *metrics, char *err, size_t errlen);
+void gw_cache_destroy(gw_cache *c); /* accepts NULL */
+store *gw_cache_store(gw_cache *c);
+
+/*
+ * Exact lookup. 1 and *out filled (the caller deinits it) on a hit whose answer fits
+ * max_tokens; 0 on a miss. Counts the lookup in the metrics.
+ */
+int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
+                   struct store_hit *out);
+
+/* A semantic lookup in flight. The caller fills the inputs and done; the cache the rest. */
+struct gw_cache_sem {
+    struct gw_embed_job job; /* internal */
+    /* inputs */
+    int64_t tenant;
+    const struct gw_cache_key *key; /* borrowed until done runs */
+    double threshold;
+    int max_tokens;
+    void (*done)(struct gw_cache_sem *s); /* event loop */
+    /* outputs */
+    int rc;         /* 0, or the embedder's / store's error (then a miss) */
+    int hit;        /* hit is filled */
+    struct store_hit entry;
+    float best;     /* similarity of the nearest candidate of the partition; -1: none */
+    char why[96];   /* on a miss with a near candidate: why it was refused */
+    float *vec;     /* [dim] the query's embedding (owned; gw_cache_sem_deinit frees) */
+    /* internal */
+    gw_cache *c;
+    int ntok;
+    const char *text;
+    size_t len;
+};
+/* Embeds the final user message and searches; s->done runs on the event loop. */
+void gw_cache_semantic(gw_cache *c, struct gw_cache_sem *s);
+void gw_cache_sem_deinit(struct gw_cache_sem *s);
+
+/* Counts tokens a hit saved (its completion tokens) and records the hit for LRU. */
+void gw_cache_served(gw_cache *c, const struct store_hit *h, int semantic);
+
+/*
+ * Stores a finished answer (finish_reason "stop"). vec: the query's embedding, copied, or
+ * NULL to have it embedded first. ttl_s < 0: the configured TTL.
+ */
+void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, const float *vec,
+                  const char *model, const char *answer, size_t len, int prompt_tokens,
+                  int completion_tokens, int64_t ttl_s);
+
+/* Updates the per-tenant gauges and eviction counters from the store (before /metrics). */
+void gw_cache_refresh_metrics(gw_cache *c);
+
+/* One line of an import: {"model": M, "messages": [...], "answer": A} ("prompt" instead of
+ * "messages" keys a completion); optional sampling parameters key like a request's. */
+struct gw_import_item {
+    struct gw_cache_key key;
+    char *model, *answer;
+    size_t answer_len;
+    int completion_tokens;
+};
+struct tok_vocab;
+/* v: the chat model's vocabulary, to count the answer's tokens. -1 with err on a bad line. */
+int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct tok_vocab *v,
+                          struct gw_import_item *out, char *err, size_t errlen);
+void gw_import_item_deinit(struct gw_import_item *it);
+
+/* Normalizes a final user message for the exact key (NFC, white space). malloc'd. */
+char *gw_cache_normalize(const char *text, size_t len, size_t *outlen);
+
+#endif

@@ -1,0 +1,208 @@
+/*
+ * Offline commands over the data directory (the server must not be running on it: the
+ * store locks the directory):
+ *   cachegate cache import FILE [--tenant NAME] [--data-dir DIR] [--config FILE]
+ */
+#include "cli.h"
+
+#include "cache.h"
+#include "config.h"
+#include "embedder.h"
+#include "gguf.h"
+#include "store.h"
+#include "tokenizer.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_CONFIG "conf/cachegate.conf"
+
+/* --config and --data-dir, shared by the offline commands. 0, or prints and returns 2. */
+int gw_cli_config(const char *config, const char *data_dir, struct gw_config *cfg)
+{
+    char err[1024];
+    gw_config_defaults(cfg);
+    if (gw_config_load(cfg, config ? config : DEFAULT_CONFIG, err, sizeof err) ||
+        (data_dir &&
+         gw_config_set(cfg, "server", "data_dir", data_dir, "--data-dir", err, sizeof err))) {
+        fprintf(stderr, "cachegate: %s\n", err);
+        gw_config_deinit(cfg);
+        return 2;
+    }
+    return 0;
+}
+
+static void open_progress(void *arg, int64_t tenant, int64_t done, int64_t total, int rebuilt)
+{
+    (void)arg;
+    if (rebuilt)
+        fprintf(stderr, "\rrebuilding the index of tenant %lld: %lld/%lld", (long long)tenant,
+                (long long)done, (long long)total);
+    if (rebuilt && done == total)
+        fputc('\n', stderr);
+}
+
+int gw_cli_open_store(const struct gw_config *cfg, int dim, store **out)
+{
+    struct store_options so = {.dir = cfg->data_dir,
+                               .dim = dim,
+                               .max_entries = cfg->cache_max_entries,
+                               .max_bytes = cfg->cache_max_bytes,
+                               .hnsw_min_entries = cfg->cache_hnsw_min_entries};
+    char err[1024];
+    if (store_open(&so, open_progress, NULL, out, err, sizeof err)) {
+        fprintf(stderr, "cachegate: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* The embedding dimension the store is opened with, read from the configured model. */
+static int import_file(const struct gw_config *cfg, const char *path, const char *tenant_name)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    emb_model *emb = NULL;
+    gguf_file *gf = NULL;
+    tok_vocab *v = NULL;
+    store *st = NULL;
+    char err[1024];
+    int rc = 1;
+    if (emb_model_load(cfg->embedder_model, NULL, &emb, err, sizeof err)) {
+        fprintf(stderr, "cachegate: loading the embedding model: %s\n", err);
+        goto out;
+    }
+    /* the chat model's vocabulary counts each answer's tokens (for max_tokens) */
+    if (gguf_open(cfg->engine_model, &gf, err, sizeof err) ||
+        tok_create(gf, &v, err, sizeof err)) {
+        fprintf(stderr, "cachegate: loading the chat model's vocabulary: %s\n", err);
+        goto out;
+    }
+    if (gw_cli_open_store(cfg, emb_dim(emb), &st))
+        goto out;
+    struct store_tenant t;
+    if (store_tenant_get(st, tenant_name, &t)) {
+        fprintf(stderr, "cachegate: no tenant named '%s'\n", tenant_name);
+        goto out;
+    }
+    store_tenant_deinit(&t);
+    enum { BATCH = 64 };
+    struct gw_import_item items[BATCH];
+    const char *texts[BATCH];
+    size_t lens[BATCH];
+    int dim = emb_dim(emb), n = 0;
+    float *vecs = malloc(sizeof(float) * (size_t)dim * BATCH);
+    if (!vecs)
+        goto out;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0, imported = 0, bad = 0;
+    int64_t now = (int64_t)time(NULL) * 1000;
+    int failed = 0;
+    for (;;) {
+        len = getline(&line, &cap, f);
+        if (len >= 0) {
+            lineno++;
+            while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
+                len--;
+            if (!len)
+                continue;
+            char msg[200];
+            if (gw_cache_import_parse(line, (size_t)len, t.id, v, &items[n], msg, sizeof msg)) {
+                fprintf(stderr, "%s:%ld: %s\n", path, lineno, msg);
+                bad++;
+                continue;
+            }
+            texts[n] = items[n].key.query;
+            lens[n] = items[n].key.query_len;
+            if (++n < BATCH)
+                continue;
+        }
+        if (n) {
+            int erc = emb_encode(emb, texts, lens, n, vecs, NULL);
+            for (int i = 0; i < n; i++) {
+                struct gw_import_item *it = &items[i];
+                struct store_entry e = {
+                    .tenant = t.id, .partition = it->key.partition, .exact = it->key.exact,
+                    .model = it->model, .query = it->key.query, .query_len = it->key.query_len,
+                    .embedding = vecs + (size_t)i * dim, .answer = it->answer,
+                    .answer_len = it->answer_len, .finish_reason = "stop",
+                    .completion_tokens = it->completion_tokens, .created_ms = now,
+                    .expires_ms = cfg->cache_ttl_s ? now + cfg->cache_ttl_s * 1000 : 0};
+                if (!erc && store_put(st, &e, NULL, NULL) == STORE_OK)
+                    imported++;
+                else
+                    failed = 1;
+                gw_import_item_deinit(it);
+            }
+            n = 0;
+            if (imported % 1024 < BATCH)
+                fprintf(stderr, "\rimported %ld entries", imported);
+        }
+        if (len < 0)
+            break;
+    }
+    free(line);
+    free(vecs);
+    if (store_sync(st)) {
+        fprintf(stderr, "\ncachegate: committing the entries failed\n");
+        goto out;
+    }
+    fprintf(stderr, "\r");
+    printf("imported %ld entries into tenant '%s'%s", imported, tenant_name,
+           bad ? "" : "\n");
+    if (bad)
+        printf("; %ld lines skipped (see above)\n", bad);
+    rc = bad || failed ? 1 : 0;
+out:
+    store_close(st); /* commits, saves the index */
+    tok_destroy(v);
+    gguf_close(gf);
+    emb_model_destroy(emb);
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
+int gw_cli_cache(int argc, char **argv)
+{
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                              {"data-dir", required_argument, NULL, 'd'},
+                                              {"tenant", required_argument, NULL, 't'},
+                                              {NULL, 0, NULL, 0}};
+    const char *config = NULL, *data_dir = NULL, *tenant = "default";
+    if (argc < 2 || strcmp(argv[1], "import")) {
+        fprintf(stderr, "usage: cachegate cache import FILE [--tenant NAME] [--data-dir DIR] "
+                        "[--config FILE]\n");
+        return 2;
+    }
+    argc--;
+    argv++;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "c:d:t:", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': config = optarg; break;
+        case 'd': data_dir = optarg; break;
+        case 't': tenant = optarg; break;
+        default: return 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, "cachegate cache import: give one FILE (or - for standard input)\n");
+        return 2;
+    }
+    struct gw_config cfg;
+    int rc = gw_cli_config(config, data_dir, &cfg);
+    if (rc)
+        return rc;
+    rc = import_file(&cfg, argv[optind], tenant);
+    gw_config_deinit(&cfg);
+    return rc;
+}

@@ -1,0 +1,41 @@
+/*
+ * guard — the semantic cache's last check. The embedding says two questions are close;
+ * the guard looks for the cheap, well-known ways two close questions still ask different
+ * things, and vetoes the hit when it finds one:
+ *
+ *   numbers      15 vs 25, "second" vs "2nd" agree, "World War II" vs "World War I" not
+ *   negation     one side says not / n't / never / no / without, the other does not
+ *   opposites    a general lexicon of contrast pairs and closed classes (enable/disable,
+ *                larger/smaller, Monday/Friday, Celsius/Kelvin, Python/Rust) and the
+ *                negating prefixes un-/dis-/in-/non-/de- (install/uninstall)
+ *   names        a proper noun, acronym, quoted text or code identifier of one side that
+ *                the other side does not mention
+ *   swap         the two questions are the same words except for one or two aligned
+ *                content words (symptoms of the flu / of a cold), or a question word
+ *                (when/where)
+ *   order        "x to y" on one side, "y to x" on the other
+ *
+ * Precision comes before recall: a vetoed hit is a miss, a wrong hit is a wrong answer.
+ * Text is compared after light normalization (ASCII lowercase, contractions, possessive
+ * 's, plurals), so case and rewording alone never veto. Bytes >= 0x80 are word bytes;
+ * nothing is case-folded outside ASCII.
+ *
+ * Pure functions: no allocation, no global state after a one-time lexicon build (done
+ * under pthread_once on first use). Any thread may call them. Inputs need not be
+ * NUL-terminated and are never read past their lengths. An input longer than the guard's
+ * fixed buffers (about 250 words) is vetoed rather than half-checked.
+ */
+#ifndef GW_GUARD_H
+#define GW_GUARD_H
+
+#include <stddef.h>
+
+/*
+ * 1 when an answer stored for `stored` may serve `query` as far as the guard can tell; 0
+ * when they differ in a way that changes the meaning. why (may be NULL): a short reason,
+ * e.g. "numbers differ: 15 vs 25", always NUL-terminated when whylen > 0 ("" on 1).
+ */
+int gw_guard_compatible(const char *stored, size_t slen, const char *query, size_t qlen,
+                        char *why, size_t whylen);
+
+#endif

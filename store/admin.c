@@ -1,0 +1,372 @@
+/*
+ * Tenants, API key hashes and usage reports: rare operations, run synchronously on the
+ * store's administration connection under its mutex. Deleting a tenant's cache entries
+ * goes through the writer, so its index follows.
+ */
+#include "store_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int prep(store *s, const char *sql, sqlite3_stmt **st)
+{
+    return sqlite3_prepare_v2(s->adb, sql, -1, st, NULL) == SQLITE_OK ? 0 : STORE_EIO;
+}
+
+void store_tenant_deinit(struct store_tenant *t)
+{
+    if (t) {
+        free(t->policy);
+        t->policy = NULL;
+    }
+}
+
+static int valid_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= 64)
+        return 0;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.'))
+            return 0;
+    return 1;
+}
+
+int store_tenant_create(store *s, const char *name, int64_t *id)
+{
+    if (!valid_name(name))
+        return STORE_EINVAL;
+    sqlite3_stmt *st;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s, "INSERT INTO tenants (name, created_ms) VALUES (?1, ?2)", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, store_now_ms());
+        int src = sqlite3_step(st);
+        rc = src == SQLITE_DONE         ? STORE_OK
+             : src == SQLITE_CONSTRAINT ? STORE_EEXIST
+                                        : STORE_EIO;
+        if (!rc && id)
+            *id = sqlite3_last_insert_rowid(s->adb);
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&s->admin_mu);
+    return rc;
+}
+
+static int tenant_row(sqlite3_stmt *st, struct store_tenant *t)
+{
+    memset(t, 0, sizeof *t);
+    t->id = sqlite3_column_int64(st, 0);
+    snprintf(t->name, sizeof t->name, "%s", (const char *)sqlite3_column_text(st, 1));
+    t->created_ms = sqlite3_column_int64(st, 2);
+    const char *p = (const char *)sqlite3_column_text(st, 3);
+    return (t->policy = strdup(p ? p : "{}")) ? STORE_OK : STORE_ENOMEM;
+}
+
+static int tenant_get(store *s, const char *name, int64_t id, struct store_tenant *out)
+{
+    sqlite3_stmt *st;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s,
+                  name ? "SELECT id, name, created_ms, policy FROM tenants WHERE name = ?1"
+                       : "SELECT id, name, created_ms, policy FROM tenants WHERE id = ?2",
+                  &st);
+    if (!rc) {
+        if (name)
+            sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_int64(st, 2, id);
+        int src = sqlite3_step(st);
+        rc = src == SQLITE_ROW ? tenant_row(st, out)
+             : src == SQLITE_DONE ? STORE_ENOTFOUND
+                                  : STORE_EIO;
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&s->admin_mu);
+    return rc;
+}
+
+int store_tenant_get(store *s, const char *name, struct store_tenant *out)
+{
+    return tenant_get(s, name, 0, out);
+}
+
+int store_tenant_get_id(store *s, int64_t id, struct store_tenant *out)
+{
+    return tenant_get(s, NULL, id, out);
+}
+
+int store_tenant_list(store *s, struct store_tenant **out, int *n)
+{
+    sqlite3_stmt *st;
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s, "SELECT id, name, created_ms, policy FROM tenants ORDER BY name", &st);
+    int cap = 0;
+    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct store_tenant *t = realloc(*out, sizeof *t * (size_t)cap);
+            if (!t) {
+                rc = STORE_ENOMEM;
+                break;
+            }
+            *out = t;
+        }
+        if ((rc = tenant_row(st, &(*out)[*n])))
+            break;
+        (*n)++;
+    }
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->admin_mu);
+    if (rc) {
+        for (int i = 0; i < *n; i++)
+            store_tenant_deinit(&(*out)[i]);
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+static int exec_bound(store *s, const char *sql, int64_t a)
+{
+    sqlite3_stmt *st;
+    int rc = prep(s, sql, &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, a);
+    rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : STORE_EIO;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_tenant_delete(store *s, const char *name)
+{
+    struct store_tenant t;
+    int rc = store_tenant_get(s, name, &t);
+    if (rc)
+        return rc;
+    store_tenant_deinit(&t);
+    if ((rc = store_delete(s, t.id, -1, NULL, NULL)) || (rc = store_sync(s)))
+        return rc;
+    pthread_mutex_lock(&s->admin_mu);
+    rc = exec_bound(s, "DELETE FROM usage_daily WHERE tenant = ?1", t.id);
+    if (!rc)
+        rc = exec_bound(s, "DELETE FROM tenants WHERE id = ?1", t.id); /* keys cascade */
+    pthread_mutex_unlock(&s->admin_mu);
+    return rc;
+}
+
+int store_tenant_set_policy(store *s, int64_t id, const char *json)
+{
+    sqlite3_stmt *st;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s, "UPDATE tenants SET policy = ?2 WHERE id = ?1", &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_text(st, 2, json, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : STORE_EIO;
+        if (!rc && sqlite3_changes(s->adb) == 0)
+            rc = STORE_ENOTFOUND;
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&s->admin_mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ keys */
+
+int store_key_add(store *s, int64_t tenant, const char *prefix, const uint8_t sha256[32])
+{
+    sqlite3_stmt *st;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s,
+                  "INSERT INTO api_keys (tenant, prefix, sha256, created_ms) "
+                  "VALUES (?1, ?2, ?3, ?4)",
+                  &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, tenant);
+        sqlite3_bind_text(st, 2, prefix, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 3, sha256, 32, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, store_now_ms());
+        int src = sqlite3_step(st);
+        rc = src == SQLITE_DONE ? STORE_OK : src == SQLITE_CONSTRAINT ? STORE_EEXIST : STORE_EIO;
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&s->admin_mu);
+    return rc;
+}
+
+int store_key_lookup(store *s, const uint8_t sha256[32], int64_t *tenant)
+{
+    sqlite3_stmt *st;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s, "SELECT tenant FROM api_keys WHERE sha256 = ?1 AND revoked_ms IS NULL",
+                  &st);
+    if (!rc) {
+        sqlite3_bind_blob(st, 1, sha256, 32, SQLITE_STATIC);
+        int src = sqlite3_step(st);
+        if (src == SQLITE_ROW)
+            *tenant = sqlite3_column_int64(st, 0);
+        rc = src == SQLITE_ROW ? STORE_OK : src == SQLITE_DONE ? STORE_ENOTFOUND : STORE_EIO;
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&s->admin_mu);
+    return rc;
+}
+
+int store_key_list(store *s, int64_t tenant, struct store_key **out, int *n)
+{
+    sqlite3_stmt *st;
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s,
+                  "SELECT id, tenant, prefix, created_ms, coalesce(revoked_ms, 0) FROM api_keys "
+                  "WHERE tenant = ?1 ORDER BY id",
+                  &st);
+    int cap = 0;
+    if (!rc)
+        sqlite3_bind_int64(st, 1, tenant);
+    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct store_key *k = realloc(*out, sizeof *k * (size_t)cap);
+            if (!k) {
+                rc = STORE_ENOMEM;
+                break;
+            }
+            *out = k;
+        }
+        struct store_key *k = &(*out)[(*n)++];
+        memset(k, 0, sizeof *k);
+        k->id = sqlite3_column_int64(st, 0);
+        k->tenant = sqlite3_column_int64(st, 1);
+        snprintf(k->prefix, sizeof k->prefix, "%s", (const char *)sqlite3_column_text(st, 2));
+        k->created_ms = sqlite3_column_int64(st, 3);
+        k->revoked_ms = sqlite3_column_int64(st, 4);
+    }
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->admin_mu);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int store_key_revoke(store *s, const char *prefix)
+{
+    sqlite3_stmt *st;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s,
+                  "UPDATE api_keys SET revoked_ms = ?2 WHERE prefix = ?1 AND revoked_ms IS NULL",
+                  &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, store_now_ms());
+        rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : STORE_EIO;
+        if (!rc && sqlite3_changes(s->adb) == 0)
+            rc = STORE_ENOTFOUND;
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&s->admin_mu);
+    return rc;
+}
+
+int store_key_all(store *s, uint8_t (**sha)[32], int64_t **tenants, int *n)
+{
+    sqlite3_stmt *st;
+    *sha = NULL;
+    *tenants = NULL;
+    *n = 0;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s, "SELECT sha256, tenant FROM api_keys WHERE revoked_ms IS NULL", &st);
+    int cap = 0;
+    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+        if (sqlite3_column_bytes(st, 0) != 32)
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint8_t(*h)[32] = realloc(*sha, sizeof *h * (size_t)cap);
+            if (h)
+                *sha = h;
+            int64_t *t = realloc(*tenants, sizeof *t * (size_t)cap);
+            if (t)
+                *tenants = t;
+            if (!h || !t) {
+                rc = STORE_ENOMEM;
+                break;
+            }
+        }
+        memcpy((*sha)[*n], sqlite3_column_blob(st, 0), 32);
+        (*tenants)[(*n)++] = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->admin_mu);
+    if (rc) {
+        free(*sha);
+        free(*tenants);
+        *sha = NULL;
+        *tenants = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------ usage */
+
+int store_usage_list(store *s, int64_t tenant, const char *since, struct store_usage **out,
+                     int *n)
+{
+    sqlite3_stmt *st;
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s,
+                  "SELECT tenant, day, requests, prompt_tokens, completion_tokens, "
+                  "cached_tokens, exact_hits, semantic_hits, tokens_saved FROM usage_daily "
+                  "WHERE (?1 < 0 OR tenant = ?1) AND (?2 IS NULL OR day >= ?2) "
+                  "ORDER BY tenant, day",
+                  &st);
+    int cap = 0;
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, tenant);
+        if (since)
+            sqlite3_bind_text(st, 2, since, -1, SQLITE_STATIC);
+    }
+    while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 32;
+            struct store_usage *u = realloc(*out, sizeof *u * (size_t)cap);
+            if (!u) {
+                rc = STORE_ENOMEM;
+                break;
+            }
+            *out = u;
+        }
+        struct store_usage *u = &(*out)[(*n)++];
+        memset(u, 0, sizeof *u);
+        u->tenant = sqlite3_column_int64(st, 0);
+        snprintf(u->day, sizeof u->day, "%s", (const char *)sqlite3_column_text(st, 1));
+        int64_t *v[] = {&u->requests,      &u->prompt_tokens, &u->completion_tokens,
+                        &u->cached_tokens, &u->exact_hits,    &u->semantic_hits,
+                        &u->tokens_saved};
+        for (int i = 0; i < 7; i++)
+            *v[i] = sqlite3_column_int64(st, 2 + i);
+    }
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->admin_mu);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}

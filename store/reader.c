@@ -1,0 +1,154 @@
+/*
+ * Readers: one SQLite connection each (WAL lets them read while the writer commits) and
+ * the tenants' indexes, shared.
+ */
+#include "store_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct store_reader {
+    store *s;
+    sqlite3 *db;
+    sqlite3_stmt *exact, *byid;
+};
+
+#define COLUMNS                                                                                \
+    "id, tenant, partition, model, query, answer, finish_reason, prompt_tokens, "             \
+    "completion_tokens, created_ms, last_hit_ms, expires_ms, hit_count"
+
+int store_reader_open(store *s, store_reader **out)
+{
+    store_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return STORE_ENOMEM;
+    r->s = s;
+    int rc = store_db_open(s->db_path, 1, &r->db);
+    if (rc)
+        goto fail;
+    rc = STORE_EIO;
+    if (sqlite3_prepare_v3(r->db,
+                           "SELECT " COLUMNS " FROM entries WHERE tenant = ?1 AND exact = ?2 "
+                           "AND (expires_ms = 0 OR expires_ms > ?3)",
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->exact, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(r->db,
+                           "SELECT " COLUMNS " FROM entries WHERE id = ?1 AND tenant = ?2 "
+                           "AND (expires_ms = 0 OR expires_ms > ?3)",
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->byid, NULL) != SQLITE_OK)
+        goto fail;
+    *out = r;
+    return STORE_OK;
+fail:
+    store_reader_close(r);
+    return rc;
+}
+
+void store_reader_close(store_reader *r)
+{
+    if (!r)
+        return;
+    sqlite3_finalize(r->exact);
+    sqlite3_finalize(r->byid);
+    sqlite3_close(r->db);
+    free(r);
+}
+
+static char *col_dup(sqlite3_stmt *st, int i, size_t *len)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    char *d = malloc(n + 1);
+    if (!d)
+        return NULL;
+    if (n)
+        memcpy(d, t, n);
+    d[n] = 0;
+    if (len)
+        *len = n;
+    return d;
+}
+
+/* Fills h from the current row of a COLUMNS select. */
+static int read_row(sqlite3_stmt *st, struct store_hit *h)
+{
+    memset(h, 0, sizeof *h);
+    h->id = sqlite3_column_int64(st, 0);
+    h->tenant = sqlite3_column_int64(st, 1);
+    h->partition = (uint64_t)sqlite3_column_int64(st, 2);
+    h->model = col_dup(st, 3, NULL);
+    h->query = col_dup(st, 4, &h->query_len);
+    h->answer = col_dup(st, 5, &h->answer_len);
+    h->finish_reason = col_dup(st, 6, NULL);
+    h->prompt_tokens = sqlite3_column_int(st, 7);
+    h->completion_tokens = sqlite3_column_int(st, 8);
+    h->created_ms = sqlite3_column_int64(st, 9);
+    h->last_hit_ms = sqlite3_column_int64(st, 10);
+    h->expires_ms = sqlite3_column_int64(st, 11);
+    h->hit_count = sqlite3_column_int64(st, 12);
+    if (!h->model || !h->query || !h->answer || !h->finish_reason) {
+        store_hit_deinit(h);
+        return STORE_ENOMEM;
+    }
+    return STORE_OK;
+}
+
+int store_get_exact(store_reader *r, int64_t tenant, uint64_t exact, int64_t now_ms,
+                    struct store_hit *out)
+{
+    sqlite3_stmt *st = r->exact;
+    sqlite3_bind_int64(st, 1, tenant);
+    sqlite3_bind_int64(st, 2, (int64_t)exact);
+    sqlite3_bind_int64(st, 3, now_ms);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        rc = read_row(st, out);
+        out->similarity = 1;
+    } else {
+        rc = rc == SQLITE_DONE ? STORE_ENOTFOUND : STORE_EIO;
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+int store_search(store_reader *r, int64_t tenant, const float *vec, int k, int64_t now_ms,
+                 struct store_hit *out, int *n)
+{
+    *n = 0;
+    if (k <= 0)
+        return STORE_OK;
+    struct slot *sl = store_slot(r->s, tenant, 0);
+    if (!sl)
+        return STORE_OK;
+    float scores[64];
+    int64_t ids[64];
+    int found = 0;
+    if (k > 64)
+        k = 64;
+    pthread_rwlock_rdlock(&sl->lock);
+    int rc = sidx_search(sl->ix, vec, k, scores, ids, &found);
+    pthread_rwlock_unlock(&sl->lock);
+    if (rc)
+        return STORE_EINDEX;
+    for (int i = 0; i < found; i++) {
+        sqlite3_stmt *st = r->byid;
+        sqlite3_bind_int64(st, 1, ids[i]);
+        sqlite3_bind_int64(st, 2, tenant);
+        sqlite3_bind_int64(st, 3, now_ms);
+        int src = sqlite3_step(st);
+        if (src == SQLITE_ROW) {
+            /* the index may be a moment behind the table: a row gone is skipped */
+            if ((rc = read_row(st, &out[*n])) == STORE_OK)
+                out[(*n)++].similarity = scores[i];
+        } else if (src != SQLITE_DONE) {
+            rc = STORE_EIO;
+        }
+        sqlite3_reset(st);
+        if (rc) {
+            for (int j = 0; j < *n; j++)
+                store_hit_deinit(&out[j]);
+            *n = 0;
+            return rc;
+        }
+    }
+    return STORE_OK;
+}

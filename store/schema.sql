@@ -1,0 +1,70 @@
+-- cachegate's SQLite schema, as forward migrations. The store applies, in one
+-- transaction each, every migration whose number is above the highest version
+-- recorded in schema_version. Never edit a migration that has shipped: add one.
+-- Times are Unix milliseconds.
+
+-- migration: 1
+CREATE TABLE schema_version (
+    version    INTEGER PRIMARY KEY,
+    applied_ms INTEGER NOT NULL
+);
+
+-- A tenant's id is its namespace in every cache. Tenant 1 ("default") answers
+-- requests when authentication is off. policy: JSON of per-tenant overrides.
+CREATE TABLE tenants (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    name       TEXT NOT NULL UNIQUE,
+    created_ms INTEGER NOT NULL,
+    policy     TEXT NOT NULL DEFAULT '{}'
+);
+INSERT INTO tenants (id, name, created_ms) VALUES (1, 'default', CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER));
+
+-- An API key is stored only as its SHA-256; prefix: its first characters, shown in lists.
+CREATE TABLE api_keys (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant     INTEGER NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+    prefix     TEXT NOT NULL UNIQUE,
+    sha256     BLOB NOT NULL UNIQUE,
+    created_ms INTEGER NOT NULL,
+    revoked_ms INTEGER
+);
+
+-- Usage per tenant per UTC day ("YYYY-MM-DD").
+CREATE TABLE usage_daily (
+    tenant            INTEGER NOT NULL,
+    day               TEXT NOT NULL,
+    requests          INTEGER NOT NULL DEFAULT 0,
+    prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    cached_tokens     INTEGER NOT NULL DEFAULT 0,
+    exact_hits        INTEGER NOT NULL DEFAULT 0,
+    semantic_hits     INTEGER NOT NULL DEFAULT 0,
+    tokens_saved      INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, day)
+);
+
+-- Cached answers. partition and exact: 64-bit hashes of the canonical request (see the
+-- gateway's cache key); embedding: float32[dim] of the final user message, L2-normalized;
+-- bytes: what the entry counts against its tenant's capacity. AUTOINCREMENT: an id is
+-- never reused, so an index snapshot can tell new rows from old ones.
+CREATE TABLE entries (
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant            INTEGER NOT NULL,
+    partition         INTEGER NOT NULL,
+    exact             INTEGER NOT NULL,
+    model             TEXT NOT NULL,
+    query             TEXT NOT NULL,
+    embedding         BLOB NOT NULL,
+    answer            TEXT NOT NULL,
+    prompt_tokens     INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    finish_reason     TEXT NOT NULL,
+    created_ms        INTEGER NOT NULL,
+    last_hit_ms       INTEGER NOT NULL,
+    hit_count         INTEGER NOT NULL DEFAULT 0,
+    expires_ms        INTEGER NOT NULL,
+    bytes             INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX entries_exact ON entries (tenant, exact);
+CREATE INDEX entries_lru ON entries (tenant, last_hit_ms);
+CREATE INDEX entries_expiry ON entries (expires_ms);

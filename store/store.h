@@ -1,0 +1,175 @@
+/*
+ * store — cachegate's persistence: SQLite (WAL) for tenants, API key hashes, usage and
+ * cache entries; one FAISS vector index per tenant over the entries' embeddings.
+ *
+ * SQLite is the source of truth. On open, each tenant's index is loaded from
+ * DIR/index/TENANT.faiss only if that file holds exactly the tenant's live entries;
+ * otherwise it is rebuilt from the database. Indexes are saved on close.
+ *
+ * Threads: every write goes through one writer thread, which commits queued operations
+ * in batched transactions and then updates the indexes; a write's callback runs on that
+ * thread after its commit. Reads go through a store_reader, one per reading thread,
+ * each with its own SQLite connection; any number of readers run at once. Tenant and key
+ * administration (rare) runs synchronously on a connection of its own under a mutex.
+ *
+ * Capacity: after each batch the writer evicts a tenant's least-recently-hit entries
+ * until the tenant is within its entry and byte limits. Expired entries are never
+ * returned and are deleted by the writer within about a second of expiring.
+ *
+ * The library never prints and never exits; it reports through return codes.
+ */
+#ifndef STORE_H
+#define STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_OK 0
+#define STORE_ENOMEM (-1)
+#define STORE_EIO (-2)       /* SQLite or a file failed; see the err text where given */
+#define STORE_ENOTFOUND (-3)
+#define STORE_EINVAL (-4)
+#define STORE_EEXIST (-5)
+#define STORE_EBUSY (-6)     /* the data directory is in use by another process */
+#define STORE_ECLOSED (-7)   /* the store is closing */
+#define STORE_EINDEX (-8)    /* the vector index failed */
+
+const char *store_strerror(int rc);
+
+typedef struct store store;
+typedef struct store_reader store_reader;
+
+struct store_options {
+    const char *dir;           /* data directory; created when missing */
+    int dim;                   /* embedding dimension */
+    int64_t max_entries;       /* per tenant, unless set by store_set_limits; 0: no limit */
+    int64_t max_bytes;         /* per tenant, unless set by store_set_limits; 0: no limit */
+    int64_t hnsw_min_entries;  /* a tenant's index becomes HNSW32 at this size; 0: never */
+};
+
+/* Progress of index loading/rebuilding on open, for a caller that shows it. May be NULL. */
+typedef void (*store_progress_fn)(void *arg, int64_t tenant, int64_t done, int64_t total,
+                                  int rebuilt);
+
+int store_open(const struct store_options *o, store_progress_fn progress, void *parg,
+               store **out, char *err, size_t errlen);
+/* Commits what is queued, saves the indexes, joins the threads. Accepts NULL. */
+void store_close(store *s);
+
+/* ------------------------------------------------------------------ cache entries */
+
+struct store_entry {
+    int64_t tenant;
+    uint64_t partition, exact;
+    const char *model;
+    const char *query; /* the final user message, as asked */
+    size_t query_len;
+    const float *embedding; /* [dim], L2-normalized */
+    const char *answer;
+    size_t answer_len;
+    const char *finish_reason;
+    int prompt_tokens, completion_tokens;
+    int64_t created_ms, expires_ms; /* expires_ms 0: never */
+};
+
+/* A stored entry as read back; the strings are owned (store_hit_deinit frees them). */
+struct store_hit {
+    int64_t id, tenant;
+    uint64_t partition;
+    float similarity; /* semantic searches: cosine with the query; exact: 1 */
+    char *model, *query, *answer, *finish_reason;
+    size_t query_len, answer_len;
+    int prompt_tokens, completion_tokens;
+    int64_t created_ms, last_hit_ms, expires_ms, hit_count;
+};
+void store_hit_deinit(struct store_hit *h);
+
+/* Called on the writer thread once the operation committed (rc STORE_OK) or failed.
+ * id: the new entry's id (put), or the number of entries deleted (delete). */
+typedef void (*store_done_fn)(void *arg, int rc, int64_t id);
+
+/* Queues an insert; an entry with the same tenant and exact hash is replaced. Everything
+ * is copied. done may be NULL. Returns STORE_OK (queued), or an error (nothing queued). */
+int store_put(store *s, const struct store_entry *e, store_done_fn done, void *arg);
+/* Records a hit (last_hit_ms, hit_count) for LRU; batched, no callback. */
+int store_touch(store *s, int64_t id, int64_t now_ms);
+/* Deletes one entry (tenant < 0: of any tenant), every entry of a tenant (id < 0), or
+ * everything (tenant < 0 and id < 0). */
+int store_delete(store *s, int64_t tenant, int64_t id, store_done_fn done, void *arg);
+/* done runs once everything queued before it has committed. */
+int store_flush(store *s, store_done_fn done, void *arg);
+/* Blocks until everything queued before the call has committed. Not on the writer thread. */
+int store_sync(store *s);
+
+/* Per-tenant capacity; 0 in either: the store's default for that limit. */
+void store_set_limits(store *s, int64_t tenant, int64_t max_entries, int64_t max_bytes);
+
+struct store_tenant_stats {
+    int64_t tenant, entries, bytes;
+    int64_t evicted_lru, expired; /* since open */
+    int hnsw;                     /* the index is HNSW (else flat) */
+    int64_t tombstones;
+};
+/* Fills up to cap tenants' stats (those with an index); returns how many. */
+int store_stats(store *s, struct store_tenant_stats *out, int cap);
+
+/* ------------------------------------------------------------------ readers */
+
+int store_reader_open(store *s, store_reader **out);
+void store_reader_close(store_reader *r); /* accepts NULL */
+
+/* The live entry of tenant with this exact hash. STORE_ENOTFOUND when none (or expired). */
+int store_get_exact(store_reader *r, int64_t tenant, uint64_t exact, int64_t now_ms,
+                    struct store_hit *out);
+/* The tenant's k nearest live entries to vec, best first, in out[0..*n). */
+int store_search(store_reader *r, int64_t tenant, const float *vec, int k, int64_t now_ms,
+                 struct store_hit *out, int *n /* out */);
+
+/* ------------------------------------------------------------------ tenants and keys */
+
+struct store_tenant {
+    int64_t id;
+    char name[64];
+    int64_t created_ms;
+    char *policy; /* JSON text, owned; store_tenant_deinit frees it */
+};
+void store_tenant_deinit(struct store_tenant *t);
+
+int store_tenant_create(store *s, const char *name, int64_t *id /* out */);
+int store_tenant_get(store *s, const char *name, struct store_tenant *out);
+int store_tenant_get_id(store *s, int64_t id, struct store_tenant *out);
+/* All tenants by name; *out is malloc'd (each element deinit'ed by the caller). */
+int store_tenant_list(store *s, struct store_tenant **out, int *n);
+/* Deletes the tenant, its keys, its usage and its cache entries. */
+int store_tenant_delete(store *s, const char *name);
+int store_tenant_set_policy(store *s, int64_t id, const char *json);
+
+struct store_key {
+    int64_t id, tenant;
+    char prefix[32];
+    int64_t created_ms, revoked_ms; /* revoked_ms 0: live */
+};
+/* sha256: of the whole key; prefix: its first characters, unique. */
+int store_key_add(store *s, int64_t tenant, const char *prefix, const uint8_t sha256[32]);
+/* The tenant of a live key with this hash, or STORE_ENOTFOUND. */
+int store_key_lookup(store *s, const uint8_t sha256[32], int64_t *tenant /* out */);
+int store_key_list(store *s, int64_t tenant, struct store_key **out, int *n);
+int store_key_revoke(store *s, const char *prefix);
+/* Every live key's hash and tenant, for a caller's in-memory cache. */
+int store_key_all(store *s, uint8_t (**sha)[32], int64_t **tenants, int *n);
+
+/* ------------------------------------------------------------------ usage */
+
+struct store_usage {
+    int64_t tenant;
+    char day[11]; /* YYYY-MM-DD, UTC */
+    int64_t requests, prompt_tokens, completion_tokens, cached_tokens;
+    int64_t exact_hits, semantic_hits, tokens_saved;
+};
+/* Queues usage to add to (tenant, day); batched by the writer. */
+int store_usage_add(store *s, const struct store_usage *u);
+/* Rows with day >= since (NULL: all) of tenant (< 0: all), by tenant then day. */
+int store_usage_list(store *s, int64_t tenant, const char *since, struct store_usage **out,
+                     int *n);
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * store_impl.h — what the store's files share: the store itself, a tenant's index slot,
+ * the writer's queue. Not for users of the library.
+ */
+#ifndef STORE_IMPL_H
+#define STORE_IMPL_H
+
+#include "index.h"
+#include "store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+/* The store/schema.sql text, compiled in by the Makefile. */
+extern const char store_schema_sql[];
+
+/* One tenant's index and counters. The slot lives until the store closes. lock guards the
+ * ix pointer (swapped by a rebuild); ix has its own lock for its contents. */
+struct slot {
+    int64_t tenant;
+    pthread_rwlock_t lock;
+    sidx *ix;
+    int dirty; /* changed since loaded or saved */
+    /* writer thread only, read racily by store_stats */
+    int64_t entries, bytes, evicted, expired;
+    int64_t max_entries, max_bytes; /* 0: the store's defaults (q_mu) */
+    /* background rebuild: the writer logs index changes past the snapshot meanwhile */
+    int rebuilding, rebuild_thread_live;
+    pthread_t rebuild_thread;
+    int64_t snapshot;      /* rows with id <= snapshot are read by the rebuild */
+    enum sidx_kind rebuild_kind;
+    sidx *rebuilt;         /* set by the rebuild thread when done (q_mu) */
+    int rebuild_rc;        /* (q_mu) */
+    int rebuild_done;      /* (q_mu) */
+    int64_t *pend_ids;     /* added while rebuilding */
+    float *pend_vecs;
+    int64_t npend, cappend;
+    int64_t *pend_del;     /* removed while rebuilding */
+    int64_t ndel, capdel;
+};
+
+enum op_kind { OP_PUT, OP_TOUCH, OP_DELETE, OP_FLUSH, OP_USAGE };
+
+struct op {
+    struct op *next;
+    enum op_kind kind;
+    store_done_fn done;
+    void *arg;
+    int64_t tenant, id, now_ms;
+    /* OP_PUT: the entry, with its strings and embedding in one allocation after it */
+    struct store_entry e;
+    struct store_usage u;
+};
+
+struct store {
+    struct store_options opt;
+    char *dir;
+    char db_path[4096];
+    int lock_fd;
+    sqlite3 *wdb; /* writer thread (and open/close) */
+    sqlite3 *adb; /* tenant and key administration, under admin_mu */
+    pthread_mutex_t admin_mu;
+    /* tenant slots */
+    pthread_mutex_t slots_mu;
+    struct slot **slots;
+    int nslots, capslots;
+    /* writer queue */
+    pthread_mutex_t q_mu;
+    pthread_cond_t q_cond, sync_cond;
+    struct op *q_head, *q_tail;
+    int closing;
+    uint64_t sync_done; /* batches committed (q_mu) */
+    pthread_t writer;
+    int writer_running;
+    /* writer's prepared statements */
+    sqlite3_stmt *st_find_exact, *st_insert, *st_delete_id, *st_touch, *st_usage,
+        *st_lru, *st_expired, *st_tenant_ids;
+};
+
+int64_t store_now_ms(void);
+int store_db_open(const char *path, int readonly, sqlite3 **out);
+struct slot *store_slot(store *s, int64_t tenant, int create);
+enum sidx_kind store_wanted_kind(store *s, int64_t entries, enum sidx_kind now);
+int store_build_index(sqlite3 *db, int dim, int64_t tenant, int64_t upto, enum sidx_kind kind,
+                      store_progress_fn progress, void *parg, int64_t total, sidx **out);
+
+/* writer.c */
+int store_writer_prepare(store *s);
+void store_writer_finalize(store *s);
+void *store_writer_main(void *arg);
+
+#endif

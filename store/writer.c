@@ -1,0 +1,654 @@
+/*
+ * The store's writer thread: takes everything queued, applies it in one transaction,
+ * evicts over-capacity tenants and expired entries in the same transaction, commits,
+ * then updates the indexes and runs the callbacks. Also starts and finishes background
+ * index rebuilds (flat <-> HNSW, or HNSW with too many tombstones).
+ */
+#include "store_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ queueing */
+
+static int enqueue(store *s, struct op *o)
+{
+    pthread_mutex_lock(&s->q_mu);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->q_mu);
+        free(o);
+        return STORE_ECLOSED;
+    }
+    if (s->q_tail)
+        s->q_tail->next = o;
+    else
+        s->q_head = o;
+    s->q_tail = o;
+    pthread_cond_signal(&s->q_cond);
+    pthread_mutex_unlock(&s->q_mu);
+    return STORE_OK;
+}
+
+static char *put_str(char **w, const char *src, size_t len)
+{
+    char *d = *w;
+    memcpy(d, src, len);
+    d[len] = 0;
+    *w += len + 1;
+    return d;
+}
+
+int store_put(store *s, const struct store_entry *e, store_done_fn done, void *arg)
+{
+    if (!e->embedding || !e->model || !e->query || !e->answer || !e->finish_reason)
+        return STORE_EINVAL;
+    size_t ml = strlen(e->model), fl = strlen(e->finish_reason);
+    size_t vec = sizeof(float) * (size_t)s->opt.dim;
+    /* one allocation: op, embedding, then the strings */
+    struct op *o = calloc(1, sizeof *o + vec + ml + fl + e->query_len + e->answer_len + 4);
+    if (!o)
+        return STORE_ENOMEM;
+    o->kind = OP_PUT;
+    o->done = done;
+    o->arg = arg;
+    o->e = *e;
+    float *v = (float *)(o + 1);
+    memcpy(v, e->embedding, vec);
+    o->e.embedding = v;
+    char *w = (char *)v + vec;
+    o->e.model = put_str(&w, e->model, ml);
+    o->e.finish_reason = put_str(&w, e->finish_reason, fl);
+    o->e.query = put_str(&w, e->query, e->query_len);
+    o->e.answer = put_str(&w, e->answer, e->answer_len);
+    return enqueue(s, o);
+}
+
+static int simple_op(store *s, enum op_kind kind, int64_t tenant, int64_t id, int64_t now,
+                     store_done_fn done, void *arg)
+{
+    struct op *o = calloc(1, sizeof *o);
+    if (!o)
+        return STORE_ENOMEM;
+    *o = (struct op){.kind = kind, .tenant = tenant, .id = id, .now_ms = now, .done = done,
+                     .arg = arg};
+    return enqueue(s, o);
+}
+
+int store_touch(store *s, int64_t id, int64_t now_ms)
+{
+    return simple_op(s, OP_TOUCH, 0, id, now_ms, NULL, NULL);
+}
+
+int store_delete(store *s, int64_t tenant, int64_t id, store_done_fn done, void *arg)
+{
+    return simple_op(s, OP_DELETE, tenant, id, 0, done, arg);
+}
+
+int store_flush(store *s, store_done_fn done, void *arg)
+{
+    return simple_op(s, OP_FLUSH, 0, 0, 0, done, arg);
+}
+
+int store_usage_add(store *s, const struct store_usage *u)
+{
+    struct op *o = calloc(1, sizeof *o);
+    if (!o)
+        return STORE_ENOMEM;
+    o->kind = OP_USAGE;
+    o->u = *u;
+    return enqueue(s, o);
+}
+
+struct sync_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int done, rc;
+};
+
+static void sync_done(void *arg, int rc, int64_t id)
+{
+    (void)id;
+    struct sync_wait *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    w->rc = rc;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int store_sync(store *s)
+{
+    struct sync_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    int rc = store_flush(s, sync_done, &w);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+        pthread_cond_wait(&w.cond, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    return w.rc;
+}
+
+/* ------------------------------------------------------------------ statements */
+
+static const char *const SQL[] = {
+    "SELECT id, bytes FROM entries WHERE tenant = ?1 AND exact = ?2",
+    "INSERT INTO entries (tenant, partition, exact, model, query, embedding, answer, "
+    "prompt_tokens, completion_tokens, finish_reason, created_ms, last_hit_ms, expires_ms, "
+    "bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)",
+    "DELETE FROM entries WHERE id = ?1",
+    "UPDATE entries SET last_hit_ms = max(last_hit_ms, ?2), hit_count = hit_count + 1 "
+    "WHERE id = ?1",
+    "INSERT INTO usage_daily (tenant, day, requests, prompt_tokens, completion_tokens, "
+    "cached_tokens, exact_hits, semantic_hits, tokens_saved) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+    "?7, ?8, ?9) ON CONFLICT (tenant, day) DO UPDATE SET requests = requests + ?3, "
+    "prompt_tokens = prompt_tokens + ?4, completion_tokens = completion_tokens + ?5, "
+    "cached_tokens = cached_tokens + ?6, exact_hits = exact_hits + ?7, "
+    "semantic_hits = semantic_hits + ?8, tokens_saved = tokens_saved + ?9",
+    "SELECT id, bytes FROM entries WHERE tenant = ?1 ORDER BY last_hit_ms, id LIMIT ?2",
+    "SELECT id, tenant, bytes FROM entries WHERE expires_ms > 0 AND expires_ms <= ?1 LIMIT 4096",
+    "SELECT id, tenant, bytes FROM entries WHERE (?1 < 0 OR tenant = ?1) AND (?2 < 0 OR id = ?2)",
+};
+
+int store_writer_prepare(store *s)
+{
+    sqlite3_stmt **st[] = {&s->st_find_exact, &s->st_insert,  &s->st_delete_id,
+                           &s->st_touch,      &s->st_usage,   &s->st_lru,
+                           &s->st_expired,    &s->st_tenant_ids};
+    for (size_t i = 0; i < sizeof st / sizeof *st; i++)
+        if (sqlite3_prepare_v3(s->wdb, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, st[i], NULL) !=
+            SQLITE_OK)
+            return STORE_EIO;
+    return STORE_OK;
+}
+
+void store_writer_finalize(store *s)
+{
+    sqlite3_stmt *st[] = {s->st_find_exact, s->st_insert,  s->st_delete_id, s->st_touch,
+                          s->st_usage,      s->st_lru,     s->st_expired,   s->st_tenant_ids};
+    for (size_t i = 0; i < sizeof st / sizeof *st; i++)
+        sqlite3_finalize(st[i]);
+}
+
+/* ------------------------------------------------------------------ one batch */
+
+/* An index change to apply once the transaction committed. */
+struct change {
+    int64_t tenant, id;
+    const float *vec; /* add; NULL: remove */
+};
+
+struct batch {
+    struct change *ch;
+    size_t n, cap;
+    int64_t *tenants; /* tenants that grew, for the capacity check */
+    size_t nt, capt;
+    int failed;
+};
+
+static void note(struct batch *b, int64_t tenant, int64_t id, const float *vec)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        struct change *c = realloc(b->ch, sizeof *c * cap);
+        if (!c) {
+            b->failed = 1;
+            return;
+        }
+        b->ch = c;
+        b->cap = cap;
+    }
+    b->ch[b->n++] = (struct change){tenant, id, vec};
+}
+
+static void note_tenant(struct batch *b, int64_t tenant)
+{
+    for (size_t i = 0; i < b->nt; i++)
+        if (b->tenants[i] == tenant)
+            return;
+    if (b->nt == b->capt) {
+        size_t cap = b->capt ? b->capt * 2 : 8;
+        int64_t *t = realloc(b->tenants, sizeof *t * cap);
+        if (!t) {
+            b->failed = 1;
+            return;
+        }
+        b->tenants = t;
+        b->capt = cap;
+    }
+    b->tenants[b->nt++] = tenant;
+}
+
+static int step_done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Deletes one row and notes it; counters of its tenant follow. */
+static int remove_row(store *s, struct batch *b, int64_t tenant, int64_t id, int64_t bytes)
+{
+    sqlite3_bind_int64(s->st_delete_id, 1, id);
+    if (step_done(s->st_delete_id))
+        return -1;
+    struct slot *sl = store_slot(s, tenant, 1);
+    if (sl) {
+        sl->entries--;
+        sl->bytes -= bytes;
+    }
+    note(b, tenant, id, NULL);
+    return 0;
+}
+
+static int apply_put(store *s, struct batch *b, struct op *o)
+{
+    const struct store_entry *e = &o->e;
+    sqlite3_stmt *f = s->st_find_exact;
+    sqlite3_bind_int64(f, 1, e->tenant);
+    sqlite3_bind_int64(f, 2, (int64_t)e->exact);
+    int64_t old = -1, old_bytes = 0;
+    if (sqlite3_step(f) == SQLITE_ROW) {
+        old = sqlite3_column_int64(f, 0);
+        old_bytes = sqlite3_column_int64(f, 1);
+    }
+    sqlite3_reset(f);
+    if (old >= 0 && remove_row(s, b, e->tenant, old, old_bytes))
+        return -1;
+    size_t vec = sizeof(float) * (size_t)s->opt.dim;
+    int64_t bytes = (int64_t)(e->query_len + e->answer_len + vec);
+    sqlite3_stmt *st = s->st_insert;
+    sqlite3_bind_int64(st, 1, e->tenant);
+    sqlite3_bind_int64(st, 2, (int64_t)e->partition);
+    sqlite3_bind_int64(st, 3, (int64_t)e->exact);
+    sqlite3_bind_text(st, 4, e->model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, e->query, (int)e->query_len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 6, e->embedding, (int)vec, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, e->answer, (int)e->answer_len, SQLITE_STATIC);
+    sqlite3_bind_int(st, 8, e->prompt_tokens);
+    sqlite3_bind_int(st, 9, e->completion_tokens);
+    sqlite3_bind_text(st, 10, e->finish_reason, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 11, e->created_ms);
+    sqlite3_bind_int64(st, 12, e->expires_ms);
+    sqlite3_bind_int64(st, 13, bytes);
+    if (step_done(st))
+        return -1;
+    o->id = sqlite3_last_insert_rowid(s->wdb);
+    struct slot *sl = store_slot(s, e->tenant, 1);
+    if (!sl)
+        return -1;
+    sl->entries++;
+    sl->bytes += bytes;
+    note(b, e->tenant, o->id, e->embedding);
+    note_tenant(b, e->tenant);
+    return 0;
+}
+
+/* Rows matched by a select of (id, tenant, bytes) are deleted; returns how many, or -1. */
+static int64_t remove_selected(store *s, struct batch *b, sqlite3_stmt *sel, int64_t *per_slot)
+{
+    int64_t n = 0;
+    /* collect first: deleting while stepping the same table's cursor is unsafe */
+    int64_t(*rows)[3] = NULL;
+    size_t nr = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+        if (nr == cap) {
+            cap = cap ? cap * 2 : 256;
+            int64_t(*r)[3] = realloc(rows, sizeof *r * cap);
+            if (!r) {
+                free(rows);
+                sqlite3_reset(sel);
+                return -1;
+            }
+            rows = r;
+        }
+        for (int k = 0; k < 3; k++)
+            rows[nr][k] = sqlite3_column_int64(sel, k);
+        nr++;
+    }
+    sqlite3_reset(sel);
+    if (rc != SQLITE_DONE) {
+        free(rows);
+        return -1;
+    }
+    for (size_t i = 0; i < nr; i++) {
+        if (remove_row(s, b, rows[i][1], rows[i][0], rows[i][2])) {
+            free(rows);
+            return -1;
+        }
+        if (per_slot) {
+            struct slot *sl = store_slot(s, rows[i][1], 0);
+            if (sl)
+                sl->expired++;
+        }
+        n++;
+    }
+    free(rows);
+    return n;
+}
+
+static int apply_usage(store *s, const struct store_usage *u)
+{
+    sqlite3_stmt *st = s->st_usage;
+    sqlite3_bind_int64(st, 1, u->tenant);
+    sqlite3_bind_text(st, 2, u->day, -1, SQLITE_STATIC);
+    const int64_t v[] = {u->requests,      u->prompt_tokens, u->completion_tokens,
+                         u->cached_tokens, u->exact_hits,    u->semantic_hits,
+                         u->tokens_saved};
+    for (int i = 0; i < 7; i++)
+        sqlite3_bind_int64(st, 3 + i, v[i]);
+    return step_done(st);
+}
+
+/* Evicts least-recently-hit entries of a tenant over its limits. */
+static int evict(store *s, struct batch *b, int64_t tenant)
+{
+    struct slot *sl = store_slot(s, tenant, 0);
+    if (!sl)
+        return 0;
+    pthread_mutex_lock(&s->q_mu);
+    int64_t me = sl->max_entries ? sl->max_entries : s->opt.max_entries;
+    int64_t mb = sl->max_bytes ? sl->max_bytes : s->opt.max_bytes;
+    pthread_mutex_unlock(&s->q_mu);
+    while ((me > 0 && sl->entries > me) || (mb > 0 && sl->bytes > mb)) {
+        int64_t want = me > 0 && sl->entries > me ? sl->entries - me : 1;
+        sqlite3_stmt *st = s->st_lru;
+        sqlite3_bind_int64(st, 1, tenant);
+        sqlite3_bind_int64(st, 2, want < 256 ? want : 256);
+        int64_t rows[256][2];
+        int nr = 0, rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW && nr < 256) {
+            rows[nr][0] = sqlite3_column_int64(st, 0);
+            rows[nr][1] = sqlite3_column_int64(st, 1);
+            nr++;
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+            return -1;
+        if (nr == 0)
+            break; /* counters drifted from the table; nothing left to evict */
+        for (int i = 0; i < nr; i++) {
+            if (remove_row(s, b, tenant, rows[i][0], rows[i][1]))
+                return -1;
+            sl->evicted++;
+            if (!((me > 0 && sl->entries > me) || (mb > 0 && sl->bytes > mb)))
+                break;
+        }
+    }
+    return 0;
+}
+
+/* After a rollback the in-memory counters may be off: reread them. */
+static void recount(store *s)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->wdb,
+                           "SELECT tenant, count(*), coalesce(sum(bytes), 0) FROM entries "
+                           "GROUP BY tenant",
+                           -1, &st, NULL) != SQLITE_OK)
+        return;
+    pthread_mutex_lock(&s->slots_mu);
+    for (int i = 0; i < s->nslots; i++)
+        s->slots[i]->entries = s->slots[i]->bytes = 0;
+    pthread_mutex_unlock(&s->slots_mu);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        struct slot *sl = store_slot(s, sqlite3_column_int64(st, 0), 1);
+        if (sl) {
+            sl->entries = sqlite3_column_int64(st, 1);
+            sl->bytes = sqlite3_column_int64(st, 2);
+        }
+    }
+    sqlite3_finalize(st);
+}
+
+static void grow_pending(struct slot *sl, int dim, int64_t id, const float *vec)
+{
+    if (vec) {
+        if (sl->npend == sl->cappend) {
+            int64_t cap = sl->cappend ? sl->cappend * 2 : 64;
+            int64_t *ids = realloc(sl->pend_ids, sizeof *ids * (size_t)cap);
+            if (ids)
+                sl->pend_ids = ids;
+            float *v = realloc(sl->pend_vecs, sizeof *v * (size_t)dim * (size_t)cap);
+            if (v)
+                sl->pend_vecs = v;
+            if (!ids || !v) {
+                sl->rebuild_rc = STORE_ENOMEM; /* the rebuild is thrown away */
+                return;
+            }
+            sl->cappend = cap;
+        }
+        sl->pend_ids[sl->npend] = id;
+        memcpy(sl->pend_vecs + (size_t)sl->npend * dim, vec, sizeof(float) * (size_t)dim);
+        sl->npend++;
+    } else {
+        if (sl->ndel == sl->capdel) {
+            int64_t cap = sl->capdel ? sl->capdel * 2 : 64;
+            int64_t *d = realloc(sl->pend_del, sizeof *d * (size_t)cap);
+            if (!d) {
+                sl->rebuild_rc = STORE_ENOMEM;
+                return;
+            }
+            sl->pend_del = d;
+            sl->capdel = cap;
+        }
+        sl->pend_del[sl->ndel++] = id;
+    }
+}
+
+static void apply_changes(store *s, struct batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        struct change *c = &b->ch[i];
+        struct slot *sl = store_slot(s, c->tenant, 1);
+        if (!sl)
+            continue;
+        if (c->vec)
+            sidx_add(sl->ix, 1, c->vec, &c->id);
+        else
+            sidx_remove(sl->ix, 1, &c->id);
+        sl->dirty = 1;
+        if (sl->rebuilding)
+            grow_pending(sl, s->opt.dim, c->id, c->vec);
+    }
+}
+
+static void run_batch(store *s, struct op *ops)
+{
+    struct batch b = {0};
+    int64_t now = store_now_ms();
+    static __thread int64_t last_sweep;
+    int rc = sqlite3_exec(s->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+    for (struct op *o = ops; o && !rc; o = o->next) {
+        switch (o->kind) {
+        case OP_PUT: rc = apply_put(s, &b, o); break;
+        case OP_TOUCH:
+            sqlite3_bind_int64(s->st_touch, 1, o->id);
+            sqlite3_bind_int64(s->st_touch, 2, o->now_ms);
+            rc = step_done(s->st_touch);
+            break;
+        case OP_DELETE:
+            sqlite3_bind_int64(s->st_tenant_ids, 1, o->tenant);
+            sqlite3_bind_int64(s->st_tenant_ids, 2, o->id);
+            o->id = remove_selected(s, &b, s->st_tenant_ids, NULL);
+            rc = o->id < 0 ? -1 : 0;
+            break;
+        case OP_USAGE: rc = apply_usage(s, &o->u); break;
+        case OP_FLUSH: break;
+        }
+    }
+    for (size_t i = 0; i < b.nt && !rc; i++)
+        rc = evict(s, &b, b.tenants[i]);
+    if (!rc && now - last_sweep >= 1000) {
+        last_sweep = now;
+        sqlite3_bind_int64(s->st_expired, 1, now);
+        int64_t dummy = 0;
+        rc = remove_selected(s, &b, s->st_expired, &dummy) < 0 ? -1 : 0;
+    }
+    if (!rc && !b.failed)
+        rc = sqlite3_exec(s->wdb, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+    else
+        rc = -1;
+    if (rc) {
+        sqlite3_exec(s->wdb, "ROLLBACK", NULL, NULL, NULL);
+        recount(s);
+    } else {
+        apply_changes(s, &b);
+    }
+    for (struct op *o = ops, *next; o; o = next) {
+        next = o->next;
+        if (o->done)
+            o->done(o->arg, rc ? STORE_EIO : STORE_OK, rc ? -1 : o->id);
+        free(o);
+    }
+    free(b.ch);
+    free(b.tenants);
+}
+
+/* ------------------------------------------------------------------ rebuilds */
+
+struct rebuild_arg {
+    store *s;
+    struct slot *sl;
+};
+
+static void *rebuild_main(void *arg)
+{
+    struct rebuild_arg *a = arg;
+    store *s = a->s;
+    struct slot *sl = a->sl;
+    free(a);
+    sqlite3 *db = NULL;
+    sidx *ix = NULL;
+    int rc = store_db_open(s->db_path, 1, &db);
+    if (!rc)
+        rc = store_build_index(db, s->opt.dim, sl->tenant, sl->snapshot, sl->rebuild_kind, NULL,
+                               NULL, 0, &ix);
+    sqlite3_close(db);
+    pthread_mutex_lock(&s->q_mu);
+    sl->rebuilt = ix;
+    if (rc)
+        sl->rebuild_rc = rc;
+    sl->rebuild_done = 1;
+    pthread_cond_signal(&s->q_cond);
+    pthread_mutex_unlock(&s->q_mu);
+    return NULL;
+}
+
+static int64_t max_id(store *s)
+{
+    sqlite3_stmt *st;
+    int64_t id = 0;
+    if (sqlite3_prepare_v2(s->wdb, "SELECT seq FROM sqlite_sequence WHERE name = 'entries'", -1,
+                           &st, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return id;
+}
+
+static void finish_rebuild(struct slot *sl)
+{
+    pthread_join(sl->rebuild_thread, NULL);
+    sl->rebuild_thread_live = 0;
+    sidx *ix = sl->rebuilt;
+    sl->rebuilt = NULL;
+    if (!sl->rebuild_rc && ix) {
+        /* replay what changed since the snapshot: adds first (their ids are all newer) */
+        if (sl->npend)
+            sidx_add(ix, sl->npend, sl->pend_vecs, sl->pend_ids);
+        if (sl->ndel)
+            sidx_remove(ix, sl->ndel, sl->pend_del);
+        pthread_rwlock_wrlock(&sl->lock);
+        sidx *old = sl->ix;
+        sl->ix = ix;
+        pthread_rwlock_unlock(&sl->lock);
+        sidx_free(old);
+        sl->dirty = 1;
+    } else {
+        sidx_free(ix);
+    }
+    sl->npend = sl->ndel = 0;
+    sl->rebuilding = sl->rebuild_done = 0;
+    sl->rebuild_rc = 0;
+}
+
+static void check_rebuilds(store *s)
+{
+    pthread_mutex_lock(&s->slots_mu);
+    int n = s->nslots;
+    pthread_mutex_unlock(&s->slots_mu);
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&s->slots_mu);
+        struct slot *sl = s->slots[i];
+        pthread_mutex_unlock(&s->slots_mu);
+        pthread_mutex_lock(&s->q_mu);
+        int done = sl->rebuild_done;
+        pthread_mutex_unlock(&s->q_mu);
+        if (done) {
+            finish_rebuild(sl);
+            continue;
+        }
+        if (sl->rebuilding || s->closing)
+            continue;
+        enum sidx_kind now = sidx_get_kind(sl->ix);
+        enum sidx_kind want = store_wanted_kind(s, sl->entries, now);
+        int64_t tomb = sidx_tombstones(sl->ix);
+        if (want == now && !(now == SIDX_HNSW && tomb > 1024 && tomb > sl->entries / 5))
+            continue;
+        struct rebuild_arg *a = malloc(sizeof *a);
+        if (!a)
+            continue;
+        *a = (struct rebuild_arg){s, sl};
+        sl->snapshot = max_id(s);
+        sl->rebuild_kind = want;
+        sl->rebuilding = 1;
+        if (pthread_create(&sl->rebuild_thread, NULL, rebuild_main, a)) {
+            free(a);
+            sl->rebuilding = 0;
+            continue;
+        }
+        sl->rebuild_thread_live = 1;
+    }
+}
+
+static int rebuild_pending(store *s)
+{
+    int any = 0;
+    pthread_mutex_lock(&s->slots_mu);
+    for (int i = 0; i < s->nslots; i++)
+        any |= s->slots[i]->rebuild_done;
+    pthread_mutex_unlock(&s->slots_mu);
+    return any;
+}
+
+void *store_writer_main(void *arg)
+{
+    store *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->q_mu);
+        if (!s->q_head && !s->closing && !rebuild_pending(s)) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1; /* wake at least each second for the expiry sweep */
+            pthread_cond_timedwait(&s->q_cond, &s->q_mu, &until);
+        }
+        struct op *ops = s->q_head;
+        s->q_head = s->q_tail = NULL;
+        int closing = s->closing;
+        pthread_mutex_unlock(&s->q_mu);
+        run_batch(s, ops);
+        check_rebuilds(s);
+        if (closing) {
+            pthread_mutex_lock(&s->q_mu);
+            int empty = !s->q_head;
+            pthread_mutex_unlock(&s->q_mu);
+            if (empty)
+                break;
+        }
+    }
+    /* a rebuild still running is joined (and dropped) by store_close */
+    return NULL;
+}

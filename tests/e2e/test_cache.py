@@ -1,0 +1,281 @@
+"""End-to-end tests of the exact and semantic answer caches with the real binary and models:
+misses and hits, paraphrases and hard negatives, streamed replays through the openai SDK,
+Cache-Control, imports (HTTP and CLI), deletion, metrics, and durability across kill -9."""
+
+import json
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from conftest import BIN, PROMTOOL, ROOT
+
+MODEL = "smollm2-135m-instruct"
+ADMIN = "test-admin-key"
+CONF = f"[tenants]\nadmin_key = {ADMIN}\n"
+
+
+def client(server):
+    return httpx.Client(base_url=server.base_url, verify=server.ssl_context(), timeout=120)
+
+
+def chat(c, content, headers=None, **kw):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": content}], **kw}
+    return c.post("/v1/chat/completions", json=body, headers=headers or {})
+
+
+def only_if_cached(c, content, **kw):
+    return chat(c, content, {"Cache-Control": "only-if-cached"}, **kw)
+
+
+def import_lines(c, entries, tenant=None):
+    body = "\n".join(json.dumps({"model": MODEL, "messages": [{"role": "user", "content": q}],
+                                 "answer": a}) for q, a in entries)
+    r = c.post("/admin/cache/import" + (f"?tenant={tenant}" if tenant else ""), content=body,
+               headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait_cached(c, content, timeout=15, **kw):
+    """Answers are stored after their response: wait until the cache has it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = only_if_cached(c, content, **kw)
+        if r.status_code == 200:
+            return r
+        time.sleep(0.1)
+    raise AssertionError(f"never cached: {content!r}")
+
+
+@pytest.fixture
+def server(make_server):
+    return make_server(CONF)
+
+
+def test_miss_then_exact_hit(server):
+    c = client(server)
+    q = "What is the capital of France?"
+    r = chat(c, q, max_tokens=100, temperature=0)
+    assert r.status_code == 200 and r.headers["X-Cache"] == "MISS"
+    live = r.json()
+    assert live["choices"][0]["finish_reason"] == "stop"
+    wait_cached(c, q, max_tokens=100, temperature=0)
+    r = chat(c, q, max_tokens=100, temperature=0)
+    assert r.headers["X-Cache"] == "HIT" and r.headers["X-Cache-Kind"] == "exact"
+    assert float(r.headers["X-Cache-Similarity"]) == 1.0
+    hit = r.json()
+    assert hit["choices"][0]["message"]["content"] == live["choices"][0]["message"]["content"]
+    assert hit["usage"]["completion_tokens"] == live["usage"]["completion_tokens"]
+    assert hit["id"] != live["id"]
+    # white space and Unicode form do not change the exact key
+    r = chat(c, "  What is the capital   of France? ", max_tokens=100, temperature=0)
+    assert r.headers["X-Cache-Kind"] == "exact"
+    # a different sampling parameter is a different partition
+    r = only_if_cached(c, q, max_tokens=100, temperature=0.7)
+    assert r.status_code == 504
+    r = only_if_cached(c, q, max_tokens=100)  # temperature 1, the default
+    assert r.status_code == 504
+
+
+def test_paraphrase_hits_and_hard_negative_misses(server):
+    c = client(server)
+    assert import_lines(c, [("What is the capital of France?", "The capital of France is Paris."),
+                            ("How do I reverse a list in Python?", "Use list.reverse().")]) == \
+        {"imported": 2, "errors": []}
+    r = only_if_cached(c, "What's the capital city of France?")
+    assert r.status_code == 200, r.text
+    assert r.headers["X-Cache"] == "HIT" and r.headers["X-Cache-Kind"] == "semantic"
+    assert 0.8 <= float(r.headers["X-Cache-Similarity"]) < 1.0
+    assert r.json()["choices"][0]["message"]["content"] == "The capital of France is Paris."
+    for negative in ["What is the capital of Germany?", "How do I reverse a list in Java?"]:
+        r = only_if_cached(c, negative)
+        assert r.status_code == 504, (negative, r.headers.get("X-Cache-Kind"))
+    # a per-request threshold override: 1.0 accepts only the identical question
+    r = chat(c, "What's the capital city of France?",
+             {"Cache-Control": "only-if-cached", "X-Cache-Threshold": "1"})
+    assert r.status_code == 504
+
+
+def test_streamed_hit_through_the_sdk(server):
+    c = client(server)
+    answer = "Paris is the capital of France, and its largest city by far."
+    import_lines(c, [("What is the capital of France?", answer)])
+    sdk = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused",
+                        http_client=httpx.Client(verify=server.ssl_context(), timeout=120))
+    stream = sdk.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "What is the capital of France?"}],
+        stream=True, stream_options={"include_usage": True},
+        extra_headers={"Cache-Control": "only-if-cached"})
+    chunks = list(stream)
+    pieces = [ch.choices[0].delta.content for ch in chunks if ch.choices and
+              ch.choices[0].delta.content]
+    assert len(pieces) > 3, "a replay streams several chunks, like a live answer"
+    assert "".join(pieces) == answer
+    assert chunks[0].choices[0].delta.role == "assistant"
+    finals = [ch.choices[0].finish_reason for ch in chunks if ch.choices]
+    assert finals[-1] == "stop" and all(f is None for f in finals[:-1])
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+def test_only_if_cached_is_a_504_that_never_runs_the_engine(server):
+    c = client(server)
+    r = only_if_cached(c, "Tell me about the moons of Jupiter.")
+    assert r.status_code == 504
+    assert r.headers["X-Cache"] == "MISS"
+    err = r.json()["error"]
+    assert err["code"] == "cache_miss" and "only-if-cached" in err["message"]
+    metrics = c.get("/metrics").text
+    assert 'cachegate_cache_lookups_total{kind="semantic",result="miss"} 1' in metrics
+    assert "cachegate_engine_time_to_first_token_seconds_count 1" not in metrics
+
+
+def test_no_store_no_cache_and_max_tokens(server):
+    c = client(server)
+    q = "What is the capital of France?"
+    r = chat(c, q, {"Cache-Control": "no-store"}, max_tokens=100, temperature=0)
+    assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "stop"
+    time.sleep(1)
+    assert only_if_cached(c, q, max_tokens=100, temperature=0).status_code == 504, \
+        "no-store was not stored"
+    # an answer cut by max_tokens (finish_reason length) is never stored
+    q2 = "Write a long story about a dragon."
+    r = chat(c, q2, max_tokens=3)
+    assert r.json()["choices"][0]["finish_reason"] == "length"
+    time.sleep(1)
+    assert only_if_cached(c, q2, max_tokens=3).status_code == 504
+    # a stored answer longer than the request's max_tokens does not serve it
+    import_lines(c, [("Describe the sea.", "The sea is vast, deep, blue and full of life " * 5)])
+    assert only_if_cached(c, "Describe the sea.", max_tokens=5).status_code == 504
+    assert only_if_cached(c, "Describe the sea.", max_tokens=500).status_code == 200
+    # no-cache skips the lookup (the engine answers) but stores
+    r = chat(c, "Describe the sea.", {"Cache-Control": "no-cache"}, max_tokens=40)
+    assert r.headers["X-Cache"] == "MISS"
+
+
+def test_ttl_header_expires_entries(server):
+    c = client(server)
+    q = "What is the capital of France?"
+    r = chat(c, q, {"X-Cache-TTL": "3"}, max_tokens=100, temperature=0)
+    assert r.json()["choices"][0]["finish_reason"] == "stop"
+    wait_cached(c, q, max_tokens=100, temperature=0)
+    time.sleep(3.5)
+    assert only_if_cached(c, q, max_tokens=100, temperature=0).status_code == 504, \
+        "expired entries are never served"
+    assert chat(c, q, {"X-Cache-TTL": "soon"}).status_code == 400
+
+
+def test_admin_routes_need_the_admin_key_and_delete(server, make_server):
+    c = client(server)
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "q"}],
+                       "answer": "a"})
+    assert c.post("/admin/cache/import", content=body).status_code == 401
+    assert c.post("/admin/cache/import", content=body,
+                  headers={"Authorization": "Bearer wrong"}).status_code == 401
+    r = c.post("/admin/cache/import", content=body + "\nnot json\n",
+               headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.json()["imported"] == 1 and r.json()["errors"][0]["line"] == 2
+    assert only_if_cached(c, "q").status_code == 200
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    assert c.delete("/admin/cache", headers=auth).status_code == 400, "nothing said: nothing done"
+    r = c.delete("/admin/cache?all=true", headers=auth)
+    assert r.status_code == 200 and r.json() == {"deleted": 1}
+    assert only_if_cached(c, "q").status_code == 504
+    assert c.delete("/admin/cache?tenant=nobody", headers=auth).status_code == 404
+    # without an admin key in the configuration, the admin API is off
+    server.stop()  # (one server per data directory)
+    other = make_server("")
+    r = client(other).delete("/admin/cache?all=true", headers=auth)
+    assert r.status_code == 403
+
+
+def test_cli_import_then_serve(tmp_path, make_server):
+    data = tmp_path / "data"
+    f = tmp_path / "warm.jsonl"
+    f.write_text(json.dumps({"model": MODEL, "messages": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "What is the boiling point of water at sea level?"}],
+        "answer": "100 degrees Celsius."}) + "\n{broken\n")
+    conf = tmp_path / "empty.conf"
+    conf.write_text("")
+    p = subprocess.run([str(BIN), "cache", "import", str(f), "--data-dir", str(data),
+                        "--config", str(conf)], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 1, "a bad line makes the exit status 1"
+    assert "imported 1 entries" in p.stdout and ":2:" in p.stderr
+    server = make_server(CONF)
+    c = client(server)
+    body = {"model": MODEL, "messages": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "At sea level, at what temperature does water boil?"}]}
+    r = c.post("/v1/chat/completions", json=body, headers={"Cache-Control": "only-if-cached"})
+    assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "semantic"
+    # the system message is part of the partition
+    body["messages"][0]["content"] = "You are verbose."
+    r = c.post("/v1/chat/completions", json=body, headers={"Cache-Control": "only-if-cached"})
+    assert r.status_code == 504
+    # the server holds the data directory: the CLI refuses to write under it
+    p = subprocess.run([str(BIN), "cache", "import", str(f), "--data-dir", str(data),
+                        "--config", str(conf)], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 1 and "in use" in p.stderr
+
+
+def test_kill_9_during_writes_loses_no_completed_entry(make_server):
+    server = make_server(CONF)
+    c = client(server)
+    done, stop = [], threading.Event()
+
+    def writer():
+        i = 0
+        with client(server) as w:
+            while not stop.is_set():
+                q = f"Question number {i} about topic {i * 7919 % 1000}?"
+                try:
+                    r = w.post("/admin/cache/import", headers={"Authorization": f"Bearer {ADMIN}"},
+                               content=json.dumps({"model": MODEL, "messages": [
+                                   {"role": "user", "content": q}], "answer": f"Answer {i}."}))
+                except httpx.HTTPError:
+                    return
+                if r.status_code == 200:
+                    done.append((q, f"Answer {i}."))
+                i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    deadline = time.monotonic() + 60
+    while len(done) < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.proc.send_signal(signal.SIGKILL)  # while the writer keeps importing
+    server.proc.wait()
+    stop.set()
+    t.join()
+    assert len(done) >= 20
+    db = sqlite3.connect(server.data_dir / "cachegate.db")
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    db.close()
+    again = make_server(CONF)
+    c = client(again)
+    for q, a in done:
+        r = only_if_cached(c, q)
+        assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "exact", q
+        assert r.json()["choices"][0]["message"]["content"] == a
+
+
+def test_cache_metrics_pass_promtool(server):
+    c = client(server)
+    import_lines(c, [("What is the capital of France?", "Paris.")])
+    only_if_cached(c, "What is the capital of France?")
+    only_if_cached(c, "What's the capital city of France?")
+    text = c.get("/metrics").text
+    assert 'cachegate_cache_lookups_total{kind="exact",result="hit"} 1' in text
+    assert 'cachegate_cache_lookups_total{kind="semantic",result="hit"} 1' in text
+    assert 'cachegate_cache_entries{tenant="default"} 1' in text
+    assert "cachegate_cache_similarity_count 1" in text
+    assert 'cachegate_cache_tokens_saved_total{kind="exact"}' in text
+    p = subprocess.run([str(PROMTOOL), "check", "metrics"], input=text, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stdout + p.stderr

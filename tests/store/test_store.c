@@ -1,0 +1,301 @@
+/* store: entries, exact and vector lookups, TTL, LRU capacity, index files and rebuilds,
+ * HNSW conversion, tenants and keys. Each test works in a fresh temporary directory. */
+#include "store.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DIM 16
+
+static char dir[256];
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/cachegate-store-XXXXXX");
+    cr_assert(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(store, .init = setup, .fini = teardown, .timeout = 60);
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* A unit vector that mostly points along axis a (a distinct direction per a). */
+static void vec_for(int a, float *v)
+{
+    float n = 0;
+    for (int i = 0; i < DIM; i++) {
+        v[i] = (i == a % DIM ? 4.0f : 0.0f) + (float)((a * 31 + i * 17) % 7) * 0.05f;
+        n += v[i] * v[i];
+    }
+    for (int i = 0; i < DIM; i++)
+        v[i] /= sqrtf(n);
+}
+
+static void progress(void *arg, int64_t t, int64_t d, int64_t n, int r)
+{
+    (void)t, (void)d, (void)n;
+    *(int *)arg |= r ? 1 : 2; /* 1: rebuilt from the database, 2: loaded from its file */
+}
+
+static store *open_store(int64_t max_entries, int64_t hnsw, int *rebuilt)
+{
+    struct store_options o = {.dir = dir, .dim = DIM, .max_entries = max_entries,
+                              .hnsw_min_entries = hnsw};
+    char err[512];
+    store *s = NULL;
+    int rc = store_open(&o, rebuilt ? progress : NULL, rebuilt, &s, err, sizeof err);
+    cr_assert_eq(rc, STORE_OK, "store_open: %s", err);
+    return s;
+}
+
+static void put(store *s, int64_t tenant, uint64_t exact, int a, const char *answer,
+                int64_t expires)
+{
+    float v[DIM];
+    vec_for(a, v);
+    char q[32];
+    snprintf(q, sizeof q, "question %d", a);
+    struct store_entry e = {.tenant = tenant, .partition = 7, .exact = exact, .model = "m",
+                            .query = q, .query_len = strlen(q), .embedding = v,
+                            .answer = answer, .answer_len = strlen(answer),
+                            .finish_reason = "stop", .prompt_tokens = 3,
+                            .completion_tokens = 5, .created_ms = now_ms(),
+                            .expires_ms = expires};
+    cr_assert_eq(store_put(s, &e, NULL, NULL), STORE_OK);
+}
+
+static int has_exact(store *s, int64_t tenant, uint64_t exact, char *answer, size_t len)
+{
+    store_reader *r;
+    cr_assert_eq(store_reader_open(s, &r), STORE_OK);
+    struct store_hit h;
+    int rc = store_get_exact(r, tenant, exact, now_ms(), &h);
+    if (rc == STORE_OK && answer)
+        snprintf(answer, len, "%s", h.answer);
+    if (rc == STORE_OK)
+        store_hit_deinit(&h);
+    store_reader_close(r);
+    return rc == STORE_OK;
+}
+
+/* The ids the nearest search finds for direction a, best first. */
+static int nearest(store *s, int64_t tenant, int a, char *answer, size_t len, float *sim)
+{
+    store_reader *r;
+    cr_assert_eq(store_reader_open(s, &r), STORE_OK);
+    float v[DIM];
+    vec_for(a, v);
+    struct store_hit h[4];
+    int n = 0;
+    cr_assert_eq(store_search(r, tenant, v, 4, now_ms(), h, &n), STORE_OK);
+    if (n && answer)
+        snprintf(answer, len, "%s", h[0].answer);
+    if (n && sim)
+        *sim = h[0].similarity;
+    for (int i = 0; i < n; i++)
+        store_hit_deinit(&h[i]);
+    store_reader_close(r);
+    return n;
+}
+
+Test(store, put_then_exact_and_vector_lookups)
+{
+    store *s = open_store(0, 0, NULL);
+    put(s, 1, 100, 1, "one", 0);
+    put(s, 1, 200, 2, "two", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    char a[64];
+    cr_assert(has_exact(s, 1, 100, a, sizeof a));
+    cr_assert_str_eq(a, "one");
+    cr_assert(!has_exact(s, 2, 100, NULL, 0), "another tenant must not see the entry");
+    float sim = 0;
+    cr_assert_gt(nearest(s, 1, 2, a, sizeof a, &sim), 0);
+    cr_assert_str_eq(a, "two");
+    cr_assert_float_eq(sim, 1.0f, 1e-4);
+    cr_assert_eq(nearest(s, 2, 2, NULL, 0, NULL), 0, "tenant 2 has no index entries");
+    /* the same exact key replaces the entry */
+    put(s, 1, 100, 1, "one, again", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(has_exact(s, 1, 100, a, sizeof a));
+    cr_assert_str_eq(a, "one, again");
+    struct store_tenant_stats st[4];
+    cr_assert_eq(store_stats(s, st, 4), 1);
+    cr_assert_eq(st[0].entries, 2);
+    store_close(s);
+}
+
+Test(store, expired_entries_are_never_served_and_are_swept)
+{
+    store *s = open_store(0, 0, NULL);
+    put(s, 1, 1, 1, "stale", now_ms() - 1);
+    put(s, 1, 2, 2, "fresh", now_ms() + 3600 * 1000);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(!has_exact(s, 1, 1, NULL, 0));
+    char a[64];
+    cr_assert_eq(nearest(s, 1, 1, a, sizeof a, NULL), 1, "only the live entry is returned");
+    cr_assert_str_eq(a, "fresh");
+    /* the writer sweeps expired rows about once a second */
+    struct store_tenant_stats st[1];
+    for (int i = 0; i < 40; i++) {
+        store_flush(s, NULL, NULL);
+        store_stats(s, st, 1);
+        if (st[0].entries == 1)
+            break;
+        usleep(100 * 1000);
+    }
+    cr_assert_eq(st[0].entries, 1);
+    cr_assert_eq(st[0].expired, 1);
+    store_close(s);
+}
+
+Test(store, capacity_evicts_the_least_recently_hit)
+{
+    store *s = open_store(3, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        put(s, 1, 10 + (uint64_t)i, i, "a", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    /* entry 10 was hit last: entry 11 is now the least recently hit */
+    store_reader *r;
+    cr_assert_eq(store_reader_open(s, &r), STORE_OK);
+    struct store_hit h;
+    cr_assert_eq(store_get_exact(r, 1, 10, now_ms(), &h), STORE_OK);
+    store_touch(s, h.id, now_ms() + 1000);
+    store_hit_deinit(&h);
+    store_reader_close(r);
+    put(s, 1, 13, 3, "d", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(has_exact(s, 1, 10, NULL, 0), "the recently hit entry stays");
+    cr_assert(!has_exact(s, 1, 11, NULL, 0), "the least recently hit entry is evicted");
+    cr_assert(has_exact(s, 1, 13, NULL, 0));
+    struct store_tenant_stats st[1];
+    store_stats(s, st, 1);
+    cr_assert_eq(st[0].entries, 3);
+    cr_assert_eq(st[0].evicted_lru, 1);
+    cr_assert_eq(nearest(s, 1, 1, NULL, 0, NULL), 3, "the index follows the eviction");
+    store_close(s);
+}
+
+Test(store, index_is_loaded_from_its_file_or_rebuilt_from_the_database)
+{
+    store *s = open_store(0, 0, NULL);
+    for (int i = 0; i < 20; i++)
+        put(s, 1, (uint64_t)i, i, i == 5 ? "five" : "x", 0);
+    store_close(s);
+    int how = 0;
+    s = open_store(0, 0, &how);
+    cr_assert_eq(how, 2, "an index file matching the database is loaded");
+    store_close(s);
+
+    /* a stale file (the database moved on without it) is not trusted */
+    char db[300], sql[] = "DELETE FROM entries WHERE exact = 3";
+    snprintf(db, sizeof db, "%s/cachegate.db", dir);
+    sqlite3 *h;
+    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    how = 0;
+    s = open_store(0, 0, &how);
+    cr_assert_eq(how, 1, "a mismatching index file is rebuilt from the database");
+    char a[64];
+    cr_assert_gt(nearest(s, 1, 5, a, sizeof a, NULL), 0);
+    cr_assert_str_eq(a, "five");
+    cr_assert(!has_exact(s, 1, 3, NULL, 0));
+    store_close(s);
+
+    /* a missing or garbage file: rebuilt as well */
+    char path[300];
+    snprintf(path, sizeof path, "%s/index/1.faiss", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("garbage", f);
+    fclose(f);
+    how = 0;
+    s = open_store(0, 0, &how);
+    cr_assert_eq(how, 1);
+    cr_assert_gt(nearest(s, 1, 5, a, sizeof a, NULL), 0);
+    cr_assert_str_eq(a, "five");
+    store_close(s);
+}
+
+Test(store, a_large_tenant_moves_to_hnsw_in_the_background)
+{
+    store *s = open_store(0, 100, NULL);
+    for (int i = 0; i < 150; i++)
+        put(s, 1, (uint64_t)i, i, i == 7 ? "seven" : "x", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    struct store_tenant_stats st[1];
+    for (int i = 0; i < 100; i++) {
+        store_sync(s);
+        store_stats(s, st, 1);
+        if (st[0].hnsw)
+            break;
+        usleep(50 * 1000);
+    }
+    cr_assert(st[0].hnsw, "150 entries over hnsw_min_entries 100: the index is HNSW");
+    float sim = 0;
+    char a[64];
+    cr_assert_gt(nearest(s, 1, 7, a, sizeof a, &sim), 0);
+    cr_assert_float_eq(sim, 1.0f, 1e-4);
+    /* removals become tombstones that searches skip */
+    store_delete(s, 1, -1, NULL, NULL);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert_eq(nearest(s, 1, 7, NULL, 0, NULL), 0);
+    store_close(s);
+}
+
+Test(store, the_directory_is_locked_by_one_process)
+{
+    store *s = open_store(0, 0, NULL);
+    struct store_options o = {.dir = dir, .dim = DIM};
+    char err[512];
+    store *t = NULL;
+    cr_assert_eq(store_open(&o, NULL, NULL, &t, err, sizeof err), STORE_EBUSY);
+    cr_assert(strstr(err, "in use"), "%s", err);
+    store_close(s);
+}
+
+Test(store, tenants_and_keys)
+{
+    store *s = open_store(0, 0, NULL);
+    int64_t id;
+    cr_assert_eq(store_tenant_create(s, "acme", &id), STORE_OK);
+    cr_assert_eq(store_tenant_create(s, "acme", NULL), STORE_EEXIST);
+    cr_assert_eq(store_tenant_create(s, "bad name", NULL), STORE_EINVAL);
+    uint8_t h[32] = {1, 2, 3};
+    cr_assert_eq(store_key_add(s, id, "cg-abc", h), STORE_OK);
+    int64_t t = 0;
+    cr_assert_eq(store_key_lookup(s, h, &t), STORE_OK);
+    cr_assert_eq(t, id);
+    cr_assert_eq(store_key_revoke(s, "cg-abc"), STORE_OK);
+    cr_assert_eq(store_key_lookup(s, h, &t), STORE_ENOTFOUND);
+    put(s, id, 1, 1, "a", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert_eq(store_tenant_delete(s, "acme"), STORE_OK);
+    cr_assert(!has_exact(s, id, 1, NULL, 0), "a deleted tenant's entries are gone");
+    struct store_tenant *list;
+    int n;
+    cr_assert_eq(store_tenant_list(s, &list, &n), STORE_OK);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(list[0].name, "default");
+    store_tenant_deinit(&list[0]);
+    free(list);
+    store_close(s);
+}
