@@ -1,8 +1,9 @@
 /*
  * Loading a Llama-family GGUF model and its CPU forward pass: OpenBLAS SGEMMs over every
- * new token of the batch for the projections; RMSNorm, RoPE, attention over the paged
- * KV cache and SwiGLU spread over OpenMP threads (OpenBLAS is its OpenMP build, so both
- * share one pool, as in the embedder).
+ * new token of the batch for the projections; RMSNorm, RoPE and SwiGLU spread over OpenMP
+ * threads (OpenBLAS is its OpenMP build, so both share one pool, as in the embedder);
+ * attention by SGEMMs per query tile and KV head over keys and values gathered from the
+ * paged cache, tiles spread over the threads with OpenBLAS single-threaded inside.
  */
 #include "model.h"
 
@@ -58,7 +59,10 @@ struct eng_model {
     int cap;
     float *x, *xn, *qkv, *q, *k, *v, *att, *gate, *up, *sel; /* up: [T][2 * n_ff] */
     int *pos;
-    float *scores; /* [threads][cap_ctx] */
+    /* [threads][scratch_floats]: attention's per-thread scratch (scores, gathered keys and
+     * values) for contexts up to cap_ctx positions */
+    float *scores;
+    size_t scratch_floats;
     int cap_ctx, threads;
 };
 
@@ -414,6 +418,19 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
 
 /* ------------------------------------------------------------------ forward */
 
+/*
+ * Attention goes by query tiles of up to ATT_TILE tokens x the heads sharing a KV head:
+ * their scores against the whole context ([ATT_TILE * group][ctx] floats) stay in L2.
+ */
+#define ATT_TILE 32
+
+/* floats of per-thread scratch for attend_tile() up to ctx positions */
+static size_t attn_scratch_floats(int ctx, int hd, int group)
+{
+    size_t rows = (size_t)ATT_TILE * group;
+    return 2 * (size_t)ctx * hd + rows * ((size_t)ctx + 2 * hd + 1);
+}
+
 static int grow(eng_model *m, int T, int ctx)
 {
     const struct eng_hparams *hp = &m->hp;
@@ -446,10 +463,12 @@ static int grow(eng_model *m, int T, int ctx)
         m->cap = T;
     }
     if (ctx > m->cap_ctx) {
-        float *s = realloc(m->scores, (size_t)m->threads * (size_t)ctx * sizeof(float));
+        size_t per = attn_scratch_floats(ctx, hp->head_dim, hp->n_head / hp->n_head_kv);
+        float *s = realloc(m->scores, (size_t)m->threads * per * sizeof(float));
         if (!s)
             return ENG_ENOMEM;
         m->scores = s;
+        m->scratch_floats = per;
         m->cap_ctx = ctx;
     }
     return 0;
@@ -592,45 +611,123 @@ static float dot_q8_0(const uint8_t *qs, const float *d, const float *x, int nb)
     return dot_q8_0_generic(qs, d, x, nb);
 }
 
-/* q . k for attention: explicit vector lanes, as a float reduction is not vectorized */
-static float dot(const float *a, const float *b, int n)
+static inline __attribute__((always_inline)) v16f splat16(float f)
 {
-    v16f acc = {0};
-    int e = 0;
-    for (; e + 16 <= n; e += 16)
-        acc += load16(a + e) * load16(b + e);
-    float s = hsum(acc);
-    for (; e < n; e++)
-        s += a[e] * b[e];
-    return s;
+    return (v16f){f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f};
+}
+
+/* where mask, b, else a */
+static inline __attribute__((always_inline)) v16f blend16(v16f a, v16f b, v16i mask)
+{
+    return (v16f)(((v16i)a & ~mask) | ((v16i)b & mask));
 }
 
 /*
- * One head of one token at position p: softmax(q . k_j * scale) over j in [0, p], the
- * keys and values of KV head g read through the block table. sc: [p + 1] scratch.
+ * e^x for x <= 0, lanes at once (the scalar expf is the softmax's bottleneck otherwise):
+ * x = n ln2 + r with |r| <= ln2 / 2, e^r by Cephes' expf polynomial (relative error about
+ * 1e-7), 2^n through the exponent bits; 0 below -87, where 2^n leaves the normal range.
  */
-static void attend(const float *q, int p, kvc_pool *kv, int layer, const int32_t *table, int g,
-                   float scale, float *sc, float *out)
+static inline __attribute__((always_inline)) v16f exp16(v16f x)
+{
+    const v16f lo = splat16(-87.0f);
+    v16i under = x < lo;
+    x = blend16(x, lo, under);
+    v16f t = x * splat16(1.44269504088896341f) + splat16(0.5f);
+    v16i ni = __builtin_convertvector(t, v16i); /* toward zero; floor below */
+    v16f nf = __builtin_convertvector(ni, v16f);
+    v16i over = nf > t;
+    ni += over;
+    nf += __builtin_convertvector(over, v16f);
+    v16f r = x - nf * splat16(0.693359375f) - nf * splat16(-2.12194440e-4f);
+    v16f p = splat16(1.9875691500e-4f);
+    p = p * r + splat16(1.3981999507e-3f);
+    p = p * r + splat16(8.3334519073e-3f);
+    p = p * r + splat16(4.1665795894e-2f);
+    p = p * r + splat16(1.6666665459e-1f);
+    p = p * r + splat16(5.0000001201e-1f);
+    v16f y = p * r * r + r + splat16(1.0f);
+    y *= (v16f)((ni + 127) << 23);
+    return blend16(y, splat16(0.0f), under);
+}
+
+/*
+ * One causal row of scores: x[j] <- e^(x[j] - max) for j < n, 0 for n <= j < len.
+ * Returns the sum (the caller divides).
+ */
+VECTOR_CLONES static float softmax_row(float *x, int n, int len)
+{
+    v16f vmx = splat16(-INFINITY);
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        v16f v = load16(x + j);
+        vmx = blend16(vmx, v, v > vmx);
+    }
+    float mx = -INFINITY;
+    for (int i = 0; i < 16; i++)
+        mx = vmx[i] > mx ? vmx[i] : mx;
+    for (; j < n; j++)
+        mx = x[j] > mx ? x[j] : mx;
+    v16f acc = {0}, vm = splat16(mx);
+    for (j = 0; j + 16 <= n; j += 16) {
+        v16f e = exp16(load16(x + j) - vm);
+        memcpy(x + j, &e, sizeof e);
+        acc += e;
+    }
+    if (j < n) { /* the tail through a padded lane set */
+        float tail[16];
+        for (int i = 0; i < 16; i++)
+            tail[i] = j + i < n ? x[j + i] - mx : -INFINITY;
+        v16f e = exp16(load16(tail));
+        acc += e;
+        memcpy(x + j, &e, sizeof(float) * (size_t)(n - j));
+        j = n;
+    }
+    memset(x + n, 0, sizeof(float) * (size_t)(len - n));
+    return hsum(acc);
+}
+
+/*
+ * Causal attention of the new tokens t0..t1-1 of one sequence (token t at position
+ * pos0 + t) for the `group` query heads sharing KV head g, by two SGEMMs over the
+ * sequence's keys and values gathered from the pool into contiguous rows:
+ *   S = scale Q K^T        [rows][L], rows = (t1 - t0) * group (token-major), L = pos0 + t1
+ *   P = softmax(S), key j hidden from the query at position p when j > p
+ *   O = P V / rowsum(P)    [rows][hd]
+ * q, out: [n_new][n_head * hd], the sequence's first new token first. buf: scratch of
+ * attn_scratch_floats(L, hd, group) floats. Callers run it inside a parallel region, where
+ * OpenBLAS keeps to the calling thread.
+ */
+static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, int layer,
+                        const int32_t *table, int g, int group, float scale, float *buf,
+                        float *out)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int hd = ks->head_dim, bs = ks->block_size;
-    float mx = -INFINITY;
-    for (int j = 0; j <= p; j++) {
-        const float *k = kvc_k(kv, layer, table[j / bs], j % bs) + g * hd;
-        sc[j] = dot(q, k, hd) * scale;
-        mx = sc[j] > mx ? sc[j] : mx;
+    const int hd = ks->head_dim, bs = ks->block_size, HK = ks->n_kv_head * hd;
+    const int HQ = ks->n_kv_head * group * hd, L = pos0 + t1, rows = (t1 - t0) * group;
+    float *K = buf, *V = K + (size_t)L * hd, *Q = V + (size_t)L * hd, *O = Q + (size_t)rows * hd,
+          *inv = O + (size_t)rows * hd, *S = inv + rows;
+    for (int b = 0; b * bs < L; b++) {
+        const float *kb = kvc_k(kv, layer, table[b], 0) + g * hd;
+        const float *vb = kvc_v(kv, layer, table[b], 0) + g * hd;
+        int n = L - b * bs < bs ? L - b * bs : bs;
+        for (int i = 0; i < n; i++) {
+            memcpy(K + (size_t)(b * bs + i) * hd, kb + (size_t)i * HK, sizeof(float) * hd);
+            memcpy(V + (size_t)(b * bs + i) * hd, vb + (size_t)i * HK, sizeof(float) * hd);
+        }
     }
-    float sum = 0;
-    for (int j = 0; j <= p; j++) {
-        sc[j] = expf(sc[j] - mx);
-        sum += sc[j];
-    }
-    memset(out, 0, sizeof(float) * hd);
-    for (int j = 0; j <= p; j++) {
-        const float *v = kvc_v(kv, layer, table[j / bs], j % bs) + g * hd;
-        float w = sc[j] / sum;
+    for (int t = t0; t < t1; t++)
+        memcpy(Q + (size_t)(t - t0) * group * hd, q + (size_t)t * HQ + (size_t)g * group * hd,
+               sizeof(float) * group * hd);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, L, hd, scale, Q, hd, K, hd, 0.0f,
+                S, L);
+    for (int r = 0; r < rows; r++)
+        inv[r] = 1.0f / softmax_row(S + (size_t)r * L, pos0 + t0 + r / group + 1, L);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, L, 1.0f, S, L, V, hd, 0.0f,
+                O, hd);
+    for (int r = 0; r < rows; r++) {
+        float *o = out + (size_t)(t0 + r / group) * HQ + (size_t)(g * group + r % group) * hd;
         for (int e = 0; e < hd; e++)
-            out[e] += w * v[e];
+            o[e] = O[(size_t)r * hd + e] * inv[r];
     }
 }
 
@@ -738,6 +835,15 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         }
 
     const float scale = 1.0f / sqrtf((float)hd);
+    /* attention's work items: first[s], the sequence's first token in the batch; tiles[s],
+     * its first query tile (per KV head) */
+    int first[n_seqs + 1], tiles[n_seqs + 1];
+    first[0] = tiles[0] = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        int n = seqs[s].n_new;
+        first[s + 1] = first[s] + n;
+        tiles[s + 1] = tiles[s] + NK * ((n + ATT_TILE - 1) / ATT_TILE);
+    }
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
         rmsnorm(m->xn, m->x, L->attn_norm, T, D, hp->rms_eps);
@@ -758,21 +864,21 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
                 memcpy(kvc_k(kv, l, b, p % bs), m->k + (size_t)t * HK, sizeof(float) * HK);
                 memcpy(kvc_v(kv, l, b, p % bs), m->v + (size_t)t * HK, sizeof(float) * HK);
             }
-        /* causal attention of every new token over its sequence's cached positions */
-        int first[n_seqs + 1];
-        first[0] = 0;
-        for (int s = 0; s < n_seqs; s++)
-            first[s + 1] = first[s] + seqs[s].n_new;
+        /* causal attention of every new token over its sequence's cached positions, by
+         * query tiles (biggest first, for the dynamic schedule). One token a sequence, as
+         * in decode, goes this way too: two small SGEMMs beat a dot product a key. */
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int th = 0; th < T * NH; th++) {
-            int t = th / NH, h = th % NH, s = 0;
-            while (t >= first[s + 1])
+        for (int it = 0; it < tiles[n_seqs]; it++) {
+            int s = 0;
+            while (it >= tiles[s + 1])
                 s++;
-            int g = h / group;
-            attend(m->q + (size_t)t * HQ + (size_t)h * hd, m->pos[t], kv, l,
-                   seqs[s].block_table, g, scale,
-                   m->scores + (size_t)omp_get_thread_num() * m->cap_ctx,
-                   m->att + (size_t)t * HQ + (size_t)h * hd);
+            int j = it - tiles[s], n_tiles = (tiles[s + 1] - tiles[s]) / NK;
+            int t0 = (n_tiles - 1 - j / NK) * ATT_TILE;
+            int t1 = t0 + ATT_TILE < seqs[s].n_new ? t0 + ATT_TILE : seqs[s].n_new;
+            attend_tile(m->q + (size_t)first[s] * HQ, seqs[s].pos0, t0, t1, kv, l,
+                        seqs[s].block_table, j % NK, group, scale,
+                        m->scores + (size_t)omp_get_thread_num() * m->scratch_floats,
+                        m->att + (size_t)first[s] * HQ);
         }
         linear(&L->wo, m->att, T, m->x, 1); /* x += att Wo^T */
         rmsnorm(m->xn, m->x, L->ffn_norm, T, D, hp->rms_eps);

@@ -1,6 +1,7 @@
 /* tests the CPU forward pass's operations (engine/model.c, included for its statics) on
  * small cases computed by hand: RMSNorm, RoPE, attention over the paged cache with
- * grouped heads, and the quantized matrix-vector kernels against the F32 SGEMM. */
+ * grouped heads (and its tiles against a direct evaluation on random data), the softmax's
+ * e^x, and the quantized matrix-vector kernels against the F32 SGEMM. */
 #include "../../engine/model.c"
 
 #include <criterion/criterion.h>
@@ -41,8 +42,8 @@ Test(ops, rope_rotates_adjacent_pairs)
 
 Test(ops, attention_over_paged_cache)
 {
-    /* 2 KV heads of dim 2, block size 2; positions 0..2 span two blocks given out of
-     * order, so the block table is really followed */
+    /* 2 KV heads of dim 2, one query head each, block size 2; positions 0..2 span two
+     * blocks given out of order, so the block table is really followed */
     struct kvc_shape ks = {1, 2, 2, 2, 4};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
@@ -60,18 +61,120 @@ Test(ops, attention_over_paged_cache)
         memcpy(k + 2, keys[p], sizeof keys[p]);
         memcpy(v + 2, vals[p], sizeof vals[p]);
     }
-    float q[2] = {2, 0}, sc[8], out[2];
+    float *buf = malloc(sizeof(float) * attn_scratch_floats(3, 2, 1));
+    /* three new tokens at positions 0..2, each with query {2, 0} on head 1 */
+    float q[3][4] = {{0, 0, 2, 0}, {0, 0, 2, 0}, {0, 0, 2, 0}}, out[3][4];
+    attend_tile(&q[0][0], 0, 0, 3, kv, 0, table, 1, 1, 0.5f, buf, &out[0][0]);
     /* at position 2: scores q.k * 0.5 = {1, 0, 1}; weights e/(2e+1), 1/(2e+1), e/(2e+1) */
-    attend(q, 2, kv, 0, table, 1, 0.5f, sc, out);
     float e = expf(1), z = 2 * e + 1;
     float want0 = (e * 1 + 1 * 3 + e * 5) / z, want1 = (e * 2 + 1 * 4 + e * 6) / z;
-    cr_assert_float_eq(out[0], want0, TOL, "%g vs %g", out[0], want0);
-    cr_assert_float_eq(out[1], want1, TOL, "%g vs %g", out[1], want1);
+    cr_assert_float_eq(out[2][2], want0, TOL, "%g vs %g", out[2][2], want0);
+    cr_assert_float_eq(out[2][3], want1, TOL, "%g vs %g", out[2][3], want1);
     /* causal: at position 0 only the first value counts */
-    attend(q, 0, kv, 0, table, 1, 0.5f, sc, out);
-    cr_assert(out[0] == 1 && out[1] == 2);
+    cr_assert(out[0][2] == 1 && out[0][3] == 2, "%g %g", out[0][2], out[0][3]);
+    /* one new token at position 2 over the cached two (decode) */
+    attend_tile(&q[0][0], 2, 0, 1, kv, 0, table, 1, 1, 0.5f, buf, &out[0][0]);
+    cr_assert_float_eq(out[0][2], want0, TOL, "%g vs %g", out[0][2], want0);
+    cr_assert_float_eq(out[0][3], want1, TOL, "%g vs %g", out[0][3], want1);
+    free(buf);
     kvc_destroy(kv);
     (void)b1;
+}
+
+/* the vectorized e^x of the softmax against libm's, over the range the softmax feeds it */
+Test(ops, softmax_exp)
+{
+    float x[2000], y[2000];
+    for (int i = 0; i < 2000; i++)
+        x[i] = -100.0f * i / 1999;
+    memcpy(y, x, sizeof x);
+    float sum = softmax_row(y, 1990, 2000); /* max x[0] = 0: y = e^x */
+    double worst = 0, total = 0;
+    for (int i = 0; i < 1990; i++) {
+        total += exp((double)x[i]);
+        if (x[i] > -87.0f)
+            worst = fmax(worst, fabs(y[i] - exp((double)x[i])) / exp((double)x[i]));
+        else
+            cr_assert(y[i] >= 0 && y[i] < 1e-37f, "e^%g = %g", x[i], y[i]);
+    }
+    for (int i = 1990; i < 2000; i++)
+        cr_assert(y[i] == 0, "masked y[%d] = %g", i, y[i]);
+    fprintf(stderr, "ops: softmax e^x: largest relative error %.3g (tolerance 1e-6)\n", worst);
+    cr_assert(worst < 1e-6);
+    cr_assert(fabs(sum - total) / total < 1e-6, "sum %g, want %g", sum, total);
+}
+
+/*
+ * Tiled attention (SGEMMs over gathered keys and values) against a direct evaluation in
+ * double, per token and head, for several chunk lengths and cached contexts; 3 KV heads of
+ * 3 query heads each, dim 64, as in SmolLM2, blocks in a scrambled order.
+ */
+Test(ops, attention_tiles_match_direct)
+{
+    const int NK = 3, group = 3, hd = 64, bs = 16, NH = NK * group, HQ = NH * hd, HK = NK * hd;
+    const int cases[][2] = {{0, 1},  {0, 5},  {0, 32},  {0, 33},   {0, 100},
+                            {17, 1}, {40, 7}, {31, 64}, {100, 65}, {250, 70}};
+    struct kvc_shape ks = {2, NK, hd, bs, 64};
+    kvc_pool *kv;
+    cr_assert_eq(kvc_create(&ks, &kv), 0);
+    int32_t table[64];
+    for (int i = 0; i < 64; i++)
+        kvc_alloc(kv, &table[i]);
+    unsigned seed = 7;
+    for (int i = 63; i > 0; i--) { /* scramble the table */
+        int j = (int)((seed = seed * 1103515245 + 12345) >> 16) % (i + 1);
+        int32_t tmp = table[i];
+        table[i] = table[j];
+        table[j] = tmp;
+    }
+#define RND() ((float)((seed = seed * 1103515245 + 12345) >> 16 & 0x7fff) / 16384.0f - 1.0f)
+    for (int p = 0; p < 64 * bs; p++)
+        for (int e = 0; e < HK; e++) {
+            kvc_k(kv, 1, table[p / bs], p % bs)[e] = RND();
+            kvc_v(kv, 1, table[p / bs], p % bs)[e] = RND();
+        }
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *buf = malloc(sizeof(float) * attn_scratch_floats(64 * bs, hd, group));
+    double worst = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int pos0 = cases[c][0], n = cases[c][1];
+        float *q = malloc(sizeof(float) * n * HQ), *out = malloc(sizeof(float) * n * HQ);
+        for (int i = 0; i < n * HQ; i++)
+            q[i] = 4 * RND(); /* scores of a few units: softmax far from uniform */
+        for (int g = 0; g < NK; g++)
+            for (int t0 = 0; t0 < n; t0 += ATT_TILE)
+                attend_tile(q, pos0, t0, t0 + ATT_TILE < n ? t0 + ATT_TILE : n, kv, 1, table, g,
+                            group, scale, buf, out);
+        for (int t = 0; t < n; t++)
+            for (int h = 0; h < NH; h++) {
+                int p = pos0 + t, g = h / group;
+                double sc[64 * 16], mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= p; j++) {
+                    const float *k = kvc_k(kv, 1, table[j / bs], j % bs) + g * hd;
+                    double d = 0;
+                    for (int e = 0; e < hd; e++)
+                        d += (double)q[t * HQ + h * hd + e] * k[e];
+                    sc[j] = d * scale;
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int j = 0; j <= p; j++)
+                    sum += (sc[j] = exp(sc[j] - mx));
+                for (int e = 0; e < hd; e++) {
+                    double o = 0;
+                    for (int j = 0; j <= p; j++)
+                        o += sc[j] / sum * kvc_v(kv, 1, table[j / bs], j % bs)[g * hd + e];
+                    worst = fmax(worst, fabs(o - out[t * HQ + h * hd + e]));
+                }
+            }
+        free(q);
+        free(out);
+    }
+#undef RND
+    fprintf(stderr, "ops: tiled attention vs direct: largest difference %.3g (tolerance 1e-5)\n",
+            worst);
+    cr_assert(worst < 1e-5);
+    free(buf);
+    kvc_destroy(kv);
 }
 
 static uint16_t f16_bits(float f)
