@@ -1,7 +1,7 @@
 /* tests the CPU forward pass's operations (engine/model.c, included for its statics) on
  * small cases computed by hand: RMSNorm, RoPE, attention over the paged cache with
  * grouped heads (and its tiles against a direct evaluation on random data), the softmax's
- * e^x, and the quantized matrix-vector kernels against the F32 SGEMM. */
+ * e^x, SwiGLU, and the quantized matrix-vector kernels against the F32 SGEMM. */
 #include "../../engine/model.c"
 
 #include <criterion/criterion.h>
@@ -102,6 +102,26 @@ Test(ops, softmax_exp)
     fprintf(stderr, "ops: softmax e^x: largest relative error %.3g (tolerance 1e-6)\n", worst);
     cr_assert(worst < 1e-6);
     cr_assert(fabs(sum - total) / total < 1e-6, "sum %g, want %g", sum, total);
+}
+
+/* SwiGLU in lanes against libm, gates of both signs up to overflow of e^-g, a tail */
+Test(ops, swiglu_matches_libm)
+{
+    enum { N = 203 };
+    float gu[2 * N], h[N];
+    for (int i = 0; i < N; i++) {
+        gu[i] = -120.0f + 240.0f * i / (N - 1);
+        gu[N + i] = 1.0f + 0.01f * i;
+    }
+    gu[0] = -0.0f;
+    swiglu(h, gu, N);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double g = gu[i], want = g / (1.0 + exp(-g)) * gu[N + i];
+        worst = fmax(worst, fabs(h[i] - want) / fmax(fabs(want), 1e-30));
+    }
+    fprintf(stderr, "ops: swiglu: largest relative error %.3g (tolerance 1e-6)\n", worst);
+    cr_assert(worst < 1e-6);
 }
 
 /*
