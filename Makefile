@@ -165,6 +165,8 @@ bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VEN
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 	$(LLAMA_VENV)/bin/python tests/bench/prefix.py $(BUILD) \
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
+	.venv/bin/python tests/bench/cache.py $(BUILD) ../shared/data/paraphrase-dev.tsv \
+	    tests/bench/paraphrase-extra.tsv
 
 run: deps all
 	$(BIN) serve

@@ -621,12 +621,7 @@ static void handle(struct gw_req *r, int chat)
         gw_reply_error(r, 404, msg, "model", "model_not_found");
         goto out;
     }
-    if (parse_common(b, cfg, c, &p) ||
-        (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p))) {
-        gw_reply_error(r, 400, p.msg, p.param, NULL);
-        goto out;
-    }
-    if (cache_controls(r, &c->ctl, &p)) {
+    if (parse_common(b, cfg, c, &p) || cache_controls(r, &c->ctl, &p)) {
         gw_reply_error(r, 400, p.msg, p.param, NULL);
         goto out;
     }
@@ -648,17 +643,27 @@ static void handle(struct gw_req *r, int chat)
         c->cacheable = krc == 0;
         c->store = c->cacheable && !c->ctl.no_store;
     }
+    /* an exact hit is answered before the prompt is tokenized: the entry knows its prompt's
+     * length, unless it was imported */
+    struct store_hit h;
+    if (c->cacheable && !c->ctl.no_cache &&
+        gw_cache_exact(cache, c->tenant, &c->key, c->job.params.max_tokens, &h)) {
+        c->job.n_prompt = h.prompt_tokens;
+        if (!h.prompt_tokens &&
+            (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p)))
+            c->job.n_prompt = 0;
+        gw_cache_served(cache, &h, 0);
+        reply_hit(c, &h, 0);
+        store_hit_deinit(&h);
+        goto out;
+    }
+    if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p)) {
+        gw_reply_error(r, 400, p.msg, p.param, NULL);
+        goto out;
+    }
     json_decref(b);
     b = NULL;
     if (c->cacheable && !c->ctl.no_cache) {
-        struct store_hit h;
-        if (gw_cache_exact(cache, c->tenant, &c->key, c->job.params.max_tokens, &h)) {
-            gw_cache_served(cache, &h, 0);
-            reply_hit(c, &h, 0);
-            store_hit_deinit(&h);
-            chat_req_free(c);
-            return;
-        }
         c->sem.tenant = c->tenant;
         c->sem.key = &c->key;
         c->sem.threshold = c->ctl.threshold >= 0 ? c->ctl.threshold : cfg->cache_threshold;

@@ -96,7 +96,7 @@ static const struct opt opts[] = {
     {"embedder", "max_wait_us", T_INT, OFF(embedder_max_wait_us), "0", 0, 1000000, NULL, NULL},
     {"embedder", "threads", T_INT, OFF(embedder_threads), "0", 0, 1024, NULL, NULL},
     {"cache", "enabled", T_BOOL, OFF(cache_enabled), "true", 0, 0, NULL, NULL},
-    {"cache", "similarity_threshold", T_REAL, OFF(cache_threshold), "0.80", 0, 1000, NULL, NULL},
+    {"cache", "similarity_threshold", T_REAL, OFF(cache_threshold), "0.83", 0, 1000, NULL, NULL},
     {"cache", "guard", T_BOOL, OFF(cache_guard), "true", 0, 0, NULL, NULL},
     {"cache", "candidates", T_INT, OFF(cache_candidates), "8", 1, 64, NULL, NULL},
     {"cache", "ttl_s", T_INT, OFF(cache_ttl_s), "604800", 0, 100LL * 365 * 86400, NULL, NULL},

@@ -21,90 +21,89 @@
  * enable, stop. A word may sit in several groups ("right": left/right, right/wrong).
  * --------------------------------------------------------------------------------------- */
 
+/* clang-format off */
 static const char *const contrast_groups[] = {
     /* verbs: actions and their inverse */
     "enable disable", "install uninstall", "install remove", "buy sell", "increase decrease",
     "increase reduce", "add remove", "add subtract", "add delete", "open close", "open shut",
     "start stop", "start finish", "begin end", "begin finish", "encrypt decrypt",
     "encode decode", "compress decompress", "zip unzip", "lock unlock", "mount unmount",
-    "load unload", "upload download", "import export", "push pull", "push pop",
-    "send receive", "give take", "accept reject", "accept decline", "allow deny",
-    "allow block", "allow forbid", "permit forbid", "approve reject", "approve deny",
-    "include exclude", "insert delete", "create delete", "create destroy", "build destroy",
-    "attach detach", "connect disconnect", "link unlink", "subscribe unsubscribe",
-    "follow unfollow", "like dislike", "agree disagree", "appear disappear", "arrive depart",
-    "arrive leave", "win lose", "gain lose", "find lose", "save spend", "borrow lend",
-    "rise fall", "raise lower", "expand collapse", "expand shrink", "grow shrink",
-    "inhale exhale", "freeze thaw", "freeze melt", "boil freeze", "heat cool", "warm cool",
-    "maximize minimize", "show hide", "hide reveal", "hide unhide", "pack unpack",
+    "load unload", "upload download", "import export", "push pull", "push pop", "send receive",
+    "accept reject", "accept decline", "allow deny", "allow block", "allow forbid",
+    "permit forbid", "approve reject", "approve deny", "include exclude", "insert delete",
+    "create delete", "create destroy", "build destroy", "attach detach", "connect disconnect",
+    "link unlink", "subscribe unsubscribe", "follow unfollow", "like dislike", "agree disagree",
+    "appear disappear", "arrive depart", "arrive leave", "win lose", "gain lose",
+    "save spend", "borrow lend", "rise fall", "raise lower", "expand collapse", "expand shrink",
+    "grow shrink", "inhale exhale", "freeze thaw", "freeze melt", "boil freeze", "heat cool",
+    "warm cool", "maximize minimize", "show hide", "hide reveal", "hide unhide", "pack unpack",
     "wrap unwrap", "mute unmute", "block unblock", "ban unban", "pin unpin",
-    "archive unarchive", "merge split", "join leave", "join split", "enter exit",
-    "enter leave", "come go", "enqueue dequeue", "activate deactivate", "register unregister",
-    "register deregister", "login logout", "signin signout", "check uncheck",
-    "select deselect", "select unselect", "remember forget", "love hate", "praise criticize",
-    "attack defend", "inflate deflate", "ascend descend", "increment decrement",
-    "upgrade downgrade", "upvote downvote", "overestimate underestimate", "charge discharge",
-    "plug unplug", "tie untie", "fold unfold", "dress undress", "do undo", "redo undo",
-    "assemble disassemble", "serialize deserialize", "marshal unmarshal", "read write",
-    "teach learn", "ask answer", "hire fire", "sink float", "wake sleep", "live die",
-    "marry divorce", "punish reward", "pass fail", "succeed fail", "win fail", "enlarge shrink",
-    "lengthen shorten", "widen narrow", "strengthen weaken", "tighten loosen", "speed slow",
+    "archive unarchive", "merge split", "join leave", "join split", "enter exit", "enter leave",
+    "enqueue dequeue", "activate deactivate", "register unregister",
+    "register deregister", "login logout", "signin signout", "check uncheck", "select deselect",
+    "select unselect", "remember forget", "love hate", "praise criticize", "attack defend",
+    "inflate deflate", "ascend descend", "increment decrement", "upgrade downgrade",
+    "upvote downvote", "overestimate underestimate", "charge discharge", "plug unplug",
+    "tie untie", "fold unfold", "dress undress", "do undo", "redo undo", "assemble disassemble",
+    "serialize deserialize", "marshal unmarshal", "read write", "teach learn", "ask answer",
+    "hire fire", "sink float", "wake sleep", "live die", "marry divorce", "punish reward",
+    "pass fail", "succeed fail", "enlarge shrink", "lengthen shorten",
+    "widen narrow", "strengthen weaken", "tighten loosen", "speed slow",
     "accelerate decelerate", "overwrite append", "encourage discourage", "trust distrust",
     "obey disobey", "continue stop", "continue quit", "pause resume", "pause play",
     "zoom unzoom", "sync unsync", "bold unbold", "freeze unfreeze", "hibernate wake",
-    "import uninstall", "publish unpublish", "share unshare", "verify unverify",
+    "publish unpublish", "share unshare", "verify unverify",
     "emigrate immigrate", "import export", "inbound outbound", "incoming outgoing",
     "inflow outflow", "input output", "upstream downstream", "uphill downhill",
     "upstairs downstairs", "upside downside", "uptrend downtrend", "upward downward",
-    "inward outward", "indoor outdoor", "indoors outdoors", "inside outside", "interior exterior",
-    "internal external", "inner outer", "include omit", "overpay underpay",
+    "inward outward", "indoor outdoor", "indoors outdoors", "inside outside",
+    "interior exterior", "internal external", "inner outer", "include omit", "overpay underpay",
     "overcook undercook", "overweight underweight", "overrated underrated",
     "overestimate underestimate", "overexposed underexposed", "overclock underclock",
     /* adjectives and adverbs */
     "large small", "big small", "big little", "huge tiny", "tall short", "long short",
     "high low", "higher lower", "upper lower", "uppercase lowercase", "wide narrow",
-    "thick thin", "fat thin", "fat lean", "heavy light", "deep shallow", "hot cold", "warm cold",
-    "warm cool", "hard soft", "hard easy", "difficult easy", "strong weak", "fast slow",
-    "quick slow", "early late", "old new", "old young", "new used", "rich poor",
+    "thick thin", "fat thin", "fat lean", "heavy light", "deep shallow", "hot cold",
+    "warm cold", "warm cool", "hard soft", "hard easy", "difficult easy", "strong weak",
+    "fast slow", "quick slow", "early late", "old new", "old young", "new used", "rich poor",
     "cheap expensive", "good bad", "better worse", "best worst", "good evil", "right wrong",
-    "correct incorrect", "true false", "valid invalid", "legal illegal",
-    "possible impossible", "safe dangerous", "safe unsafe", "healthy unhealthy",
-    "clean dirty", "wet dry", "full empty", "light dark", "bright dark", "bright dim",
-    "loud quiet", "noisy quiet", "happy sad", "positive negative", "active inactive",
-    "active passive", "public private", "maximum minimum", "max min", "most least",
-    "more less", "more fewer", "many few", "much little", "plus minus", "before after",
-    "above below", "over under", "front back", "forward backward", "forwards backwards",
-    "ahead behind", "top bottom", "first last", "beginning end", "left right", "up down",
-    "in out", "on off", "open closed", "ascending descending", "increasing decreasing",
-    "sync async", "synchronous asynchronous", "static dynamic", "mutable immutable",
-    "global local", "frontend backend", "absolute relative", "explicit implicit",
-    "manual automatic", "visible invisible", "visible hidden", "online offline",
-    "remote local", "horizontal vertical", "odd even", "prime composite",
-    "rational irrational", "finite infinite", "same different", "equal unequal",
-    "complete incomplete", "present absent", "past future", "past present",
+    "correct incorrect", "true false", "valid invalid", "legal illegal", "possible impossible",
+    "safe dangerous", "safe unsafe", "healthy unhealthy", "clean dirty", "wet dry",
+    "full empty", "light dark", "bright dark", "bright dim", "loud quiet", "noisy quiet",
+    "happy sad", "positive negative", "active inactive", "active passive", "public private",
+    "maximum minimum", "max min", "most least", "more less", "more fewer", "many few",
+    "much little", "plus minus", "before after", "above below", "over under", "front back",
+    "forward backward", "forwards backwards", "ahead behind", "top bottom", "first last",
+    "beginning end", "left right", "up down", "in out", "on off", "open closed",
+    "ascending descending", "increasing decreasing", "sync async", "synchronous asynchronous",
+    "static dynamic", "mutable immutable", "global local", "frontend backend",
+    "absolute relative", "explicit implicit", "manual automatic", "visible invisible",
+    "visible hidden", "online offline", "remote local", "horizontal vertical", "odd even",
+    "prime composite", "rational irrational", "finite infinite", "same different",
+    "equal unequal", "complete incomplete", "present absent", "past future", "past present",
     "ancient modern", "raw cooked", "sweet sour", "sweet bitter", "sweet salty", "alive dead",
     "native foreign", "domestic foreign", "domestic wild", "urban rural", "acidic alkaline",
     "acid base", "ripe unripe", "fresh frozen", "fresh stale", "fresh rotten", "rough smooth",
     "sharp blunt", "sharp dull", "tight loose", "straight curved", "straight crooked",
-    "simple complex", "simple compound", "major minor", "senior junior",
-    "majority minority", "permanent temporary", "formal informal", "literal figurative",
-    "concrete abstract", "objective subjective", "qualitative quantitative",
-    "optimistic pessimistic", "introvert extrovert", "introverted extroverted",
-    "bullish bearish", "offensive defensive", "attack defense", "ugly beautiful",
-    "ugly pretty", "polite rude", "kind cruel", "brave cowardly", "generous stingy",
-    "honest dishonest", "lucky unlucky", "fertile infertile", "wealthy poor", "busy idle",
-    "busy free", "free paid", "free busy", "asleep awake", "awake asleep", "dense sparse",
-    "vertical horizontal", "male female", "masculine feminine", "transparent opaque",
-    "conscious unconscious", "voluntary involuntary", "cheapest priciest", "cheaper pricier",
-    "often rarely", "always never", "sometimes always", "everything nothing",
-    "everyone nobody", "all none", "success failure", "safer riskier", "acute chronic",
-    "benign malignant", "systolic diastolic", "aerobic anaerobic", "organic inorganic",
-    "renewable nonrenewable", "even uneven", "lossy lossless", "stateful stateless",
-    "blocking nonblocking", "sequential parallel", "serial parallel", "shallow deep",
-    "inclusive exclusive", "intrinsic extrinsic", "inductive deductive", "micro macro",
+    "simple complex", "simple compound", "major minor", "senior junior", "majority minority",
+    "permanent temporary", "formal informal", "literal figurative", "concrete abstract",
+    "objective subjective", "qualitative quantitative", "optimistic pessimistic",
+    "introvert extrovert", "introverted extroverted", "bullish bearish", "offensive defensive",
+    "attack defense", "ugly beautiful", "ugly pretty", "polite rude", "kind cruel",
+    "brave cowardly", "generous stingy", "honest dishonest", "lucky unlucky",
+    "fertile infertile", "wealthy poor", "busy idle", "busy free", "free paid", "free busy",
+    "asleep awake", "awake asleep", "dense sparse", "vertical horizontal", "male female",
+    "masculine feminine", "transparent opaque", "conscious unconscious",
+    "voluntary involuntary", "cheapest priciest", "cheaper pricier", "often rarely",
+    "always never", "sometimes always", "everything nothing", "everyone nobody", "all none",
+    "success failure", "safer riskier", "acute chronic", "benign malignant",
+    "systolic diastolic", "aerobic anaerobic", "organic inorganic", "renewable nonrenewable",
+    "even uneven", "lossy lossless", "stateful stateless", "blocking nonblocking",
+    "sequential parallel", "serial parallel", "shallow deep", "inclusive exclusive",
+    "intrinsic extrinsic", "inductive deductive", "micro macro",
     "microeconomics macroeconomics", "maximal minimal", "overflow underflow",
-    "hypertension hypotension", "hyperthyroidism hypothyroidism",
-    "hyperglycemia hypoglycemia", "import include",
+    "hypertension hypotension", "hyperthyroidism hypothyroidism", "hyperglycemia hypoglycemia",
+    
     /* nouns: roles and opposites */
     "man woman", "men women", "boy girl", "husband wife", "father mother", "dad mom",
     "son daughter", "brother sister", "uncle aunt", "nephew niece", "king queen",
@@ -112,39 +111,38 @@ static const char *const contrast_groups[] = {
     "teacher student", "employer employee", "landlord tenant", "parent child",
     "ancestor descendant", "predecessor successor", "prefix suffix", "header footer",
     "numerator denominator", "floor ceiling", "cause effect", "problem solution",
-    "question answer", "victory defeat", "war peace", "friend enemy", "ally enemy",
-    "truth lie", "fact fiction", "fact opinion", "fiction nonfiction", "theory practice",
-    "pro con", "advantage disadvantage", "benefit drawback", "strength weakness",
-    "asset liability", "profit loss", "income expense", "credit debit", "supply demand",
-    "inflation deflation", "offense defense", "source destination", "sender receiver",
-    "request response", "client server", "import export", "day night", "morning evening",
-    "morning night", "sunrise sunset", "dawn dusk", "birth death", "start end", "entry exit",
-    "entrance exit", "arrival departure", "heaven hell", "life death", "beginner expert",
-    "beginner advanced", "amateur professional", "winner loser", "leader follower",
-    "master slave", "producer consumer", "predator prey", "host guest", "input output",
-    "maximum minimum", "upside downside", "surplus deficit", "export import",
-    "minimum maximum", "adult child", "adult kid", "plaintiff defendant",
-    "prosecution defense", "north south", "east west", "odd even", "positive negative",
-    "cathode anode", "proton electron", "electron neutron", "proton neutron",
-    "numerator denominator", "horizontal vertical", "acid base", "heads tails",
-    "pros cons", "hardware software", "vowel consonant", "noun verb", "noun adjective",
-    "verb adjective", "adjective adverb", "singular plural", "active passive",
+    "victory defeat", "war peace", "friend enemy", "ally enemy", "truth lie",
+    "fact fiction", "fact opinion", "fiction nonfiction", "theory practice", "pro con",
+    "advantage disadvantage", "benefit drawback", "strength weakness", "asset liability",
+    "profit loss", "income expense", "credit debit", "supply demand", "inflation deflation",
+    "offense defense", "source destination", "sender receiver", "request response",
+    "client server", "import export", "day night", "morning evening", "morning night",
+    "sunrise sunset", "dawn dusk", "birth death", "start end", "entry exit", "entrance exit",
+    "arrival departure", "heaven hell", "life death", "beginner expert", "beginner advanced",
+    "amateur professional", "winner loser", "leader follower",
+    "producer consumer", "predator prey", "host guest", "input output", "maximum minimum",
+    "upside downside", "surplus deficit", "export import", "minimum maximum", "adult child",
+    "adult kid", "plaintiff defendant", "prosecution defense", "north south", "east west",
+    "odd even", "positive negative", "cathode anode", "proton electron", "electron neutron",
+    "proton neutron", "numerator denominator", "horizontal vertical", "acid base",
+    "heads tails", "pros cons", "hardware software", "vowel consonant", "noun verb",
+    "noun adjective", "verb adjective", "adjective adverb", "singular plural", "active passive",
     "synonym antonym", "inhalation exhalation", "mitosis meiosis", "dominant recessive",
     "genotype phenotype", "prokaryotic eukaryotic", "vertebrate invertebrate",
     "herbivore carnivore", "herbivore omnivore", "carnivore omnivore", "artery vein",
-    "endothermic exothermic", "endotherm ectotherm", "mean median", "median mode",
-    "mean mode", "permutation combination", "sine cosine", "cosine tangent", "sine tangent",
-    "derivative integral", "differentiation integration", "stack queue", "array list",
-    "tcp udp", "ipv4 ipv6", "http https", "get post", "put delete", "rows columns",
+    "endothermic exothermic", "endotherm ectotherm", "mean median", "median mode", "mean mode",
+    "permutation combination", "sine cosine", "cosine tangent", "sine tangent",
+    "derivative integral", "differentiation integration", "stack queue",
+    "tcp udp", "ipv4 ipv6", "http https", "rows columns",
     "row column", "width height", "length width", "latitude longitude", "radius diameter",
-    "area perimeter", "area volume", "mass weight", "speed velocity", "weather climate",
+    "area perimeter", "area volume", "weather climate",
     "virus bacteria", "bacterial viral", "vaccine antibiotic", "frontend backend",
-    "compile interpret", "compiler interpreter", "compiled interpreted", "bug feature",
-    "union intersection", "and or", "horizontal diagonal", "inner outer", "capital lowercase",
+    "compile interpret", "compiler interpreter", "compiled interpreted",
+    "union intersection", "inner outer", 
     /* closed classes: any two members differ */
-    "yesterday today tomorrow tonight", "now later", "now then",
+    "yesterday today tomorrow tonight", "now later", 
     "monday tuesday wednesday thursday friday saturday sunday weekday weekend",
-    "january february march april may june july august september october november december",
+    "january february march april june july august september october november december",
     "spring summer autumn fall winter",
     "red orange yellow green blue purple violet pink brown black white gray grey silver gold",
     "breakfast lunch dinner brunch supper",
@@ -155,107 +153,92 @@ static const char *const contrast_groups[] = {
     "swedish norwegian danish finnish vietnamese thai indonesian persian swahili",
     "python java javascript typescript ruby rust php perl kotlin scala haskell c++ c# f# "
     "swift golang lua julia matlab fortran cobol erlang elixir clojure dart lisp ocaml "
-    "zig r",
-    "html css sql",
+    "zig r", "html css sql",
     "windows linux macos ubuntu debian fedora android ios chromeos freebsd",
-    "chrome firefox safari opera",
-    "mysql postgres postgresql sqlite mongodb redis mariadb cassandra oracle",
-    "aws azure gcp",
-    "react angular vue svelte jquery",
-    "django flask fastapi rails laravel",
-    "pip conda npm yarn apt brew",
-    "bash zsh powershell",
-    "vim emacs nano vscode",
-    "git svn mercurial",
-    "celsius fahrenheit kelvin",
+    "chrome firefox safari",
+    "mysql postgres postgresql sqlite mongodb redis mariadb cassandra oracle", "aws azure gcp",
+    "react angular vue svelte jquery", "django flask fastapi rails laravel",
+    "pip conda npm yarn apt brew", "bash zsh powershell", "vim emacs nano vscode",
+    "git svn mercurial", "celsius fahrenheit kelvin",
     "millimeter centimeter meter kilometer inch foot yard mile mm cm km",
     "milligram gram kilogram pound ounce ton tonne mg kg lb oz",
     "milliliter liter gallon quart pint cup tablespoon teaspoon ml",
     "millisecond microsecond nanosecond minute hour day week month year decade century",
-    "dollar euro pound yen yuan rupee peso franc ruble won bitcoin",
+    "dollar euro pound yen yuan rupee peso franc ruble bitcoin",
     "north south east west northeast northwest southeast southwest",
     "circle square triangle rectangle pentagon hexagon octagon cube sphere cylinder cone "
-    "pyramid",
-    "solid liquid gas plasma",
-    "addition subtraction multiplication division",
-    "add subtract multiply divide",
-    "sum difference product quotient",
-    "mammal reptile amphibian bird fish insect",
-    "sedan suv truck van",
-    "hurricane tornado earthquake tsunami flood",
-    "hydrogen helium oxygen nitrogen carbon",
-    "alpha beta gamma delta",
-    "gold silver bronze",
-    "vegan vegetarian",
-    "hardware software firmware",
-    "bachelor master doctorate",
-    "kindergarten elementary middle high college",
-    "freshman sophomore junior senior",
+    "pyramid", "solid liquid gas plasma", "addition subtraction multiplication division",
+    "add subtract multiply divide", 
+    "mammal reptile amphibian bird fish insect", "sedan suv truck van",
+    "hurricane tornado earthquake tsunami flood", "hydrogen helium oxygen nitrogen carbon",
+    "alpha beta gamma delta", "gold silver bronze", "vegan vegetarian",
+    "hardware software firmware", "bachelor master doctorate",
+     "freshman sophomore junior senior",
     "infant toddler teenager adult",
 };
+/* clang-format on */
 
+/* clang-format off */
 static const char *const synonym_groups[] = {
     "big large huge giant enormous massive", "small little tiny miniature",
-"fast quick rapid speedy swift",
-    "quickly rapidly fast", "begin start commence", "end finish conclude terminate",
-    "stop halt quit end", "make create build construct produce generate",
-    "buy purchase get", "get obtain acquire", "fix repair mend resolve solve",
-    "error mistake bug issue problem", "car automobile vehicle", "movie film",
-    "picture photo image photograph", "help assist aid", "use utilize employ",
-    "write compose author draft", "book novel", "show display demonstrate",
-    "tell explain describe", "define meaning mean definition", "explain clarify",
-    "delete remove erase", "cancel abort", "choose select pick", "speak talk say",
-    "look see watch view", "job work employment occupation career", "shop store",
-    "kid child", "doctor physician", "sick ill unwell", "happy glad joyful", "sad unhappy",
-    "smart intelligent clever", "dangerous unsafe hazardous risky",
+    "fast quick rapid speedy swift", "quickly rapidly fast", "begin start commence",
+    "end finish conclude terminate", "stop halt quit end",
+    "make create build construct produce generate", "buy purchase get", "get obtain acquire",
+    "fix repair mend resolve solve", "error mistake bug issue problem",
+    "car automobile vehicle", "movie film", "picture photo image photograph", "help assist aid",
+    "use utilize employ", "write compose author draft", "book novel",
+    "show display demonstrate", "tell explain describe", "define meaning mean definition",
+    "explain clarify", "delete remove erase", "cancel abort", "choose select pick",
+    "speak talk say", "look see watch view", "job work employment occupation career",
+    "shop store", "kid child", "doctor physician", "sick ill unwell", "happy glad joyful",
+    "sad unhappy", "smart intelligent clever", "dangerous unsafe hazardous risky",
     "safe secure harmless", "cheap inexpensive affordable", "expensive costly pricey",
     "easy simple", "hard difficult tough challenging", "right correct",
-    "wrong incorrect mistaken", "near close nearby", "shut close", "high tall",
-    "rich wealthy", "fridge refrigerator", "tv television", "phone telephone cellphone "
-    "smartphone mobile", "internet web online", "website site", "email mail",
-    "app application program software", "folder directory", "hi hello hey",
-    "people persons folks", "world earth planet globe", "sea ocean", "autumn fall",
-    "sofa couch", "trash garbage rubbish", "pants trousers", "vacation holiday",
-    "elevator lift", "apartment flat", "truck lorry", "soccer football",
+    "wrong incorrect mistaken", "near close nearby", "shut close", "high tall", "rich wealthy",
+    "fridge refrigerator", "tv television", "phone telephone cellphone " "smartphone mobile",
+    "internet web online", "website site", "email mail", "app application program software",
+    "folder directory", "hi hello hey", "people persons folks", "world earth planet globe",
+    "sea ocean", "autumn fall", "sofa couch", "trash garbage rubbish", "pants trousers",
+    "vacation holiday", "elevator lift", "apartment flat", "truck lorry", "soccer football",
     "gas petrol gasoline", "attorney lawyer", "baby infant", "infinite endless",
     "maybe perhaps", "often frequently", "sometimes occasionally", "rarely seldom",
     "almost nearly", "enough sufficient", "answer reply response", "question query",
     "start launch", "increase raise boost improve enhance grow", "reduce decrease lower "
     "lessen cut", "check verify confirm", "cost price", "fee charge", "purpose goal aim "
-    "objective", "method way approach technique", "reason cause", "kill murder",
-    "color colour", "favorite favourite", "center centre", "organize organise",
-    "analyze analyse", "gray grey", "defense defence", "license licence",
-    "program programme", "theater theatre", "meter metre", "liter litre",
-    "kilometer kilometre km", "centimeter centimetre cm", "millimeter millimetre mm",
-    "kilogram kg kilo", "gram g", "pound lb", "ounce oz", "foot feet ft", "inch inches in",
-    "mile miles mi", "liter l", "milliliter ml", "usa us america", "uk britain",
-    "tall high", "height tall", "height high", "length long", "weight heavy", "age old",
-    "width wide", "depth deep", "distance far", "price cost expensive", "speed fast",
-    "temperature hot", "wash clean", "brew make", "cook make prepare", "recipe instructions",
-    "sleep rest", "eat consume", "drink consume", "learn study", "teach educate",
-    "understand comprehend", "think believe", "want wish desire", "need require",
-    "allow permit let", "forbid prohibit ban", "stop prevent", "keep retain",
-    "send transmit", "connect link", "join connect", "copy duplicate", "move transfer",
-    "rename name", "change modify alter edit update", "update upgrade", "install setup",
-    "run execute", "launch open", "close exit quit", "kill terminate", "list enumerate show",
-    "find search locate", "compare contrast", "combine merge join", "split divide separate",
-    "convert turn transform change", "calculate compute", "count number", "verify validate",
-    "benefit advantage", "drawback disadvantage downside", "risk danger hazard",
-    "sign symptom", "illness disease sickness", "medicine medication drug",
-    "job position role", "salary pay wage", "money cash", "house home", "room chamber",
-    "road street", "city town", "country nation", "shirt top", "dress gown",
-    "dog puppy", "cat kitten", "fast speedy", "slow sluggish", "strong powerful",
-    "weak feeble", "calm relaxed", "angry mad", "scared afraid frightened",
-    "tired exhausted sleepy", "clever smart", "stupid dumb", "funny humorous",
-    "strange weird odd", "beautiful pretty lovely", "ugly unattractive", "neat tidy",
-    "dirty filthy", "famous wellknown", "huge vast immense", "quiet silent",
+    "objective", "method way approach technique", "reason cause", "kill murder", "color colour",
+    "favorite favourite", "center centre", "organize organise", "analyze analyse", "gray grey",
+    "defense defence", "license licence", "program programme", "theater theatre", "meter metre",
+    "liter litre", "kilometer kilometre km", "centimeter centimetre cm",
+    "millimeter millimetre mm", "kilogram kg kilo", "gram g", "pound lb", "ounce oz",
+    "foot feet ft", "inch inches", "mile miles mi", "liter l", "milliliter ml",
+    "usa us america", "uk britain", "tall high", "height tall", "height high", "length long",
+    "weight heavy", "age old", "width wide", "depth deep", "distance far",
+    "price cost expensive", "speed fast", "temperature hot", "wash clean", "brew make",
+    "cook make prepare", "recipe instructions", "sleep rest", "eat consume", "drink consume",
+    "learn study", "teach educate", "understand comprehend", "think believe",
+    "want wish desire", "need require", "allow permit let", "forbid prohibit ban",
+    "stop prevent", "keep retain", "send transmit", "connect link", "join connect",
+    "copy duplicate", "move transfer", "rename name", "change modify alter edit update",
+    "update upgrade", "install setup", "run execute", "launch open", "close exit quit",
+    "kill terminate", "list enumerate show", "find search locate", "compare contrast",
+    "combine merge join", "split divide separate", "convert turn transform change",
+    "calculate compute", "count number", "verify validate", "benefit advantage",
+    "drawback disadvantage downside", "risk danger hazard", "sign symptom",
+    "illness disease sickness", "medicine medication drug", "job position role",
+    "salary pay wage", "money cash", "house home", "room chamber", "road street", "city town",
+    "country nation", "shirt top", "dress gown", "dog puppy", "cat kitten", "fast speedy",
+    "slow sluggish", "strong powerful", "weak feeble", "calm relaxed", "angry mad",
+    "scared afraid frightened", "tired exhausted sleepy", "clever smart", "stupid dumb",
+    "funny humorous", "strange weird odd", "beautiful pretty lovely", "ugly unattractive",
+    "neat tidy", "dirty filthy", "famous wellknown", "huge vast immense", "quiet silent",
     "noisy loud", "wet damp moist", "important significant crucial", "main primary principal",
     "common frequent usual", "unusual uncommon rare", "whole entire", "total sum",
     "part portion piece", "daily day", "weekly week", "monthly month", "yearly annual year",
     "hourly hour", "sci-fi scifi", "recent last latest", "previous prior last",
-    "intake consumption", "remove get", "good great fine nice", "best top finest greatest",
-    "bad poor", "unhealthy bad", "fridge cold",
+    "intake consumption", "good great fine nice", "best top finest greatest",
+    "bad poor", "unhealthy bad", 
 };
+/* clang-format on */
 
 /* Words that carry no subject of their own: question words, auxiliaries, pronouns,
  * prepositions, request phrasing. A swap of one of these for another never vetoes. */
@@ -270,6 +253,7 @@ static const char stop_words[] =
     "anything thing things let lets using use via exactly actually simply basically mean "
     "means like such else other another way anyway whether while during through across "
     "onto upon within along among between per toward towards around off up down out over "
+    "after before since until till once "
     "under again still ever even only own same etc e.g i.e vs versus able get got getting "
     "make makes made making go goes going went take takes took put puts say says said "
     "tells give gives gave show shows showed provide example examples instance possible "
@@ -297,30 +281,78 @@ static const struct {
     int kind;
     long long v;
 } num_words[] = {
-    {"zero", 0, 0},         {"one", 0, 1},           {"two", 0, 2},
-    {"three", 0, 3},        {"four", 0, 4},          {"five", 0, 5},
-    {"six", 0, 6},          {"seven", 0, 7},         {"eight", 0, 8},
-    {"nine", 0, 9},         {"ten", 0, 10},          {"eleven", 0, 11},
-    {"twelve", 0, 12},      {"thirteen", 0, 13},     {"fourteen", 0, 14},
-    {"fifteen", 0, 15},     {"sixteen", 0, 16},      {"seventeen", 0, 17},
-    {"eighteen", 0, 18},    {"nineteen", 0, 19},     {"twenty", 1, 20},
-    {"thirty", 1, 30},      {"forty", 1, 40},        {"fifty", 1, 50},
-    {"sixty", 1, 60},       {"seventy", 1, 70},      {"eighty", 1, 80},
-    {"ninety", 1, 90},      {"hundred", 2, 100},     {"thousand", 3, 1000},
-    {"million", 3, 1000000}, {"billion", 3, 1000000000LL}, {"trillion", 3, 1000000000000LL},
-    {"dozen", 4, 12},       {"first", 0, 1},         {"second", 0, 2},
-    {"third", 0, 3},        {"fourth", 0, 4},        {"fifth", 0, 5},
-    {"sixth", 0, 6},        {"seventh", 0, 7},       {"eighth", 0, 8},
-    {"ninth", 0, 9},        {"tenth", 0, 10},        {"eleventh", 0, 11},
-    {"twelfth", 0, 12},     {"thirteenth", 0, 13},   {"fourteenth", 0, 14},
-    {"fifteenth", 0, 15},   {"sixteenth", 0, 16},    {"seventeenth", 0, 17},
-    {"eighteenth", 0, 18},  {"nineteenth", 0, 19},   {"twentieth", 1, 20},
-    {"thirtieth", 1, 30},   {"fortieth", 1, 40},     {"fiftieth", 1, 50},
-    {"sixtieth", 1, 60},    {"seventieth", 1, 70},   {"eightieth", 1, 80},
-    {"ninetieth", 1, 90},   {"hundredth", 2, 100},   {"thousandth", 3, 1000},
-    {"millionth", 3, 1000000}, {"once", 0, 1},       {"twice", 0, 2},
-    {"thrice", 0, 3},       {"single", 0, 1},        {"double", 0, 2},
-    {"triple", 0, 3},       {"quadruple", 0, 4},     {"half", 0, -2},
+    {"zero", 0, 0},
+    {"one", 0, 1},
+    {"two", 0, 2},
+    {"three", 0, 3},
+    {"four", 0, 4},
+    {"five", 0, 5},
+    {"six", 0, 6},
+    {"seven", 0, 7},
+    {"eight", 0, 8},
+    {"nine", 0, 9},
+    {"ten", 0, 10},
+    {"eleven", 0, 11},
+    {"twelve", 0, 12},
+    {"thirteen", 0, 13},
+    {"fourteen", 0, 14},
+    {"fifteen", 0, 15},
+    {"sixteen", 0, 16},
+    {"seventeen", 0, 17},
+    {"eighteen", 0, 18},
+    {"nineteen", 0, 19},
+    {"twenty", 1, 20},
+    {"thirty", 1, 30},
+    {"forty", 1, 40},
+    {"fifty", 1, 50},
+    {"sixty", 1, 60},
+    {"seventy", 1, 70},
+    {"eighty", 1, 80},
+    {"ninety", 1, 90},
+    {"hundred", 2, 100},
+    {"thousand", 3, 1000},
+    {"million", 3, 1000000},
+    {"billion", 3, 1000000000LL},
+    {"trillion", 3, 1000000000000LL},
+    {"dozen", 4, 12},
+    {"first", 0, 1},
+    {"second", 0, 2},
+    {"third", 0, 3},
+    {"fourth", 0, 4},
+    {"fifth", 0, 5},
+    {"sixth", 0, 6},
+    {"seventh", 0, 7},
+    {"eighth", 0, 8},
+    {"ninth", 0, 9},
+    {"tenth", 0, 10},
+    {"eleventh", 0, 11},
+    {"twelfth", 0, 12},
+    {"thirteenth", 0, 13},
+    {"fourteenth", 0, 14},
+    {"fifteenth", 0, 15},
+    {"sixteenth", 0, 16},
+    {"seventeenth", 0, 17},
+    {"eighteenth", 0, 18},
+    {"nineteenth", 0, 19},
+    {"twentieth", 1, 20},
+    {"thirtieth", 1, 30},
+    {"fortieth", 1, 40},
+    {"fiftieth", 1, 50},
+    {"sixtieth", 1, 60},
+    {"seventieth", 1, 70},
+    {"eightieth", 1, 80},
+    {"ninetieth", 1, 90},
+    {"hundredth", 2, 100},
+    {"thousandth", 3, 1000},
+    {"millionth", 3, 1000000},
+    {"once", 0, 1},
+    {"twice", 0, 2},
+    {"thrice", 0, 3},
+    {"single", 0, 1},
+    {"double", 0, 2},
+    {"triple", 0, 3},
+    {"quadruple", 0, 4},
+    {"half", 0, -2},
     {"quarter", 0, -4},
 };
 
@@ -353,15 +385,12 @@ static uint32_t hash_bytes(const char *s, size_t n)
 /* Head entry of word w, or -1. */
 static int lex_find(const char *w, size_t n)
 {
-    if (n == 0 || n > 255)
-        return -1;
+    if (n == 0 || n > 255) return -1;
     uint32_t h = hash_bytes(w, n) & (LEX_SLOTS - 1);
     for (;;) {
         int e = lex_slot[h] - 1;
-        if (e < 0)
-            return -1;
-        if (lex[e].len == n && memcmp(lex[e].w, w, n) == 0)
-            return e;
+        if (e < 0) return -1;
+        if (lex[e].len == n && memcmp(lex[e].w, w, n) == 0) return e;
         h = (h + 1) & (LEX_SLOTS - 1);
     }
 }
@@ -397,8 +426,7 @@ static void lex_add_words(const char *s, int kind, int group)
         const char *w = s;
         while (*s && *s != ' ')
             s++;
-        if (s > w)
-            lex_add(w, (size_t)(s - w), kind, group);
+        if (s > w) lex_add(w, (size_t)(s - w), kind, group);
     }
 }
 
@@ -420,8 +448,7 @@ static void lex_build(void)
 static int lex_has(int e, int kind)
 {
     for (; e >= 0; e = lex[e].next)
-        if (lex[e].kind == kind)
-            return 1;
+        if (lex[e].kind == kind) return 1;
     return 0;
 }
 
@@ -429,11 +456,9 @@ static int lex_has(int e, int kind)
 static int lex_share(int a, int b, int kind)
 {
     for (int x = a; x >= 0; x = lex[x].next) {
-        if (lex[x].kind != kind)
-            continue;
+        if (lex[x].kind != kind) continue;
         for (int y = b; y >= 0; y = lex[y].next)
-            if (lex[y].kind == kind && lex[y].group == lex[x].group)
-                return 1;
+            if (lex[y].kind == kind && lex[y].group == lex[x].group) return 1;
     }
     return 0;
 }
@@ -441,8 +466,7 @@ static int lex_share(int a, int b, int kind)
 static int lex_num(int e)
 {
     for (; e >= 0; e = lex[e].next)
-        if (lex[e].kind == K_NUM)
-            return lex[e].group;
+        if (lex[e].kind == K_NUM) return lex[e].group;
     return -1;
 }
 
@@ -473,13 +497,13 @@ enum {
 };
 
 typedef struct {
-    const char *s; /* lower case, contraction suffix removed */
-    const char *n; /* s without plural -s / -es / -ies */
+    const char *s;   /* lower case, contraction suffix removed */
+    const char *n;   /* s without plural -s / -es / -ies */
     const char *lem; /* the lexicon form that s matched, or n */
     uint16_t len, nlen, lemlen;
     uint16_t flags;
-    int16_t lex;  /* head entry of lem (or of s), -1 */
-    int16_t num;  /* index into side.nums of this token's number, -1 */
+    int16_t lex; /* head entry of lem (or of s), -1 */
+    int16_t num; /* index into side.nums of this token's number, -1 */
 } tok;
 
 typedef struct {
@@ -537,8 +561,11 @@ static size_t upunct(const unsigned char *p, size_t i, size_t n, int *kind)
     }
     if (p[i] == 0xE2 && i + 2 < n && p[i + 1] == 0x80 && p[i + 2] >= 0x80 && p[i + 2] <= 0xBF) {
         unsigned char c = p[i + 2];
-        *kind = c == 0x99 ? P_APOS : c == 0x98 ? P_SQ_OPEN : c == 0x9C ? P_DQ_OPEN
-                : c == 0x9D ? P_DQ_CLOSE : P_SEP; /* ’ ‘ “ ” ; dashes, spaces, … */
+        *kind = c == 0x99   ? P_APOS
+                : c == 0x98 ? P_SQ_OPEN
+                : c == 0x9C ? P_DQ_OPEN
+                : c == 0x9D ? P_DQ_CLOSE
+                            : P_SEP; /* ’ ‘ “ ” ; dashes, spaces, … */
         return 3;
     }
     if (p[i] == 0xE3 && i + 2 < n && p[i + 1] == 0x80 && p[i + 2] <= 0x82) { /* 　、。 */
@@ -552,8 +579,7 @@ static int word_byte(const unsigned char *p, size_t i, size_t n)
 {
     unsigned char c = p[i];
     int k;
-    if (c < 0x80)
-        return is_alnum(c) || c == '_';
+    if (c < 0x80) return is_alnum(c) || c == '_';
     return upunct(p, i, n, &k) == 0;
 }
 
@@ -572,8 +598,7 @@ static char *side_alloc(side *sd, size_t n)
 static size_t plural_stem(const char *s, size_t n, int *ies)
 {
     *ies = 0;
-    if (n < 4 || s[n - 1] != 's')
-        return n;
+    if (n < 4 || s[n - 1] != 's') return n;
     if (n >= 5 && memcmp(s + n - 3, "ies", 3) == 0) {
         *ies = 1; /* cities -> city: caller writes the y */
         return n - 2;
@@ -594,14 +619,11 @@ static int lemma_lookup(const char *s, size_t n, const char **lem, size_t *lemle
     static const char *const sufs[] = {"ing", "ed", "est", "er", "ly", "es", "s"};
     char tmp[64];
     int e = lex_find(s, n);
-    if (e >= 0 && (lex_has(e, K_CONTRAST) || lex_has(e, K_SYN) || lex_has(e, K_NUM)))
-        goto found;
-    if (n >= sizeof tmp)
-        return -1;
+    if (e >= 0 && (lex_has(e, K_CONTRAST) || lex_has(e, K_SYN) || lex_has(e, K_NUM))) goto found;
+    if (n >= sizeof tmp) return -1;
     for (size_t k = 0; k < sizeof sufs / sizeof *sufs; k++) {
         size_t sl = strlen(sufs[k]);
-        if (n < sl + 3 || memcmp(s + n - sl, sufs[k], sl) != 0)
-            continue;
+        if (n < sl + 3 || memcmp(s + n - sl, sufs[k], sl) != 0) continue;
         size_t b = n - sl;
         memcpy(tmp, s, b);
         /* stem as is, with a doubled consonant undone, with an e restored, with i -> y */
@@ -611,10 +633,8 @@ static int lemma_lookup(const char *s, size_t n, const char **lem, size_t *lemle
         memcpy(cand[nc], tmp, b), cand_len[nc++] = b;
         if (b >= 4 && tmp[b - 1] == tmp[b - 2] && !strchr("aeiouls", tmp[b - 1]))
             memcpy(cand[nc], tmp, b - 1), cand_len[nc++] = b - 1;
-        if (b + 1 < sizeof tmp)
-            memcpy(cand[nc], tmp, b), cand[nc][b] = 'e', cand_len[nc++] = b + 1;
-        if (tmp[b - 1] == 'i')
-            memcpy(cand[nc], tmp, b), cand[nc][b - 1] = 'y', cand_len[nc++] = b;
+        if (b + 1 < sizeof tmp) memcpy(cand[nc], tmp, b), cand[nc][b] = 'e', cand_len[nc++] = b + 1;
+        if (tmp[b - 1] == 'i') memcpy(cand[nc], tmp, b), cand[nc][b - 1] = 'y', cand_len[nc++] = b;
         for (int c = 0; c < nc; c++) {
             int x = lex_find(cand[c], cand_len[c]);
             if (x >= 0 && (lex_has(x, K_CONTRAST) || lex_has(x, K_SYN))) {
@@ -634,12 +654,10 @@ found:
  * written (3.10 and 3.1 are different versions). */
 static void add_num(side *sd, const char *txt, size_t n, int weak)
 {
-    if (sd->nnum >= MAX_NUM || n == 0)
-        return;
+    if (sd->nnum >= MAX_NUM || n == 0) return;
     while (n > 1 && txt[0] == '0' && is_digit((unsigned char)txt[1]))
         txt++, n--;
-    if (n >= NUM_LEN)
-        n = NUM_LEN - 1;
+    if (n >= NUM_LEN) n = NUM_LEN - 1;
     memcpy(sd->nums[sd->nnum], txt, n);
     sd->nums[sd->nnum][n] = 0;
     sd->numweak[sd->nnum] = (uint8_t)weak;
@@ -663,15 +681,12 @@ static int roman_value(const char *s, size_t n)
 {
     /* Upper-case I, V, X only, two letters or more: II, IV, XIV. C, D, L, M and single
      * letters are more often initials and acronyms. */
-    static const char *const tab[] = {"",   "I",   "II",   "III",   "IV",  "V",
-                                      "VI", "VII", "VIII", "IX",    "X",   "XI",
-                                      "XII", "XIII", "XIV", "XV", "XVI", "XVII",
-                                      "XVIII", "XIX", "XX"};
-    if (n < 2 || n > 5)
-        return 0;
+    static const char *const tab[] = {"",    "I",    "II",  "III",  "IV",    "V",   "VI",
+                                      "VII", "VIII", "IX",  "X",    "XI",    "XII", "XIII",
+                                      "XIV", "XV",   "XVI", "XVII", "XVIII", "XIX", "XX"};
+    if (n < 2 || n > 5) return 0;
     for (int v = 2; v <= 20; v++)
-        if (strlen(tab[v]) == n && memcmp(tab[v], s, n) == 0)
-            return v;
+        if (strlen(tab[v]) == n && memcmp(tab[v], s, n) == 0) return v;
     return 0;
 }
 
@@ -698,8 +713,7 @@ static void classify(side *sd, tok *t)
     size_t nl = plural_stem(t->s, t->len, &ies);
     if (ies) {
         char *b = side_alloc(sd, nl);
-        if (!b)
-            return;
+        if (!b) return;
         memcpy(b, t->s, nl - 1);
         b[nl - 1] = 'y';
         t->n = b;
@@ -711,17 +725,27 @@ static void classify(side *sd, tok *t)
     t->lemlen = t->nlen;
 
     int e = lex_find(t->s, t->len);
-    if (e < 0 && nl != t->len)
-        e = lex_find(t->n, t->nlen);
+    if (e < 0 && nl != t->len) e = lex_find(t->n, t->nlen);
     if (e >= 0) {
         for (int x = e; x >= 0; x = lex[x].next) {
             switch (lex[x].kind) {
-            case K_STOP: t->flags |= F_STOP; break;
-            case K_DROP: t->flags |= F_DROP | F_STOP; break;
-            case K_NEG: t->flags |= F_NEG | F_STOP; break;
-            case K_DIR: t->flags |= F_DIR | F_STOP; break;
-            case K_WH: t->flags |= F_WH | F_STOP; break;
-            default: break;
+            case K_STOP:
+                t->flags |= F_STOP;
+                break;
+            case K_DROP:
+                t->flags |= F_DROP | F_STOP;
+                break;
+            case K_NEG:
+                t->flags |= F_NEG | F_STOP;
+                break;
+            case K_DIR:
+                t->flags |= F_DIR | F_STOP;
+                break;
+            case K_WH:
+                t->flags |= F_WH | F_STOP;
+                break;
+            default:
+                break;
             }
         }
     }
@@ -742,8 +766,7 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
 {
     size_t n = b - a;
     char *o = side_alloc(sd, n);
-    if (!o)
-        return;
+    if (!o) return;
     size_t k = 0, apos = (size_t)-1;
     int nup = 0, nlow = 0, ndig = 0, upfirst = -1, mixed = 0, code = 0;
     for (size_t i = a; i < b;) {
@@ -757,14 +780,11 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
         unsigned char c = p[i];
         if (is_upper(c)) {
             nup++;
-            if (upfirst < 0)
-                upfirst = 1;
-            if (nlow > 0)
-                mixed = 1;
+            if (upfirst < 0) upfirst = 1;
+            if (nlow > 0) mixed = 1;
         } else if (is_lower(c)) {
             nlow++;
-            if (upfirst < 0)
-                upfirst = 0;
+            if (upfirst < 0) upfirst = 0;
         } else if (is_digit(c)) {
             ndig++;
         } else if (c == '_' || c == '.' || c == '+' || c == '#') {
@@ -774,10 +794,8 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
         i++;
     }
     /* "1,000" and "3.14" are numbers, not identifiers */
-    if (code && ndig > 0 && nup + nlow == 0)
-        code = 0;
-    if (k > 0 && o[k - 1] == '.')
-        k--;
+    if (code && ndig > 0 && nup + nlow == 0) code = 0;
+    if (k > 0 && o[k - 1] == '.') k--;
 
     size_t base = k;
     const char *neg = NULL;
@@ -786,6 +804,13 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
         size_t sl = k - apos;
         if (sl == 1 && suf[0] == 's') {
             base = apos; /* France's, what's, it's */
+            /* after a pronoun or question word, 's is "is": what's = what is */
+            static const char *const is_words[] = {"what", "where", "who",   "how", "when",
+                                                   "why",  "that",  "it",    "there", "here",
+                                                   "he",   "she",   "which", NULL};
+            for (int i = 0; is_words[i]; i++)
+                if (strlen(is_words[i]) == base && strncasecmp(o, is_words[i], base) == 0)
+                    neg = "is";
         } else if (sl == 1 && suf[0] == 't' && o[apos - 1] == 'n') {
             base = apos - 1; /* can't, don't, won't */
             neg = "not";
@@ -796,7 +821,7 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
         }
     }
     const char *word = o;
-    if (neg) {
+    if (neg && neg[0] == 'n') {
         /* ca(n't) wo(n't) sha(n't) ai(n't) lose a letter to the contraction */
         static const struct {
             const char *c, *full;
@@ -808,39 +833,29 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
                 break;
             }
     }
-    if (base == 0 && !neg)
-        return;
+    if (base == 0 && !neg) return;
 
-    if (upfirst == 1)
-        flags |= F_UPFIRST;
-    if (nup >= 2 && nlow == 0)
-        flags |= F_ACRO;
-    if (mixed)
-        flags |= F_MIXED;
-    if (code)
-        flags |= F_CODE;
-    if (nup == 1 && upfirst == 1 && !(flags & F_INITIAL))
-        flags |= F_CAP;
-    if (ndig)
-        flags |= F_NUM;
+    if (upfirst == 1) flags |= F_UPFIRST;
+    if (nup >= 2 && nlow == 0) flags |= F_ACRO;
+    if (mixed) flags |= F_MIXED;
+    if (code) flags |= F_CODE;
+    if (nup == 1 && upfirst == 1 && !(flags & F_INITIAL)) flags |= F_CAP;
+    if (ndig) flags |= F_NUM;
 
     if (base > 0) {
         tok *t = push_tok(sd, word, base, flags);
-        if (!t)
-            return;
+        if (!t) return;
         classify(sd, t);
         if ((size_t)nup == n && roman_value((const char *)p + a, n) > 0) {
             t->flags = (uint16_t)((t->flags | F_NUM) & ~F_ACRO);
             t->num = (int16_t)sd->nnum;
             add_num_value(sd, roman_value((const char *)p + a, n), 0);
         }
-        if (t->len == 1 && t->s[0] == 'i')
-            t->flags &= (uint16_t)~(F_CAP | F_ACRO);
+        if (t->len == 1 && t->s[0] == 'i') t->flags &= (uint16_t) ~(F_CAP | F_ACRO);
     }
     if (neg) {
-        tok *t = push_tok(sd, neg, 3, flags & (F_INITIAL | F_QUOTED));
-        if (t)
-            classify(sd, t);
+        tok *t = push_tok(sd, neg, strlen(neg), flags & (F_INITIAL | F_QUOTED));
+        if (t) classify(sd, t);
     }
 }
 
@@ -850,8 +865,7 @@ static void collect_numbers(side *sd)
 {
     for (int i = 0; i < sd->nt; i++) {
         tok *t = &sd->t[i];
-        if (t->num >= 0)
-            continue;
+        if (t->num >= 0) continue;
         int nw = t->lex >= 0 ? lex_num(t->lex) : -1;
         if (nw < 0) {
             int e = lex_find(t->s, t->len);
@@ -870,17 +884,24 @@ static void collect_numbers(side *sd)
                     j++;
                     continue;
                 }
-                if (w < 0 || num_words[w].v < 0 || frac)
-                    break;
+                if (w < 0 || num_words[w].v < 0 || frac) break;
                 switch (num_words[w].kind) {
-                case 0: cur += num_words[w].v; break;
-                case 1: cur += num_words[w].v; break;
-                case 2: cur = (cur ? cur : 1) * 100; break;
+                case 0:
+                    cur += num_words[w].v;
+                    break;
+                case 1:
+                    cur += num_words[w].v;
+                    break;
+                case 2:
+                    cur = (cur ? cur : 1) * 100;
+                    break;
                 case 3:
                     total += (cur ? cur : 1) * num_words[w].v;
                     cur = 0;
                     break;
-                case 4: cur = (cur ? cur : 1) * 12; break;
+                case 4:
+                    cur = (cur ? cur : 1) * 12;
+                    break;
                 }
                 u->flags |= F_NUM;
                 u->num = (int16_t)sd->nnum;
@@ -893,23 +914,23 @@ static void collect_numbers(side *sd)
                 add_num_value(sd, num_words[nw].v, 0);
                 continue;
             }
-            int weak = words == 1 && t->len == 3 && memcmp(t->s, "one", 3) == 0;
+            /* "one", "once", "single" alone are as often a way of speaking as a count */
+            int weak = words == 1 && num_words[nw].v == 1 &&
+                       !(t->len == 5 && memcmp(t->s, "first", 5) == 0);
             add_num_value(sd, total + cur, weak);
             i = j - 1;
             continue;
         }
-        if (!(t->flags & F_NUM))
-            continue;
+        if (!(t->flags & F_NUM)) continue;
         /* a numeral: -12, 3.14, 1,000, 2nd, 15 (then maybe "million") */
         const char *s = t->s;
         size_t n = t->len, k = 0;
         char b[NUM_LEN];
         size_t bl = 0;
-        if (s[0] == '-')
-            b[bl++] = '-', k = 1;
+        if (s[0] == '-') b[bl++] = '-', k = 1;
         size_t digits_end = k;
-        while (digits_end < n && (is_digit((unsigned char)s[digits_end]) ||
-                                  s[digits_end] == ',' || s[digits_end] == '.'))
+        while (digits_end < n && (is_digit((unsigned char)s[digits_end]) || s[digits_end] == ',' ||
+                                  s[digits_end] == '.'))
             digits_end++;
         int plain = digits_end > k && is_digit((unsigned char)s[k]);
         if (plain && digits_end < n) {
@@ -921,10 +942,8 @@ static void collect_numbers(side *sd)
         if (plain) {
             int dec = 0;
             for (size_t x = k; x < digits_end && bl < NUM_LEN - 1; x++) {
-                if (s[x] == ',')
-                    continue;
-                if (s[x] == '.')
-                    dec = 1;
+                if (s[x] == ',') continue;
+                if (s[x] == '.') dec = 1;
                 b[bl++] = s[x];
             }
             t->num = (int16_t)sd->nnum;
@@ -933,15 +952,14 @@ static void collect_numbers(side *sd)
                 tok *u = &sd->t[i + 1];
                 int e = lex_find(u->s, u->len);
                 int w = e >= 0 ? lex_num(e) : -1;
-                if (w >= 0 && (num_words[w].kind == 3 || num_words[w].kind == 4 ||
-                               num_words[w].kind == 2) &&
+                if (w >= 0 &&
+                    (num_words[w].kind == 3 || num_words[w].kind == 4 || num_words[w].kind == 2) &&
                     u->len == strlen(num_words[w].w)) {
                     b[bl] = 0;
                     long long v = 0;
                     for (size_t x = (b[0] == '-'); x < bl; x++)
                         v = v * 10 + (b[x] - '0');
-                    if (b[0] == '-')
-                        v = -v;
+                    if (b[0] == '-') v = -v;
                     u->flags |= F_NUM;
                     u->num = t->num;
                     add_num_value(sd, v * num_words[w].v, 0);
@@ -961,8 +979,7 @@ static void collect_numbers(side *sd)
             size_t y = x;
             while (y < n && is_digit((unsigned char)s[y]))
                 y++;
-            if (t->num < 0)
-                t->num = (int16_t)sd->nnum;
+            if (t->num < 0) t->num = (int16_t)sd->nnum;
             add_num(sd, s + x, y - x, 0);
             x = y;
         }
@@ -1063,12 +1080,9 @@ static void tokenize(side *sd, const char *text, size_t len)
             break;
         }
         unsigned flags = 0;
-        if (initial)
-            flags |= F_INITIAL;
-        if (in_dq || in_bq || in_sq)
-            flags |= F_QUOTED;
-        if (in_bq)
-            flags |= F_CODE;
+        if (initial) flags |= F_INITIAL;
+        if (in_dq || in_bq || in_sq) flags |= F_QUOTED;
+        if (in_bq) flags |= F_CODE;
         emit_word(sd, p, i, j, flags);
         initial = 0;
         i = j;
@@ -1079,8 +1093,7 @@ static void tokenize(side *sd, const char *text, size_t len)
     int words = 0, caps = 0, acros = 0;
     for (int k = 0; k < sd->nt; k++) {
         tok *t = &sd->t[k];
-        if ((t->flags & (F_INITIAL | F_NUM)) || !is_alpha((unsigned char)t->s[0]))
-            continue;
+        if ((t->flags & (F_INITIAL | F_NUM)) || !is_alpha((unsigned char)t->s[0])) continue;
         words++;
         caps += !!(t->flags & F_UPFIRST);
         acros += !!(t->flags & F_ACRO);
@@ -1090,17 +1103,12 @@ static void tokenize(side *sd, const char *text, size_t len)
     for (int k = 0; k < sd->nt; k++) {
         tok *t = &sd->t[k];
         unsigned f = t->flags;
-        if (title)
-            f &= ~(unsigned)F_CAP;
-        if (shout)
-            f &= ~(unsigned)F_ACRO;
+        if (title) f &= ~(unsigned)F_CAP;
+        if (shout) f &= ~(unsigned)F_ACRO;
         int ent = (f & (F_CAP | F_ACRO | F_MIXED | F_CODE | F_QUOTED)) != 0;
-        if ((f & F_STOP) && !(f & (F_CODE | F_MIXED)))
-            ent = 0;
-        if (f & F_NUM)
-            ent = 0;
-        if (ent)
-            f |= F_ENTITY;
+        if ((f & F_STOP) && !(f & (F_CODE | F_MIXED))) ent = 0;
+        if (f & F_NUM) ent = 0;
+        if (ent) f |= F_ENTITY;
         t->flags = (uint16_t)f;
     }
 }
@@ -1117,15 +1125,15 @@ enum {
     R_ENTITY = 1 << 4,
     R_SWAP = 1 << 5,
     R_ORDER = 1 << 6,
-    R_ALL = 0x7f,
+    R_WH = 1 << 7,
+    R_ALL = 0xff,
 };
 
 static void say(char *why, size_t whylen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void say(char *why, size_t whylen, const char *fmt, ...)
 {
-    if (!why || whylen == 0)
-        return;
+    if (!why || whylen == 0) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, whylen, fmt, ap);
@@ -1149,10 +1157,8 @@ static int same_root(const char *a, size_t al, const char *b, size_t bl)
     size_t cp = 0;
     while (cp < al && a[cp] == b[cp])
         cp++;
-    if (al < 3)
-        return cp == al && al == bl;
-    if (cp == al)
-        return 1; /* a is a prefix of b: list/listing, commit/committed */
+    if (al < 3) return cp == al && al == bl;
+    if (cp == al) return 1; /* a is a prefix of b: list/listing, commit/committed */
     if (cp + 1 == al && (a[al - 1] == 'e' || a[al - 1] == 'y'))
         return cp >= 3; /* make/making, happy/happiness */
     return cp >= 5 && cp + 2 >= al;
@@ -1160,34 +1166,29 @@ static int same_root(const char *a, size_t al, const char *b, size_t bl)
 
 static int tok_like(const tok *a, const tok *b)
 {
-    if (tok_eq(a, b) || syn(a, b))
-        return 1;
-    if (a->num >= 0 && b->num >= 0)
-        return 0; /* numbers are the number rule's business */
+    if (tok_eq(a, b) || syn(a, b)) return 1;
+    if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
     return same_root(a->n, a->nlen, b->n, b->nlen);
 }
 
 static int side_has(const side *sd, const tok *x)
 {
     for (int i = 0; i < sd->nt; i++)
-        if (tok_eq(&sd->t[i], x))
-            return 1;
+        if (tok_eq(&sd->t[i], x)) return 1;
     return 0;
 }
 
 static int side_has_like(const side *sd, const tok *x)
 {
     for (int i = 0; i < sd->nt; i++)
-        if (tok_like(&sd->t[i], x))
-            return 1;
+        if (tok_like(&sd->t[i], x)) return 1;
     return 0;
 }
 
 static int num_in(const side *sd, const char *k)
 {
     for (int i = 0; i < sd->nnum; i++)
-        if (strcmp(sd->nums[i], k) == 0)
-            return 1;
+        if (strcmp(sd->nums[i], k) == 0) return 1;
     return 0;
 }
 
@@ -1195,14 +1196,26 @@ static int rule_numbers(const side *a, const side *b, char *why, size_t whylen)
 {
     const char *xa = NULL, *xb = NULL;
     for (int i = 0; i < a->nnum && !xa; i++)
-        if (!num_in(b, a->nums[i]) && !(a->numweak[i] && b->nnum == 0))
-            xa = a->nums[i];
+        if (!num_in(b, a->nums[i]) && !(a->numweak[i] && b->nnum == 0)) xa = a->nums[i];
     for (int i = 0; i < b->nnum && !xb; i++)
-        if (!num_in(a, b->nums[i]) && !(b->numweak[i] && a->nnum == 0))
-            xb = b->nums[i];
-    if (!xa && !xb)
-        return 1;
+        if (!num_in(a, b->nums[i]) && !(b->numweak[i] && a->nnum == 0)) xb = b->nums[i];
+    if (!xa && !xb) return 1;
     say(why, whylen, "numbers differ: %s vs %s", xa ? xa : "none", xb ? xb : "none");
+    return 0;
+}
+
+/* "JavaScript" and "java script" */
+static int joined_in(const tok *x, const side *sd)
+{
+    for (int i = 0; i + 1 < sd->nt; i++) {
+        size_t k = 0;
+        for (int j = i; j < sd->nt && j < i + 3 && k < x->nlen; j++) {
+            const tok *u = &sd->t[j];
+            if (k + u->len > x->nlen || memcmp(x->n + k, u->s, u->len) != 0) break;
+            k += u->len;
+            if (k == x->nlen && j > i) return 1;
+        }
+    }
     return 0;
 }
 
@@ -1210,8 +1223,7 @@ static int rule_numbers(const side *a, const side *b, char *why, size_t whylen)
 static int negated_at(const side *sd, int j)
 {
     for (int k = j - 1; k >= 0 && k >= j - 2; k--)
-        if (sd->t[k].flags & F_NEG)
-            return 1;
+        if (sd->t[k].flags & F_NEG) return 1;
     return 0;
 }
 
@@ -1220,15 +1232,15 @@ static int rule_contrast(const side *a, const side *b, char *why, size_t whylen)
     for (int i = 0; i < a->nt; i++) {
         const tok *x = &a->t[i];
         /* "not good" vs "bad" is left to the negation rule */
-        if (x->lex < 0 || !lex_has(x->lex, K_CONTRAST) || side_has(b, x) || negated_at(a, i))
+        if (x->lex < 0 || !lex_has(x->lex, K_CONTRAST) || side_has(b, x) || negated_at(a, i) ||
+            joined_in(x, b))
             continue;
         for (int j = 0; j < b->nt; j++) {
             const tok *y = &b->t[j];
             if (y->lex < 0 || !lex_has(y->lex, K_CONTRAST) || tok_eq(x, y) || syn(x, y) ||
-                negated_at(b, j))
+                negated_at(b, j) || joined_in(y, a))
                 continue;
-            if (!lex_share(x->lex, y->lex, K_CONTRAST) || side_has(a, y))
-                continue;
+            if (!lex_share(x->lex, y->lex, K_CONTRAST) || side_has(a, y)) continue;
             say(why, whylen, "opposites: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
             return 0;
         }
@@ -1239,20 +1251,17 @@ static int rule_contrast(const side *a, const side *b, char *why, size_t whylen)
 /* 1 when w is base plus an inflection: installing/install, enabled/enable. */
 static int inflected(const char *w, size_t wl, const char *base, size_t bl)
 {
-    static const char *const sufs[] = {"s", "es", "ed", "d", "ing", "er", "ers", "ation",
-                                       "ations", "ment", "ments"};
-    if (bl < 3 || wl <= bl)
-        return 0;
+    static const char *const sufs[] = {"s",   "es",    "ed",     "d",    "ing",  "er",
+                                       "ers", "ation", "ations", "ment", "ments"};
+    if (bl < 3 || wl <= bl) return 0;
     size_t cut = bl;
     if (memcmp(w, base, bl) != 0) {
         /* enable -> enabling: the e goes */
-        if (base[bl - 1] != 'e' || memcmp(w, base, bl - 1) != 0)
-            return 0;
+        if (base[bl - 1] != 'e' || memcmp(w, base, bl - 1) != 0) return 0;
         cut = bl - 1;
     }
     for (size_t k = 0; k < sizeof sufs / sizeof *sufs; k++)
-        if (wl - cut == strlen(sufs[k]) && memcmp(w + cut, sufs[k], wl - cut) == 0)
-            return 1;
+        if (wl - cut == strlen(sufs[k]) && memcmp(w + cut, sufs[k], wl - cut) == 0) return 1;
     return 0;
 }
 
@@ -1261,19 +1270,17 @@ static int negated_form(const tok *x, const tok *y)
 {
     static const struct {
         const char *p;
-        size_t min;     /* shortest root */
+        size_t min;       /* shortest root */
         const char *next; /* letters the root must start with, NULL any */
-    } pre[] = {{"un", 3, NULL},  {"non", 3, NULL}, {"dis", 4, NULL}, {"de", 5, NULL},
-               {"in", 5, NULL},  {"im", 5, "bmp"}, {"il", 5, "l"},   {"ir", 5, "r"},
-               {"anti", 4, NULL}};
+    } pre[] = {{"un", 3, NULL}, {"non", 3, NULL}, {"dis", 4, NULL},
+               {"de", 5, NULL}, {"in", 5, NULL},  {"im", 5, "bmp"},
+               {"il", 5, "l"},  {"ir", 5, "r"},   {"anti", 4, NULL}};
     for (size_t k = 0; k < sizeof pre / sizeof *pre; k++) {
         size_t pl = strlen(pre[k].p);
-        if (x->nlen < pl + pre[k].min || memcmp(x->n, pre[k].p, pl) != 0)
-            continue;
+        if (x->nlen < pl + pre[k].min || memcmp(x->n, pre[k].p, pl) != 0) continue;
         const char *r = x->n + pl;
         size_t rl = x->nlen - pl;
-        if (pre[k].next && !strchr(pre[k].next, r[0]))
-            continue;
+        if (pre[k].next && !strchr(pre[k].next, r[0])) continue;
         if ((rl == y->nlen && memcmp(r, y->n, rl) == 0) ||
             (rl == y->len && memcmp(r, y->s, rl) == 0) || inflected(r, rl, y->n, y->nlen) ||
             inflected(y->n, y->nlen, r, rl))
@@ -1296,8 +1303,7 @@ static int negation_spelled(const side *p, int i, const side *q)
             continue;
         for (int k = 0; k < q->nt; k++) {
             const tok *x = &q->t[k];
-            if (negated_form(x, r))
-                return 1;
+            if (negated_form(x, r)) return 1;
             /* "not good" and "bad" */
             if (x->lex >= 0 && r->lex >= 0 && !tok_eq(x, r) && !syn(x, r) &&
                 lex_share(x->lex, r->lex, K_CONTRAST))
@@ -1315,15 +1321,12 @@ static int rule_negation(const side *a, const side *b, char *why, size_t whylen)
         na += !!(a->t[i].flags & F_NEG);
     for (int i = 0; i < b->nt; i++)
         nb += !!(b->t[i].flags & F_NEG);
-    if ((na > 0) == (nb > 0))
-        return 1;
+    if ((na > 0) == (nb > 0)) return 1;
     const side *p = na ? a : b, *q = na ? b : a;
     int plain = 0;
     for (int i = 0; i < p->nt; i++)
-        if ((p->t[i].flags & F_NEG) && !negation_spelled(p, i, q))
-            plain++;
-    if (!plain)
-        return 1;
+        if ((p->t[i].flags & F_NEG) && !negation_spelled(p, i, q)) plain++;
+    if (!plain) return 1;
     say(why, whylen, "negation in %s only", na ? "stored" : "query");
     return 0;
 }
@@ -1334,15 +1337,13 @@ static int rule_prefix(const side *a, const side *b, char *why, size_t whylen)
         const side *p = pass ? b : a, *q = pass ? a : b;
         for (int i = 0; i < p->nt; i++) {
             const tok *x = &p->t[i];
-            if ((x->flags & (F_STOP | F_NUM)) || side_has(q, x))
-                continue;
+            if ((x->flags & (F_STOP | F_NUM)) || side_has(q, x)) continue;
             for (int j = 0; j < q->nt; j++) {
                 const tok *y = &q->t[j];
                 if ((y->flags & (F_STOP | F_NUM)) || side_has(p, y) || !negated_form(x, y) ||
                     negated_at(q, j))
                     continue;
-                say(why, whylen, "opposites: %.*s vs %.*s", (int)x->len, x->s, (int)y->len,
-                    y->s);
+                say(why, whylen, "opposites: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
                 return 0;
             }
         }
@@ -1353,8 +1354,7 @@ static int rule_prefix(const side *a, const side *b, char *why, size_t whylen)
 /* "NASA" and "National Aeronautics and Space Administration" */
 static int acronym_of(const tok *x, const side *sd)
 {
-    if (!(x->flags & F_ACRO) || x->len < 2 || x->len > 8)
-        return 0;
+    if (!(x->flags & F_ACRO) || x->len < 2 || x->len > 8) return 0;
     for (int i = 0; i < sd->nt; i++) {
         size_t k = 0;
         for (int j = i; j < sd->nt && k < x->len; j++) {
@@ -1364,29 +1364,10 @@ static int acronym_of(const tok *x, const side *sd)
                  (u->len == 3 && (memcmp(u->s, "and", 3) == 0 || memcmp(u->s, "the", 3) == 0 ||
                                   memcmp(u->s, "for", 3) == 0))))
                 continue;
-            if (u->s[0] != x->s[k])
-                break;
+            if (u->s[0] != x->s[k]) break;
             k++;
         }
-        if (k == x->len)
-            return 1;
-    }
-    return 0;
-}
-
-/* "JavaScript" and "java script" */
-static int joined_in(const tok *x, const side *sd)
-{
-    for (int i = 0; i + 1 < sd->nt; i++) {
-        size_t k = 0;
-        for (int j = i; j < sd->nt && j < i + 3 && k < x->nlen; j++) {
-            const tok *u = &sd->t[j];
-            if (k + u->len > x->nlen || memcmp(x->n + k, u->s, u->len) != 0)
-                break;
-            k += u->len;
-            if (k == x->nlen && j > i)
-                return 1;
-        }
+        if (k == x->len) return 1;
     }
     return 0;
 }
@@ -1395,13 +1376,14 @@ static int entity_found(const tok *x, const side *sd)
 {
     for (int i = 0; i < sd->nt; i++) {
         const tok *y = &sd->t[i];
-        if (tok_eq(x, y) || syn(x, y))
-            return 1;
-        if (y->len == x->len && memcmp(y->s, x->s, x->len) == 0)
+        if (tok_eq(x, y) || syn(x, y)) return 1;
+        if (y->len == x->len && memcmp(y->s, x->s, x->len) == 0) return 1;
+        /* "Mac OS" and "macOS": a piece of the other side's compound */
+        if (x->len >= 2 && y->len > x->len && !(x->flags & F_QUOTED) &&
+            (memcmp(y->s, x->s, x->len) == 0 || memcmp(y->s + y->len - x->len, x->s, x->len) == 0))
             return 1;
         /* Mac and macOS; but C and C++ are two languages */
-        if (x->nlen >= 3 && y->nlen >= 3 && same_root(x->n, x->nlen, y->n, y->nlen))
-            return 1;
+        if (x->nlen >= 3 && y->nlen >= 3 && same_root(x->n, x->nlen, y->n, y->nlen)) return 1;
     }
     return acronym_of(x, sd) || joined_in(x, sd);
 }
@@ -1412,8 +1394,7 @@ static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
         const side *p = pass ? b : a, *q = pass ? a : b;
         for (int i = 0; i < p->nt; i++) {
             const tok *x = &p->t[i];
-            if (!(x->flags & F_ENTITY) || entity_found(x, q))
-                continue;
+            if (!(x->flags & F_ENTITY) || entity_found(x, q)) continue;
             /* a word of a name that the other side abbreviates: "United Nations" vs "UN" */
             int spelled = 0;
             for (int j = 0; j < q->nt && !spelled; j++) {
@@ -1421,8 +1402,7 @@ static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
                 spelled = (acr->flags & F_ACRO) && memchr(acr->s, x->s[0], acr->len) &&
                           acronym_of(acr, p);
             }
-            if (spelled)
-                continue;
+            if (spelled) continue;
             say(why, whylen, "%s \"%.*s\" only in %s", (x->flags & F_QUOTED) ? "quoted" : "name",
                 (int)x->len, x->s, pass ? "query" : "stored");
             return 0;
@@ -1437,39 +1417,55 @@ static int content_near(const side *sd, int i, int step)
 {
     for (int k = 1, j = i + step; k <= 3 && j >= 0 && j < sd->nt; k++, j += step) {
         const tok *t = &sd->t[j];
-        if (t->flags & F_DIR)
-            return -1;
-        if (!(t->flags & F_STOP))
-            return j;
+        if (t->flags & F_DIR) return -1;
+        if (!(t->flags & F_STOP)) return j;
     }
     return -1;
 }
 
+static int find_before(const side *sd, const tok *x, int end)
+{
+    for (int i = 0; i < end; i++)
+        if (tok_eq(&sd->t[i], x)) return i;
+    return -1;
+}
+
+/* "x to y" here and "y to x" there: what follows the directional word on each side comes
+ * before it on the other. Also "a stronger than b" vs "b stronger than a". */
 static int rule_order(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int i = 0; i < a->nt; i++) {
-        if (!(a->t[i].flags & F_DIR))
-            continue;
-        int l = content_near(a, i, -1), r = content_near(a, i, +1);
-        if (l < 0 || r < 0 || tok_eq(&a->t[l], &a->t[r]))
-            continue;
-        /* in b: r, then a directional word, then l */
+        if (!(a->t[i].flags & F_DIR)) continue;
+        int r = content_near(a, i, +1);
+        if (r < 0) continue;
         for (int k = 0; k < b->nt; k++) {
-            if (!(b->t[k].flags & F_DIR) || !tok_eq(&b->t[k], &a->t[i]))
-                continue;
-            int bl = content_near(b, k, -1), br = content_near(b, k, +1);
-            if (bl < 0 || br < 0)
-                continue;
-            if (tok_eq(&b->t[bl], &a->t[r]) && tok_eq(&b->t[br], &a->t[l])) {
-                say(why, whylen, "order reversed: %.*s %.*s %.*s vs %.*s %.*s %.*s",
-                    (int)a->t[l].len, a->t[l].s, (int)a->t[i].len, a->t[i].s, (int)a->t[r].len,
-                    a->t[r].s, (int)b->t[bl].len, b->t[bl].s, (int)b->t[k].len, b->t[k].s,
-                    (int)b->t[br].len, b->t[br].s);
-                return 0;
-            }
+            if (!(b->t[k].flags & F_DIR) || !tok_eq(&b->t[k], &a->t[i])) continue;
+            int rb = content_near(b, k, +1);
+            if (rb < 0 || tok_eq(&a->t[r], &b->t[rb])) continue;
+            int x = find_before(a, &b->t[rb], i), y = find_before(b, &a->t[r], k);
+            if (x < 0 || y < 0) continue;
+            say(why, whylen, "order reversed: %.*s %.*s %.*s vs %.*s %.*s %.*s", (int)a->t[x].len,
+                a->t[x].s, (int)a->t[i].len, a->t[i].s, (int)a->t[r].len, a->t[r].s,
+                (int)b->t[y].len, b->t[y].s, (int)b->t[k].len, b->t[k].s, (int)b->t[rb].len,
+                b->t[rb].s);
+            return 0;
         }
     }
     return 1;
+}
+
+/* "When was it built?" vs "Where was it built?": questions that open on different
+ * question words ask for different things. What, which and how open paraphrases of
+ * everything ("What year" = "when", "What causes" = "why") and are left alone. */
+static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
+{
+    const tok *x = a->nt ? &a->t[0] : NULL, *y = b->nt ? &b->t[0] : NULL;
+    if (!x || !y || !(x->flags & F_WH) || !(y->flags & F_WH) || tok_eq(x, y)) return 1;
+    if ((x->len == 3 && memcmp(x->s, "how", 3) == 0) ||
+        (y->len == 3 && memcmp(y->s, "how", 3) == 0))
+        return 1;
+    say(why, whylen, "question differs: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
+    return 0;
 }
 
 /* A content word of the middle that the other side says nowhere, in no form. */
@@ -1477,10 +1473,8 @@ static const tok *unmatched(const side *sd, const int *idx, int from, int to, co
 {
     for (int k = from; k < to; k++) {
         const tok *t = &sd->t[idx[k]];
-        if (t->flags & (F_STOP | F_NUM | F_NEG))
-            continue;
-        if (!side_has_like(other, t))
-            return t;
+        if (t->flags & (F_STOP | F_NUM | F_NEG)) continue;
+        if (!side_has_like(other, t)) return t;
     }
     return NULL;
 }
@@ -1489,11 +1483,9 @@ static int rule_swap(const side *a, const side *b, char *why, size_t whylen)
 {
     int ia[MAX_TOK], ib[MAX_TOK], na = 0, nb = 0;
     for (int i = 0; i < a->nt; i++)
-        if (!(a->t[i].flags & F_DROP))
-            ia[na++] = i;
+        if (!(a->t[i].flags & F_DROP)) ia[na++] = i;
     for (int i = 0; i < b->nt; i++)
-        if (!(b->t[i].flags & F_DROP))
-            ib[nb++] = i;
+        if (!(b->t[i].flags & F_DROP)) ib[nb++] = i;
     int p = 0;
     while (p < na && p < nb && tok_like(&a->t[ia[p]], &b->t[ib[p]]))
         p++;
@@ -1503,29 +1495,24 @@ static int rule_swap(const side *a, const side *b, char *why, size_t whylen)
     int ma = na - p - s, mb = nb - p - s;
     /* a swap is short and the sentence around it long enough to be "the same sentence" */
     int ctx = p + s;
-    if (ma < 1 || mb < 1 || ma > 2 || mb > 2 || ctx < 1 || ctx < ma || ctx < mb)
-        return 1;
+    if (ma < 1 || mb < 1 || ma > 2 || mb > 2 || ctx < 1 || ctx < ma || ctx < mb) return 1;
     /* "web site" vs "website", "e mail" vs "email" */
     char ja[128], jb[128];
     size_t la = 0, lb = 0;
     for (int k = p; k < p + ma; k++) {
         const tok *t = &a->t[ia[k]];
-        if (la + t->nlen < sizeof ja)
-            memcpy(ja + la, t->n, t->nlen), la += t->nlen;
+        if (la + t->nlen < sizeof ja) memcpy(ja + la, t->n, t->nlen), la += t->nlen;
     }
     for (int k = p; k < p + mb; k++) {
         const tok *t = &b->t[ib[k]];
-        if (lb + t->nlen < sizeof jb)
-            memcpy(jb + lb, t->n, t->nlen), lb += t->nlen;
+        if (lb + t->nlen < sizeof jb) memcpy(jb + lb, t->n, t->nlen), lb += t->nlen;
     }
-    if (la == lb && memcmp(ja, jb, la) == 0)
-        return 1;
+    if (la == lb && memcmp(ja, jb, la) == 0) return 1;
     if (ma == 1 && mb == 1) {
         const tok *x = &a->t[ia[p]], *y = &b->t[ib[p]];
         if ((x->flags & F_WH) && (y->flags & F_WH)) {
             int howwhy = (x->s[0] == 'h' && y->s[2] == 'y') || (y->s[0] == 'h' && x->s[2] == 'y');
-            if (howwhy)
-                return 1;
+            if (howwhy) return 1;
             say(why, whylen, "question differs: %.*s vs %.*s", (int)x->len, x->s, (int)y->len,
                 y->s);
             return 0;
@@ -1533,11 +1520,9 @@ static int rule_swap(const side *a, const side *b, char *why, size_t whylen)
     }
     /* "bad" vs "not good": the negation rule has already judged it */
     for (int k = p; k < p + ma; k++)
-        if (a->t[ia[k]].flags & F_NEG)
-            return 1;
+        if (a->t[ia[k]].flags & F_NEG) return 1;
     for (int k = p; k < p + mb; k++)
-        if (b->t[ib[k]].flags & F_NEG)
-            return 1;
+        if (b->t[ib[k]].flags & F_NEG) return 1;
     /* opposites that both sides also use elsewhere: "turn on dark mode on" vs "turn off" */
     for (int k = p; k < p + ma; k++)
         for (int l = p; l < p + mb; l++) {
@@ -1545,20 +1530,16 @@ static int rule_swap(const side *a, const side *b, char *why, size_t whylen)
             if (x->lex >= 0 && y->lex >= 0 && !tok_eq(x, y) && !syn(x, y) &&
                 lex_share(x->lex, y->lex, K_CONTRAST) && !negated_at(a, ia[k]) &&
                 !negated_at(b, ib[l])) {
-                say(why, whylen, "opposites: %.*s vs %.*s", (int)x->len, x->s, (int)y->len,
-                    y->s);
+                say(why, whylen, "opposites: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
                 return 0;
             }
         }
     const tok *x = unmatched(a, ia, p, p + ma, b);
     const tok *y = unmatched(b, ib, p, p + mb, a);
-    if (!x && !y)
-        return 1;
+    if (!x && !y) return 1;
     /* name the two words that differ */
-    if (!x)
-        x = &a->t[ia[p]];
-    if (!y)
-        y = &b->t[ib[p]];
+    if (!x) x = &a->t[ia[p]];
+    if (!y) y = &b->t[ib[p]];
     say(why, whylen, "one word differs: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
     return 0;
 }
@@ -1576,28 +1557,23 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
         say(why, whylen, "too long to check");
         return 0;
     }
-    if ((rules & R_NUM) && !rule_numbers(&a, &b, why, whylen))
-        return 0;
-    if ((rules & R_NEG) && !rule_negation(&a, &b, why, whylen))
-        return 0;
+    if ((rules & R_NUM) && !rule_numbers(&a, &b, why, whylen)) return 0;
+    if ((rules & R_NEG) && !rule_negation(&a, &b, why, whylen)) return 0;
     if ((rules & R_CONTRAST) &&
         (!rule_contrast(&a, &b, why, whylen) || !rule_contrast(&b, &a, why, whylen)))
         return 0;
-    if ((rules & R_PREFIX) && !rule_prefix(&a, &b, why, whylen))
+    if ((rules & R_PREFIX) && !rule_prefix(&a, &b, why, whylen)) return 0;
+    if ((rules & R_ENTITY) && !rule_entities(&a, &b, why, whylen)) return 0;
+    if ((rules & R_ORDER) && (!rule_order(&a, &b, why, whylen) || !rule_order(&b, &a, why, whylen)))
         return 0;
-    if ((rules & R_ENTITY) && !rule_entities(&a, &b, why, whylen))
-        return 0;
-    if ((rules & R_ORDER) &&
-        (!rule_order(&a, &b, why, whylen) || !rule_order(&b, &a, why, whylen)))
-        return 0;
-    if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen))
-        return 0;
+    if ((rules & R_WH) && !rule_wh(&a, &b, why, whylen)) return 0;
+    if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen)) return 0;
     say(why, whylen, "%s", "");
     return 1;
 }
 
-int gw_guard_compatible(const char *stored, size_t slen, const char *query, size_t qlen,
-                        char *why, size_t whylen)
+int gw_guard_compatible(const char *stored, size_t slen, const char *query, size_t qlen, char *why,
+                        size_t whylen)
 {
     return guard_check(stored, slen, query, qlen, R_ALL, why, whylen);
 }

@@ -35,7 +35,7 @@
  * when they differ in a way that changes the meaning. why (may be NULL): a short reason,
  * e.g. "numbers differ: 15 vs 25", always NUL-terminated when whylen > 0 ("" on 1).
  */
-int gw_guard_compatible(const char *stored, size_t slen, const char *query, size_t qlen,
-                        char *why, size_t whylen);
+int gw_guard_compatible(const char *stored, size_t slen, const char *query, size_t qlen, char *why,
+                        size_t whylen);
 
 #endif

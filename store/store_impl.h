@@ -68,6 +68,7 @@ struct store {
     pthread_mutex_t q_mu;
     pthread_cond_t q_cond, sync_cond;
     struct op *q_head, *q_tail;
+    int q_urgent; /* queued operations other than touches: they wake the writer */
     int closing;
     uint64_t sync_done; /* batches committed (q_mu) */
     pthread_t writer;

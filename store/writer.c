@@ -24,7 +24,12 @@ static int enqueue(store *s, struct op *o)
     else
         s->q_head = o;
     s->q_tail = o;
-    pthread_cond_signal(&s->q_cond);
+    /* a touch (LRU bookkeeping) waits for the next batch or the writer's once-a-second
+     * wake: waking the writer per cache hit would cost more than the hit */
+    if (o->kind != OP_TOUCH) {
+        s->q_urgent++;
+        pthread_cond_signal(&s->q_cond);
+    }
     pthread_mutex_unlock(&s->q_mu);
     return STORE_OK;
 }
@@ -629,7 +634,7 @@ void *store_writer_main(void *arg)
     store *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->q_mu);
-        if (!s->q_head && !s->closing && !rebuild_pending(s)) {
+        if (!s->q_urgent && !s->closing && !rebuild_pending(s)) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_sec += 1; /* wake at least each second for the expiry sweep */
@@ -637,6 +642,7 @@ void *store_writer_main(void *arg)
         }
         struct op *ops = s->q_head;
         s->q_head = s->q_tail = NULL;
+        s->q_urgent = 0;
         int closing = s->closing;
         pthread_mutex_unlock(&s->q_mu);
         run_batch(s, ops);

@@ -1,0 +1,184 @@
+"""Answer-cache benchmark, through the real server over HTTPS:
+
+1. quality: each labelled pair's stored query is imported (POST /admin/cache/import) into a
+   fresh tenant-wide cache, then its new query is asked with Cache-Control: only-if-cached;
+   a hit on a label-1 pair is a true positive, on a label-0 pair a false positive. The
+   threshold is swept with the X-Cache-Threshold request header (the guard stays on).
+2. latency: N entries (default 100k) imported with `cachegate cache import`, then wrk
+   (64 keep-alive connections) replays exact hits, and semantic hits (paraphrased queries)
+   are timed one by one and with 8 concurrent clients.
+
+usage: python cache.py BUILD_DIR PAIRS.tsv [PAIRS.tsv...] [--entries N]   (in .venv)
+"""
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+
+MODEL = "smollm2-135m-instruct"
+ADMIN = "bench-admin"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def pairs(paths):
+    out = []
+    for p in paths:
+        for line in open(p, encoding="utf-8"):
+            if line.startswith("#") or not line.strip():
+                continue
+            label, stored, new = line.rstrip("\n").split("\t")
+            out.append((int(label), stored, new))
+    return out
+
+
+def start(binary, tmp, conf=""):
+    conf_path = tmp / "bench.conf"
+    conf_path.write_text(f"[tenants]\nadmin_key = {ADMIN}\n[server]\nmax_connections = 4096\n"
+                         + conf)
+    log_path = tmp / "log"
+    proc = subprocess.Popen([binary, "serve", "--config", str(conf_path), "--listen",
+                             "127.0.0.1:0", "--data-dir", str(tmp / "data"), "--device", "cpu"],
+                            cwd=ROOT, stderr=open(log_path, "w"))
+    for _ in range(600):
+        for raw in open(log_path):
+            if '"listening"' in raw:
+                return proc, int(json.loads(raw)["port"])
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("server did not start: " + log_path.read_text()[-2000:])
+
+
+def ask(c, q, threshold=None):
+    h = {"Cache-Control": "only-if-cached"}
+    if threshold is not None:
+        h["X-Cache-Threshold"] = f"{threshold:.2f}"
+    r = c.post("/v1/chat/completions", headers=h,
+               json={"model": MODEL, "messages": [{"role": "user", "content": q}]})
+    return r.status_code == 200, float(r.headers.get("X-Cache-Similarity", "0"))
+
+
+def quality(binary, data):
+    with tempfile.TemporaryDirectory() as d:
+        tmp = pathlib.Path(d)
+        proc, port = start(binary, tmp)
+        try:
+            c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
+            thresholds = [round(0.60 + 0.05 * i, 2) for i in range(8)]
+            hits = {t: [] for t in thresholds}
+            # one pair at a time in an empty cache, so that pairs do not answer each other
+            for label, stored, new in data:
+                c.delete("/admin/cache?all=true", headers={"Authorization": f"Bearer {ADMIN}"})
+                body = json.dumps({"model": MODEL, "messages": [{"role": "user",
+                                                                 "content": stored}],
+                                   "answer": "stored answer"})
+                c.post("/admin/cache/import", content=body,
+                       headers={"Authorization": f"Bearer {ADMIN}"}).raise_for_status()
+                for t in thresholds:
+                    hits[t].append((label, ask(c, new, t)[0]))
+                default_hit = ask(c, new)[0]
+                hits.setdefault("default", []).append((label, default_hit))
+        finally:
+            proc.terminate()
+            proc.wait()
+    print(f"quality: {len(data)} pairs ({sum(l for l, _, _ in data)} paraphrases)")
+    print(f"{'threshold':>10} {'precision':>10} {'recall':>8} {'tp':>4} {'fp':>4}")
+    for t in thresholds + ["default"]:
+        tp = sum(1 for l, h in hits[t] if h and l == 1)
+        fp = sum(1 for l, h in hits[t] if h and l == 0)
+        pos = sum(1 for l, _ in hits[t] if l == 1)
+        prec = tp / (tp + fp) if tp + fp else 1.0
+        print(f"{t!s:>10} {prec:>10.3f} {tp / pos:>8.3f} {tp:>4} {fp:>4}")
+
+
+def latency(binary, n):
+    with tempfile.TemporaryDirectory() as d:
+        tmp = pathlib.Path(d)
+        lines = tmp / "entries.jsonl"
+        with open(lines, "w") as f:
+            for i in range(n):
+                q = f"What is fact number {i} about the history of city {i % 977}?"
+                f.write(json.dumps({"model": MODEL, "messages": [{"role": "user", "content": q}],
+                                    "answer": f"Fact {i} is a short cached answer."}) + "\n")
+        conf = tmp / "import.conf"
+        conf.write_text("")
+        t0 = time.monotonic()
+        subprocess.run([binary, "cache", "import", str(lines), "--data-dir", str(tmp / "data"),
+                        "--config", str(conf)], cwd=ROOT, check=True, stderr=subprocess.DEVNULL)
+        print(f"latency: imported {n} entries in {time.monotonic() - t0:.1f} s")
+        proc, port = start(binary, tmp)
+        try:
+            body = json.dumps({"model": MODEL, "messages": [
+                {"role": "user", "content": "What is fact number 42 about the history of city 42?"}]})
+            script = tmp / "post.lua"
+            script.write_text('wrk.method = "POST"\nwrk.body = ' + json.dumps(body) +
+                              '\nwrk.headers["Content-Type"] = "application/json"\n')
+            out = subprocess.run(["wrk", "-t2", "-c64", "-d10s", "--latency", "-s", str(script),
+                                  f"https://127.0.0.1:{port}/v1/chat/completions"],
+                                 capture_output=True, text=True).stdout
+            rps = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)
+            p50 = re.search(r"\n\s+50%\s+(\S+)", out).group(1)
+            p99 = re.search(r"\n\s+99%\s+(\S+)", out).group(1)
+            print(f"exact hits, wrk -t2 -c64 -d10s: {rps} req/s, p50 {p50}, p99 {p99}")
+            c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
+            qs = [f"Tell me fact number {i} regarding the history of city {i % 977}."
+                  for i in range(200)]
+            times, hit = [], 0
+            for q in qs:
+                t = time.perf_counter()
+                ok, _ = ask(c, q)
+                times.append(time.perf_counter() - t)
+                hit += ok
+            times.sort()
+            print(f"semantic lookups, 1 client: p50 {1e3 * times[len(times) // 2]:.1f} ms, "
+                  f"p99 {1e3 * times[int(len(times) * 0.99)]:.1f} ms, hits {hit}/{len(qs)}")
+
+            def one(q):
+                with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False,
+                                  timeout=60) as cc:
+                    out = []
+                    for _ in range(5):
+                        t = time.perf_counter()
+                        ask(cc, q)
+                        out.append(time.perf_counter() - t)
+                    return out
+
+            t0 = time.monotonic()
+            with cf.ThreadPoolExecutor(8) as ex:
+                times = sorted(x for r in ex.map(one, qs[:40]) for x in r)
+            wall = time.monotonic() - t0
+            print(f"semantic lookups, 8 clients: p50 {1e3 * times[len(times) // 2]:.1f} ms, "
+                  f"p99 {1e3 * times[int(len(times) * 0.99)]:.1f} ms, "
+                  f"{len(times) / wall:.0f} req/s")
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("pairs", nargs="+")
+    ap.add_argument("--entries", type=int, default=100000)
+    a = ap.parse_args()
+    binary = str(pathlib.Path(a.build) / "cachegate")
+    data = pairs([p for p in a.pairs if os.path.exists(p)])
+    quality(binary, data)
+    latency(binary, a.entries)
+
+
+if __name__ == "__main__":
+    import warnings
+    warnings.filterwarnings("ignore")
+    sys.exit(main())

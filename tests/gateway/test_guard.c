@@ -1,0 +1,282 @@
+/* tests gateway/guard.c: each rule on pairs written for this test (not the benchmark's),
+ * paraphrases that must pass, empty and odd input, non-ASCII text, lengths that are not
+ * NUL-terminated, and the cost of one check. */
+#include "guard.h"
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int check(const char *a, const char *b, char *why, size_t whylen)
+{
+    return gw_guard_compatible(a, strlen(a), b, strlen(b), why, whylen);
+}
+
+/* Asserts the verdict both ways round, and that a veto says why (mentioning `word`). */
+static void expect(const char *a, const char *b, int ok, const char *word)
+{
+    char why[128];
+    int r = check(a, b, why, sizeof why);
+    cr_expect_eq(r, ok, "\"%s\" vs \"%s\": got %d (%s), want %d", a, b, r, why, ok);
+    if (!r)
+        cr_expect(why[0] != 0, "\"%s\" vs \"%s\": a veto with no reason", a, b);
+    else
+        cr_expect_str_eq(why, "");
+    if (!r && word)
+        cr_expect(strstr(why, word) != NULL, "\"%s\" vs \"%s\": reason \"%s\" lacks \"%s\"", a, b,
+                  why, word);
+    int r2 = check(b, a, why, sizeof why);
+    cr_expect_eq(r2, ok, "\"%s\" vs \"%s\" (swapped): got %d (%s), want %d", b, a, r2, why, ok);
+}
+
+#define PASS(a, b) expect(a, b, 1, NULL)
+#define VETO(a, b, word) expect(a, b, 0, word)
+
+Test(guard, paraphrases_pass)
+{
+    PASS("what is the boiling point of mercury", "What is the boiling point of mercury?");
+    PASS("How big is Jupiter?", "What's Jupiter's size?");
+    PASS("What is the currency of Japan?", "What's Japan's currency?");
+    PASS("How old is the Great Wall of China?", "What is the age of the Great Wall of China?");
+    PASS("How high is the Eiffel Tower?", "How tall is the Eiffel Tower?");
+    PASS("How do I fix a flat bike tire?", "How can I repair a flat bike tire?");
+    PASS("Explain how a compiler works.", "How does a compiler work?");
+    PASS("Who invented the printing press?", "Who is the inventor of the printing press?");
+    PASS("How many hours are in a week?", "A week has how many hours?");
+    PASS("What does CPU stand for?", "CPU is short for what?");
+    PASS("How do I parse JSON in Go?", "In Go, how can I parse JSON?");
+    PASS("Is it safe to eat raw oysters?", "Can I safely eat raw oysters?");
+    PASS("What's the biggest desert in the world?", "Which desert is the largest on the planet?");
+    PASS("How do I change my email address?", "How do I update my e-mail address?");
+    PASS("How do I set up a website?", "How do I set up a web site?");
+    PASS("Can't connect to the printer, what should I do?",
+         "What should I do if I cannot connect to the printer?");
+    PASS("Why is the printer not working?", "Why doesn't the printer work?");
+    PASS("Is it unsafe to run with a cold?", "Is it not safe to run with a cold?");
+    PASS("Is sugar bad for teeth?", "Is sugar not good for teeth?");
+    PASS("What does NASA do?", "What does the National Aeronautics and Space Administration do?");
+    PASS("How To Bake Sourdough Bread", "how do i bake sourdough bread");
+    PASS("HOW DO I BAKE SOURDOUGH BREAD", "How do I bake sourdough bread?");
+    PASS("What's the 2nd largest city in Spain?", "What is the second largest city in Spain?");
+    PASS("How many meters are in 3 km?", "How many meters are in three km?");
+    PASS("Name twenty-five animals.", "Name 25 animals.");
+    PASS("How much is a dozen eggs?", "How much do 12 eggs cost?");
+    PASS("Give me a recipe for cookies.", "Give me a cookie recipe, please.");
+    PASS("How do I install a package with pip?", "How do I install packages with pip?");
+    PASS("How do I sign the form?", "How do I sign the form");
+}
+
+Test(guard, numbers)
+{
+    VETO("What is 12% of 80?", "What is 18% of 80?", "12");
+    VETO("Convert 5 miles to km", "Convert 8 miles to km", "numbers");
+    VETO("Who was the third king of France?", "Who was the fourth king of France?", "3");
+    VETO("What happened in 1066?", "What happened in 1067?", "1066");
+    VETO("Is 3.10 newer than 3.9?", "Is 3.1 newer than 3.9?", "3.1");
+    VETO("What is the 5th planet?", "What is the sixth planet?", "numbers");
+    VETO("Give me two reasons to exercise", "Give me reasons to exercise", "numbers");
+    VETO("What is Python 3?", "What is Python 2?", "numbers");
+    VETO("How did Louis XIV die?", "How did Louis XVI die?", "numbers");
+    VETO("How many people live in a city of 2 million?",
+         "How many people live in a city of 3 "
+         "million?",
+         "numbers");
+    PASS("What is 1,000 times 3?", "What's 1000 times three?");
+    PASS("Write one poem about rain", "Write a poem about rain");
+    PASS("Once I install Python, how do I run a script?",
+         "After installing Python, how do I run a script?");
+    VETO("Should I use single quotes?", "Should I use double quotes?", "numbers");
+}
+
+Test(guard, negation)
+{
+    VETO("Which plants are toxic to cats?", "Which plants are not toxic to cats?", "negation");
+    VETO("Why does my car start?", "Why won't my car start?", "negation");
+    VETO("Can I travel with a passport?", "Can I travel without a passport?", "negation");
+    VETO("Should I ever reheat rice?", "Should I never reheat rice?", "negation");
+    PASS("Why won't my phone charge?", "Why isn't my phone charging?");
+}
+
+Test(guard, opposites)
+{
+    VETO("How do I turn on Bluetooth?", "How do I turn off Bluetooth?", "on");
+    VETO("How do I mute a call?", "How do I unmute a call?", "mute");
+    VETO("How do I encrypt a file?", "How do I decrypt a file?", "encrypt");
+    VETO("How do I upload a photo?", "How do I download a photo?", "upload");
+    VETO("How do I zoom in on a map?", "How do I zoom out on a map?", "in");
+    VETO("Is it better to rent?", "Is it worse to rent?", "better");
+    VETO("Which is the hottest month?", "Which is the coldest month?", "hottest");
+    VETO("How do I lock the door remotely?", "How do I unlock the door remotely?", "lock");
+    VETO("What is the maximum speed of a bicycle?", "What is the minimum speed of a bicycle?",
+         "maximum");
+    VETO("How do I make text uppercase?", "How do I make text lowercase?", "uppercase");
+    VETO("How do I reconnect my mouse?", "How do I disconnect my mouse?", NULL);
+    VETO("Is the action reversible?", "Is the action irreversible?", "reversible");
+    VETO("Are the results valid?", "Are the results invalid?", "valid");
+    VETO("Why do I feel happy?", "Why do I feel unhappy?", "happy");
+    VETO("Is the tool useful?", "Is the tool useless?", "useful");
+    VETO("What should I wear in summer?", "What should I wear in winter?", "summer");
+    VETO("What's on TV on Monday?", "What's on TV on Friday?", "monday");
+    VETO("How do I say hello in German?", "How do I say hello in Italian?", NULL);
+    VETO("How do I read a file in rust?", "How do I read a file in ruby?", "rust");
+    VETO("How do I convert kelvin to celsius?", "How do I convert kelvin to fahrenheit?", NULL);
+    VETO("How do I increase the volume?", "How do I reduce the volume?", "increase");
+    VETO("How do I enable dark mode?", "How do I disable dark mode?", "enable");
+}
+
+Test(guard, names)
+{
+    VETO("What is the capital of Peru?", "What is the capital of Chile?", "peru");
+    VETO("Who directed Jaws?", "Who directed Alien?", "jaws");
+    VETO("What does the FBI do?", "What does the CIA do?", "fbi");
+    VETO("What does `os.walk` return?", "What does `os.listdir` return?", "os.walk");
+    VETO("How do I call my_func twice?", "How do I call my_other_func twice?", "my_func");
+    VETO("Is \"affect\" a verb?", "Is \"effect\" a verb?", "affect");
+    VETO("How do I reset my iPhone?", "How do I reset my iPad?", "iphone");
+    VETO("How do I free memory in C?", "How do I free memory in C++?", "c");
+    PASS("How do I update macOS?", "How do I update my Mac OS?");
+    PASS("What is the capital of France?", "what is the capital of france");
+    PASS("Where is Kenya?", "Where is Kenya located?");
+    PASS("What's Canada's population?", "What is the population of Canada?");
+    PASS("How do I learn JavaScript?", "How do I learn Java Script?");
+}
+
+Test(guard, one_word_swap)
+{
+    VETO("How do I clean a wool sweater?", "How do I clean a leather sweater?", "wool");
+    VETO("What do koalas eat?", "What do sloths eat?", "koalas");
+    VETO("How long do I bake salmon?", "How long do I bake chicken?", "salmon");
+    VETO("What are the causes of insomnia?", "What are the causes of migraines?", "insomnia");
+    VETO("How do I prune a rose bush?", "How do I prune an apple tree?", NULL);
+    VETO("Why do onions make you cry?", "Why do onions make you sneeze?", "cry");
+    VETO("When was the Eiffel Tower built?", "Where was the Eiffel Tower built?", "when");
+    VETO("Who wrote the Odyssey?", "When was the Odyssey written?", NULL);
+    /* morphological variants and synonyms are not swaps */
+    PASS("How do I clean a leather couch?", "How do I clean a leather sofa?");
+    PASS("How do I start exercising?", "How do I begin exercising?");
+    PASS("What is the best way to learn chess?", "What is the best method to learn chess?");
+    PASS("Tips for running a marathon", "Tips for run a marathon");
+    PASS("Why do cats knead?", "What is the reason cats knead?");
+}
+
+Test(guard, order)
+{
+    VETO("Convert pounds to kilograms", "Convert kilograms to pounds", "order");
+    VETO("Translate this from Spanish into English",
+         "Translate this from English into "
+         "Spanish",
+         NULL);
+    VETO("Is a lion stronger than a tiger?", "Is a tiger stronger than a lion?", "order");
+    PASS("Convert pounds to kilograms", "How do I convert pounds into kilograms?");
+}
+
+Test(guard, empty_and_null)
+{
+    char why[64];
+    cr_expect_eq(gw_guard_compatible("", 0, "", 0, why, sizeof why), 1);
+    cr_expect_eq(gw_guard_compatible(NULL, 0, NULL, 0, NULL, 0), 1);
+    cr_expect_eq(gw_guard_compatible("?!", 2, "...", 3, why, sizeof why), 1);
+    /* an empty question next to a real one: nothing contradicts, the embedding decides */
+    cr_expect_eq(gw_guard_compatible("", 0, "What is 5 + 5?", 14, why, sizeof why), 0);
+    cr_expect_str_eq(why, "numbers differ: none vs 5");
+    /* why: a tiny buffer is still terminated, whylen 0 is never written */
+    char small[6] = "xxxxx";
+    cr_expect_eq(check("What is 5 + 5?", "What is 5 + 6?", small, sizeof small), 0);
+    cr_expect_eq(small[5], 0);
+    char untouched = 'x';
+    cr_expect_eq(gw_guard_compatible("a 1", 3, "a 2", 3, &untouched, 0), 0);
+    cr_expect_eq(untouched, 'x');
+}
+
+Test(guard, lengths_bound_the_input)
+{
+    /* only the first slen bytes count: "... 15" cut to "... 1" */
+    const char *a = "What is 15% of 200?";
+    const char *b = "What is 1";
+    cr_expect_eq(gw_guard_compatible(a, 9, b, strlen(b), NULL, 0), 1);
+    /* text that is not NUL-terminated, in an exact-size heap block (ASan sees overreads) */
+    const char *src = "Why is the sky blue";
+    size_t n = strlen(src);
+    char *heap = malloc(n);
+    memcpy(heap, src, n);
+    cr_expect_eq(gw_guard_compatible(heap, n, "why is the sky blue?", 20, NULL, 0), 1);
+    free(heap);
+}
+
+Test(guard, non_ascii)
+{
+    PASS("Wie heißt die Hauptstadt von Österreich?", "wie heißt die Hauptstadt von Österreich");
+    VETO("Qu'est-ce que la Tour Eiffel à Paris?", "Qu'est-ce que la Tour Eiffel à Lyon?", NULL);
+    PASS("What does “serendipity” mean?", "What does \"serendipity\" mean?");
+    PASS("What’s France’s national dish?", "What is the national dish of France?");
+    PASS("日本の首都はどこですか", "日本の首都はどこですか？");
+    VETO("How far is Zürich from Genève?", "How far is Zürich from Bern?", NULL);
+    PASS("Tell me about Curaçao — the island", "Tell me about Curaçao, the island.");
+    /* broken UTF-8 and stray continuation bytes must not crash */
+    const char bad[] = {'\xE2', '\x80', 'a',    '\xC3', ' ',   '\xFF',
+                        '\xE2', '\x80', '\x99', 's',    '\xE2'};
+    char why[64];
+    gw_guard_compatible(bad, sizeof bad, bad, sizeof bad - 1, why, sizeof why);
+    cr_expect_eq(gw_guard_compatible(bad, sizeof bad, bad, sizeof bad, why, sizeof why), 1);
+}
+
+Test(guard, random_bytes_do_not_crash)
+{
+    uint32_t x = 12345;
+    char why[96];
+    for (int round = 0; round < 3000; round++) {
+        size_t la = 0, lb = 0;
+        x = x * 1664525u + 1013904223u;
+        la = (x >> 8) % 300;
+        x = x * 1664525u + 1013904223u;
+        lb = (x >> 8) % 300;
+        char *a = malloc(la ? la : 1), *b = malloc(lb ? lb : 1);
+        static const char alphabet[] = "aZ 0'.,-_\"`#+(?!\n\xE2\x80\x99\xC3\xA9\xFF";
+        for (size_t i = 0; i < la; i++) {
+            x = x * 1664525u + 1013904223u;
+            a[i] = alphabet[(x >> 16) % (sizeof alphabet - 1)];
+        }
+        for (size_t i = 0; i < lb; i++) {
+            x = x * 1664525u + 1013904223u;
+            b[i] = round % 2 ? alphabet[(x >> 16) % (sizeof alphabet - 1)] : (char)(x >> 24);
+        }
+        int r = gw_guard_compatible(a, la, b, lb, why, sizeof why);
+        cr_assert(r == 0 || r == 1);
+        cr_assert(memchr(why, 0, sizeof why) != NULL);
+        free(a);
+        free(b);
+    }
+}
+
+Test(guard, too_long_is_vetoed)
+{
+    size_t n = 20000;
+    char *a = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        a[i] = i % 5 == 4 ? ' ' : 'w';
+    char why[64];
+    cr_expect_eq(gw_guard_compatible(a, n, a, n, why, sizeof why), 0);
+    cr_expect_str_eq(why, "too long to check");
+    free(a);
+}
+
+Test(guard, cost_per_pair)
+{
+    const char *a = "How do I convert a string to an integer in Java without exceptions?";
+    const char *b = "In Java, how can I turn a String into an int without an exception?";
+    size_t la = strlen(a), lb = strlen(b);
+    int n = 20000, ok = 0;
+    struct timespec t0, t1;
+    gw_guard_compatible(a, la, b, lb, NULL, 0); /* lexicon built */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < n; i++)
+        ok += gw_guard_compatible(a, la, b, lb, NULL, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n;
+    cr_log_info("guard: %.2f us per pair", us);
+    cr_expect_eq(ok, n);
+    /* generous: sanitizer builds are ~10x slower than -O2 */
+    cr_expect_lt(us, 200.0, "%.2f us per pair", us);
+}
