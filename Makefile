@@ -132,7 +132,8 @@ cuda:
 endif
 
 unit: $(UNIT_BIN)
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t --jobs 2; done
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $$t --jobs 2; done
 
 e2e: $(BIN)
 	CACHEGATE_BIN=$(BIN) $(PYTEST) -q tests/e2e
