@@ -423,6 +423,12 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
  * their scores against the whole context ([ATT_TILE * group][ctx] floats) stay in L2.
  */
 #define ATT_TILE 32
+/* Sequences with this many new tokens or fewer attend over the cache in place, token by
+ * token and KV head by KV head (attend_direct()), where that kernel exists. */
+#define ATT_DIRECT_MAX 1
+#define ATT_DIRECT_MAX_HD 256
+#define ATT_DIRECT_MAX_GROUP 8
+#define ATT_PREFETCH 8
 
 /* floats of per-thread scratch for attend_tile() up to ctx positions */
 static size_t attn_scratch_floats(int ctx, int hd, int group)
@@ -815,6 +821,111 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
     }
 }
 
+#if defined(__x86_64__)
+/* the body of attend_direct(), inlined once with head_dim and group constants (64 and 3:
+ * SmolLM2) and once without */
+AVX512 static inline __attribute__((always_inline)) void
+attend_direct_body(const float *q, int p, kvc_pool *kv, int layer, const int32_t *table, int g,
+                   float scale, float *sc, float *out, const int hd, const int group)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int bs = ks->block_size, HK = ks->n_kv_head * hd, nc = hd / 16, n = p + 1;
+    __m512 qv[ATT_DIRECT_MAX_GROUP][ATT_DIRECT_MAX_HD / 16];
+    __m512 o[ATT_DIRECT_MAX_GROUP][ATT_DIRECT_MAX_HD / 16];
+    for (int h = 0; h < group; h++)
+        for (int c = 0; c < nc; c++) {
+            qv[h][c] = _mm512_mul_ps(_mm512_loadu_ps(q + h * hd + 16 * c), _mm512_set1_ps(scale));
+            o[h][c] = _mm512_setzero_ps();
+        }
+    /* rows j of the keys and values: kb[j / bs] + j % bs * HK. Each pass prefetches its
+     * rows ATT_PREFETCH positions ahead: they are hd of every HK floats, a stride the
+     * hardware prefetchers miss, and decode waited on memory a row at a time (twice as
+     * long at 1100 positions). */
+    const int nbk = (n + bs - 1) / bs;
+    const float *kb[nbk], *vb[nbk];
+    for (int b = 0; b < nbk; b++) {
+        kb[b] = kvc_k(kv, layer, table[b], 0) + g * hd;
+        vb[b] = kvc_v(kv, layer, table[b], 0) + g * hd;
+    }
+    int pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs; /* the row prefetched: pb, pi */
+    for (int b = 0, j = 0; b < nbk; b++)
+        for (int i = 0; i < bs && j < n; i++, j++) {
+            if (pb < nbk) {
+                for (int c = 0; c < hd; c += 16)
+                    _mm_prefetch((const char *)(kb[pb] + (size_t)pi * HK + c), _MM_HINT_T0);
+                if (++pi == bs)
+                    pb++, pi = 0;
+            }
+            const float *kr = kb[b] + (size_t)i * HK;
+            __m512 k[ATT_DIRECT_MAX_HD / 16];
+            for (int c = 0; c < nc; c++)
+                k[c] = _mm512_loadu_ps(kr + 16 * c);
+            for (int h = 0; h < group; h++) {
+                __m512 acc = _mm512_mul_ps(qv[h][0], k[0]);
+                for (int c = 1; c < nc; c++)
+                    acc = _mm512_fmadd_ps(qv[h][c], k[c], acc);
+                sc[(size_t)h * n + j] = _mm512_reduce_add_ps(acc);
+            }
+        }
+    float inv[ATT_DIRECT_MAX_GROUP];
+    for (int h = 0; h < group; h++)
+        inv[h] = 1.0f / softmax_row(sc + (size_t)h * n, n, n);
+    pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs;
+    for (int b = 0, j = 0; b < nbk; b++)
+        for (int i = 0; i < bs && j < n; i++, j++) {
+            if (pb < nbk) {
+                for (int c = 0; c < hd; c += 16)
+                    _mm_prefetch((const char *)(vb[pb] + (size_t)pi * HK + c), _MM_HINT_T0);
+                if (++pi == bs)
+                    pb++, pi = 0;
+            }
+            const float *vr = vb[b] + (size_t)i * HK;
+            __m512 v[ATT_DIRECT_MAX_HD / 16];
+            for (int c = 0; c < nc; c++)
+                v[c] = _mm512_loadu_ps(vr + 16 * c);
+            for (int h = 0; h < group; h++) {
+                __m512 w = _mm512_set1_ps(sc[(size_t)h * n + j]);
+                for (int c = 0; c < nc; c++)
+                    o[h][c] = _mm512_fmadd_ps(w, v[c], o[h][c]);
+            }
+        }
+    for (int h = 0; h < group; h++)
+        for (int c = 0; c < nc; c++)
+            _mm512_storeu_ps(out + h * hd + 16 * c,
+                             _mm512_mul_ps(o[h][c], _mm512_set1_ps(inv[h])));
+}
+
+/*
+ * One token at position p, the `group` query heads sharing KV head g (q, out: [group][hd]),
+ * keys and values read in place, block by block, each once for all the heads: for
+ * sequences with a single new token (decode), where attend_tile() would copy the whole
+ * context to use it once. Needs AVX-512, head_dim a multiple of 16 up to
+ * ATT_DIRECT_MAX_HD and group up to ATT_DIRECT_MAX_GROUP (attend_direct_ok()).
+ * sc: [group][p + 1] scratch.
+ */
+AVX512 static void attend_direct(const float *q, int p, kvc_pool *kv, int layer,
+                                 const int32_t *table, int g, int group, float scale, float *sc,
+                                 float *out)
+{
+    const int hd = kvc_shape(kv)->head_dim;
+    if (hd == 64 && group == 3)
+        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, 64, 3);
+    else
+        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, hd, group);
+}
+#endif
+
+static int attend_direct_ok(int hd, int group)
+{
+#if defined(__x86_64__)
+    return have_avx512() && hd % 16 == 0 && hd <= ATT_DIRECT_MAX_HD &&
+           group <= ATT_DIRECT_MAX_GROUP;
+#else
+    (void)hd, (void)group;
+    return 0;
+#endif
+}
+
 /*
  * y (+)= x W^T, x: [t][k], W: [n][k]. Many tokens: one SGEMM on the F32 copy. Few:
  * each output row of W is read once from its stored form for all t tokens.
@@ -917,13 +1028,16 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
 
     const float scale = 1.0f / sqrtf((float)hd);
     /* attention's work items: first[s], the sequence's first token in the batch; tiles[s],
-     * its first query tile (per KV head) */
-    int first[n_seqs + 1], tiles[n_seqs + 1];
-    first[0] = tiles[0] = 0;
+     * its first query tile (per KV head); heads[s], its first (token, KV head) pair when it
+     * goes by attend_direct() */
+    int first[n_seqs + 1], tiles[n_seqs + 1], heads[n_seqs + 1];
+    const int direct_ok = attend_direct_ok(hd, group);
+    first[0] = tiles[0] = heads[0] = 0;
     for (int s = 0; s < n_seqs; s++) {
-        int n = seqs[s].n_new;
+        int n = seqs[s].n_new, direct = direct_ok && n <= ATT_DIRECT_MAX;
         first[s + 1] = first[s] + n;
-        tiles[s + 1] = tiles[s] + NK * ((n + ATT_TILE - 1) / ATT_TILE);
+        tiles[s + 1] = tiles[s] + (direct ? 0 : NK * ((n + ATT_TILE - 1) / ATT_TILE));
+        heads[s + 1] = heads[s] + (direct ? n * NK : 0);
     }
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
@@ -945,20 +1059,33 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
                 memcpy(kvc_k(kv, l, b, p % bs), m->k + (size_t)t * HK, sizeof(float) * HK);
                 memcpy(kvc_v(kv, l, b, p % bs), m->v + (size_t)t * HK, sizeof(float) * HK);
             }
-        /* causal attention of every new token over its sequence's cached positions, by
-         * query tiles (biggest first, for the dynamic schedule). One token a sequence, as
-         * in decode, goes this way too: two small SGEMMs beat a dot product a key. */
+        /* causal attention of every new token over its sequence's cached positions: by
+         * query tiles (biggest first, for the dynamic schedule), and a sequence decoding by
+         * (token, KV head) over the cache in place where attend_direct() exists (else by
+         * tiles too: two small SGEMMs beat the old per-head loop of a dot product a key) */
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int it = 0; it < tiles[n_seqs]; it++) {
+        for (int it = 0; it < tiles[n_seqs] + heads[n_seqs]; it++) {
+            float *buf = m->scores + (size_t)omp_get_thread_num() * m->scratch_floats;
             int s = 0;
+            if (it >= tiles[n_seqs]) { /* a KV head of a token of a sequence decoding */
+                int jt = it - tiles[n_seqs];
+                while (jt >= heads[s + 1])
+                    s++;
+                int t = first[s] + (jt - heads[s]) / NK, g = (jt - heads[s]) % NK;
+                size_t at = (size_t)t * HQ + (size_t)g * group * hd;
+#if defined(__x86_64__)
+                attend_direct(m->q + at, m->pos[t], kv, l, seqs[s].block_table, g, group, scale,
+                              buf, m->att + at);
+#endif
+                continue;
+            }
             while (it >= tiles[s + 1])
                 s++;
             int j = it - tiles[s], n_tiles = (tiles[s + 1] - tiles[s]) / NK;
             int t0 = (n_tiles - 1 - j / NK) * ATT_TILE;
             int t1 = t0 + ATT_TILE < seqs[s].n_new ? t0 + ATT_TILE : seqs[s].n_new;
             attend_tile(m->q + (size_t)first[s] * HQ, seqs[s].pos0, t0, t1, kv, l,
-                        seqs[s].block_table, j % NK, group, scale,
-                        m->scores + (size_t)omp_get_thread_num() * m->scratch_floats,
+                        seqs[s].block_table, j % NK, group, scale, buf,
                         m->att + (size_t)first[s] * HQ);
         }
         linear(&L->wo, m->att, T, m->x, 1); /* x += att Wo^T */

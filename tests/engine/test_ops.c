@@ -132,8 +132,8 @@ Test(ops, swiglu_matches_libm)
 Test(ops, attention_tiles_match_direct)
 {
     const int NK = 3, group = 3, hd = 64, bs = 16, NH = NK * group, HQ = NH * hd, HK = NK * hd;
-    const int cases[][2] = {{0, 1},  {0, 5},  {0, 32},  {0, 33},   {0, 100},
-                            {17, 1}, {40, 7}, {31, 64}, {100, 65}, {250, 70}};
+    const int cases[][2] = {{0, 1},  {0, 5},  {0, 32},  {0, 33},   {0, 100},  {17, 1},
+                            {40, 7}, {31, 64}, {100, 65}, {250, 70}, {999, 1}};
     struct kvc_shape ks = {2, NK, hd, bs, 64};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
@@ -155,7 +155,8 @@ Test(ops, attention_tiles_match_direct)
         }
     const float scale = 1.0f / sqrtf((float)hd);
     float *buf = malloc(sizeof(float) * attn_scratch_floats(64 * bs, hd, group));
-    double worst = 0;
+    double worst = 0, worst_direct = 0;
+    int direct_cases = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int pos0 = cases[c][0], n = cases[c][1];
         float *q = malloc(sizeof(float) * n * HQ), *out = malloc(sizeof(float) * n * HQ);
@@ -165,6 +166,19 @@ Test(ops, attention_tiles_match_direct)
             for (int t0 = 0; t0 < n; t0 += ATT_TILE)
                 attend_tile(q, pos0, t0, t0 + ATT_TILE < n ? t0 + ATT_TILE : n, kv, 1, table, g,
                             group, scale, buf, out);
+#if defined(__x86_64__)
+        /* single tokens: also the in-place kernel of decode, where the CPU has it */
+        if (n == 1 && attend_direct_ok(hd, group)) {
+            float *od = malloc(sizeof(float) * HQ);
+            for (int g = 0; g < NK; g++)
+                attend_direct(q + g * group * hd, pos0, kv, 1, table, g, group, scale, buf,
+                              od + g * group * hd);
+            for (int i = 0; i < HQ; i++)
+                worst_direct = fmax(worst_direct, fabs(od[i] - out[i]));
+            direct_cases++;
+            free(od);
+        }
+#endif
         for (int t = 0; t < n; t++)
             for (int h = 0; h < NH; h++) {
                 int p = pos0 + t, g = h / group;
@@ -192,7 +206,10 @@ Test(ops, attention_tiles_match_direct)
 #undef RND
     fprintf(stderr, "ops: tiled attention vs direct: largest difference %.3g (tolerance 1e-5)\n",
             worst);
+    fprintf(stderr, "ops: in-place decode attention vs tiles: %d cases, largest difference %.3g "
+                    "(tolerance 1e-5)\n", direct_cases, worst_direct);
     cr_assert(worst < 1e-5);
+    cr_assert(worst_direct < 1e-5);
     free(buf);
     kvc_destroy(kv);
 }
