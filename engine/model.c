@@ -822,6 +822,22 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
 }
 
 #if defined(__x86_64__)
+/* Prefetches row (*pb, *pi) of blocks base[0..nbk) (rows of hd floats every HK) and moves
+ * on to the next row; nothing past the last block. */
+static inline __attribute__((always_inline)) void prefetch_row(const float *const *base, int nbk,
+                                                               int bs, int HK, int hd, int *pb,
+                                                               int *pi)
+{
+    int b = *pb, i = *pi;
+    if (b < nbk) {
+        for (int c = 0; c < hd; c += 16)
+            _mm_prefetch((const char *)(base[b] + (size_t)i * HK + c), _MM_HINT_T0);
+        if (++i == bs)
+            b++, i = 0;
+        *pb = b, *pi = i;
+    }
+}
+
 /* the body of attend_direct(), inlined once with head_dim and group constants (64 and 3:
  * SmolLM2) and once without */
 AVX512 static inline __attribute__((always_inline)) void
@@ -850,12 +866,7 @@ attend_direct_body(const float *q, int p, kvc_pool *kv, int layer, const int32_t
     int pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs; /* the row prefetched: pb, pi */
     for (int b = 0, j = 0; b < nbk; b++)
         for (int i = 0; i < bs && j < n; i++, j++) {
-            if (pb < nbk) {
-                for (int c = 0; c < hd; c += 16)
-                    _mm_prefetch((const char *)(kb[pb] + (size_t)pi * HK + c), _MM_HINT_T0);
-                if (++pi == bs)
-                    pb++, pi = 0;
-            }
+            prefetch_row(kb, nbk, bs, HK, hd, &pb, &pi);
             const float *kr = kb[b] + (size_t)i * HK;
             __m512 k[ATT_DIRECT_MAX_HD / 16];
             for (int c = 0; c < nc; c++)
@@ -873,12 +884,7 @@ attend_direct_body(const float *q, int p, kvc_pool *kv, int layer, const int32_t
     pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs;
     for (int b = 0, j = 0; b < nbk; b++)
         for (int i = 0; i < bs && j < n; i++, j++) {
-            if (pb < nbk) {
-                for (int c = 0; c < hd; c += 16)
-                    _mm_prefetch((const char *)(vb[pb] + (size_t)pi * HK + c), _MM_HINT_T0);
-                if (++pi == bs)
-                    pb++, pi = 0;
-            }
+            prefetch_row(vb, nbk, bs, HK, hd, &pb, &pi);
             const float *vr = vb[b] + (size_t)i * HK;
             __m512 v[ATT_DIRECT_MAX_HD / 16];
             for (int c = 0; c < nc; c++)
