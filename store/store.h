@@ -93,6 +93,8 @@ typedef void (*store_done_fn)(void *arg, int rc, int64_t id);
 int store_put(store *s, const struct store_entry *e, store_done_fn done, void *arg);
 /* Records a hit (last_hit_ms, hit_count) for LRU; batched, no callback. */
 int store_touch(store *s, int64_t id, int64_t now_ms);
+/* Records an entry's prompt length (imports store 0 until a hit counts it); batched. */
+int store_set_prompt_tokens(store *s, int64_t id, int prompt_tokens);
 /* Deletes one entry (tenant < 0: of any tenant), every entry of a tenant (id < 0), or
  * everything (tenant < 0 and id < 0). */
 int store_delete(store *s, int64_t tenant, int64_t id, store_done_fn done, void *arg);

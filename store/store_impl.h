@@ -39,7 +39,7 @@ struct slot {
     int64_t ndel, capdel;
 };
 
-enum op_kind { OP_PUT, OP_TOUCH, OP_DELETE, OP_FLUSH, OP_USAGE };
+enum op_kind { OP_PUT, OP_TOUCH, OP_DELETE, OP_FLUSH, OP_USAGE, OP_PROMPT_TOKENS };
 
 struct op {
     struct op *next;
@@ -75,7 +75,7 @@ struct store {
     int writer_running;
     /* writer's prepared statements */
     sqlite3_stmt *st_find_exact, *st_insert, *st_delete_id, *st_touch, *st_usage,
-        *st_lru, *st_expired, *st_tenant_ids;
+        *st_lru, *st_expired, *st_tenant_ids, *st_prompt_tokens;
 };
 
 int64_t store_now_ms(void);

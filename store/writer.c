@@ -26,7 +26,7 @@ static int enqueue(store *s, struct op *o)
     s->q_tail = o;
     /* a touch (LRU bookkeeping) waits for the next batch or the writer's once-a-second
      * wake: waking the writer per cache hit would cost more than the hit */
-    if (o->kind != OP_TOUCH) {
+    if (o->kind != OP_TOUCH && o->kind != OP_PROMPT_TOKENS) {
         s->q_urgent++;
         pthread_cond_signal(&s->q_cond);
     }
@@ -82,6 +82,11 @@ static int simple_op(store *s, enum op_kind kind, int64_t tenant, int64_t id, in
 int store_touch(store *s, int64_t id, int64_t now_ms)
 {
     return simple_op(s, OP_TOUCH, 0, id, now_ms, NULL, NULL);
+}
+
+int store_set_prompt_tokens(store *s, int64_t id, int prompt_tokens)
+{
+    return simple_op(s, OP_PROMPT_TOKENS, 0, id, prompt_tokens, NULL, NULL);
 }
 
 int store_delete(store *s, int64_t tenant, int64_t id, store_done_fn done, void *arg)
@@ -153,13 +158,14 @@ static const char *const SQL[] = {
     "SELECT id, bytes FROM entries WHERE tenant = ?1 ORDER BY last_hit_ms, id LIMIT ?2",
     "SELECT id, tenant, bytes FROM entries WHERE expires_ms > 0 AND expires_ms <= ?1 LIMIT 4096",
     "SELECT id, tenant, bytes FROM entries WHERE (?1 < 0 OR tenant = ?1) AND (?2 < 0 OR id = ?2)",
+    "UPDATE entries SET prompt_tokens = ?2 WHERE id = ?1",
 };
 
 int store_writer_prepare(store *s)
 {
     sqlite3_stmt **st[] = {&s->st_find_exact, &s->st_insert,  &s->st_delete_id,
                            &s->st_touch,      &s->st_usage,   &s->st_lru,
-                           &s->st_expired,    &s->st_tenant_ids};
+                           &s->st_expired,    &s->st_tenant_ids, &s->st_prompt_tokens};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         if (sqlite3_prepare_v3(s->wdb, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, st[i], NULL) !=
             SQLITE_OK)
@@ -170,7 +176,8 @@ int store_writer_prepare(store *s)
 void store_writer_finalize(store *s)
 {
     sqlite3_stmt *st[] = {s->st_find_exact, s->st_insert,  s->st_delete_id, s->st_touch,
-                          s->st_usage,      s->st_lru,     s->st_expired,   s->st_tenant_ids};
+                          s->st_usage,      s->st_lru,     s->st_expired,   s->st_tenant_ids,
+                          s->st_prompt_tokens};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         sqlite3_finalize(st[i]);
 }
@@ -480,6 +487,11 @@ static void run_batch(store *s, struct op *ops)
             rc = o->id < 0 ? -1 : 0;
             break;
         case OP_USAGE: rc = apply_usage(s, &o->u); break;
+        case OP_PROMPT_TOKENS:
+            sqlite3_bind_int64(s->st_prompt_tokens, 1, o->id);
+            sqlite3_bind_int64(s->st_prompt_tokens, 2, o->now_ms); /* the count */
+            rc = step_done(s->st_prompt_tokens);
+            break;
         case OP_FLUSH: break;
         }
     }
