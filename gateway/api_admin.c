@@ -278,3 +278,268 @@ fail_replied:
     admin_op_free(op);
     evhttp_clear_headers(&q);
 }
+
+/* ------------------------------------------------------------------ tenants, keys, usage */
+
+static store *admin_store(struct gw_req *r)
+{
+    return gw_cache_store(gw_server_cache(gw_req_server(r)));
+}
+
+static void reply_store_error(struct gw_req *r, int rc, const char *what)
+{
+    if (rc == STORE_ENOTFOUND)
+        gw_reply_error(r, 404, what, NULL, "not_found");
+    else if (rc == STORE_EEXIST)
+        gw_reply_error(r, 409, what, NULL, "conflict");
+    else if (rc == STORE_EINVAL)
+        gw_reply_error(r, 400, "A tenant name is 1-63 letters, digits, '-', '_' or '.'.", "name",
+                       NULL);
+    else
+        gw_reply_error(r, 500, store_strerror(rc), NULL, NULL);
+}
+
+/* The admin key's check and the query string's parameters (cleared by the caller). */
+static int admin_query(struct gw_req *r, struct evkeyvalq *q)
+{
+    if (!admin_ok(r))
+        return 0;
+    const char *qs = gw_req_query(r);
+    if (qs)
+        evhttp_parse_query_str(qs, q);
+    return 1;
+}
+
+static json_t *tenant_json(const struct store_tenant *t)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(t->name));
+    json_object_set_new(o, "created_ms", json_integer(t->created_ms));
+    json_t *p = json_loads(t->policy, 0, NULL);
+    json_object_set_new(o, "policy", p ? p : json_object());
+    return o;
+}
+
+/* GET: list; POST {"name", "policy"?}: create; PUT ?name= body policy; DELETE ?name= */
+void gw_handle_admin_tenants(struct gw_req *r)
+{
+    struct evkeyvalq q = {0};
+    if (!admin_query(r, &q))
+        return;
+    store *st = admin_store(r);
+    const char *name = evhttp_find_header(&q, "name");
+    const char *method = gw_req_method(r);
+    char err[200];
+    struct gw_tenant_policy pol;
+    int rc;
+    if (!strcmp(method, "GET")) {
+        struct store_tenant *t;
+        int n;
+        if ((rc = store_tenant_list(st, &t, &n))) {
+            reply_store_error(r, rc, "");
+            goto out;
+        }
+        json_t *a = json_array();
+        for (int i = 0; i < n; i++) {
+            json_array_append_new(a, tenant_json(&t[i]));
+            store_tenant_deinit(&t[i]);
+        }
+        free(t);
+        json_t *o = json_object();
+        json_object_set_new(o, "data", a);
+        gw_reply_json(r, 200, o, 0);
+    } else if (!strcmp(method, "POST")) {
+        json_t *b = gw_req_json_body(r);
+        if (!b)
+            goto out;
+        json_t *nm = json_object_get(b, "name"), *p = json_object_get(b, "policy");
+        char *ptext = p ? json_dumps(p, JSON_COMPACT) : strdup("{}");
+        int64_t id;
+        if (!json_is_string(nm)) {
+            gw_reply_error(r, 400, "name must be a string.", "name", NULL);
+        } else if (!ptext || gw_policy_parse(ptext, &pol, err, sizeof err)) {
+            gw_reply_error(r, 400, ptext ? err : "Out of memory.", "policy", NULL);
+        } else if ((rc = store_tenant_create(st, json_string_value(nm), &id)) ||
+                   (rc = store_tenant_set_policy(st, id, ptext))) {
+            reply_store_error(r, rc, "A tenant of that name exists.");
+        } else {
+            struct store_tenant t;
+            if (store_tenant_get_id(st, id, &t) == STORE_OK) {
+                gw_reply_json(r, 201, tenant_json(&t), 0);
+                store_tenant_deinit(&t);
+            } else {
+                gw_reply_error(r, 500, "The tenant vanished.", NULL, NULL);
+            }
+        }
+        free(ptext);
+        json_decref(b);
+    } else if (!name) {
+        gw_reply_error(r, 400, "Say which tenant: ?name=NAME.", "name", NULL);
+    } else if (!strcmp(method, "PUT")) {
+        size_t len;
+        const char *body = gw_req_body(r, &len);
+        char *text = strndup(body, len);
+        struct store_tenant t;
+        if (!text || gw_policy_parse(text, &pol, err, sizeof err))
+            gw_reply_error(r, 400, text ? err : "Out of memory.", "policy", NULL);
+        else if ((rc = store_tenant_get(st, name, &t)))
+            reply_store_error(r, rc, "No such tenant.");
+        else {
+            rc = store_tenant_set_policy(st, t.id, text);
+            store_tenant_deinit(&t);
+            if (rc || (rc = store_tenant_get(st, name, &t)))
+                reply_store_error(r, rc, "No such tenant.");
+            else {
+                gw_reply_json(r, 200, tenant_json(&t), 0);
+                store_tenant_deinit(&t);
+            }
+        }
+        free(text);
+    } else { /* DELETE */
+        if (!strcmp(name, "default"))
+            gw_reply_error(r, 400, "The default tenant cannot be deleted.", "name", NULL);
+        else if ((rc = store_tenant_delete(st, name)))
+            reply_store_error(r, rc, "No such tenant.");
+        else {
+            json_t *o = json_object();
+            json_object_set_new(o, "deleted", json_string(name));
+            gw_reply_json(r, 200, o, 0);
+        }
+    }
+out:
+    evhttp_clear_headers(&q);
+}
+
+/* POST {"tenant"}: a new key (shown once); GET ?tenant=: prefixes; DELETE ?prefix=: revoke */
+void gw_handle_admin_keys(struct gw_req *r)
+{
+    struct evkeyvalq q = {0};
+    if (!admin_query(r, &q))
+        return;
+    store *st = admin_store(r);
+    const char *method = gw_req_method(r);
+    struct store_tenant t;
+    int rc;
+    if (!strcmp(method, "POST")) {
+        json_t *b = gw_req_json_body(r);
+        if (!b)
+            goto out;
+        const char *tn = json_string_value(json_object_get(b, "tenant"));
+        char key[80], prefix[16];
+        if (!tn)
+            gw_reply_error(r, 400, "tenant must be a tenant's name.", "tenant", NULL);
+        else if ((rc = store_tenant_get(st, tn, &t)))
+            reply_store_error(r, rc, "No such tenant.");
+        else {
+            rc = gw_key_make(st, t.id, key, sizeof key, prefix, sizeof prefix);
+            store_tenant_deinit(&t);
+            if (rc)
+                reply_store_error(r, rc, "");
+            else {
+                json_t *o = json_object();
+                json_object_set_new(o, "key", json_string(key));
+                json_object_set_new(o, "prefix", json_string(prefix));
+                json_object_set_new(o, "tenant", json_string(tn));
+                gw_reply_json(r, 201, o, 0);
+                OPENSSL_cleanse(key, sizeof key);
+            }
+        }
+        json_decref(b);
+    } else if (!strcmp(method, "GET")) {
+        const char *tn = evhttp_find_header(&q, "tenant");
+        struct store_key *k;
+        int n;
+        if (!tn)
+            gw_reply_error(r, 400, "Say whose keys: ?tenant=NAME.", "tenant", NULL);
+        else if ((rc = store_tenant_get(st, tn, &t)))
+            reply_store_error(r, rc, "No such tenant.");
+        else {
+            rc = store_key_list(st, t.id, &k, &n);
+            store_tenant_deinit(&t);
+            if (rc)
+                reply_store_error(r, rc, "");
+            else {
+                json_t *a = json_array();
+                for (int i = 0; i < n; i++) {
+                    json_t *o = json_object();
+                    json_object_set_new(o, "prefix", json_string(k[i].prefix));
+                    json_object_set_new(o, "created_ms", json_integer(k[i].created_ms));
+                    json_object_set_new(o, "revoked_ms", k[i].revoked_ms
+                                                             ? json_integer(k[i].revoked_ms)
+                                                             : json_null());
+                    json_array_append_new(a, o);
+                }
+                free(k);
+                json_t *o = json_object();
+                json_object_set_new(o, "data", a);
+                gw_reply_json(r, 200, o, 0);
+            }
+        }
+    } else { /* DELETE */
+        const char *prefix = evhttp_find_header(&q, "prefix");
+        if (!prefix)
+            gw_reply_error(r, 400, "Say which key: ?prefix=PREFIX.", "prefix", NULL);
+        else if ((rc = store_key_revoke(st, prefix)))
+            reply_store_error(r, rc, "No live key has that prefix.");
+        else {
+            json_t *o = json_object();
+            json_object_set_new(o, "revoked", json_string(prefix));
+            gw_reply_json(r, 200, o, 0);
+        }
+    }
+out:
+    evhttp_clear_headers(&q);
+}
+
+/* GET /admin/usage[?tenant=NAME][&since=YYYY-MM-DD] */
+void gw_handle_admin_usage(struct gw_req *r)
+{
+    struct evkeyvalq q = {0};
+    if (!admin_query(r, &q))
+        return;
+    store *st = admin_store(r);
+    const char *tn = evhttp_find_header(&q, "tenant"), *since = evhttp_find_header(&q, "since");
+    int64_t id = -1;
+    struct store_tenant t, *all = NULL;
+    struct store_usage *u = NULL;
+    int n = 0, nt = 0, rc;
+    if (tn) {
+        if ((rc = store_tenant_get(st, tn, &t))) {
+            reply_store_error(r, rc, "No such tenant.");
+            goto out;
+        }
+        id = t.id;
+        store_tenant_deinit(&t);
+    }
+    if ((rc = store_usage_list(st, id, since, &u, &n)) || (rc = store_tenant_list(st, &all, &nt))) {
+        reply_store_error(r, rc, "");
+        goto out;
+    }
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *o = json_object();
+        const char *name = NULL;
+        for (int j = 0; j < nt; j++)
+            if (all[j].id == u[i].tenant)
+                name = all[j].name;
+        json_object_set_new(o, "tenant", name ? json_string(name) : json_null());
+        json_object_set_new(o, "day", json_string(u[i].day));
+        json_object_set_new(o, "requests", json_integer(u[i].requests));
+        json_object_set_new(o, "prompt_tokens", json_integer(u[i].prompt_tokens));
+        json_object_set_new(o, "completion_tokens", json_integer(u[i].completion_tokens));
+        json_object_set_new(o, "cached_tokens", json_integer(u[i].cached_tokens));
+        json_object_set_new(o, "exact_hits", json_integer(u[i].exact_hits));
+        json_object_set_new(o, "semantic_hits", json_integer(u[i].semantic_hits));
+        json_object_set_new(o, "tokens_saved", json_integer(u[i].tokens_saved));
+        json_array_append_new(a, o);
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "data", a);
+    gw_reply_json(r, 200, o, 0);
+out:
+    for (int j = 0; j < nt; j++)
+        store_tenant_deinit(&all[j]);
+    free(all);
+    free(u);
+    evhttp_clear_headers(&q);
+}

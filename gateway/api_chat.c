@@ -39,6 +39,10 @@ struct chat_req {
     struct gw_cache_key key;
     struct gw_cache_ctl ctl;
     struct gw_cache_sem sem;
+    /* tenant: limits were admitted, usage is reported when the request ends */
+    gw_tenants *tenants;
+    struct gw_tenant *tn;
+    struct gw_usage_one use;
 };
 
 static double now_s(void)
@@ -50,6 +54,8 @@ static double now_s(void)
 
 static void chat_req_free(struct chat_req *c)
 {
+    if (c->tn)
+        gw_tenants_done(c->tenants, c->tn, &c->use);
     if (c->timeout)
         event_free(c->timeout);
     free(c->job.prompt);
@@ -406,6 +412,9 @@ static void on_event(struct gw_gen_event *ev)
         free(ev);
         return;
     }
+    c->use.prompt = ev->prompt_tokens;
+    c->use.completion = ev->completion_tokens;
+    c->use.cached = ev->cached_tokens;
     const char *finish = ev->finish == ENG_FINISH_LENGTH || c->timed_out ? "length" : "stop";
     if (c->timed_out && !c->stream) {
         gw_reply_error(c->req, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
@@ -578,6 +587,7 @@ static void on_semantic(struct gw_cache_sem *s)
     }
     gw_cache *cache = gw_server_cache(gw_req_server(c->req));
     if (s->hit) {
+        c->use = (struct gw_usage_one){.hit = 2, .saved = s->entry.completion_tokens};
         gw_cache_served(cache, &s->entry, 1);
         reply_hit(c, &s->entry, 1);
         chat_req_free(c);
@@ -597,6 +607,10 @@ static void handle(struct gw_req *r, int chat)
 {
     gw_server *srv = gw_req_server(r);
     const struct gw_config *cfg = gw_server_config(srv);
+    gw_tenants *tenants = gw_server_tenants(srv);
+    struct gw_tenant *tn = gw_tenants_auth(tenants, r);
+    if (!tn)
+        return;
     json_t *b = gw_req_json_body(r);
     if (!b)
         return;
@@ -621,10 +635,21 @@ static void handle(struct gw_req *r, int chat)
         gw_reply_error(r, 404, msg, "model", "model_not_found");
         goto out;
     }
+    if (gw_tenants_model_ok(tn, r, json_string_value(model)))
+        goto out;
     if (parse_common(b, cfg, c, &p) || cache_controls(r, &c->ctl, &p)) {
         gw_reply_error(r, 400, p.msg, p.param, NULL);
         goto out;
     }
+    if (gw_tenants_admit(tenants, tn, r))
+        goto out;
+    c->tenants = tenants;
+    c->tn = tn;
+    /* the tenant's policy under the request's own headers */
+    if (c->ctl.threshold < 0 && tn->pol.threshold >= 0)
+        c->ctl.threshold = tn->pol.threshold;
+    if (c->ctl.ttl_s < 0 && tn->pol.ttl_s >= 0)
+        c->ctl.ttl_s = tn->pol.ttl_s;
     unsigned char rnd[12];
     RAND_bytes(rnd, sizeof rnd);
     int k = snprintf(c->id, sizeof c->id, chat ? "chatcmpl-" : "cmpl-");
@@ -632,7 +657,7 @@ static void handle(struct gw_req *r, int chat)
         k += snprintf(c->id + k, sizeof c->id - (size_t)k, "%02x", rnd[i]);
     c->created = (long)time(NULL);
     c->t0 = now_s();
-    c->tenant = 1; /* the default tenant */
+    c->tenant = tn->id;
     gw_cache *cache = gw_server_cache(srv);
     if (cfg->cache_enabled && cache) {
         int krc = gw_cache_key_make(b, chat, c->tenant, &c->key);
@@ -655,6 +680,7 @@ static void handle(struct gw_req *r, int chat)
             else
                 store_set_prompt_tokens(gw_cache_store(cache), h.id, c->job.n_prompt);
         }
+        c->use = (struct gw_usage_one){.hit = 1, .saved = h.completion_tokens};
         gw_cache_served(cache, &h, 0);
         reply_hit(c, &h, 0);
         store_hit_deinit(&h);

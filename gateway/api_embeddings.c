@@ -21,6 +21,8 @@ struct embed_req {
     struct gw_embed_job job;
     struct gw_req *req;
     json_t *body; /* owns the input strings */
+    struct gw_tenant *tn;
+    gw_tenants *tenants;
     int base64;
     const char **texts;
     size_t *lens;
@@ -28,8 +30,12 @@ struct embed_req {
     int *ntokens;
 };
 
-static void embed_req_free(struct embed_req *e)
+static void embed_req_free(struct embed_req *e, int tokens)
 {
+    if (e->tn) {
+        struct gw_usage_one u = {.prompt = tokens};
+        gw_tenants_done(e->tenants, e->tn, &u);
+    }
     json_decref(e->body);
     free(e->texts);
     free(e->lens);
@@ -69,13 +75,13 @@ static void on_embedded(struct gw_cq_item *item)
 {
     struct embed_req *e = gw_cq_container(item, struct embed_req, job.item);
     if (gw_req_gone(e->req)) {
-        embed_req_free(e);
+        embed_req_free(e, 0);
         return;
     }
     gw_server *srv = gw_req_server(e->req);
     if (e->job.rc) {
         gw_reply_error(e->req, 500, emb_strerror(e->job.rc), NULL, "embedding_failed");
-        embed_req_free(e);
+        embed_req_free(e, 0);
         return;
     }
     int dim = emb_dim(gw_server_embedder(srv));
@@ -99,13 +105,16 @@ static void on_embedded(struct gw_cq_item *item)
     json_object_set_new(o, "usage", usage);
     /* 9 significant digits round-trip a float32 */
     gw_reply_json(e->req, 200, o, JSON_REAL_PRECISION(9));
-    embed_req_free(e);
+    embed_req_free(e, tokens);
 }
 
 void gw_handle_embeddings(struct gw_req *r)
 {
     gw_server *srv = gw_req_server(r);
     const struct gw_config *cfg = gw_server_config(srv);
+    struct gw_tenant *tn = gw_tenants_auth(gw_server_tenants(srv), r);
+    if (!tn)
+        return;
     json_t *body = gw_req_json_body(r);
     if (!body)
         return;
@@ -171,7 +180,7 @@ void gw_handle_embeddings(struct gw_req *r)
     e->out = malloc(sizeof *e->out * (size_t)n * (size_t)dim);
     e->ntokens = malloc(sizeof *e->ntokens * (size_t)n);
     if (!e->texts || !e->lens || !e->out || !e->ntokens) {
-        embed_req_free(e);
+        embed_req_free(e, 0);
         goto oom;
     }
     for (int i = 0; i < n; i++) {
@@ -183,12 +192,18 @@ void gw_handle_embeddings(struct gw_req *r)
                                          "accepted: send text).",
                      i);
             gw_reply_error(r, 400, msg, "input", NULL);
-            embed_req_free(e);
+            embed_req_free(e, 0);
             goto out;
         }
         e->texts[i] = json_string_value(s);
         e->lens[i] = json_string_length(s);
     }
+    if (gw_tenants_admit(gw_server_tenants(srv), tn, r)) {
+        embed_req_free(e, 0);
+        goto out;
+    }
+    e->tn = tn;
+    e->tenants = gw_server_tenants(srv);
     e->req = r;
     e->body = body;
     e->base64 = base64;

@@ -10,6 +10,7 @@
 #include "embedder.h"
 #include "gguf.h"
 #include "store.h"
+#include "tenants.h"
 #include "tokenizer.h"
 
 #include <getopt.h>
@@ -204,5 +205,266 @@ int gw_cli_cache(int argc, char **argv)
         return rc;
     rc = import_file(&cfg, argv[optind], tenant);
     gw_config_deinit(&cfg);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ tenants, keys, usage */
+
+/* Common options of the administration commands; argv[optind..] are the operands. */
+static int admin_open(int argc, char **argv, int *first, const char **since, const char **tenant,
+                      store **st)
+{
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                              {"data-dir", required_argument, NULL, 'd'},
+                                              {"since", required_argument, NULL, 's'},
+                                              {"tenant", required_argument, NULL, 't'},
+                                              {NULL, 0, NULL, 0}};
+    const char *config = NULL, *data_dir = NULL;
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "c:d:s:t:", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': config = optarg; break;
+        case 'd': data_dir = optarg; break;
+        case 's': if (since) *since = optarg; break;
+        case 't': if (tenant) *tenant = optarg; break;
+        default: return 2;
+        }
+    }
+    *first = optind;
+    struct gw_config cfg;
+    int rc = gw_cli_config(config, data_dir, &cfg);
+    if (rc)
+        return rc;
+    /* administration only: works beside a running server on the same directory */
+    struct store_options so = {.dir = cfg.data_dir, .dim = 1, .admin_only = 1};
+    char err[1024];
+    rc = store_open(&so, NULL, NULL, st, err, sizeof err);
+    gw_config_deinit(&cfg);
+    if (rc) {
+        fprintf(stderr, "cachegate: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int tenant_id(store *st, const char *name, int64_t *id)
+{
+    struct store_tenant t;
+    if (store_tenant_get(st, name, &t)) {
+        fprintf(stderr, "cachegate: no tenant named '%s'\n", name);
+        return -1;
+    }
+    *id = t.id;
+    store_tenant_deinit(&t);
+    return 0;
+}
+
+static void print_time(int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    char buf[32];
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    printf("%s", buf);
+}
+
+int gw_cli_tenant(int argc, char **argv)
+{
+    const char *usage = "usage: cachegate tenant create NAME [POLICY_JSON] | set NAME POLICY_JSON"
+                        " | list | delete NAME   [--data-dir DIR] [--config FILE]\n";
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *verb = argv[1];
+    store *st = NULL;
+    int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL, &st);
+    if (rc)
+        return rc;
+    char **ops = argv + 1 + first;
+    int nops = argc - 1 - first;
+    char err[200];
+    struct gw_tenant_policy pol;
+    rc = 1;
+    if (!strcmp(verb, "create") && (nops == 1 || nops == 2)) {
+        int64_t id;
+        if (nops == 2 && gw_policy_parse(ops[1], &pol, err, sizeof err)) {
+            fprintf(stderr, "cachegate: %s\n", err);
+            goto out;
+        }
+        int src = store_tenant_create(st, ops[0], &id);
+        if (src == STORE_EEXIST || src == STORE_EINVAL) {
+            fprintf(stderr, "cachegate: %s\n",
+                    src == STORE_EEXIST ? "a tenant of that name exists"
+                                        : "a tenant name is 1-63 letters, digits, '-', '_', '.'");
+            goto out;
+        }
+        if (src || (nops == 2 && store_tenant_set_policy(st, id, ops[1])))
+            goto fail;
+        printf("created tenant '%s'\n", ops[0]);
+    } else if (!strcmp(verb, "set") && nops == 2) {
+        int64_t id;
+        if (gw_policy_parse(ops[1], &pol, err, sizeof err)) {
+            fprintf(stderr, "cachegate: %s\n", err);
+            goto out;
+        }
+        if (tenant_id(st, ops[0], &id))
+            goto out;
+        if (store_tenant_set_policy(st, id, ops[1]))
+            goto fail;
+        printf("policy of '%s' set\n", ops[0]);
+    } else if (!strcmp(verb, "list") && nops == 0) {
+        struct store_tenant *t;
+        int n;
+        if (store_tenant_list(st, &t, &n))
+            goto fail;
+        printf("%-24s %-20s %s\n", "NAME", "CREATED", "POLICY");
+        for (int i = 0; i < n; i++) {
+            printf("%-24s ", t[i].name);
+            print_time(t[i].created_ms);
+            printf(" %s\n", t[i].policy);
+            store_tenant_deinit(&t[i]);
+        }
+        free(t);
+    } else if (!strcmp(verb, "delete") && nops == 1) {
+        if (!strcmp(ops[0], "default")) {
+            fprintf(stderr, "cachegate: the default tenant cannot be deleted\n");
+            goto out;
+        }
+        int src = store_tenant_delete(st, ops[0]);
+        if (src == STORE_ENOTFOUND) {
+            fprintf(stderr, "cachegate: no tenant named '%s'\n", ops[0]);
+            goto out;
+        }
+        if (src)
+            goto fail;
+        printf("deleted tenant '%s', its keys, usage and cached answers\n", ops[0]);
+    } else {
+        fputs(usage, stderr);
+        rc = 2;
+        goto out;
+    }
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "cachegate: the database operation failed\n");
+out:
+    store_close(st);
+    return rc;
+}
+
+int gw_cli_key(int argc, char **argv)
+{
+    const char *usage = "usage: cachegate key create TENANT | list TENANT | revoke PREFIX"
+                        "   [--data-dir DIR] [--config FILE]\n";
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *verb = argv[1];
+    store *st = NULL;
+    int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL, &st);
+    if (rc)
+        return rc;
+    char **ops = argv + 1 + first;
+    int nops = argc - 1 - first;
+    int64_t id;
+    rc = 1;
+    if (!strcmp(verb, "create") && nops == 1) {
+        char key[80], prefix[16];
+        if (tenant_id(st, ops[0], &id))
+            goto out;
+        if (gw_key_make(st, id, key, sizeof key, prefix, sizeof prefix))
+            goto fail;
+        puts(key); /* shown once: only its hash is kept */
+        fprintf(stderr, "key %s... created for tenant '%s'; it is not shown again\n", prefix,
+                ops[0]);
+    } else if (!strcmp(verb, "list") && nops == 1) {
+        struct store_key *k;
+        int n;
+        if (tenant_id(st, ops[0], &id) )
+            goto out;
+        if (store_key_list(st, id, &k, &n))
+            goto fail;
+        printf("%-16s %-22s %s\n", "PREFIX", "CREATED", "REVOKED");
+        for (int i = 0; i < n; i++) {
+            printf("%-16s ", k[i].prefix);
+            print_time(k[i].created_ms);
+            printf("   ");
+            if (k[i].revoked_ms)
+                print_time(k[i].revoked_ms);
+            else
+                printf("-");
+            putchar('\n');
+        }
+        free(k);
+    } else if (!strcmp(verb, "revoke") && nops == 1) {
+        int src = store_key_revoke(st, ops[0]);
+        if (src == STORE_ENOTFOUND) {
+            fprintf(stderr, "cachegate: no live key with prefix '%s'\n", ops[0]);
+            goto out;
+        }
+        if (src)
+            goto fail;
+        printf("revoked %s (a running server stops accepting it within a second)\n", ops[0]);
+    } else {
+        fputs(usage, stderr);
+        rc = 2;
+        goto out;
+    }
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "cachegate: the database operation failed\n");
+out:
+    store_close(st);
+    return rc;
+}
+
+int gw_cli_usage(int argc, char **argv)
+{
+    const char *since = NULL, *tenant = NULL;
+    store *st = NULL;
+    int first, rc = admin_open(argc, argv, &first, &since, &tenant, &st);
+    if (rc)
+        return rc;
+    rc = 1;
+    int64_t id = -1;
+    struct store_usage *u = NULL;
+    struct store_tenant *t = NULL;
+    int n = 0, nt = 0;
+    if (first != argc) {
+        fprintf(stderr, "usage: cachegate usage [--tenant NAME] [--since YYYY-MM-DD]\n");
+        rc = 2;
+        goto out;
+    }
+    if (tenant && tenant_id(st, tenant, &id))
+        goto out;
+    if (store_usage_list(st, id, since, &u, &n) || store_tenant_list(st, &t, &nt)) {
+        fprintf(stderr, "cachegate: the database operation failed\n");
+        goto out;
+    }
+    printf("%-20s %-10s %9s %12s %12s %10s %8s %8s %10s\n", "TENANT", "DAY", "REQUESTS",
+           "PROMPT", "COMPLETION", "CACHED", "EXACT", "SEMANTIC", "SAVED");
+    for (int i = 0; i < n; i++) {
+        const char *name = "(deleted)";
+        for (int j = 0; j < nt; j++)
+            if (t[j].id == u[i].tenant)
+                name = t[j].name;
+        printf("%-20s %-10s %9lld %12lld %12lld %10lld %8lld %8lld %10lld\n", name, u[i].day,
+               (long long)u[i].requests, (long long)u[i].prompt_tokens,
+               (long long)u[i].completion_tokens, (long long)u[i].cached_tokens,
+               (long long)u[i].exact_hits, (long long)u[i].semantic_hits,
+               (long long)u[i].tokens_saved);
+    }
+    rc = 0;
+out:
+    for (int j = 0; j < nt; j++)
+        store_tenant_deinit(&t[j]);
+    free(t);
+    free(u);
+    store_close(st);
     return rc;
 }

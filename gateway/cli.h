@@ -11,6 +11,9 @@
 
 /* argv[0] is the command's name ("cache"). */
 int gw_cli_cache(int argc, char **argv);
+int gw_cli_tenant(int argc, char **argv); /* tenant create|set|list|delete */
+int gw_cli_key(int argc, char **argv);    /* key create|list|revoke */
+int gw_cli_usage(int argc, char **argv);  /* usage [--tenant] [--since] */
 
 /* Loads config (NULL: the default file) with an optional --data-dir override. */
 int gw_cli_config(const char *config, const char *data_dir, struct gw_config *cfg);

@@ -105,6 +105,17 @@ static const struct opt opts[] = {
     {"cache", "hnsw_min_entries", T_INT, OFF(cache_hnsw_min_entries), "50000", 0, 1LL << 40,
      NULL, NULL},
     {"tenants", "admin_key", T_STR, OFF(admin_key), "", 0, 0, NULL, NULL},
+    {"tenants", "auth", T_BOOL, OFF(tenants_auth), "false", 0, 0, NULL, NULL},
+    {"tenants", "requests_per_minute", T_INT, OFF(tenants_rpm), "0", 0, 1LL << 40, NULL, NULL},
+    {"tenants", "tokens_per_minute", T_INT, OFF(tenants_tpm), "0", 0, 1LL << 40, NULL, NULL},
+    {"tenants", "concurrent_requests", T_INT, OFF(tenants_concurrency), "0", 0, 1 << 20, NULL,
+     NULL},
+    {"tenants", "monthly_tokens", T_INT, OFF(tenants_monthly_tokens), "0", 0, 1LL << 50, NULL,
+     NULL},
+    {"tenants", "share_prefix_cache", T_BOOL, OFF(tenants_share_prefix), "false", 0, 0, NULL,
+     NULL},
+    {"tenants", "metrics_max_tenants", T_INT, OFF(tenants_metrics_max), "20", 1, 10000, NULL,
+     NULL},
 };
 
 /* Sections that exist for the keys later features add; a key in them is still checked. */

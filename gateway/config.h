@@ -65,6 +65,11 @@ struct gw_config {
     int64_t cache_hnsw_min_entries; /* a tenant's index becomes HNSW32 at this size; 0: never */
     /* [tenants] */
     char *admin_key; /* bearer key of the /admin/ routes; empty: they are disabled */
+    int tenants_auth;                /* API keys required (else: the default tenant) */
+    int64_t tenants_rpm, tenants_tpm; /* per tenant, unless its policy says; 0: no limit */
+    int64_t tenants_concurrency, tenants_monthly_tokens;
+    int tenants_share_prefix;    /* tenants share the global prefix-cache namespace */
+    int64_t tenants_metrics_max; /* tenants with their own metric labels; the rest: other */
 };
 
 /* Fills cfg with every default. Never fails for the built-in table. */

@@ -10,6 +10,7 @@
 #define GW_HTTP_IMPL_H
 
 #include "cache.h"
+#include "tenants.h"
 #include "chat.h"
 #include "config.h"
 #include "embed_worker.h"
@@ -41,9 +42,12 @@ const struct gw_llm *gw_server_llm(gw_server *srv);
 struct event_base *gw_server_base(gw_server *srv);
 
 gw_cache *gw_server_cache(gw_server *srv);
+gw_tenants *gw_server_tenants(gw_server *srv);
 
 /* A request header, or NULL. Borrowed for the request's life. */
 const char *gw_req_header(struct gw_req *r, const char *name);
+/* "GET", "POST", ... */
+const char *gw_req_method(struct gw_req *r);
 /* The URI's query string (after '?'), or NULL. */
 const char *gw_req_query(struct gw_req *r);
 /* Adds a header to the reply about to be sent (before it starts). */
@@ -84,5 +88,9 @@ void gw_handle_completions(struct gw_req *r);
 /* DELETE /admin/cache, POST /admin/cache/import (api_admin.c) */
 void gw_handle_admin_cache_delete(struct gw_req *r);
 void gw_handle_admin_cache_import(struct gw_req *r);
+/* /admin/tenants, /admin/keys, /admin/usage (api_admin.c) */
+void gw_handle_admin_tenants(struct gw_req *r);
+void gw_handle_admin_keys(struct gw_req *r);
+void gw_handle_admin_usage(struct gw_req *r);
 
 #endif

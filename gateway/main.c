@@ -37,6 +37,10 @@ static void usage(FILE *f)
                "                [--max-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
                "                [--threads N] [--config FILE]\n"
                "       cachegate cache import FILE [--tenant NAME] [--data-dir DIR]\n"
+               "       cachegate tenant create NAME [POLICY] | set NAME POLICY | list | delete NAME\n"
+               "       cachegate key create TENANT | list TENANT | revoke PREFIX\n"
+               "       cachegate usage [--tenant NAME] [--since YYYY-MM-DD]\n"
+               "       (tenant, key, usage: [--data-dir DIR] [--config FILE])\n"
                "       cachegate version\n"
                "\n"
                "Defaults: --config " DEFAULT_CONFIG ", --listen 127.0.0.1:8443,\n"
@@ -432,6 +436,12 @@ int main(int argc, char **argv)
         return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "cache"))
         return gw_cli_cache(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tenant"))
+        return gw_cli_tenant(argc - 1, argv + 1);
+    if (!strcmp(cmd, "key"))
+        return gw_cli_key(argc - 1, argv + 1);
+    if (!strcmp(cmd, "usage"))
+        return gw_cli_usage(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("cachegate %s\n", GW_VERSION);
         return 0;

@@ -99,6 +99,7 @@ struct gw_server {
     gw_embedw *embw;
     store *st;
     gw_cache *cache;
+    gw_tenants *tenants;
     struct gw_llm llm;
     gw_metrics *metrics;
     gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
@@ -788,6 +789,8 @@ static json_t *model_entry(const char *id, const char *path)
 
 static void handle_models(struct gw_req *rc)
 {
+    if (!gw_tenants_auth(rc->srv->tenants, rc))
+        return;
     const struct gw_config *cfg = rc->srv->cfg;
     json_t *data = json_array();
     json_array_append_new(data, model_entry(cfg->engine_model_name, cfg->engine_model));
@@ -809,6 +812,11 @@ static const struct route routes[] = {
     {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions},
     {"/admin/cache", EVHTTP_REQ_DELETE, "DELETE", gw_handle_admin_cache_delete},
     {"/admin/cache/import", EVHTTP_REQ_POST, "POST", gw_handle_admin_cache_import},
+    {"/admin/tenants", EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE,
+     "GET, POST, PUT, DELETE", gw_handle_admin_tenants},
+    {"/admin/keys", EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE, "GET, POST, DELETE",
+     gw_handle_admin_keys},
+    {"/admin/usage", EVHTTP_REQ_GET, "GET", gw_handle_admin_usage},
 };
 
 /* PREFIX-COUNTER: the prefix is random per process, so ids from restarts differ. */
@@ -987,6 +995,19 @@ static int register_metrics(gw_server *srv)
     return 0;
 }
 
+/* Without authentication, only this machine may connect. */
+static int loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) ||
+               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
 static int bind_listener(gw_server *srv, char *err, size_t errlen)
 {
     char host[256], port_s[16];
@@ -1009,6 +1030,17 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
     srv->listener = evconnlistener_new_bind(
         srv->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
         1024, ai->ai_addr, (int)ai->ai_addrlen);
+    if (!srv->cfg->tenants_auth && !loopback(ai->ai_addr)) {
+        snprintf(err, errlen, "tenants.auth = off is allowed only on a loopback listener "
+                              "(127.0.0.0/8 or ::1), and server.listen is %s: turn auth on "
+                              "(and create keys with `cachegate key create`) or listen on "
+                              "127.0.0.1",
+                 srv->cfg->listen);
+        evconnlistener_free(srv->listener);
+        srv->listener = NULL;
+        evutil_freeaddrinfo(ai);
+        return -1;
+    }
     evutil_freeaddrinfo(ai);
     if (!srv->listener) {
         snprintf(err, errlen, "cannot listen on %s: %s", srv->cfg->listen, strerror(errno));
@@ -1148,7 +1180,15 @@ static int open_cache(gw_server *srv, char *err, size_t errlen)
         return -1;
     }
     srv->cache = gw_cache_create(cfg, srv->st, srv->embw, so.dim, srv->metrics, err, errlen);
-    return srv->cache ? 0 : -1;
+    if (!srv->cache)
+        return -1;
+    srv->tenants = gw_tenants_create(cfg, srv->st, srv->base, srv->metrics, err, errlen);
+    return srv->tenants ? 0 : -1;
+}
+
+gw_tenants *gw_server_tenants(gw_server *srv)
+{
+    return srv->tenants;
 }
 
 gw_cache *gw_server_cache(gw_server *srv)
@@ -1164,6 +1204,11 @@ const char *gw_req_header(struct gw_req *rc, const char *name)
 void gw_reply_header(struct gw_req *rc, const char *name, const char *value)
 {
     evhttp_add_header(evhttp_request_get_output_headers(rc->req), name, value);
+}
+
+const char *gw_req_method(struct gw_req *rc)
+{
+    return rc->method;
 }
 
 const char *gw_req_query(struct gw_req *rc)
@@ -1272,6 +1317,7 @@ void gw_server_destroy(gw_server *srv)
     gw_engw_destroy(srv->llm.w);
     gw_cq_destroy(srv->cq);       /* runs those completions; their clients are gone */
     gw_cache_destroy(srv->cache);
+    gw_tenants_destroy(srv->tenants);
     store_close(srv->st);         /* commits the answers still queued, saves the indexes */
     emb_model_destroy(srv->emb);
     tok_destroy(srv->llm.v);

@@ -152,10 +152,13 @@ int store_tenant_delete(store *s, const char *name)
     if (rc)
         return rc;
     store_tenant_deinit(&t);
-    if ((rc = store_delete(s, t.id, -1, NULL, NULL)) || (rc = store_sync(s)))
+    if (!s->opt.admin_only && ((rc = store_delete(s, t.id, -1, NULL, NULL)) ||
+                               (rc = store_sync(s))))
         return rc;
     pthread_mutex_lock(&s->admin_mu);
     rc = exec_bound(s, "DELETE FROM usage_daily WHERE tenant = ?1", t.id);
+    if (!rc && s->opt.admin_only)
+        rc = exec_bound(s, "DELETE FROM entries WHERE tenant = ?1", t.id);
     if (!rc)
         rc = exec_bound(s, "DELETE FROM tenants WHERE id = ?1", t.id); /* keys cascade */
     pthread_mutex_unlock(&s->admin_mu);

@@ -366,6 +366,8 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
         rc = seterr(err, errlen, STORE_EIO, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
+    if (o->admin_only)
+        goto database;
     snprintf(path, sizeof path, "%s/cachegate.lock", o->dir);
     s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (s->lock_fd < 0) {
@@ -379,6 +381,7 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
                     o->dir);
         goto fail;
     }
+database:
     snprintf(s->db_path, sizeof s->db_path, "%s/cachegate.db", o->dir);
     if (store_db_open(s->db_path, 0, &s->wdb) || store_db_open(s->db_path, 0, &s->adb)) {
         rc = seterr(err, errlen, STORE_EIO, "cannot open the database %s", s->db_path);
@@ -389,6 +392,10 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
     if ((rc = store_writer_prepare(s))) {
         rc = seterr(err, errlen, rc, "preparing statements: %s", sqlite3_errmsg(s->wdb));
         goto fail;
+    }
+    if (o->admin_only) {
+        *out = s;
+        return STORE_OK;
     }
     if ((rc = load_indexes(s, progress, parg, err, errlen)))
         goto fail;

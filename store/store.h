@@ -45,6 +45,11 @@ struct store_options {
     int64_t max_entries;       /* per tenant, unless set by store_set_limits; 0: no limit */
     int64_t max_bytes;         /* per tenant, unless set by store_set_limits; 0: no limit */
     int64_t hnsw_min_entries;  /* a tenant's index becomes HNSW32 at this size; 0: never */
+    /* Administration only (tenants, keys, usage): no directory lock, no indexes, no writer
+     * thread, so it may run beside a server on the same directory (SQLite arbitrates).
+     * Cache entries cannot be written or searched; deleting a tenant deletes its entries
+     * in SQL (a running server's index skips the missing rows). */
+    int admin_only;
 };
 
 /* Progress of index loading/rebuilding on open, for a caller that shows it. May be NULL. */

@@ -14,7 +14,7 @@
 static int enqueue(store *s, struct op *o)
 {
     pthread_mutex_lock(&s->q_mu);
-    if (s->closing) {
+    if (s->closing || !s->writer_running) {
         pthread_mutex_unlock(&s->q_mu);
         free(o);
         return STORE_ECLOSED;
@@ -26,7 +26,7 @@ static int enqueue(store *s, struct op *o)
     s->q_tail = o;
     /* a touch (LRU bookkeeping) waits for the next batch or the writer's once-a-second
      * wake: waking the writer per cache hit would cost more than the hit */
-    if (o->kind != OP_TOUCH && o->kind != OP_PROMPT_TOKENS) {
+    if (o->kind != OP_TOUCH && o->kind != OP_PROMPT_TOKENS && o->kind != OP_USAGE) {
         s->q_urgent++;
         pthread_cond_signal(&s->q_cond);
     }

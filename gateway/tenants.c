@@ -1,0 +1,452 @@
+/*
+ * tenants — keys, policies, limits and usage (tenants.h).
+ */
+#include "tenants.h"
+
+#include "http_impl.h"
+#include "log.h"
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <math.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+struct key_row {
+    uint8_t sha[32];
+    int64_t tenant;
+};
+
+struct gw_tenants {
+    const struct gw_config *cfg;
+    store *st;
+    struct event *refresh;
+    struct gw_tenant **t; /* never freed while running: requests borrow them */
+    int nt, capt;
+    struct key_row *keys; /* sorted by sha */
+    int nkeys;
+    int labelled; /* tenants given their own metric label so far */
+    gw_metric *m_requests, *m_tokens, *m_auth_fail;
+};
+
+/* ------------------------------------------------------------------ policy */
+
+static int get_num(json_t *o, const char *k, double lo, double hi, double *out, char *err,
+                   size_t errlen)
+{
+    json_t *v = json_object_get(o, k);
+    if (!v)
+        return 0;
+    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi) {
+        snprintf(err, errlen, "policy: %s must be a number in %g..%g", k, lo, hi);
+        return -1;
+    }
+    *out = json_number_value(v);
+    return 0;
+}
+
+int gw_policy_parse(const char *text, struct gw_tenant_policy *p, char *err, size_t errlen)
+{
+    *p = (struct gw_tenant_policy){.threshold = -1, .ttl_s = -1, .share_prefix = -1,
+                                   .rpm = -1, .tpm = -1, .concurrency = -1,
+                                   .monthly_tokens = -1};
+    json_error_t je;
+    json_t *o = json_loads(text && *text ? text : "{}", 0, &je);
+    if (!json_is_object(o)) {
+        snprintf(err, errlen, "policy: not a JSON object");
+        json_decref(o);
+        return -1;
+    }
+    static const char *const known[] = {
+        "similarity_threshold", "ttl_s", "max_entries", "max_bytes", "share_prefix_cache",
+        "requests_per_minute", "tokens_per_minute", "concurrent_requests", "monthly_tokens",
+        "models", NULL};
+    const char *k;
+    json_t *v;
+    int rc = -1;
+    json_object_foreach(o, k, v)
+    {
+        int ok = 0;
+        for (int i = 0; known[i]; i++)
+            ok |= !strcmp(k, known[i]);
+        if (!ok) {
+            snprintf(err, errlen, "policy: unknown key '%s'", k);
+            goto out;
+        }
+    }
+    double d;
+    struct {
+        const char *key;
+        int64_t *field;
+    } ints[] = {{"ttl_s", &p->ttl_s},
+                {"max_entries", &p->max_entries},
+                {"max_bytes", &p->max_bytes},
+                {"requests_per_minute", &p->rpm},
+                {"tokens_per_minute", &p->tpm},
+                {"concurrent_requests", &p->concurrency},
+                {"monthly_tokens", &p->monthly_tokens}};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        d = -1;
+        if (get_num(o, ints[i].key, 0, 1e15, &d, err, errlen))
+            goto out;
+        if (d >= 0)
+            *ints[i].field = (int64_t)d;
+    }
+    if (get_num(o, "similarity_threshold", 0, 1, &p->threshold, err, errlen))
+        goto out;
+    json_t *sp = json_object_get(o, "share_prefix_cache");
+    if (sp && !json_is_boolean(sp)) {
+        snprintf(err, errlen, "policy: share_prefix_cache must be true or false");
+        goto out;
+    }
+    if (sp)
+        p->share_prefix = json_is_true(sp);
+    json_t *models = json_object_get(o, "models");
+    if (models) {
+        size_t i;
+        json_t *m;
+        if (!json_is_array(models) || json_array_size(models) > 8) {
+            snprintf(err, errlen, "policy: models must be an array of at most 8 names");
+            goto out;
+        }
+        json_array_foreach(models, i, m)
+        {
+            if (!json_is_string(m) || json_string_length(m) >= sizeof p->models[0]) {
+                snprintf(err, errlen, "policy: models must be names");
+                goto out;
+            }
+            snprintf(p->models[p->nmodels++], sizeof p->models[0], "%s", json_string_value(m));
+        }
+    }
+    rc = 0;
+out:
+    json_decref(o);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ keys */
+
+int gw_key_make(store *st, int64_t tenant, char *key, size_t keylen, char *prefix,
+                size_t prefixlen)
+{
+    uint8_t rnd[24], sha[32];
+    if (keylen < 52 || prefixlen < 13 || RAND_bytes(rnd, sizeof rnd) != 1)
+        return STORE_EINVAL;
+    int k = snprintf(key, keylen, "cg-");
+    for (size_t i = 0; i < sizeof rnd; i++)
+        k += snprintf(key + k, keylen - (size_t)k, "%02x", rnd[i]);
+    OPENSSL_cleanse(rnd, sizeof rnd);
+    snprintf(prefix, prefixlen, "%.12s", key);
+    SHA256((const unsigned char *)key, strlen(key), sha);
+    return store_key_add(st, tenant, prefix, sha);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    return memcmp(((const struct key_row *)a)->sha, ((const struct key_row *)b)->sha, 32);
+}
+
+/* ------------------------------------------------------------------ the tenant table */
+
+static struct gw_tenant *find(gw_tenants *t, int64_t id)
+{
+    for (int i = 0; i < t->nt; i++)
+        if (t->t[i]->id == id)
+            return t->t[i];
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int this_month(char since[11])
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    if (since)
+        snprintf(since, 11, "%04d-%02d-01", tm.tm_year + 1900, tm.tm_mon + 1);
+    return (tm.tm_year + 1900) * 12 + tm.tm_mon;
+}
+
+/* Tokens the tenant spent this month, from the usage table. */
+static int64_t month_usage(store *st, int64_t tenant)
+{
+    char since[11];
+    this_month(since);
+    struct store_usage *u;
+    int n;
+    int64_t sum = 0;
+    if (store_usage_list(st, tenant, since, &u, &n) == STORE_OK) {
+        for (int i = 0; i < n; i++)
+            sum += u[i].prompt_tokens + u[i].completion_tokens;
+        free(u);
+    }
+    return sum;
+}
+
+/* Rereads tenants (policies) and keys from the store. */
+static void reload(gw_tenants *t)
+{
+    struct store_tenant *list;
+    int n;
+    if (store_tenant_list(t->st, &list, &n) == STORE_OK) {
+        for (int i = 0; i < t->nt; i++)
+            t->t[i]->deleted = 1;
+        for (int i = 0; i < n; i++) {
+            struct gw_tenant *tn = find(t, list[i].id);
+            if (!tn) {
+                if (t->nt == t->capt) {
+                    int cap = t->capt ? t->capt * 2 : 16;
+                    struct gw_tenant **a = realloc(t->t, sizeof *a * (size_t)cap);
+                    if (!a)
+                        break;
+                    t->t = a;
+                    t->capt = cap;
+                }
+                if (!(tn = calloc(1, sizeof *tn)))
+                    break;
+                tn->id = list[i].id;
+                tn->refill_s = now_s();
+                tn->req_bucket = tn->tok_bucket = HUGE_VAL; /* full: refill() caps them */
+                tn->month = this_month(NULL);
+                tn->month_used = month_usage(t->st, tn->id);
+                tn->label = t->labelled < t->cfg->tenants_metrics_max ? tn->name : "other";
+                t->labelled++;
+                t->t[t->nt++] = tn;
+            }
+            snprintf(tn->name, sizeof tn->name, "%s", list[i].name);
+            tn->deleted = 0;
+            char err[160];
+            struct gw_tenant_policy pol;
+            if (gw_policy_parse(list[i].policy, &pol, err, sizeof err) == 0)
+                tn->pol = pol;
+            store_set_limits(t->st, tn->id, tn->pol.max_entries, tn->pol.max_bytes);
+        }
+        for (int i = 0; i < n; i++)
+            store_tenant_deinit(&list[i]);
+        free(list);
+    }
+    uint8_t(*sha)[32];
+    int64_t *tenants;
+    int nk;
+    if (store_key_all(t->st, &sha, &tenants, &nk) == STORE_OK) {
+        struct key_row *keys = malloc(sizeof *keys * (size_t)(nk ? nk : 1));
+        if (keys) {
+            for (int i = 0; i < nk; i++) {
+                memcpy(keys[i].sha, sha[i], 32);
+                keys[i].tenant = tenants[i];
+            }
+            qsort(keys, (size_t)nk, sizeof *keys, cmp_key);
+            free(t->keys);
+            t->keys = keys;
+            t->nkeys = nk;
+        }
+        free(sha);
+        free(tenants);
+    }
+}
+
+static void on_refresh(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    reload(arg);
+}
+
+gw_tenants *gw_tenants_create(const struct gw_config *cfg, store *st, struct event_base *base,
+                              gw_metrics *m, char *err, size_t errlen)
+{
+    gw_tenants *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    t->cfg = cfg;
+    t->st = st;
+    reload(t);
+    if (!find(t, 1)) {
+        snprintf(err, errlen, "the store has no default tenant");
+        gw_tenants_destroy(t);
+        return NULL;
+    }
+    t->refresh = event_new(base, -1, EV_PERSIST, on_refresh, t);
+    struct timeval sec = {1, 0};
+    if (!t->refresh || event_add(t->refresh, &sec)) {
+        snprintf(err, errlen, "out of memory");
+        gw_tenants_destroy(t);
+        return NULL;
+    }
+    t->m_requests = gw_metrics_counter(m, "cachegate_tenant_requests_total",
+                                       "Requests per tenant, by outcome (ok, rate_limited, "
+                                       "quota_exceeded).",
+                                       "tenant,result");
+    t->m_tokens = gw_metrics_counter(m, "cachegate_tenant_tokens_total",
+                                     "Tokens per tenant: prompt and completion (spent), "
+                                     "saved (served from the answer caches).",
+                                     "tenant,kind");
+    t->m_auth_fail = gw_metrics_counter(m, "cachegate_auth_failures_total",
+                                        "Requests refused for a missing or unknown API key.",
+                                        NULL);
+    return t;
+}
+
+void gw_tenants_destroy(gw_tenants *t)
+{
+    if (!t)
+        return;
+    if (t->refresh)
+        event_free(t->refresh);
+    for (int i = 0; i < t->nt; i++)
+        free(t->t[i]);
+    free(t->t);
+    free(t->keys);
+    free(t);
+}
+
+/* ------------------------------------------------------------------ requests */
+
+struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
+{
+    if (!t->cfg->tenants_auth)
+        return find(t, 1);
+    const char *auth = gw_req_header(r, "Authorization");
+    if (auth && !strncasecmp(auth, "Bearer ", 7)) {
+        struct key_row probe;
+        SHA256((const unsigned char *)auth + 7, strlen(auth + 7), probe.sha);
+        struct key_row *k = bsearch(&probe, t->keys, (size_t)t->nkeys, sizeof *t->keys, cmp_key);
+        /* the bsearch compared digests, which say nothing about the key; confirm anyway in
+         * constant time */
+        if (k && CRYPTO_memcmp(k->sha, probe.sha, 32) == 0) {
+            struct gw_tenant *tn = find(t, k->tenant);
+            if (tn && !tn->deleted)
+                return tn;
+        }
+    }
+    gw_metric_add(t->m_auth_fail, 1);
+    gw_reply_error(r, 401,
+                   auth ? "Incorrect API key provided."
+                        : "You didn't provide an API key. Send it as Authorization: Bearer KEY.",
+                   NULL, "invalid_api_key");
+    return NULL;
+}
+
+int gw_tenants_model_ok(struct gw_tenant *tn, struct gw_req *r, const char *model)
+{
+    if (!tn->pol.nmodels)
+        return 0;
+    for (int i = 0; i < tn->pol.nmodels; i++)
+        if (!strcmp(tn->pol.models[i], model))
+            return 0;
+    char msg[200];
+    snprintf(msg, sizeof msg, "The model `%.64s` does not exist or you do not have access to it.",
+             model);
+    gw_reply_error(r, 404, msg, "model", "model_not_found");
+    return -1;
+}
+
+static int64_t limit(int64_t pol, int64_t def)
+{
+    return pol >= 0 ? pol : def;
+}
+
+static void refill(gw_tenants *t, struct gw_tenant *tn)
+{
+    double now = now_s(), dt = now - tn->refill_s;
+    tn->refill_s = now;
+    int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
+    int64_t tpm = limit(tn->pol.tpm, t->cfg->tenants_tpm);
+    tn->req_bucket = fmin((double)rpm, tn->req_bucket + dt * (double)rpm / 60);
+    tn->tok_bucket = fmin((double)tpm, tn->tok_bucket + dt * (double)tpm / 60);
+    int month = this_month(NULL);
+    if (month != tn->month) {
+        tn->month = month;
+        tn->month_used = 0;
+    }
+}
+
+static int refuse(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, double wait_s,
+                  const char *code, const char *msg)
+{
+    gw_metric_add(t->m_requests, 1, tn->label,
+                  strcmp(code, "insufficient_quota") ? "rate_limited" : "quota_exceeded");
+    gw_reply_retry_after(r, (int)ceil(fmax(1, wait_s)));
+    gw_reply_error(r, 429, msg, NULL, code);
+    return -1;
+}
+
+int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r)
+{
+    refill(t, tn);
+    int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
+    int64_t tpm = limit(tn->pol.tpm, t->cfg->tenants_tpm);
+    int64_t conc = limit(tn->pol.concurrency, t->cfg->tenants_concurrency);
+    int64_t quota = limit(tn->pol.monthly_tokens, t->cfg->tenants_monthly_tokens);
+    if (quota && tn->month_used >= quota) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        tm.tm_mday = 1;
+        tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+        tm.tm_mon++;
+        double wait = difftime(timegm(&tm), now);
+        return refuse(t, tn, r, wait, "insufficient_quota",
+                      "You exceeded your monthly token quota.");
+    }
+    if (rpm && tn->req_bucket < 1)
+        return refuse(t, tn, r, (1 - tn->req_bucket) * 60 / (double)rpm, "rate_limit_exceeded",
+                      "Rate limit reached for requests per minute.");
+    if (tpm && tn->tok_bucket <= 0)
+        return refuse(t, tn, r, (1 - tn->tok_bucket) * 60 / (double)tpm, "rate_limit_exceeded",
+                      "Rate limit reached for tokens per minute.");
+    if (conc && tn->inflight >= conc)
+        return refuse(t, tn, r, 1, "rate_limit_exceeded",
+                      "Too many concurrent requests for this API key's tenant.");
+    if (rpm)
+        tn->req_bucket -= 1;
+    tn->inflight++;
+    return 0;
+}
+
+void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_one *u)
+{
+    refill(t, tn);
+    tn->inflight--;
+    int spent = u->prompt + u->completion;
+    if (limit(tn->pol.tpm, t->cfg->tenants_tpm))
+        tn->tok_bucket -= spent;
+    tn->month_used += spent;
+    gw_metric_add(t->m_requests, 1, tn->label, "ok");
+    gw_metric_add(t->m_tokens, u->prompt, tn->label, "prompt");
+    gw_metric_add(t->m_tokens, u->completion, tn->label, "completion");
+    gw_metric_add(t->m_tokens, u->saved, tn->label, "saved");
+    struct store_usage su = {.tenant = tn->id,
+                             .requests = 1,
+                             .prompt_tokens = u->prompt,
+                             .completion_tokens = u->completion,
+                             .cached_tokens = u->cached,
+                             .exact_hits = u->hit == 1,
+                             .semantic_hits = u->hit == 2,
+                             .tokens_saved = u->saved};
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(su.day, sizeof su.day, "%Y-%m-%d", &tm);
+    store_usage_add(t->st, &su);
+}
+
+int64_t gw_tenant_ns(gw_tenants *t, const struct gw_tenant *tn)
+{
+    int share = tn->pol.share_prefix >= 0 ? tn->pol.share_prefix : t->cfg->tenants_share_prefix;
+    return share ? 0 : tn->id;
+}

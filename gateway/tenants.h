@@ -1,0 +1,86 @@
+/*
+ * tenants — who is asking (API keys), what they may do (policy), how much (rate limits,
+ * quotas) and what they used (usage in SQLite, per-tenant metrics).
+ *
+ * Keys are "cg-" + 48 hex digits of randomness; the store keeps only their SHA-256 and a
+ * prefix. The event loop holds every live key's hash and every tenant's policy in memory
+ * and rereads both from the store once a second, so a key revoked or a policy changed by
+ * the admin API or the CLI (even from another process) takes effect within a second.
+ *
+ * Limits per tenant (policy, else the [tenants] defaults; 0: none): requests per minute and
+ * tokens per minute as token buckets (tokens are counted after the fact; a cache hit's
+ * tokens are saved, not spent), concurrent requests, and a monthly token quota (UTC
+ * months). Event-loop thread only, except gw_key_make().
+ */
+#ifndef GW_TENANTS_H
+#define GW_TENANTS_H
+
+#include "config.h"
+#include "metrics.h"
+#include "store.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct gw_req;
+typedef struct gw_tenants gw_tenants;
+
+struct gw_tenant_policy {
+    double threshold;     /* semantic similarity; < 0: the configured one */
+    int64_t ttl_s;        /* < 0: the configured one */
+    int64_t max_entries;  /* 0: the configured one */
+    int64_t max_bytes;    /* 0: the configured one */
+    int share_prefix;     /* -1: the configured default */
+    int64_t rpm, tpm, concurrency, monthly_tokens; /* < 0: the configured ones; 0: none */
+    char models[8][64];   /* allowed models; none listed: all */
+    int nmodels;
+};
+
+struct gw_tenant {
+    int64_t id;
+    char name[64];
+    const char *label; /* its metric label: the name, or "other" */
+    struct gw_tenant_policy pol;
+    int deleted;
+    /* limiter state */
+    double req_bucket, tok_bucket, refill_s;
+    int inflight;
+    int64_t month_used;
+    int month; /* year * 12 + month of month_used */
+};
+
+/* Parses a policy JSON object ("{}": all defaults). -1 with err on a bad key or value. */
+int gw_policy_parse(const char *json, struct gw_tenant_policy *out, char *err, size_t errlen);
+
+/* Creates a key for tenant: key (>= 52 bytes) gets the secret, prefix its shown part. */
+int gw_key_make(store *st, int64_t tenant, char *key, size_t keylen, char *prefix,
+                size_t prefixlen);
+
+gw_tenants *gw_tenants_create(const struct gw_config *cfg, store *st, struct event_base *base,
+                              gw_metrics *metrics, char *err, size_t errlen);
+void gw_tenants_destroy(gw_tenants *t); /* accepts NULL */
+
+/*
+ * The tenant a request acts for: from its Bearer key, or the default tenant when
+ * tenants.auth is off. NULL after replying 401. Borrowed: tenants are never freed while
+ * the server runs.
+ */
+struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r);
+/* 0 when the tenant may use model; else replies 404 and returns -1. */
+int gw_tenants_model_ok(struct gw_tenant *tn, struct gw_req *r, const char *model);
+/* Admits a request under the tenant's limits; else replies 429 (with Retry-After) and
+ * returns -1. Every admitted request ends with exactly one gw_tenants_done(). */
+int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r);
+
+struct gw_usage_one {
+    int prompt, completion, cached; /* tokens the engine used (0 for a cache hit) */
+    int hit;                        /* 0 engine, 1 exact hit, 2 semantic hit */
+    int saved;                      /* completion tokens a hit saved */
+};
+void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_one *u);
+
+/* The prefix-cache namespace of a tenant's requests (0: the shared global one). */
+int64_t gw_tenant_ns(gw_tenants *t, const struct gw_tenant *tn);
+
+#endif

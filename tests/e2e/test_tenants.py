@@ -1,0 +1,213 @@
+"""End-to-end tests of tenants: API keys (401s, revocation within a second), isolation of
+the answer caches and of the prefix cache, rate limits and quotas (429 with Retry-After),
+usage accounting, per-tenant policy, and the admin API and CLI. Two tenants, a and b."""
+
+import json
+import subprocess
+import time
+
+import httpx
+import pytest
+
+from conftest import BIN, ROOT
+
+MODEL = "smollm2-135m-instruct"
+ADMIN = "tenant-test-admin"
+AUTH_CONF = f"[tenants]\nauth = on\nadmin_key = {ADMIN}\n"
+SYSTEM = ("You are the support assistant of the Zorblax Widget Company. Answer briefly and "
+          "politely, mention the warranty when relevant, never invent part numbers, and "
+          "always end by asking whether there is anything else to help with.")
+
+
+def client(server, key=None):
+    h = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.Client(base_url=server.base_url, verify=server.ssl_context(), timeout=120,
+                        headers=h)
+
+
+def admin(server):
+    return client(server, ADMIN)
+
+
+def make_tenant(server, name, policy=None):
+    a = admin(server)
+    r = a.post("/admin/tenants", json={"name": name, **({"policy": policy} if policy else {})})
+    assert r.status_code == 201, r.text
+    r = a.post("/admin/keys", json={"tenant": name})
+    assert r.status_code == 201, r.text
+    return r.json()["key"]
+
+
+def chat(c, content, headers=None, system=None, **kw):
+    msgs = ([{"role": "system", "content": system}] if system else []) + \
+        [{"role": "user", "content": content}]
+    return c.post("/v1/chat/completions", json={"model": MODEL, "messages": msgs, **kw},
+                  headers=headers or {})
+
+
+def embed(c):
+    return c.post("/v1/embeddings", json={"model": "all-minilm-l6-v2", "input": "hello"})
+
+
+@pytest.fixture
+def server(make_server):
+    return make_server(AUTH_CONF)
+
+
+def test_401_for_no_key_a_wrong_key_and_a_revoked_key(server):
+    key = make_tenant(server, "a")
+    time.sleep(1.2)  # the server rereads keys once a second
+    assert embed(client(server, key)).status_code == 200
+    for c in [client(server), client(server, "cg-" + "0" * 48), client(server, ADMIN)]:
+        r = embed(c)
+        assert r.status_code == 401
+        assert r.json()["error"]["code"] == "invalid_api_key"
+        assert chat(c, "hi").status_code == 401
+        assert c.get("/v1/models").status_code == 401
+    prefix = key[:12]
+    keys = admin(server).get("/admin/keys?tenant=a").json()["data"]
+    assert [k["prefix"] for k in keys] == [prefix] and key not in json.dumps(keys)
+    assert admin(server).delete(f"/admin/keys?prefix={prefix}").status_code == 200
+    time.sleep(1.2)
+    assert embed(client(server, key)).status_code == 401, "a revoked key stops within a second"
+
+
+def test_the_answer_caches_are_per_tenant(server):
+    ka, kb = make_tenant(server, "a"), make_tenant(server, "b")
+    line = json.dumps({"model": MODEL, "messages": [
+        {"role": "user", "content": "What is the capital of France?"}],
+        "answer": "Paris, for tenant a."})
+    r = admin(server).post("/admin/cache/import?tenant=a", content=line)
+    assert r.json()["imported"] == 1
+    time.sleep(1.2)
+    a, b = client(server, ka), client(server, kb)
+    occ = {"Cache-Control": "only-if-cached"}
+    for q in ["What is the capital of France?", "What's the capital city of France?"]:
+        ra = chat(a, q, occ)
+        assert ra.status_code == 200 and "tenant a" in ra.text
+        rb = chat(b, q, occ)
+        assert rb.status_code == 504, "tenant b never gets tenant a's answer"
+        assert "tenant a" not in rb.text and '"a"' not in rb.text
+
+
+def test_prefix_cache_is_not_shared_across_tenants_unless_both_share(make_server):
+    server = make_server(AUTH_CONF + "[cache]\nenabled = false\n")
+    ka, kb = make_tenant(server, "a"), make_tenant(server, "b")
+    kc = make_tenant(server, "c", {"share_prefix_cache": True})
+    kd = make_tenant(server, "d", {"share_prefix_cache": True})
+    time.sleep(1.2)
+
+    def cached(key, q):
+        r = chat(client(server, key), q, system=SYSTEM, max_tokens=2, temperature=0)
+        assert r.status_code == 200, r.text
+        return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    cached(ka, "Hello?")
+    assert cached(ka, "Do you sell gears?") > 0, "a tenant reuses its own prefix"
+    assert cached(kb, "Do you sell gears?") == 0, "b must not reuse a's system prompt"
+    cached(kc, "Hello?")
+    assert cached(kd, "Do you sell gears?") > 0, "two tenants that share, share"
+
+
+def test_rate_limit_429_with_retry_after_then_success(server):
+    key = make_tenant(server, "a", {"requests_per_minute": 10})
+    time.sleep(1.2)
+    c = client(server, key)
+    codes = [embed(c).status_code for _ in range(12)]
+    assert codes[:10] == [200] * 10 and 429 in codes[10:], codes
+    r = embed(c)
+    assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limit_exceeded"
+    wait = int(r.headers["Retry-After"])
+    assert 1 <= wait <= 6
+    time.sleep(wait + 0.1)
+    assert embed(c).status_code == 200, "the window refills"
+    # another tenant is not limited by a's traffic
+    kb = make_tenant(server, "b")
+    time.sleep(1.2)
+    assert embed(client(server, kb)).status_code == 200
+
+
+def test_monthly_quota_and_usage(server):
+    key = make_tenant(server, "a", {"monthly_tokens": 5})
+    time.sleep(1.2)
+    c = client(server, key)
+    assert embed(c).status_code == 200  # 3 tokens
+    assert embed(c).status_code == 200  # 6 >= 5
+    r = embed(c)
+    assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota"
+    assert int(r.headers["Retry-After"]) > 0
+    time.sleep(1.5)  # usage is written in batches, about once a second
+    rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
+    assert len(rows) == 1 and rows[0]["requests"] == 2 and rows[0]["prompt_tokens"] == 6
+    p = subprocess.run([str(BIN), "usage", "--tenant", "a", "--data-dir", str(server.data_dir),
+                        "--config", str(server.conf)], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0 and "a " in p.stdout and " 2 " in p.stdout, p.stdout + p.stderr
+    text = client(server).get("/metrics").text
+    assert 'cachegate_tenant_requests_total{tenant="a",result="quota_exceeded"} 1' in text
+    assert 'cachegate_tenant_requests_total{tenant="a",result="ok"} 2' in text
+
+
+def test_cache_hits_count_as_requests_with_tokens_saved(server):
+    key = make_tenant(server, "a")
+    line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Say hi."}],
+                       "answer": "Hi there, friend."})
+    admin(server).post("/admin/cache/import?tenant=a", content=line)
+    time.sleep(1.2)
+    r = chat(client(server, key), "Say hi.", {"Cache-Control": "only-if-cached"})
+    assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "exact"
+    time.sleep(1.5)
+    row = admin(server).get("/admin/usage?tenant=a").json()["data"][0]
+    assert row["requests"] == 1 and row["exact_hits"] == 1 and row["tokens_saved"] > 0
+    assert row["completion_tokens"] == 0
+
+
+def test_allowed_models_policy(server):
+    key = make_tenant(server, "a", {"models": ["some-other-model"]})
+    time.sleep(1.2)
+    r = chat(client(server, key), "hi")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_keys_are_stored_hashed_and_never_logged(server):
+    key = make_tenant(server, "a")
+    time.sleep(1.2)
+    assert embed(client(server, key)).status_code == 200
+    assert embed(client(server, key + "x")).status_code == 401
+    server.stop()
+    blob = b"".join(p.read_bytes() for p in server.data_dir.rglob("*") if p.is_file())
+    assert key.encode() not in blob and key[12:].encode() not in blob
+    logs = json.dumps(server.lines)
+    assert key not in logs and key[12:] not in logs
+
+
+def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
+    def cli(*args):
+        return subprocess.run([str(BIN), *args, "--data-dir", str(server.data_dir), "--config",
+                               str(server.conf)], cwd=ROOT, capture_output=True, text=True)
+
+    assert cli("tenant", "create", "cli-t", '{"requests_per_minute": 100}').returncode == 0
+    assert cli("tenant", "create", "cli-t").returncode == 1, "names are unique"
+    assert cli("tenant", "create", "bad", '{"nonsense": 1}').returncode == 1
+    p = cli("key", "create", "cli-t")
+    key = p.stdout.strip()
+    assert p.returncode == 0 and key.startswith("cg-") and len(key) == 51
+    time.sleep(1.2)
+    assert embed(client(server, key)).status_code == 200
+    listed = cli("key", "list", "cli-t").stdout
+    assert key[:12] in listed and key not in listed
+    assert "cli-t" in cli("tenant", "list").stdout
+    assert cli("key", "revoke", key[:12]).returncode == 0
+    time.sleep(1.2)
+    assert embed(client(server, key)).status_code == 401
+    assert cli("tenant", "delete", "cli-t").returncode == 0
+    assert "cli-t" not in cli("tenant", "list").stdout
+
+
+def test_auth_off_on_a_non_loopback_listener_refuses_to_start(tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text("[tenants]\nauth = off\n")
+    p = subprocess.run([str(BIN), "serve", "--config", str(conf), "--listen", "0.0.0.0:0",
+                        "--data-dir", str(tmp_path / "data"), "--device", "cpu"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1
+    assert "tenants.auth = off is allowed only on a loopback listener" in p.stderr
