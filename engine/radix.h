@@ -10,7 +10,16 @@
  * number of full blocks (block_size tokens each, from kvc_shape()), together with the block
  * id of each. A partly filled last block of a sequence is never cached. The KV of a block
  * depends on every token before it, so a block stands for the whole path from the
- * namespace down to it, not just its own tokens.
+ * namespace down to it, not just its own tokens. The tree gives no value a meaning: that
+ * 0 is the global namespace, shared by the tenants configured to share, is the gateway's
+ * convention (engine_worker.h).
+ *
+ * Why a namespace node under one root rather than a tree per tenant: the tenants share one
+ * KV pool, so eviction must take the least recently used unlocked leaf over all of them;
+ * with one tree that is one heap, one child table and one set of counters, and a match or
+ * insert pays a single extra lookup (the namespace node, keyed by (root, ns) in the child
+ * table). A namespace node holds no blocks, is never in the heap, and goes away with its
+ * last child, so an idle tenant costs nothing once its runs are evicted.
  *
  * Splitting. Namespace 7 holds one node N, "abcd efgh ijkl" in blocks 3, 8, 5 (block size
  * 4). Inserting "abcd efgh mnop" computed in the caller's blocks 20, 21, 11 diverges at the

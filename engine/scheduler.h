@@ -55,8 +55,11 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
 void sched_destroy(sched *s);
 
 /*
- * Queues a sequence. ns: its prefix-cache namespace (sequences share cached KV only
- * within one). prompt is copied; p->stop strings are copied. ud is passed to the events. ENG_EINVAL when the prompt is empty or does not fit max_model_len.
+ * Queues a sequence. ns: its prefix-cache namespace: a sequence reuses cached KV only
+ * from sequences of the same ns, and waits for one still prefilling a common prefix only
+ * within it (the gateway passes the tenant's; 0 is the shared global one). prompt and the
+ * p->stop strings are copied. ud is passed to the events. ENG_EINVAL when the prompt is
+ * empty or does not fit max_model_len, ENG_EFULL when it cannot fit the pool alone.
  */
 int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
                  const struct eng_gen_params *p, void *ud, sched_seq **out);

@@ -115,7 +115,8 @@ static void *run(void *arg)
             break;
         for (struct gw_gen_job *j = in, *nx; j; j = nx) {
             nx = j->next;
-            int rc = sched_submit(w->s, j->ns, j->prompt, j->n_prompt, &j->params, j, &j->seq);
+            int rc =
+                sched_submit(w->s, (uint64_t)j->ns, j->prompt, j->n_prompt, &j->params, j, &j->seq);
             if (rc) {
                 j->next = NULL;
                 on_done(j, rc, ENG_FINISH_STOP, j->n_prompt, 0, 0);

@@ -17,6 +17,7 @@
 #include "scheduler.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 struct gw_gen_job;
 
@@ -35,7 +36,9 @@ struct gw_gen_job {
     /* set by the submitter */
     int32_t *prompt; /* owned by the job until done */
     int n_prompt;
-    uint64_t ns; /* prefix-cache namespace */
+    /* prefix-cache namespace: jobs share cached KV only within one (their tenant's);
+     * 0 is the global namespace, for tenants configured to share it */
+    int64_t ns;
     struct eng_gen_params params; /* stop strings owned by the job */
     void (*on_event)(struct gw_gen_event *ev); /* event loop; must free ev */
     void *ud;

@@ -1,5 +1,6 @@
 /* tests engine/radix.c: hand-written cases (empty tree, full and block-granular partial
- * matches, a split with both branches matchable, namespaces kept apart, locks against
+ * matches, a split with both branches matchable, namespaces kept apart (the global one,
+ * 0, shared only by the requests that carry it; one LRU order over all), locks against
  * eviction, LRU order, a parent evictable after its last child, re-inserting a present
  * prefix, bad arguments, destroy), then a randomized run of a scheduler's life over a tiny
  * pool (admit with match, prefill/decode steps, finish with insert, preempt, cancel,
@@ -309,6 +310,103 @@ static void cache(rdx_tree *t, kvc_pool *p, uint64_t ns, const char *s, int32_t 
     cr_assert_eq(rdx_insert(t, ns, tk, nb * BS, out), nb);
     release_blocks(p, nb, out);
     check_tree(t);
+}
+
+/* Namespaces seen by rdx_visit, in a bit set of the small values used here. */
+static void ns_visit(void *ud, uint64_t ns, const int32_t *tok, const int32_t *blocks, int n_blocks,
+                     int node_blocks, int lock)
+{
+    (void)tok, (void)blocks, (void)n_blocks, (void)node_blocks, (void)lock;
+    cr_assert_lt(ns, 64);
+    *(uint64_t *)ud |= 1ULL << ns;
+}
+
+static uint64_t namespaces(const rdx_tree *t)
+{
+    uint64_t set = 0;
+    cr_assert_eq(rdx_visit(t, ns_visit, &set), 0);
+    return set;
+}
+
+/* ns 0 is an ordinary key: two requests that both carry it share, nobody else does */
+Test(radix, global_namespace_shared_by_its_members_only)
+{
+    kvc_pool *p = make_pool(8);
+    rdx_tree *t = make_tree(p);
+    int32_t a[3];
+    cache(t, p, 0, "abcd efgh ijkl", a);
+    expect_match(t, p, 0, "abcd efgh ijkl", a, 3);
+    expect_match(t, p, 0, "abcd efgh wxyz", a, 2);
+    expect_match(t, p, 1, "abcd efgh ijkl", NULL, 0);
+    /* a tenant's own entry does not leak into the global namespace either */
+    int32_t b[1];
+    cache(t, p, 1, "qqqq", b);
+    expect_match(t, p, 0, "qqqq", NULL, 0);
+    expect_match(t, p, 1, "qqqq", b, 1);
+    cr_assert_eq(namespaces(t), 0x3);
+    rdx_destroy(t);
+    cr_assert_eq(kvc_free_blocks(p), 8);
+    kvc_destroy(p);
+}
+
+/* one LRU order over every namespace; a lock protects only its own namespace's path; a
+ * namespace emptied by eviction goes away and can be filled again */
+Test(radix, eviction_lru_across_namespaces)
+{
+    kvc_pool *p = make_pool(16);
+    rdx_tree *t = make_tree(p);
+    int32_t x[2], y[2], z[2], w[2], y1[2];
+    cache(t, p, 1, "xxxx XXXX", x); /* oldest */
+    cache(t, p, 2, "yyyy YYYY", y);
+    cache(t, p, 0, "zzzz ZZZZ", z);
+    cache(t, p, 1, "wwww WWWW", w);
+    cache(t, p, 2, "xxxx XXXX", y1); /* ns 1's tokens, another tenant's blocks */
+    cr_assert_eq(namespaces(t), 0x7);
+    cr_assert_eq(kvc_free_blocks(p), 6);
+    expect_match(t, p, 1, "xxxx XXXX", x, 2); /* x is now the newest */
+
+    /* one block wanted: the least recently used leaf over all namespaces is ns 2's y */
+    cr_assert_eq(rdx_evict(t, 7), 2);
+    check_tree(t);
+    expect_match(t, p, 2, "yyyy YYYY", NULL, 0);
+    expect_match(t, p, 2, "xxxx XXXX", y1, 2); /* y1 now newer than z and w */
+    expect_match(t, p, 1, "xxxx XXXX", x, 2);  /* untouched by ns 2's eviction */
+    /* next in line: z (ns 0), then w (ns 1) */
+    cr_assert_eq(rdx_evict(t, 9), 2);
+    check_tree(t);
+    cr_assert_eq(namespaces(t), 0x6, "ns 0 left with its last run");
+    cr_assert_eq(rdx_evict(t, 11), 2);
+    check_tree(t);
+    expect_match(t, p, 1, "wwww WWWW", NULL, 0);
+    expect_match(t, p, 1, "xxxx XXXX", x, 2);
+
+    /* ns 1's x locked: everything else goes, ns 2's copy of the same tokens included */
+    int32_t got[2];
+    rdx_node *lk;
+    cr_assert_eq(match_str(t, 1, "xxxx XXXX", got, 2, &lk), 8);
+    release_blocks(p, 2, got);
+    cr_assert_eq(rdx_evictable_blocks(t), 2);
+    cr_assert_eq(rdx_evict(t, 16), 2);
+    check_tree(t);
+    cr_assert_eq(namespaces(t), 0x2);
+    cr_assert_eq(rdx_held_blocks(t), 2);
+    expect_match(t, p, 2, "xxxx XXXX", NULL, 0);
+    rdx_unlock(t, lk);
+    cr_assert_eq(rdx_evict(t, 16), 2);
+    check_tree(t);
+    cr_assert_eq(namespaces(t), 0);
+    cr_assert_eq(kvc_free_blocks(p), 16);
+
+    /* emptied namespaces fill again, still apart */
+    cache(t, p, 2, "yyyy YYYY", y);
+    cache(t, p, 0, "yyyy YYYY", z);
+    expect_match(t, p, 2, "yyyy YYYY", y, 2);
+    expect_match(t, p, 0, "yyyy YYYY", z, 2);
+    expect_match(t, p, 1, "yyyy YYYY", NULL, 0);
+    cr_assert_eq(namespaces(t), 0x5);
+    rdx_destroy(t);
+    cr_assert_eq(kvc_free_blocks(p), 16);
+    kvc_destroy(p);
 }
 
 Test(radix, eviction_lru_locks_and_parents)

@@ -1,11 +1,14 @@
 /* tests engine/scheduler.c on the default model: a sequence's greedy output is the same alone
  * and inside a busy batch that preempts; cancelled sequences give their blocks back at the
- * next step; no block is leaked. */
+ * next step; no block is leaked; the prefix cache is reused only within a namespace (0
+ * shared by those that carry it), a sequence waits for another's prefill only within its
+ * own, and eviction makes room across namespaces. */
 #include "engine.h"
 #include "generate.h"
 #include "scheduler.h"
 
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,5 +232,141 @@ Test(sched, prefix_cache_reuses_a_shared_prefix_with_the_same_output)
         }
         sched_destroy(s);
     }
+    free(ids);
+}
+
+static const char *shared_text = "The following is a long shared system prompt that many requests "
+                                 "repeat word for word before their own question. Question: "
+                                 "what is the capital of France?";
+
+/* Submits one sequence in ns and steps until everything is done. */
+static void run_alone(sched *s, uint64_t ns, const int32_t *ids, int n, struct out *o)
+{
+    struct eng_gen_params p = greedy(16);
+    sched_seq *q;
+    cr_assert_eq(sched_submit(s, ns, ids, n, &p, o, &q), 0);
+    int steps = 0;
+    while (sched_step(s) > 0)
+        cr_assert(++steps < 10000);
+    cr_assert(o->done && !o->err);
+}
+
+static void expect_all_cached_blocks_unlocked(sched *s)
+{
+    struct sched_stats st;
+    sched_get_stats(s, &st);
+    cr_assert_eq(st.blocks_free + st.blocks_cached, st.blocks_total);
+    cr_assert_eq(st.blocks_cached, st.blocks_evictable);
+}
+
+Test(sched, prefix_cache_namespaces_one_after_another)
+{
+    /* one prompt in turn through namespaces: cached only where it ran before under the
+     * same ns; 0 (the global namespace) is shared by whoever carries it */
+    static const struct {
+        uint64_t ns;
+        int cached; /* 1: every full block of the prompt but the last token's */
+    } runs[] = {{1, 0}, {2, 0}, {1, 1}, {2, 1}, {0, 0}, {0, 1}, {3, 0}, {UINT64_MAX, 0}};
+    int n;
+    int32_t *ids = encode(shared_text, &n);
+    struct sched_config cfg = {4, 64, 64, 16, 0, 1};
+    sched *s;
+    cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+    struct out first = {0};
+    long want_total = 0;
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        struct out o = {0};
+        run_alone(s, runs[i].ns, ids, n, &o);
+        int want = runs[i].cached ? (n - 1) / 16 * 16 : 0;
+        cr_assert_eq(o.cached, want, "run %zu (ns %llu): %d cached tokens, want %d", i,
+                     (unsigned long long)runs[i].ns, o.cached, want);
+        want_total += want;
+        if (i == 0) first = o;
+        cr_assert_str_eq(o.text, first.text, "run %zu", i);
+        expect_all_cached_blocks_unlocked(s);
+    }
+    struct sched_stats st;
+    sched_get_stats(s, &st);
+    cr_assert_eq(st.tokens_cached, want_total, "the hit counter counts every namespace");
+    sched_destroy(s);
+    free(ids);
+}
+
+Test(sched, prefix_cache_waits_for_a_prefill_only_within_its_namespace)
+{
+    /* two sequences with the same prompt at once, prefilled in chunks of 8 tokens: in one
+     * namespace the second waits for the first's prompt and starts from its blocks; in two
+     * namespaces they run side by side and share nothing */
+    int n;
+    int32_t *ids = encode(shared_text, &n);
+    cr_assert_gt(n, 24, "a prompt of several prefill chunks");
+    static const uint64_t pairs[][2] = {{1, 1}, {1, 2}, {0, 0}, {0, 5}};
+    struct out ref = {0};
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        struct sched_config cfg = {4, 8, 64, 16, 0, 1};
+        sched *s;
+        cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+        struct out a = {0}, b = {0};
+        struct eng_gen_params p = greedy(16);
+        sched_seq *qa, *qb;
+        cr_assert_eq(sched_submit(s, pairs[i][0], ids, n, &p, &a, &qa), 0);
+        cr_assert_eq(sched_submit(s, pairs[i][1], ids, n, &p, &b, &qb), 0);
+        cr_assert(sched_step(s) > 0);
+        struct sched_stats st;
+        sched_get_stats(s, &st);
+        int same = pairs[i][0] == pairs[i][1];
+        cr_assert_eq(st.running, same ? 1 : 2, "pair %zu: %d running", i, st.running);
+        cr_assert_eq(st.waiting, same ? 1 : 0, "pair %zu: %d waiting", i, st.waiting);
+        int steps = 0;
+        while (sched_step(s) > 0)
+            cr_assert(++steps < 10000);
+        cr_assert(a.done && b.done && !a.err && !b.err);
+        cr_assert_eq(a.cached, 0);
+        cr_assert_eq(b.cached, same ? (n - 1) / 16 * 16 : 0, "pair %zu: %d cached", i, b.cached);
+        if (i == 0) ref = a;
+        cr_assert_str_eq(a.text, ref.text);
+        cr_assert_str_eq(b.text, ref.text);
+        expect_all_cached_blocks_unlocked(s);
+        sched_destroy(s);
+    }
+    free(ids);
+}
+
+Test(sched, prefix_cache_evicts_across_namespaces)
+{
+    /* a pool with room for one sequence only: each tenant's run must evict the previous
+     * tenant's cached blocks (its prompt's, then its answer's) to complete */
+    int n;
+    int32_t *ids = encode(shared_text, &n);
+    int need = (n + 16 + 15) / 16; /* prompt and up to 16 generated tokens */
+    struct sched_config cfg = {4, 64, need, 16, 0, 1};
+    sched *s;
+    cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+    static const uint64_t order[] = {1, 2, 1, 3, 0};
+    struct out first = {0};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
+        struct out o = {0};
+        run_alone(s, order[i], ids, n, &o);
+        cr_assert_eq(o.cached, 0, "run %zu: the earlier run of ns %llu was evicted", i,
+                     (unsigned long long)order[i]);
+        if (i == 0) {
+            first = o;
+            /* its positions reach into the pool's last block: no room left beside it */
+            cr_assert_gt(n + o.completion - 1, (need - 1) * 16, "%d + %d tokens in %d blocks", n,
+                         o.completion, need);
+        }
+        cr_assert_str_eq(o.text, first.text);
+        cr_assert_eq(o.completion, first.completion);
+        expect_all_cached_blocks_unlocked(s);
+        struct sched_stats st;
+        sched_get_stats(s, &st);
+        cr_assert_gt(st.blocks_cached, 0);
+    }
+    /* and the last tenant's entry, still cached, serves it again */
+    struct out o = {0};
+    run_alone(s, 0, ids, n, &o);
+    cr_assert_eq(o.cached, (n - 1) / 16 * 16);
+    cr_assert_str_eq(o.text, first.text);
+    sched_destroy(s);
     free(ids);
 }
