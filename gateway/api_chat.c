@@ -645,6 +645,7 @@ static void handle(struct gw_req *r, int chat)
         goto out;
     c->tenants = tenants;
     c->tn = tn;
+    c->job.ns = gw_tenant_ns(tenants, tn); /* the prefix cache's namespace */
     /* the tenant's policy under the request's own headers */
     if (c->ctl.threshold < 0 && tn->pol.threshold >= 0)
         c->ctl.threshold = tn->pol.threshold;
