@@ -514,11 +514,19 @@ void gw_cache_refresh_metrics(gw_cache *c)
 {
     struct store_tenant_stats st[MAX_NAMES];
     int n = store_stats(c->st, st, MAX_NAMES);
+    double other_entries = 0, other_bytes = 0;
+    int others = 0;
     for (int i = 0; i < n; i++) {
         int k = name_slot(c, st[i].tenant);
-        const char *name = k >= 0 ? c->names[k].name : "other";
-        gw_metric_set(c->m_entries, (double)st[i].entries, name);
-        gw_metric_set(c->m_bytes, (double)st[i].bytes, name);
+        /* bounded label cardinality: tenants past the configured number fold into other */
+        if (k < 0 || k >= c->cfg->tenants_metrics_max) {
+            other_entries += (double)st[i].entries;
+            other_bytes += (double)st[i].bytes;
+            others = 1;
+        } else {
+            gw_metric_set(c->m_entries, (double)st[i].entries, c->names[k].name);
+            gw_metric_set(c->m_bytes, (double)st[i].bytes, c->names[k].name);
+        }
         if (k >= 0) {
             gw_metric_add(c->m_evictions, (double)(st[i].evicted_lru - c->names[k].lru), "lru");
             gw_metric_add(c->m_evictions, (double)(st[i].expired - c->names[k].expired),
@@ -526,6 +534,10 @@ void gw_cache_refresh_metrics(gw_cache *c)
             c->names[k].lru = st[i].evicted_lru;
             c->names[k].expired = st[i].expired;
         }
+    }
+    if (others) {
+        gw_metric_set(c->m_entries, other_entries, "other");
+        gw_metric_set(c->m_bytes, other_bytes, "other");
     }
 }
 
