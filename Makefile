@@ -67,6 +67,7 @@ NVFLAGS := -O2 -std=c++17 -Xcompiler -fPIC,-Wall -shared -cudart static \
 PYTEST := .venv/bin/pytest
 REF_VENV := build/ref-venv
 LLAMA_VENV := build/llama-venv
+GPTCACHE_VENV := build/gptcache-venv
 
 .PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda fuzz
 
@@ -159,7 +160,7 @@ $(BUILD)/bench/bench_engine: tests/bench/bench_engine.c $(ENG_LIB)
 	$(CC) $(CFLAGS) -o $@ $< $(ENG_LIB) $(LDFLAGS) $(GW_LIBS)
 
 bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VENV)/.stamp \
-       $(LLAMA_VENV)/.stamp
+       $(LLAMA_VENV)/.stamp $(GPTCACHE_VENV)/.stamp
 	bash tests/bench/http.sh $(BIN)
 	$(REF_VENV)/bin/python tests/bench/embed.py $(BUILD) models/all-minilm-l6-v2
 	$(LLAMA_VENV)/bin/python tests/bench/engine.py $(BUILD) \
@@ -167,6 +168,8 @@ bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VEN
 	$(LLAMA_VENV)/bin/python tests/bench/prefix.py $(BUILD) \
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 	.venv/bin/python tests/bench/cache.py $(BUILD) ../shared/data/paraphrase-dev.tsv \
+	    tests/bench/paraphrase-extra.tsv
+	$(GPTCACHE_VENV)/bin/python tests/bench/gptcache_peer.py ../shared/data/paraphrase-dev.tsv \
 	    tests/bench/paraphrase-extra.tsv
 
 run: deps all
@@ -185,6 +188,12 @@ clean:
 $(REF_VENV)/.stamp: tests/ref/requirements.txt
 	python3 -m venv $(REF_VENV)
 	$(REF_VENV)/bin/pip install -q --disable-pip-version-check -r tests/ref/requirements.txt
+	touch $@
+
+# GPTCache, the answer-cache benchmark's peer, in its own venv
+$(GPTCACHE_VENV)/.stamp: tests/bench/requirements-gptcache.txt
+	python3 -m venv $(GPTCACHE_VENV)
+	$(GPTCACHE_VENV)/bin/pip install -q --disable-pip-version-check -r $<
 	touch $@
 
 .PHONY: embedder-fixtures
