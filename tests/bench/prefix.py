@@ -1,17 +1,48 @@
-"""Shared-prefix workload in the style of SGLang's benchmark: G groups x P prompts, each
-group sharing a system prefix of about L tokens, then a question of about Q tokens and O
-output tokens, sent through the OpenAI chat API (streaming) at concurrency C. Reports time
-to first token (p50, p99) and throughput, for cachegate with the prefix cache on and off
-and at concurrency 16 against 1, and for llama.cpp's OpenAI-compatible server
-(llama-cpp-python[server]) on the same GGUF, side by side in one run.
+"""Shared-prefix workload in the style of SGLang's benchmark (bench_serving
+--dataset-name generated-shared-prefix): G groups x P prompts, each group sharing a system
+prefix of exactly L tokens, then a question of exactly Q tokens, asking for O output
+tokens, sent through the OpenAI chat API (streaming) at concurrency C (a closed loop: C
+requests in flight). Reports time to first token (p50, p99), requests/s and output
+tokens/s for
 
-usage: python prefix.py BUILD_DIR MODEL.gguf [G P L Q O]   (in build/llama-venv)
+  cachegate, prefix cache on,  C=16 and C=1
+  cachegate, prefix cache off, C=16 and C=1
+  llama.cpp's OpenAI-compatible server (llama-cpp-python[server]), C=16 and C=1
+
+on the same GGUF, and the ratios the project's goals are stated in, in one run. Every row
+starts a fresh server (a warm prefix cache would flatter later rows); each server gets one
+short unrelated request before its row starts (page faults, thread pools), which shares
+no prefix with the workload beyond the chat template's first tokens.
+
+cachegate's answer caches are off ([cache] enabled = false): this measures the engine and
+its prefix cache, and no request may be answered from a stored answer.
+
+llama.cpp's server is configured fairly: llama-cpp-python 0.3.36's server has one model
+instance behind a lock, so it serves one request at a time. Its default
+interrupt_requests=true ends a streaming reply after its first chunk whenever another
+request is waiting (the client sees "[DONE]" and then "incomplete chunked read"; this is
+why it failed 15 of 16 concurrent requests before), so it runs with
+--interrupt_requests false. It also runs with --logits_all false (the server's default
+computes the vocabulary projection for every prompt token), --n_threads and
+--n_threads_batch equal to cachegate's threads, a context large enough for any request,
+the GGUF's own chat template, and by default with its prompt cache (--cache true,
+llama-cpp-python's LlamaRAMCache: saved states looked up by longest token prefix), its
+counterpart of a prefix cache; --llama-cache off leaves only its built-in reuse of the
+previous request's prefix.
+
+usage (in build/llama-venv):
+  python tests/bench/prefix.py BUILD_DIR MODEL.gguf [--groups 4 --prompts 16
+      --prefix-tokens 1024 --question-tokens 32 --output-tokens 32 --threads 2
+      --rows on16,on1,off16,off1,llama16,llama1 --llama-cache on --json FILE]
 """
 
+import argparse
 import asyncio
 import json
+import math
 import os
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -20,34 +51,74 @@ import time
 
 import httpx
 
+MODEL_NAME = "smollm2-135m-instruct"
 WORDS = ("order delivery parcel refund invoice account password address payment card "
          "warehouse courier tracking return exchange discount voucher customer support "
          "shipping weekend holiday policy receipt subscription premium member service").split()
+ALL_ROWS = ("on16", "on1", "off16", "off1", "llama16", "llama1")
 
 
-def workload(g, p, l_tokens, q_tokens, seed=11):
+# ---------------------------------------------------------------------------- workload
+
+def tokenizer(model):
+    """Token count of a text as the model's tokenizer sees it (llama.cpp's; cachegate's
+    tokenizer gives the same ids, tests/engine/test_llamacpp.c)."""
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
+    return lambda text: len(llm.tokenize(text.encode(), add_bos=False, special=False))
+
+
+def exact_text(count, head, n_tokens, rng):
+    """head followed by random words, exactly n_tokens tokens in all (the byte-level BPE
+    pre-tokenizer splits at spaces, so " word" pieces add up)."""
+    words = []
+    n = count(head)
+    one_token = [w for w in WORDS if count(" " + w) == 1]
+    while n < n_tokens:
+        w = rng.choice(WORDS if n_tokens - n > 3 else one_token)
+        k = count(" " + w)
+        if n + k > n_tokens:
+            continue
+        words.append(w)
+        n += k
+    text = head + "".join(" " + w for w in words)
+    assert count(text) == n_tokens, (count(text), n_tokens)
+    return text
+
+
+def workload(model, g, p, l_tokens, q_tokens, seed=11):
+    count = tokenizer(model)
     rng = random.Random(seed)
     reqs = []
     for gi in range(g):
-        system = f"Group {gi}. " + " ".join(rng.choice(WORDS) for _ in range(l_tokens))
+        system = exact_text(count, f"Group {gi}.", l_tokens, rng)
         for pi in range(p):
-            question = f"Question {pi}: " + " ".join(rng.choice(WORDS) for _ in range(q_tokens))
+            question = exact_text(count, f"Question {gi}.{pi}:", q_tokens, rng)
             reqs.append([{"role": "system", "content": system},
                          {"role": "user", "content": question}])
     rng.shuffle(reqs)
     return reqs
 
 
-async def one(client, url, model, messages, out_tokens):
+# ---------------------------------------------------------------------------- client
+
+async def one(client, model, messages, out_tokens):
     body = {"model": model, "messages": messages, "max_tokens": out_tokens, "temperature": 0,
             "stream": True, "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
     ttft = None
     n_out = 0
-    async with client.stream("POST", url, json=body) as r:
-        r.raise_for_status()
+    n_prompt = None
+    done = False
+    async with client.stream("POST", "/v1/chat/completions", json=body) as r:
+        if r.status_code != 200:
+            await r.aread()
+            raise RuntimeError(f"HTTP {r.status_code}: {r.text[:200]}")
         async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                done = True
                 continue
             ev = json.loads(line[6:])
             for ch in ev.get("choices") or []:
@@ -56,112 +127,239 @@ async def one(client, url, model, messages, out_tokens):
                     n_out += 1
             if ev.get("usage"):
                 n_out = ev["usage"]["completion_tokens"]
-    return ttft or time.perf_counter() - t0, n_out
+                n_prompt = ev["usage"].get("prompt_tokens")
+    if not done or ttft is None:
+        raise RuntimeError("stream ended without [DONE]" if not done else "no content")
+    return ttft, n_out, n_prompt
 
 
-async def run(base_url, verify, model, reqs, conc, out_tokens):
+async def run(base_url, verify, reqs, conc, out_tokens, timeout):
     sem = asyncio.Semaphore(conc)
-    async with httpx.AsyncClient(base_url=base_url, verify=verify, timeout=600) as client:
+    limits = httpx.Limits(max_connections=conc, max_keepalive_connections=conc)
+    async with httpx.AsyncClient(base_url=base_url, verify=verify, timeout=timeout,
+                                 limits=limits) as client:
         async def task(m):
             async with sem:
                 try:
-                    return await one(client, "/v1/chat/completions", model, m, out_tokens)
-                except httpx.HTTPError:
-                    return None
+                    return await one(client, MODEL_NAME, m, out_tokens)
+                except (httpx.HTTPError, RuntimeError, ValueError) as e:
+                    return repr(e)
         t0 = time.perf_counter()
         res = await asyncio.gather(*(task(m) for m in reqs))
         wall = time.perf_counter() - t0
-    ok = [r for r in res if r]
+    ok = [r for r in res if isinstance(r, tuple)]
+    errors = [r for r in res if not isinstance(r, tuple)]
     ttfts = sorted(r[0] for r in ok) or [float("nan")]
     toks = sum(r[1] for r in ok)
-    return {"ttft_p50": statistics.median(ttfts), "ttft_p99": ttfts[max(0, int(len(ttfts) * .99) - 1)],
-            "req_s": len(ok) / wall, "tok_s": toks / wall, "failed": len(res) - len(ok)}
+    prompts = [r[2] for r in ok if r[2] is not None]
+    return {"ttft_p50": statistics.median(ttfts),
+            "ttft_p99": ttfts[max(0, math.ceil(len(ttfts) * .99) - 1)],
+            "req_s": len(ok) / wall, "tok_s": toks / wall, "wall_s": wall,
+            "out_per_req": toks / max(1, len(ok)),
+            "prompt_tokens": statistics.mean(prompts) if prompts else None,
+            "failed": len(errors), "first_error": errors[0] if errors else None}
 
 
-def start_cachegate(build, model, tmp, tag):
-    cache = tag[0] == "1"
-    conf = os.path.join(tmp, f"c{tag}.conf")
+async def warm(base_url, verify):
+    async with httpx.AsyncClient(base_url=base_url, verify=verify, timeout=120) as client:
+        await one(client, MODEL_NAME, [{"role": "user", "content": "Hi"}], 2)
+
+
+# ---------------------------------------------------------------------------- servers
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_cachegate(build, model, tmp, tag, cache, threads):
+    conf = os.path.join(tmp, f"cachegate-{tag}.conf")
     with open(conf, "w") as f:
-        f.write(f"[engine]\nmodel = {model}\n"
+        f.write("[cache]\nenabled = false\n"
+                f"[engine]\nmodel = {model}\nmodel_name = {MODEL_NAME}\nthreads = {threads}\n"
                 f"enable_prefix_caching = {'true' if cache else 'false'}\n"
                 "max_num_seqs = 16\nmax_model_len = 4096\ncpu_kv_cache_bytes = 1G\n")
-    log = open(os.path.join(tmp, f"log{tag}"), "w+")
-    data = os.path.join(tmp, f"d{tag}")
+    log_path = os.path.join(tmp, f"cachegate-{tag}.log")
+    log = open(log_path, "w+")
+    data = os.path.join(tmp, f"data-{tag}")
     proc = subprocess.Popen([f"{build}/cachegate", "serve", "--config", conf, "--listen",
-                             "127.0.0.1:0", "--data-dir", data, "--device", "cpu"], stderr=log)
+                             "127.0.0.1:0", "--data-dir", data, "--device", "cpu"],
+                            stdout=subprocess.DEVNULL, stderr=log)
     port = None
-    for _ in range(300):
+    for _ in range(600):
         time.sleep(0.1)
+        if proc.poll() is not None:
+            break
         log.seek(0)
         for line in log:
             if '"listening"' in line:
                 port = int(json.loads(line)["port"])
         if port:
             break
-    return proc, f"https://127.0.0.1:{port}", os.path.join(data, "tls", "cert.pem")
+    if not port:
+        proc.kill()
+        log.seek(0)
+        sys.exit(f"cachegate did not start:\n{log.read()[-3000:]}")
+    return proc, f"https://127.0.0.1:{port}", os.path.join(data, "tls", "cert.pem"), log_path
 
 
-def start_llama_server(model, threads):
-    port = 18000 + os.getpid() % 1000
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", model,
-                             "--n_ctx", "8192", "--n_threads", str(threads),
-                             "--n_threads_batch", str(threads), "--port", str(port),
-                             "--model_alias", "smollm2-135m-instruct"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(300):
+def llama_args(model, threads, n_ctx, cache, port):
+    args = [sys.executable, "-m", "llama_cpp.server", "--model", model,
+            "--model_alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
+            "--n_ctx", str(n_ctx), "--n_batch", "512", "--n_ubatch", "512",
+            "--n_threads", str(threads), "--n_threads_batch", str(threads),
+            "--logits_all", "false", "--interrupt_requests", "false",
+            "--cache", "true" if cache else "false"]
+    return args
+
+
+def start_llama_server(model, threads, n_ctx, cache, tmp, tag):
+    port = free_port()
+    log_path = os.path.join(tmp, f"llama-{tag}.log")
+    log = open(log_path, "w")
+    proc = subprocess.Popen(llama_args(model, threads, n_ctx, cache, port),
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
         time.sleep(0.2)
+        if proc.poll() is not None:
+            break
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
-                break
+            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
+                return proc, url, log_path
         except httpx.HTTPError:
             pass
-    return proc, f"http://127.0.0.1:{port}"
+    proc.kill()
+    sys.exit(f"llama.cpp server did not start:\n{open(log_path).read()[-3000:]}")
 
 
-def row(name, r):
-    print(f"{name:<34} {r['ttft_p50']:>9.3f} {r['ttft_p99']:>9.3f} {r['req_s']:>8.2f} "
-          f"{r['tok_s']:>9.1f}" + (f"  ({r['failed']} requests failed)" if r["failed"] else ""),
-          flush=True)
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# ---------------------------------------------------------------------------- report
+
+LABELS = {"on16": "cachegate, prefix cache on, C=16", "on1": "cachegate, prefix cache on, C=1",
+          "off16": "cachegate, prefix cache off, C=16", "off1": "cachegate, prefix cache off, C=1",
+          "llama16": "llama.cpp server, C=16", "llama1": "llama.cpp server, C=1"}
+
+
+def row(key, r):
+    pt = f"{r['prompt_tokens']:.0f}" if r["prompt_tokens"] is not None else "-"
+    print(f"| {LABELS[key]:<34} | {r['ttft_p50']:10.3f} | {r['ttft_p99']:10.3f} | "
+          f"{r['req_s']:6.2f} | {r['tok_s']:9.1f} | {r['out_per_req']:7.1f} | {pt:>6} | "
+          f"{r['wall_s']:6.1f} |" + (f"  {r['failed']} FAILED, e.g. {r['first_error']}"
+                                     if r["failed"] else ""), flush=True)
+
+
+def ratio(name, num, den, goal=None):
+    if num is None or den is None:
+        return
+    x = num / den if den else float("inf")
+    verdict = "" if goal is None else (f"  (goal >= {goal}x: {'met' if x >= goal else 'NOT met'})")
+    print(f"  {name:<62} {x:7.2f}x{verdict}")
 
 
 def main():
-    build, model = sys.argv[1], sys.argv[2]
-    g, p, l, q, o = (int(x) for x in (sys.argv[3:8] if len(sys.argv) > 7 else (4, 4, 1024, 32, 16)))
-    reqs = workload(g, p, l, q)
-    name = "smollm2-135m-instruct"
-    print(f"shared-prefix workload: {g} groups x {p} prompts, prefix ~{l} words, question ~{q} "
-          f"words, {o} output tokens, {os.cpu_count()} cores")
-    print(f"{'server, concurrency':<34} {'TTFT p50':>9} {'TTFT p99':>9} {'req/s':>8} {'out tok/s':>9}")
-    results = {}
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build")
+    ap.add_argument("model")
+    ap.add_argument("--groups", "-G", type=int, default=4)
+    ap.add_argument("--prompts", "-P", type=int, default=16, help="prompts per group")
+    ap.add_argument("--prefix-tokens", "-L", type=int, default=1024)
+    ap.add_argument("--question-tokens", "-Q", type=int, default=32)
+    ap.add_argument("--output-tokens", "-O", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="engine threads of both servers")
+    ap.add_argument("--rows", default=",".join(ALL_ROWS),
+                    help="comma-separated subset of " + ",".join(ALL_ROWS))
+    ap.add_argument("--llama-cache", choices=("on", "off"), default="on",
+                    help="llama-cpp-python's prompt cache (LlamaRAMCache)")
+    ap.add_argument("--timeout", type=float, default=1800, help="client timeout per request, s")
+    ap.add_argument("--json", help="also write the results here")
+    a = ap.parse_args()
+    rows = [r for r in a.rows.split(",") if r]
+    for r in rows:
+        if r not in ALL_ROWS:
+            ap.error(f"unknown row {r}")
+    model = os.path.abspath(a.model)
+    build = os.path.abspath(a.build)
+    n_ctx = 1 << math.ceil(math.log2(a.prefix_tokens + a.question_tokens + a.output_tokens + 64))
+    n_ctx = max(n_ctx, 2048)
+
+    reqs = workload(model, a.groups, a.prompts, a.prefix_tokens, a.question_tokens)
+    print(f"shared-prefix workload: {a.groups} groups x {a.prompts} prompts = {len(reqs)} "
+          f"requests, system prefix {a.prefix_tokens} tokens, question {a.question_tokens} "
+          f"tokens, max_tokens {a.output_tokens} (greedy, streaming), {os.cpu_count()} cores, "
+          f"{a.threads} engine threads per server")
+    print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
+          f"{os.getloadavg()[2]:.2f}")
+    cmd = " ".join(llama_args(model, a.threads, n_ctx, a.llama_cache == "on", 0)[1:])
+    print("llama.cpp server: python " + cmd.replace("--port 0", "--port PORT"))
+    print()
+    print(f"| {'server, concurrency':<34} | TTFT p50 s | TTFT p99 s | req/s  | out tok/s | "
+          f"out/req | prompt | wall s |")
+    print(f"|{'-' * 36}|{'-' * 12}|{'-' * 12}|{'-' * 8}|{'-' * 11}|{'-' * 9}|{'-' * 8}|"
+          f"{'-' * 8}|", flush=True)
+    res = {}
     with tempfile.TemporaryDirectory() as tmp:
-        # a fresh server for every run: a warm prefix cache would flatter the later ones
-        for cache, conc in ((1, 16), (1, 1), (0, 16)):
-            proc, url, cert = start_cachegate(build, model, tmp, f"{cache}{conc}")
+        for key in rows:
+            conc = 16 if key.endswith("16") else 1
+            if key.startswith("llama"):
+                proc, url, log = start_llama_server(model, a.threads, n_ctx,
+                                                    a.llama_cache == "on", tmp, key)
+                verify = False
+            else:
+                proc, url, verify, log = start_cachegate(build, model, tmp, key,
+                                                         key.startswith("on"), a.threads)
             try:
-                r = asyncio.run(run(url, cert, name, reqs, conc, o))
-                results[(cache, conc)] = r
-                row(f"cachegate, cache {'on' if cache else 'off'}, C={conc}", r)
+                asyncio.run(warm(url, verify))
+                r = asyncio.run(run(url, verify, reqs, conc, a.output_tokens, a.timeout))
             finally:
-                proc.terminate()
-                proc.wait()
-    if os.environ.get("PREFIX_BENCH_PEER", "1") == "0":
-        return
-    on, off, one_c = results[(1, 16)], results[(0, 16)], results[(1, 1)]
-    print(f"prefix cache: TTFT p50 {off['ttft_p50'] / on['ttft_p50']:.2f}x better, throughput "
-          f"{on['tok_s'] / off['tok_s']:.2f}x")
-    print(f"concurrency 16 vs 1 (cache on): throughput {on['tok_s'] / one_c['tok_s']:.2f}x",
-          flush=True)
-    proc, url = start_llama_server(model, os.cpu_count())
-    try:
-        r = asyncio.run(run(url, False, name, reqs, 16, o))
-        results["llama"] = r
-        row("llama.cpp server, C=16", r)
-    finally:
-        proc.terminate()
-        proc.wait()
-    ll = results["llama"]
-    print(f"against llama.cpp server at C=16: throughput {on['tok_s'] / ll['tok_s']:.2f}x, "
-          f"TTFT p50 {ll['ttft_p50'] / on['ttft_p50']:.2f}x better")
+                stop(proc)
+            res[key] = r
+            row(key, r)
+            if r["failed"]:
+                print(f"--- last lines of {key}'s server log:\n" +
+                      "".join(open(log, errors="replace").readlines()[-15:]), flush=True)
+    print(f"\nload after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
+          f"{os.getloadavg()[2]:.2f}")
+
+    g = lambda k, f: res[k][f] if k in res and not res[k]["failed"] else None  # noqa: E731
+    print("\nratios (throughput: output tokens/s; TTFT: p50, larger is better for cachegate):")
+    ratio("prefix cache, TTFT p50 off/on, C=16", g("off16", "ttft_p50"), g("on16", "ttft_p50"), 5)
+    ratio("prefix cache, TTFT p50 off/on, C=1", g("off1", "ttft_p50"), g("on1", "ttft_p50"), 5)
+    ratio("prefix cache, throughput on/off, C=16", g("on16", "tok_s"), g("off16", "tok_s"))
+    ratio("prefix cache, throughput on/off, C=1", g("on1", "tok_s"), g("off1", "tok_s"))
+    ratio("concurrency, throughput C=16/C=1, cache on", g("on16", "tok_s"), g("on1", "tok_s"), 3)
+    ratio("concurrency, requests/s C=16/C=1, cache on", g("on16", "req_s"), g("on1", "req_s"))
+    ratio("concurrency, throughput C=16/C=1, cache off", g("off16", "tok_s"), g("off1", "tok_s"))
+    ratio("concurrency, throughput C=16/C=1, llama.cpp", g("llama16", "tok_s"), g("llama1", "tok_s"))
+    ratio("vs llama.cpp, throughput cachegate/llama.cpp, C=16", g("on16", "tok_s"),
+          g("llama16", "tok_s"), 1.5)
+    ratio("vs llama.cpp, requests/s cachegate/llama.cpp, C=16", g("on16", "req_s"),
+          g("llama16", "req_s"))
+    ratio("vs llama.cpp, TTFT p50 llama.cpp/cachegate, C=16", g("llama16", "ttft_p50"),
+          g("on16", "ttft_p50"), 3)
+    ratio("vs llama.cpp, throughput cachegate/llama.cpp, C=1", g("on1", "tok_s"),
+          g("llama1", "tok_s"))
+    ratio("vs llama.cpp, TTFT p50 llama.cpp/cachegate, C=1", g("llama1", "ttft_p50"),
+          g("on1", "ttft_p50"))
+    best = [x for x in (g("llama16", "tok_s"), g("llama1", "tok_s")) if x]
+    ratio("vs llama.cpp, throughput cachegate C=16 / llama.cpp's best C", g("on16", "tok_s"),
+          max(best) if best else None)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"args": vars(a), "results": res}, f, indent=1)
+    if any(r["failed"] for r in res.values()):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
