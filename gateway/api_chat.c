@@ -174,39 +174,19 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
 /* content: a string, or an array of {"type":"text","text":...} parts, joined. */
 static char *content_text(json_t *content, struct parsed *p, int i)
 {
-    if (json_is_string(content))
-        return strndup(json_string_value(content), json_string_length(content));
-    if (!json_is_array(content)) {
+    size_t len;
+    long bad;
+    char *t = gw_message_text(content, &len, &bad);
+    if (t || bad == -2)
+        return t;
+    if (bad < 0)
         snprintf(p->msg, sizeof p->msg, "messages[%d].content must be a string or an array of "
                                         "text parts.", i);
-        p->param = "messages";
-        return NULL;
-    }
-    size_t total = 0, k;
-    json_t *part;
-    json_array_foreach(content, k, part)
-    {
-        const char *type = json_string_value(json_object_get(part, "type"));
-        json_t *t = json_object_get(part, "text");
-        if (!type || strcmp(type, "text") != 0 || !json_is_string(t)) {
-            snprintf(p->msg, sizeof p->msg, "messages[%d].content[%zu]: only text parts are "
-                                            "supported.", i, k);
-            p->param = "messages";
-            return NULL;
-        }
-        total += json_string_length(t);
-    }
-    char *out = malloc(total + 1), *w = out;
-    if (!out)
-        return NULL;
-    json_array_foreach(content, k, part)
-    {
-        json_t *t = json_object_get(part, "text");
-        memcpy(w, json_string_value(t), json_string_length(t));
-        w += json_string_length(t);
-    }
-    *w = 0;
-    return out;
+    else
+        snprintf(p->msg, sizeof p->msg, "messages[%d].content[%ld]: only text parts are "
+                                        "supported.", i, bad);
+    p->param = "messages";
+    return NULL;
 }
 
 /* The prompt's token ids for a chat request. */

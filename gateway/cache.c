@@ -76,12 +76,15 @@ char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
     return src;
 }
 
-/* A message's content as text: a string, or the text parts of an array, joined. */
-static char *content_text(json_t *content, size_t *len)
+char *gw_message_text(json_t *content, size_t *len, long *bad)
 {
+    *bad = -1;
     if (json_is_string(content)) {
         *len = json_string_length(content);
-        return strndup(json_string_value(content), *len);
+        char *t = strndup(json_string_value(content), *len);
+        if (!t)
+            *bad = -2;
+        return t;
     }
     if (!json_is_array(content))
         return NULL;
@@ -89,14 +92,19 @@ static char *content_text(json_t *content, size_t *len)
     json_t *part;
     json_array_foreach(content, i, part)
     {
+        const char *type = json_string_value(json_object_get(part, "type"));
         json_t *t = json_object_get(part, "text");
-        if (!json_is_string(t))
+        if (!type || strcmp(type, "text") != 0 || !json_is_string(t)) {
+            *bad = (long)i;
             return NULL;
+        }
         total += json_string_length(t);
     }
     char *out = malloc(total + 1), *w = out;
-    if (!out)
+    if (!out) {
+        *bad = -2;
         return NULL;
+    }
     json_array_foreach(content, i, part)
     {
         json_t *t = json_object_get(part, "text");
@@ -166,15 +174,17 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
         size_t n = json_array_size(msgs);
         json_t *last = n ? json_array_get(msgs, n - 1) : NULL;
         const char *role = json_string_value(json_object_get(last, "role"));
+        long bad;
         if (!role || strcmp(role, "user") ||
-            !(query = content_text(json_object_get(last, "content"), &qlen)))
+            !(query = gw_message_text(json_object_get(last, "content"), &qlen, &bad)))
             goto out;
         json_t *ctx = json_array();
         for (size_t i = 0; i + 1 < n; i++) {
             json_t *m = json_array_get(msgs, i);
             const char *r = json_string_value(json_object_get(m, "role"));
             size_t len;
-            char *t = content_text(json_object_get(m, "content"), &len);
+            long bad;
+            char *t = gw_message_text(json_object_get(m, "content"), &len, &bad);
             if (!r || !t) {
                 free(t);
                 json_decref(ctx);

@@ -39,6 +39,13 @@ struct gw_cache_key {
 int gw_cache_key_make(json_t *body, int chat, int64_t ns, struct gw_cache_key *out);
 void gw_cache_key_deinit(struct gw_cache_key *k);
 
+/*
+ * A message's content as text: a string, or the "text" parts of an array, joined
+ * (malloc'd, *len bytes). NULL with *bad: -1 when content is neither, the index of the
+ * first part that is not text, or -2 when out of memory.
+ */
+char *gw_message_text(json_t *content, size_t *len, long *bad);
+
 /* Request-level controls, from Cache-Control and the X-Cache-* request headers. */
 struct gw_cache_ctl {
     int no_cache;       /* skip the lookup; still store */

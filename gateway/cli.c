@@ -61,7 +61,8 @@ int gw_cli_open_store(const struct gw_config *cfg, int dim, store **out)
     return 0;
 }
 
-/* The embedding dimension the store is opened with, read from the configured model. */
+/* Imports JSON lines into a tenant: embedded in batches by the configured embedder, their
+ * answers' tokens counted with the chat model's vocabulary. */
 static int import_file(const struct gw_config *cfg, const char *path, const char *tenant_name)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;

@@ -229,9 +229,12 @@ static void reload(gw_tenants *t)
             tn->deleted = 0;
             char err[160];
             struct gw_tenant_policy pol;
-            if (gw_policy_parse(list[i].policy, &pol, err, sizeof err) == 0)
+            if (gw_policy_parse(list[i].policy, &pol, err, sizeof err) == 0) {
+                /* capacity overrides go to the store only when they change */
+                if (pol.max_entries != tn->pol.max_entries || pol.max_bytes != tn->pol.max_bytes)
+                    store_set_limits(t->st, tn->id, pol.max_entries, pol.max_bytes);
                 tn->pol = pol;
-            store_set_limits(t->st, tn->id, tn->pol.max_entries, tn->pol.max_bytes);
+            }
         }
         for (int i = 0; i < n; i++)
             store_tenant_deinit(&list[i]);

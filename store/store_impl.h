@@ -46,7 +46,8 @@ struct op {
     enum op_kind kind;
     store_done_fn done;
     void *arg;
-    int64_t tenant, id, now_ms;
+    int64_t tenant, id;
+    int64_t value; /* OP_TOUCH: the hit's time (ms); OP_PROMPT_TOKENS: the count */
     /* OP_PUT: the entry, with its strings and embedding in one allocation after it */
     struct store_entry e;
     struct store_usage u;
@@ -69,6 +70,7 @@ struct store {
     pthread_cond_t q_cond, sync_cond;
     struct op *q_head, *q_tail;
     int q_urgent; /* queued operations other than touches: they wake the writer */
+    int64_t last_sweep_ms; /* writer thread: the last expiry sweep */
     int closing;
     uint64_t sync_done; /* batches committed (q_mu) */
     pthread_t writer;

@@ -68,13 +68,13 @@ int store_put(store *s, const struct store_entry *e, store_done_fn done, void *a
     return enqueue(s, o);
 }
 
-static int simple_op(store *s, enum op_kind kind, int64_t tenant, int64_t id, int64_t now,
+static int simple_op(store *s, enum op_kind kind, int64_t tenant, int64_t id, int64_t value,
                      store_done_fn done, void *arg)
 {
     struct op *o = calloc(1, sizeof *o);
     if (!o)
         return STORE_ENOMEM;
-    *o = (struct op){.kind = kind, .tenant = tenant, .id = id, .now_ms = now, .done = done,
+    *o = (struct op){.kind = kind, .tenant = tenant, .id = id, .value = value, .done = done,
                      .arg = arg};
     return enqueue(s, o);
 }
@@ -470,14 +470,13 @@ static void run_batch(store *s, struct op *ops)
 {
     struct batch b = {0};
     int64_t now = store_now_ms();
-    static __thread int64_t last_sweep;
     int rc = sqlite3_exec(s->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
     for (struct op *o = ops; o && !rc; o = o->next) {
         switch (o->kind) {
         case OP_PUT: rc = apply_put(s, &b, o); break;
         case OP_TOUCH:
             sqlite3_bind_int64(s->st_touch, 1, o->id);
-            sqlite3_bind_int64(s->st_touch, 2, o->now_ms);
+            sqlite3_bind_int64(s->st_touch, 2, o->value);
             rc = step_done(s->st_touch);
             break;
         case OP_DELETE:
@@ -489,7 +488,7 @@ static void run_batch(store *s, struct op *ops)
         case OP_USAGE: rc = apply_usage(s, &o->u); break;
         case OP_PROMPT_TOKENS:
             sqlite3_bind_int64(s->st_prompt_tokens, 1, o->id);
-            sqlite3_bind_int64(s->st_prompt_tokens, 2, o->now_ms); /* the count */
+            sqlite3_bind_int64(s->st_prompt_tokens, 2, o->value);
             rc = step_done(s->st_prompt_tokens);
             break;
         case OP_FLUSH: break;
@@ -497,8 +496,8 @@ static void run_batch(store *s, struct op *ops)
     }
     for (size_t i = 0; i < b.nt && !rc; i++)
         rc = evict(s, &b, b.tenants[i]);
-    if (!rc && now - last_sweep >= 1000) {
-        last_sweep = now;
+    if (!rc && now - s->last_sweep_ms >= 1000) {
+        s->last_sweep_ms = now;
         sqlite3_bind_int64(s->st_expired, 1, now);
         int64_t dummy = 0;
         rc = remove_selected(s, &b, s->st_expired, &dummy) < 0 ? -1 : 0;
