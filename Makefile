@@ -54,15 +54,28 @@ GW_OBJ := $(GW_SRC:%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(BUILD)/obj/gateway/main.o
 BIN := $(BUILD)/cachegate
 
-UNIT_SRC := $(wildcard tests/*/test_*.c)
+# tests/gpu/ needs a GPU: built by make (so a machine without one still compiles them),
+# run by make test-gpu only
+GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
+GPU_TEST_BIN := $(GPU_TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+UNIT_SRC := $(filter-out $(GPU_TEST_SRC),$(wildcard tests/*/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
-CUDA_SRC := $(wildcard gateway/*.cu)
+# The plugin: gateway/*.cu (entry point), embedder/*.cu and engine/cuda/*.cu (the
+# backends). The CUDA runtime is linked statically; cuBLAS dynamically (a machine with a
+# GPU has the toolkit's libraries; one without never loads the plugin far enough to care).
+CUDA_HOME ?= /usr/local/cuda
+CUDA_SRC := $(wildcard gateway/*.cu embedder/*.cu engine/cuda/*.cu)
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuobj/%.o)
+CUDA_HDR := $(wildcard gateway/cuda_plugin.h embedder/emb_impl.h engine/backend.h engine/model.h \
+                       engine/kvcache.h engine/cuda/*.h embedder/*.cuh)
 CUDA_LIB := build/libcachegate_cuda.so
-NVFLAGS := -O2 -std=c++17 -Xcompiler -fPIC,-Wall -shared -cudart static \
-           -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-           -gencode arch=compute_90,code=compute_90
+NVARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+          -gencode arch=compute_90,code=compute_90
+NVFLAGS := -O3 -std=c++17 -Xcompiler -fPIC,-Wall -Xcompiler -fvisibility=hidden $(NVARCH) \
+           -Igateway -Iembedder -Iengine
+NVLINK := -shared -cudart static -L$(CUDA_HOME)/lib64 -lcublas -Xlinker -rpath,$(CUDA_HOME)/lib64
 
 PYTEST := .venv/bin/pytest
 REF_VENV := build/ref-venv
@@ -71,7 +84,7 @@ GPTCACHE_VENV := build/gptcache-venv
 
 .PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda fuzz
 
-all: $(BIN) $(ENG_LIB) $(STORE_LIB) cuda
+all: $(BIN) $(ENG_LIB) $(STORE_LIB) cuda $(GPU_TEST_BIN)
 
 deps:
 	@bash deploy/deps.sh
@@ -124,9 +137,12 @@ $(BUILD)/tests/%: tests/%.c $(GW_LIB) $(EMB_LIB) $(ENG_LIB) $(STORE_LIB)
 
 ifneq ($(NVCC),)
 cuda: $(CUDA_LIB)
-$(CUDA_LIB): $(CUDA_SRC) gateway/cuda_plugin.h
+$(BUILD)/cuobj/%.o: %.cu $(CUDA_HDR)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+$(CUDA_LIB): $(CUDA_OBJ)
 	@mkdir -p build
-	$(NVCC) $(NVFLAGS) -Igateway -o $@ $(CUDA_SRC)
+	$(NVCC) $(NVARCH) $(NVLINK) -o $@ $(CUDA_OBJ)
 else
 cuda:
 	@echo "CUDA: nvcc not found (PATH, /usr/local/cuda/bin); skipping $(CUDA_LIB)"
@@ -148,8 +164,9 @@ else
 	@$(MAKE) --no-print-directory e2e
 endif
 
-test-gpu: deps all
+test-gpu: deps all $(GPU_TEST_BIN)
 	$(BIN) device --device cuda
+	@set -e; for t in $(GPU_TEST_BIN); do echo "== $$t"; $$t --jobs 1; done
 
 $(BUILD)/bench/bench_embed: tests/bench/bench_embed.c $(EMB_LIB)
 	@mkdir -p $(dir $@)

@@ -6,6 +6,7 @@
 #ifndef EMB_IMPL_H
 #define EMB_IMPL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct emb_config {
@@ -42,6 +43,12 @@ struct emb_backend_i {
     int (*forward)(void *ctx, const struct emb_batch *b, float *out);
     void (*destroy)(void *ctx);
 };
+
+/* A backend on another device (the CUDA plugin's): cfg and w are borrowed for the call
+ * only (the backend copies the weights to its device). err gets the reason on failure. */
+typedef int (*emb_backend_create_fn)(const struct emb_config *cfg, const struct emb_weights *w,
+                                     const struct emb_backend_i **vt, void **ctx, char *err,
+                                     size_t errlen);
 
 /* cfg and w are borrowed for the backend's life. */
 int emb_backend_cpu_create(const struct emb_config *cfg, const struct emb_weights *w,

@@ -36,6 +36,7 @@ const char *eng_strerror(int rc)
     case ENG_EFORMAT: return "malformed model file";
     case ENG_ENOTSUP: return "not supported";
     case ENG_EFULL: return "no room left";
+    case ENG_EDEVICE: return "device error";
     }
     return "unknown error";
 }

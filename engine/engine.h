@@ -14,6 +14,7 @@ enum {
     ENG_EFORMAT = -4, /* a model file is malformed */
     ENG_ENOTSUP = -5, /* valid, but not supported (a tensor type, an architecture) */
     ENG_EFULL = -6,   /* no room (KV blocks, queue) */
+    ENG_EDEVICE = -7, /* the device (GPU) failed; the backend's last_error() says how */
 };
 
 const char *eng_strerror(int rc);
