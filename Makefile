@@ -62,14 +62,14 @@ UNIT_SRC := $(filter-out $(GPU_TEST_SRC),$(wildcard tests/*/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
-# The plugin: gateway/*.cu (entry point), embedder/*.cu and engine/cuda/*.cu (the
+# The plugin: gateway/*.cu (entry point), embedder/*.cu and engine/*.cu (the
 # backends). The CUDA runtime is linked statically; cuBLAS dynamically (a machine with a
 # GPU has the toolkit's libraries; one without never loads the plugin far enough to care).
 CUDA_HOME ?= /usr/local/cuda
-CUDA_SRC := $(wildcard gateway/*.cu embedder/*.cu engine/cuda/*.cu)
+CUDA_SRC := $(wildcard gateway/*.cu embedder/*.cu engine/*.cu)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuobj/%.o)
 CUDA_HDR := $(wildcard gateway/cuda_plugin.h embedder/emb_impl.h engine/backend.h engine/model.h \
-                       engine/kvcache.h engine/cuda/*.h embedder/*.cuh)
+                       engine/kvcache.h engine/*.cuh embedder/*.cuh)
 CUDA_LIB := build/libcachegate_cuda.so
 NVARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
           -gencode arch=compute_90,code=compute_90

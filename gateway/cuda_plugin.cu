@@ -1,5 +1,5 @@
 // The CUDA plugin's entry point and device probe. The backends live in
-// embedder/backend_cuda.cu and engine/cuda/; their creators are referenced weakly, so a
+// embedder/backend_cuda.cu and engine/backend_cuda.cu; their creators are referenced weakly, so a
 // plugin built without one of them says so (a NULL field) instead of failing to load.
 #include "cuda_plugin.h"
 

@@ -29,7 +29,7 @@ struct gw_cuda_device_info {
     char error[256];       /* why no device, when probe returns <= 0 */
 };
 
-struct eng_cuda_test_ops; /* engine/cuda/cuda_ops.h: single ops, for make test-gpu */
+struct eng_cuda_test_ops; /* engine/ops_cuda.h: single ops, for make test-gpu */
 
 struct gw_cuda_plugin {
     int abi;
