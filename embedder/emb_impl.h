@@ -50,6 +50,12 @@ typedef int (*emb_backend_create_fn)(const struct emb_config *cfg, const struct 
                                      const struct emb_backend_i **vt, void **ctx, char *err,
                                      size_t errlen);
 
+/* The loaded model's configuration and host weights, borrowed for the model's life (for
+ * tests that hold a backend against the CPU one). */
+typedef struct emb_model emb_model;
+void emb_model_internals(const emb_model *m, const struct emb_config **cfg,
+                         const struct emb_weights **w);
+
 /* cfg and w are borrowed for the backend's life. */
 int emb_backend_cpu_create(const struct emb_config *cfg, const struct emb_weights *w,
                            int threads, const struct emb_backend_i **vt, void **ctx);

@@ -387,8 +387,15 @@ int emb_model_load(const char *dir, const struct emb_options *opt, emb_model **o
         snprintf(err, errlen, "%s/%s", dir, msg);
         goto fail;
     }
-    if ((rc = emb_backend_cpu_create(&m->cfg, &m->w, opt ? opt->threads : 0, &m->be,
-                                     &m->be_ctx))) {
+    if (opt && opt->gpu) {
+        char why[256] = "";
+        if ((rc = opt->gpu(&m->cfg, &m->w, &m->be, &m->be_ctx, why, sizeof why))) {
+            m->be = NULL;
+            snprintf(err, errlen, "creating the GPU backend: %s", why[0] ? why : emb_strerror(rc));
+            goto fail;
+        }
+    } else if ((rc = emb_backend_cpu_create(&m->cfg, &m->w, opt ? opt->threads : 0, &m->be,
+                                            &m->be_ctx))) {
         snprintf(err, errlen, "creating the CPU backend: %s", emb_strerror(rc));
         goto fail;
     }
@@ -451,4 +458,11 @@ int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n
     }
     struct emb_batch b = {n, m->ids, m->off};
     return m->be->forward(m->be_ctx, &b, out);
+}
+
+void emb_model_internals(const emb_model *m, const struct emb_config **cfg,
+                         const struct emb_weights **w)
+{
+    *cfg = &m->cfg;
+    *w = &m->w;
 }

@@ -37,8 +37,16 @@ void emb_set_log(emb_log_fn fn, void *ud);
 
 typedef struct emb_model emb_model;
 
+struct emb_config;
+struct emb_weights;
+struct emb_backend_i;
+
 struct emb_options {
     int threads; /* 0: as many as cores */
+    /* optional: run the model on a GPU backend created by this (the CUDA plugin's
+     * emb_backend_create_fn, emb_impl.h) instead of the CPU */
+    int (*gpu)(const struct emb_config *cfg, const struct emb_weights *w,
+               const struct emb_backend_i **vt, void **ctx, char *err, size_t errlen);
 };
 
 /* err receives a message naming the file and the problem. */

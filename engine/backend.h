@@ -86,9 +86,6 @@ struct eng_backend_i {
     const char *(*last_error)(void *ctx);
 };
 
-typedef int (*eng_backend_create_fn)(const struct eng_weights *w,
-                                     void (*progress)(void *ud, double fraction),
-                                     void *progress_ud, const struct eng_backend_i **vt,
-                                     void **ctx, char *err, size_t errlen);
+/* eng_backend_create_fn (model.h) creates one from weights. */
 
 #endif

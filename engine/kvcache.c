@@ -28,11 +28,13 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
     p->block_floats = p->slot_floats * s->block_size;
     p->layer_floats = p->block_floats * s->n_blocks;
     size_t total = p->layer_floats * s->n_layer;
-    p->k = malloc(total * sizeof(float));
-    p->v = malloc(total * sizeof(float));
+    if (!s->device_storage) {
+        p->k = malloc(total * sizeof(float));
+        p->v = malloc(total * sizeof(float));
+    }
     p->refs = calloc((size_t)s->n_blocks, sizeof *p->refs);
     p->free_list = malloc((size_t)s->n_blocks * sizeof *p->free_list);
-    if (!p->k || !p->v || !p->refs || !p->free_list) {
+    if ((!s->device_storage && (!p->k || !p->v)) || !p->refs || !p->free_list) {
         kvc_destroy(p);
         return ENG_ENOMEM;
     }
@@ -96,10 +98,14 @@ int kvc_refcount(const kvc_pool *p, int32_t b)
 
 float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot)
 {
+    if (!p->k)
+        return NULL;
     return p->k + layer * p->layer_floats + block * p->block_floats + slot * p->slot_floats;
 }
 
 float *kvc_v(kvc_pool *p, int layer, int32_t block, int slot)
 {
+    if (!p->v)
+        return NULL;
     return p->v + layer * p->layer_floats + block * p->block_floats + slot * p->slot_floats;
 }

@@ -17,6 +17,9 @@ typedef struct kvc_pool kvc_pool;
 
 struct kvc_shape {
     int n_layer, n_kv_head, head_dim, block_size, n_blocks;
+    /* 1: the keys and values live in a device backend's memory (backend.h); the pool
+     * keeps only the accounting and kvc_k/kvc_v return NULL */
+    int device_storage;
 };
 
 int kvc_create(const struct kvc_shape *shape, kvc_pool **out);
@@ -34,7 +37,8 @@ void kvc_release(kvc_pool *p, int32_t block);
  * the pool. For callers that check ids they are handed, and for tests. */
 int kvc_refcount(const kvc_pool *p, int32_t block);
 
-/* Where one position's key (or value) vector lives: [n_kv_head][head_dim] floats. */
+/* Where one position's key (or value) vector lives: [n_kv_head][head_dim] floats; NULL
+ * when the storage is on a device. */
 float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot);
 float *kvc_v(kvc_pool *p, int layer, int32_t block, int slot);
 

@@ -7,7 +7,9 @@
  */
 #include "model.h"
 
+#include "backend.h"
 #include "eng_impl.h"
+#include "ops_cpu.h"
 #include "engine.h"
 #include "gguf.h"
 #include "quant.h"
@@ -64,6 +66,12 @@ struct eng_model {
     float *scores;
     size_t scratch_floats;
     int cap_ctx, threads;
+    /* a device backend (NULL: this file's CPU code); be_shape: the pool shape its KV
+     * storage was made for (be_pool: for which pool) */
+    const struct eng_backend_i *be;
+    void *be_ctx;
+    const kvc_pool *be_pool;
+    struct kvc_shape be_shape;
 };
 
 /* ------------------------------------------------------------------ loading */
@@ -283,10 +291,8 @@ out:
     return rc;
 }
 
-void eng_model_destroy(eng_model *m)
+static void free_weights(eng_model *m)
 {
-    if (!m)
-        return;
     if (m->layers)
         for (int l = 0; l < m->hp.n_layer; l++) {
             struct layer *L = &m->layers[l];
@@ -298,10 +304,22 @@ void eng_model_destroy(eng_model *m)
             wmat_free(&L->w_down);
         }
     free(m->layers);
+    m->layers = NULL;
     if (m->output.f != m->tok_embd.f)
         wmat_free(&m->output);
     wmat_free(&m->tok_embd);
+    m->output = m->tok_embd = (struct wmat){0};
     free(m->out_norm);
+    m->out_norm = NULL;
+}
+
+void eng_model_destroy(eng_model *m)
+{
+    if (!m)
+        return;
+    if (m->be)
+        m->be->destroy(m->be_ctx);
+    free_weights(m);
     free(m->rope_inv);
     free(m->x);
     free(m->xn);
@@ -317,6 +335,103 @@ void eng_model_destroy(eng_model *m)
     free(m->scores);
     gguf_close(m->gguf);
     free(m);
+}
+
+static struct eng_weight eweight(const struct wmat *w)
+{
+    return (struct eng_weight){w->f, w->n, w->k};
+}
+
+/* Hands the loaded weights to opt->backend; the host copies go once it has its own. */
+static int to_device(eng_model *m, const struct eng_options *opt, char *msg, size_t msglen)
+{
+    const struct eng_hparams *hp = &m->hp;
+    struct eng_layer_weights *lw = calloc((size_t)hp->n_layer, sizeof *lw);
+    if (!lw)
+        return ENG_ENOMEM;
+    for (int l = 0; l < hp->n_layer; l++) {
+        const struct layer *L = &m->layers[l];
+        lw[l] = (struct eng_layer_weights){L->attn_norm, L->ffn_norm, eweight(&L->wqkv),
+                                           eweight(&L->wo), eweight(&L->w_gate_up),
+                                           eweight(&L->w_down)};
+    }
+    struct eng_weights w = {*hp,           m->tok_embd.f, m->out_norm, eweight(&m->output),
+                            m->rope_inv,   lw,            0};
+    char why[256] = "";
+    int rc = opt->backend(&w, opt->progress, opt->progress_ud, &m->be, &m->be_ctx, why,
+                          sizeof why);
+    free(lw);
+    if (rc) {
+        m->be = NULL;
+        snprintf(msg, msglen, "device backend: %s", why[0] ? why : eng_strerror(rc));
+        return rc;
+    }
+    free_weights(m);
+    return 0;
+}
+
+const char *eng_model_device(const eng_model *m)
+{
+    return m->be ? m->be->describe(m->be_ctx) : "cpu";
+}
+
+int eng_model_kv_on_device(const eng_model *m)
+{
+    return m->be != NULL;
+}
+
+int eng_model_kv_capacity(eng_model *m, const struct kvc_shape *shape, double fraction,
+                          int *n_blocks)
+{
+    if (!m->be)
+        return ENG_ENOTSUP;
+    int rc = m->be->kv_capacity(m->be_ctx, shape, fraction, n_blocks);
+    if (rc == ENG_EDEVICE)
+        eng_log(ENG_LOG_ERROR, "%s: %s", m->be->name, m->be->last_error(m->be_ctx));
+    return rc;
+}
+
+int eng_model_sample(eng_model *m, const struct eng_sample_row *rows, int n, int32_t *tokens)
+{
+    if (!m->be || !m->be->sample)
+        return ENG_ENOTSUP;
+    if (n == 0)
+        return 0;
+    int rc = m->be->sample(m->be_ctx, rows, n, tokens);
+    if (rc == ENG_EDEVICE)
+        eng_log(ENG_LOG_ERROR, "%s: %s", m->be->name, m->be->last_error(m->be_ctx));
+    return rc;
+}
+
+/* The device backend's forward pass: its KV storage follows the pool it is handed. */
+static int forward_device(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_seqs,
+                          float *logits)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    if (!ks->device_storage)
+        return ENG_EINVAL;
+    for (int s = 0; s < n_seqs; s++) {
+        if (seqs[s].n_new <= 0 || seqs[s].pos0 < 0)
+            return ENG_EINVAL;
+        for (int i = 0; i < seqs[s].n_new; i++)
+            if (seqs[s].tokens[i] < 0 || seqs[s].tokens[i] >= m->hp.n_vocab)
+                return ENG_EINVAL;
+    }
+    int rc = 0;
+    if (m->be_pool != kv || memcmp(&m->be_shape, ks, sizeof *ks) != 0) {
+        m->be_pool = NULL;
+        if ((rc = m->be->kv_init(m->be_ctx, ks)))
+            goto fail;
+        m->be_pool = kv;
+        m->be_shape = *ks;
+    }
+    if ((rc = m->be->forward(m->be_ctx, seqs, n_seqs, logits)))
+        goto fail;
+    return 0;
+fail:
+    if (rc == ENG_EDEVICE)
+        eng_log(ENG_LOG_ERROR, "%s: %s", m->be->name, m->be->last_error(m->be_ctx));
+    return rc;
 }
 
 int eng_model_load(const char *path, const struct eng_options *opt, eng_model **out, char *err,
@@ -392,11 +507,13 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         openblas_set_num_threads(opt->threads);
     }
     m->threads = omp_get_max_threads();
+    if (opt && opt->backend && (rc = to_device(m, opt, msg, sizeof msg)))
+        goto fail;
     if (opt && opt->progress)
         opt->progress(opt->progress_ud, 1.0);
-    eng_log(ENG_LOG_INFO, "model %s: %d layers, %d dims, %d/%d heads, vocab %d%s", path,
+    eng_log(ENG_LOG_INFO, "model %s: %d layers, %d dims, %d/%d heads, vocab %d%s, on %s", path,
             hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->n_vocab,
-            hp->tied_output ? ", tied output" : "");
+            hp->tied_output ? ", tied output" : "", eng_model_device(m));
     *out = m;
     return 0;
 fail:
@@ -1007,6 +1124,10 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
     if (ks->n_layer != hp->n_layer || ks->n_kv_head != hp->n_head_kv ||
         ks->head_dim != hp->head_dim || n_seqs <= 0)
         return ENG_EINVAL;
+    if (m->be)
+        return forward_device(m, kv, seqs, n_seqs, logits);
+    if (ks->device_storage)
+        return ENG_EINVAL;
     int T = 0, rows = 0, ctx = 0;
     for (int s = 0; s < n_seqs; s++) {
         if (seqs[s].n_new <= 0 || seqs[s].pos0 < 0)
@@ -1121,4 +1242,42 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
     rmsnorm(m->sel, m->sel, m->out_norm, rows, D, hp->rms_eps);
     linear(&m->output, m->sel, rows, logits, 0);
     return 0;
+}
+
+/* ------------------------------------------------------------------ single ops */
+
+void eng_cpu_rmsnorm(float *out, const float *x, const float *g, int t, int d, float eps)
+{
+    rmsnorm(out, x, g, t, d, eps);
+}
+
+void eng_cpu_rope(float *x, const int *pos, int t, int n_heads, int hd, int n_rot,
+                  const float *inv)
+{
+    rope(x, pos, t, n_heads, hd, n_rot, inv);
+}
+
+void eng_cpu_swiglu(float *out, const float *gate_up, int t, int n_ff)
+{
+    for (int i = 0; i < t; i++)
+        swiglu(out + (size_t)i * n_ff, gate_up + (size_t)i * 2 * n_ff, n_ff);
+}
+
+void eng_cpu_attention(const float *q, int n_new, int pos0, kvc_pool *kv, int layer,
+                       const int32_t *table, int n_head, int n_kv, int hd, float *out)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    if (ks->device_storage || ks->n_kv_head != n_kv || ks->head_dim != hd)
+        return;
+    const int group = n_head / n_kv;
+    float *buf = malloc(sizeof(float) * attn_scratch_floats(pos0 + n_new, hd, group));
+    if (!buf)
+        return;
+    for (int t0 = 0; t0 < n_new; t0 += ATT_TILE) {
+        int t1 = t0 + ATT_TILE < n_new ? t0 + ATT_TILE : n_new;
+        for (int g = 0; g < n_kv; g++)
+            attend_tile(q, pos0, t0, t1, kv, layer, table, g, group, 1.0f / sqrtf((float)hd),
+                        buf, out);
+    }
+    free(buf);
 }

@@ -35,8 +35,19 @@ struct eng_hparams {
 
 typedef struct eng_model eng_model;
 
+/* backend.h: a device backend's creator (the CUDA plugin's) */
+struct eng_weights;
+struct eng_backend_i;
+typedef int (*eng_backend_create_fn)(const struct eng_weights *w,
+                                     void (*progress)(void *ud, double fraction),
+                                     void *progress_ud, const struct eng_backend_i **vt,
+                                     void **ctx, char *err, size_t errlen);
+
 struct eng_options {
     int threads; /* 0: one per core */
+    /* optional: run the forward pass on this backend instead of the CPU; the weights
+     * then live on its device and the host copies are freed after the upload */
+    eng_backend_create_fn backend;
     /* optional: called on the loading thread with the fraction of weights loaded */
     void (*progress)(void *ud, double fraction);
     void *progress_ud;
@@ -65,5 +76,20 @@ struct eng_seq {
  */
 int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_seqs,
                 float *logits);
+
+/* "cpu", or the device backend's description ("cuda:0 NVIDIA H100 ..."). */
+const char *eng_model_device(const eng_model *m);
+/* 1 when the KV storage must be on the backend's device (kvc_shape.device_storage). */
+int eng_model_kv_on_device(const eng_model *m);
+/* KV blocks of this shape that fit in `fraction` of the device's free memory;
+ * ENG_ENOTSUP on the CPU backend. */
+int eng_model_kv_capacity(eng_model *m, const struct kvc_shape *shape, double fraction,
+                          int *n_blocks /* out */);
+/* Samples rows of the last forward pass (called with logits NULL) on the device;
+ * ENG_ENOTSUP when the backend cannot (the caller then asks for logits); with n = 0, 0
+ * when it can. */
+struct eng_sample_row;
+int eng_model_sample(eng_model *m, const struct eng_sample_row *rows, int n,
+                     int32_t *tokens /* out */);
 
 #endif

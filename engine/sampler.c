@@ -1,5 +1,6 @@
 #include "sampler.h"
 
+#include "backend.h"
 #include "engine.h"
 
 #include <assert.h>
@@ -503,4 +504,22 @@ int32_t eng_sampler_sample(eng_sampler *s, float *logits)
     for (size_t i = 0; i < nc; i++)
         w[i] = c[i].v;
     return c[draw(w, nc, u, s->bsum, block_sums(w, nc, s->bsum))].id;
+}
+
+int eng_sampler_device_ok(const eng_sampler *s)
+{
+    return s->p.presence_penalty == 0.0f && s->p.frequency_penalty == 0.0f &&
+           s->p.min_p == 0.0f;
+}
+
+void eng_sampler_device_row(eng_sampler *s, struct eng_sample_row *row)
+{
+    row->temperature = s->p.temperature;
+    row->top_k = s->p.top_k;
+    row->top_p = s->p.top_p;
+    row->u = 0.0f;
+    if (s->p.temperature > 0.0f) {
+        float u = (float)rng_uniform(s->rng);
+        row->u = u < 1.0f ? u : nextafterf(1.0f, 0.0f); /* rounding may reach 1 */
+    }
 }

@@ -65,4 +65,12 @@ void eng_sampler_reset(eng_sampler *s);
  * or none is finite, the token is the argmax: the lowest id at +inf, or 0. */
 int32_t eng_sampler_sample(eng_sampler *s, float *logits);
 
+/* For a backend that samples on its device (backend.h): eng_sampler_device_ok() is 1
+ * when this sampler needs nothing such a backend lacks (no penalty, no min_p);
+ * eng_sampler_device_row() then sets row's parameters and, for a sampled step, draws the
+ * step's random number as eng_sampler_sample() would. row->row is left to the caller. */
+int eng_sampler_device_ok(const eng_sampler *s);
+struct eng_sample_row;
+void eng_sampler_device_row(eng_sampler *s, struct eng_sample_row *row /* out */);
+
 #endif

@@ -1,5 +1,6 @@
 #include "scheduler.h"
 
+#include "backend.h"
 #include "engine.h"
 #include "stop.h"
 
@@ -41,6 +42,9 @@ struct sched {
     struct list waiting, running;
     long next_order;
     float *logits; /* [max_num_seqs][n_vocab] */
+    /* [max_num_seqs]: rows sampled on the model's device, when its backend can (else NULL) */
+    struct eng_sample_row *dev_rows;
+    int32_t *dev_tokens;
     struct eng_seq *batch;
     sched_seq **batch_seq;
     sched_seq **cand; /* the running sequences at the start of a step */
@@ -139,7 +143,7 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
         s->cfg.max_model_len = hp->n_ctx_train;
     s->ev = *ev;
     struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, cfg->block_size,
-                           cfg->n_blocks};
+                           cfg->n_blocks, eng_model_kv_on_device(m)};
     int rc = kvc_create(&ks, &s->kv);
     if (!rc && cfg->prefix_caching)
         rc = rdx_create(s->kv, &s->rdx);
@@ -149,6 +153,12 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
     s->cand = malloc(sizeof *s->cand * (size_t)cfg->max_num_seqs);
     s->piece_cap = tok_decode_max(v) + 8;
     s->piece = malloc(s->piece_cap);
+    if (eng_model_sample(m, NULL, 0, NULL) == 0) {
+        s->dev_rows = malloc(sizeof *s->dev_rows * (size_t)cfg->max_num_seqs);
+        s->dev_tokens = malloc(sizeof *s->dev_tokens * (size_t)cfg->max_num_seqs);
+        if (!s->dev_rows || !s->dev_tokens)
+            rc = rc ? rc : ENG_ENOMEM;
+    }
     if (rc || !s->logits || !s->batch || !s->batch_seq || !s->cand || !s->piece) {
         sched_destroy(s);
         return rc ? rc : ENG_ENOMEM;
@@ -168,6 +178,8 @@ void sched_destroy(sched *s)
     rdx_destroy(s->rdx);
     kvc_destroy(s->kv);
     free(s->logits);
+    free(s->dev_rows);
+    free(s->dev_tokens);
     free(s->batch);
     free(s->batch_seq);
     free(s->cand);
@@ -445,7 +457,20 @@ int sched_step(sched *s)
         }
         return s->running.n + s->waiting.n;
     }
-    int rc = eng_forward(s->m, s->kv, s->batch, nb, s->logits);
+    /* on a device that samples, the logits stay there when every row can be sampled so */
+    int on_device = s->dev_rows != NULL, n_rows = 0;
+    for (int i = 0; i < nb && on_device; i++)
+        on_device = s->batch[i].logits != ENG_LOGITS_LAST ||
+                    eng_sampler_device_ok(s->batch_seq[i]->smp);
+    for (int i = 0; i < nb && on_device; i++)
+        if (s->batch[i].logits == ENG_LOGITS_LAST) {
+            eng_sampler_device_row(s->batch_seq[i]->smp, &s->dev_rows[n_rows]);
+            s->dev_rows[n_rows].row = n_rows;
+            n_rows++;
+        }
+    int rc = eng_forward(s->m, s->kv, s->batch, nb, on_device ? NULL : s->logits);
+    if (!rc && on_device && n_rows)
+        rc = eng_model_sample(s->m, s->dev_rows, n_rows, s->dev_tokens);
     if (rc) {
         for (int i = 0; i < nb; i++)
             finish(s, s->batch_seq[i], rc, ENG_FINISH_STOP);
@@ -460,8 +485,8 @@ int sched_step(sched *s)
         if (s->rdx && q->generated == 0 && q->n_computed == q->n_tokens)
             /* the prompt is in: share it now with the sequences that wait for it */
             rdx_insert(s->rdx, q->ns, q->tokens, q->n_computed, q->table);
-        float *lg = s->logits + (size_t)row++ * V;
-        int32_t tok = eng_sampler_sample(q->smp, lg);
+        int32_t tok = on_device ? s->dev_tokens[row++]
+                                : eng_sampler_sample(q->smp, s->logits + (size_t)row++ * V);
         enum eng_finish f = ENG_FINISH_STOP;
         int done = tok < 0 ? tok : take_token(s, q, tok, &f);
         if (done < 0)

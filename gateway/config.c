@@ -79,6 +79,8 @@ static const struct opt opts[] = {
     {"engine", "max_model_len", T_INT, OFF(engine_max_model_len), "0", 0, 1 << 20, NULL, NULL},
     {"engine", "num_gpu_blocks_override", T_INT, OFF(engine_num_blocks_override), "0", 0,
      1 << 24, NULL, NULL},
+    {"engine", "gpu_memory_utilization", T_REAL, OFF(engine_gpu_memory_utilization), "0.9", 10,
+     1000, NULL, NULL},
     {"engine", "cpu_kv_cache_bytes", T_SIZE, OFF(engine_cpu_kv_cache_bytes), "256M", 1 * MIB,
      1024LL * 1024 * MIB, NULL, NULL},
     {"engine", "max_waiting", T_INT, OFF(engine_max_waiting), "256", 1, 1 << 20, NULL, NULL},

@@ -44,6 +44,8 @@ struct gw_config {
     int64_t engine_max_model_len;       /* 0: the model's training context */
     int64_t engine_num_blocks_override; /* 0: from the memory budget */
     int64_t engine_cpu_kv_cache_bytes;  /* the KV pool's budget on the CPU */
+    double engine_gpu_memory_utilization; /* on a GPU: share of its free memory after the
+                                             weights that the KV pool takes */
     int64_t engine_max_waiting;         /* queued requests beyond which new ones get 429 */
     int64_t engine_max_tokens_default;  /* max_tokens when a request gives none */
     int engine_prefix_caching;          /* enable_prefix_caching */

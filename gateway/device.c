@@ -44,8 +44,15 @@ static int try_cuda(struct gw_device *d, char *why, size_t whylen)
         dlclose(h);
         return -1;
     }
+    if (!p->emb_create || !p->eng_create) {
+        snprintf(why, whylen, "CUDA plugin %s lacks the %s backend", path,
+                 !p->eng_create ? "engine's" : "embedder's");
+        dlclose(h);
+        return -1;
+    }
     d->use_cuda = 1;
     d->plugin = h;
+    d->cuda = p;
     snprintf(d->description, sizeof d->description, "cuda:0 %s (sm_%d%d, %.0f GiB)", info.name,
              info.major, info.minor, (double)info.total_mem / (1024.0 * 1024 * 1024));
     return 0;

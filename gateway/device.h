@@ -15,6 +15,7 @@ struct gw_device {
     char description[320];  /* "cpu" or "cuda:0 NAME (sm_90, 80 GiB)" */
     char why_cpu[512];      /* set when auto fell back to the CPU */
     void *plugin;           /* dlopen handle, or NULL */
+    const struct gw_cuda_plugin *cuda; /* its table (cuda_plugin.h), or NULL */
 };
 
 /* want is enum gw_device_want. Returns 0, or -1 with a message in err (only for "cuda"). */

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "generate.h"
 #include "gguf.h"
+#include "cuda_plugin.h"
 #include "device.h"
 #include "log.h"
 #include "server.h"
@@ -32,10 +33,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: cachegate serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
                "                       [--device auto|cpu|cuda]\n"
                "       cachegate device [--config FILE] [--device auto|cpu|cuda]\n"
-               "       cachegate embed [--config FILE] [--model DIR] TEXT...\n"
+               "       cachegate embed [--config FILE] [--model DIR] [--device D] TEXT...\n"
                "       cachegate generate [--model FILE] [--chat] [--system TEXT] --prompt TEXT\n"
                "                [--max-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
-               "                [--threads N] [--config FILE]\n"
+               "                [--threads N] [--device auto|cpu|cuda] [--config FILE]\n"
                "       cachegate cache import FILE [--tenant NAME] [--data-dir DIR]\n"
                "       cachegate tenant create NAME [POLICY] | set NAME POLICY | list | delete NAME\n"
                "       cachegate key create TENANT | list TENANT | revoke PREFIX\n"
@@ -196,17 +197,33 @@ static int load_tool_config(const char *config, struct gw_config *cfg)
     return 0;
 }
 
+/* The device of a one-shot command: --device, else the config's (auto by default). A
+ * failure (device = cuda without one) is one line on stderr. */
+static int tool_device(struct gw_config *cfg, const char *device, const char *prog,
+                       struct gw_device *dev)
+{
+    char err[1024];
+    if ((device && gw_config_set(cfg, "server", "device", device, "--device", err, sizeof err)) ||
+        gw_device_select(cfg->device, dev, err, sizeof err)) {
+        fprintf(stderr, "cachegate %s: %s\n", prog, err);
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_embed(int argc, char **argv)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
                                               {"model", required_argument, NULL, 'm'},
+                                              {"device", required_argument, NULL, 'D'},
                                               {NULL, 0, NULL, 0}};
-    const char *config = DEFAULT_CONFIG, *model = NULL;
+    const char *config = DEFAULT_CONFIG, *model = NULL, *device = NULL;
     int ch;
     while ((ch = getopt_long(argc, argv, "c:m:", longopts, NULL)) != -1) {
         switch (ch) {
         case 'c': config = optarg; break;
         case 'm': model = optarg; break;
+        case 'D': device = optarg; break;
         default: usage(stderr); return 2;
         }
     }
@@ -219,8 +236,14 @@ static int cmd_embed(int argc, char **argv)
     if (load_tool_config(config, &cfg))
         return 2;
     emb_set_log(lib_log_sink, NULL);
+    struct gw_device dev;
+    if (tool_device(&cfg, device, "embed", &dev)) {
+        gw_config_deinit(&cfg);
+        return 1;
+    }
+    struct emb_options eo = {.gpu = dev.cuda ? dev.cuda->emb_create : NULL};
     emb_model *m = NULL;
-    int rc = emb_model_load(model ? model : cfg.embedder_model, NULL, &m, err, sizeof err);
+    int rc = emb_model_load(model ? model : cfg.embedder_model, &eo, &m, err, sizeof err);
     gw_config_deinit(&cfg);
     if (rc) {
         fprintf(stderr, "cachegate embed: %s\n", err);
@@ -290,8 +313,9 @@ static int cmd_generate(int argc, char **argv)
         {"prompt", required_argument, NULL, 'p'},      {"max-tokens", required_argument, NULL, 'n'},
         {"temperature", required_argument, NULL, 't'}, {"top-p", required_argument, NULL, 'P'},
         {"seed", required_argument, NULL, 'S'},        {"threads", required_argument, NULL, 'T'},
-        {NULL, 0, NULL, 0}};
+        {"device", required_argument, NULL, 'D'},      {NULL, 0, NULL, 0}};
     const char *config = DEFAULT_CONFIG, *model = NULL, *system = NULL, *prompt = NULL;
+    const char *device = NULL;
     int chat = 0, threads = 0;
     struct eng_gen_params gp = {.max_tokens = 256};
     eng_sampling_default(&gp.sampling);
@@ -309,6 +333,7 @@ static int cmd_generate(int argc, char **argv)
         case 'P': gp.sampling.top_p = strtof(optarg, &end); if (*end) goto bad; break;
         case 'S': gp.sampling.seed = strtoull(optarg, &end, 10); if (*end) goto bad; gp.sampling.has_seed = 1; break;
         case 'T': threads = (int)strtol(optarg, &end, 10); if (*end || threads < 0) goto bad; break;
+        case 'D': device = optarg; break;
         default: usage(stderr); return 2;
         }
     }
@@ -325,9 +350,15 @@ static int cmd_generate(int argc, char **argv)
     if (load_tool_config(config, &cfg))
         return 2;
     eng_set_log(lib_log_sink, NULL);
+    struct gw_device dev;
+    if (tool_device(&cfg, device, "generate", &dev)) {
+        gw_config_deinit(&cfg);
+        return 1;
+    }
     struct progress pr = {.shown = 0};
     clock_gettime(CLOCK_MONOTONIC, &pr.t0);
     struct eng_options eo = {.threads = threads ? threads : (int)cfg.engine_threads,
+                             .backend = dev.cuda ? dev.cuda->eng_create : NULL,
                              .progress = on_progress, .progress_ud = &pr};
     eng_model *m = NULL;
     tok_vocab *v = NULL;

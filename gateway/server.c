@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include "completion.h"
+#include "cuda_plugin.h"
 #include "embed_worker.h"
 #include "http_impl.h"
 #include "gguf.h"
@@ -1087,7 +1088,8 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
 {
     const struct gw_config *cfg = srv->cfg;
     char msg[1024];
-    struct eng_options eo = {.threads = (int)cfg->engine_threads};
+    struct eng_options eo = {.threads = (int)cfg->engine_threads,
+                             .backend = srv->dev->cuda ? srv->dev->cuda->eng_create : NULL};
     struct gw_llm *l = &srv->llm;
     if (eng_model_load(cfg->engine_model, &eo, &l->m, msg, sizeof msg) ||
         tok_create(eng_model_gguf(l->m), &l->v, msg, sizeof msg)) {
@@ -1110,6 +1112,21 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     int n_blocks = cfg->engine_num_blocks_override
                        ? (int)cfg->engine_num_blocks_override
                        : (int)(cfg->engine_cpu_kv_cache_bytes / per_block);
+    if (eng_model_kv_on_device(l->m) && !cfg->engine_num_blocks_override) {
+        struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 1};
+        if (eng_model_kv_capacity(l->m, &ks, cfg->engine_gpu_memory_utilization, &n_blocks)) {
+            snprintf(err, errlen, "cannot size the KV pool on %s", eng_model_device(l->m));
+            return -1;
+        }
+        if (n_blocks < 1) {
+            snprintf(err, errlen, "no KV block fits in engine.gpu_memory_utilization = %g of "
+                     "the free memory of %s", cfg->engine_gpu_memory_utilization,
+                     eng_model_device(l->m));
+            return -1;
+        }
+        gw_log(GW_LOG_INFO, "KV pool: %d blocks of %d positions on %s", n_blocks, bs,
+               eng_model_device(l->m));
+    }
     if (n_blocks < 1) {
         snprintf(err, errlen, "engine.cpu_kv_cache_bytes holds no KV block (%ld bytes each)",
                  per_block);
@@ -1257,7 +1274,8 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
         snprintf(err, errlen, "out of memory creating the completion queue");
         goto fail;
     }
-    struct emb_options eo = {.threads = (int)cfg->embedder_threads};
+    struct emb_options eo = {.threads = (int)cfg->embedder_threads,
+                             .gpu = dev->cuda ? dev->cuda->emb_create : NULL};
     char emsg[1024];
     int erc = emb_model_load(cfg->embedder_model, &eo, &srv->emb, emsg, sizeof emsg);
     if (erc) {

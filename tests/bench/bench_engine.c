@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     }
     const struct eng_hparams *hp = eng_model_hparams(m);
     int n = P + Dn + 1, bs = 16, nb = (n + bs - 1) / bs;
-    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, nb};
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, nb, 0};
     kvc_pool *kv;
     if (kvc_create(&ks, &kv))
         return 1;

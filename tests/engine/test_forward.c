@@ -31,7 +31,7 @@ static void setup(void)
     cr_assert_not_null(fixture, "%s: %s", FIXTURE, je.text);
     const struct eng_hparams *hp = eng_model_hparams(model);
     V = hp->n_vocab;
-    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 64};
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 64, 0};
     cr_assert_eq(kvc_create(&ks, &kv), 0);
 }
 

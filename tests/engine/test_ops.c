@@ -44,7 +44,7 @@ Test(ops, attention_over_paged_cache)
 {
     /* 2 KV heads of dim 2, one query head each, block size 2; positions 0..2 span two
      * blocks given out of order, so the block table is really followed */
-    struct kvc_shape ks = {1, 2, 2, 2, 4};
+    struct kvc_shape ks = {1, 2, 2, 2, 4, 0};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
     int32_t b0, b1, b2;
@@ -134,7 +134,7 @@ Test(ops, attention_tiles_match_direct)
     const int NK = 3, group = 3, hd = 64, bs = 16, NH = NK * group, HQ = NH * hd, HK = NK * hd;
     const int cases[][2] = {{0, 1},  {0, 5},  {0, 32},  {0, 33},   {0, 100},  {17, 1},
                             {40, 7}, {31, 64}, {100, 65}, {250, 70}, {999, 1}};
-    struct kvc_shape ks = {2, NK, hd, bs, 64};
+    struct kvc_shape ks = {2, NK, hd, bs, 64, 0};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
     int32_t table[64];
