@@ -252,7 +252,10 @@ $(LLAMA_VENV)/.stamp: tests/ref/requirements-llamacpp.txt
 	touch $@
 
 .PHONY: llamacpp-fixtures
-llamacpp-fixtures: deps $(LLAMA_VENV)/.stamp
+llamacpp-fixtures: deps $(LLAMA_VENV)/.stamp $(REF_VENV)/.stamp
 	$(LLAMA_VENV)/bin/python tests/ref/make_llamacpp_fixtures.py \
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf \
 	    tests/fixtures/engine/llamacpp.json
+	$(REF_VENV)/bin/python tests/ref/make_llamacpp_baseline.py models/smollm2-135m-instruct \
+	    SmolLM2-135M-Instruct.Q4_1.gguf tests/fixtures/engine/llamacpp.json \
+	    tests/fixtures/engine/llamacpp_baseline.json
