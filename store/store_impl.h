@@ -21,6 +21,9 @@ struct slot {
     pthread_rwlock_t lock;
     sidx *ix;
     int dirty; /* changed since loaded or saved */
+    /* an add or a removal failed: the index no longer matches the database, so it is
+     * rebuilt from it (writer thread) and never saved as it is */
+    int stale;
     /* writer thread only, read racily by store_stats */
     int64_t entries, bytes, evicted, expired;
     int64_t max_entries, max_bytes; /* 0: the store's defaults (q_mu) */

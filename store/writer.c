@@ -456,10 +456,8 @@ static void apply_changes(store *s, struct batch *b)
         struct slot *sl = store_slot(s, c->tenant, 1);
         if (!sl)
             continue;
-        if (c->vec)
-            sidx_add(sl->ix, 1, c->vec, &c->id);
-        else
-            sidx_remove(sl->ix, 1, &c->id);
+        if (c->vec ? sidx_add(sl->ix, 1, c->vec, &c->id) : sidx_remove(sl->ix, 1, &c->id))
+            sl->stale = 1;
         sl->dirty = 1;
         if (sl->rebuilding)
             grow_pending(sl, s->opt.dim, c->id, c->vec);
@@ -573,10 +571,9 @@ static void finish_rebuild(struct slot *sl)
     sl->rebuilt = NULL;
     if (!sl->rebuild_rc && ix) {
         /* replay what changed since the snapshot: adds first (their ids are all newer) */
-        if (sl->npend)
-            sidx_add(ix, sl->npend, sl->pend_vecs, sl->pend_ids);
-        if (sl->ndel)
-            sidx_remove(ix, sl->ndel, sl->pend_del);
+        if ((sl->npend && sidx_add(ix, sl->npend, sl->pend_vecs, sl->pend_ids)) ||
+            (sl->ndel && sidx_remove(ix, sl->ndel, sl->pend_del)))
+            sl->stale = 1;
         pthread_rwlock_wrlock(&sl->lock);
         sidx *old = sl->ix;
         sl->ix = ix;
@@ -585,6 +582,7 @@ static void finish_rebuild(struct slot *sl)
         sl->dirty = 1;
     } else {
         sidx_free(ix);
+        sl->stale = 1; /* tried again at the next check */
     }
     sl->npend = sl->ndel = 0;
     sl->rebuilding = sl->rebuild_done = 0;
@@ -612,7 +610,8 @@ static void check_rebuilds(store *s)
         enum sidx_kind now = sidx_get_kind(sl->ix);
         enum sidx_kind want = store_wanted_kind(s, sl->entries, now);
         int64_t tomb = sidx_tombstones(sl->ix);
-        if (want == now && !(now == SIDX_HNSW && tomb > 1024 && tomb > sl->entries / 5))
+        int worn = now == SIDX_HNSW && tomb > 1024 && tomb > sl->entries / 5;
+        if (want == now && !sl->stale && !worn)
             continue;
         struct rebuild_arg *a = malloc(sizeof *a);
         if (!a)
@@ -621,9 +620,12 @@ static void check_rebuilds(store *s)
         sl->snapshot = max_id(s);
         sl->rebuild_kind = want;
         sl->rebuilding = 1;
+        int stale = sl->stale;
+        sl->stale = 0; /* what changes from now on is logged and replayed */
         if (pthread_create(&sl->rebuild_thread, NULL, rebuild_main, a)) {
             free(a);
             sl->rebuilding = 0;
+            sl->stale = stale;
             continue;
         }
         sl->rebuild_thread_live = 1;
