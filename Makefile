@@ -4,7 +4,8 @@
 #   make           build/cachegate, and build/libcachegate_cuda.so when nvcc exists
 #   make test      deps + build + C unit tests + end-to-end tests; SAN=1: under ASan+UBSan
 #   make test-gpu  tests that need a GPU (fails without one)
-#   make bench     benchmarks
+#   make bench     benchmarks (CPU, peers side by side)
+#   make bench-gpu the GPU tests, then GPU timings in one table (fails without a GPU)
 #   make run       deps + build + serve on the defaults
 #   make fmt       clang-format every C/CUDA source
 #   make clean     remove build outputs (models and the venv stay)
@@ -82,9 +83,9 @@ REF_VENV := build/ref-venv
 LLAMA_VENV := build/llama-venv
 GPTCACHE_VENV := build/gptcache-venv
 
-.PHONY: all deps test unit e2e test-gpu bench run fmt clean cuda fuzz
+.PHONY: all deps test unit e2e test-gpu bench bench-gpu run fmt clean cuda fuzz
 
-all: $(BIN) $(ENG_LIB) $(STORE_LIB) cuda $(GPU_TEST_BIN)
+all: $(BIN) $(ENG_LIB) $(STORE_LIB) cuda $(GPU_TEST_BIN) $(GPU_BENCH)
 
 deps:
 	@bash deploy/deps.sh
@@ -176,6 +177,16 @@ $(BUILD)/bench/bench_engine: tests/bench/bench_engine.c $(ENG_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(ENG_LIB) $(LDFLAGS) $(GW_LIBS)
 
+# GPU benchmarks (make bench-gpu): built by make with everything else, run on a GPU only
+GPU_BENCH := $(BUILD)/bench/bench_gpu $(BUILD)/bench/bench_gpu_embed
+$(BUILD)/bench/bench_gpu: tests/bench/bench_gpu.c $(ENG_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Igateway -o $@ $< $(ENG_LIB) $(LDFLAGS) $(BLAS_LIBS) -ldl -lm
+
+$(BUILD)/bench/bench_gpu_embed: tests/bench/bench_gpu_embed.c $(EMB_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Igateway -o $@ $< $(EMB_LIB) $(LDFLAGS) $(GW_LIBS) -ldl -lm
+
 bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VENV)/.stamp \
        $(LLAMA_VENV)/.stamp $(GPTCACHE_VENV)/.stamp
 	bash tests/bench/http.sh $(BIN)
@@ -188,6 +199,10 @@ bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VEN
 	    tests/bench/paraphrase-extra.tsv
 	$(GPTCACHE_VENV)/bin/python tests/bench/gptcache_peer.py ../shared/data/paraphrase-dev.tsv \
 	    tests/bench/paraphrase-extra.tsv
+
+# the GPU's checks and timings in one call (fails without a GPU)
+bench-gpu: deps all
+	bash tests/bench/gpu.sh $(BUILD)
 
 run: deps all
 	$(BIN) serve

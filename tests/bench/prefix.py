@@ -173,7 +173,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_cachegate(build, model, tmp, tag, cache, threads):
+def start_cachegate(build, model, tmp, tag, cache, threads, device="cpu"):
     conf = os.path.join(tmp, f"cachegate-{tag}.conf")
     with open(conf, "w") as f:
         f.write("[cache]\nenabled = false\n"
@@ -184,7 +184,7 @@ def start_cachegate(build, model, tmp, tag, cache, threads):
     log = open(log_path, "w+")
     data = os.path.join(tmp, f"data-{tag}")
     proc = subprocess.Popen([f"{build}/cachegate", "serve", "--config", conf, "--listen",
-                             "127.0.0.1:0", "--data-dir", data, "--device", "cpu"],
+                             "127.0.0.1:0", "--data-dir", data, "--device", device],
                             stdout=subprocess.DEVNULL, stderr=log)
     port = None
     for _ in range(600):
@@ -282,6 +282,8 @@ def main():
                     help="comma-separated subset of " + ",".join(ALL_ROWS))
     ap.add_argument("--llama-cache", choices=("on", "off"), default="on",
                     help="llama-cpp-python's prompt cache (LlamaRAMCache)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where cachegate runs its models (llama.cpp rows: the CPU)")
     ap.add_argument("--timeout", type=float, default=1800, help="client timeout per request, s")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
@@ -318,7 +320,8 @@ def main():
                 verify = False
             else:
                 proc, url, verify, log = start_cachegate(build, model, tmp, key,
-                                                         key.startswith("on"), a.threads)
+                                                         key.startswith("on"), a.threads,
+                                                         a.device)
             try:
                 asyncio.run(warm(url, verify))
                 r = asyncio.run(run(url, verify, reqs, conc, a.output_tokens, a.timeout))
