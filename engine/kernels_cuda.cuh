@@ -1,0 +1,734 @@
+// kernels_cuda — the CUDA backend's kernels (engine/backend_cuda.cu is their one includer).
+//
+// Dtypes: the residual stream and every GEMM output are F32; what feeds a GEMM (RMSNorm's
+// output, attention's output, SwiGLU's output) is F16, as are the weights and the KV cache.
+// F16 values are saturated at +-65504 rather than overflowing to inf.
+//
+// Layouts (row-major, t: a token of the batch):
+//   qkv  [T][HQ + 2 HK] f32: the query heads, then the key heads, then the value heads
+//   kc, vc one layer: [n_blocks + 1][block_size][n_kv][hd] f16; block n_blocks is scratch,
+//          written by the padding rows of decode graphs
+//   tables [S][pitch] int32: block ids of sequence s, position p in tables[s][p / bs]
+//
+// Every kernel indexes with size_t where a product can pass 2^31 (logits of 256 x 128256
+// rows, KV offsets) and takes its sizes as arguments; grids put the long dimension in x.
+#ifndef ENG_KERNELS_CUDA_CUH
+#define ENG_KERNELS_CUDA_CUH
+
+#include <cub/cub.cuh>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+namespace engk {
+
+constexpr float F16_MAX = 65504.0f;
+
+__device__ __forceinline__ __half to_f16(float x)
+{
+    // comparisons are false for NaN, which stays NaN
+    x = x > F16_MAX ? F16_MAX : x < -F16_MAX ? -F16_MAX : x;
+    return __float2half_rn(x);
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// The sum over the block (blockDim.x a multiple of 32, at most 1024), returned to every
+// thread. Called at most once per kernel.
+__device__ __forceinline__ float block_sum(float v)
+{
+    __shared__ float part[32];
+    __shared__ float total;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        float s = lane < nw ? part[lane] : 0.0f;
+        s = warp_sum(s);
+        if (lane == 0)
+            total = s;
+    }
+    __syncthreads();
+    return total;
+}
+
+// ---------------------------------------------------------------- conversions, fills
+
+__global__ void f32_to_f16_k(const float *__restrict__ in, __half *__restrict__ out, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = to_f16(in[i]);
+}
+
+__global__ void f16_to_f32_k(const __half *__restrict__ in, float *__restrict__ out, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __half2float(in[i]);
+}
+
+__global__ void fill_f16_k(__half *out, size_t n, float v)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2half_rn(v);
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// uniform in [-1, 1) from (seed, i): a counter-based hash, the same on every run
+__device__ __forceinline__ float hash_uniform(uint64_t seed, size_t i)
+{
+    uint64_t z = mix64(seed + 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1));
+    return (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+// out[i] = base + amp * U(-1, 1)
+__global__ void rand_f16_k(__half *out, size_t n, uint64_t seed, float base, float amp)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2half_rn(base + amp * hash_uniform(seed, i));
+}
+
+__global__ void rand_f32_k(float *out, size_t n, uint64_t seed, float base, float amp)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = base + amp * hash_uniform(seed, i);
+}
+
+// ---------------------------------------------------------------- per-token kernels
+
+// x [T][d] f32 = embedding rows of the tokens (ids checked by the host). grid: T
+__global__ void embed_k(const int *__restrict__ ids, const __half *__restrict__ emb,
+                        float *__restrict__ x, int d)
+{
+    const __half *e = emb + (size_t)ids[blockIdx.x] * d;
+    float *o = x + (size_t)blockIdx.x * d;
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        o[i] = __half2float(e[i]);
+}
+
+// out row r = x row src[r] (src NULL: r) / rms * g, as model.c's rmsnorm(): sum of squares,
+// inv = 1 / sqrt(ss / d + eps), x * inv * g. grid: rows; block: 256..1024
+template <typename OutT>
+__global__ void rmsnorm_k(const float *__restrict__ x, const int *__restrict__ src,
+                          const float *__restrict__ g, OutT *__restrict__ out, int d, float eps)
+{
+    const int r = blockIdx.x;
+    const float *xr = x + (size_t)(src ? src[r] : r) * d;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < d; i += blockDim.x)
+        ss += xr[i] * xr[i];
+    ss = block_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)d + eps);
+    OutT *o = out + (size_t)r * d;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        float v = xr[i] * inv * g[i];
+        if constexpr (sizeof(OutT) == 2)
+            o[i] = to_f16(v);
+        else
+            o[i] = v;
+    }
+}
+
+// One token per block (grid: T). Rotates the adjacent pairs (2i, 2i+1), i < n_rot / 2, of
+// the nq query heads and nk key heads at the start of each row of qkv (row stride `stride`
+// floats) by pos[t] * inv[i], in place; then, when kc is not NULL, stores the token's keys
+// (rotated) and values (the nk heads after the keys) as F16 at slot[t] (block * bs + slot
+// in the block) of the layer's cache kc / vc, rows of nk * hd.
+__global__ void rope_kv_k(float *__restrict__ qkv, int stride, const int *__restrict__ pos,
+                          int nq, int nk, int hd, int n_rot, const float *__restrict__ inv,
+                          const int *__restrict__ slot, __half *__restrict__ kc,
+                          __half *__restrict__ vc)
+{
+    const int t = blockIdx.x, half = hd / 2, nr = n_rot / 2;
+    float *row = qkv + (size_t)t * stride;
+    const float p = (float)pos[t];
+    const size_t hk = (size_t)nk * hd;
+    __half *kdst = kc ? kc + (size_t)slot[t] * hk : nullptr;
+    for (int idx = threadIdx.x; idx < (nq + nk) * half; idx += blockDim.x) {
+        const int h = idx / half, i = idx % half;
+        float *v = row + (size_t)h * hd + 2 * i;
+        float a = v[0], b = v[1];
+        if (i < nr) {
+            const float th = p * inv[i];
+            const float c = cosf(th), s = sinf(th);
+            const float a2 = a * c - b * s, b2 = a * s + b * c;
+            a = a2;
+            b = b2;
+            v[0] = a;
+            v[1] = b;
+        }
+        if (kdst && h >= nq) {
+            __half *k = kdst + (size_t)(h - nq) * hd + 2 * i;
+            k[0] = to_f16(a);
+            k[1] = to_f16(b);
+        }
+    }
+    if (kdst) {
+        const float *vsrc = row + (size_t)(nq + nk) * hd;
+        __half *vdst = vc + (size_t)slot[t] * hk;
+        for (int i = threadIdx.x; i < (int)hk; i += blockDim.x)
+            vdst[i] = to_f16(vsrc[i]);
+    }
+}
+
+// h [T][F] = silu(g) * u, gu = [T][g(F) | u(F)], as model.c: g / (1 + e^-g) * u
+__global__ void swiglu_k(const float *__restrict__ gu, __half *__restrict__ h, int F, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = i / (size_t)F, j = i % (size_t)F;
+        const float g = gu[t * 2 * F + j], u = gu[t * 2 * F + F + j];
+        h[i] = to_f16(g / (1.0f + expf(-g)) * u);
+    }
+}
+
+// ---------------------------------------------------------------- attention
+//
+// Both kernels: query heads h = g * group + r share KV head g (r < group); the query of
+// token t is qkv[t][h * HD ..], pre-scaled by 1 / sqrt(HD) on load; causal over the
+// sequence's positions 0 .. pos of the token, keys and values read from the paged cache
+// through the sequence's block table; output as F16 into out[t][h * HD ..] (stride HQ).
+// Softmax online (running max m, sum l, unnormalized output), as flash attention.
+
+constexpr int DEC_WARPS = 4;
+
+// Decode: one block per (item i, KV head g), the `G` query heads of g together, so each key
+// and value is read once for all of them. Warp w takes keys w*32 .. w*32+31, then
+// w*32 + 128 .., a lane a key for the scores; then lanes own dims for P.V. The warps'
+// partial states are merged at the end. grid: (n_items, n_kv); block: 128.
+template <int HD, int G>
+__global__ void __launch_bounds__(DEC_WARPS * 32)
+    attn_decode_k(const float *__restrict__ qkv, int qkv_stride, const int *__restrict__ items,
+                  const int *__restrict__ tok_seq, const int *__restrict__ tok_pos,
+                  const int *__restrict__ tables, int pitch, const __half *__restrict__ kc,
+                  const __half *__restrict__ vc, int bs, int nk, float scale,
+                  __half *__restrict__ out, int out_stride)
+{
+    static_assert(HD % 64 == 0, "lanes own dims in pairs of 64-dim chunks");
+    constexpr int NC = HD / 64; // half2 per lane
+    __shared__ float qs[G][HD];
+    __shared__ float sm[DEC_WARPS][G], sl[DEC_WARPS][G];
+    __shared__ float so[DEC_WARPS][G][HD];
+
+    const int t = items[blockIdx.x], g = blockIdx.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int s = tok_seq[t], ctx = tok_pos[t] + 1;
+    const int *table = tables + (size_t)s * pitch;
+    const size_t HK = (size_t)nk * HD;
+    const float *q = qkv + (size_t)t * qkv_stride + (size_t)g * G * HD;
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x)
+        qs[i / HD][i % HD] = q[i] * scale;
+    __syncthreads();
+
+    float m[G], l[G], acc[G][2 * NC];
+#pragma unroll
+    for (int r = 0; r < G; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 2 * NC; e++)
+            acc[r][e] = 0.0f;
+    }
+
+    for (int c0 = warp * 32; c0 < ctx; c0 += DEC_WARPS * 32) {
+        const int j = c0 + lane;
+        const bool valid = j < ctx;
+        float sc[G];
+#pragma unroll
+        for (int r = 0; r < G; r++)
+            sc[r] = 0.0f;
+        if (valid) {
+            const __half *kr = kc + ((size_t)table[j / bs] * bs + j % bs) * HK + (size_t)g * HD;
+#pragma unroll 4
+            for (int c = 0; c < HD; c += 8) {
+                const uint4 raw = *reinterpret_cast<const uint4 *>(kr + c);
+                const __half2 *h2 = reinterpret_cast<const __half2 *>(&raw);
+                float k[8];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float2 f = __half22float2(h2[e]);
+                    k[2 * e] = f.x;
+                    k[2 * e + 1] = f.y;
+                }
+#pragma unroll
+                for (int r = 0; r < G; r++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        sc[r] += qs[r][c + e] * k[e];
+            }
+        }
+        float p[G];
+#pragma unroll
+        for (int r = 0; r < G; r++) {
+            const float v = valid ? sc[r] : -INFINITY;
+            // lane 0's key (c0 < ctx) is valid: mx is finite
+            const float mnew = fmaxf(m[r], warp_max(v));
+            p[r] = valid ? expf(v - mnew) : 0.0f;
+            const float alpha = expf(m[r] - mnew); // 0 while m is -inf
+            l[r] = l[r] * alpha + warp_sum(p[r]);
+#pragma unroll
+            for (int e = 0; e < 2 * NC; e++)
+                acc[r][e] *= alpha;
+            m[r] = mnew;
+        }
+        const int nvalid = min(32, ctx - c0);
+        for (int jj = 0; jj < nvalid; jj++) {
+            const int kj = c0 + jj;
+            const __half *vr = vc + ((size_t)table[kj / bs] * bs + kj % bs) * HK + (size_t)g * HD;
+            float v[2 * NC];
+#pragma unroll
+            for (int c = 0; c < NC; c++) {
+                const float2 f = __half22float2(reinterpret_cast<const __half2 *>(vr)[c * 32 + lane]);
+                v[2 * c] = f.x;
+                v[2 * c + 1] = f.y;
+            }
+#pragma unroll
+            for (int r = 0; r < G; r++) {
+                const float pj = __shfl_sync(0xffffffffu, p[r], jj);
+#pragma unroll
+                for (int e = 0; e < 2 * NC; e++)
+                    acc[r][e] += pj * v[e];
+            }
+        }
+    }
+
+    // merge the warps: a warp that saw no key has m = -inf, l = 0 and is skipped
+#pragma unroll
+    for (int r = 0; r < G; r++) {
+        if (lane == 0) {
+            sm[warp][r] = m[r];
+            sl[warp][r] = l[r];
+        }
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            so[warp][r][c * 64 + 2 * lane] = acc[r][2 * c];
+            so[warp][r][c * 64 + 2 * lane + 1] = acc[r][2 * c + 1];
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+        const int r = i / HD, d = i % HD;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; w++)
+            M = fmaxf(M, sm[w][r]);
+        float num = 0.0f, den = 0.0f;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; w++)
+            if (sm[w][r] > -INFINITY) {
+                const float f = expf(sm[w][r] - M);
+                num += so[w][r][d] * f;
+                den += sl[w][r] * f;
+            }
+        out[(size_t)t * out_stride + (size_t)(g * G + r) * HD + d] = to_f16(num / den);
+    }
+}
+
+constexpr int PRE_WARPS = 8, PRE_KT = 32, PRE_ROWS = 64, PRE_RPW = PRE_ROWS / PRE_WARPS;
+
+// dynamic shared memory of attn_prefill_k<HD>
+constexpr size_t prefill_smem(int hd)
+{
+    return sizeof(float) * ((size_t)PRE_ROWS * hd + (size_t)PRE_KT * (hd + 1) + (size_t)PRE_KT * hd);
+}
+
+// Prefill (or any tokens): one block per (query tile, KV head g). A tile is qt consecutive
+// new tokens t0 .. of one sequence (qt * group <= 64 rows: row r is token t0 + r / group,
+// head g * group + r % group). Keys and values go through shared memory 32 positions at a
+// time, up to the tile's last position; warp w owns rows w, w + 8, .. (a lane a key for the
+// scores, lane dims lane + 32 e for P.V). tiles: [n][2] (sequence, t0).
+// grid: (n_tiles, n_kv); block: 256; dynamic shared memory: prefill_smem(HD).
+template <int HD>
+__global__ void __launch_bounds__(PRE_WARPS * 32)
+    attn_prefill_k(const float *__restrict__ qkv, int qkv_stride, const int *__restrict__ tiles,
+                   const int *__restrict__ seq_first, const int *__restrict__ seq_n,
+                   const int *__restrict__ seq_pos0, const int *__restrict__ tables, int pitch,
+                   const __half *__restrict__ kc, const __half *__restrict__ vc, int bs, int nk,
+                   int group, int qt, float scale, __half *__restrict__ out, int out_stride)
+{
+    constexpr int DPL = HD / 32;
+    extern __shared__ float smem[];
+    float *qs = smem;                         // [PRE_ROWS][HD]
+    float *ks = qs + PRE_ROWS * HD;           // [PRE_KT][HD + 1]
+    float *vs = ks + PRE_KT * (HD + 1);       // [PRE_KT][HD]
+
+    const int s = tiles[2 * blockIdx.x], t0 = tiles[2 * blockIdx.x + 1], g = blockIdx.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int first = seq_first[s], n = seq_n[s], pos0 = seq_pos0[s];
+    const int nt = min(qt, n - t0), R = nt * group;
+    const int *table = tables + (size_t)s * pitch;
+    const size_t HK = (size_t)nk * HD;
+
+    for (int i = threadIdx.x; i < R * HD; i += blockDim.x) {
+        const int r = i / HD, d = i % HD;
+        const int h = g * group + r % group;
+        qs[i] = qkv[(size_t)(first + t0 + r / group) * qkv_stride + (size_t)h * HD + d] * scale;
+    }
+
+    float m[PRE_RPW], l[PRE_RPW], acc[PRE_RPW][DPL];
+#pragma unroll
+    for (int i = 0; i < PRE_RPW; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < DPL; e++)
+            acc[i][e] = 0.0f;
+    }
+
+    const int kend = pos0 + t0 + nt; // keys [0, kend): up to the tile's last position
+    for (int k0 = 0; k0 < kend; k0 += PRE_KT) {
+        __syncthreads(); // the previous tile's keys are consumed (and qs is written)
+        for (int i = threadIdx.x; i < PRE_KT * HD / 2; i += blockDim.x) {
+            const int j = i / (HD / 2), d2 = i % (HD / 2), kp = k0 + j;
+            float2 kf = make_float2(0.0f, 0.0f), vf = kf;
+            if (kp < kend) {
+                const size_t at = ((size_t)table[kp / bs] * bs + kp % bs) * HK + (size_t)g * HD;
+                kf = __half22float2(reinterpret_cast<const __half2 *>(kc + at)[d2]);
+                vf = __half22float2(reinterpret_cast<const __half2 *>(vc + at)[d2]);
+            }
+            ks[j * (HD + 1) + 2 * d2] = kf.x;
+            ks[j * (HD + 1) + 2 * d2 + 1] = kf.y;
+            vs[j * HD + 2 * d2] = vf.x;
+            vs[j * HD + 2 * d2 + 1] = vf.y;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < PRE_RPW; i++) {
+            const int r = warp + PRE_WARPS * i;
+            if (r >= R) // uniform over the warp
+                continue;
+            const int qpos = pos0 + t0 + r / group;
+            if (k0 > qpos) // every key of the tile is in this row's future
+                continue;
+            const int kp = k0 + lane;
+            float sc = -INFINITY;
+            if (kp <= qpos) {
+                const float *qr = qs + r * HD, *kr = ks + lane * (HD + 1);
+                float a = 0.0f;
+#pragma unroll 16
+                for (int d = 0; d < HD; d++)
+                    a += qr[d] * kr[d];
+                sc = a;
+            }
+            // key k0 <= qpos: mx is finite
+            const float mnew = fmaxf(m[i], warp_max(sc));
+            const float p = kp <= qpos ? expf(sc - mnew) : 0.0f;
+            const float alpha = expf(m[i] - mnew);
+            l[i] = l[i] * alpha + warp_sum(p);
+            m[i] = mnew;
+#pragma unroll
+            for (int e = 0; e < DPL; e++)
+                acc[i][e] *= alpha;
+            const int nj = min(PRE_KT, qpos - k0 + 1); // p is 0 past it
+            for (int j = 0; j < nj; j++) {
+                const float pj = __shfl_sync(0xffffffffu, p, j);
+#pragma unroll
+                for (int e = 0; e < DPL; e++)
+                    acc[i][e] += pj * vs[j * HD + lane + 32 * e];
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < PRE_RPW; i++) {
+        const int r = warp + PRE_WARPS * i;
+        if (r >= R)
+            continue;
+        const float inv = 1.0f / l[i];
+        __half *o = out + (size_t)(first + t0 + r / group) * out_stride +
+                    (size_t)(g * group + r % group) * HD;
+#pragma unroll
+        for (int e = 0; e < DPL; e++)
+            o[lane + 32 * e] = to_f16(acc[i][e] * inv);
+    }
+}
+
+// ---------------------------------------------------------------- sampling
+//
+// Semantics (engine/sampler.c's, for the parameters of eng_sample_row):
+//  greedy (temperature <= 0): the lowest id of the largest logit, NaN never; 0 when none
+//    is above -inf.
+//  otherwise v = logit / temperature (NaN: -inf); when max v is not finite, the greedy
+//    answer. Weights w = e^(v - vmax), 0 below e^-87. top_k keeps the k best by (v
+//    descending, id ascending); top_p then keeps the fewest best whose weight reaches
+//    top_p * their total. The draw picks the first token at which the running sum of
+//    weights exceeds u * total: in id order with no filter, in rank order with one.
+// Weights are floats, sums doubles over fixed chunks (one per thread) and a block scan:
+// the same answer on every run.
+
+constexpr int SAMPLE_THREADS = 1024;
+
+struct MaxOp {
+    template <typename T> __device__ __forceinline__ T operator()(const T &a, const T &b) const
+    {
+        return a > b ? a : b;
+    }
+};
+constexpr float SAMPLE_MIN_EXP = -87.0f;
+
+__device__ __forceinline__ float sample_weight(float v, float vmax)
+{
+    const float x = v - vmax; // v = -inf: x = -inf
+    return x >= SAMPLE_MIN_EXP ? expf(x) : 0.0f;
+}
+
+// Draws over the weights w(i), i in [0, n), with one chunk of indices per thread: returns
+// the index picked for u (the same in every thread). W: a functor i -> weight.
+template <typename W>
+__device__ int draw_chunked(W w, int n, float u, double *pre /* shared [SAMPLE_THREADS + 1] */)
+{
+    typedef cub::BlockScan<double, SAMPLE_THREADS> Scan;
+    typedef cub::BlockReduce<int, SAMPLE_THREADS> Red;
+    __shared__ union {
+        typename Scan::TempStorage scan;
+        typename Red::TempStorage red;
+    } tmp;
+    __shared__ int picked;
+    const int chunk = (n + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
+    const int lo = min(n, (int)threadIdx.x * chunk), hi = min(n, lo + chunk);
+    double part = 0.0;
+    int last_pos = -1; // the last index in the chunk with a positive weight
+    for (int i = lo; i < hi; i++) {
+        const float x = w(i);
+        part += x;
+        if (x > 0.0f)
+            last_pos = i;
+    }
+    double before, total;
+    Scan(tmp.scan).ExclusiveSum(part, before, total);
+    pre[threadIdx.x] = before;
+    if (threadIdx.x == 0) {
+        pre[SAMPLE_THREADS] = total;
+        picked = -1;
+    }
+    __syncthreads();
+    const double r = (double)u * pre[SAMPLE_THREADS];
+    // the chunks' ranges [pre[i], pre[i + 1]) tile [0, total): one thread holds r < total
+    if (pre[threadIdx.x] <= r && r < pre[threadIdx.x + 1]) {
+        double acc = pre[threadIdx.x];
+        int got = last_pos; // the walk's sum fell a rounding short of the scan's
+        for (int i = lo; i < hi; i++) {
+            acc += w(i);
+            if (r < acc) {
+                got = i;
+                break;
+            }
+        }
+        picked = got;
+    }
+    __syncthreads(); // pre and tmp are read no more; picked is final
+    if (picked < 0) {
+        // r rounded up to the total: the last token with a positive weight
+        const int best = Red(tmp.red).Reduce(last_pos, MaxOp());
+        if (threadIdx.x == 0)
+            picked = best < 0 ? 0 : best;
+        __syncthreads();
+    }
+    return picked;
+}
+
+struct eng_sample_row_d { // engine/backend.h's eng_sample_row, the same layout
+    int row;
+    float temperature;
+    int top_k;
+    float top_p;
+    float u;
+};
+
+// Every row: the greedy answer, or the plain temperature draw; rows with top_k or top_p on
+// and a finite vmax are left to sample_sorted_k (out[i] untouched). grid: n; block: 1024.
+__global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_k(const float *__restrict__ logits, int V, const eng_sample_row_d *__restrict__ rows,
+             int32_t *__restrict__ out)
+{
+    typedef cub::BlockReduce<float, SAMPLE_THREADS> RedF;
+    __shared__ typename RedF::TempStorage tmpf;
+    __shared__ float s_best, s_vmax;
+    __shared__ int s_arg;
+    __shared__ double pre[SAMPLE_THREADS + 1];
+    const eng_sample_row_d rw = rows[blockIdx.x];
+    const float *lg = logits + (size_t)rw.row * V;
+    const int chunk = (V + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
+    const int lo = min(V, (int)threadIdx.x * chunk), hi = min(V, lo + chunk);
+
+    // greedy: the chunk's best then the block's; NaN never wins (x > bv is false)
+    float bv = -INFINITY;
+    int bi = INT_MAX;
+    for (int i = lo; i < hi; i++) {
+        const float x = lg[i];
+        if (x > bv) {
+            bv = x;
+            bi = i;
+        }
+    }
+    const float best = RedF(tmpf).Reduce(bv, MaxOp());
+    if (threadIdx.x == 0) {
+        s_best = best;
+        s_arg = INT_MAX;
+    }
+    __syncthreads();
+    if (bi != INT_MAX && bv == s_best)
+        atomicMin(&s_arg, bi);
+    __syncthreads();
+    const int greedy = s_arg == INT_MAX ? 0 : s_arg;
+    if (!(rw.temperature > 0.0f)) {
+        if (threadIdx.x == 0)
+            out[blockIdx.x] = greedy;
+        return;
+    }
+    const float temp = rw.temperature;
+    float vm = -INFINITY;
+    for (int i = lo; i < hi; i++) {
+        const float v = lg[i] / temp;
+        vm = v > vm ? v : vm; // NaN skipped
+    }
+    const float vmax = RedF(tmpf).Reduce(vm, MaxOp());
+    if (threadIdx.x == 0)
+        s_vmax = vmax;
+    __syncthreads();
+    const float vx = s_vmax;
+    if (!(vx > -INFINITY && vx < INFINITY)) {
+        if (threadIdx.x == 0)
+            out[blockIdx.x] = greedy;
+        return;
+    }
+    const bool filtered = (rw.top_k > 0 && rw.top_k < V) || rw.top_p < 1.0f;
+    if (filtered)
+        return;
+    const int tok = draw_chunked(
+        [=](int i) {
+            const float v = lg[i] / temp;
+            return v == v ? sample_weight(v, vx) : 0.0f;
+        },
+        V, rw.u, pre);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = tok;
+}
+
+// Keys for the sort of one filtered row: v = logit / temperature with NaN as -inf and -0
+// as +0 (so that equal values tie and the stable sort keeps ids ascending), ids as values.
+// grid-stride over n_rows * V; which[j]: the row index in `rows` of sorted row j.
+__global__ void sample_keys_k(const float *__restrict__ logits, int V,
+                              const eng_sample_row_d *__restrict__ rows,
+                              const int *__restrict__ which, int n_rows, float *__restrict__ keys,
+                              int *__restrict__ ids, int *__restrict__ offsets)
+{
+    const size_t n = (size_t)n_rows * V;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const int j = (int)(i / V), c = (int)(i % V);
+        const eng_sample_row_d rw = rows[which[j]];
+        float v = logits[(size_t)rw.row * V + c] / rw.temperature;
+        v = v == v ? v : -INFINITY;
+        v = v == 0.0f ? 0.0f : v;
+        keys[i] = v;
+        ids[i] = c;
+        if (c == 0)
+            offsets[j] = (int)(j * (size_t)V);
+        if (i == n - 1)
+            offsets[n_rows] = (int)n;
+    }
+}
+
+// The filters and the draw on rows sorted by (v descending, id ascending): keys, ids
+// [n_rows][V]. grid: n_rows; block: 1024.
+__global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_sorted_k(const float *__restrict__ keys, const int *__restrict__ ids, int V,
+                    const eng_sample_row_d *__restrict__ rows, const int *__restrict__ which,
+                    int32_t *__restrict__ out)
+{
+    typedef cub::BlockReduce<int, SAMPLE_THREADS> RedI;
+    typedef cub::BlockScan<double, SAMPLE_THREADS> Scan;
+    __shared__ union {
+        typename RedI::TempStorage red;
+        typename Scan::TempStorage scan;
+    } tmp;
+    __shared__ double pre[SAMPLE_THREADS + 1];
+    __shared__ int s_k, s_m;
+    const int ri = which[blockIdx.x];
+    const eng_sample_row_d rw = rows[ri];
+    const float *kr = keys + (size_t)blockIdx.x * V;
+    const int *ir = ids + (size_t)blockIdx.x * V;
+    const float vmax = kr[0];
+    if (!(vmax > -INFINITY && vmax < INFINITY))
+        return; // sample_k wrote the greedy answer
+    const int chunk = (V + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
+    int lo = min(V, (int)threadIdx.x * chunk), hi = min(V, lo + chunk);
+    // candidates: the keys above -inf (a prefix of the sorted row), at most top_k
+    int fin = 0;
+    for (int i = lo; i < hi; i++)
+        fin += kr[i] > -INFINITY;
+    const int n_fin = RedI(tmp.red).Sum(fin);
+    if (threadIdx.x == 0)
+        s_k = rw.top_k > 0 && rw.top_k < n_fin ? rw.top_k : n_fin;
+    __syncthreads();
+    const int K = s_k;
+    auto w = [=](int i) { return sample_weight(kr[i], vmax); };
+    int m = K;
+    if (rw.top_p < 1.0f) {
+        const int ck = (K + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
+        lo = min(K, (int)threadIdx.x * ck);
+        hi = min(K, lo + ck);
+        double part = 0.0;
+        for (int i = lo; i < hi; i++)
+            part += w(i);
+        double before, total;
+        Scan(tmp.scan).ExclusiveSum(part, before, total);
+        pre[threadIdx.x] = before;
+        if (threadIdx.x == 0) {
+            pre[SAMPLE_THREADS] = total;
+            s_m = K;
+        }
+        __syncthreads();
+        const double target = (double)rw.top_p * pre[SAMPLE_THREADS];
+        // the first m with w(0) + .. + w(m - 1) >= target lies in the chunk where the
+        // running sum crosses target (pre[0] = 0 < target)
+        if (pre[threadIdx.x] < target && target <= pre[threadIdx.x + 1]) {
+            double acc = pre[threadIdx.x];
+            int got = hi;
+            for (int i = lo; i < hi; i++) {
+                acc += w(i);
+                if (acc >= target) {
+                    got = i + 1;
+                    break;
+                }
+            }
+            s_m = got;
+        }
+        __syncthreads();
+        m = s_m;
+        __syncthreads(); // pre is reused by the draw
+    }
+    const int pick = draw_chunked(w, m, rw.u, pre);
+    if (threadIdx.x == 0)
+        out[ri] = ir[pick];
+}
+
+} // namespace engk
+
+#endif
