@@ -69,7 +69,7 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvc
 CUDA_HOME ?= /usr/local/cuda
 CUDA_SRC := $(wildcard gateway/*.cu embedder/*.cu engine/*.cu)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuobj/%.o)
-CUDA_HDR := $(wildcard gateway/cuda_plugin.h embedder/emb_impl.h engine/backend.h engine/model.h \
+CUDA_HDR := $(wildcard gateway/cuda_plugin.h embedder/emb_impl.h engine/backend.h engine/model.h engine/ops_cuda.h \
                        engine/kvcache.h engine/*.cuh embedder/*.cuh)
 CUDA_LIB := build/libcachegate_cuda.so
 NVARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \

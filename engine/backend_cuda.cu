@@ -652,8 +652,16 @@ static int sampler_grow(sampler *s, int n, int V, errbuf *E)
         CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->which, (size_t)n * sizeof *s->which));
         s->cap_rows = n;
     }
-    if (!s->keys_in) {
+    if (!s->keys_in || !s->keys_out || !s->ids_in || !s->ids_out || !s->offsets) {
+        // all or none: a failure part way must not leave keys_in set and the others NULL
         const size_t nv = (size_t)SORT_ROWS * V;
+        cudaFree(s->keys_in);
+        cudaFree(s->keys_out);
+        cudaFree(s->ids_in);
+        cudaFree(s->ids_out);
+        cudaFree(s->offsets);
+        s->keys_in = s->keys_out = nullptr;
+        s->ids_in = s->ids_out = s->offsets = nullptr;
         CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->keys_in, nv * sizeof(float)));
         CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->keys_out, nv * sizeof(float)));
         CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->ids_in, nv * sizeof(int)));
@@ -1054,10 +1062,14 @@ eng_cuda_create(const struct eng_weights *w, void (*progress)(void *, double), v
             inv[i] = w->rope_inv ? w->rope_inv[i]
                                  : (float)(pow(hp->rope_base, -2.0 * i / hp->n_rot) /
                                            (hp->rope_scale > 0 ? hp->rope_scale : 1.0f));
-        // a synchronous copy: inv is freed right after
+        // on c->st (the legacy stream's cudaMemcpy would not order the kernels of the
+        // non-blocking c->st after it), then waited for: inv is freed right after
         cudaError_t cst = cudaMalloc((void **)&c->rope_inv, sizeof(float) * (size_t)(nr > 0 ? nr : 1));
+        if (cst == cudaSuccess && nr > 0)
+            cst = cudaMemcpyAsync(c->rope_inv, inv, sizeof(float) * (size_t)nr,
+                                  cudaMemcpyHostToDevice, c->st);
         if (cst == cudaSuccess)
-            cst = cudaMemcpy(c->rope_inv, inv, sizeof(float) * (size_t)nr, cudaMemcpyHostToDevice);
+            cst = cudaStreamSynchronize(c->st);
         free(inv);
         CK("rope frequencies", cst);
         c->layers = (struct dlayer *)calloc((size_t)hp->n_layer, sizeof *c->layers);
@@ -1132,13 +1144,16 @@ static void *op_alloc(op_env *o, size_t bytes)
     return p;
 }
 
+// On the op's stream: a plain cudaMemcpy runs on the legacy default stream, which the op's
+// non-blocking stream does not wait for (a pageable copy may return before its DMA is done).
+// A pageable cudaMemcpyAsync has staged the host bytes when it returns.
 static void *op_upload(op_env *o, const void *src, size_t bytes)
 {
     void *p = op_alloc(o, bytes);
     if (p && bytes) {
-        cudaError_t st = cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice);
+        cudaError_t st = cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice, o->st);
         if (st != cudaSuccess) {
-            cuda_err(&o->E, "cudaMemcpy", st);
+            cuda_err(&o->E, "cudaMemcpyAsync", st);
             return nullptr;
         }
     }

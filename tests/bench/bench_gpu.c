@@ -160,7 +160,7 @@ static int bench_model(const struct gw_cuda_plugin *pl, const char *path)
     for (int i = 0; i < nb; i++)
         kvc_alloc(kv, &table[i]);
     for (int i = 0; i < P; i++)
-        toks[i] = 1000 + (i * 7919) % 20000 % hp->n_vocab;
+        toks[i] = (1000 + (i * 7919) % 20000) % hp->n_vocab;
     struct eng_seq s = {toks, P, 0, table, ENG_LOGITS_LAST};
     int rc = eng_forward(m, kv, &s, 1, logits); /* warm-up */
     double t0 = now();

@@ -242,13 +242,16 @@ Test(ops, paged_attention_decode_and_prefill)
      * fresh, over a cached prefix, across the 64-row tiles and 32-key tiles */
     static const int batch[][2] = {{1, 37}, {45, 20}, {70, 0}, {1, 0}, {1, 300}, {2, 15},
                                    {130, 33}};
-    static const int heads[][3] = {/* hd, n_head, n_kv: groups 1, 3, 8 and 4 */
+    static const int heads[][3] = {/* hd, n_head, n_kv: groups 1, 3, 8, 4 and 16 (above the
+                                    * decode kernel's 8: one-token sequences then go through
+                                    * the prefill kernel, 4 tokens a tile) */
                                    {64, 4, 4},
                                    {128, 6, 2},
                                    {64, 16, 2},
                                    {128, 8, 1},
                                    {64, 32, 8},
-                                   {128, 3, 3}};
+                                   {128, 3, 3},
+                                   {64, 16, 1}};
     double worst = 0;
     for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++) {
         double e = attention_case(heads[h][0], heads[h][1], heads[h][2], batch, 7);
@@ -532,8 +535,10 @@ static kvc_pool *pool_for(eng_model *m, int device)
     return kv;
 }
 
-/* Greedy continuation of a prompt for n tokens, one eng_forward per token. */
-static void greedy(eng_model *m, kvc_pool *kv, const int32_t *prompt, int np, int n, int32_t *out)
+/* Greedy continuation of a prompt for n tokens, one eng_forward per token; keep (NULL: not
+ * kept) receives each step's logits, [n][V]. */
+static void greedy(eng_model *m, kvc_pool *kv, const int32_t *prompt, int np, int n, int32_t *out,
+                   float *keep)
 {
     const int V = eng_model_hparams(m)->n_vocab;
     int32_t toks[256], table[16];
@@ -545,6 +550,8 @@ static void greedy(eng_model *m, kvc_pool *kv, const int32_t *prompt, int np, in
     for (int i = 0; i < n; i++) {
         cr_assert_eq(eng_forward(m, kv, &s, 1, lg), 0);
         out[i] = toks[np + i] = argmax(lg, V);
+        if (keep)
+            memcpy(keep + (size_t)i * V, lg, sizeof(float) * V);
         s = (struct eng_seq){&toks[np + i], 1, np + i, table, ENG_LOGITS_LAST};
     }
     for (int i = 0; i < 16; i++)
@@ -565,15 +572,16 @@ Test(model, teacher_forced_top1_and_greedy_continuations)
 {
     kvc_pool *kc = pool_for(cpu, 0), *kg = pool_for(gpu, 1);
     const int V = eng_model_hparams(cpu)->n_vocab;
-    int agree = 0, total = 0, near = 0;
+    int agree = 0, total = 0, near = 0, split = 0;
     double worst = 0;
     float *a = malloc(sizeof(float) * NPOS * V), *b = malloc(sizeof(float) * NPOS * V);
+    float *steps = malloc(sizeof(float) * 16 * V); /* the CPU's logits at each greedy step */
     for (int p = 0; p < NP; p++) {
         int np;
         int32_t *ids = encode(prompts[p], &np), seq[NPOS], cont_c[16], cont_g[16], table[16];
         cr_assert(np < NPOS);
         /* 16 positions: the prompt, then the CPU's greedy continuation */
-        greedy(cpu, kc, ids, np, 16, cont_c);
+        greedy(cpu, kc, ids, np, 16, cont_c, steps);
         memcpy(seq, ids, sizeof *ids * np);
         memcpy(seq + np, cont_c, sizeof *seq * (NPOS - np));
         for (int i = 0; i < 16; i++) {
@@ -600,18 +608,29 @@ Test(model, teacher_forced_top1_and_greedy_continuations)
                 worst = e > worst ? e : worst;
             }
         }
-        /* greedy continuations, eng_forward token by token on each backend */
-        greedy(gpu, kg, ids, np, 16, cont_g);
-        for (int i = 0; i < 16; i++)
-            cr_assert_eq(cont_g[i], cont_c[i], "prompt %d, token %d: cuda %d, cpu %d", p, i,
-                         cont_g[i], cont_c[i]);
+        /* greedy continuations, eng_forward token by token on each backend: equal, up to
+         * a first split at a near tie of the CPU's logits (within 0.05, as above; F16
+         * weights and activations against F32), after which the texts differ anyway */
+        greedy(gpu, kg, ids, np, 16, cont_g, NULL);
+        for (int i = 0; i < 16; i++) {
+            if (cont_g[i] == cont_c[i])
+                continue;
+            const float *r = steps + (size_t)i * V;
+            cr_assert(r[cont_c[i]] - r[cont_g[i]] < 0.05f,
+                      "prompt %d, token %d: cuda %d, cpu %d (cpu logits %g vs %g)", p, i,
+                      cont_g[i], cont_c[i], r[cont_c[i]], r[cont_g[i]]);
+            split++;
+            break;
+        }
         free(ids);
     }
     fprintf(stderr, "cuda vs cpu: teacher-forced top-1 agreement %d/%d (%d near ties), largest "
-                    "logit difference %.4g\n", agree, total, near, worst);
+                    "logit difference %.4g; greedy continuations split at a near tie: %d/%d\n",
+            agree, total, near, worst, split, NP);
     cr_assert((double)agree / total >= 0.99 || agree + near == total, "top-1 agreement %d/%d",
               agree, total);
-    free(a), free(b);
+    cr_assert(split <= NP / 2, "%d of %d greedy continuations split (at near ties)", split, NP);
+    free(a), free(b), free(steps);
     kvc_destroy(kc);
     kvc_destroy(kg);
 }
