@@ -54,8 +54,10 @@ struct eng_weights {
 };
 
 /* One row to sample on the device from the logits of the last forward pass. u is a
- * uniform [0, 1) number drawn by the caller's seeded generator, so that sampling stays
- * reproducible whatever the backend. temperature <= 0: greedy. */
+ * uniform [0, 1) number drawn by the caller's seeded generator, so that one seed gives one
+ * sequence of tokens on a given backend (the device may rank a filtered row's candidates
+ * in another order than the CPU sampler, so the two can differ). Greedy rows pick what the
+ * CPU picks: the lowest id among the maxima. temperature <= 0: greedy. */
 struct eng_sample_row {
     int row;           /* logits row of the last forward */
     float temperature; /* <= 0: greedy */
