@@ -5,6 +5,7 @@
 
 #include "guard.h"
 #include "log.h"
+#include "oai.h"
 #include "tokenizer.h"
 
 #include <stdio.h>
@@ -44,11 +45,17 @@ static int64_t now_ms(void)
 
 char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
 {
+    /* ASCII is its own NFC: only the white space changes */
+    size_t i = 0;
+    while (i < len && !((unsigned char)text[i] & 0x80))
+        i++;
     utf8proc_uint8_t *nfc = NULL;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len,
-                                      &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    utf8proc_ssize_t n = -1;
+    if (i < len)
+        n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &nfc,
+                         UTF8PROC_STABLE | UTF8PROC_COMPOSE);
     char *src;
-    if (n < 0) { /* not valid UTF-8: keyed on the bytes as they are */
+    if (n < 0) { /* ASCII, or not valid UTF-8 (keyed on the bytes as they are) */
         if (!(src = malloc(len + 1)))
             return NULL;
         memcpy(src, text, len);
@@ -80,10 +87,16 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
 {
     *bad = -1;
     if (json_is_string(content)) {
-        *len = json_string_length(content);
-        char *t = strndup(json_string_value(content), *len);
-        if (!t)
+        /* copied whole: a JSON string may hold \u0000 */
+        size_t n = json_string_length(content);
+        char *t = malloc(n + 1);
+        if (!t) {
             *bad = -2;
+            return NULL;
+        }
+        memcpy(t, json_string_value(content), n);
+        t[n] = 0;
+        *len = n;
         return t;
     }
     if (!json_is_array(content))
@@ -116,87 +129,111 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
     return out;
 }
 
-/* Numbers as reals, so that 1 and 1.0 key alike. Takes v. */
-static json_t *canon_value(json_t *v)
+/*
+ * The partition hash is XXH3 of a canonical JSON text of the request: an object with its
+ * keys sorted, compact, ASCII only, as json_dumps(JSON_COMPACT | JSON_SORT_KEYS |
+ * JSON_ENSURE_ASCII) writes it, so that keys stored by earlier versions still match:
+ *   context: [[role, text], ...] every message but the last (chat only; developer is
+ *            written system), model, ns (the tenant's namespace), route ("chat" or
+ *            "completion"), and the sampling parameters below that are present and not
+ *            null. Top-level numbers are written as reals, so that 1 and 1.0 key alike; a
+ *            number equal to its default keys like its absence; a stop string is written
+ *            as a one-element array.
+ * It is written straight into a buffer: building it as a json_t tree cost more than the
+ * rest of a cache hit.
+ */
+enum canon_kind { C_CONTEXT, C_MODEL, C_NS, C_ROUTE, C_PARAM };
+
+static const struct canon_key {
+    const char *key; /* in strcmp order */
+    enum canon_kind kind;
+    double def; /* C_PARAM: the default a number keys like absence at; < 0: none */
+} canon_keys[] = {
+    {"context", C_CONTEXT, 0},         {"frequency_penalty", C_PARAM, 0},
+    {"logit_bias", C_PARAM, -1},       {"model", C_MODEL, 0},
+    {"ns", C_NS, 0},                   {"presence_penalty", C_PARAM, 0},
+    {"response_format", C_PARAM, -1},  {"route", C_ROUTE, 0},
+    {"seed", C_PARAM, -1},             {"stop", C_PARAM, -1},
+    {"temperature", C_PARAM, 1},       {"tool_choice", C_PARAM, -1},
+    {"tools", C_PARAM, -1},            {"top_k", C_PARAM, -1},
+    {"top_p", C_PARAM, 1},
+};
+
+/* One parameter's value (not null). -1 when out of memory. */
+static int canon_param(struct oai_buf *b, const char *key, json_t *v)
 {
     if (json_is_number(v)) {
-        json_t *r = json_real(json_number_value(v));
-        json_decref(v);
-        return r;
+        oai_buf_real(b, json_number_value(v), 0);
+        return 0;
     }
-    return v;
+    int stop = json_is_string(v) && !strcmp(key, "stop");
+    if (json_is_string(v)) {
+        if (stop)
+            oai_buf_put(b, "[", 1);
+        oai_buf_str(b, json_string_value(v), json_string_length(v), 1);
+        if (stop)
+            oai_buf_put(b, "]", 1);
+        return 0;
+    }
+    char *d = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII |
+                                JSON_ENCODE_ANY);
+    if (!d)
+        return -1;
+    oai_buf_puts(b, d);
+    free(d);
+    return 0;
 }
 
-/* The sampling parameters that change an answer; a default value keys like its absence. */
-static void add_params(json_t *canon, json_t *b)
+/* The context: [[role, text], ...]. 1 when a message has no role or no text content. */
+static int canon_context(struct oai_buf *b, json_t *msgs, size_t n)
 {
-    static const struct {
-        const char *key;
-        double def; /* NAN: no default */
-    } params[] = {
-        {"temperature", 1}, {"top_p", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
-        {"top_k", -1},      {"seed", -1}, {"stop", -1},            {"tools", -1},
-        {"tool_choice", -1}, {"response_format", -1}, {"logit_bias", -1},
-    };
-    for (size_t i = 0; i < sizeof params / sizeof *params; i++) {
-        json_t *v = json_object_get(b, params[i].key);
-        if (!v || json_is_null(v))
-            continue;
-        if (json_is_number(v) && params[i].def >= 0 && json_number_value(v) == params[i].def)
-            continue;
-        json_t *c = json_deep_copy(v);
-        if (!strcmp(params[i].key, "stop") && json_is_string(c)) {
-            json_t *a = json_array();
-            json_array_append_new(a, c);
-            c = a;
+    oai_buf_put(b, "[", 1);
+    for (size_t i = 0; i + 1 < n; i++) {
+        json_t *m = json_array_get(msgs, i);
+        const char *r = json_string_value(json_object_get(m, "role"));
+        size_t len;
+        long bad;
+        char *t = gw_message_text(json_object_get(m, "content"), &len, &bad);
+        if (!r || !t) {
+            free(t);
+            return !t && bad == -2 ? -1 : 1;
         }
-        json_object_set_new(canon, params[i].key, canon_value(c));
+        const char *role = strcmp(r, "developer") ? r : "system";
+        oai_buf_put(b, i ? ",[" : "[", i ? 2 : 1);
+        oai_buf_str(b, role, strlen(role), 1);
+        oai_buf_put(b, ",", 1);
+        oai_buf_str(b, t, len, 1);
+        oai_buf_put(b, "]", 1);
+        free(t);
     }
+    oai_buf_put(b, "]", 1);
+    return 0;
 }
 
 int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
 {
     memset(out, 0, sizeof *out);
-    json_t *canon = json_object();
-    if (!canon)
-        return -1;
-    json_object_set_new(canon, "ns", json_integer(ns));
-    json_object_set_new(canon, "route", json_string(chat ? "chat" : "completion"));
-    json_t *model = json_object_get(b, "model");
-    json_object_set_new(canon, "model", json_string(json_is_string(model)
-                                                        ? json_string_value(model) : ""));
-    add_params(canon, b);
+    char stack[1024];
+    struct oai_buf canon;
+    oai_buf_init(&canon, stack, sizeof stack);
     char *query = NULL;
     size_t qlen = 0;
     int rc = 1;
+    json_t *msgs = NULL;
+    size_t n = 0;
     if (chat) {
-        json_t *msgs = json_object_get(b, "messages");
-        size_t n = json_array_size(msgs);
+        msgs = json_object_get(b, "messages");
+        n = json_array_size(msgs);
         json_t *last = n ? json_array_get(msgs, n - 1) : NULL;
         const char *role = json_string_value(json_object_get(last, "role"));
         long bad;
-        if (!role || strcmp(role, "user") ||
-            !(query = gw_message_text(json_object_get(last, "content"), &qlen, &bad)))
+        if (!role || strcmp(role, "user"))
             goto out;
-        json_t *ctx = json_array();
-        for (size_t i = 0; i + 1 < n; i++) {
-            json_t *m = json_array_get(msgs, i);
-            const char *r = json_string_value(json_object_get(m, "role"));
-            size_t len;
-            long bad;
-            char *t = gw_message_text(json_object_get(m, "content"), &len, &bad);
-            if (!r || !t) {
-                free(t);
-                json_decref(ctx);
-                goto out;
-            }
-            json_t *e = json_array();
-            json_array_append_new(e, json_string(strcmp(r, "developer") ? r : "system"));
-            json_array_append_new(e, json_stringn(t, len));
-            json_array_append_new(ctx, e);
-            free(t);
+        if (!(query = gw_message_text(json_object_get(last, "content"), &qlen, &bad))) {
+            if (bad == -2)
+                goto oom;
+            goto out;
         }
-        json_object_set_new(canon, "context", ctx);
     } else {
         json_t *p = json_object_get(b, "prompt");
         if (json_is_array(p) && json_array_size(p) == 1)
@@ -204,14 +241,51 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
         if (!json_is_string(p))
             goto out;
         qlen = json_string_length(p);
-        if (!(query = strndup(json_string_value(p), qlen)))
+        if (!(query = malloc(qlen + 1)))
             goto oom;
+        memcpy(query, json_string_value(p), qlen);
+        query[qlen] = 0;
     }
-    char *dump = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
-    if (!dump)
+    int first = 1;
+    oai_buf_put(&canon, "{", 1);
+    for (size_t i = 0; i < sizeof canon_keys / sizeof *canon_keys; i++) {
+        const struct canon_key *ck = &canon_keys[i];
+        json_t *v = NULL;
+        if (ck->kind == C_CONTEXT && !chat)
+            continue;
+        if (ck->kind == C_PARAM) {
+            v = json_object_get(b, ck->key);
+            if (!v || json_is_null(v))
+                continue;
+            if (json_is_number(v) && ck->def >= 0 && json_number_value(v) == ck->def)
+                continue;
+        }
+        oai_buf_put(&canon, first ? "\"" : ",\"", first ? 1 : 2);
+        oai_buf_puts(&canon, ck->key);
+        oai_buf_put(&canon, "\":", 2);
+        first = 0;
+        int prc = 0;
+        switch (ck->kind) {
+        case C_CONTEXT: prc = canon_context(&canon, msgs, n); break;
+        case C_MODEL: {
+            json_t *model = json_object_get(b, "model");
+            const char *m = json_is_string(model) ? json_string_value(model) : "";
+            oai_buf_str(&canon, m, strlen(m), 1);
+            break;
+        }
+        case C_NS: oai_buf_int(&canon, ns); break;
+        case C_ROUTE: oai_buf_puts(&canon, chat ? "\"chat\"" : "\"completion\""); break;
+        case C_PARAM: prc = canon_param(&canon, ck->key, v); break;
+        }
+        if (prc < 0)
+            goto oom;
+        if (prc > 0)
+            goto out;
+    }
+    oai_buf_put(&canon, "}", 1);
+    if (canon.oom)
         goto oom;
-    out->partition = XXH3_64bits(dump, strlen(dump));
-    free(dump);
+    out->partition = XXH3_64bits(canon.p, canon.len);
     size_t nlen;
     char *norm = gw_cache_normalize(query, qlen, &nlen);
     if (!norm)
@@ -220,13 +294,13 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
     free(norm);
     out->query = query;
     out->query_len = qlen;
-    json_decref(canon);
+    oai_buf_deinit(&canon);
     return 0;
 oom:
     rc = -1;
 out:
     free(query);
-    json_decref(canon);
+    oai_buf_deinit(&canon);
     return rc;
 }
 

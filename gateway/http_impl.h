@@ -65,6 +65,9 @@ json_t *gw_req_json_body(struct gw_req *r);
 void gw_reply_json(struct gw_req *r, int status, json_t *body, size_t flags);
 void gw_reply_error(struct gw_req *r, int status, const char *message, const char *param,
                     const char *code);
+/* A body already serialized (copied): Content-Type ctype. */
+void gw_reply_body(struct gw_req *r, int status, const char *ctype, const char *body,
+                   size_t len);
 
 void gw_req_defer(struct gw_req *r);
 /* After gw_req_defer(): fn(arg) runs when the client goes away before the reply ends. */

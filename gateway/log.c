@@ -1,6 +1,7 @@
 #include "log.h"
 
-#include <jansson.h>
+#include "oai.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,55 +37,80 @@ int gw_log_enabled(int level)
     return level >= atomic_load(&g_level);
 }
 
+/* Lines are written with oai's JSON writer, in the order and the form json_dumps gave them
+ * (compact, ASCII only, reals to 6 digits): no tree is built per line. */
+
 /* A JSON string of s; bytes that are not valid UTF-8 (client-supplied paths) become '?'. */
-static json_t *jstr(const char *s)
+static void put_str(struct oai_buf *b, const char *s)
 {
-    json_t *j = json_string(s ? s : "");
-    if (j)
-        return j;
+    if (!s)
+        s = "";
+    size_t n = strlen(s);
+    if (oai_buf_str(b, s, n, 1) == 0)
+        return;
     char buf[512];
     size_t i = 0;
     for (; s[i] && i < sizeof buf - 1; i++)
         buf[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
-    buf[i] = 0;
-    return json_string(buf);
+    oai_buf_str(b, buf, i, 1);
 }
 
-static json_t *line_begin(int level, const char *msg)
+static void put_key(struct oai_buf *b, const char *k)
 {
+    oai_buf_put(b, ",", 1);
+    put_str(b, k);
+    oai_buf_put(b, ":", 1);
+}
+
+static void line_begin(struct oai_buf *b, int level, const char *msg)
+{
+    /* the date and time to the second, formatted once a second per thread */
+    static _Thread_local time_t sec = -1;
+    static _Thread_local char ts[32];
+    static _Thread_local size_t tslen;
     struct timeval tv;
-    struct tm tm;
-    char ts[40];
     gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(ts + n, sizeof ts - n, ".%03ldZ", (long)(tv.tv_usec / 1000));
-    json_t *o = json_object();
-    json_object_set_new(o, "time", json_string(ts));
-    json_object_set_new(o, "level", json_string(gw_log_level_name(level)));
-    json_object_set_new(o, "msg", jstr(msg));
-    return o;
+    if (tv.tv_sec != sec) {
+        struct tm tm;
+        gmtime_r(&tv.tv_sec, &tm);
+        tslen = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+        sec = tv.tv_sec;
+    }
+    char t[48];
+    memcpy(t, ts, tslen);
+    int ms = (int)(tv.tv_usec / 1000);
+    t[tslen] = '.';
+    t[tslen + 1] = (char)('0' + ms / 100);
+    t[tslen + 2] = (char)('0' + ms / 10 % 10);
+    t[tslen + 3] = (char)('0' + ms % 10);
+    t[tslen + 4] = 'Z';
+    t[tslen + 5] = 0;
+    oai_buf_puts(b, "{\"time\":");
+    put_str(b, t);
+    oai_buf_puts(b, ",\"level\":");
+    put_str(b, gw_log_level_name(level));
+    oai_buf_puts(b, ",\"msg\":");
+    put_str(b, msg);
 }
 
-static void line_end(json_t *o)
+static void line_end(struct oai_buf *b)
 {
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII |
-                             JSON_REAL_PRECISION(6));
-    json_decref(o);
-    if (!s)
-        return;
-    size_t n = strlen(s);
-    s[n] = '\n'; /* jansson allocates n + 1; the terminator is not needed for write(2) */
-    ssize_t w = write(STDERR_FILENO, s, n + 1);
-    (void)w;
-    free(s);
+    oai_buf_put(b, "}\n", 2);
+    if (!b->oom) {
+        ssize_t w = write(STDERR_FILENO, b->p, b->len);
+        (void)w;
+    }
+    oai_buf_deinit(b);
 }
 
 void gw_log_kv(int level, const char *msg, ...)
 {
     if (!gw_log_enabled(level))
         return;
-    json_t *o = line_begin(level, msg);
+    char stack[1024];
+    struct oai_buf b;
+    oai_buf_init(&b, stack, sizeof stack);
+    line_begin(&b, level, msg);
     va_list ap;
     va_start(ap, msg);
     for (;;) {
@@ -92,10 +118,14 @@ void gw_log_kv(int level, const char *msg, ...)
         if (!k)
             break;
         const char *v = va_arg(ap, const char *);
-        json_object_set_new(o, k, v ? jstr(v) : json_null());
+        put_key(&b, k);
+        if (v)
+            put_str(&b, v);
+        else
+            oai_buf_puts(&b, "null");
     }
     va_end(ap);
-    line_end(o);
+    line_end(&b);
 }
 
 void gw_log(int level, const char *fmt, ...)
@@ -107,7 +137,11 @@ void gw_log(int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    line_end(line_begin(level, buf));
+    char stack[1024];
+    struct oai_buf b;
+    oai_buf_init(&b, stack, sizeof stack);
+    line_begin(&b, level, buf);
+    line_end(&b);
 }
 
 void gw_log_access(const char *request_id, const char *method, const char *route, int status,
@@ -115,13 +149,23 @@ void gw_log_access(const char *request_id, const char *method, const char *route
 {
     if (!gw_log_enabled(GW_LOG_INFO))
         return;
-    json_t *o = line_begin(GW_LOG_INFO, "request");
-    json_object_set_new(o, "request_id", jstr(request_id));
-    json_object_set_new(o, "method", jstr(method));
-    json_object_set_new(o, "route", jstr(route));
-    json_object_set_new(o, "status", json_integer(status));
-    json_object_set_new(o, "latency_ms", json_real(latency_ms));
-    if (peer)
-        json_object_set_new(o, "peer", jstr(peer));
-    line_end(o);
+    char stack[512];
+    struct oai_buf b;
+    oai_buf_init(&b, stack, sizeof stack);
+    line_begin(&b, GW_LOG_INFO, "request");
+    put_key(&b, "request_id");
+    put_str(&b, request_id);
+    put_key(&b, "method");
+    put_str(&b, method);
+    put_key(&b, "route");
+    put_str(&b, route);
+    put_key(&b, "status");
+    oai_buf_int(&b, status);
+    put_key(&b, "latency_ms");
+    oai_buf_real(&b, latency_ms, 6);
+    if (peer) {
+        put_key(&b, "peer");
+        put_str(&b, peer);
+    }
+    line_end(&b);
 }

@@ -1,5 +1,9 @@
 #include "oai.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 static json_t *str_or_null(const char *s)
 {
     return s ? json_string(s) : json_null();
@@ -36,4 +40,197 @@ char *oai_error_dumps(int status, const char *message, const char *param, const 
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return s;
+}
+
+/* ------------------------------------------------------------------ JSON text */
+
+void oai_buf_init(struct oai_buf *b, char *stack, size_t cap)
+{
+    *b = (struct oai_buf){.p = stack, .cap = cap};
+}
+
+void oai_buf_deinit(struct oai_buf *b)
+{
+    if (b->heap)
+        free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+    b->heap = 0;
+}
+
+static int reserve(struct oai_buf *b, size_t n)
+{
+    if (b->oom)
+        return -1;
+    if (b->len + n <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap * 2 : 256;
+    while (cap < b->len + n)
+        cap *= 2;
+    char *p = b->heap ? realloc(b->p, cap) : malloc(cap);
+    if (!p) {
+        b->oom = 1;
+        return -1;
+    }
+    if (!b->heap && b->len)
+        memcpy(p, b->p, b->len);
+    b->p = p;
+    b->cap = cap;
+    b->heap = 1;
+    return 0;
+}
+
+void oai_buf_put(struct oai_buf *b, const char *s, size_t n)
+{
+    if (reserve(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+void oai_buf_puts(struct oai_buf *b, const char *s)
+{
+    oai_buf_put(b, s, strlen(s));
+}
+
+/* The code point at s[0..n) and its length; 0 when the bytes are not UTF-8 as jansson
+ * accepts it (no overlong forms, no surrogates, nothing past U+10FFFF). */
+static size_t utf8_next(const unsigned char *s, size_t n, unsigned *cp)
+{
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        min = 0x80;
+        c &= 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        min = 0x800;
+        c &= 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        min = 0x10000;
+        c &= 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        c = c << 6 | (s[i] & 0x3F);
+    }
+    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+/* room for any "%.*g" jansson writes (precision <= 31) */
+#define REAL_MAX 64
+
+static const char hexdig[] = "0123456789ABCDEF";
+
+static void put_u16(char *w, unsigned v)
+{
+    w[0] = '\\';
+    w[1] = 'u';
+    w[2] = hexdig[v >> 12 & 15];
+    w[3] = hexdig[v >> 8 & 15];
+    w[4] = hexdig[v >> 4 & 15];
+    w[5] = hexdig[v & 15];
+}
+
+int oai_buf_str(struct oai_buf *b, const char *str, size_t n, int ascii)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    /* checked whole first: an invalid string writes nothing */
+    size_t extra = 2;
+    for (size_t i = 0; i < n;) {
+        unsigned cp;
+        size_t k = utf8_next(s + i, n - i, &cp);
+        if (!k)
+            return -1;
+        if (cp < 0x20 || cp == '"' || cp == '\\')
+            extra += 5;
+        else if (ascii && cp >= 0x80)
+            extra += 12;
+        i += k;
+    }
+    if (reserve(b, n + extra))
+        return 0;
+    char *w = b->p + b->len;
+    *w++ = '"';
+    for (size_t i = 0; i < n;) {
+        unsigned cp;
+        size_t k = utf8_next(s + i, n - i, &cp);
+        if (cp >= 0x20 && cp != '"' && cp != '\\' && (cp < 0x80 || !ascii)) {
+            memcpy(w, s + i, k);
+            w += k;
+        } else if (cp == '"' || cp == '\\') {
+            *w++ = '\\';
+            *w++ = (char)cp;
+        } else if (cp == '\b' || cp == '\f' || cp == '\n' || cp == '\r' || cp == '\t') {
+            *w++ = '\\';
+            *w++ = cp == '\b' ? 'b' : cp == '\f' ? 'f' : cp == '\n' ? 'n' : cp == '\r' ? 'r' : 't';
+        } else if (cp < 0x10000) {
+            put_u16(w, cp);
+            w += 6;
+        } else { /* a UTF-16 surrogate pair */
+            unsigned v = cp - 0x10000;
+            put_u16(w, 0xD800 | (v >> 10 & 0x3FF));
+            put_u16(w + 6, 0xDC00 | (v & 0x3FF));
+            w += 12;
+        }
+        i += k;
+    }
+    *w++ = '"';
+    b->len = (size_t)(w - b->p);
+    return 0;
+}
+
+void oai_buf_int(struct oai_buf *b, long long v)
+{
+    char t[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do
+        t[sizeof t - 1 - n++] = (char)('0' + u % 10);
+    while ((u /= 10));
+    if (v < 0)
+        t[sizeof t - 1 - n++] = '-';
+    oai_buf_put(b, t + sizeof t - n, (size_t)n);
+}
+
+void oai_buf_real(struct oai_buf *b, double v, int precision)
+{
+    char t[REAL_MAX];
+    int n = snprintf(t, sizeof t - 3, "%.*g", precision ? precision : 17, v);
+    if (n < 0 || n >= REAL_MAX - 3)
+        return;
+    /* a real keeps a '.' or an exponent (else it would read back as an integer) */
+    if (!memchr(t, '.', (size_t)n) && !memchr(t, 'e', (size_t)n)) {
+        memcpy(t + n, ".0", 3);
+        n += 2;
+    }
+    /* no '+' and no leading zeros in an exponent: 1e+05 is written 1e5 */
+    char *e = memchr(t, 'e', (size_t)n);
+    if (e) {
+        char *start = e + 1, *end = e + 2;
+        if (*start == '-')
+            start++;
+        while (*end == '0')
+            end++;
+        if (end != start) {
+            memmove(start, end, (size_t)(t + n - end) + 1);
+            n -= (int)(end - start);
+        }
+    }
+    oai_buf_put(b, t, (size_t)n);
 }

@@ -18,4 +18,28 @@ const char *oai_error_type(int status);
 /* Serialized error body for a status, malloc'd (caller frees). */
 char *oai_error_dumps(int status, const char *message, const char *param, const char *code);
 
+/*
+ * JSON text written straight into a buffer, byte for byte as jansson's json_dumps writes the
+ * same values (compact), so that the hot paths (cache hits, the access log) need not build
+ * a json_t tree to serialize it. The buffer starts on the caller's storage and moves to the
+ * heap when it outgrows it; oom is set (and nothing more written) when that fails.
+ */
+struct oai_buf {
+    char *p;
+    size_t len, cap;
+    int heap; /* p is malloc'd: oai_buf_deinit frees it */
+    int oom;
+};
+void oai_buf_init(struct oai_buf *b, char *stack, size_t cap);
+void oai_buf_deinit(struct oai_buf *b);
+void oai_buf_put(struct oai_buf *b, const char *s, size_t n);
+void oai_buf_puts(struct oai_buf *b, const char *s);
+/* A JSON string of n bytes of UTF-8 (NULs allowed). ascii: \uXXXX for everything past
+ * ASCII (JSON_ENSURE_ASCII). -1, writing nothing, when s is not valid UTF-8 (json_stringn
+ * refuses it too). */
+int oai_buf_str(struct oai_buf *b, const char *s, size_t n, int ascii);
+void oai_buf_int(struct oai_buf *b, long long v);
+/* precision: significant digits, 0 for jansson's default of 17 (JSON_REAL_PRECISION). */
+void oai_buf_real(struct oai_buf *b, double v, int precision);
+
 #endif

@@ -400,6 +400,25 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
     return BEV_OK;
 }
 
+/* Responses leave evhttp as a head and a body in separate buffer chains, and the TLS layer
+ * seals each chain as a record of its own with a write(2) of its own: joined first, a
+ * response that fits one record costs one. */
+#define ONE_RECORD_BYTES 16384
+
+static enum bufferevent_filter_result frame_output(struct evbuffer *src, struct evbuffer *dst,
+                                                   ev_ssize_t limit,
+                                                   enum bufferevent_flush_mode mode, void *arg)
+{
+    (void)mode;
+    (void)arg;
+    size_t n = evbuffer_get_length(src);
+    if (limit >= 0 && (size_t)limit < n)
+        n = (size_t)limit;
+    if (n > 1 && n <= ONE_RECORD_BYTES)
+        evbuffer_pullup(src, (ev_ssize_t)n);
+    return evbuffer_remove_buffer(src, dst, n) >= 0 ? BEV_OK : BEV_ERROR;
+}
+
 /* evhttp asks for each new connection's bufferevent; the socket is set by evhttp. */
 static struct bufferevent *on_bev(struct event_base *base, void *arg)
 {
@@ -424,8 +443,8 @@ static struct bufferevent *on_bev(struct event_base *base, void *arg)
     c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->ssl_bev), on_ssl_output, c);
     if (!c->out_cb)
         goto fail;
-    c->bev = bufferevent_filter_new(c->ssl_bev, frame_input, NULL, BEV_OPT_CLOSE_ON_FREE,
-                                    conn_free, c);
+    c->bev = bufferevent_filter_new(c->ssl_bev, frame_input, frame_output,
+                                    BEV_OPT_CLOSE_ON_FREE, conn_free, c);
     if (!c->bev)
         goto fail;
     /* evhttp queues a response before it enables writing, and a 2.1 filter only passes
@@ -573,6 +592,12 @@ void gw_reply_json(struct gw_req *rc, int status, json_t *body, size_t flags)
     }
     send_body(rc, status, "application/json", s, strlen(s));
     free(s);
+}
+
+void gw_reply_body(struct gw_req *rc, int status, const char *ctype, const char *body,
+                   size_t len)
+{
+    send_body(rc, status, ctype, body, len);
 }
 
 static void send_json(struct gw_req *rc, int status, json_t *body /* takes ownership */)

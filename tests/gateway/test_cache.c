@@ -2,7 +2,9 @@
 #include "cache.h"
 
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 static struct gw_cache_key key_of(const char *json, int chat, int64_t ns)
 {
@@ -114,4 +116,130 @@ Test(cache_key, import_lines_are_validated)
                      -1, "%s", bad[i]);
         cr_assert(err[0]);
     }
+}
+
+/* The partition key as the json_t tree it was first defined by: json_dumps of the canonical
+ * object. gw_cache_key_make writes the same text without the tree; stored entries' keys
+ * depend on the two agreeing byte for byte. */
+static char *reference_canon(json_t *b, int chat, int64_t ns)
+{
+    static const struct {
+        const char *key;
+        double def;
+    } params[] = {
+        {"temperature", 1}, {"top_p", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
+        {"top_k", -1},      {"seed", -1}, {"stop", -1},            {"tools", -1},
+        {"tool_choice", -1}, {"response_format", -1}, {"logit_bias", -1},
+    };
+    json_t *canon = json_object();
+    json_object_set_new(canon, "ns", json_integer(ns));
+    json_object_set_new(canon, "route", json_string(chat ? "chat" : "completion"));
+    json_t *model = json_object_get(b, "model");
+    json_object_set_new(canon, "model",
+                        json_string(json_is_string(model) ? json_string_value(model) : ""));
+    for (size_t i = 0; i < sizeof params / sizeof *params; i++) {
+        json_t *v = json_object_get(b, params[i].key);
+        if (!v || json_is_null(v))
+            continue;
+        if (json_is_number(v) && params[i].def >= 0 && json_number_value(v) == params[i].def)
+            continue;
+        json_t *c = json_deep_copy(v);
+        if (json_is_number(c)) {
+            json_t *r = json_real(json_number_value(c));
+            json_decref(c);
+            c = r;
+        } else if (!strcmp(params[i].key, "stop") && json_is_string(c)) {
+            json_t *a = json_array();
+            json_array_append_new(a, c);
+            c = a;
+        }
+        json_object_set_new(canon, params[i].key, c);
+    }
+    if (chat) {
+        json_t *msgs = json_object_get(b, "messages");
+        json_t *ctx = json_array();
+        for (size_t i = 0; i + 1 < json_array_size(msgs); i++) {
+            json_t *m = json_array_get(msgs, i);
+            const char *r = json_string_value(json_object_get(m, "role"));
+            size_t len;
+            long bad;
+            char *t = gw_message_text(json_object_get(m, "content"), &len, &bad);
+            cr_assert(r && t);
+            json_t *e = json_array();
+            json_array_append_new(e, json_string(strcmp(r, "developer") ? r : "system"));
+            json_array_append_new(e, json_stringn(t, len));
+            json_array_append_new(ctx, e);
+            free(t);
+        }
+        json_object_set_new(canon, "context", ctx);
+    }
+    char *d = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+    json_decref(canon);
+    return d;
+}
+
+Test(cache_key, partition_keys_match_the_canonical_json_of_the_request)
+{
+    const char *bodies[] = {
+        BASE "}",
+        BASE ",\"temperature\":0}",
+        BASE ",\"temperature\":0.7,\"top_p\":0.9,\"presence_penalty\":-1.5,"
+             "\"frequency_penalty\":2,\"top_k\":40,\"seed\":123456789}",
+        BASE ",\"temperature\":1.0,\"top_p\":1,\"presence_penalty\":0,\"frequency_penalty\":0.0}",
+        BASE ",\"seed\":-3,\"top_k\":1e300,\"temperature\":1e-7}",
+        BASE ",\"stop\":\"\\n\\n\"}",
+        BASE ",\"stop\":[\"END\",\"\\u00e9\\u0000x\",\"\\ud83d\\ude00\"]}",
+        BASE ",\"stop\":null,\"seed\":null,\"tools\":null}",
+        BASE ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+             "{\"z\":1,\"a\":[1.5,2,\"\\u2028\"],\"m\":{\"y\":true,\"b\":null}}}}],"
+             "\"tool_choice\":\"auto\"}",
+        BASE ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+             "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}},"
+             "\"logit_bias\":{\"50256\":-100,\"11\":5.5}}",
+        BASE ",\"temperature\":true,\"top_p\":\"high\"}",
+        "{\"model\":\"m\\u00fc/\\\"q\\\"\",\"messages\":[{\"role\":\"developer\",\"content\":"
+        "\"Tab\\there, caf\\u00e9, \\ud83d\\ude00, \\u0001 and a nul \\u0000 inside\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"part one \"},"
+        "{\"type\":\"text\",\"text\":\"part two\"}]},{\"role\":\"user\",\"content\":\"q\"}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"no model\"}]}",
+        "{\"model\":7,\"messages\":[{\"role\":\"user\",\"content\":\"model not a string\"}]}",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
+        for (int64_t ns = -1; ns < 3; ns += 2) {
+            json_error_t e;
+            json_t *b = json_loads(bodies[i], JSON_ALLOW_NUL, &e);
+            cr_assert(b, "%s: %s", bodies[i], e.text);
+            struct gw_cache_key k;
+            cr_assert_eq(gw_cache_key_make(b, 1, ns, &k), 0, "%s", bodies[i]);
+            char *want = reference_canon(b, 1, ns);
+            cr_assert(want);
+            cr_assert_eq(k.partition, XXH3_64bits(want, strlen(want)), "%s\nwants %s",
+                         bodies[i], want);
+            gw_cache_key_deinit(&k);
+            free(want);
+            /* the same parameters on a completion */
+            json_object_set_new(b, "prompt", json_string("a prompt"));
+            cr_assert_eq(gw_cache_key_make(b, 0, ns, &k), 0);
+            want = reference_canon(b, 0, ns);
+            cr_assert_eq(k.partition, XXH3_64bits(want, strlen(want)), "%s", want);
+            gw_cache_key_deinit(&k);
+            free(want);
+            json_decref(b);
+        }
+    }
+}
+
+Test(cache_key, ascii_and_unicode_queries_normalize_alike)
+{
+    size_t n;
+    const char *q = "  What\tis\n\n it?  ";
+    char *a = gw_cache_normalize(q, strlen(q), &n);
+    cr_assert_str_eq(a, "What is it?");
+    cr_assert_eq(n, 11);
+    free(a);
+    /* e + combining acute composes to U+00E9 */
+    q = " caf\x65\xcc\x81  now ";
+    char *d = gw_cache_normalize(q, strlen(q), &n);
+    cr_assert_str_eq(d, "caf\xc3\xa9 now");
+    free(d);
 }

@@ -1,0 +1,127 @@
+/* oai's JSON writer: byte for byte what json_dumps writes for the same values. */
+#include "oai.h"
+
+#include <criterion/criterion.h>
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* jansson's text of one value (taken), or NULL when it cannot dump it. */
+static char *dumps(json_t *v, size_t flags)
+{
+    if (!v)
+        return NULL;
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | flags);
+    json_decref(v);
+    return s;
+}
+
+static void expect(struct oai_buf *b, int rc, const char *want, const char *what)
+{
+    if (!want) {
+        cr_assert_eq(rc, -1, "%s: jansson refuses it, the writer wrote %.*s", what,
+                     (int)b->len, b->p);
+        cr_assert_eq(b->len, 0);
+        return;
+    }
+    cr_assert_eq(rc, 0, "%s: refused, jansson writes %s", what, want);
+    cr_assert_eq(b->len, strlen(want), "%s: %.*s, jansson: %s", what, (int)b->len, b->p, want);
+    cr_assert(!memcmp(b->p, want, b->len), "%s: %.*s, jansson: %s", what, (int)b->len, b->p,
+              want);
+}
+
+static void check_str(const char *s, size_t n)
+{
+    for (int ascii = 0; ascii < 2; ascii++) {
+        char stack[16]; /* small: the buffer moves to the heap on the way */
+        struct oai_buf b;
+        oai_buf_init(&b, stack, sizeof stack);
+        int rc = oai_buf_str(&b, s, n, ascii);
+        char *want = dumps(json_stringn(s, n), ascii ? JSON_ENSURE_ASCII : 0);
+        expect(&b, rc, want, ascii ? "string (ascii)" : "string");
+        free(want);
+        oai_buf_deinit(&b);
+    }
+}
+
+Test(oai_buf, strings_escape_like_jansson)
+{
+    const char *cases[] = {
+        "",
+        "plain text",
+        "quote \" backslash \\ slash / tab \t newline \n cr \r bs \b ff \f",
+        "\x01\x02\x1f\x7f",
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xef\xbf\xbf \xf4\x8f\xbf\xbf",
+        "\xc3",             /* truncated */
+        "\xc0\xaf",         /* overlong */
+        "\xed\xa0\x80",     /* a surrogate */
+        "\xf4\x90\x80\x80", /* past U+10FFFF */
+        "\xff",
+        "\x80",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        check_str(cases[i], strlen(cases[i]));
+    check_str("nul \0 inside", 13);
+    /* random bytes, mostly near the interesting ranges */
+    srand(7);
+    static const unsigned char pick[] = {0x00, 0x01, 0x1f, 0x20, '"', '\\', 'a', 0x7f,
+                                         0x80, 0xbf, 0xc2, 0xc3, 0xdf, 0xe0, 0xe2, 0xed,
+                                         0xef, 0xf0, 0xf4, 0xf5, 0xff, 0x9f, 0xa0, 0x8f};
+    for (int t = 0; t < 20000; t++) {
+        char s[12];
+        size_t n = (size_t)(rand() % 12);
+        for (size_t i = 0; i < n; i++)
+            s[i] = (char)pick[rand() % sizeof pick];
+        check_str(s, n);
+    }
+}
+
+static void check_real(double v, int precision)
+{
+    char stack[64];
+    struct oai_buf b;
+    oai_buf_init(&b, stack, sizeof stack);
+    oai_buf_real(&b, v, precision);
+    char *want = dumps(json_real(v), JSON_REAL_PRECISION(precision));
+    char what[64];
+    snprintf(what, sizeof what, "%.17g at %d", v, precision);
+    expect(&b, 0, want, what);
+    free(want);
+}
+
+Test(oai_buf, reals_and_integers_write_like_jansson)
+{
+    const double cases[] = {0,      -0.0,   1,      -1,      0.5,    0.7,     1e5,  1e-5,
+                            1e21,   1e22,   123456789012345678.0,   -2.5e-300,  DBL_MAX,
+                            DBL_MIN, -DBL_MIN, 5e-324, 3.141592653589793, 12.0, 0.1 + 0.2,
+                            -2.2250738585072014e-308};
+    const int precisions[] = {0, 6, 17, 3};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (size_t p = 0; p < 4; p++)
+            check_real(cases[i], precisions[p]);
+    srand(11);
+    for (int t = 0; t < 20000; t++) {
+        uint64_t bits = (uint64_t)rand() << 40 ^ (uint64_t)rand() << 20 ^ (uint64_t)rand();
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        if (isnan(v) || isinf(v))
+            continue;
+        check_real(v, t % 2 ? 6 : 0);
+        check_real((double)(rand() % 100000) / 1000.0, 6);
+    }
+    const long long ints[] = {0, 1, -1, 9, 10, 1234567, -9223372036854775807LL - 1,
+                              9223372036854775807LL};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        char stack[8];
+        struct oai_buf b;
+        oai_buf_init(&b, stack, sizeof stack);
+        oai_buf_int(&b, ints[i]);
+        char *want = dumps(json_integer(ints[i]), 0);
+        expect(&b, 0, want, "integer");
+        free(want);
+        oai_buf_deinit(&b);
+    }
+}
