@@ -42,6 +42,9 @@ struct slot {
     int64_t ndel, capdel;
 };
 
+#define STORE_TOUCH_SLOTS 512 /* a power of two; at most half are used */
+#define STORE_USAGE_SLOTS 32
+
 enum op_kind { OP_PUT, OP_TOUCH, OP_DELETE, OP_FLUSH, OP_USAGE, OP_PROMPT_TOKENS };
 
 struct op {
@@ -50,7 +53,8 @@ struct op {
     store_done_fn done;
     void *arg;
     int64_t tenant, id;
-    int64_t value; /* OP_TOUCH: the hit's time (ms); OP_PROMPT_TOKENS: the count */
+    int64_t value; /* OP_TOUCH: the latest hit's time (ms); OP_PROMPT_TOKENS: the count */
+    int64_t hits;  /* OP_TOUCH: hits merged into this touch */
     /* OP_PUT: the entry, with its strings and embedding in one allocation after it */
     struct store_entry e;
     struct store_usage u;
@@ -73,6 +77,14 @@ struct store {
     pthread_cond_t q_cond, sync_cond;
     struct op *q_head, *q_tail;
     int q_urgent; /* queued operations other than touches: they wake the writer */
+    /* Queued touches by entry id (open addressing, NULL: free) and queued usage rows:
+     * another hit on the same entry, or usage of the same tenant and day, is added to
+     * the queued operation instead of queueing one more (a hot entry then costs one
+     * UPDATE a batch, not one a hit). Emptied when the writer takes the queue. */
+    struct op *q_touch[STORE_TOUCH_SLOTS];
+    int q_ntouch;
+    struct op *q_usage[STORE_USAGE_SLOTS];
+    int q_nusage;
     int64_t last_sweep_ms; /* writer thread: the last expiry sweep */
     int closing;
     uint64_t sync_done; /* batches committed (q_mu) */

@@ -11,6 +11,15 @@
 
 /* ------------------------------------------------------------------ queueing */
 
+/* The q_touch slot of id: its queued touch, or the free slot where it would go (q_mu). */
+static size_t touch_slot(const store *s, int64_t id)
+{
+    size_t i = (size_t)((uint64_t)id * 0x9E3779B97F4A7C15ull >> 32) & (STORE_TOUCH_SLOTS - 1);
+    while (s->q_touch[i] && s->q_touch[i]->id != id)
+        i = (i + 1) & (STORE_TOUCH_SLOTS - 1);
+    return i;
+}
+
 static int enqueue(store *s, struct op *o)
 {
     pthread_mutex_lock(&s->q_mu);
@@ -24,6 +33,15 @@ static int enqueue(store *s, struct op *o)
     else
         s->q_head = o;
     s->q_tail = o;
+    if (o->kind == OP_TOUCH && s->q_ntouch < STORE_TOUCH_SLOTS / 2) {
+        size_t i = touch_slot(s, o->id);
+        if (!s->q_touch[i]) {
+            s->q_touch[i] = o;
+            s->q_ntouch++;
+        }
+    } else if (o->kind == OP_USAGE && s->q_nusage < STORE_USAGE_SLOTS) {
+        s->q_usage[s->q_nusage++] = o;
+    }
     /* a touch (LRU bookkeeping) waits for the next batch or the writer's once-a-second
      * wake: waking the writer per cache hit would cost more than the hit */
     if (o->kind != OP_TOUCH && o->kind != OP_PROMPT_TOKENS && o->kind != OP_USAGE) {
@@ -81,7 +99,20 @@ static int simple_op(store *s, enum op_kind kind, int64_t tenant, int64_t id, in
 
 int store_touch(store *s, int64_t id, int64_t now_ms)
 {
-    return simple_op(s, OP_TOUCH, 0, id, now_ms, NULL, NULL);
+    pthread_mutex_lock(&s->q_mu);
+    struct op *q = s->closing ? NULL : s->q_touch[touch_slot(s, id)];
+    if (q) {
+        q->value = now_ms > q->value ? now_ms : q->value;
+        q->hits++;
+    }
+    pthread_mutex_unlock(&s->q_mu);
+    if (q)
+        return STORE_OK;
+    struct op *o = calloc(1, sizeof *o);
+    if (!o)
+        return STORE_ENOMEM;
+    *o = (struct op){.kind = OP_TOUCH, .id = id, .value = now_ms, .hits = 1};
+    return enqueue(s, o);
 }
 
 int store_set_prompt_tokens(store *s, int64_t id, int prompt_tokens)
@@ -101,6 +132,23 @@ int store_flush(store *s, store_done_fn done, void *arg)
 
 int store_usage_add(store *s, const struct store_usage *u)
 {
+    pthread_mutex_lock(&s->q_mu);
+    struct op *q = NULL;
+    for (int i = 0; i < s->q_nusage && !s->closing && !q; i++)
+        if (s->q_usage[i]->u.tenant == u->tenant && !strcmp(s->q_usage[i]->u.day, u->day))
+            q = s->q_usage[i];
+    if (q) {
+        q->u.requests += u->requests;
+        q->u.prompt_tokens += u->prompt_tokens;
+        q->u.completion_tokens += u->completion_tokens;
+        q->u.cached_tokens += u->cached_tokens;
+        q->u.exact_hits += u->exact_hits;
+        q->u.semantic_hits += u->semantic_hits;
+        q->u.tokens_saved += u->tokens_saved;
+    }
+    pthread_mutex_unlock(&s->q_mu);
+    if (q)
+        return STORE_OK;
     struct op *o = calloc(1, sizeof *o);
     if (!o)
         return STORE_ENOMEM;
@@ -147,7 +195,7 @@ static const char *const SQL[] = {
     "prompt_tokens, completion_tokens, finish_reason, created_ms, last_hit_ms, expires_ms, "
     "bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)",
     "DELETE FROM entries WHERE id = ?1",
-    "UPDATE entries SET last_hit_ms = max(last_hit_ms, ?2), hit_count = hit_count + 1 "
+    "UPDATE entries SET last_hit_ms = max(last_hit_ms, ?2), hit_count = hit_count + ?3 "
     "WHERE id = ?1",
     "INSERT INTO usage_daily (tenant, day, requests, prompt_tokens, completion_tokens, "
     "cached_tokens, exact_hits, semantic_hits, tokens_saved) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
@@ -475,6 +523,7 @@ static void run_batch(store *s, struct op *ops)
         case OP_TOUCH:
             sqlite3_bind_int64(s->st_touch, 1, o->id);
             sqlite3_bind_int64(s->st_touch, 2, o->value);
+            sqlite3_bind_int64(s->st_touch, 3, o->hits);
             rc = step_done(s->st_touch);
             break;
         case OP_DELETE:
@@ -655,6 +704,8 @@ void *store_writer_main(void *arg)
         }
         struct op *ops = s->q_head;
         s->q_head = s->q_tail = NULL;
+        memset(s->q_touch, 0, sizeof s->q_touch);
+        s->q_ntouch = s->q_nusage = 0;
         s->q_urgent = 0;
         int closing = s->closing;
         pthread_mutex_unlock(&s->q_mu);

@@ -299,3 +299,52 @@ Test(store, tenants_and_keys)
     free(list);
     store_close(s);
 }
+
+Test(store, hits_and_usage_queued_together_add_up)
+{
+    store *s = open_store(0, 0, NULL);
+    put(s, 1, 20, 0, "a", 0);
+    put(s, 1, 21, 1, "b", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    store_reader *r;
+    cr_assert_eq(store_reader_open(s, &r), STORE_OK);
+    struct store_hit a, b;
+    cr_assert_eq(store_get_exact(r, 1, 20, now_ms(), &a), STORE_OK);
+    cr_assert_eq(store_get_exact(r, 1, 21, now_ms(), &b), STORE_OK);
+    int64_t t0 = now_ms();
+    /* many hits on a while the writer sleeps: merged into one queued touch, none lost;
+     * the latest time wins whatever the order */
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(store_touch(s, a.id, t0 + (i == 500 ? 9000 : i)), STORE_OK);
+    cr_assert_eq(store_touch(s, b.id, t0 + 5), STORE_OK);
+    struct store_usage u = {.tenant = 1, .day = "2026-01-02", .requests = 1,
+                            .prompt_tokens = 10, .exact_hits = 1, .tokens_saved = 5};
+    for (int i = 0; i < 300; i++)
+        cr_assert_eq(store_usage_add(s, &u), STORE_OK);
+    struct store_usage other = u;
+    snprintf(other.day, sizeof other.day, "2026-01-03");
+    cr_assert_eq(store_usage_add(s, &other), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    store_hit_deinit(&a);
+    store_hit_deinit(&b);
+    cr_assert_eq(store_get_exact(r, 1, 20, now_ms(), &a), STORE_OK);
+    cr_assert_eq(store_get_exact(r, 1, 21, now_ms(), &b), STORE_OK);
+    cr_assert_eq(a.hit_count, 1000);
+    cr_assert_eq(a.last_hit_ms, t0 + 9000);
+    cr_assert_eq(b.hit_count, 1);
+    store_hit_deinit(&a);
+    store_hit_deinit(&b);
+    store_reader_close(r);
+    struct store_usage *rows = NULL;
+    int n = 0;
+    cr_assert_eq(store_usage_list(s, 1, "2026-01-01", &rows, &n), STORE_OK);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(rows[0].day, "2026-01-02");
+    cr_assert_eq(rows[0].requests, 300);
+    cr_assert_eq(rows[0].prompt_tokens, 3000);
+    cr_assert_eq(rows[0].exact_hits, 300);
+    cr_assert_eq(rows[0].tokens_saved, 1500);
+    cr_assert_eq(rows[1].requests, 1);
+    free(rows);
+    store_close(s);
+}
