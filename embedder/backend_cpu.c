@@ -253,7 +253,7 @@ static int cpu_forward(void *p, const struct emb_batch *b, float *out)
     return 0;
 }
 
-static const struct emb_backend_i cpu_vt = {"cpu", cpu_forward, cpu_destroy};
+static const struct emb_backend_i cpu_vt = {"cpu", cpu_forward, cpu_destroy, NULL};
 
 int emb_backend_cpu_create(const struct emb_config *cfg, const struct emb_weights *w,
                            int threads, const struct emb_backend_i **vt, void **ctx)

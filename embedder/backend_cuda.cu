@@ -637,7 +637,12 @@ int upload_weights(struct cuda_emb *c, const struct emb_weights *w)
     return rc;
 }
 
-const struct emb_backend_i cuda_vt = {"cuda", cuda_forward, cuda_destroy};
+const char *cuda_last_error(void *ctx)
+{
+    return static_cast<struct cuda_emb *>(ctx)->err;
+}
+
+const struct emb_backend_i cuda_vt = {"cuda", cuda_forward, cuda_destroy, cuda_last_error};
 
 } // namespace
 

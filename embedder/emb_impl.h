@@ -42,6 +42,8 @@ struct emb_backend_i {
     /* out: [n][hidden], mean-pooled over each sequence's tokens and L2-normalised. */
     int (*forward)(void *ctx, const struct emb_batch *b, float *out);
     void (*destroy)(void *ctx);
+    /* Optional (NULL: none): what the last failing call hit, for EMB_EDEVICE. */
+    const char *(*last_error)(void *ctx);
 };
 
 /* A backend on another device (the CUDA plugin's): cfg and w are borrowed for the call

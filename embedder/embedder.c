@@ -457,7 +457,10 @@ int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n
             ntokens[i] = r;
     }
     struct emb_batch b = {n, m->ids, m->off};
-    return m->be->forward(m->be_ctx, &b, out);
+    int rc = m->be->forward(m->be_ctx, &b, out);
+    if (rc == EMB_EDEVICE && m->be->last_error)
+        logf_(EMB_LOG_ERROR, "embedder %s backend: %s", m->be->name, m->be->last_error(m->be_ctx));
+    return rc;
 }
 
 void emb_model_internals(const emb_model *m, const struct emb_config **cfg,
