@@ -92,6 +92,14 @@ static void chat_req_free(struct chat_req *c)
     free(c);
 }
 
+/* An error reply to an admitted request: its tenant's outcome is "error", not "ok". */
+static void chat_error(struct chat_req *c, int status, const char *msg, const char *param,
+                       const char *code)
+{
+    c->use.failed = 1;
+    gw_reply_error(c->req, status, msg, param, code);
+}
+
 /* ------------------------------------------------------------------ validation */
 
 struct parsed {
@@ -389,7 +397,7 @@ static void reply_answer(struct chat_req *c, const char *text, size_t len, const
     oai_buf_int(&b, u.cached);
     oai_buf_puts(&b, "}}}");
     if (b.oom)
-        gw_reply_error(c->req, 500, "out of memory", NULL, NULL);
+        chat_error(c, 500, "out of memory", NULL, NULL);
     else
         gw_reply_body(c->req, 200, "application/json", b.p, b.len);
     oai_buf_deinit(&b);
@@ -447,13 +455,13 @@ static void on_event(struct gw_gen_event *ev)
     c->use.cached = ev->cached_tokens;
     const char *finish = ev->finish == ENG_FINISH_LENGTH || c->timed_out ? "length" : "stop";
     if (c->timed_out && !c->stream) {
-        gw_reply_error(c->req, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
+        chat_error(c, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
                        "timeout");
     } else if (ev->err) {
         if (c->stream && c->started)
             gw_reply_sse_end(c->req);
         else
-            gw_reply_error(c->req, ev->err == ENG_EINVAL || ev->err == ENG_EFULL ? 400 : 500,
+            chat_error(c, ev->err == ENG_EINVAL || ev->err == ENG_EFULL ? 400 : 500,
                            ev->err == ENG_EFULL
                                ? "The prompt does not fit in the engine's KV cache."
                                : eng_strerror(ev->err),
@@ -599,10 +607,10 @@ static void reply_hit(struct chat_req *c, const struct store_hit *h, int semanti
                  (struct usage){c->job.n_prompt, h->completion_tokens, 0});
 }
 
-static void reply_not_cached(struct gw_req *r)
+static void reply_not_cached(struct chat_req *c)
 {
-    gw_reply_header(r, "X-Cache", "MISS");
-    gw_reply_error(r, 504, "No cached answer matches this request (Cache-Control: "
+    gw_reply_header(c->req, "X-Cache", "MISS");
+    chat_error(c, 504, "No cached answer matches this request (Cache-Control: "
                            "only-if-cached).", NULL, "cache_miss");
 }
 
@@ -624,7 +632,7 @@ static void on_semantic(struct gw_cache_sem *s)
         return;
     }
     if (c->ctl.only_if_cached) {
-        reply_not_cached(c->req);
+        reply_not_cached(c);
         chat_req_free(c);
         return;
     }
@@ -689,7 +697,7 @@ static void handle(struct gw_req *r, int chat)
     if (cfg->cache_enabled && cache) {
         int krc = gw_cache_key_make(b, chat, c->tenant, &c->key);
         if (krc < 0) {
-            gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+            chat_error(c, 503, "Out of memory; try again.", NULL, NULL);
             goto out;
         }
         c->cacheable = krc == 0;
@@ -714,7 +722,7 @@ static void handle(struct gw_req *r, int chat)
         goto out;
     }
     if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p)) {
-        gw_reply_error(r, 400, p.msg, p.param, NULL);
+        chat_error(c, 400, p.msg, p.param, NULL);
         goto out;
     }
     json_decref(b);
@@ -731,7 +739,7 @@ static void handle(struct gw_req *r, int chat)
         return;
     }
     if (c->ctl.only_if_cached) {
-        reply_not_cached(r);
+        reply_not_cached(c);
         goto out;
     }
     start_engine(c);
@@ -751,13 +759,13 @@ static void start_engine(struct chat_req *c)
     int rc = gw_engw_submit(gw_server_llm(srv)->w, &c->job);
     if (rc == ENG_EFULL) {
         gw_reply_retry_after(r, 1);
-        gw_reply_error(r, 429, "The engine's queue is full; retry shortly.", NULL,
+        chat_error(c, 429, "The engine's queue is full; retry shortly.", NULL,
                        "rate_limit_exceeded");
         chat_req_free(c);
         return;
     }
     if (rc) {
-        gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+        chat_error(c, 503, "Out of memory; try again.", NULL, NULL);
         chat_req_free(c);
         return;
     }

@@ -291,8 +291,8 @@ gw_tenants *gw_tenants_create(const struct gw_config *cfg, store *st, struct eve
         return NULL;
     }
     t->m_requests = gw_metrics_counter(m, "cachegate_tenant_requests_total",
-                                       "Requests per tenant, by outcome (ok, rate_limited, "
-                                       "quota_exceeded).",
+                                       "Requests per tenant, by outcome (ok, error: an error "
+                                       "reply after admission, rate_limited, quota_exceeded).",
                                        "tenant,result");
     t->m_tokens = gw_metrics_counter(m, "cachegate_tenant_tokens_total",
                                      "Tokens per tenant: prompt and completion (spent), "
@@ -429,7 +429,7 @@ void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_
     if (limit(tn->pol.tpm, t->cfg->tenants_tpm))
         tn->tok_bucket -= spent;
     tn->month_used += spent;
-    gw_metric_add(t->m_requests, 1, tn->label, "ok");
+    gw_metric_add(t->m_requests, 1, tn->label, u->failed ? "error" : "ok");
     gw_metric_add(t->m_tokens, u->prompt, tn->label, "prompt");
     gw_metric_add(t->m_tokens, u->completion, tn->label, "completion");
     gw_metric_add(t->m_tokens, u->saved, tn->label, "saved");

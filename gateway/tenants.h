@@ -77,6 +77,7 @@ struct gw_usage_one {
     int prompt, completion, cached; /* tokens the engine used (0 for a cache hit) */
     int hit;                        /* 0 engine, 1 exact hit, 2 semantic hit */
     int saved;                      /* completion tokens a hit saved */
+    int failed;                     /* it ended in an error reply */
 };
 void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_one *u);
 

@@ -161,6 +161,18 @@ def test_cache_hits_count_as_requests_with_tokens_saved(server):
     assert row["completion_tokens"] == 0
 
 
+def test_an_error_after_admission_counts_as_an_error_not_ok(server):
+    key = make_tenant(server, "a")
+    time.sleep(1.2)
+    c = client(server, key)
+    # only-if-cached on an empty cache: admitted, then 504 without running the engine
+    r = chat(c, "What is the tallest mountain?", {"Cache-Control": "only-if-cached"})
+    assert r.status_code == 504 and r.json()["error"]["code"] == "cache_miss"
+    text = client(server).get("/metrics").text
+    assert 'cachegate_tenant_requests_total{tenant="a",result="error"} 1' in text
+    assert 'cachegate_tenant_requests_total{tenant="a",result="ok"}' not in text
+
+
 def test_allowed_models_policy(server):
     key = make_tenant(server, "a", {"models": ["some-other-model"]})
     time.sleep(1.2)
