@@ -50,13 +50,16 @@ struct conn {
     struct bufferevent *ssl_bev; /* owned; freed after its output is flushed */
     struct bufferevent *bev;     /* the filter, owned by evhttp */
     struct event *timer;         /* header/body deadline, or a deferred close */
+    struct event *kick;          /* moves queued response bytes into the TLS layer */
     enum frame frame;
     char *head; /* [max_header_bytes], the head being received */
     size_t head_len;
     uint64_t body_left;
     uint64_t started, completed; /* requests whose first byte arrived / that were answered */
     struct gw_req *cur;         /* the request being answered, if any */
-    struct evbuffer_cb_entry *out_cb;
+    struct evbuffer_cb_entry *out_cb;  /* on ssl_bev's output */
+    struct evbuffer_cb_entry *kick_cb; /* on bev's output */
+    int kicking; /* frame_output may move bytes: see on_kick() */
     int close_when_flushed;
     int closing;
 };
@@ -151,6 +154,17 @@ static const char *method_name(enum evhttp_cmd_type t)
 
 /* ------------------------------------------------------------------ connections */
 
+/* Whether evhttp still holds the filter. bufferevent_free() clears the callbacks at once
+ * but finalizes (and so calls conn_free) later; in between the filter may have no
+ * reference left, and touching it through the API (which takes and drops one) would
+ * finalize it a second time. */
+static int evhttp_holds(struct conn *c)
+{
+    bufferevent_event_cb eventcb = NULL;
+    bufferevent_getcb(c->bev, NULL, NULL, &eventcb, NULL);
+    return eventcb != NULL;
+}
+
 /* Closes a connection from outside evhttp by handing it an end-of-file: evhttp then
  * frees the connection, which frees the filter, which calls conn_free(). */
 static void conn_close(struct conn *c)
@@ -158,11 +172,7 @@ static void conn_close(struct conn *c)
     if (c->closing)
         return;
     c->closing = 1;
-    /* bufferevent_free() clears the callbacks at once but finalizes (and so calls
-     * conn_free) later: no event callback means evhttp has already let go of it */
-    bufferevent_event_cb eventcb = NULL;
-    bufferevent_getcb(c->bev, NULL, NULL, &eventcb, NULL);
-    if (eventcb)
+    if (evhttp_holds(c))
         bufferevent_trigger_event(c->bev, BEV_EVENT_EOF | BEV_EVENT_READING, 0);
 }
 
@@ -221,9 +231,12 @@ static void conn_free(void *arg)
     srv->nconns--;
     update_accepting(srv);
     event_free(c->timer);
+    event_free(c->kick);
     free(c->head);
     SSL_set_ex_data(bufferevent_openssl_get_ssl(c->ssl_bev), ssl_conn_index, NULL);
     evbuffer_remove_cb_entry(bufferevent_get_output(c->ssl_bev), c->out_cb);
+    if (c->kick_cb)
+        evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->kick_cb);
     free(c);
 }
 
@@ -410,13 +423,50 @@ static enum bufferevent_filter_result frame_output(struct evbuffer *src, struct 
                                                    enum bufferevent_flush_mode mode, void *arg)
 {
     (void)mode;
-    (void)arg;
+    struct conn *c = arg;
+    if (!c->kicking)
+        return BEV_NEED_MORE; /* on_kick() moves it, once evhttp has finished queueing */
     size_t n = evbuffer_get_length(src);
     if (limit >= 0 && (size_t)limit < n)
         n = (size_t)limit;
     if (n > 1 && n <= ONE_RECORD_BYTES)
         evbuffer_pullup(src, (ev_ssize_t)n);
     return evbuffer_remove_buffer(src, dst, n) >= 0 ? BEV_OK : BEV_ERROR;
+}
+
+/* Response bytes leave the filter only from here, run from the loop after evhttp has
+ * queued them. Two things need that. evhttp queues a response before it enables writing,
+ * and a 2.1 filter passes output on only when writing is enabled (and not when it gets
+ * enabled). And evhttp sets the callback that completes a request after it queues the
+ * request's last bytes: passed on at once, the filter would report them written before
+ * that callback is set, and the request would never complete.
+ *
+ * This is a plain event of ours rather than evbuffer_defer_callbacks() on the filter's
+ * output: a deferred evbuffer callback holds a reference to the filter, and when evhttp
+ * frees the filter while one is pending, that callback drops the last reference and
+ * libevent 2.1 runs the filter's finalizer with the evbuffer as its argument (a crash in
+ * bufferevent_finalize_cb_ when many clients leave at once). */
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (!evhttp_holds(c))
+        return; /* being finalized: conn_free() follows */
+    /* the flush holds a reference to the filter: should evhttp free the connection from
+     * the write callback, the filter (and c) outlive this call */
+    c->kicking = 1;
+    bufferevent_flush(c->bev, EV_WRITE, BEV_NORMAL);
+    c->kicking = 0;
+}
+
+static void on_filter_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+                             void *arg)
+{
+    (void)buf;
+    struct conn *c = arg;
+    if (info->n_added)
+        event_active(c->kick, EV_WRITE, 0);
 }
 
 /* evhttp asks for each new connection's bufferevent; the socket is set by evhttp. */
@@ -430,8 +480,9 @@ static struct bufferevent *on_bev(struct event_base *base, void *arg)
     c->srv = srv;
     c->head = malloc((size_t)srv->cfg->max_header_bytes);
     c->timer = evtimer_new(base, on_conn_timer, c);
+    c->kick = event_new(base, -1, 0, on_kick, c);
     ssl = SSL_new(srv->ssl);
-    if (!c->head || !c->timer || !ssl)
+    if (!c->head || !c->timer || !c->kick || !ssl)
         goto fail;
     SSL_set_ex_data(ssl, ssl_conn_index, c);
     c->ssl_bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
@@ -447,15 +498,18 @@ static struct bufferevent *on_bev(struct event_base *base, void *arg)
                                     BEV_OPT_CLOSE_ON_FREE, conn_free, c);
     if (!c->bev)
         goto fail;
-    /* evhttp queues a response before it enables writing, and a 2.1 filter only passes
-     * output on when writing is enabled: running the output callbacks from the loop,
-     * after evhttp has enabled writing, moves the response on. */
-    evbuffer_defer_callbacks(bufferevent_get_output(c->bev), base);
+    /* from here on, freeing the filter frees the rest (conn_free) */
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;
     srv->conns = c;
     srv->nconns++;
+    c->kick_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_filter_output, c);
+    if (!c->kick_cb) {
+        gw_log(GW_LOG_ERROR, "out of memory accepting a connection");
+        bufferevent_free(c->bev);
+        return NULL; /* as below */
+    }
     update_accepting(srv);
     return c->bev;
 fail:
@@ -465,6 +519,8 @@ fail:
             bufferevent_free(c->ssl_bev);
         if (c->timer)
             event_free(c->timer);
+        if (c->kick)
+            event_free(c->kick);
         free(c->head);
         free(c);
     }

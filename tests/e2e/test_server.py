@@ -382,3 +382,26 @@ def test_shutdown_closes_many_idle_connections(server):
     for s in socks:
         assert s.recv(1024) == b""
         s.close()
+
+
+def test_many_clients_leaving_mid_response(server):
+    # Clients that send a request and close at once (as a load generator does when it
+    # stops): the server reads the request and the end of the stream together, queues the
+    # reply, and frees the connection right after. Several rounds, then the server must
+    # still be up and answering.
+    for _ in range(6):
+        socks = []
+        for _ in range(48):
+            s = server.tls_socket()
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_http_response(s)[0] == 200  # a kept-alive connection
+            socks.append(s)
+        for s in socks:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        for s in socks:
+            s.close()
+        time.sleep(0.2)
+        assert server.proc.poll() is None
+    with client(server) as c:
+        assert c.get("/health").status_code == 200
+    assert server.proc.poll() is None
