@@ -2,8 +2,10 @@
 #
 #   make deps      Debian packages, FAISS C API, test venv, default models (idempotent)
 #   make           build/cachegate, and build/libcachegate_cuda.so when nvcc exists
-#   make test      deps + build + C unit tests + end-to-end tests; SAN=1: under ASan+UBSan
+#   make test      deps + build + C unit tests + test-cuda-emu + end-to-end tests;
+#                  SAN=1: under ASan+UBSan (without test-cuda-emu)
 #   make test-gpu  tests that need a GPU (fails without one)
+#   make test-cuda-emu  the CUDA code's fast GPU tests on a CPU emulator of the GPU (no nvcc)
 #   make bench     benchmarks (CPU, peers side by side)
 #   make bench-gpu the GPU tests, then GPU timings in one table (fails without a GPU)
 #   make run       deps + build + serve on the defaults
@@ -83,7 +85,7 @@ REF_VENV := build/ref-venv
 LLAMA_VENV := build/llama-venv
 GPTCACHE_VENV := build/gptcache-venv
 
-.PHONY: all deps test unit e2e test-gpu bench bench-gpu run fmt clean cuda fuzz
+.PHONY: all deps test unit e2e test-gpu test-cuda-emu bench bench-gpu run fmt clean cuda fuzz
 
 all: $(BIN) $(ENG_LIB) $(STORE_LIB) cuda $(GPU_TEST_BIN) $(GPU_BENCH)
 
@@ -162,12 +164,57 @@ test: deps
 ifeq ($(SAN),1)
 	@$(MAKE) --no-print-directory e2e SAN=1
 else
+	@$(MAKE) --no-print-directory test-cuda-emu
 	@$(MAKE) --no-print-directory e2e
 endif
 
 test-gpu: deps all $(GPU_TEST_BIN)
 	$(BIN) device --device cuda
 	@set -e; for t in $(GPU_TEST_BIN); do echo "== $$t"; $$t --jobs 1; done
+
+# The CUDA sources, unchanged, on a CPU: tests/cudaemu/ emulates the CUDA runtime, cuBLAS, CUB
+# and the GPU's threads (g++ only), gen.py rewrites the launches and __shared__, and the result
+# is a stand-in $(CUDA_LIB) that tests/gpu/ loads. Only the fast suites: the whole-model ones
+# take minutes each emulated. make test runs it, but not under SAN=1: ASan does not support the
+# emulator's coroutines (swapcontext) and may report false positives.
+EMU_DIR := $(BUILD)/cudaemu
+EMU_LIB := $(EMU_DIR)/libcachegate_cuda.so
+EMU_OBJ := $(EMU_DIR)/obj/emu.o $(EMU_DIR)/obj/gateway/cuda_plugin.o \
+           $(EMU_DIR)/obj/embedder/backend_cuda.o $(EMU_DIR)/obj/engine/backend_cuda.o
+EMU_HDR := $(CUDA_HDR) $(wildcard tests/cudaemu/*.h tests/cudaemu/include/*.h tests/cudaemu/include/*/*)
+EMU_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -fvisibility=hidden -Wall -Wno-unknown-pragmas \
+                $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma) -ffp-contract=fast \
+                -fno-strict-aliasing $(SANFLAGS) -Itests/cudaemu -Itests/cudaemu/include \
+                -Igateway -Iembedder -Iengine $(BLAS_CFLAGS)
+EMU_TESTS := $(EMU_DIR)/test_emb_cuda $(EMU_DIR)/test_eng_cuda
+
+.PRECIOUS: $(EMU_DIR)/gen/%.cpp $(EMU_DIR)/gen/%.cuh
+$(EMU_DIR)/gen/%.cpp: %.cu tests/cudaemu/gen.py
+	@mkdir -p $(dir $@)
+	python3 tests/cudaemu/gen.py $< $@
+$(EMU_DIR)/gen/%.cuh: %.cuh tests/cudaemu/gen.py
+	@mkdir -p $(dir $@)
+	python3 tests/cudaemu/gen.py $< $@
+$(EMU_DIR)/obj/emu.o: tests/cudaemu/emu.cpp $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+$(EMU_DIR)/obj/gateway/cuda_plugin.o: gateway/cuda_plugin.cu $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ -c $< -o $@
+$(EMU_DIR)/obj/%.o: $(EMU_DIR)/gen/%.cpp $(EMU_DIR)/gen/engine/kernels_cuda.cuh $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+$(EMU_LIB): $(EMU_OBJ)
+	$(CXX) -shared $(LDFLAGS) -o $@ $^ $(BLAS_LIBS)
+
+$(EMU_DIR)/test_%: tests/gpu/test_%.c $(GW_LIB) $(EMB_LIB) $(ENG_LIB) $(STORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Wno-psabi -Igateway -DCUDA_PLUGIN_PATH='"$(EMU_LIB)"' -o $@ $< \
+	    $(GW_LIB) $(EMB_LIB) $(ENG_LIB) $(STORE_LIB) $(LDFLAGS) -lcriterion $(GW_LIBS)
+
+test-cuda-emu: $(EMU_LIB) $(EMU_TESTS)
+	$(EMU_DIR)/test_eng_cuda --filter '@(ops|backend)/*' --jobs 2
+	$(EMU_DIR)/test_emb_cuda --filter 'emb_cuda/@(bad_batches_refused|lengths_cover_short_and_truncated)' --jobs 2
 
 $(BUILD)/bench/bench_embed: tests/bench/bench_embed.c $(EMB_LIB)
 	@mkdir -p $(dir $@)

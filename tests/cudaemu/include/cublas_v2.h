@@ -1,0 +1,3 @@
+// <cublas_v2.h> for the CPU emulator of the GPU (tests/cudaemu, a test double): all of it is in
+// fakecuda.h, which says what the emulator checks and what it cannot.
+#include "fakecuda.h"
