@@ -391,12 +391,15 @@ int eng_model_kv_capacity(eng_model *m, const struct kvc_shape *shape, double fr
     return rc;
 }
 
+int eng_model_samples_on_device(const eng_model *m)
+{
+    return m->be && m->be->sample;
+}
+
 int eng_model_sample(eng_model *m, const struct eng_sample_row *rows, int n, int32_t *tokens)
 {
-    if (!m->be || !m->be->sample)
+    if (!eng_model_samples_on_device(m))
         return ENG_ENOTSUP;
-    if (n == 0)
-        return 0;
     int rc = m->be->sample(m->be_ctx, rows, n, tokens);
     if (rc == ENG_EDEVICE)
         eng_log(ENG_LOG_ERROR, "%s: %s", m->be->name, m->be->last_error(m->be_ctx));

@@ -85,9 +85,10 @@ int eng_model_kv_on_device(const eng_model *m);
  * ENG_ENOTSUP on the CPU backend. */
 int eng_model_kv_capacity(eng_model *m, const struct kvc_shape *shape, double fraction,
                           int *n_blocks /* out */);
+/* 1 when the backend samples on its device (eng_model_sample() is then available). */
+int eng_model_samples_on_device(const eng_model *m);
 /* Samples rows of the last forward pass (called with logits NULL) on the device;
- * ENG_ENOTSUP when the backend cannot (the caller then asks for logits); with n = 0, 0
- * when it can. */
+ * ENG_ENOTSUP when the backend cannot (the caller then asks for logits). */
 struct eng_sample_row;
 int eng_model_sample(eng_model *m, const struct eng_sample_row *rows, int n,
                      int32_t *tokens /* out */);

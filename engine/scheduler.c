@@ -153,7 +153,7 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
     s->cand = malloc(sizeof *s->cand * (size_t)cfg->max_num_seqs);
     s->piece_cap = tok_decode_max(v) + 8;
     s->piece = malloc(s->piece_cap);
-    if (eng_model_sample(m, NULL, 0, NULL) == 0) {
+    if (eng_model_samples_on_device(m)) {
         s->dev_rows = malloc(sizeof *s->dev_rows * (size_t)cfg->max_num_seqs);
         s->dev_tokens = malloc(sizeof *s->dev_tokens * (size_t)cfg->max_num_seqs);
         if (!s->dev_rows || !s->dev_tokens)

@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "generate.h"
 #include "scheduler.h"
+#include "sched_out.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -245,41 +246,14 @@ Test(backend, forward_matches_the_cpu_and_kv_follows_the_pool)
     kvc_destroy(dk2);
 }
 
-struct out {
-    char text[2048];
-    size_t len;
-    int done, err;
-};
-
-static void on_text(void *ud, const char *t, size_t n)
-{
-    struct out *o = ud;
-    cr_assert(o->len + n < sizeof o->text);
-    memcpy(o->text + o->len, t, n);
-    o->len += n;
-    o->text[o->len] = 0;
-}
-
-static void on_done(void *ud, int err, enum eng_finish f, int prompt, int completion,
-                    int cached)
-{
-    (void)f, (void)prompt, (void)completion, (void)cached;
-    struct out *o = ud;
-    o->done = 1;
-    o->err = err;
-}
-
 static void run(eng_model *m, float penalty, struct out *outs)
 {
     static const char *prompts[] = {"The capital of France is", "def fibonacci(n):",
                                     "Water boils at a temperature of"};
     struct sched_config cfg = {3, 64, 32, 16, 0, 1};
-    struct sched_events ev = {on_text, on_done};
     sched *s;
-    cr_assert_eq(sched_create(m, vocab, &cfg, &ev, &s), 0);
-    struct eng_gen_params p = {.max_tokens = 16};
-    eng_sampling_default(&p.sampling);
-    p.sampling.temperature = 0;
+    cr_assert_eq(sched_create(m, vocab, &cfg, &events, &s), 0);
+    struct eng_gen_params p = greedy_params(16);
     p.sampling.frequency_penalty = penalty;
     for (int i = 0; i < 3; i++) {
         int32_t ids[64];

@@ -6,6 +6,7 @@
 #include "engine.h"
 #include "generate.h"
 #include "scheduler.h"
+#include "sched_out.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -33,37 +34,6 @@ static void teardown(void)
 
 TestSuite(sched, .init = setup, .fini = teardown, .timeout = 300);
 
-struct out {
-    char text[4096];
-    size_t len;
-    int done, err, completion, cached;
-    enum eng_finish finish;
-};
-
-static void on_text(void *ud, const char *t, size_t n)
-{
-    struct out *o = ud;
-    cr_assert(o->len + n < sizeof o->text);
-    memcpy(o->text + o->len, t, n);
-    o->len += n;
-    o->text[o->len] = 0;
-}
-
-static void on_done(void *ud, int err, enum eng_finish f, int prompt, int completion,
-                    int cached)
-{
-    (void)prompt;
-    ((struct out *)ud)->cached = cached;
-    struct out *o = ud;
-    cr_assert_eq(o->done, 0, "done twice");
-    o->done = 1;
-    o->err = err;
-    o->finish = f;
-    o->completion = completion;
-}
-
-static const struct sched_events events = {on_text, on_done};
-
 static const char *prompts[] = {
     "The capital of France is",
     "Once upon a time, there was a",
@@ -81,20 +51,12 @@ static int32_t *encode(const char *text, int *n)
     return ids;
 }
 
-static struct eng_gen_params greedy(int max_tokens)
-{
-    struct eng_gen_params p = {.max_tokens = max_tokens};
-    eng_sampling_default(&p.sampling);
-    p.sampling.temperature = 0;
-    return p;
-}
-
 static void run(struct sched_config cfg, struct out *outs, long *preemptions)
 {
     sched *s;
     cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
     sched_seq *q[NP];
-    struct eng_gen_params p = greedy(24);
+    struct eng_gen_params p = greedy_params(24);
     for (int i = 0; i < NP; i++) {
         int n;
         int32_t *ids = encode(prompts[i], &n);
@@ -154,7 +116,7 @@ Test(sched, matches_generate)
     for (int i = 0; i < NP; i++) {
         int n;
         int32_t *ids = encode(prompts[i], &n);
-        struct eng_gen_params p = greedy(24);
+        struct eng_gen_params p = greedy_params(24);
         struct out g = {0};
         struct eng_gen_stats st;
         cr_assert_eq(eng_generate(model, vocab, ids, n, &p, collect, &g, &st), 0);
@@ -172,7 +134,7 @@ Test(sched, cancel_returns_blocks_next_step)
     struct out a = {0}, b = {0};
     int n;
     int32_t *ids = encode(prompts[0], &n);
-    struct eng_gen_params p = greedy(200);
+    struct eng_gen_params p = greedy_params(200);
     sched_seq *qa, *qb;
     cr_assert_eq(sched_submit(s, 0, ids, n, &p, &a, &qa), 0);
     cr_assert_eq(sched_submit(s, 0, ids, n, &p, &b, &qb), 0);
@@ -202,7 +164,7 @@ Test(sched, prefix_cache_reuses_a_shared_prefix_with_the_same_output)
                        "the capital of France?";
     int n;
     int32_t *ids = encode(text, &n);
-    struct eng_gen_params p = greedy(16);
+    struct eng_gen_params p = greedy_params(16);
     for (int cache = 0; cache < 2; cache++) {
         struct sched_config cfg = {4, 64, 64, 16, 0, cache};
         sched *s;
@@ -242,7 +204,7 @@ static const char *shared_text = "The following is a long shared system prompt t
 /* Submits one sequence in ns and steps until everything is done. */
 static void run_alone(sched *s, uint64_t ns, const int32_t *ids, int n, struct out *o)
 {
-    struct eng_gen_params p = greedy(16);
+    struct eng_gen_params p = greedy_params(16);
     sched_seq *q;
     cr_assert_eq(sched_submit(s, ns, ids, n, &p, o, &q), 0);
     int steps = 0;
@@ -307,7 +269,7 @@ Test(sched, prefix_cache_waits_for_a_prefill_only_within_its_namespace)
         sched *s;
         cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
         struct out a = {0}, b = {0};
-        struct eng_gen_params p = greedy(16);
+        struct eng_gen_params p = greedy_params(16);
         sched_seq *qa, *qb;
         cr_assert_eq(sched_submit(s, pairs[i][0], ids, n, &p, &a, &qa), 0);
         cr_assert_eq(sched_submit(s, pairs[i][1], ids, n, &p, &b, &qb), 0);

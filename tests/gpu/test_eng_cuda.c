@@ -13,6 +13,7 @@
 #include "sampler.h"
 #include "scheduler.h"
 #include "tokenizer.h"
+#include "../engine/sched_out.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -637,44 +638,6 @@ Test(model, teacher_forced_top1_and_greedy_continuations)
 
 /* ------------------------------------------------------------------ the scheduler on CUDA
  * (tests/engine/test_scheduler.c's invariants, with the CUDA model) */
-
-struct out {
-    char text[4096];
-    size_t len;
-    int done, err, completion, cached;
-    enum eng_finish finish;
-};
-
-static void on_text(void *ud, const char *t, size_t n)
-{
-    struct out *o = ud;
-    cr_assert(o->len + n < sizeof o->text);
-    memcpy(o->text + o->len, t, n);
-    o->len += n;
-    o->text[o->len] = 0;
-}
-
-static void on_done(void *ud, int err, enum eng_finish f, int prompt, int completion, int cached)
-{
-    (void)prompt;
-    struct out *o = ud;
-    cr_assert_eq(o->done, 0, "done twice");
-    o->done = 1;
-    o->err = err;
-    o->finish = f;
-    o->completion = completion;
-    o->cached = cached;
-}
-
-static const struct sched_events events = {on_text, on_done};
-
-static struct eng_gen_params greedy_params(int max_tokens)
-{
-    struct eng_gen_params p = {.max_tokens = max_tokens};
-    eng_sampling_default(&p.sampling);
-    p.sampling.temperature = 0;
-    return p;
-}
 
 static void run(eng_model *m, struct sched_config cfg, struct out *outs, long *preemptions)
 {
