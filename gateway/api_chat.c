@@ -705,20 +705,19 @@ static void handle(struct gw_req *r, int chat)
     }
     /* an exact hit is answered before the prompt is tokenized: the entry knows its prompt's
      * length, unless it was imported */
-    struct store_hit h;
+    const struct store_hit *h;
     if (c->cacheable && !c->ctl.no_cache &&
         gw_cache_exact(cache, c->tenant, &c->key, c->job.params.max_tokens, &h)) {
-        c->job.n_prompt = h.prompt_tokens;
-        if (!h.prompt_tokens) { /* imported: count once, then the entry knows */
+        c->job.n_prompt = h->prompt_tokens;
+        if (!h->prompt_tokens) { /* imported: count once, then the entry knows */
             if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p))
                 c->job.n_prompt = 0;
             else
-                store_set_prompt_tokens(gw_cache_store(cache), h.id, c->job.n_prompt);
+                store_set_prompt_tokens(gw_cache_store(cache), h->id, c->job.n_prompt);
         }
-        c->use = (struct gw_usage_one){.hit = 1, .saved = h.completion_tokens};
-        gw_cache_served(cache, &h, 0);
-        reply_hit(c, &h, 0);
-        store_hit_deinit(&h);
+        c->use = (struct gw_usage_one){.hit = 1, .saved = h->completion_tokens};
+        gw_cache_served(cache, h, 0);
+        reply_hit(c, h, 0);
         goto out;
     }
     if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p)) {

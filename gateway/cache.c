@@ -17,14 +17,31 @@
 
 #define MAX_NAMES 64
 
+/* A slot of the in-memory exact cache (event loop only); a hash has HOT_WAYS slots. */
+#define HOT_WAYS 4
+struct hot {
+    int64_t tenant;
+    uint64_t exact;
+    size_t bytes; /* counted against cache.hot_bytes; 0: the slot is empty */
+    uint64_t used; /* when last served, in lookups */
+    struct store_hit hit;
+};
+
 struct gw_cache {
     const struct gw_config *cfg;
     store *st;
     gw_embedw *embw;
     int dim;
     store_reader *loop_reader;   /* event loop: exact lookups */
+    /* event loop: recently served exact entries, HOT_WAYS slots per hash (nhot: a power of two;
+     * hot NULL: none), filled while the store's generation was hot_gen; spare: the last
+     * entry read from the store that no slot kept, what gw_cache_exact() last lent */
+    struct hot *hot;
+    size_t nhot, hot_bytes, hot_used;
+    uint64_t hot_gen, lookups;
+    struct store_hit spare;
     store_reader *worker_reader; /* embedder worker thread: semantic searches */
-    gw_metric *m_lookups, *m_similarity, *m_entries, *m_bytes, *m_saved, *m_evictions,
+    gw_metric *m_lookups, *m_similarity, *m_entries, *m_bytes, *m_saved, *m_evictions, *m_hot,
         *m_writes;
     /* tenant id -> name, for metric labels; and eviction counts already reported */
     struct {
@@ -329,6 +346,15 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
     int rc = store_reader_open(st, &c->loop_reader);
     if (!rc)
         rc = store_reader_open(st, &c->worker_reader);
+    if (!rc && cfg->cache_hot_entries > 0) {
+        size_t n = HOT_WAYS;
+        while (n < (size_t)cfg->cache_hot_entries)
+            n *= 2;
+        c->hot = calloc(n, sizeof *c->hot);
+        c->nhot = n;
+        c->hot_gen = store_generation(st);
+        rc = c->hot ? 0 : STORE_ENOMEM;
+    }
     if (rc) {
         snprintf(err, errlen, "opening the cache's readers: %s", store_strerror(rc));
         gw_cache_destroy(c);
@@ -347,6 +373,9 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
     c->m_bytes = gw_metrics_gauge(m, "cachegate_cache_bytes",
                                   "Bytes of cached answers, queries and embeddings per tenant.",
                                   "tenant");
+    c->m_hot = gw_metrics_gauge(m, "cachegate_cache_hot_entries",
+                                "Exact entries held in memory by the event loop (all tenants).",
+                                NULL);
     c->m_saved = gw_metrics_counter(m, "cachegate_cache_tokens_saved_total",
                                     "Completion tokens served from the cache instead of the "
                                     "engine.",
@@ -365,6 +394,10 @@ void gw_cache_destroy(gw_cache *c)
         return;
     store_reader_close(c->loop_reader);
     store_reader_close(c->worker_reader);
+    for (size_t i = 0; c->hot && i < c->nhot; i++)
+        store_hit_deinit(&c->hot[i].hit);
+    free(c->hot);
+    store_hit_deinit(&c->spare);
     free(c);
 }
 
@@ -375,16 +408,90 @@ store *gw_cache_store(gw_cache *c)
 
 /* ------------------------------------------------------------------ lookups */
 
-int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
-                   struct store_hit *out)
+static void hot_drop(gw_cache *c, struct hot *h)
 {
-    int rc = store_get_exact(c->loop_reader, tenant, k->exact, now_ms(), out);
-    int hit = rc == STORE_OK && out->completion_tokens <= max_tokens;
-    if (rc == STORE_OK && !hit)
-        store_hit_deinit(out);
-    if (rc != STORE_OK && rc != STORE_ENOTFOUND)
-        gw_log_kv(GW_LOG_WARN, "exact cache lookup failed", "error", store_strerror(rc), NULL);
+    store_hit_deinit(&h->hit);
+    c->hot_bytes -= h->bytes;
+    c->hot_used--;
+    memset(h, 0, sizeof *h);
+}
+
+static size_t hit_bytes(const struct store_hit *h)
+{
+    return sizeof *h + strlen(h->model) + strlen(h->finish_reason) + h->query_len +
+           h->answer_len + 4;
+}
+
+/* The slot holding (tenant, exact), else the one of its HOT_WAYS to fill (empty, or the
+ * least recently served); NULL without an in-memory cache. Empties every slot first when the
+ * store removed entries since they were filled. */
+static struct hot *hot_slot(gw_cache *c, int64_t tenant, uint64_t exact)
+{
+    if (!c->hot)
+        return NULL;
+    uint64_t gen = store_generation(c->st);
+    if (gen != c->hot_gen) {
+        for (size_t i = 0; i < c->nhot && c->hot_bytes; i++)
+            if (c->hot[i].bytes)
+                hot_drop(c, &c->hot[i]);
+        c->hot_gen = gen;
+    }
+    uint64_t h = exact ^ ((uint64_t)tenant * 0x9E3779B97F4A7C15ull);
+    struct hot *set = &c->hot[(h ^ h >> 29) & (c->nhot - HOT_WAYS)], *fill = set;
+    for (int i = 0; i < HOT_WAYS; i++) {
+        if (set[i].bytes && set[i].tenant == tenant && set[i].exact == exact)
+            return &set[i];
+        if (fill->bytes && (!set[i].bytes || set[i].used < fill->used))
+            fill = &set[i];
+    }
+    return fill;
+}
+
+int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
+                   const struct store_hit **out)
+{
+    int64_t now = now_ms();
+    store_hit_deinit(&c->spare);
+    /* the generation is read before the store is: a removal committed after this read
+     * changes it, and the next lookup drops what this one keeps */
+    struct hot *slot = hot_slot(c, tenant, k->exact);
+    const struct store_hit *h = NULL;
+    c->lookups++;
+    if (slot && slot->bytes && slot->tenant == tenant && slot->exact == k->exact) {
+        if (slot->hit.expires_ms && slot->hit.expires_ms <= now) {
+            hot_drop(c, slot);
+        } else {
+            h = &slot->hit;
+            slot->used = c->lookups;
+        }
+    }
+    if (!h) {
+        struct store_hit e;
+        int rc = store_get_exact(c->loop_reader, tenant, k->exact, now, &e);
+        if (rc == STORE_OK) {
+            /* an imported entry learns its prompt's length at its first hit (in the store,
+             * not here): it is kept once it knows */
+            size_t bytes = hit_bytes(&e);
+            if (slot && e.prompt_tokens > 0 &&
+                c->hot_bytes - slot->bytes + bytes <= (size_t)c->cfg->cache_hot_bytes) {
+                if (slot->bytes)
+                    hot_drop(c, slot);
+                *slot = (struct hot){tenant, k->exact, bytes, c->lookups, e};
+                c->hot_bytes += bytes;
+                c->hot_used++;
+                h = &slot->hit;
+            } else {
+                c->spare = e;
+                h = &c->spare;
+            }
+        } else if (rc != STORE_ENOTFOUND) {
+            gw_log_kv(GW_LOG_WARN, "exact cache lookup failed", "error", store_strerror(rc),
+                      NULL);
+        }
+    }
+    int hit = h && h->completion_tokens <= max_tokens;
     gw_metric_add(c->m_lookups, 1, "exact", hit ? "hit" : "miss");
+    *out = hit ? h : NULL;
     return hit;
 }
 
@@ -596,6 +703,7 @@ static int name_slot(gw_cache *c, int64_t tenant)
 
 void gw_cache_refresh_metrics(gw_cache *c)
 {
+    gw_metric_set(c->m_hot, (double)c->hot_used);
     struct store_tenant_stats st[MAX_NAMES];
     int n = store_stats(c->st, st, MAX_NAMES);
     double other_entries = 0, other_bytes = 0;

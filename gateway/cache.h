@@ -62,11 +62,17 @@ void gw_cache_destroy(gw_cache *c); /* accepts NULL */
 store *gw_cache_store(gw_cache *c);
 
 /*
- * Exact lookup. 1 and *out filled (the caller deinits it) on a hit whose answer fits
- * max_tokens; 0 on a miss. Counts the lookup in the metrics.
+ * Exact lookup. 1 and *out set on a hit whose answer fits max_tokens; 0 on a miss. Counts
+ * the lookup in the metrics. *out is the cache's: valid until the next gw_cache_exact()
+ * call; the caller neither changes nor frees it.
+ *
+ * Recently served entries are kept in memory (cache.hot_entries, cache.hot_bytes; one
+ * slot per hash, a newer entry takes the slot): a hit there costs no SQLite read. The
+ * copies are dropped whenever the store's generation changes (an entry was deleted,
+ * replaced, evicted or swept), and one past its expiry is never served.
  */
 int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
-                   struct store_hit *out);
+                   const struct store_hit **out);
 
 /* A semantic lookup in flight. The caller fills the inputs and done; the cache the rest. */
 struct gw_cache_sem {

@@ -101,6 +101,8 @@ static const struct opt opts[] = {
     {"cache", "similarity_threshold", T_REAL, OFF(cache_threshold), "0.83", 0, 1000, NULL, NULL},
     {"cache", "guard", T_BOOL, OFF(cache_guard), "true", 0, 0, NULL, NULL},
     {"cache", "candidates", T_INT, OFF(cache_candidates), "8", 1, 64, NULL, NULL},
+    {"cache", "hot_entries", T_INT, OFF(cache_hot_entries), "16384", 0, 1 << 24, NULL, NULL},
+    {"cache", "hot_bytes", T_SIZE, OFF(cache_hot_bytes), "32M", 0, 1LL << 40, NULL, NULL},
     {"cache", "ttl_s", T_INT, OFF(cache_ttl_s), "604800", 0, 100LL * 365 * 86400, NULL, NULL},
     {"cache", "max_entries", T_INT, OFF(cache_max_entries), "1000000", 0, 1LL << 40, NULL, NULL},
     {"cache", "max_bytes", T_SIZE, OFF(cache_max_bytes), "1G", 0, 1LL << 50, NULL, NULL},

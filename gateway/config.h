@@ -61,6 +61,8 @@ struct gw_config {
     double cache_threshold;         /* cosine a semantic hit needs */
     int cache_guard;                /* reject semantic candidates that contradict the query */
     int64_t cache_candidates;       /* nearest entries examined per semantic lookup */
+    int64_t cache_hot_entries;      /* exact entries kept in memory on the event loop; 0: none */
+    int64_t cache_hot_bytes;        /* their answers' and strings' bytes, at most */
     int64_t cache_ttl_s;            /* entries expire after this; 0: never */
     int64_t cache_max_entries;      /* per tenant; 0: no limit */
     int64_t cache_max_bytes;        /* per tenant; 0: no limit */

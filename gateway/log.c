@@ -93,12 +93,68 @@ static void line_begin(struct oai_buf *b, int level, const char *msg)
     put_str(b, msg);
 }
 
-static void line_end(struct oai_buf *b)
+/* This thread's held lines (gw_log_hold). */
+#define HOLD_MAX 65536
+static _Thread_local struct {
+    int on;
+    void (*on_held)(void *arg);
+    void *arg;
+    size_t len;
+    char buf[HOLD_MAX];
+} *held;
+
+static void write_all(const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(STDERR_FILENO, p, n);
+        if (w <= 0)
+            return; /* a log that cannot be written is not worth stalling for */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+void gw_log_flush(void)
+{
+    if (held && held->len) {
+        write_all(held->buf, held->len);
+        held->len = 0;
+    }
+}
+
+void gw_log_hold(void (*on_held)(void *arg), void *arg)
+{
+    if (!held && !(held = malloc(sizeof *held)))
+        return; /* lines are written one by one, as without holding */
+    held->on = 1;
+    held->on_held = on_held;
+    held->arg = arg;
+    held->len = 0;
+}
+
+void gw_log_release(void)
+{
+    gw_log_flush();
+    free(held);
+    held = NULL;
+}
+
+static void line_end(struct oai_buf *b, int level)
 {
     oai_buf_put(b, "}\n", 2);
     if (!b->oom) {
-        ssize_t w = write(STDERR_FILENO, b->p, b->len);
-        (void)w;
+        if (held && held->on && level <= GW_LOG_INFO && b->len <= HOLD_MAX) {
+            if (held->len + b->len > HOLD_MAX)
+                gw_log_flush();
+            int first = held->len == 0;
+            memcpy(held->buf + held->len, b->p, b->len);
+            held->len += b->len;
+            if (first && held->on_held)
+                held->on_held(held->arg);
+        } else {
+            gw_log_flush();
+            write_all(b->p, b->len);
+        }
     }
     oai_buf_deinit(b);
 }
@@ -125,7 +181,7 @@ void gw_log_kv(int level, const char *msg, ...)
             oai_buf_puts(&b, "null");
     }
     va_end(ap);
-    line_end(&b);
+    line_end(&b, level);
 }
 
 void gw_log(int level, const char *fmt, ...)
@@ -141,7 +197,7 @@ void gw_log(int level, const char *fmt, ...)
     struct oai_buf b;
     oai_buf_init(&b, stack, sizeof stack);
     line_begin(&b, level, buf);
-    line_end(&b);
+    line_end(&b, level);
 }
 
 void gw_log_access(const char *request_id, const char *method, const char *route, int status,
@@ -167,5 +223,5 @@ void gw_log_access(const char *request_id, const char *method, const char *route
         put_key(&b, "peer");
         put_str(&b, peer);
     }
-    line_end(&b);
+    line_end(&b, GW_LOG_INFO);
 }

@@ -4,8 +4,9 @@
  * Every line is one JSON object with at least "time" (RFC 3339, UTC, milliseconds),
  * "level" and "msg"; callers add fields as key/value pairs. The level is checked
  * before anything is formatted, so a disabled debug line costs one comparison.
- * Thread-safe: a line is written with one write(2) call, so lines from different
- * threads never interleave. Libraries get this sink through their log callbacks.
+ * Thread-safe: a line is written with one write(2) call (or held, then written with
+ * other whole lines of its thread), so lines from different threads never interleave.
+ * Libraries get this sink through their log callbacks.
  */
 #ifndef GW_LOG_H
 #define GW_LOG_H
@@ -35,5 +36,18 @@ void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  */
 void gw_log_access(const char *request_id, const char *method, const char *route, int status,
                    double latency_ms, const char *peer);
+
+/*
+ * From now on this thread's info and debug lines are held in memory and written together
+ * by gw_log_flush(): a busy event loop then writes its access log in one write(2) per
+ * batch of requests, not one a request. on_held(arg) runs when a line is held while none
+ * was, for the caller to schedule a flush soon. A warn or error line writes the held
+ * lines, then itself; past 64 KiB held, the lines are written at once.
+ */
+void gw_log_hold(void (*on_held)(void *arg), void *arg);
+/* Writes what this thread holds. */
+void gw_log_flush(void);
+/* Writes what this thread holds and stops holding. */
+void gw_log_release(void);
 
 #endif

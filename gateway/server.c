@@ -93,6 +93,7 @@ struct gw_server {
     const struct gw_config *cfg;
     const struct gw_device *dev;
     struct event_base *base;
+    struct event *log_flush; /* writes the event loop's held log lines (gw_log_hold) */
     struct evhttp *http;
     struct evconnlistener *listener;   /* owned by bound */
     struct evhttp_bound_socket *bound;
@@ -1315,6 +1316,27 @@ const char *gw_req_query(struct gw_req *rc)
     return uri ? evhttp_uri_get_query(uri) : NULL;
 }
 
+/* The event loop's access lines are held and written together, within LOG_FLUSH_US. */
+#define LOG_FLUSH_US 5000
+
+static void on_log_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    gw_log_flush();
+}
+
+static void on_log_held(void *arg)
+{
+    gw_server *srv = arg;
+    if (!evtimer_pending(srv->log_flush, NULL))
+    {
+        struct timeval tv = {0, LOG_FLUSH_US};
+        evtimer_add(srv->log_flush, &tv);
+    }
+}
+
 gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device *dev, char *err,
                             size_t errlen)
 {
@@ -1344,9 +1366,19 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
         gw_log_kv(GW_LOG_INFO, "generated a self-signed TLS certificate", "path", generated,
                   NULL);
 
-    srv->base = event_base_new();
+    /* the changelist folds the event changes of one loop iteration into one epoll_ctl per
+     * socket (evhttp turns reading off and writing on, then back, for every request); its
+     * one hazard, dup()ed descriptors, does not arise here */
+    struct event_config *ecfg = event_config_new();
+    if (ecfg) {
+        event_config_set_flag(ecfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+        srv->base = event_base_new_with_config(ecfg);
+        event_config_free(ecfg);
+    }
     srv->metrics = gw_metrics_create();
-    if (!srv->base || !srv->metrics || register_metrics(srv)) {
+    if (srv->base)
+        srv->log_flush = evtimer_new(srv->base, on_log_flush, srv);
+    if (!srv->base || !srv->log_flush || !srv->metrics || register_metrics(srv)) {
         snprintf(err, errlen, "out of memory creating the event loop");
         goto fail;
     }
@@ -1402,7 +1434,9 @@ fail:
 
 int gw_server_run(gw_server *srv)
 {
+    gw_log_hold(on_log_held, srv);
     event_base_dispatch(srv->base);
+    gw_log_release();
     return srv->exit_code;
 }
 
@@ -1422,6 +1456,8 @@ void gw_server_destroy(gw_server *srv)
     tok_destroy(srv->llm.v);
     eng_model_destroy(srv->llm.m);
     free(srv->llm.default_system);
+    if (srv->log_flush)
+        event_free(srv->log_flush);
     if (srv->sig_int)
         event_free(srv->sig_int);
     if (srv->sig_term)

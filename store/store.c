@@ -338,6 +338,11 @@ static int mkdir_p(const char *dir)
     return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
 }
 
+uint64_t store_generation(const store *s)
+{
+    return __atomic_load_n(&s->removals, __ATOMIC_ACQUIRE);
+}
+
 int store_open(const struct store_options *o, store_progress_fn progress, void *parg,
                store **out, char *err, size_t errlen)
 {

@@ -96,7 +96,10 @@ typedef void (*store_done_fn)(void *arg, int rc, int64_t id);
 /* Queues an insert; an entry with the same tenant and exact hash is replaced. Everything
  * is copied. done may be NULL. Returns STORE_OK (queued), or an error (nothing queued). */
 int store_put(store *s, const struct store_entry *e, store_done_fn done, void *arg);
-/* Records a hit (last_hit_ms, hit_count) for LRU; batched, no callback. */
+/* Records a hit (last_hit_ms, hit_count) for LRU; batched, no callback. Hits on the same
+ * entry are added up and written within STORE_TOUCH_DELAY_MS, or with the next put or
+ * flush (so LRU eviction, which runs in a put's batch, sees them). */
+#define STORE_TOUCH_DELAY_MS 10000
 int store_touch(store *s, int64_t id, int64_t now_ms);
 /* Records an entry's prompt length (imports store 0 until a hit counts it); batched. */
 int store_set_prompt_tokens(store *s, int64_t id, int prompt_tokens);
@@ -107,6 +110,14 @@ int store_delete(store *s, int64_t tenant, int64_t id, store_done_fn done, void 
 int store_flush(store *s, store_done_fn done, void *arg);
 /* Blocks until everything queued before the call has committed. Not on the writer thread. */
 int store_sync(store *s);
+
+/*
+ * Changes whenever a committed write removed or replaced cache entries (deletes, LRU
+ * eviction, expiry sweeps, a put over the same exact hash); it changes before the
+ * operations' callbacks run. A caller that keeps copies of entries read after seeing
+ * generation g may use them while the generation is still g (their expiry aside).
+ */
+uint64_t store_generation(const store *s);
 
 /* Per-tenant capacity; 0 in either: the store's default for that limit. */
 void store_set_limits(store *s, int64_t tenant, int64_t max_entries, int64_t max_bytes);

@@ -42,7 +42,7 @@ struct slot {
     int64_t ndel, capdel;
 };
 
-#define STORE_TOUCH_SLOTS 512 /* a power of two; at most half are used */
+#define STORE_TOUCH_SLOTS 16384 /* a power of two; at most half are used */
 #define STORE_USAGE_SLOTS 32
 
 enum op_kind { OP_PUT, OP_TOUCH, OP_DELETE, OP_FLUSH, OP_USAGE, OP_PROMPT_TOKENS };
@@ -86,8 +86,18 @@ struct store {
     struct op *q_usage[STORE_USAGE_SLOTS];
     int q_nusage;
     int64_t last_sweep_ms; /* writer thread: the last expiry sweep */
+    /* writer thread: touches taken from the queue and not yet written, by entry id (open
+     * addressing, id 0: free; wt_cap a power of two), and when they were last written */
+    struct wtouch {
+        int64_t id, last_ms, hits;
+    } *wt;
+    size_t wt_n, wt_cap;
+    int64_t wt_written_ms;
     int closing;
     uint64_t sync_done; /* batches committed (q_mu) */
+    /* bumped (atomically, release) after every committed batch that removed or replaced
+     * an entry, before its operations' callbacks run: store_generation() */
+    uint64_t removals;
     pthread_t writer;
     int writer_running;
     /* writer's prepared statements */

@@ -228,6 +228,9 @@ void store_writer_finalize(store *s)
                           s->st_prompt_tokens};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         sqlite3_finalize(st[i]);
+    free(s->wt);
+    s->wt = NULL;
+    s->wt_n = s->wt_cap = 0;
 }
 
 /* ------------------------------------------------------------------ one batch */
@@ -512,11 +515,65 @@ static void apply_changes(store *s, struct batch *b)
     }
 }
 
-static void run_batch(store *s, struct op *ops)
+/* Keeps a queued touch in the writer's table, merged with earlier ones of its entry. -1
+ * when the table cannot grow (the touch is then written with this batch). */
+static int touch_keep(store *s, const struct op *o)
+{
+    if (o->id <= 0)
+        return -1;
+    if (2 * (s->wt_n + 1) > s->wt_cap) {
+        size_t cap = s->wt_cap ? 2 * s->wt_cap : 1024;
+        struct wtouch *t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < s->wt_cap; i++) {
+            if (!s->wt[i].id)
+                continue;
+            size_t j = (size_t)((uint64_t)s->wt[i].id * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+            while (t[j].id)
+                j = (j + 1) & (cap - 1);
+            t[j] = s->wt[i];
+        }
+        free(s->wt);
+        s->wt = t;
+        s->wt_cap = cap;
+    }
+    size_t j = (size_t)((uint64_t)o->id * 0x9E3779B97F4A7C15ull >> 20) & (s->wt_cap - 1);
+    while (s->wt[j].id && s->wt[j].id != o->id)
+        j = (j + 1) & (s->wt_cap - 1);
+    struct wtouch *w = &s->wt[j];
+    if (!w->id) {
+        *w = (struct wtouch){o->id, o->value, 0};
+        s->wt_n++;
+    }
+    w->last_ms = o->value > w->last_ms ? o->value : w->last_ms;
+    w->hits += o->hits;
+    return 0;
+}
+
+static int write_touches(store *s)
+{
+    for (size_t i = 0; i < s->wt_cap; i++) {
+        struct wtouch *w = &s->wt[i];
+        if (!w->id)
+            continue;
+        sqlite3_bind_int64(s->st_touch, 1, w->id);
+        sqlite3_bind_int64(s->st_touch, 2, w->last_ms);
+        sqlite3_bind_int64(s->st_touch, 3, w->hits);
+        if (step_done(s->st_touch))
+            return -1;
+    }
+    return 0;
+}
+
+/* touches: also write the touches kept in the writer's table */
+static void run_batch(store *s, struct op *ops, int touches)
 {
     struct batch b = {0};
     int64_t now = store_now_ms();
     int rc = sqlite3_exec(s->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+    if (!rc && touches)
+        rc = write_touches(s);
     for (struct op *o = ops; o && !rc; o = o->next) {
         switch (o->kind) {
         case OP_PUT: rc = apply_put(s, &b, o); break;
@@ -557,7 +614,18 @@ static void run_batch(store *s, struct op *ops)
         sqlite3_exec(s->wdb, "ROLLBACK", NULL, NULL, NULL);
         recount(s);
     } else {
+        if (touches && s->wt_n) {
+            memset(s->wt, 0, sizeof *s->wt * s->wt_cap);
+            s->wt_n = 0;
+        }
+        if (touches)
+            s->wt_written_ms = now;
         apply_changes(s, &b);
+        for (size_t i = 0; i < b.n; i++)
+            if (!b.ch[i].vec) { /* a row went: copies of entries held elsewhere are stale */
+                __atomic_add_fetch(&s->removals, 1, __ATOMIC_RELEASE);
+                break;
+            }
     }
     for (struct op *o = ops, *next; o; o = next) {
         next = o->next;
@@ -704,12 +772,27 @@ void *store_writer_main(void *arg)
         }
         struct op *ops = s->q_head;
         s->q_head = s->q_tail = NULL;
-        memset(s->q_touch, 0, sizeof s->q_touch);
+        if (s->q_ntouch)
+            memset(s->q_touch, 0, sizeof s->q_touch);
         s->q_ntouch = s->q_nusage = 0;
         s->q_urgent = 0;
         int closing = s->closing;
         pthread_mutex_unlock(&s->q_mu);
-        run_batch(s, ops);
+        /* hits only move an entry in the LRU order: they are added up here and written
+         * now and then, not a row update each in every batch */
+        int touches = closing || store_now_ms() - s->wt_written_ms >= STORE_TOUCH_DELAY_MS;
+        for (struct op **pp = &ops; *pp;) {
+            struct op *o = *pp;
+            if (o->kind == OP_PUT || o->kind == OP_FLUSH)
+                touches = 1;
+            if (o->kind == OP_TOUCH && !o->done && touch_keep(s, o) == 0) {
+                *pp = o->next;
+                free(o);
+            } else {
+                pp = &o->next;
+            }
+        }
+        run_batch(s, ops, touches);
         check_rebuilds(s);
         if (closing) {
             pthread_mutex_lock(&s->q_mu);

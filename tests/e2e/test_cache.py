@@ -194,6 +194,55 @@ def test_admin_routes_need_the_admin_key_and_delete(server, make_server):
     assert r.status_code == 403
 
 
+def hot_entries(c):
+    for line in c.get("/metrics").text.splitlines():
+        if line.startswith("cachegate_cache_hot_entries "):
+            return float(line.split()[1])
+    raise AssertionError("no cachegate_cache_hot_entries in /metrics")
+
+
+def make_hot(c, q, answer):
+    """Hits q until the event loop keeps its entry in memory (an imported entry is kept once
+    its first hit has counted its prompt and the store has written that)."""
+    before = hot_entries(c)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        r = only_if_cached(c, q)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == answer
+        if hot_entries(c) > before:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{q!r} never held in memory")
+
+
+def test_entries_held_in_memory_follow_replacements_deletes_and_expiry(server):
+    c = client(server)
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    q = "Where is the Eiffel Tower?"
+    import_lines(c, [(q, "In Paris.")])
+    make_hot(c, q, "In Paris.")
+    # a new answer for the same question replaces the old one, also the copy in memory
+    import_lines(c, [(q, "On the Champ de Mars, in Paris.")])
+    r = only_if_cached(c, q)
+    assert r.json()["choices"][0]["message"]["content"] == "On the Champ de Mars, in Paris."
+    make_hot(c, q, "On the Champ de Mars, in Paris.")
+    # a deleted entry is never served again
+    assert c.delete("/admin/cache?all=true", headers=auth).json() == {"deleted": 1}
+    assert only_if_cached(c, q).status_code == 504
+    assert hot_entries(c) == 0
+    # an entry held in memory still expires on time
+    q2 = "How tall is the Eiffel Tower?"
+    r = chat(c, q2, {"X-Cache-TTL": "4"}, max_tokens=100, temperature=0)
+    assert r.json()["choices"][0]["finish_reason"] == "stop"
+    before = hot_entries(c)
+    answer = wait_cached(c, q2, max_tokens=100, temperature=0).json()
+    assert hot_entries(c) == before + 1, "an answer the engine wrote is held from its first hit"
+    assert only_if_cached(c, q2, max_tokens=100, temperature=0).json()["choices"] == \
+        answer["choices"]
+    time.sleep(4.5)
+    assert only_if_cached(c, q2, max_tokens=100, temperature=0).status_code == 504
+
+
 def test_cli_import_then_serve(tmp_path, make_server):
     data = tmp_path / "data"
     f = tmp_path / "warm.jsonl"

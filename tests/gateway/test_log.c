@@ -1,0 +1,133 @@
+/* The log sink: JSON lines on stderr, and lines held by a busy thread (gw_log_hold) written
+ * together, in order, without losing or splitting any. stderr is a temporary file here. */
+#include "log.h"
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static FILE *file;
+static int saved_fd;
+
+static void setup(void)
+{
+    file = tmpfile();
+    cr_assert_not_null(file);
+    fflush(stderr);
+    saved_fd = dup(STDERR_FILENO);
+    dup2(fileno(file), STDERR_FILENO);
+    gw_log_set_level(GW_LOG_INFO);
+}
+
+static void teardown(void)
+{
+    gw_log_release();
+    dup2(saved_fd, STDERR_FILENO);
+    close(saved_fd);
+    fclose(file);
+}
+
+/* What stderr has received so far, as a malloc'd string. */
+static char *written(void)
+{
+    long n = lseek(fileno(file), 0, SEEK_END);
+    char *s = calloc(1, (size_t)n + 1);
+    cr_assert_eq(pread(fileno(file), s, (size_t)n, 0), n);
+    return s;
+}
+
+static int lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+TestSuite(log, .init = setup, .fini = teardown);
+
+Test(log, lines_are_json_with_time_level_and_fields)
+{
+    gw_log_kv(GW_LOG_WARN, "disk \"slow\"", "path", "/a\nb", "missing", NULL, NULL);
+    gw_log_kv(GW_LOG_DEBUG, "not shown", NULL);
+    char *s = written();
+    cr_assert_eq(lines(s), 1, "%s", s);
+    json_error_t e;
+    json_t *o = json_loads(s, 0, &e);
+    cr_assert_not_null(o, "%s: %s", s, e.text);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "level")), "warn");
+    cr_assert_str_eq(json_string_value(json_object_get(o, "msg")), "disk \"slow\"");
+    cr_assert_str_eq(json_string_value(json_object_get(o, "path")), "/a\nb");
+    cr_assert(json_is_null(json_object_get(o, "missing")));
+    cr_assert_eq(strlen(json_string_value(json_object_get(o, "time"))), 24); /* ms, Z */
+    json_decref(o);
+    free(s);
+}
+
+static int held_calls;
+static void on_held(void *arg)
+{
+    (void)arg;
+    held_calls++;
+}
+
+Test(log, held_lines_wait_for_a_flush_and_keep_their_order)
+{
+    gw_log_hold(on_held, NULL);
+    gw_log_access("r1", "GET", "/health", 200, 0.5, NULL);
+    gw_log_access("r2", "GET", "/metrics", 200, 0.7, NULL);
+    char *s = written();
+    cr_assert_eq(lines(s), 0, "held lines are not written yet: %s", s);
+    free(s);
+    cr_assert_eq(held_calls, 1, "the holder is told once, when the first line waits");
+    /* a warning cannot wait: the held lines go first, then it */
+    gw_log_kv(GW_LOG_WARN, "trouble", NULL);
+    s = written();
+    cr_assert_eq(lines(s), 3, "%s", s);
+    const char *a = strstr(s, "\"r1\""), *b = strstr(s, "\"r2\""), *w = strstr(s, "trouble");
+    cr_assert(a && b && w && a < b && b < w, "%s", s);
+    free(s);
+    gw_log_access("r3", "GET", "/health", 200, 0.1, NULL);
+    cr_assert_eq(held_calls, 2);
+    gw_log_flush();
+    s = written();
+    cr_assert_eq(lines(s), 4, "%s", s);
+    free(s);
+    /* after release, lines are written one by one again */
+    gw_log_release();
+    gw_log_access("r4", "GET", "/health", 200, 0.1, NULL);
+    s = written();
+    cr_assert_eq(lines(s), 5, "%s", s);
+    free(s);
+}
+
+Test(log, a_full_hold_buffer_is_written_without_losing_lines)
+{
+    gw_log_hold(on_held, NULL);
+    char id[32];
+    for (int i = 0; i < 2000; i++) { /* ~300 KB of access lines */
+        snprintf(id, sizeof id, "req-%d", i);
+        gw_log_access(id, "POST", "/v1/chat/completions", 200, 1.25, "127.0.0.1");
+    }
+    char *s = written();
+    int before = lines(s);
+    cr_assert(before > 0 && before < 2000, "past 64 KiB the held lines are written: %d",
+              before);
+    free(s);
+    gw_log_flush();
+    s = written();
+    cr_assert_eq(lines(s), 2000);
+    /* every line whole and in order */
+    char *save, *line = strtok_r(s, "\n", &save);
+    for (int i = 0; i < 2000; i++, line = strtok_r(NULL, "\n", &save)) {
+        json_t *o = json_loads(line, 0, NULL);
+        cr_assert_not_null(o, "line %d: %s", i, line);
+        snprintf(id, sizeof id, "req-%d", i);
+        cr_assert_str_eq(json_string_value(json_object_get(o, "request_id")), id);
+        json_decref(o);
+    }
+    free(s);
+}
