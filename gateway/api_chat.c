@@ -713,7 +713,7 @@ static void handle(struct gw_req *r, int chat)
             if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p))
                 c->job.n_prompt = 0;
             else
-                store_set_prompt_tokens(gw_cache_store(cache), h->id, c->job.n_prompt);
+                gw_cache_exact_prompt_tokens(cache, c->job.n_prompt);
         }
         c->use = (struct gw_usage_one){.hit = 1, .saved = h->completion_tokens};
         gw_cache_served(cache, h, 0);

@@ -40,6 +40,7 @@ struct gw_cache {
     size_t nhot, hot_bytes, hot_used;
     uint64_t hot_gen, lookups;
     struct store_hit spare;
+    struct store_hit *lent; /* what gw_cache_exact() last lent: spare or a slot's */
     store_reader *worker_reader; /* embedder worker thread: semantic searches */
     gw_metric *m_lookups, *m_similarity, *m_entries, *m_bytes, *m_saved, *m_evictions, *m_hot,
         *m_writes;
@@ -452,10 +453,11 @@ int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, in
 {
     int64_t now = now_ms();
     store_hit_deinit(&c->spare);
+    c->lent = NULL;
     /* the generation is read before the store is: a removal committed after this read
      * changes it, and the next lookup drops what this one keeps */
     struct hot *slot = hot_slot(c, tenant, k->exact);
-    const struct store_hit *h = NULL;
+    struct store_hit *h = NULL;
     c->lookups++;
     if (slot && slot->bytes && slot->tenant == tenant && slot->exact == k->exact) {
         if (slot->hit.expires_ms && slot->hit.expires_ms <= now) {
@@ -469,11 +471,8 @@ int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, in
         struct store_hit e;
         int rc = store_get_exact(c->loop_reader, tenant, k->exact, now, &e);
         if (rc == STORE_OK) {
-            /* an imported entry learns its prompt's length at its first hit (in the store,
-             * not here): it is kept once it knows */
             size_t bytes = hit_bytes(&e);
-            if (slot && e.prompt_tokens > 0 &&
-                c->hot_bytes - slot->bytes + bytes <= (size_t)c->cfg->cache_hot_bytes) {
+            if (slot && c->hot_bytes - slot->bytes + bytes <= (size_t)c->cfg->cache_hot_bytes) {
                 if (slot->bytes)
                     hot_drop(c, slot);
                 *slot = (struct hot){tenant, k->exact, bytes, c->lookups, e};
@@ -492,7 +491,16 @@ int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, in
     int hit = h && h->completion_tokens <= max_tokens;
     gw_metric_add(c->m_lookups, 1, "exact", hit ? "hit" : "miss");
     *out = hit ? h : NULL;
+    c->lent = hit ? h : NULL;
     return hit;
+}
+
+void gw_cache_exact_prompt_tokens(gw_cache *c, int prompt_tokens)
+{
+    if (!c->lent)
+        return;
+    c->lent->prompt_tokens = prompt_tokens;
+    store_set_prompt_tokens(c->st, c->lent->id, prompt_tokens);
 }
 
 /* Worker thread: search the tenant's index and pick the first acceptable candidate. */

@@ -73,6 +73,9 @@ store *gw_cache_store(gw_cache *c);
  */
 int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
                    const struct store_hit **out);
+/* Records the prompt length of the entry gw_cache_exact() last lent (imported entries store
+ * 0 until their first hit counts it), in memory at once and in the store. */
+void gw_cache_exact_prompt_tokens(gw_cache *c, int prompt_tokens);
 
 /* A semantic lookup in flight. The caller fills the inputs and done; the cache the rest. */
 struct gw_cache_sem {

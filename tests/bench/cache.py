@@ -5,8 +5,9 @@
    a hit on a label-1 pair is a true positive, on a label-0 pair a false positive. The
    threshold is swept with the X-Cache-Threshold request header (the guard stays on).
 2. latency: N entries (default 100k) imported with `cachegate cache import`, then wrk
-   (64 keep-alive connections) replays exact hits, and semantic hits (paraphrased queries)
-   are timed one by one and with 8 concurrent clients.
+   (64 keep-alive connections) replays exact hits, of one entry and of 2,000 entries in
+   turn, and semantic hits (paraphrased queries) are timed one by one and with 8 concurrent
+   clients.
 
 usage: python cache.py BUILD_DIR PAIRS.tsv [PAIRS.tsv...] [--entries N]   (in .venv)
 """
@@ -119,18 +120,35 @@ def latency(binary, n):
         print(f"latency: imported {n} entries in {time.monotonic() - t0:.1f} s")
         proc, port = start(binary, tmp)
         try:
-            body = json.dumps({"model": MODEL, "messages": [
-                {"role": "user", "content": "What is fact number 42 about the history of city 42?"}]})
-            script = tmp / "post.lua"
-            script.write_text('wrk.method = "POST"\nwrk.body = ' + json.dumps(body) +
-                              '\nwrk.headers["Content-Type"] = "application/json"\n')
-            out = subprocess.run(["wrk", "-t2", "-c64", "-d10s", "--latency", "-s", str(script),
-                                  f"https://127.0.0.1:{port}/v1/chat/completions"],
-                                 capture_output=True, text=True).stdout
-            rps = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)
-            p50 = re.search(r"\n\s+50%\s+(\S+)", out).group(1)
-            p99 = re.search(r"\n\s+99%\s+(\S+)", out).group(1)
-            print(f"exact hits, wrk -t2 -c64 -d10s: {rps} req/s, p50 {p50}, p99 {p99}")
+            url = f"https://127.0.0.1:{port}/v1/chat/completions"
+
+            def body(i):
+                return json.dumps({"model": MODEL, "messages": [{"role": "user", "content":
+                    f"What is fact number {i} about the history of city {i % 977}?"}]})
+
+            # one entry asked over and over, then 2,000 entries (spread over the 100k) in
+            # turn; each after 3 s of the same load, which imported entries need to learn
+            # their prompt's length and be held in memory
+            one_key = tmp / "one.lua"
+            one_key.write_text('wrk.method = "POST"\nwrk.body = ' + json.dumps(body(42)) +
+                               '\nwrk.headers["Content-Type"] = "application/json"\n')
+            keys = [(i * 37) % n for i in range(min(2000, n))]
+            many = tmp / "many.lua"
+            many.write_text(
+                "bodies = {" + ",".join(json.dumps(body(i)) for i in keys) + "}\n"
+                'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+                "counter = 0\nrequest = function()\n  counter = counter + 1\n"
+                "  return wrk.format(nil, nil, nil, bodies[counter % #bodies + 1])\nend\n")
+            for name, script in (("1 entry", one_key), (f"{len(keys)} entries", many)):
+                subprocess.run(["wrk", "-t2", "-c64", "-d3s", "-s", str(script), url],
+                               capture_output=True)
+                out = subprocess.run(["wrk", "-t2", "-c64", "-d10s", "--latency", "-s",
+                                      str(script), url], capture_output=True, text=True).stdout
+                rps = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)
+                p50 = re.search(r"\n\s+50%\s+(\S+)", out).group(1)
+                p99 = re.search(r"\n\s+99%\s+(\S+)", out).group(1)
+                print(f"exact hits on {name}, wrk -t2 -c64 -d10s: {rps} req/s, p50 {p50}, "
+                      f"p99 {p99}")
             c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
             qs = [f"Tell me fact number {i} regarding the history of city {i % 977}."
                   for i in range(200)]

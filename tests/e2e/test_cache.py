@@ -201,18 +201,10 @@ def hot_entries(c):
     raise AssertionError("no cachegate_cache_hot_entries in /metrics")
 
 
-def make_hot(c, q, answer):
-    """Hits q until the event loop keeps its entry in memory (an imported entry is kept once
-    its first hit has counted its prompt and the store has written that)."""
-    before = hot_entries(c)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        r = only_if_cached(c, q)
-        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == answer
-        if hot_entries(c) > before:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{q!r} never held in memory")
+def hit(c, q, answer):
+    r = only_if_cached(c, q)
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == answer
+    return r.json()["usage"]
 
 
 def test_entries_held_in_memory_follow_replacements_deletes_and_expiry(server):
@@ -220,12 +212,16 @@ def test_entries_held_in_memory_follow_replacements_deletes_and_expiry(server):
     auth = {"Authorization": f"Bearer {ADMIN}"}
     q = "Where is the Eiffel Tower?"
     import_lines(c, [(q, "In Paris.")])
-    make_hot(c, q, "In Paris.")
+    assert hot_entries(c) == 0
+    first = hit(c, q, "In Paris.")
+    assert hot_entries(c) == 1, "an entry is held in memory from its first hit"
+    assert first["prompt_tokens"] > 0, "an imported entry's prompt is counted at its first hit"
+    assert hit(c, q, "In Paris.") == first
     # a new answer for the same question replaces the old one, also the copy in memory
     import_lines(c, [(q, "On the Champ de Mars, in Paris.")])
-    r = only_if_cached(c, q)
-    assert r.json()["choices"][0]["message"]["content"] == "On the Champ de Mars, in Paris."
-    make_hot(c, q, "On the Champ de Mars, in Paris.")
+    hit(c, q, "On the Champ de Mars, in Paris.")
+    hit(c, q, "On the Champ de Mars, in Paris.")
+    assert hot_entries(c) == 1
     # a deleted entry is never served again
     assert c.delete("/admin/cache?all=true", headers=auth).json() == {"deleted": 1}
     assert only_if_cached(c, q).status_code == 504
