@@ -6,8 +6,8 @@
    threshold is swept with the X-Cache-Threshold request header (the guard stays on).
 2. latency: N entries (default 100k) imported with `cachegate cache import`, then wrk
    (64 keep-alive connections) replays exact hits, of one entry and of 2,000 entries in
-   turn, and semantic hits (paraphrased queries) are timed one by one and with 8 concurrent
-   clients.
+   turn, and semantic hits (paraphrased queries) under the same load, then timed one by one
+   and with 8 concurrent clients.
 
 usage: python cache.py BUILD_DIR PAIRS.tsv [PAIRS.tsv...] [--entries N]   (in .venv)
 """
@@ -103,13 +103,42 @@ def quality(binary, data):
         print(f"{t!s:>10} {prec:>10.3f} {tp / pos:>8.3f} {tp:>4} {fp:>4}")
 
 
+def chat_body(q):
+    return json.dumps({"model": MODEL, "messages": [{"role": "user", "content": q}]})
+
+
+def rotating_script(path, bodies, only_if_cached=False):
+    """A wrk script that posts bodies in turn."""
+    path.write_text(
+        "bodies = {" + ",".join(json.dumps(b) for b in bodies) + "}\n"
+        'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n' +
+        ('wrk.headers["Cache-Control"] = "only-if-cached"\n' if only_if_cached else "") +
+        "counter = 0\nrequest = function()\n  counter = counter + 1\n"
+        "  return wrk.format(nil, nil, nil, bodies[counter % #bodies + 1])\nend\n")
+    return path
+
+
+def wrk(script, url, what, warm=0):
+    """64 keep-alive connections for 10 s (after warm seconds of the same load)."""
+    if warm:
+        subprocess.run(["wrk", "-t2", "-c64", f"-d{warm}s", "-s", str(script), url],
+                       capture_output=True)
+    out = subprocess.run(["wrk", "-t2", "-c64", "-d10s", "--latency", "-s", str(script), url],
+                         capture_output=True, text=True).stdout
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)
+    p50 = re.search(r"\n\s+50%\s+(\S+)", out).group(1)
+    p99 = re.search(r"\n\s+99%\s+(\S+)", out).group(1)
+    print(f"{what}, wrk -t2 -c64 -d10s: {rps} req/s, p50 {p50}, p99 {p99}")
+
+
 def latency(binary, n):
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         lines = tmp / "entries.jsonl"
+        stored = [f"What is fact number {i} about the history of city {i % 977}?"
+                  for i in range(n)]
         with open(lines, "w") as f:
-            for i in range(n):
-                q = f"What is fact number {i} about the history of city {i % 977}?"
+            for i, q in enumerate(stored):
                 f.write(json.dumps({"model": MODEL, "messages": [{"role": "user", "content": q}],
                                     "answer": f"Fact {i} is a short cached answer."}) + "\n")
         conf = tmp / "import.conf"
@@ -121,37 +150,21 @@ def latency(binary, n):
         proc, port = start(binary, tmp)
         try:
             url = f"https://127.0.0.1:{port}/v1/chat/completions"
-
-            def body(i):
-                return json.dumps({"model": MODEL, "messages": [{"role": "user", "content":
-                    f"What is fact number {i} about the history of city {i % 977}?"}]})
-
-            # one entry asked over and over, then 2,000 entries (spread over the 100k) in
-            # turn; each after 3 s of the same load, which imported entries need to learn
-            # their prompt's length and be held in memory
-            one_key = tmp / "one.lua"
-            one_key.write_text('wrk.method = "POST"\nwrk.body = ' + json.dumps(body(42)) +
-                               '\nwrk.headers["Content-Type"] = "application/json"\n')
+            # exact hits: one entry asked over and over, then 2,000 entries (spread over
+            # the whole cache) in turn, each after 3 s of the same load
             keys = [(i * 37) % n for i in range(min(2000, n))]
-            many = tmp / "many.lua"
-            many.write_text(
-                "bodies = {" + ",".join(json.dumps(body(i)) for i in keys) + "}\n"
-                'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
-                "counter = 0\nrequest = function()\n  counter = counter + 1\n"
-                "  return wrk.format(nil, nil, nil, bodies[counter % #bodies + 1])\nend\n")
-            for name, script in (("1 entry", one_key), (f"{len(keys)} entries", many)):
-                subprocess.run(["wrk", "-t2", "-c64", "-d3s", "-s", str(script), url],
-                               capture_output=True)
-                out = subprocess.run(["wrk", "-t2", "-c64", "-d10s", "--latency", "-s",
-                                      str(script), url], capture_output=True, text=True).stdout
-                rps = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)
-                p50 = re.search(r"\n\s+50%\s+(\S+)", out).group(1)
-                p99 = re.search(r"\n\s+99%\s+(\S+)", out).group(1)
-                print(f"exact hits on {name}, wrk -t2 -c64 -d10s: {rps} req/s, p50 {p50}, "
-                      f"p99 {p99}")
-            c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
+            wrk(rotating_script(tmp / "one.lua", [chat_body(stored[42 % n])]), url,
+                "exact hits on 1 entry", warm=3)
+            wrk(rotating_script(tmp / "many.lua", [chat_body(stored[i]) for i in keys]), url,
+                f"exact hits on {len(keys)} entries", warm=3)
+            # paraphrases under the same load: each is embedded and searched every time (a
+            # semantic hit does not store the paraphrase as an exact entry); only-if-cached,
+            # so that a rare miss is a 504, not an engine run
             qs = [f"Tell me fact number {i} regarding the history of city {i % 977}."
                   for i in range(200)]
+            wrk(rotating_script(tmp / "sem.lua", [chat_body(q) for q in qs], True), url,
+                f"semantic hits on {len(qs)} paraphrases")
+            c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
             times, hit = [], 0
             for q in qs:
                 t = time.perf_counter()

@@ -567,10 +567,13 @@ static int32_t *encode(const char *text, int *n)
     return ids;
 }
 
-TestSuite(model, .init = models_setup, .fini = models_teardown, .timeout = 600);
+/* models_setup() runs in each test's body: an assertion failing in .init makes criterion
+ * report a crash instead of the reason (no GPU, no plugin) */
+TestSuite(model, .fini = models_teardown, .timeout = 600);
 
 Test(model, teacher_forced_top1_and_greedy_continuations)
 {
+    models_setup();
     kvc_pool *kc = pool_for(cpu, 0), *kg = pool_for(gpu, 1);
     const int V = eng_model_hparams(cpu)->n_vocab;
     int agree = 0, total = 0, near = 0, split = 0;
@@ -664,6 +667,7 @@ static void run(eng_model *m, struct sched_config cfg, struct out *outs, long *p
 
 Test(model, scheduler_same_output_alone_and_in_a_busy_batch)
 {
+    models_setup();
     struct out alone[NP] = {0}, busy[NP] = {0};
     long pre_alone = 0, pre_busy = 0;
     struct sched_config one = {1, 512, 64, 16, 0, 0};
@@ -681,6 +685,7 @@ Test(model, scheduler_same_output_alone_and_in_a_busy_batch)
 
 Test(model, scheduler_prefix_cache_same_output)
 {
+    models_setup();
     const char *text = "The following is a long shared system prompt that many requests "
                        "repeat word for word before their own question. Question: what is "
                        "the capital of France?";
