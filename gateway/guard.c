@@ -1098,6 +1098,21 @@ static void tokenize(side *sd, const char *text, size_t len)
         caps += !!(t->flags & F_UPFIRST);
         acros += !!(t->flags & F_ACRO);
     }
+    /* "keep / stop / protect X from doing": prevention, a negation of the doing */
+    for (int k = 0; k < sd->nt; k++) {
+        const tok *v = &sd->t[k];
+        if (!((v->len == 4 && (!memcmp(v->s, "keep", 4) || !memcmp(v->s, "stop", 4))) ||
+              (v->len == 7 && !memcmp(v->s, "protect", 7))))
+            continue;
+        for (int j = k + 1; j < sd->nt - 1 && j <= k + 5; j++) {
+            const tok *g = &sd->t[j + 1];
+            if (sd->t[j].len == 4 && !memcmp(sd->t[j].s, "from", 4) && g->len > 4 &&
+                !memcmp(g->s + g->len - 3, "ing", 3)) {
+                sd->t[j].flags |= F_NEG;
+                break;
+            }
+        }
+    }
     int title = words >= 3 && caps * 4 >= words * 3;
     int shout = words >= 3 && acros * 4 >= words * 3;
     for (int k = 0; k < sd->nt; k++) {
@@ -1314,6 +1329,23 @@ static int negation_spelled(const side *p, int i, const side *q)
     return 0;
 }
 
+static int is_from(const tok *t)
+{
+    return t->len == 4 && memcmp(t->s, "from", 4) == 0;
+}
+
+/* Whether a side says to stop or keep from doing something ("get my dog to quit barking"):
+ * the other way to spell "stop my dog from barking". */
+static int stops_doing(const side *sd)
+{
+    static const char *const verbs[] = {"quit", "stop", "cease", "keep", "prevent", "avoid"};
+    for (int k = 0; k < sd->nt; k++)
+        for (size_t v = 0; v < sizeof verbs / sizeof *verbs; v++)
+            if (sd->t[k].len == strlen(verbs[v]) && !memcmp(sd->t[k].s, verbs[v], sd->t[k].len))
+                return 1;
+    return 0;
+}
+
 static int rule_negation(const side *a, const side *b, char *why, size_t whylen)
 {
     int na = 0, nb = 0;
@@ -1325,7 +1357,9 @@ static int rule_negation(const side *a, const side *b, char *why, size_t whylen)
     const side *p = na ? a : b, *q = na ? b : a;
     int plain = 0;
     for (int i = 0; i < p->nt; i++)
-        if ((p->t[i].flags & F_NEG) && !negation_spelled(p, i, q)) plain++;
+        if ((p->t[i].flags & F_NEG) && !negation_spelled(p, i, q) &&
+            !(is_from(&p->t[i]) && stops_doing(q)))
+            plain++;
     if (!plain) return 1;
     say(why, whylen, "negation in %s only", na ? "stored" : "query");
     return 0;

@@ -4,7 +4,8 @@
  * things, and vetoes the hit when it finds one:
  *
  *   numbers      15 vs 25, "second" vs "2nd" agree, "World War II" vs "World War I" not
- *   negation     one side says not / n't / never / no / without, the other does not
+ *   negation     one side says not / n't / never / no / without, or keeps something from
+ *                doing it ("keep my screen from turning off"), the other does not
  *   opposites    a general lexicon of contrast pairs and closed classes (enable/disable,
  *                larger/smaller, Monday/Friday, Celsius/Kelvin, Python/Rust) and the
  *                negating prefixes un-/dis-/in-/non-/de- (install/uninstall)

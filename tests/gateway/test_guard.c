@@ -97,6 +97,18 @@ Test(guard, negation)
     VETO("Can I travel with a passport?", "Can I travel without a passport?", "negation");
     VETO("Should I ever reheat rice?", "Should I never reheat rice?", "negation");
     PASS("Why won't my phone charge?", "Why isn't my phone charging?");
+    /* prevention: "keep / stop / protect X from doing" negates the doing */
+    VETO("How do I keep my screen from turning off?", "How do I make my screen turn off?",
+         "negation");
+    VETO("How do I stop my cat from scratching the sofa?", "How do I get my cat to scratch the "
+         "sofa?", "negation");
+    PASS("How do I keep my screen from turning off?",
+         "How can I stop my screen from turning off?");
+    PASS("How do I prevent my pipes from freezing?", "How do I keep my pipes from freezing?");
+    PASS("How do I stop my dog from barking at night?",
+         "How can I get my dog to quit barking at night?");
+    PASS("How far is the airport from the hotel?", "What is the distance from the hotel to "
+         "the airport?");
 }
 
 Test(guard, opposites)
