@@ -600,8 +600,12 @@ static int grow(eng_model *m, int T, int ctx)
     return 0;
 }
 
-/* At most this many tokens in a pass go through the matrix-vector kernels. */
+/* At most this many tokens in a pass go through the matrix-vector kernels; then up to
+ * GEMM_SMALL_MAX_T through gemm_small() (where AVX-512 exists), and more through OpenBLAS. */
 #define QMV_MAX_T 4
+#ifndef GEMM_SMALL_MAX_T
+#define GEMM_SMALL_MAX_T 64
+#endif
 
 #define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
@@ -803,6 +807,79 @@ static void dot2_rows(const struct wmat *w, int ra, int rb, const float *x, cons
         out[1] = dot_q8_0(w->qs + b * 32, w->qd + b, x, nb);
     }
 }
+
+#if defined(__x86_64__)
+/*
+ * y (+)= x W^T for a few to some tens of tokens, on the F32 weights as they are ([n][k]):
+ * OpenBLAS repacks W on every call, which at such sizes costs as much as the arithmetic
+ * (W is as large as all the work it is used for). A tile of TI tokens by RJ rows keeps
+ * TI x RJ accumulators over k in registers: each k-step loads TI + RJ vectors for TI x RJ
+ * FMAs, and the rows' 6 x k floats stay in L1 while every token passes over them.
+ */
+#define GEMM_TI 4
+#define GEMM_RJ 6
+
+AVX512 static inline __attribute__((always_inline)) void
+gemm_tile(const float *x, const float *w, float *y, int k, int n, int ti, int rj, int accumulate)
+{
+    __m512 acc[GEMM_TI][GEMM_RJ];
+#pragma GCC unroll 4
+    for (int i = 0; i < ti; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < rj; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (int kk = 0; kk < k; kk += 16) {
+        __mmask16 m = k - kk >= 16 ? 0xffff : (__mmask16)((1u << (k - kk)) - 1);
+        __m512 xv[GEMM_TI];
+#pragma GCC unroll 4
+        for (int i = 0; i < ti; i++)
+            xv[i] = _mm512_maskz_loadu_ps(m, x + (size_t)i * k + kk);
+#pragma GCC unroll 6
+        for (int j = 0; j < rj; j++) {
+            __m512 wv = _mm512_maskz_loadu_ps(m, w + (size_t)j * k + kk);
+#pragma GCC unroll 4
+            for (int i = 0; i < ti; i++)
+                acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < ti; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < rj; j++) {
+            float v = _mm512_reduce_add_ps(acc[i][j]);
+            float *o = y + (size_t)i * n + j;
+            *o = accumulate ? *o + v : v;
+        }
+}
+
+AVX512 static void gemm_rows(const float *x, int t, const float *w, int r0, int rj, int k,
+                             float *y, int n, int accumulate)
+{
+    const float *wr = w + (size_t)r0 * k;
+    int i = 0;
+    if (rj == GEMM_RJ) { /* constant bounds: the accumulators live in registers */
+        for (; i + GEMM_TI <= t; i += GEMM_TI)
+            gemm_tile(x + (size_t)i * k, wr, y + (size_t)i * n + r0, k, n, GEMM_TI, GEMM_RJ,
+                      accumulate);
+        for (; i < t; i++)
+            gemm_tile(x + (size_t)i * k, wr, y + (size_t)i * n + r0, k, n, 1, GEMM_RJ,
+                      accumulate);
+    } else {
+        for (; i < t; i++)
+            for (int j = 0; j < rj; j++)
+                gemm_tile(x + (size_t)i * k, wr + (size_t)j * k, y + (size_t)i * n + r0 + j, k,
+                          n, 1, 1, accumulate);
+    }
+}
+
+static void gemm_small(const float *x, int t, const float *w, int n, int k, float *y,
+                       int accumulate)
+{
+#pragma omp parallel for schedule(static)
+    for (int r0 = 0; r0 < n; r0 += GEMM_RJ)
+        gemm_rows(x, t, w, r0, n - r0 < GEMM_RJ ? n - r0 : GEMM_RJ, k, y, n, accumulate);
+}
+#endif
 
 static inline __attribute__((always_inline)) v16f splat16(float f)
 {
@@ -1059,6 +1136,12 @@ static int attend_direct_ok(int hd, int group)
 static void linear(const struct wmat *w, const float *x, int t, float *y, int accumulate)
 {
     const int n = w->n, k = w->k;
+#if defined(__x86_64__)
+    if ((t > QMV_MAX_T || !w->qs) && t <= GEMM_SMALL_MAX_T && have_avx512()) {
+        gemm_small(x, t, w->f, n, k, y, accumulate);
+        return;
+    }
+#endif
     if (t > QMV_MAX_T || !w->qs) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w->f, k,
                     accumulate ? 1.0f : 0.0f, y, n);

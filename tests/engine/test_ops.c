@@ -283,3 +283,50 @@ Test(ops, q8_0_kernel)
 {
     check_kernel(GGML_Q8_0);
 }
+
+/* y (+)= x W^T through linear() on an F32 matrix, for token counts on both sides of each
+ * path (the small-batch kernel up to GEMM_SMALL_MAX_T tokens, OpenBLAS beyond) and shapes
+ * that leave partial tiles (rows not a multiple of 6, tokens not of 4, k not of 16),
+ * against a double-precision sum. Tolerance: 1e-5 relative to the sum of |x w| terms. */
+Test(ops, linear_f32_small_batches_and_partial_tiles)
+{
+    static const int ts[] = {1, 3, 4, 5, 7, 16, 33, GEMM_SMALL_MAX_T, GEMM_SMALL_MAX_T + 1};
+    static const int ns[] = {1, 5, 6, 13, 96};
+    static const int ks[] = {16, 20, 33, 576};
+    unsigned seed = 7;
+    double worst = 0;
+    for (size_t a = 0; a < sizeof ts / sizeof *ts; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t c = 0; c < sizeof ks / sizeof *ks; c++) {
+                int t = ts[a], n = ns[b], k = ks[c];
+                float *x = malloc(sizeof(float) * (size_t)t * k);
+                float *w = malloc(sizeof(float) * (size_t)n * k);
+                float *y = malloc(sizeof(float) * (size_t)t * n);
+                for (int i = 0; i < t * k; i++)
+                    x[i] = (float)rand_r(&seed) / RAND_MAX * 2 - 1;
+                for (int i = 0; i < n * k; i++)
+                    w[i] = (float)rand_r(&seed) / RAND_MAX * 2 - 1;
+                struct wmat m = {.f = w, .type = GGML_F32, .n = n, .k = k};
+                for (int accumulate = 0; accumulate < 2; accumulate++) {
+                    for (int i = 0; i < t * n; i++)
+                        y[i] = accumulate ? 0.5f : NAN;
+                    linear(&m, x, t, y, accumulate);
+                    for (int i = 0; i < t; i++)
+                        for (int j = 0; j < n; j++) {
+                            double s = accumulate ? 0.5 : 0, mag = 1e-30;
+                            for (int l = 0; l < k; l++) {
+                                s += (double)x[i * k + l] * w[j * k + l];
+                                mag += fabs((double)x[i * k + l] * w[j * k + l]);
+                            }
+                            double e = fabs(y[i * n + j] - s) / mag;
+                            worst = e > worst ? e : worst;
+                            cr_assert(e < 1e-5, "t %d n %d k %d acc %d: y[%d][%d] = %g, want %g",
+                                      t, n, k, accumulate, i, j, y[i * n + j], s);
+                        }
+                }
+                free(x);
+                free(w);
+                free(y);
+            }
+    fprintf(stderr, "ops: linear F32 vs double: largest relative difference %.3g\n", worst);
+}
