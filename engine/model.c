@@ -600,8 +600,9 @@ static int grow(eng_model *m, int T, int ctx)
     return 0;
 }
 
-/* At most this many tokens in a pass go through the matrix-vector kernels; then up to
- * GEMM_SMALL_MAX_T through gemm_small() (where AVX-512 exists), and more through OpenBLAS. */
+/* At most this many tokens in a pass go through the matrix-vector kernels (quantized
+ * weights); then, and for F32 weights from one token on, up to GEMM_SMALL_MAX_T through
+ * gemm_small() (where AVX-512 exists), and more through OpenBLAS. */
 #define QMV_MAX_T 4
 #ifndef GEMM_SMALL_MAX_T
 #define GEMM_SMALL_MAX_T 64

@@ -66,10 +66,11 @@ store *gw_cache_store(gw_cache *c);
  * the lookup in the metrics. *out is the cache's: valid until the next gw_cache_exact()
  * call; the caller neither changes nor frees it.
  *
- * Recently served entries are kept in memory (cache.hot_entries, cache.hot_bytes; one
- * slot per hash, a newer entry takes the slot): a hit there costs no SQLite read. The
+ * Served entries are kept in memory (cache.hot_entries, cache.hot_bytes; 4 slots per
+ * hash, the least recently served one makes room): a hit there costs no SQLite read. All
  * copies are dropped whenever the store's generation changes (an entry was deleted,
- * replaced, evicted or swept), and one past its expiry is never served.
+ * replaced, evicted or swept: each key then costs one SQLite read again), and one past
+ * its expiry is never served.
  */
 int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
                    const struct store_hit **out);

@@ -2,6 +2,8 @@
 
 #include "oai.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,15 +105,23 @@ static _Thread_local struct {
     char buf[HOLD_MAX];
 } *held;
 
+/* One writer at a time: a held batch can exceed PIPE_BUF, and a pipe then takes it in
+ * pieces, between which another thread's line must not land. */
+static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void write_all(const char *p, size_t n)
 {
+    pthread_mutex_lock(&write_mu);
     while (n) {
         ssize_t w = write(STDERR_FILENO, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
         if (w <= 0)
-            return; /* a log that cannot be written is not worth stalling for */
+            break; /* a log that cannot be written is not worth stalling for */
         p += w;
         n -= (size_t)w;
     }
+    pthread_mutex_unlock(&write_mu);
 }
 
 void gw_log_flush(void)

@@ -4,8 +4,8 @@
  * Every line is one JSON object with at least "time" (RFC 3339, UTC, milliseconds),
  * "level" and "msg"; callers add fields as key/value pairs. The level is checked
  * before anything is formatted, so a disabled debug line costs one comparison.
- * Thread-safe: a line is written with one write(2) call (or held, then written with
- * other whole lines of its thread), so lines from different threads never interleave.
+ * Thread-safe: a line, or a batch of whole held lines, is written under one process-wide
+ * lock, so lines from different threads never interleave.
  * Libraries get this sink through their log callbacks.
  */
 #ifndef GW_LOG_H

@@ -553,7 +553,7 @@ static int touch_keep(store *s, const struct op *o)
 
 static int write_touches(store *s)
 {
-    for (size_t i = 0; i < s->wt_cap; i++) {
+    for (size_t i = 0; s->wt_n && i < s->wt_cap; i++) {
         struct wtouch *w = &s->wt[i];
         if (!w->id)
             continue;
@@ -614,7 +614,11 @@ static void run_batch(store *s, struct op *ops, int touches)
         sqlite3_exec(s->wdb, "ROLLBACK", NULL, NULL, NULL);
         recount(s);
     } else {
-        if (touches && s->wt_n) {
+        if (touches && s->wt_cap > 16384) { /* after a burst: do not scan it every batch */
+            free(s->wt);
+            s->wt = NULL;
+            s->wt_n = s->wt_cap = 0;
+        } else if (touches && s->wt_n) {
             memset(s->wt, 0, sizeof *s->wt * s->wt_cap);
             s->wt_n = 0;
         }

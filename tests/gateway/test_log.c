@@ -4,6 +4,7 @@
 
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,4 +131,79 @@ Test(log, a_full_hold_buffer_is_written_without_losing_lines)
         json_decref(o);
     }
     free(s);
+}
+
+/* Lines from two threads into a pipe that a slow reader drains: one thread writes batches
+ * of held lines far larger than PIPE_BUF, the other single warnings. Every line read back
+ * must be whole JSON, and none may be missing. */
+struct pipe_reader {
+    int fd;
+    char *buf;
+    size_t len, cap;
+};
+
+static void *drain(void *arg)
+{
+    struct pipe_reader *r = arg;
+    for (;;) {
+        if (r->len + 4097 > r->cap) {
+            r->cap = r->cap ? 2 * r->cap : 1 << 20;
+            r->buf = realloc(r->buf, r->cap);
+        }
+        ssize_t n = read(r->fd, r->buf + r->len, 4096);
+        if (n <= 0)
+            break;
+        r->len += (size_t)n;
+        usleep(50); /* slow: the pipe fills and writes are taken in pieces */
+    }
+    return NULL;
+}
+
+static void *warn_lines(void *arg)
+{
+    (void)arg;
+    char id[32];
+    for (int i = 0; i < 500; i++) {
+        snprintf(id, sizeof id, "warn-%d", i);
+        gw_log_kv(GW_LOG_WARN, "side thread", "request_id", id, NULL);
+    }
+    return NULL;
+}
+
+Test(log, threads_never_split_each_others_lines_on_a_pipe)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    dup2(p[1], STDERR_FILENO);
+    close(p[1]);
+    struct pipe_reader r = {.fd = p[0]};
+    pthread_t rd, side;
+    pthread_create(&rd, NULL, drain, &r);
+    pthread_create(&side, NULL, warn_lines, NULL);
+    gw_log_hold(on_held, NULL);
+    char id[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(id, sizeof id, "held-%d", i);
+        gw_log_access(id, "POST", "/v1/chat/completions", 200, 1.25, "127.0.0.1");
+        if (i % 700 == 699)
+            gw_log_flush();
+    }
+    gw_log_release();
+    pthread_join(side, NULL);
+    dup2(fileno(file), STDERR_FILENO); /* closes the pipe's last write end */
+    pthread_join(rd, NULL);
+    close(p[0]);
+    int held = 0, warns = 0;
+    char *save, *line = strtok_r(r.buf ? (r.buf[r.len] = 0, r.buf) : "", "\n", &save);
+    for (; line; line = strtok_r(NULL, "\n", &save)) {
+        json_t *o = json_loads(line, 0, NULL);
+        cr_assert_not_null(o, "a broken line: %.200s", line);
+        const char *rid = json_string_value(json_object_get(o, "request_id"));
+        held += rid && !strncmp(rid, "held-", 5);
+        warns += rid && !strncmp(rid, "warn-", 5);
+        json_decref(o);
+    }
+    cr_assert_eq(held, 3000);
+    cr_assert_eq(warns, 500);
+    free(r.buf);
 }
