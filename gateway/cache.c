@@ -24,6 +24,7 @@ struct hot {
     uint64_t exact;
     size_t bytes; /* counted against cache.hot_bytes; 0: the slot is empty */
     uint64_t used; /* when last served, in lookups */
+    uint64_t gen;  /* the tenant's store generation before the entry was read */
     struct store_hit hit;
 };
 
@@ -34,11 +35,10 @@ struct gw_cache {
     int dim;
     store_reader *loop_reader;   /* event loop: exact lookups */
     /* event loop: recently served exact entries, HOT_WAYS slots per hash (nhot: a power of two;
-     * hot NULL: none), filled while the store's generation was hot_gen; spare: the last
-     * entry read from the store that no slot kept, what gw_cache_exact() last lent */
+     * hot NULL: none); spare: the last entry read from the store that no slot kept */
     struct hot *hot;
     size_t nhot, hot_bytes, hot_used;
-    uint64_t hot_gen, lookups;
+    uint64_t lookups;
     struct store_hit spare;
     struct store_hit *lent; /* what gw_cache_exact() last lent: spare or a slot's */
     store_reader *worker_reader; /* embedder worker thread: semantic searches */
@@ -353,7 +353,6 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
             n *= 2;
         c->hot = calloc(n, sizeof *c->hot);
         c->nhot = n;
-        c->hot_gen = store_generation(st);
         rc = c->hot ? 0 : STORE_ENOMEM;
     }
     if (rc) {
@@ -424,19 +423,11 @@ static size_t hit_bytes(const struct store_hit *h)
 }
 
 /* The slot holding (tenant, exact), else the one of its HOT_WAYS to fill (empty, or the
- * least recently served); NULL without an in-memory cache. Empties every slot first when the
- * store removed entries since they were filled. */
+ * least recently served); NULL without an in-memory cache. */
 static struct hot *hot_slot(gw_cache *c, int64_t tenant, uint64_t exact)
 {
     if (!c->hot)
         return NULL;
-    uint64_t gen = store_generation(c->st);
-    if (gen != c->hot_gen) {
-        for (size_t i = 0; i < c->nhot && c->hot_bytes; i++)
-            if (c->hot[i].bytes)
-                hot_drop(c, &c->hot[i]);
-        c->hot_gen = gen;
-    }
     uint64_t h = exact ^ ((uint64_t)tenant * 0x9E3779B97F4A7C15ull);
     struct hot *set = &c->hot[(h ^ h >> 29) & (c->nhot - HOT_WAYS)], *fill = set;
     for (int i = 0; i < HOT_WAYS; i++) {
@@ -455,12 +446,13 @@ int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, in
     store_hit_deinit(&c->spare);
     c->lent = NULL;
     /* the generation is read before the store is: a removal committed after this read
-     * changes it, and the next lookup drops what this one keeps */
+     * changes it, and a later lookup drops what this one keeps */
     struct hot *slot = hot_slot(c, tenant, k->exact);
+    uint64_t gen = slot ? store_generation(c->st, tenant) : 0;
     struct store_hit *h = NULL;
     c->lookups++;
     if (slot && slot->bytes && slot->tenant == tenant && slot->exact == k->exact) {
-        if (slot->hit.expires_ms && slot->hit.expires_ms <= now) {
+        if (slot->gen != gen || (slot->hit.expires_ms && slot->hit.expires_ms <= now)) {
             hot_drop(c, slot);
         } else {
             h = &slot->hit;
@@ -475,7 +467,7 @@ int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, in
             if (slot && c->hot_bytes - slot->bytes + bytes <= (size_t)c->cfg->cache_hot_bytes) {
                 if (slot->bytes)
                     hot_drop(c, slot);
-                *slot = (struct hot){tenant, k->exact, bytes, c->lookups, e};
+                *slot = (struct hot){tenant, k->exact, bytes, c->lookups, gen, e};
                 c->hot_bytes += bytes;
                 c->hot_used++;
                 h = &slot->hit;

@@ -67,10 +67,10 @@ store *gw_cache_store(gw_cache *c);
  * call; the caller neither changes nor frees it.
  *
  * Served entries are kept in memory (cache.hot_entries, cache.hot_bytes; 4 slots per
- * hash, the least recently served one makes room): a hit there costs no SQLite read. All
- * copies are dropped whenever the store's generation changes (an entry was deleted,
- * replaced, evicted or swept: each key then costs one SQLite read again), and one past
- * its expiry is never served.
+ * hash, the least recently served one makes room): a hit there costs no SQLite read. A
+ * copy is used only while its tenant's store generation is the one it was read under (no
+ * entry of the tenant deleted, replaced, evicted or swept since: otherwise it is read
+ * again), and never past its expiry.
  */
 int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
                    const struct store_hit **out);

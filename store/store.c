@@ -338,9 +338,10 @@ static int mkdir_p(const char *dir)
     return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
 }
 
-uint64_t store_generation(const store *s)
+uint64_t store_generation(store *s, int64_t tenant)
 {
-    return __atomic_load_n(&s->removals, __ATOMIC_ACQUIRE);
+    struct slot *sl = store_slot(s, tenant, 0);
+    return sl ? __atomic_load_n(&sl->removals, __ATOMIC_ACQUIRE) : 0;
 }
 
 int store_open(const struct store_options *o, store_progress_fn progress, void *parg,

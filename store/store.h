@@ -112,12 +112,13 @@ int store_flush(store *s, store_done_fn done, void *arg);
 int store_sync(store *s);
 
 /*
- * Changes whenever a committed write removed or replaced cache entries (deletes, LRU
- * eviction, expiry sweeps, a put over the same exact hash); it changes before the
- * operations' callbacks run. A caller that keeps copies of entries read after seeing
- * generation g may use them while the generation is still g (their expiry aside).
+ * The tenant's generation: it changes whenever a committed write removed or replaced some
+ * of the tenant's entries (deletes, LRU eviction, expiry sweeps, a put over the same exact
+ * hash), before the operations' callbacks run. A caller that keeps copies of entries read
+ * after seeing generation g may use them while the generation is still g (their expiry
+ * aside).
  */
-uint64_t store_generation(const store *s);
+uint64_t store_generation(store *s, int64_t tenant);
 
 /* Per-tenant capacity; 0 in either: the store's default for that limit. */
 void store_set_limits(store *s, int64_t tenant, int64_t max_entries, int64_t max_bytes);

@@ -26,6 +26,9 @@ struct slot {
     int stale;
     /* writer thread only, read racily by store_stats */
     int64_t entries, bytes, evicted, expired;
+    /* bumped (atomically, release) after every committed batch that removed or replaced
+     * one of the tenant's entries, before its operations' callbacks: store_generation() */
+    uint64_t removals;
     int64_t max_entries, max_bytes; /* 0: the store's defaults (q_mu) */
     /* background rebuild: the writer logs index changes past the snapshot meanwhile */
     int rebuilding, rebuild_thread_live;
@@ -95,9 +98,6 @@ struct store {
     int64_t wt_written_ms;
     int closing;
     uint64_t sync_done; /* batches committed (q_mu) */
-    /* bumped (atomically, release) after every committed batch that removed or replaced
-     * an entry, before its operations' callbacks run: store_generation() */
-    uint64_t removals;
     pthread_t writer;
     int writer_running;
     /* writer's prepared statements */

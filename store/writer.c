@@ -625,11 +625,16 @@ static void run_batch(store *s, struct op *ops, int touches)
         if (touches)
             s->wt_written_ms = now;
         apply_changes(s, &b);
-        for (size_t i = 0; i < b.n; i++)
-            if (!b.ch[i].vec) { /* a row went: copies of entries held elsewhere are stale */
-                __atomic_add_fetch(&s->removals, 1, __ATOMIC_RELEASE);
-                break;
-            }
+        /* rows went: copies of the tenant's entries held elsewhere are stale */
+        int64_t last = -1;
+        for (size_t i = 0; i < b.n; i++) {
+            if (b.ch[i].vec || b.ch[i].tenant == last)
+                continue;
+            last = b.ch[i].tenant;
+            struct slot *sl = store_slot(s, last, 0);
+            if (sl)
+                __atomic_add_fetch(&sl->removals, 1, __ATOMIC_RELEASE);
+        }
     }
     for (struct op *o = ops, *next; o; o = next) {
         next = o->next;

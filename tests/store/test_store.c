@@ -348,3 +348,50 @@ Test(store, hits_and_usage_queued_together_add_up)
     free(rows);
     store_close(s);
 }
+
+/* A tenant's generation moves when one of its entries goes (deleted, replaced by a put
+ * with the same exact hash, evicted, expired), before the deletion's callback runs, and
+ * only then: not for new entries, hits, or another tenant's removals. */
+static void note_generation(void *arg, int rc, int64_t id)
+{
+    (void)rc, (void)id;
+    struct {
+        store *s;
+        uint64_t seen;
+    } *a = arg;
+    a->seen = store_generation(a->s, 2);
+}
+
+Test(store, generations_move_with_removals_per_tenant)
+{
+    store *s = open_store(3, 0, NULL);
+    put(s, 1, 10, 0, "a", 0);
+    put(s, 2, 20, 1, "b", 0);
+    put(s, 2, 21, 2, "c", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    uint64_t g1 = store_generation(s, 1), g2 = store_generation(s, 2);
+    put(s, 1, 11, 3, "new", 0); /* a new entry and a hit: nothing went */
+    store_touch(s, 1, now_ms());
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert_eq(store_generation(s, 1), g1);
+    put(s, 1, 10, 0, "replaced", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert_neq(store_generation(s, 1), g1, "a replacement removes the old entry");
+    cr_assert_eq(store_generation(s, 2), g2, "another tenant's removal");
+    g1 = store_generation(s, 1);
+    struct {
+        store *s;
+        uint64_t seen;
+    } arg = {s, g2};
+    cr_assert_eq(store_delete(s, 2, -1, note_generation, &arg), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert_neq(arg.seen, g2, "the generation moved before the delete's callback");
+    cr_assert_eq(store_generation(s, 1), g1);
+    g1 = store_generation(s, 1);
+    put(s, 1, 12, 4, "d", 0);
+    put(s, 1, 13, 5, "e", 0); /* over capacity (3): the least recently hit goes */
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert_neq(store_generation(s, 1), g1, "an eviction");
+    cr_assert_eq(store_generation(s, 99), 0, "a tenant never seen");
+    store_close(s);
+}
