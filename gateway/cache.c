@@ -422,17 +422,20 @@ static size_t hit_bytes(const struct store_hit *h)
            h->answer_len + 4;
 }
 
-/* The slot holding (tenant, exact), else the one of its HOT_WAYS to fill (empty, or the
- * least recently served); NULL without an in-memory cache. */
-static struct hot *hot_slot(gw_cache *c, int64_t tenant, uint64_t exact)
+/* The slot holding (tenant, exact) (*found set), else the one of its HOT_WAYS to fill
+ * (empty, or the least recently served); NULL without an in-memory cache. */
+static struct hot *hot_slot(gw_cache *c, int64_t tenant, uint64_t exact, int *found)
 {
+    *found = 0;
     if (!c->hot)
         return NULL;
     uint64_t h = exact ^ ((uint64_t)tenant * 0x9E3779B97F4A7C15ull);
     struct hot *set = &c->hot[(h ^ h >> 29) & (c->nhot - HOT_WAYS)], *fill = set;
     for (int i = 0; i < HOT_WAYS; i++) {
-        if (set[i].bytes && set[i].tenant == tenant && set[i].exact == exact)
+        if (set[i].bytes && set[i].tenant == tenant && set[i].exact == exact) {
+            *found = 1;
             return &set[i];
+        }
         if (fill->bytes && (!set[i].bytes || set[i].used < fill->used))
             fill = &set[i];
     }
@@ -447,11 +450,12 @@ int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, in
     c->lent = NULL;
     /* the generation is read before the store is: a removal committed after this read
      * changes it, and a later lookup drops what this one keeps */
-    struct hot *slot = hot_slot(c, tenant, k->exact);
+    int found;
+    struct hot *slot = hot_slot(c, tenant, k->exact, &found);
     uint64_t gen = slot ? store_generation(c->st, tenant) : 0;
     struct store_hit *h = NULL;
     c->lookups++;
-    if (slot && slot->bytes && slot->tenant == tenant && slot->exact == k->exact) {
+    if (found) {
         if (slot->gen != gen || (slot->hit.expires_ms && slot->hit.expires_ms <= now)) {
             hot_drop(c, slot);
         } else {

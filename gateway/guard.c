@@ -275,6 +275,11 @@ static const char dir_words[] = "to into from than per onto towards toward";
 
 static const char wh_words[] = "who when where why how";
 
+/* Verbs that keep something "from doing" it (a negation of the doing), and verbs that say
+ * to stop doing it: "stop my dog from barking" is "get my dog to quit barking". */
+static const char keep_from_words[] = "keep stop protect";
+static const char cease_words[] = "quit stop cease keep prevent avoid";
+
 /* Number words. kind: 0 unit (0-19, ordinals too), 1 tens, 2 hundred, 3 scale, 4 dozen. */
 static const struct {
     const char *w;
@@ -356,7 +361,7 @@ static const struct {
     {"quarter", 0, -4},
 };
 
-enum { K_STOP = 1, K_DROP, K_NEG, K_DIR, K_WH, K_CONTRAST, K_SYN, K_NUM };
+enum { K_STOP = 1, K_DROP, K_NEG, K_DIR, K_WH, K_CONTRAST, K_SYN, K_NUM, K_KEEP, K_CEASE };
 
 typedef struct {
     const char *w;
@@ -437,6 +442,8 @@ static void lex_build(void)
     lex_add_words(neg_words, K_NEG, 0);
     lex_add_words(dir_words, K_DIR, 0);
     lex_add_words(wh_words, K_WH, 0);
+    lex_add_words(keep_from_words, K_KEEP, 0);
+    lex_add_words(cease_words, K_CEASE, 0);
     for (size_t i = 0; i < sizeof contrast_groups / sizeof *contrast_groups; i++)
         lex_add_words(contrast_groups[i], K_CONTRAST, (int)i);
     for (size_t i = 0; i < sizeof synonym_groups / sizeof *synonym_groups; i++)
@@ -759,6 +766,11 @@ static void classify(side *sd, tok *t)
     } else if (e >= 0) {
         t->lex = (int16_t)e;
     }
+}
+
+static int is_from(const tok *t)
+{
+    return t->len == 4 && memcmp(t->s, "from", 4) == 0;
 }
 
 /* Splits one raw word into tokens: lower case, contraction handled. */
@@ -1100,14 +1112,11 @@ static void tokenize(side *sd, const char *text, size_t len)
     }
     /* "keep / stop / protect X from doing": prevention, a negation of the doing */
     for (int k = 0; k < sd->nt; k++) {
-        const tok *v = &sd->t[k];
-        if (!((v->len == 4 && (!memcmp(v->s, "keep", 4) || !memcmp(v->s, "stop", 4))) ||
-              (v->len == 7 && !memcmp(v->s, "protect", 7))))
+        if (sd->t[k].lex < 0 || !lex_has(sd->t[k].lex, K_KEEP))
             continue;
         for (int j = k + 1; j < sd->nt - 1 && j <= k + 5; j++) {
             const tok *g = &sd->t[j + 1];
-            if (sd->t[j].len == 4 && !memcmp(sd->t[j].s, "from", 4) && g->len > 4 &&
-                !memcmp(g->s + g->len - 3, "ing", 3)) {
+            if (is_from(&sd->t[j]) && g->len > 4 && !memcmp(g->s + g->len - 3, "ing", 3)) {
                 sd->t[j].flags |= F_NEG;
                 break;
             }
@@ -1329,20 +1338,13 @@ static int negation_spelled(const side *p, int i, const side *q)
     return 0;
 }
 
-static int is_from(const tok *t)
-{
-    return t->len == 4 && memcmp(t->s, "from", 4) == 0;
-}
-
 /* Whether a side says to stop or keep from doing something ("get my dog to quit barking"):
  * the other way to spell "stop my dog from barking". */
 static int stops_doing(const side *sd)
 {
-    static const char *const verbs[] = {"quit", "stop", "cease", "keep", "prevent", "avoid"};
     for (int k = 0; k < sd->nt; k++)
-        for (size_t v = 0; v < sizeof verbs / sizeof *verbs; v++)
-            if (sd->t[k].len == strlen(verbs[v]) && !memcmp(sd->t[k].s, verbs[v], sd->t[k].len))
-                return 1;
+        if (sd->t[k].lex >= 0 && lex_has(sd->t[k].lex, K_CEASE))
+            return 1;
     return 0;
 }
 

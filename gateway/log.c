@@ -98,7 +98,6 @@ static void line_begin(struct oai_buf *b, int level, const char *msg)
 /* This thread's held lines (gw_log_hold). */
 #define HOLD_MAX 65536
 static _Thread_local struct {
-    int on;
     void (*on_held)(void *arg);
     void *arg;
     size_t len;
@@ -136,7 +135,6 @@ void gw_log_hold(void (*on_held)(void *arg), void *arg)
 {
     if (!held && !(held = malloc(sizeof *held)))
         return; /* lines are written one by one, as without holding */
-    held->on = 1;
     held->on_held = on_held;
     held->arg = arg;
     held->len = 0;
@@ -153,7 +151,7 @@ static void line_end(struct oai_buf *b, int level)
 {
     oai_buf_put(b, "}\n", 2);
     if (!b->oom) {
-        if (held && held->on && level <= GW_LOG_INFO && b->len <= HOLD_MAX) {
+        if (held && level <= GW_LOG_INFO && b->len <= HOLD_MAX) {
             if (held->len + b->len > HOLD_MAX)
                 gw_log_flush();
             int first = held->len == 0;

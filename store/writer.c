@@ -11,10 +11,16 @@
 
 /* ------------------------------------------------------------------ queueing */
 
+/* Where entry id's probe starts in a power-of-two table of touches (mask: size - 1). */
+static size_t id_home(int64_t id, size_t mask)
+{
+    return (size_t)((uint64_t)id * 0x9E3779B97F4A7C15ull >> 20) & mask;
+}
+
 /* The q_touch slot of id: its queued touch, or the free slot where it would go (q_mu). */
 static size_t touch_slot(const store *s, int64_t id)
 {
-    size_t i = (size_t)((uint64_t)id * 0x9E3779B97F4A7C15ull >> 32) & (STORE_TOUCH_SLOTS - 1);
+    size_t i = id_home(id, STORE_TOUCH_SLOTS - 1);
     while (s->q_touch[i] && s->q_touch[i]->id != id)
         i = (i + 1) & (STORE_TOUCH_SLOTS - 1);
     return i;
@@ -529,7 +535,7 @@ static int touch_keep(store *s, const struct op *o)
         for (size_t i = 0; i < s->wt_cap; i++) {
             if (!s->wt[i].id)
                 continue;
-            size_t j = (size_t)((uint64_t)s->wt[i].id * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+            size_t j = id_home(s->wt[i].id, cap - 1);
             while (t[j].id)
                 j = (j + 1) & (cap - 1);
             t[j] = s->wt[i];
@@ -538,7 +544,7 @@ static int touch_keep(store *s, const struct op *o)
         s->wt = t;
         s->wt_cap = cap;
     }
-    size_t j = (size_t)((uint64_t)o->id * 0x9E3779B97F4A7C15ull >> 20) & (s->wt_cap - 1);
+    size_t j = id_home(o->id, s->wt_cap - 1);
     while (s->wt[j].id && s->wt[j].id != o->id)
         j = (j + 1) & (s->wt_cap - 1);
     struct wtouch *w = &s->wt[j];
