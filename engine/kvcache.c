@@ -7,8 +7,8 @@
 
 struct kvc_pool {
     struct kvc_shape s;
-    size_t slot_floats, block_floats, layer_floats;
-    float *k, *v;
+    size_t slot_floats, block_floats, layer_floats; /* values, whatever their type */
+    void *k, *v;
     int32_t *refs;
     int32_t *free_list; /* stack of free block ids */
     int n_free;
@@ -18,7 +18,7 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
 {
     *out = NULL;
     if (s->n_layer <= 0 || s->n_kv_head <= 0 || s->head_dim <= 0 || s->block_size <= 0 ||
-        s->n_blocks <= 0)
+        s->n_blocks <= 0 || (s->dtype != KVC_F32 && s->dtype != KVC_F16))
         return ENG_EINVAL;
     kvc_pool *p = calloc(1, sizeof *p);
     if (!p)
@@ -29,8 +29,9 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
     p->layer_floats = p->block_floats * s->n_blocks;
     size_t total = p->layer_floats * s->n_layer;
     if (!s->device_storage) {
-        p->k = malloc(total * sizeof(float));
-        p->v = malloc(total * sizeof(float));
+        size_t elem = s->dtype == KVC_F16 ? sizeof(uint16_t) : sizeof(float);
+        p->k = malloc(total * elem);
+        p->v = malloc(total * elem);
     }
     p->refs = calloc((size_t)s->n_blocks, sizeof *p->refs);
     p->free_list = malloc((size_t)s->n_blocks * sizeof *p->free_list);
@@ -96,16 +97,41 @@ int kvc_refcount(const kvc_pool *p, int32_t b)
     return p->refs[b];
 }
 
+size_t kvc_block_bytes(const struct kvc_shape *s)
+{
+    size_t elem = s->dtype == KVC_F16 ? sizeof(uint16_t) : sizeof(float);
+    return 2 * (size_t)s->n_layer * s->block_size * s->n_kv_head * s->head_dim * elem;
+}
+
+static size_t at(const kvc_pool *p, int layer, int32_t block, int slot)
+{
+    return layer * p->layer_floats + block * p->block_floats + slot * p->slot_floats;
+}
+
 float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot)
 {
-    if (!p->k)
+    if (!p->k || p->s.dtype != KVC_F32)
         return NULL;
-    return p->k + layer * p->layer_floats + block * p->block_floats + slot * p->slot_floats;
+    return (float *)p->k + at(p, layer, block, slot);
 }
 
 float *kvc_v(kvc_pool *p, int layer, int32_t block, int slot)
 {
-    if (!p->v)
+    if (!p->v || p->s.dtype != KVC_F32)
         return NULL;
-    return p->v + layer * p->layer_floats + block * p->block_floats + slot * p->slot_floats;
+    return (float *)p->v + at(p, layer, block, slot);
+}
+
+uint16_t *kvc_k16(kvc_pool *p, int layer, int32_t block, int slot)
+{
+    if (!p->k || p->s.dtype != KVC_F16)
+        return NULL;
+    return (uint16_t *)p->k + at(p, layer, block, slot);
+}
+
+uint16_t *kvc_v16(kvc_pool *p, int layer, int32_t block, int slot)
+{
+    if (!p->v || p->s.dtype != KVC_F16)
+        return NULL;
+    return (uint16_t *)p->v + at(p, layer, block, slot);
 }

@@ -768,6 +768,66 @@ static int have_avx512(void)
 }
 #endif
 
+/* IEEE binary16 to and from float, for an F16 KV pool (kvcache.h): F16C where AVX2 is
+ * (every AVX2 processor has it), the compiler's _Float16 conversions otherwise; both round
+ * to nearest even. */
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c"))) static void f16_store_f16c(uint16_t *d, const float *x,
+                                                                 int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) {
+        _Float16 h = (_Float16)x[i];
+        memcpy(d + i, &h, sizeof h);
+    }
+}
+
+__attribute__((target("avx2,f16c"))) static void f16_load_f16c(float *y, const uint16_t *s,
+                                                                int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++) {
+        _Float16 h;
+        memcpy(&h, s + i, sizeof h);
+        y[i] = (float)h;
+    }
+}
+#endif
+
+static void f16_store(uint16_t *d, const float *x, int n)
+{
+#if defined(__x86_64__)
+    if (have_avx2()) {
+        f16_store_f16c(d, x, n);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++) {
+        _Float16 h = (_Float16)x[i];
+        memcpy(d + i, &h, sizeof h);
+    }
+}
+
+static void f16_load(float *y, const uint16_t *s, int n)
+{
+#if defined(__x86_64__)
+    if (have_avx2()) {
+        f16_load_f16c(y, s, n);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++) {
+        _Float16 h;
+        memcpy(&h, s + i, sizeof h);
+        y[i] = (float)h;
+    }
+}
+
 static float dot_q4_1(const uint8_t *qs, const float *d, const float *mn, const float *x,
                       const float *xsum, int nb)
 {
@@ -993,10 +1053,20 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
     const int HQ = ks->n_kv_head * group * hd, L = pos0 + t1, rows = (t1 - t0) * group;
     float *K = buf, *V = K + (size_t)L * hd, *Q = V + (size_t)L * hd, *O = Q + (size_t)rows * hd,
           *inv = O + (size_t)rows * hd, *S = inv + rows;
+    const int f16 = ks->dtype == KVC_F16;
     for (int b = 0; b * bs < L; b++) {
+        int n = L - b * bs < bs ? L - b * bs : bs;
+        if (f16) {
+            const uint16_t *kb = kvc_k16(kv, layer, table[b], 0) + g * hd;
+            const uint16_t *vb = kvc_v16(kv, layer, table[b], 0) + g * hd;
+            for (int i = 0; i < n; i++) {
+                f16_load(K + (size_t)(b * bs + i) * hd, kb + (size_t)i * HK, hd);
+                f16_load(V + (size_t)(b * bs + i) * hd, vb + (size_t)i * HK, hd);
+            }
+            continue;
+        }
         const float *kb = kvc_k(kv, layer, table[b], 0) + g * hd;
         const float *vb = kvc_v(kv, layer, table[b], 0) + g * hd;
-        int n = L - b * bs < bs ? L - b * bs : bs;
         for (int i = 0; i < n; i++) /* rows of hd floats: a loop, not a libc call each */
             for (int e = 0; e < hd; e++) {
                 K[(size_t)(b * bs + i) * hd + e] = kb[(size_t)i * HK + e];
@@ -1020,30 +1090,42 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
 }
 
 #if defined(__x86_64__)
-/* Prefetches row (*pb, *pi) of blocks base[0..nbk) (rows of hd floats every HK) and moves
- * on to the next row; nothing past the last block. */
-static inline __attribute__((always_inline)) void prefetch_row(const float *const *base, int nbk,
-                                                               int bs, int HK, int hd, int *pb,
-                                                               int *pi)
+/* Prefetches row (*pb, *pi) of blocks base[0..nbk) (rows of rb bytes every stride bytes)
+ * and moves on to the next row; nothing past the last block. */
+static inline __attribute__((always_inline)) void prefetch_row(const char *const *base, int nbk,
+                                                               int bs, size_t stride, int rb,
+                                                               int *pb, int *pi)
 {
     int b = *pb, i = *pi;
     if (b < nbk) {
-        for (int c = 0; c < hd; c += 16)
-            _mm_prefetch((const char *)(base[b] + (size_t)i * HK + c), _MM_HINT_T0);
+        for (int c = 0; c < rb; c += 64)
+            _mm_prefetch(base[b] + (size_t)i * stride + c, _MM_HINT_T0);
         if (++i == bs)
             b++, i = 0;
         *pb = b, *pi = i;
     }
 }
 
-/* the body of attend_direct(), inlined once with head_dim and group constants (64 and 3:
- * SmolLM2) and once without */
+/* 16 keys or values from a row of the pool: F32, or F16 widened */
+AVX512 static inline __attribute__((always_inline)) __m512 load_kv16(const char *row, int c,
+                                                                    const int f16)
+{
+    if (f16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)row + c));
+    return _mm512_loadu_ps((const float *)row + 16 * c);
+}
+
+/* the body of attend_direct(), inlined with head_dim and group constants (64 and 3:
+ * SmolLM2) and without, for each storage type */
 AVX512 static inline __attribute__((always_inline)) void
 attend_direct_body(const float *q, int p, kvc_pool *kv, int layer, const int32_t *table, int g,
-                   float scale, float *sc, float *out, const int hd, const int group)
+                   float scale, float *sc, float *out, const int hd, const int group,
+                   const int f16)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int bs = ks->block_size, HK = ks->n_kv_head * hd, nc = hd / 16, n = p + 1;
+    const int bs = ks->block_size, nc = hd / 16, n = p + 1;
+    const int es = f16 ? 2 : 4, rb = hd * es;           /* bytes of a value, of a row */
+    const size_t stride = (size_t)ks->n_kv_head * rb; /* bytes from a position to the next */
     __m512 qv[ATT_DIRECT_MAX_GROUP][ATT_DIRECT_MAX_HD / 16];
     __m512 o[ATT_DIRECT_MAX_GROUP][ATT_DIRECT_MAX_HD / 16];
     for (int h = 0; h < group; h++)
@@ -1056,19 +1138,21 @@ attend_direct_body(const float *q, int p, kvc_pool *kv, int layer, const int32_t
      * hardware prefetchers miss, and decode waited on memory a row at a time (twice as
      * long at 1100 positions). */
     const int nbk = (n + bs - 1) / bs;
-    const float *kb[nbk], *vb[nbk];
+    const char *kb[nbk], *vb[nbk];
     for (int b = 0; b < nbk; b++) {
-        kb[b] = kvc_k(kv, layer, table[b], 0) + g * hd;
-        vb[b] = kvc_v(kv, layer, table[b], 0) + g * hd;
+        kb[b] = f16 ? (const char *)(kvc_k16(kv, layer, table[b], 0) + g * hd)
+                    : (const char *)(kvc_k(kv, layer, table[b], 0) + g * hd);
+        vb[b] = f16 ? (const char *)(kvc_v16(kv, layer, table[b], 0) + g * hd)
+                    : (const char *)(kvc_v(kv, layer, table[b], 0) + g * hd);
     }
     int pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs; /* the row prefetched: pb, pi */
     for (int b = 0, j = 0; b < nbk; b++)
         for (int i = 0; i < bs && j < n; i++, j++) {
-            prefetch_row(kb, nbk, bs, HK, hd, &pb, &pi);
-            const float *kr = kb[b] + (size_t)i * HK;
+            prefetch_row(kb, nbk, bs, stride, rb, &pb, &pi);
+            const char *kr = kb[b] + (size_t)i * stride;
             __m512 k[ATT_DIRECT_MAX_HD / 16];
             for (int c = 0; c < nc; c++)
-                k[c] = _mm512_loadu_ps(kr + 16 * c);
+                k[c] = load_kv16(kr, c, f16);
             for (int h = 0; h < group; h++) {
                 __m512 acc = _mm512_mul_ps(qv[h][0], k[0]);
                 for (int c = 1; c < nc; c++)
@@ -1082,11 +1166,11 @@ attend_direct_body(const float *q, int p, kvc_pool *kv, int layer, const int32_t
     pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs;
     for (int b = 0, j = 0; b < nbk; b++)
         for (int i = 0; i < bs && j < n; i++, j++) {
-            prefetch_row(vb, nbk, bs, HK, hd, &pb, &pi);
-            const float *vr = vb[b] + (size_t)i * HK;
+            prefetch_row(vb, nbk, bs, stride, rb, &pb, &pi);
+            const char *vr = vb[b] + (size_t)i * stride;
             __m512 v[ATT_DIRECT_MAX_HD / 16];
             for (int c = 0; c < nc; c++)
-                v[c] = _mm512_loadu_ps(vr + 16 * c);
+                v[c] = load_kv16(vr, c, f16);
             for (int h = 0; h < group; h++) {
                 __m512 w = _mm512_set1_ps(sc[(size_t)h * n + j]);
                 for (int c = 0; c < nc; c++)
@@ -1111,11 +1195,15 @@ AVX512 static void attend_direct(const float *q, int p, kvc_pool *kv, int layer,
                                  const int32_t *table, int g, int group, float scale, float *sc,
                                  float *out)
 {
-    const int hd = kvc_shape(kv)->head_dim;
-    if (hd == 64 && group == 3)
-        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, 64, 3);
+    const int hd = kvc_shape(kv)->head_dim, f16 = kvc_shape(kv)->dtype == KVC_F16;
+    if (hd == 64 && group == 3 && f16)
+        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, 64, 3, 1);
+    else if (hd == 64 && group == 3)
+        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, 64, 3, 0);
+    else if (f16)
+        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, hd, group, 1);
     else
-        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, hd, group);
+        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, hd, group, 0);
 }
 #endif
 
@@ -1270,6 +1358,11 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
             for (int i = 0; i < seqs[s].n_new; i++, t++) {
                 int p = seqs[s].pos0 + i;
                 int32_t b = seqs[s].block_table[p / bs];
+                if (ks->dtype == KVC_F16) {
+                    f16_store(kvc_k16(kv, l, b, p % bs), m->k + (size_t)t * HK, HK);
+                    f16_store(kvc_v16(kv, l, b, p % bs), m->v + (size_t)t * HK, HK);
+                    continue;
+                }
                 memcpy(kvc_k(kv, l, b, p % bs), m->k + (size_t)t * HK, sizeof(float) * HK);
                 memcpy(kvc_v(kv, l, b, p % bs), m->v + (size_t)t * HK, sizeof(float) * HK);
             }

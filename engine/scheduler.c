@@ -143,7 +143,7 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
         s->cfg.max_model_len = hp->n_ctx_train;
     s->ev = *ev;
     struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, cfg->block_size,
-                           cfg->n_blocks, eng_model_kv_on_device(m)};
+                           cfg->n_blocks, eng_model_kv_on_device(m), cfg->kv_dtype};
     int rc = kvc_create(&ks, &s->kv);
     if (!rc && cfg->prefix_caching)
         rc = rdx_create(s->kv, &s->rdx);

@@ -40,6 +40,7 @@ struct sched_config {
     int n_blocks, block_size;   /* the KV pool */
     int max_model_len;          /* prompt + output; 0: the model's training context */
     int prefix_caching;         /* 1: share and keep KV through the radix tree */
+    enum kvc_dtype kv_dtype;    /* of a host pool (a device backend has its own) */
 };
 
 struct sched_events {

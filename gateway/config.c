@@ -25,6 +25,7 @@ struct opt {
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
 static const char *const chat_names[] = {"auto", "chatml", "llama3", "llama2", NULL};
+static const char *const kv_dtype_names[] = {"auto", "f32", "f16", NULL};
 
 static int check_listen(const char *v, char *err, size_t errlen)
 {
@@ -81,6 +82,8 @@ static const struct opt opts[] = {
      1 << 24, NULL, NULL},
     {"engine", "gpu_memory_utilization", T_REAL, OFF(engine_gpu_memory_utilization), "0.9", 10,
      1000, NULL, NULL},
+    {"engine", "kv_cache_dtype", T_ENUM, OFF(engine_kv_cache_dtype), "auto", 0, 0, kv_dtype_names,
+     NULL},
     {"engine", "cpu_kv_cache_bytes", T_SIZE, OFF(engine_cpu_kv_cache_bytes), "256M", 1 * MIB,
      1024LL * 1024 * MIB, NULL, NULL},
     {"engine", "max_waiting", T_INT, OFF(engine_max_waiting), "256", 1, 1 << 20, NULL, NULL},

@@ -1190,12 +1190,22 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     l->default_system = have ? eng_chat_default_system(t.p, t.len) : NULL;
     const struct eng_hparams *hp = eng_model_hparams(l->m);
     int bs = (int)cfg->engine_block_size;
-    long per_block = 2L * hp->n_layer * bs * hp->n_head_kv * hp->head_dim * (long)sizeof(float);
+    if (eng_model_kv_on_device(l->m) && cfg->engine_kv_cache_dtype == 1) {
+        snprintf(err, errlen, "engine.kv_cache_dtype = f32: %s stores keys and values in f16 "
+                 "only (use auto or f16, or device = cpu)", eng_model_device(l->m));
+        return -1;
+    }
+    const enum kvc_dtype dtype = cfg->engine_kv_cache_dtype == 2 ? KVC_F16 : KVC_F32;
+    struct kvc_shape host = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 0, dtype};
+    long per_block = (long)kvc_block_bytes(&host);
     int n_blocks = cfg->engine_num_blocks_override
                        ? (int)cfg->engine_num_blocks_override
                        : (int)(cfg->engine_cpu_kv_cache_bytes / per_block);
+    if (!eng_model_kv_on_device(l->m))
+        gw_log(GW_LOG_INFO, "KV pool: %d blocks of %d positions, %s, %ld bytes each", n_blocks,
+               bs, dtype == KVC_F16 ? "f16" : "f32", per_block);
     if (eng_model_kv_on_device(l->m) && !cfg->engine_num_blocks_override) {
-        struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 1};
+        struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 1, KVC_F16};
         if (eng_model_kv_capacity(l->m, &ks, cfg->engine_gpu_memory_utilization, &n_blocks)) {
             snprintf(err, errlen, "cannot size the KV pool on %s", eng_model_device(l->m));
             return -1;
@@ -1216,7 +1226,7 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     }
     struct sched_config sc = {(int)cfg->engine_max_num_seqs, (int)cfg->engine_max_num_batched_tokens,
                               n_blocks, bs, (int)cfg->engine_max_model_len,
-                              cfg->engine_prefix_caching};
+                              cfg->engine_prefix_caching, dtype};
     if (sc.max_num_batched_tokens < sc.max_num_seqs)
         sc.max_num_batched_tokens = sc.max_num_seqs;
     l->w = gw_engw_create(l->m, l->v, &sc, (int)cfg->engine_max_waiting, srv->cq, srv->metrics,

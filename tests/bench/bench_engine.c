@@ -1,6 +1,7 @@
 /* Times the engine's forward pass on a GGUF model: prefill of a prompt of P tokens in one
  * pass, then D single-token decode steps (greedy), one sequence.
- * usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS
+ * usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS [f32|f16]
+ * (the KV pool's storage, f32 unless named)
  * prints: {"prefill_tokens":P,"prefill_tok_s":X,"decode_tokens":D,"decode_tok_s":Y} */
 #include "engine.h"
 #include "kvcache.h"
@@ -8,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void)
@@ -19,10 +21,12 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS\n");
+    if (argc != 5 && !(argc == 6 && (!strcmp(argv[5], "f32") || !strcmp(argv[5], "f16")))) {
+        fprintf(stderr,
+                "usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS [f32|f16]\n");
         return 2;
     }
+    const enum kvc_dtype dtype = argc == 6 && !strcmp(argv[5], "f16") ? KVC_F16 : KVC_F32;
     int P = atoi(argv[2]), Dn = atoi(argv[3]);
     struct eng_options opt = {.threads = atoi(argv[4])};
     char err[512];
@@ -33,7 +37,7 @@ int main(int argc, char **argv)
     }
     const struct eng_hparams *hp = eng_model_hparams(m);
     int n = P + Dn + 1, bs = 16, nb = (n + bs - 1) / bs;
-    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, nb, 0};
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, nb, 0, dtype};
     kvc_pool *kv;
     if (kvc_create(&ks, &kv))
         return 1;

@@ -151,7 +151,7 @@ static int bench_model(const struct gw_cuda_plugin *pl, const char *path)
         return die("model", err);
     const struct eng_hparams *hp = eng_model_hparams(m);
     const int P = 512, Dn = 128, n = P + Dn + 1, nb = (n + BS - 1) / BS;
-    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, BS, nb, 1};
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, BS, nb, 1, KVC_F32};
     kvc_pool *kv;
     if (kvc_create(&ks, &kv))
         return die("model", "kvc_create");
@@ -233,7 +233,7 @@ int main(int argc, char **argv)
 
     /* pool: every decode run's sequences and a prefill batch at once */
     const int per = (CTX + WARMUP + STEPS + BS) / BS + 1;
-    struct kvc_shape ks = {hp.n_layer, hp.n_head_kv, hp.head_dim, BS, 256 * per + 8 * 33, 1};
+    struct kvc_shape ks = {hp.n_layer, hp.n_head_kv, hp.head_dim, BS, 256 * per + 8 * 33, 1, KVC_F32};
     int cap = 0;
     if (vt->kv_capacity(ctx, &ks, 0.9, &cap) || cap < ks.n_blocks) {
         fprintf(stderr, "bench_gpu: %d KV blocks fit, %d wanted: %s\n", cap, ks.n_blocks,

@@ -177,7 +177,7 @@ Test(backend, model_reports_the_device_and_sizes_the_pool_there)
     cr_assert_eq(eng_model_kv_on_device(cpu), 0);
     cr_assert_eq(eng_model_kv_on_device(dev), 1);
     const struct eng_hparams *hp = eng_model_hparams(dev);
-    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 0, 1};
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 0, 1, KVC_F32};
     int n = 0;
     cr_assert_eq(eng_model_kv_capacity(cpu, &ks, 0.5, &n), ENG_ENOTSUP);
     cr_assert_eq(eng_model_kv_capacity(dev, &ks, 0.5, &n), 0);
@@ -187,7 +187,7 @@ Test(backend, model_reports_the_device_and_sizes_the_pool_there)
 Test(backend, a_host_pool_is_refused_on_a_device_and_the_reverse)
 {
     const struct eng_hparams *hp = eng_model_hparams(dev);
-    struct kvc_shape host = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 4, 0};
+    struct kvc_shape host = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 4, 0, KVC_F32};
     struct kvc_shape ondev = host;
     ondev.device_storage = 1;
     kvc_pool *hk, *dk;
@@ -214,7 +214,7 @@ Test(backend, forward_matches_the_cpu_and_kv_follows_the_pool)
     int n = 0;
     const char *text = "The largest planet in the solar system is";
     cr_assert_eq(tok_encode(vocab, text, strlen(text), 0, ids, 64, &n), 0);
-    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 8, 0};
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 8, 0, KVC_F32};
     kvc_pool *hk, *dk1, *dk2;
     cr_assert_eq(kvc_create(&ks, &hk), 0);
     ks.device_storage = 1;
@@ -250,7 +250,7 @@ static void run(eng_model *m, float penalty, struct out *outs)
 {
     static const char *prompts[] = {"The capital of France is", "def fibonacci(n):",
                                     "Water boils at a temperature of"};
-    struct sched_config cfg = {3, 64, 32, 16, 0, 1};
+    struct sched_config cfg = {3, 64, 32, 16, 0, 1, KVC_F32};
     sched *s;
     cr_assert_eq(sched_create(m, vocab, &cfg, &events, &s), 0);
     struct eng_gen_params p = greedy_params(16);

@@ -104,7 +104,7 @@ Test(llamacpp, teacher_forced_and_greedy)
 {
     const struct eng_hparams *hp = eng_model_hparams(model);
     const int V = hp->n_vocab;
-    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 8, 0};
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 8, 0, KVC_F32};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
     int32_t table[8];

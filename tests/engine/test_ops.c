@@ -44,7 +44,7 @@ Test(ops, attention_over_paged_cache)
 {
     /* 2 KV heads of dim 2, one query head each, block size 2; positions 0..2 span two
      * blocks given out of order, so the block table is really followed */
-    struct kvc_shape ks = {1, 2, 2, 2, 4, 0};
+    struct kvc_shape ks = {1, 2, 2, 2, 4, 0, KVC_F32};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
     int32_t b0, b1, b2;
@@ -124,17 +124,39 @@ Test(ops, swiglu_matches_libm)
     cr_assert(worst < 1e-6);
 }
 
+/* element e of position (block, slot)'s keys (v = 0) or values (v = 1) in layer 1, F32 or
+ * F16 storage; kv_put stores x, rounded to F16 where the pool is */
+static float kv_get(kvc_pool *kv, int v, int32_t block, int slot, int e)
+{
+    if (kvc_shape(kv)->dtype == KVC_F32)
+        return (v ? kvc_v : kvc_k)(kv, 1, block, slot)[e];
+    _Float16 h;
+    memcpy(&h, (v ? kvc_v16 : kvc_k16)(kv, 1, block, slot) + e, sizeof h);
+    return (float)h;
+}
+
+static void kv_put(kvc_pool *kv, int v, int32_t block, int slot, int e, float x)
+{
+    if (kvc_shape(kv)->dtype == KVC_F32) {
+        (v ? kvc_v : kvc_k)(kv, 1, block, slot)[e] = x;
+        return;
+    }
+    _Float16 h = (_Float16)x;
+    memcpy((v ? kvc_v16 : kvc_k16)(kv, 1, block, slot) + e, &h, sizeof h);
+}
+
 /*
  * Tiled attention (SGEMMs over gathered keys and values) against a direct evaluation in
  * double, per token and head, for several chunk lengths and cached contexts; 3 KV heads of
- * 3 query heads each, dim 64, as in SmolLM2, blocks in a scrambled order.
+ * 3 query heads each, dim 64, as in SmolLM2, blocks in a scrambled order. Keys and values
+ * stored as dtype; the reference reads the stored values.
  */
-Test(ops, attention_tiles_match_direct)
+static void attention_cases(enum kvc_dtype dtype)
 {
     const int NK = 3, group = 3, hd = 64, bs = 16, NH = NK * group, HQ = NH * hd, HK = NK * hd;
     const int cases[][2] = {{0, 1},  {0, 5},  {0, 32},  {0, 33},   {0, 100},  {17, 1},
                             {40, 7}, {31, 64}, {100, 65}, {250, 70}, {999, 1}};
-    struct kvc_shape ks = {2, NK, hd, bs, 64, 0};
+    struct kvc_shape ks = {2, NK, hd, bs, 64, 0, dtype};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
     int32_t table[64];
@@ -150,8 +172,8 @@ Test(ops, attention_tiles_match_direct)
 #define RND() ((float)((seed = seed * 1103515245 + 12345) >> 16 & 0x7fff) / 16384.0f - 1.0f)
     for (int p = 0; p < 64 * bs; p++)
         for (int e = 0; e < HK; e++) {
-            kvc_k(kv, 1, table[p / bs], p % bs)[e] = RND();
-            kvc_v(kv, 1, table[p / bs], p % bs)[e] = RND();
+            kv_put(kv, 0, table[p / bs], p % bs, e, RND());
+            kv_put(kv, 1, table[p / bs], p % bs, e, RND());
         }
     const float scale = 1.0f / sqrtf((float)hd);
     float *buf = malloc(sizeof(float) * attn_scratch_floats(64 * bs, hd, group));
@@ -184,10 +206,10 @@ Test(ops, attention_tiles_match_direct)
                 int p = pos0 + t, g = h / group;
                 double sc[64 * 16], mx = -INFINITY, sum = 0;
                 for (int j = 0; j <= p; j++) {
-                    const float *k = kvc_k(kv, 1, table[j / bs], j % bs) + g * hd;
                     double d = 0;
                     for (int e = 0; e < hd; e++)
-                        d += (double)q[t * HQ + h * hd + e] * k[e];
+                        d += (double)q[t * HQ + h * hd + e] *
+                             kv_get(kv, 0, table[j / bs], j % bs, g * hd + e);
                     sc[j] = d * scale;
                     mx = fmax(mx, sc[j]);
                 }
@@ -196,7 +218,7 @@ Test(ops, attention_tiles_match_direct)
                 for (int e = 0; e < hd; e++) {
                     double o = 0;
                     for (int j = 0; j <= p; j++)
-                        o += sc[j] / sum * kvc_v(kv, 1, table[j / bs], j % bs)[g * hd + e];
+                        o += sc[j] / sum * kv_get(kv, 1, table[j / bs], j % bs, g * hd + e);
                     worst = fmax(worst, fabs(o - out[t * HQ + h * hd + e]));
                 }
             }
@@ -204,14 +226,59 @@ Test(ops, attention_tiles_match_direct)
         free(out);
     }
 #undef RND
-    fprintf(stderr, "ops: tiled attention vs direct: largest difference %.3g (tolerance 1e-5)\n",
-            worst);
-    fprintf(stderr, "ops: in-place decode attention vs tiles: %d cases, largest difference %.3g "
-                    "(tolerance 1e-5)\n", direct_cases, worst_direct);
+    const char *what = dtype == KVC_F16 ? "f16" : "f32";
+    fprintf(stderr, "ops: tiled attention vs direct (%s KV): largest difference %.3g "
+                    "(tolerance 1e-5)\n", what, worst);
+    fprintf(stderr, "ops: in-place decode attention vs tiles (%s KV): %d cases, largest "
+                    "difference %.3g (tolerance 1e-5)\n", what, direct_cases, worst_direct);
     cr_assert(worst < 1e-5);
     cr_assert(worst_direct < 1e-5);
+    cr_assert(direct_cases > 0 || !attend_direct_ok(hd, group));
     free(buf);
     kvc_destroy(kv);
+}
+
+Test(ops, attention_tiles_match_direct)
+{
+    attention_cases(KVC_F32);
+}
+
+Test(ops, attention_over_f16_keys_and_values_matches_direct)
+{
+    attention_cases(KVC_F16);
+}
+
+/* An F16 pool holds a block in half the bytes; the engine's conversions round to nearest
+ * even and back exactly. */
+Test(ops, kv_pool_f16_storage)
+{
+    struct kvc_shape f32 = {2, 3, 64, 16, 4, 0, KVC_F32}, f16 = f32;
+    f16.dtype = KVC_F16;
+    cr_assert_eq(kvc_block_bytes(&f32), 2u * 2 * 16 * 3 * 64 * 4);
+    cr_assert_eq(kvc_block_bytes(&f16), kvc_block_bytes(&f32) / 2);
+    kvc_pool *kv;
+    cr_assert_eq(kvc_create(&f16, &kv), 0);
+    int32_t b;
+    cr_assert_eq(kvc_alloc(kv, &b), 0);
+    cr_assert_null(kvc_k(kv, 1, b, 0), "no F32 view of F16 storage");
+    cr_assert_not_null(kvc_k16(kv, 1, b, 0));
+    /* 20 values: 16 through the vector conversion where there is one, 4 through the tail;
+     * ties (1 + 2/4096, 1 + 6/4096: half a unit of 1/1024) go to the even neighbour */
+    const float in[] = {1.0f,  1.0f + 1.0f / 4096, 1.0f + 2.0f / 4096, 1.0f + 3.0f / 4096,
+                        1.0f + 6.0f / 4096, 65504.0f, -0.5f, 1e-8f};
+    const float want[] = {1.0f, 1.0f, 1.0f, 1.0f + 4.0f / 4096, 1.0f + 8.0f / 4096, 65504.0f,
+                          -0.5f, 0.0f};
+    float x[20], y[20];
+    for (int i = 0; i < 20; i++)
+        x[i] = in[i % 8];
+    f16_store(kvc_k16(kv, 1, b, 0), x, 20);
+    f16_load(y, kvc_k16(kv, 1, b, 0), 20);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(y[i], want[i % 8], "%.9g stored as %.9g", x[i], y[i]);
+    kvc_destroy(kv);
+    struct kvc_shape bad = f32;
+    bad.dtype = (enum kvc_dtype)7;
+    cr_assert_eq(kvc_create(&bad, &kv), ENG_EINVAL);
 }
 
 static uint16_t f16_bits(float f)

@@ -86,10 +86,10 @@ Test(sched, same_output_alone_and_in_a_busy_batch)
     struct out alone[NP] = {0}, busy[NP] = {0};
     long pre_alone = 0, pre_busy = 0;
     /* alone: one sequence at a time, plenty of blocks */
-    struct sched_config one = {1, 512, 64, 16, 0, 0};
+    struct sched_config one = {1, 512, 64, 16, 0, 0, KVC_F32};
     run(one, alone, &pre_alone);
     /* busy: all at once, small prefill chunks, a pool too small for all: preemption */
-    struct sched_config many = {6, 12, 10, 4, 0, 1};
+    struct sched_config many = {6, 12, 10, 4, 0, 1, KVC_F32};
     run(many, busy, &pre_busy);
     fprintf(stderr, "sched: %ld preemptions in the busy run\n", pre_busy);
     cr_assert(pre_busy > 0, "the busy run must preempt");
@@ -110,7 +110,7 @@ Test(sched, matches_generate)
 {
     struct out o[NP] = {0};
     long pre;
-    struct sched_config cfg = {4, 64, 64, 16, 0, 1};
+    struct sched_config cfg = {4, 64, 64, 16, 0, 1, KVC_F32};
     run(cfg, o, &pre);
     /* eng_generate: the same model, sampler and stop pieces on one sequence at a time */
     for (int i = 0; i < NP; i++) {
@@ -129,7 +129,7 @@ Test(sched, matches_generate)
 Test(sched, cancel_returns_blocks_next_step)
 {
     sched *s;
-    struct sched_config cfg = {4, 64, 32, 16, 0, 1};
+    struct sched_config cfg = {4, 64, 32, 16, 0, 1, KVC_F32};
     cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
     struct out a = {0}, b = {0};
     int n;
@@ -166,7 +166,7 @@ Test(sched, prefix_cache_reuses_a_shared_prefix_with_the_same_output)
     int32_t *ids = encode(text, &n);
     struct eng_gen_params p = greedy_params(16);
     for (int cache = 0; cache < 2; cache++) {
-        struct sched_config cfg = {4, 64, 64, 16, 0, cache};
+        struct sched_config cfg = {4, 64, 64, 16, 0, cache, KVC_F32};
         sched *s;
         cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
         struct out first = {0}, second = {0};
@@ -231,7 +231,7 @@ Test(sched, prefix_cache_namespaces_one_after_another)
     } runs[] = {{1, 0}, {2, 0}, {1, 1}, {2, 1}, {0, 0}, {0, 1}, {3, 0}, {UINT64_MAX, 0}};
     int n;
     int32_t *ids = encode(shared_text, &n);
-    struct sched_config cfg = {4, 64, 64, 16, 0, 1};
+    struct sched_config cfg = {4, 64, 64, 16, 0, 1, KVC_F32};
     sched *s;
     cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
     struct out first = {0};
@@ -265,7 +265,7 @@ Test(sched, prefix_cache_waits_for_a_prefill_only_within_its_namespace)
     static const uint64_t pairs[][2] = {{1, 1}, {1, 2}, {0, 0}, {0, 5}};
     struct out ref = {0};
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
-        struct sched_config cfg = {4, 8, 64, 16, 0, 1};
+        struct sched_config cfg = {4, 8, 64, 16, 0, 1, KVC_F32};
         sched *s;
         cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
         struct out a = {0}, b = {0};
@@ -301,7 +301,7 @@ Test(sched, prefix_cache_evicts_across_namespaces)
     int n;
     int32_t *ids = encode(shared_text, &n);
     int need = (n + 16 + 15) / 16; /* prompt and up to 16 generated tokens */
-    struct sched_config cfg = {4, 64, need, 16, 0, 1};
+    struct sched_config cfg = {4, 64, need, 16, 0, 1, KVC_F32};
     sched *s;
     cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
     static const uint64_t order[] = {1, 2, 1, 3, 0};

@@ -52,6 +52,8 @@ Test(config, valid_file)
                "key_file = /etc/k.pem\n"
                "[log]\n"
                "level = debug\n"
+               "[engine]\n"
+               "kv_cache_dtype = f16\n"
                "[cache]\n"
                "[tenants]\n");
     struct gw_config c;
@@ -64,6 +66,7 @@ Test(config, valid_file)
     cr_assert_eq(c.shutdown_grace_ms, 0);
     cr_assert_str_eq(c.cert_file, "/etc/c.pem");
     cr_assert_eq(c.log_level, 0);
+    cr_assert_eq(c.engine_kv_cache_dtype, 2);
     cr_assert_str_eq(c.data_dir, "./var", "keys not in the file keep their defaults");
     gw_config_deinit(&c);
 }
@@ -110,6 +113,8 @@ Test(config, bad_values)
                  "2: server.device: 'gpu' is not one of auto, cpu, cuda");
     expect_error("[server]\nlisten = 127.0.0.1\n", "2: listen must be HOST:PORT");
     expect_error("[log]\nlevel = loud\n", "2: log.level: 'loud' is not one of");
+    expect_error("[engine]\nkv_cache_dtype = fp8\n",
+                 "2: engine.kv_cache_dtype: 'fp8' is not one of auto, f32, f16");
     expect_error("[server]\nthis line has no equals sign\n", "2: syntax error");
 }
 

@@ -183,7 +183,7 @@ static double attention_case(int hd, int n_head, int n_kv, const int (*sp)[2], i
         need += (sp[s][0] + sp[s][1] + bs - 1) / bs;
         T += sp[s][0];
     }
-    struct kvc_shape ks = {2, n_kv, hd, bs, need + 3, 0};
+    struct kvc_shape ks = {2, n_kv, hd, bs, need + 3, 0, KVC_F32};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
     int32_t *ids = malloc(sizeof *ids * need);
@@ -413,7 +413,7 @@ static void synth_create(struct synth *m)
     char err[512];
     cr_assert_eq(gpu_plugin()->eng_create(&m->w, NULL, NULL, &m->vt, &m->ctx, err, sizeof err), 0,
                  "%s", err);
-    struct kvc_shape ks = {2, 2, 64, 16, 64, 1};
+    struct kvc_shape ks = {2, 2, 64, 16, 64, 1, KVC_F32};
     cr_assert_eq(m->vt->kv_init(m->ctx, &ks), 0, "%s", m->vt->last_error(m->ctx));
 }
 
@@ -530,7 +530,7 @@ static int argmax(const float *x, int n)
 static kvc_pool *pool_for(eng_model *m, int device)
 {
     const struct eng_hparams *hp = eng_model_hparams(m);
-    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 64, device};
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, 16, 64, device, KVC_F32};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
     return kv;
@@ -670,9 +670,9 @@ Test(model, scheduler_same_output_alone_and_in_a_busy_batch)
     models_setup();
     struct out alone[NP] = {0}, busy[NP] = {0};
     long pre_alone = 0, pre_busy = 0;
-    struct sched_config one = {1, 512, 64, 16, 0, 0};
+    struct sched_config one = {1, 512, 64, 16, 0, 0, KVC_F32};
     run(gpu, one, alone, &pre_alone);
-    struct sched_config many = {6, 12, 10, 4, 0, 1};
+    struct sched_config many = {6, 12, 10, 4, 0, 1, KVC_F32};
     run(gpu, many, busy, &pre_busy);
     fprintf(stderr, "sched on cuda: %ld preemptions in the busy run\n", pre_busy);
     cr_assert(pre_busy > 0, "the busy run must preempt");
@@ -694,7 +694,7 @@ Test(model, scheduler_prefix_cache_same_output)
     struct eng_gen_params p = greedy_params(16);
     char first_text[2][4096];
     for (int cache = 0; cache < 2; cache++) {
-        struct sched_config cfg = {4, 64, 64, 16, 0, cache};
+        struct sched_config cfg = {4, 64, 64, 16, 0, cache, KVC_F32};
         sched *s;
         cr_assert_eq(sched_create(gpu, vocab, &cfg, &events, &s), 0);
         struct out first = {0}, second = {0};
