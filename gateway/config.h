@@ -39,7 +39,7 @@ struct gw_config {
     char *engine_model;      /* GGUF file */
     char *engine_model_name; /* the "model" clients ask for */
     int engine_chat_format;  /* 0 auto (from the model's template), 1 chatml, 2 llama3, 3 llama2 */
-    int engine_kv_cache_dtype; /* 0 auto (f32 on the CPU, f16 on a GPU), 1 f32, 2 f16 */
+    int engine_kv_cache_dtype; /* 0 auto (f16), 1 f32 (CPU only), 2 f16 */
     int64_t engine_threads;  /* 0: one per core */
     int64_t engine_block_size, engine_max_num_seqs, engine_max_num_batched_tokens;
     int64_t engine_max_model_len;       /* 0: the model's training context */

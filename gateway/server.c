@@ -1195,7 +1195,7 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
                  "only (use auto or f16, or device = cpu)", eng_model_device(l->m));
         return -1;
     }
-    const enum kvc_dtype dtype = cfg->engine_kv_cache_dtype == 2 ? KVC_F16 : KVC_F32;
+    const enum kvc_dtype dtype = cfg->engine_kv_cache_dtype == 1 ? KVC_F32 : KVC_F16;
     struct kvc_shape host = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 0, dtype};
     long per_block = (long)kvc_block_bytes(&host);
     int n_blocks = cfg->engine_num_blocks_override

@@ -173,13 +173,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_cachegate(build, model, tmp, tag, cache, threads, device="cpu"):
+def start_cachegate(build, model, tmp, tag, cache, threads, device="cpu", kv_dtype="auto"):
     conf = os.path.join(tmp, f"cachegate-{tag}.conf")
     with open(conf, "w") as f:
         f.write("[cache]\nenabled = false\n"
                 f"[engine]\nmodel = {model}\nmodel_name = {MODEL_NAME}\nthreads = {threads}\n"
                 f"enable_prefix_caching = {'true' if cache else 'false'}\n"
-                "max_num_seqs = 16\nmax_model_len = 4096\ncpu_kv_cache_bytes = 1G\n")
+                "max_num_seqs = 16\nmax_model_len = 4096\ncpu_kv_cache_bytes = 1G\n"
+                f"kv_cache_dtype = {kv_dtype}\n")
     log_path = os.path.join(tmp, f"cachegate-{tag}.log")
     log = open(log_path, "w+")
     data = os.path.join(tmp, f"data-{tag}")
@@ -285,6 +286,8 @@ def main():
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="where cachegate runs its models (llama.cpp rows: the CPU)")
     ap.add_argument("--timeout", type=float, default=1800, help="client timeout per request, s")
+    ap.add_argument("--kv-cache-dtype", choices=("auto", "f32", "f16"), default="auto",
+                    help="cachegate's engine.kv_cache_dtype")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     rows = [r for r in a.rows.split(",") if r]
@@ -321,7 +324,7 @@ def main():
             else:
                 proc, url, verify, log = start_cachegate(build, model, tmp, key,
                                                          key.startswith("on"), a.threads,
-                                                         a.device)
+                                                         a.device, a.kv_cache_dtype)
             try:
                 asyncio.run(warm(url, verify))
                 r = asyncio.run(run(url, verify, reqs, conc, a.output_tokens, a.timeout))

@@ -307,12 +307,14 @@ def test_idle_timeout_does_not_cut_a_waiting_stream(make_server):
 
 
 def test_f16_kv_cache_holds_twice_the_blocks_and_answers(make_server):
-    """engine.kv_cache_dtype = f16: the same memory budget holds twice the KV blocks, and the
-    engine answers as it does with f32 (greedy), the prefix cache included."""
+    """engine.kv_cache_dtype = f16, the default: the same memory budget holds twice the KV
+    blocks of f32, and the engine answers as it does with f32 (greedy), the prefix cache
+    included."""
     sizes = {}
     answers = {}
-    for dtype in ("f32", "f16"):
-        server = make_server(f"[engine]\nkv_cache_dtype = {dtype}\ncpu_kv_cache_bytes = 64M\n")
+    for dtype in ("f32", "f16", "default"):
+        line = "" if dtype == "default" else f"kv_cache_dtype = {dtype}\n"
+        server = make_server(f"[engine]\n{line}cpu_kv_cache_bytes = 64M\n")
         ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
         sizes[dtype] = int(ready["kv_blocks"])
         c = sdk(server)
@@ -322,7 +324,7 @@ def test_f16_kv_cache_holds_twice_the_blocks_and_answers(make_server):
         assert again.choices[0].message.content == first.choices[0].message.content
         answers[dtype] = first.choices[0].message.content
         server.stop()
-    assert sizes["f16"] == 2 * sizes["f32"]
+    assert sizes["f16"] == 2 * sizes["f32"] and sizes["default"] == sizes["f16"]
     assert "Paris" in answers["f16"]
-    assert answers["f16"] == answers["f32"]
+    assert answers["f16"] == answers["f32"] == answers["default"]
 
