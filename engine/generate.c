@@ -95,7 +95,7 @@ int eng_generate(eng_model *m, const tok_vocab *v, const int32_t *prompt, int n_
         max_new = hp->n_ctx_train - n_prompt;
     int total = n_prompt + max_new, nb = (total + BLOCK - 1) / BLOCK;
     struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, BLOCK, nb > 0 ? nb : 1,
-                           eng_model_kv_on_device(m), KVC_F32};
+                           eng_model_kv_on_device(m), p->kv_dtype};
     kvc_pool *kv = NULL;
     eng_sampler *smp = NULL;
     struct emitter em = {NULL, emit, ud, 0};

@@ -26,6 +26,7 @@ struct eng_gen_params {
     struct eng_sampling sampling;
     const char *const *stop; /* up to 4 */
     int n_stop;
+    enum kvc_dtype kv_dtype; /* of the KV pool on the CPU (0: KVC_F32) */
 };
 
 enum eng_finish { ENG_FINISH_STOP = 0, ENG_FINISH_LENGTH, ENG_FINISH_CANCELLED };

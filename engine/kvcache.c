@@ -7,7 +7,7 @@
 
 struct kvc_pool {
     struct kvc_shape s;
-    size_t slot_floats, block_floats, layer_floats; /* values, whatever their type */
+    size_t slot_elems, block_elems, layer_elems; /* values (F32 or F16) */
     void *k, *v;
     int32_t *refs;
     int32_t *free_list; /* stack of free block ids */
@@ -24,10 +24,10 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
     if (!p)
         return ENG_ENOMEM;
     p->s = *s;
-    p->slot_floats = (size_t)s->n_kv_head * s->head_dim;
-    p->block_floats = p->slot_floats * s->block_size;
-    p->layer_floats = p->block_floats * s->n_blocks;
-    size_t total = p->layer_floats * s->n_layer;
+    p->slot_elems = (size_t)s->n_kv_head * s->head_dim;
+    p->block_elems = p->slot_elems * s->block_size;
+    p->layer_elems = p->block_elems * s->n_blocks;
+    size_t total = p->layer_elems * s->n_layer;
     if (!s->device_storage) {
         size_t elem = s->dtype == KVC_F16 ? sizeof(uint16_t) : sizeof(float);
         p->k = malloc(total * elem);
@@ -105,7 +105,7 @@ size_t kvc_block_bytes(const struct kvc_shape *s)
 
 static size_t at(const kvc_pool *p, int layer, int32_t block, int slot)
 {
-    return layer * p->layer_floats + block * p->block_floats + slot * p->slot_floats;
+    return layer * p->layer_elems + block * p->block_elems + slot * p->slot_elems;
 }
 
 float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot)

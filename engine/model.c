@@ -722,6 +722,16 @@ static int have_avx2(void)
     return cached;
 }
 
+/* F16C (half-precision conversions): with AVX2 on real processors, but a virtual machine
+ * may hide it */
+static int have_f16c(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = have_avx2() && __builtin_cpu_supports("f16c");
+    return cached;
+}
+
 /*
  * AVX-512: two rows against one x, a block's 32 weights as two 16-lane vectors; the second
  * row hides the latency of the first's accumulator, and the offsets' m . xsum is a vector
@@ -768,9 +778,9 @@ static int have_avx512(void)
 }
 #endif
 
-/* IEEE binary16 to and from float, for an F16 KV pool (kvcache.h): F16C where AVX2 is
- * (every AVX2 processor has it), the compiler's _Float16 conversions otherwise; both round
- * to nearest even. */
+/* IEEE binary16 to and from float, for an F16 KV pool (kvcache.h): F16C where the processor
+ * has it, the compiler's _Float16 conversions otherwise; both round to nearest even (beyond
+ * +-65504 to infinity: keys and values of Llama-family models stay far below). */
 #if defined(__x86_64__)
 __attribute__((target("avx2,f16c"))) static void f16_store_f16c(uint16_t *d, const float *x,
                                                                  int n)
@@ -802,7 +812,7 @@ __attribute__((target("avx2,f16c"))) static void f16_load_f16c(float *y, const u
 static void f16_store(uint16_t *d, const float *x, int n)
 {
 #if defined(__x86_64__)
-    if (have_avx2()) {
+    if (have_f16c()) {
         f16_store_f16c(d, x, n);
         return;
     }
@@ -816,7 +826,7 @@ static void f16_store(uint16_t *d, const float *x, int n)
 static void f16_load(float *y, const uint16_t *s, int n)
 {
 #if defined(__x86_64__)
-    if (have_avx2()) {
+    if (have_f16c()) {
         f16_load_f16c(y, s, n);
         return;
     }

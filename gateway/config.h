@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 enum gw_device_want { GW_DEVICE_AUTO = 0, GW_DEVICE_CPU, GW_DEVICE_CUDA };
+/* engine.kv_cache_dtype: auto is f16 */
+enum gw_kv_dtype_want { GW_KV_AUTO = 0, GW_KV_F32, GW_KV_F16 };
 
 struct gw_config {
     /* [server] */
@@ -39,7 +41,7 @@ struct gw_config {
     char *engine_model;      /* GGUF file */
     char *engine_model_name; /* the "model" clients ask for */
     int engine_chat_format;  /* 0 auto (from the model's template), 1 chatml, 2 llama3, 3 llama2 */
-    int engine_kv_cache_dtype; /* 0 auto (f16), 1 f32 (CPU only), 2 f16 */
+    int engine_kv_cache_dtype;   /* enum gw_kv_dtype_want (f32: the CPU only) */
     int64_t engine_threads;  /* 0: one per core */
     int64_t engine_block_size, engine_max_num_seqs, engine_max_num_batched_tokens;
     int64_t engine_max_model_len;       /* 0: the model's training context */

@@ -74,3 +74,15 @@ int gw_device_select(int want, struct gw_device *out, char *err, size_t errlen)
     snprintf(out->why_cpu, sizeof out->why_cpu, "%s", why);
     return 0;
 }
+
+int gw_device_kv_dtype(int want, int on_device, const char *device, enum kvc_dtype *out,
+                       char *err, size_t errlen)
+{
+    if (on_device && want == GW_KV_F32) {
+        snprintf(err, errlen, "engine.kv_cache_dtype = f32: %s stores keys and values in f16 "
+                 "only (use auto or f16, or device = cpu)", device);
+        return -1;
+    }
+    *out = want == GW_KV_F32 ? KVC_F32 : KVC_F16;
+    return 0;
+}

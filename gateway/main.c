@@ -371,6 +371,11 @@ static int cmd_generate(int argc, char **argv)
         fprintf(stderr, "cachegate generate: %s\n", err);
         goto out;
     }
+    if (gw_device_kv_dtype((int)cfg.engine_kv_cache_dtype, eng_model_kv_on_device(m),
+                           eng_model_device(m), &gp.kv_dtype, err, sizeof err)) {
+        fprintf(stderr, "cachegate generate: %s\n", err);
+        goto out;
+    }
     if (tok_create(eng_model_gguf(m), &v, err, sizeof err)) {
         fprintf(stderr, "cachegate generate: tokenizer: %s\n", err);
         goto out;

@@ -2,6 +2,7 @@
 
 #include "completion.h"
 #include "cuda_plugin.h"
+#include "device.h"
 #include "embed_worker.h"
 #include "http_impl.h"
 #include "gguf.h"
@@ -1190,12 +1191,10 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     l->default_system = have ? eng_chat_default_system(t.p, t.len) : NULL;
     const struct eng_hparams *hp = eng_model_hparams(l->m);
     int bs = (int)cfg->engine_block_size;
-    if (eng_model_kv_on_device(l->m) && cfg->engine_kv_cache_dtype == 1) {
-        snprintf(err, errlen, "engine.kv_cache_dtype = f32: %s stores keys and values in f16 "
-                 "only (use auto or f16, or device = cpu)", eng_model_device(l->m));
+    enum kvc_dtype dtype;
+    if (gw_device_kv_dtype((int)cfg->engine_kv_cache_dtype, eng_model_kv_on_device(l->m),
+                           eng_model_device(l->m), &dtype, err, errlen))
         return -1;
-    }
-    const enum kvc_dtype dtype = cfg->engine_kv_cache_dtype == 1 ? KVC_F32 : KVC_F16;
     struct kvc_shape host = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 0, dtype};
     long per_block = (long)kvc_block_bytes(&host);
     int n_blocks = cfg->engine_num_blocks_override

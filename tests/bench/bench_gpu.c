@@ -233,7 +233,8 @@ int main(int argc, char **argv)
 
     /* pool: every decode run's sequences and a prefill batch at once */
     const int per = (CTX + WARMUP + STEPS + BS) / BS + 1;
-    struct kvc_shape ks = {hp.n_layer, hp.n_head_kv, hp.head_dim, BS, 256 * per + 8 * 33, 1, KVC_F32};
+    struct kvc_shape ks = {hp.n_layer, hp.n_head_kv, hp.head_dim, BS, 256 * per + 8 * 33, 1,
+                           KVC_F32};
     int cap = 0;
     if (vt->kv_capacity(ctx, &ks, 0.9, &cap) || cap < ks.n_blocks) {
         fprintf(stderr, "bench_gpu: %d KV blocks fit, %d wanted: %s\n", cap, ks.n_blocks,

@@ -208,9 +208,9 @@ static void prefill(const int32_t *ids, int n, int pos0, const int32_t *t, float
 }
 
 /*
- * Decode steps of sequences that share their first 18 blocks (288 positions: more than one
- * chunk of the shared-prefix attention) give the logits they give alone; alongside them in
- * the batch, a sequence with its own blocks, and the sharers at different positions.
+ * Decode steps of sequences that share their first 18 blocks (288 positions, as a system
+ * prompt matched in the radix tree) give the logits they give alone; alongside them in the
+ * batch, a sequence with its own blocks, and the sharers at different positions.
  */
 Test(forward, sequences_sharing_a_prefix_decode_as_they_do_alone)
 {

@@ -148,12 +148,13 @@ static void kv_put(kvc_pool *kv, int v, int32_t block, int slot, int e, float x)
 /*
  * Tiled attention (SGEMMs over gathered keys and values) against a direct evaluation in
  * double, per token and head, for several chunk lengths and cached contexts; 3 KV heads of
- * 3 query heads each, dim 64, as in SmolLM2, blocks in a scrambled order. Keys and values
- * stored as dtype; the reference reads the stored values.
+ * `group` query heads each, head dim hd (3 and 64: SmolLM2, which the decode kernel has a
+ * variant for), blocks in a scrambled order. Keys and values stored as dtype; the
+ * reference reads the stored values.
  */
-static void attention_cases(enum kvc_dtype dtype)
+static void attention_cases(enum kvc_dtype dtype, int hd, int group)
 {
-    const int NK = 3, group = 3, hd = 64, bs = 16, NH = NK * group, HQ = NH * hd, HK = NK * hd;
+    const int NK = 3, bs = 16, NH = NK * group, HQ = NH * hd, HK = NK * hd;
     const int cases[][2] = {{0, 1},  {0, 5},  {0, 32},  {0, 33},   {0, 100},  {17, 1},
                             {40, 7}, {31, 64}, {100, 65}, {250, 70}, {999, 1}};
     struct kvc_shape ks = {2, NK, hd, bs, 64, 0, dtype};
@@ -227,10 +228,11 @@ static void attention_cases(enum kvc_dtype dtype)
     }
 #undef RND
     const char *what = dtype == KVC_F16 ? "f16" : "f32";
-    fprintf(stderr, "ops: tiled attention vs direct (%s KV): largest difference %.3g "
-                    "(tolerance 1e-5)\n", what, worst);
-    fprintf(stderr, "ops: in-place decode attention vs tiles (%s KV): %d cases, largest "
-                    "difference %.3g (tolerance 1e-5)\n", what, direct_cases, worst_direct);
+    fprintf(stderr, "ops: tiled attention vs direct (%s KV, hd %d, group %d): largest "
+                    "difference %.3g (tolerance 1e-5)\n", what, hd, group, worst);
+    fprintf(stderr, "ops: in-place decode attention vs tiles (%s KV, hd %d, group %d): %d "
+                    "cases, largest difference %.3g (tolerance 1e-5)\n", what, hd, group,
+            direct_cases, worst_direct);
     cr_assert(worst < 1e-5);
     cr_assert(worst_direct < 1e-5);
     cr_assert(direct_cases > 0 || !attend_direct_ok(hd, group));
@@ -240,12 +242,14 @@ static void attention_cases(enum kvc_dtype dtype)
 
 Test(ops, attention_tiles_match_direct)
 {
-    attention_cases(KVC_F32);
+    attention_cases(KVC_F32, 64, 3);
+    attention_cases(KVC_F32, 128, 4);
 }
 
 Test(ops, attention_over_f16_keys_and_values_matches_direct)
 {
-    attention_cases(KVC_F16);
+    attention_cases(KVC_F16, 64, 3);
+    attention_cases(KVC_F16, 128, 4);
 }
 
 /* An F16 pool holds a block in half the bytes; the engine's conversions round to nearest

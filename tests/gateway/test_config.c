@@ -32,6 +32,7 @@ Test(config, defaults)
     cr_assert_str_eq(c.listen, "127.0.0.1:8443");
     cr_assert_str_eq(c.data_dir, "./var");
     cr_assert_eq(c.device, GW_DEVICE_AUTO);
+    cr_assert_eq(c.engine_kv_cache_dtype, GW_KV_AUTO);
     cr_assert_eq(c.max_body_bytes, 1024 * 1024);
     cr_assert_eq(c.max_header_bytes, 16 * 1024);
     cr_assert_eq(c.shutdown_grace_ms, 10000);
@@ -66,7 +67,7 @@ Test(config, valid_file)
     cr_assert_eq(c.shutdown_grace_ms, 0);
     cr_assert_str_eq(c.cert_file, "/etc/c.pem");
     cr_assert_eq(c.log_level, 0);
-    cr_assert_eq(c.engine_kv_cache_dtype, 2);
+    cr_assert_eq(c.engine_kv_cache_dtype, GW_KV_F16);
     cr_assert_str_eq(c.data_dir, "./var", "keys not in the file keep their defaults");
     gw_config_deinit(&c);
 }
