@@ -81,15 +81,15 @@ static void run(struct sched_config cfg, struct out *outs, long *preemptions)
     sched_destroy(s);
 }
 
-Test(sched, same_output_alone_and_in_a_busy_batch)
+static void alone_and_busy(enum kvc_dtype dtype)
 {
     struct out alone[NP] = {0}, busy[NP] = {0};
     long pre_alone = 0, pre_busy = 0;
     /* alone: one sequence at a time, plenty of blocks */
-    struct sched_config one = {1, 512, 64, 16, 0, 0, KVC_F32};
+    struct sched_config one = {1, 512, 64, 16, 0, 0, dtype};
     run(one, alone, &pre_alone);
     /* busy: all at once, small prefill chunks, a pool too small for all: preemption */
-    struct sched_config many = {6, 12, 10, 4, 0, 1, KVC_F32};
+    struct sched_config many = {6, 12, 10, 4, 0, 1, dtype};
     run(many, busy, &pre_busy);
     fprintf(stderr, "sched: %ld preemptions in the busy run\n", pre_busy);
     cr_assert(pre_busy > 0, "the busy run must preempt");
@@ -98,6 +98,17 @@ Test(sched, same_output_alone_and_in_a_busy_batch)
         cr_assert_str_eq(busy[i].text, alone[i].text, "prompt %d", i);
         cr_assert_eq(busy[i].completion, alone[i].completion);
     }
+}
+
+Test(sched, same_output_alone_and_in_a_busy_batch)
+{
+    alone_and_busy(KVC_F32);
+}
+
+/* the same with keys and values stored in F16, the server's default */
+Test(sched, same_output_alone_and_in_a_busy_batch_f16)
+{
+    alone_and_busy(KVC_F16);
 }
 
 static int collect(void *ud, const char *t, size_t n)
@@ -155,7 +166,7 @@ Test(sched, cancel_returns_blocks_next_step)
     free(ids);
 }
 
-Test(sched, prefix_cache_reuses_a_shared_prefix_with_the_same_output)
+static void prefix_cache_reuse(enum kvc_dtype dtype)
 {
     /* the same long prompt twice, one after the other: the second starts from the cache
      * and answers exactly as without it */
@@ -166,7 +177,7 @@ Test(sched, prefix_cache_reuses_a_shared_prefix_with_the_same_output)
     int32_t *ids = encode(text, &n);
     struct eng_gen_params p = greedy_params(16);
     for (int cache = 0; cache < 2; cache++) {
-        struct sched_config cfg = {4, 64, 64, 16, 0, cache, KVC_F32};
+        struct sched_config cfg = {4, 64, 64, 16, 0, cache, dtype};
         sched *s;
         cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
         struct out first = {0}, second = {0};
@@ -195,6 +206,16 @@ Test(sched, prefix_cache_reuses_a_shared_prefix_with_the_same_output)
         sched_destroy(s);
     }
     free(ids);
+}
+
+Test(sched, prefix_cache_reuses_a_shared_prefix_with_the_same_output)
+{
+    prefix_cache_reuse(KVC_F32);
+}
+
+Test(sched, prefix_cache_reuses_a_shared_prefix_with_the_same_output_f16)
+{
+    prefix_cache_reuse(KVC_F16);
 }
 
 static const char *shared_text = "The following is a long shared system prompt that many requests "
