@@ -103,35 +103,33 @@ size_t kvc_block_bytes(const struct kvc_shape *s)
     return 2 * (size_t)s->n_layer * s->block_size * s->n_kv_head * s->head_dim * elem;
 }
 
-static size_t at(const kvc_pool *p, int layer, int32_t block, int slot)
+/* position (block, slot)'s vector in layer of base (p->k or p->v), if the pool stores
+ * dtype on the host; else NULL */
+static void *slot_at(const kvc_pool *p, void *base, enum kvc_dtype dtype, int layer,
+                     int32_t block, int slot)
 {
-    return layer * p->layer_elems + block * p->block_elems + slot * p->slot_elems;
+    if (!base || p->s.dtype != dtype)
+        return NULL;
+    size_t i = layer * p->layer_elems + block * p->block_elems + slot * p->slot_elems;
+    return dtype == KVC_F16 ? (void *)((uint16_t *)base + i) : (void *)((float *)base + i);
 }
 
 float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot)
 {
-    if (!p->k || p->s.dtype != KVC_F32)
-        return NULL;
-    return (float *)p->k + at(p, layer, block, slot);
+    return slot_at(p, p->k, KVC_F32, layer, block, slot);
 }
 
 float *kvc_v(kvc_pool *p, int layer, int32_t block, int slot)
 {
-    if (!p->v || p->s.dtype != KVC_F32)
-        return NULL;
-    return (float *)p->v + at(p, layer, block, slot);
+    return slot_at(p, p->v, KVC_F32, layer, block, slot);
 }
 
 uint16_t *kvc_k16(kvc_pool *p, int layer, int32_t block, int slot)
 {
-    if (!p->k || p->s.dtype != KVC_F16)
-        return NULL;
-    return (uint16_t *)p->k + at(p, layer, block, slot);
+    return slot_at(p, p->k, KVC_F16, layer, block, slot);
 }
 
 uint16_t *kvc_v16(kvc_pool *p, int layer, int32_t block, int slot)
 {
-    if (!p->v || p->s.dtype != KVC_F16)
-        return NULL;
-    return (uint16_t *)p->v + at(p, layer, block, slot);
+    return slot_at(p, p->v, KVC_F16, layer, block, slot);
 }

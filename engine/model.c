@@ -779,63 +779,64 @@ static int have_avx512(void)
 #endif
 
 /* IEEE binary16 to and from float, for an F16 KV pool (kvcache.h): F16C where the processor
- * has it, the compiler's _Float16 conversions otherwise; both round to nearest even (beyond
- * +-65504 to infinity: keys and values of Llama-family models stay far below). */
+ * has it, for whole groups of 8, and the compiler's _Float16 conversions for the rest; both
+ * round to nearest even (beyond +-65504 to infinity: keys and values of Llama-family models
+ * stay far below). */
+static inline uint16_t f32_to_f16(float x)
+{
+    _Float16 h = (_Float16)x;
+    uint16_t u;
+    memcpy(&u, &h, sizeof u);
+    return u;
+}
+
+static inline float f16_to_f32(uint16_t u)
+{
+    _Float16 h;
+    memcpy(&h, &u, sizeof h);
+    return (float)h;
+}
+
 #if defined(__x86_64__)
-__attribute__((target("avx2,f16c"))) static void f16_store_f16c(uint16_t *d, const float *x,
-                                                                 int n)
+/* the first n / 8 * 8 values; returns how many */
+__attribute__((target("avx2,f16c"))) static int f16_store_f16c(uint16_t *d, const float *x, int n)
 {
     int i = 0;
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(d + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) {
-        _Float16 h = (_Float16)x[i];
-        memcpy(d + i, &h, sizeof h);
-    }
+    return i;
 }
 
-__attribute__((target("avx2,f16c"))) static void f16_load_f16c(float *y, const uint16_t *s,
-                                                                int n)
+__attribute__((target("avx2,f16c"))) static int f16_load_f16c(float *y, const uint16_t *s, int n)
 {
     int i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
-    for (; i < n; i++) {
-        _Float16 h;
-        memcpy(&h, s + i, sizeof h);
-        y[i] = (float)h;
-    }
+    return i;
 }
 #endif
 
 static void f16_store(uint16_t *d, const float *x, int n)
 {
+    int i = 0;
 #if defined(__x86_64__)
-    if (have_f16c()) {
-        f16_store_f16c(d, x, n);
-        return;
-    }
+    if (have_f16c())
+        i = f16_store_f16c(d, x, n);
 #endif
-    for (int i = 0; i < n; i++) {
-        _Float16 h = (_Float16)x[i];
-        memcpy(d + i, &h, sizeof h);
-    }
+    for (; i < n; i++)
+        d[i] = f32_to_f16(x[i]);
 }
 
 static void f16_load(float *y, const uint16_t *s, int n)
 {
+    int i = 0;
 #if defined(__x86_64__)
-    if (have_f16c()) {
-        f16_load_f16c(y, s, n);
-        return;
-    }
+    if (have_f16c())
+        i = f16_load_f16c(y, s, n);
 #endif
-    for (int i = 0; i < n; i++) {
-        _Float16 h;
-        memcpy(&h, s + i, sizeof h);
-        y[i] = (float)h;
-    }
+    for (; i < n; i++)
+        y[i] = f16_to_f32(s[i]);
 }
 
 static float dot_q4_1(const uint8_t *qs, const float *d, const float *mn, const float *x,
