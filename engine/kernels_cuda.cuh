@@ -20,7 +20,8 @@
 #include <math.h>
 #include <stdint.h>
 
-namespace engk {
+namespace engk
+{
 
 constexpr float F16_MAX = 65504.0f;
 
@@ -55,17 +56,29 @@ __device__ __forceinline__ float block_sum(float v)
     __shared__ float total;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     v = warp_sum(v);
-    if (lane == 0)
-        part[w] = v;
+    if (lane == 0) part[w] = v;
     __syncthreads();
     if (w == 0) {
         float s = lane < nw ? part[lane] : 0.0f;
         s = warp_sum(s);
-        if (lane == 0)
-            total = s;
+        if (lane == 0) total = s;
     }
     __syncthreads();
     return total;
+}
+
+// Programmatic dependent launch (sm_90 and later; nothing elsewhere). The forward's kernels
+// are launched so that one may start while the kernel before it finishes (backend_cuda.cu,
+// launch_k): each calls pdl_wait() before it reads or writes anything another kernel
+// produces or uses, which returns once the previous kernel has completed and its writes are
+// visible; then it lets the next kernel start too. A kernel may do work that depends on
+// nobody (a GEMV's loads of its weights) before the call.
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 // ---------------------------------------------------------------- conversions, fills
@@ -126,6 +139,7 @@ __global__ void rand_f32_k(float *out, size_t n, uint64_t seed, float base, floa
 __global__ void embed_k(const int *__restrict__ ids, const __half *__restrict__ emb,
                         float *__restrict__ x, int d)
 {
+    pdl_wait();
     const __half *e = emb + (size_t)ids[blockIdx.x] * d;
     float *o = x + (size_t)blockIdx.x * d;
     for (int i = threadIdx.x; i < d; i += blockDim.x)
@@ -133,19 +147,55 @@ __global__ void embed_k(const int *__restrict__ ids, const __half *__restrict__ 
 }
 
 // out row r = x row src[r] (src NULL: r) / rms * g, as model.c's rmsnorm(): sum of squares,
-// inv = 1 / sqrt(ss / d + eps), x * inv * g. grid: rows; block: 256..1024
+// inv = 1 / sqrt(ss / d + eps), x * inv * g. grid: rows; block: 256..1024. When d is a
+// multiple of 4 and at most 4 * RMS_VEC * blockDim, every thread loads its float4s of x and g
+// at once and keeps them in registers (one memory latency, not one per element).
+constexpr int RMS_VEC = 4;
 template <typename OutT>
 __global__ void rmsnorm_k(const float *__restrict__ x, const int *__restrict__ src,
                           const float *__restrict__ g, OutT *__restrict__ out, int d, float eps)
 {
+    pdl_wait();
     const int r = blockIdx.x;
     const float *xr = x + (size_t)(src ? src[r] : r) * d;
+    OutT *o = out + (size_t)r * d;
+    if ((d & 3) == 0 && d <= 4 * RMS_VEC * (int)blockDim.x) {
+        const int n4 = d / 4;
+        float4 xv[RMS_VEC], gv[RMS_VEC];
+        float ss = 0.0f;
+#pragma unroll
+        for (int u = 0; u < RMS_VEC; u++) {
+            const int i = threadIdx.x + u * blockDim.x;
+            if (i < n4) {
+                xv[u] = reinterpret_cast<const float4 *>(xr)[i];
+                gv[u] = reinterpret_cast<const float4 *>(g)[i];
+                ss += xv[u].x * xv[u].x + xv[u].y * xv[u].y + xv[u].z * xv[u].z + xv[u].w * xv[u].w;
+            }
+        }
+        ss = block_sum(ss);
+        const float inv = 1.0f / sqrtf(ss / (float)d + eps);
+#pragma unroll
+        for (int u = 0; u < RMS_VEC; u++) {
+            const int i = threadIdx.x + u * blockDim.x;
+            if (i < n4) {
+                const float v[4] = {xv[u].x * inv * gv[u].x, xv[u].y * inv * gv[u].y,
+                                    xv[u].z * inv * gv[u].z, xv[u].w * inv * gv[u].w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    if constexpr (sizeof(OutT) == 2)
+                        o[4 * i + e] = to_f16(v[e]);
+                    else
+                        o[4 * i + e] = v[e];
+                }
+            }
+        }
+        return;
+    }
     float ss = 0.0f;
     for (int i = threadIdx.x; i < d; i += blockDim.x)
         ss += xr[i] * xr[i];
     ss = block_sum(ss);
     const float inv = 1.0f / sqrtf(ss / (float)d + eps);
-    OutT *o = out + (size_t)r * d;
     for (int i = threadIdx.x; i < d; i += blockDim.x) {
         float v = xr[i] * inv * g[i];
         if constexpr (sizeof(OutT) == 2)
@@ -160,11 +210,12 @@ __global__ void rmsnorm_k(const float *__restrict__ x, const int *__restrict__ s
 // floats) by pos[t] * inv[i], in place; then, when kc is not NULL, stores the token's keys
 // (rotated) and values (the nk heads after the keys) as F16 at slot[t] (block * bs + slot
 // in the block) of the layer's cache kc / vc, rows of nk * hd.
-__global__ void rope_kv_k(float *__restrict__ qkv, int stride, const int *__restrict__ pos,
-                          int nq, int nk, int hd, int n_rot, const float *__restrict__ inv,
+__global__ void rope_kv_k(float *__restrict__ qkv, int stride, const int *__restrict__ pos, int nq,
+                          int nk, int hd, int n_rot, const float *__restrict__ inv,
                           const int *__restrict__ slot, __half *__restrict__ kc,
                           __half *__restrict__ vc)
 {
+    pdl_wait();
     const int t = blockIdx.x, half = hd / 2, nr = n_rot / 2;
     float *row = qkv + (size_t)t * stride;
     const float p = (float)pos[t];
@@ -200,11 +251,103 @@ __global__ void rope_kv_k(float *__restrict__ qkv, int stride, const int *__rest
 // h [T][F] = silu(g) * u, gu = [T][g(F) | u(F)], as model.c: g / (1 + e^-g) * u
 __global__ void swiglu_k(const float *__restrict__ gu, __half *__restrict__ h, int F, size_t n)
 {
+    pdl_wait();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t t = i / (size_t)F, j = i % (size_t)F;
         const float g = gu[t * 2 * F + j], u = gu[t * 2 * F + F + j];
         h[i] = to_f16(g / (1.0f + expf(-g)) * u);
+    }
+}
+
+// ---------------------------------------------------------------- small-batch GEMM
+//
+// y [T][n] (+)= x [T][k] W^T for a few tokens (T <= GEMV_MAX_T), where the work is reading
+// W once: one warp per output row, each lane reading 16 bytes of W at a time (a warp reads
+// 512 consecutive bytes), GEMV_UNROLL loads in flight before the first use; x (F16, a few
+// KB) comes through the cache. F32 accumulation, the warp's lanes summed by shuffles.
+// k % 8 == 0. grid: ceil(n / GEMV_WARPS); block: GEMV_WARPS * 32.
+constexpr int GEMV_MAX_T = 8, GEMV_WARPS = 4, GEMV_UNROLL = 8;
+
+__device__ __forceinline__ void unpack8(const uint4 &raw, float *f)
+{
+    const __half2 *h2 = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const float2 v = __half22float2(h2[e]);
+        f[2 * e] = v.x;
+        f[2 * e + 1] = v.y;
+    }
+}
+
+// WPR warps share a row (a long row: each takes a contiguous 1/WPR of it, so that a lane
+// has about GEMV_UNROLL loads of it, all in flight at once); their sums meet in shared
+// memory. grid: ceil(n / (GEMV_WARPS / WPR)); block: GEMV_WARPS * 32.
+template <int T, int WPR>
+__global__ void __launch_bounds__(GEMV_WARPS * 32)
+    gemv_k(const __half *__restrict__ W, int n, int k, const __half *__restrict__ x,
+           float *__restrict__ y, int accumulate)
+{
+    static_assert(GEMV_WARPS % WPR == 0, "whole rows in a block");
+    constexpr int RPB = GEMV_WARPS / WPR;
+    __shared__ float red[GEMV_WARPS][T];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row = blockIdx.x * RPB + warp / WPR, part = warp % WPR;
+    const int k8 = k / 8, per = (k8 + WPR - 1) / WPR;
+    const int i_begin = part * per, i_end = min(k8, i_begin + per);
+    const bool live = row < n;
+    const uint4 *w = reinterpret_cast<const uint4 *>(W + (size_t)(live ? row : 0) * k);
+    const uint4 *xv = reinterpret_cast<const uint4 *>(x);
+    float acc[T];
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = 0.0f;
+    // every lane goes round at least once, to wait with the others
+    for (int i0 = i_begin + lane; i0 < i_end || i0 == i_begin + lane; i0 += 32 * GEMV_UNROLL) {
+        uint4 wr[GEMV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GEMV_UNROLL; u++)
+            if (live && i0 + 32 * u < i_end) wr[u] = w[i0 + 32 * u];
+        if (i0 == i_begin + lane)
+            pdl_wait(); // the weights are in flight; x is the previous kernel's output
+#pragma unroll
+        for (int u = 0; u < GEMV_UNROLL; u++) {
+            const int i = i0 + 32 * u;
+            if (live && i < i_end) {
+                float wf[8];
+                unpack8(wr[u], wf);
+#pragma unroll
+                for (int t = 0; t < T; t++) {
+                    float xf[8];
+                    unpack8(xv[(size_t)t * k8 + i], xf);
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        acc[t] += wf[e] * xf[e];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        const float v = warp_sum(acc[t]);
+        if (WPR == 1) {
+            if (lane == 0 && live) {
+                float *yo = y + (size_t)t * n + row;
+                *yo = accumulate ? *yo + v : v;
+            }
+        } else if (lane == 0) {
+            red[warp][t] = v;
+        }
+    }
+    if (WPR == 1) return;
+    __syncthreads();
+    if (part == 0 && lane < T && live) {
+        float v = 0.0f;
+#pragma unroll
+        for (int q = 0; q < WPR; q++)
+            v += red[warp + q][lane];
+        float *yo = y + (size_t)lane * n + row;
+        *yo = accumulate ? *yo + v : v;
     }
 }
 
@@ -216,120 +359,154 @@ __global__ void swiglu_k(const float *__restrict__ gu, __half *__restrict__ h, i
 // through the sequence's block table; output as F16 into out[t][h * HD ..] (stride HQ).
 // Softmax online (running max m, sum l, unnormalized output), as flash attention.
 
-constexpr int DEC_WARPS = 4;
+constexpr int DEC_WARPS = 4, DEC_MAX_SPLITS = 16;
 
-// Decode: one block per (item i, KV head g), the `G` query heads of g together, so each key
-// and value is read once for all of them. Warp w takes keys w*32 .. w*32+31, then
-// w*32 + 128 .., a lane a key for the scores; then lanes own dims for P.V. The warps'
-// partial states are merged at the end. grid: (n_items, n_kv); block: 128.
+// Decode: one block per (item i, KV head g, split z), the `G` query heads of g together, so
+// each key and value is read once for all of them. The item's positions 0 .. ctx-1 are cut
+// into `nsplit` ranges of whole 32-key chunks; block z takes range z (flash-decoding: a
+// short batch still fills the GPU). Warp w takes the range's keys w*32 .. w*32+31, then
+// w*32 + 128 ..: a lane a key for the scores, reading the key's row 16 bytes at a time; for
+// P.V, HD/8 lanes a value row (each 8 dims), 32*8/HD rows a pass. Every load of a chunk is
+// issued before its first use (the slots come from the key lanes by shuffles), so a chunk
+// costs about two memory latencies, not one per key. The warps' partial states are merged at
+// the end: with nsplit 1 into the output, else into part[i][head][z] = (unnormalized output
+// [HD], running max, sum), which attn_combine_k merges. grid: (n_items, n_kv, nsplit);
+// block: 128.
 template <int HD, int G>
 __global__ void __launch_bounds__(DEC_WARPS * 32)
     attn_decode_k(const float *__restrict__ qkv, int qkv_stride, const int *__restrict__ items,
                   const int *__restrict__ tok_seq, const int *__restrict__ tok_pos,
                   const int *__restrict__ tables, int pitch, const __half *__restrict__ kc,
                   const __half *__restrict__ vc, int bs, int nk, float scale,
-                  __half *__restrict__ out, int out_stride)
+                  __half *__restrict__ out, int out_stride, int nsplit, float *__restrict__ part)
 {
-    static_assert(HD % 64 == 0, "lanes own dims in pairs of 64-dim chunks");
-    constexpr int NC = HD / 64; // half2 per lane
+    pdl_wait();
+    static_assert(HD == 64 || HD == 128, "a value row is 8 or 16 lanes");
+    constexpr int NV = HD / 8;      // 16-byte pieces of a row
+    constexpr int LPR = HD / 8;     // lanes per value row
+    constexpr int RPP = 32 / LPR;   // value rows per pass
+    constexpr int NPASS = 32 / RPP; // passes per 32 keys
+    constexpr int VB = 8;           // passes whose loads are in flight together
     __shared__ float qs[G][HD];
     __shared__ float sm[DEC_WARPS][G], sl[DEC_WARPS][G];
     __shared__ float so[DEC_WARPS][G][HD];
 
-    const int t = items[blockIdx.x], g = blockIdx.y;
+    const int t = items[blockIdx.x], g = blockIdx.y, z = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int sub = lane % LPR, rowi = lane / LPR;
     const int s = tok_seq[t], ctx = tok_pos[t] + 1;
+    const int span = ((ctx + nsplit - 1) / nsplit + 31) / 32 * 32;
+    const int k0 = z * span, k1 = min(ctx, k0 + span);
     const int *table = tables + (size_t)s * pitch;
-    const size_t HK = (size_t)nk * HD;
+    const size_t HK = (size_t)nk * HD, goff = (size_t)g * HD;
     const float *q = qkv + (size_t)t * qkv_stride + (size_t)g * G * HD;
     for (int i = threadIdx.x; i < G * HD; i += blockDim.x)
         qs[i / HD][i % HD] = q[i] * scale;
     __syncthreads();
 
-    float m[G], l[G], acc[G][2 * NC];
+    float m[G], l[G], acc[G][8];
 #pragma unroll
     for (int r = 0; r < G; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 2 * NC; e++)
+        for (int e = 0; e < 8; e++)
             acc[r][e] = 0.0f;
     }
+    uint4 zero;
+    zero.x = zero.y = zero.z = zero.w = 0;
 
-    for (int c0 = warp * 32; c0 < ctx; c0 += DEC_WARPS * 32) {
-        const int j = c0 + lane;
-        const bool valid = j < ctx;
+    for (int c0 = k0 + warp * 32; c0 < k1; c0 += DEC_WARPS * 32) {
+        const int j = c0 + lane, nvalid = min(32, k1 - c0);
+        const bool valid = lane < nvalid;
+        const int slot = valid ? table[j / bs] * bs + j % bs : 0;
+        uint4 kr[NV], vr[NPASS];
+        const uint4 *krow = reinterpret_cast<const uint4 *>(kc + (size_t)slot * HK + goff);
+#pragma unroll
+        for (int c = 0; c < NV; c++)
+            kr[c] = valid ? krow[c] : zero;
+#pragma unroll
+        for (int i = 0; i < NPASS; i++) {
+            const int key = i * RPP + rowi;
+            const int ks = __shfl_sync(0xffffffffu, slot, key);
+            if (i < VB)
+                vr[i] = key < nvalid
+                            ? reinterpret_cast<const uint4 *>(vc + (size_t)ks * HK + goff)[sub]
+                            : zero;
+        }
         float sc[G];
 #pragma unroll
         for (int r = 0; r < G; r++)
             sc[r] = 0.0f;
-        if (valid) {
-            const __half *kr = kc + ((size_t)table[j / bs] * bs + j % bs) * HK + (size_t)g * HD;
-#pragma unroll 4
-            for (int c = 0; c < HD; c += 8) {
-                const uint4 raw = *reinterpret_cast<const uint4 *>(kr + c);
-                const __half2 *h2 = reinterpret_cast<const __half2 *>(&raw);
-                float k[8];
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float2 f = __half22float2(h2[e]);
-                    k[2 * e] = f.x;
-                    k[2 * e + 1] = f.y;
-                }
+        for (int c = 0; c < NV; c++) {
+            float kf[8];
+            unpack8(kr[c], kf);
 #pragma unroll
-                for (int r = 0; r < G; r++)
+            for (int r = 0; r < G; r++)
 #pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        sc[r] += qs[r][c + e] * k[e];
-            }
+                for (int e = 0; e < 8; e++)
+                    sc[r] += qs[r][c * 8 + e] * kf[e];
         }
         float p[G];
 #pragma unroll
         for (int r = 0; r < G; r++) {
             const float v = valid ? sc[r] : -INFINITY;
-            // lane 0's key (c0 < ctx) is valid: mx is finite
+            // lane 0's key (c0 < k1) is valid: the max is finite
             const float mnew = fmaxf(m[r], warp_max(v));
             p[r] = valid ? expf(v - mnew) : 0.0f;
             const float alpha = expf(m[r] - mnew); // 0 while m is -inf
             l[r] = l[r] * alpha + warp_sum(p[r]);
 #pragma unroll
-            for (int e = 0; e < 2 * NC; e++)
+            for (int e = 0; e < 8; e++)
                 acc[r][e] *= alpha;
             m[r] = mnew;
         }
-        const int nvalid = min(32, ctx - c0);
-        for (int jj = 0; jj < nvalid; jj++) {
-            const int kj = c0 + jj;
-            const __half *vr = vc + ((size_t)table[kj / bs] * bs + kj % bs) * HK + (size_t)g * HD;
-            float v[2 * NC];
 #pragma unroll
-            for (int c = 0; c < NC; c++) {
-                const float2 f = __half22float2(reinterpret_cast<const __half2 *>(vr)[c * 32 + lane]);
-                v[2 * c] = f.x;
-                v[2 * c + 1] = f.y;
+        for (int i = 0; i < NPASS; i++) {
+            const int key = i * RPP + rowi;
+            if (i >= VB && i % VB == 0) {
+                // the next passes' loads, together
+#pragma unroll
+                for (int u = i; u < i + VB && u < NPASS; u++) {
+                    const int ku = u * RPP + rowi;
+                    const int ks = __shfl_sync(0xffffffffu, slot, ku);
+                    vr[u] = ku < nvalid
+                                ? reinterpret_cast<const uint4 *>(vc + (size_t)ks * HK + goff)[sub]
+                                : zero;
+                }
             }
+            float vf[8];
+            unpack8(vr[i], vf);
 #pragma unroll
             for (int r = 0; r < G; r++) {
-                const float pj = __shfl_sync(0xffffffffu, p[r], jj);
+                const float pj = __shfl_sync(0xffffffffu, p[r], key);
 #pragma unroll
-                for (int e = 0; e < 2 * NC; e++)
-                    acc[r][e] += pj * v[e];
+                for (int e = 0; e < 8; e++)
+                    acc[r][e] += pj * vf[e];
             }
         }
     }
+    // the rows of a pass were spread over lanes of equal `sub`: sum them
+#pragma unroll
+    for (int r = 0; r < G; r++)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+#pragma unroll
+            for (int o = LPR; o < 32; o <<= 1)
+                acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], o);
 
-    // merge the warps: a warp that saw no key has m = -inf, l = 0 and is skipped
+                // merge the warps: a warp that saw no key has m = -inf, l = 0 and is skipped
 #pragma unroll
     for (int r = 0; r < G; r++) {
         if (lane == 0) {
             sm[warp][r] = m[r];
             sl[warp][r] = l[r];
         }
+        if (rowi == 0)
 #pragma unroll
-        for (int c = 0; c < NC; c++) {
-            so[warp][r][c * 64 + 2 * lane] = acc[r][2 * c];
-            so[warp][r][c * 64 + 2 * lane + 1] = acc[r][2 * c + 1];
-        }
+            for (int e = 0; e < 8; e++)
+                so[warp][r][sub * 8 + e] = acc[r][e];
     }
     __syncthreads();
     for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
@@ -346,8 +523,43 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
                 num += so[w][r][d] * f;
                 den += sl[w][r] * f;
             }
-        out[(size_t)t * out_stride + (size_t)(g * G + r) * HD + d] = to_f16(num / den);
+        if (nsplit == 1) {
+            out[(size_t)t * out_stride + (size_t)(g * G + r) * HD + d] = to_f16(num / den);
+        } else {
+            // an empty range (z past the context) leaves M = -inf, den = 0: skipped later
+            float *pp = part + (((size_t)blockIdx.x * nk + g) * G + r) * nsplit * (HD + 2) +
+                        (size_t)z * (HD + 2);
+            pp[d] = num;
+            if (d == 0) {
+                pp[HD] = M;
+                pp[HD + 1] = den;
+            }
+        }
     }
+}
+
+// Merges attn_decode_k's nsplit partial states of item i, query head h into the output.
+// grid: (n_items, n_head); block: hd.
+__global__ void attn_combine_k(const float *__restrict__ part, int nsplit, int hd,
+                               const int *__restrict__ items, __half *__restrict__ out,
+                               int out_stride)
+{
+    pdl_wait();
+    const int i = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    const float *pp = part + ((size_t)i * gridDim.y + h) * nsplit * (hd + 2);
+    float M = -INFINITY;
+    for (int z = 0; z < nsplit; z++)
+        M = fmaxf(M, pp[(size_t)z * (hd + 2) + hd]);
+    float num = 0.0f, den = 0.0f;
+    for (int z = 0; z < nsplit; z++) {
+        const float mz = pp[(size_t)z * (hd + 2) + hd];
+        if (mz > -INFINITY) {
+            const float f = expf(mz - M);
+            num += pp[(size_t)z * (hd + 2) + d] * f;
+            den += pp[(size_t)z * (hd + 2) + hd + 1] * f;
+        }
+    }
+    out[(size_t)items[i] * out_stride + (size_t)h * hd + d] = to_f16(num / den);
 }
 
 constexpr int PRE_WARPS = 8, PRE_KT = 32, PRE_ROWS = 64, PRE_RPW = PRE_ROWS / PRE_WARPS;
@@ -355,7 +567,8 @@ constexpr int PRE_WARPS = 8, PRE_KT = 32, PRE_ROWS = 64, PRE_RPW = PRE_ROWS / PR
 // dynamic shared memory of attn_prefill_k<HD>
 constexpr size_t prefill_smem(int hd)
 {
-    return sizeof(float) * ((size_t)PRE_ROWS * hd + (size_t)PRE_KT * (hd + 1) + (size_t)PRE_KT * hd);
+    return sizeof(float) *
+           ((size_t)PRE_ROWS * hd + (size_t)PRE_KT * (hd + 1) + (size_t)PRE_KT * hd);
 }
 
 // Prefill (or any tokens): one block per (query tile, KV head g). A tile is qt consecutive
@@ -372,11 +585,12 @@ __global__ void __launch_bounds__(PRE_WARPS * 32)
                    const __half *__restrict__ kc, const __half *__restrict__ vc, int bs, int nk,
                    int group, int qt, float scale, __half *__restrict__ out, int out_stride)
 {
+    pdl_wait();
     constexpr int DPL = HD / 32;
     extern __shared__ float smem[];
-    float *qs = smem;                         // [PRE_ROWS][HD]
-    float *ks = qs + PRE_ROWS * HD;           // [PRE_KT][HD + 1]
-    float *vs = ks + PRE_KT * (HD + 1);       // [PRE_KT][HD]
+    float *qs = smem;                   // [PRE_ROWS][HD]
+    float *ks = qs + PRE_ROWS * HD;     // [PRE_KT][HD + 1]
+    float *vs = ks + PRE_KT * (HD + 1); // [PRE_KT][HD]
 
     const int s = tiles[2 * blockIdx.x], t0 = tiles[2 * blockIdx.x + 1], g = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -457,8 +671,7 @@ __global__ void __launch_bounds__(PRE_WARPS * 32)
 #pragma unroll
     for (int i = 0; i < PRE_RPW; i++) {
         const int r = warp + PRE_WARPS * i;
-        if (r >= R)
-            continue;
+        if (r >= R) continue;
         const float inv = 1.0f / l[i];
         __half *o = out + (size_t)(first + t0 + r / group) * out_stride +
                     (size_t)(g * group + r % group) * HD;
@@ -516,8 +729,7 @@ __device__ int draw_chunked(W w, int n, float u, double *pre /* shared [SAMPLE_T
     for (int i = lo; i < hi; i++) {
         const float x = w(i);
         part += x;
-        if (x > 0.0f)
-            last_pos = i;
+        if (x > 0.0f) last_pos = i;
     }
     double before, total;
     Scan(tmp.scan).ExclusiveSum(part, before, total);
@@ -545,8 +757,7 @@ __device__ int draw_chunked(W w, int n, float u, double *pre /* shared [SAMPLE_T
     if (picked < 0) {
         // r rounded up to the total: the last token with a positive weight
         const int best = Red(tmp.red).Reduce(last_pos, MaxOp());
-        if (threadIdx.x == 0)
-            picked = best < 0 ? 0 : best;
+        if (threadIdx.x == 0) picked = best < 0 ? 0 : best;
         __syncthreads();
     }
     return picked;
@@ -592,13 +803,11 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         s_arg = INT_MAX;
     }
     __syncthreads();
-    if (bi != INT_MAX && bv == s_best)
-        atomicMin(&s_arg, bi);
+    if (bi != INT_MAX && bv == s_best) atomicMin(&s_arg, bi);
     __syncthreads();
     const int greedy = s_arg == INT_MAX ? 0 : s_arg;
     if (!(rw.temperature > 0.0f)) {
-        if (threadIdx.x == 0)
-            out[blockIdx.x] = greedy;
+        if (threadIdx.x == 0) out[blockIdx.x] = greedy;
         return;
     }
     const float temp = rw.temperature;
@@ -608,26 +817,22 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         vm = v > vm ? v : vm; // NaN skipped
     }
     const float vmax = RedF(tmpf).Reduce(vm, MaxOp());
-    if (threadIdx.x == 0)
-        s_vmax = vmax;
+    if (threadIdx.x == 0) s_vmax = vmax;
     __syncthreads();
     const float vx = s_vmax;
     if (!(vx > -INFINITY && vx < INFINITY)) {
-        if (threadIdx.x == 0)
-            out[blockIdx.x] = greedy;
+        if (threadIdx.x == 0) out[blockIdx.x] = greedy;
         return;
     }
     const bool filtered = (rw.top_k > 0 && rw.top_k < V) || rw.top_p < 1.0f;
-    if (filtered)
-        return;
+    if (filtered) return;
     const int tok = draw_chunked(
         [=](int i) {
             const float v = lg[i] / temp;
             return v == v ? sample_weight(v, vx) : 0.0f;
         },
         V, rw.u, pre);
-    if (threadIdx.x == 0)
-        out[blockIdx.x] = tok;
+    if (threadIdx.x == 0) out[blockIdx.x] = tok;
 }
 
 // Keys for the sort of one filtered row: v = logit / temperature with NaN as -inf and -0
@@ -648,10 +853,8 @@ __global__ void sample_keys_k(const float *__restrict__ logits, int V,
         v = v == 0.0f ? 0.0f : v;
         keys[i] = v;
         ids[i] = c;
-        if (c == 0)
-            offsets[j] = (int)(j * (size_t)V);
-        if (i == n - 1)
-            offsets[n_rows] = (int)n;
+        if (c == 0) offsets[j] = (int)(j * (size_t)V);
+        if (i == n - 1) offsets[n_rows] = (int)n;
     }
 }
 
@@ -675,8 +878,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     const float *kr = keys + (size_t)blockIdx.x * V;
     const int *ir = ids + (size_t)blockIdx.x * V;
     const float vmax = kr[0];
-    if (!(vmax > -INFINITY && vmax < INFINITY))
-        return; // sample_k wrote the greedy answer
+    if (!(vmax > -INFINITY && vmax < INFINITY)) return; // sample_k wrote the greedy answer
     const int chunk = (V + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
     int lo = min(V, (int)threadIdx.x * chunk), hi = min(V, lo + chunk);
     // candidates: the keys above -inf (a prefix of the sorted row), at most top_k
@@ -684,8 +886,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     for (int i = lo; i < hi; i++)
         fin += kr[i] > -INFINITY;
     const int n_fin = RedI(tmp.red).Sum(fin);
-    if (threadIdx.x == 0)
-        s_k = rw.top_k > 0 && rw.top_k < n_fin ? rw.top_k : n_fin;
+    if (threadIdx.x == 0) s_k = rw.top_k > 0 && rw.top_k < n_fin ? rw.top_k : n_fin;
     __syncthreads();
     const int K = s_k;
     auto w = [=](int i) { return sample_weight(kr[i], vmax); };
@@ -725,8 +926,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         __syncthreads(); // pre is reused by the draw
     }
     const int pick = draw_chunked(w, m, rw.u, pre);
-    if (threadIdx.x == 0)
-        out[ri] = ir[pick];
+    if (threadIdx.x == 0) out[ri] = ir[pick];
 }
 
 } // namespace engk

@@ -34,6 +34,12 @@ usage (in build/llama-venv):
   python tests/bench/prefix.py BUILD_DIR MODEL.gguf [--groups 4 --prompts 16
       --prefix-tokens 1024 --question-tokens 32 --output-tokens 32 --threads 2
       --rows on16,on1,off16,off1,llama16,llama1 --llama-cache on --json FILE]
+      [--workload FILE]
+
+--workload FILE keeps the generated requests: written when FILE does not exist, read
+(together with the G, P, L, Q it was made with) when it does. A machine without
+llama-cpp-python (a GPU machine, say) runs a workload made elsewhere with any Python that
+has httpx, rows without llama.cpp.
 """
 
 import argparse
@@ -289,6 +295,8 @@ def main():
     ap.add_argument("--kv-cache-dtype", choices=("auto", "f32", "f16"), default="auto",
                     help="cachegate's engine.kv_cache_dtype")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--workload", help="read the requests from this file, or write them to it "
+                    "when it does not exist")
     a = ap.parse_args()
     rows = [r for r in a.rows.split(",") if r]
     for r in rows:
@@ -299,7 +307,19 @@ def main():
     n_ctx = 1 << math.ceil(math.log2(a.prefix_tokens + a.question_tokens + a.output_tokens + 64))
     n_ctx = max(n_ctx, 2048)
 
-    reqs = workload(model, a.groups, a.prompts, a.prefix_tokens, a.question_tokens)
+    shape = {"groups": a.groups, "prompts": a.prompts, "prefix_tokens": a.prefix_tokens,
+             "question_tokens": a.question_tokens}
+    if a.workload and os.path.exists(a.workload):
+        with open(a.workload) as f:
+            saved = json.load(f)
+        if saved["shape"] != shape:
+            ap.error(f"{a.workload} holds a workload of {saved['shape']}, not {shape}")
+        reqs = saved["requests"]
+    else:
+        reqs = workload(model, a.groups, a.prompts, a.prefix_tokens, a.question_tokens)
+        if a.workload:
+            with open(a.workload, "w") as f:
+                json.dump({"shape": shape, "requests": reqs}, f)
     print(f"shared-prefix workload: {a.groups} groups x {a.prompts} prompts = {len(reqs)} "
           f"requests, system prefix {a.prefix_tokens} tokens, question {a.question_tokens} "
           f"tokens, max_tokens {a.output_tokens} (greedy, streaming), {os.cpu_count()} cores, "

@@ -41,6 +41,7 @@ struct __half { uint16_t x; };
 struct alignas(4) __half2 { __half x, y; };
 struct alignas(8) float2 { float x, y; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
 static inline float2 make_float2(float a, float b) { return float2{a, b}; }
 static inline __half __float2half_rn(float f)
 {
@@ -213,6 +214,28 @@ static inline void emu_launch(void (*f)(P...), dim3 g, dim3 b, size_t smem, cuda
             std::apply(f, mine);
         });
     }, "kernel");
+}
+
+// cudaLaunchKernelEx: the launch attributes are accepted and have no effect here (kernels of
+// a stream run one after the other, so programmatic dependent launch changes nothing)
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 6 };
+struct cudaLaunchAttribute {
+    cudaLaunchAttributeID id;
+    struct { unsigned programmaticStreamSerializationAllowed; } val;
+};
+struct cudaLaunchConfig_t {
+    dim3 gridDim, blockDim;
+    size_t dynamicSmemBytes;
+    cudaStream_t stream;
+    cudaLaunchAttribute *attrs;
+    unsigned numAttrs;
+};
+cudaError_t cudaPeekAtLastError(void);
+template <class... P, class... A>
+static inline cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *c, void (*f)(P...), A &&...args)
+{
+    emu_launch(f, c->gridDim, c->blockDim, c->dynamicSmemBytes, c->stream, std::forward<A>(args)...);
+    return cudaPeekAtLastError();
 }
 
 // ---------------------------------------------------------------- CUB
