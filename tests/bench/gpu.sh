@@ -3,8 +3,9 @@
 # (the GPU tests) and then times them, printing one table: the engine on a synthetic
 # Llama-3.2-1B-shaped model and on the default model (decode at batch 1/16/64/256,
 # prefill, memory bandwidth and decode at batch 1 as a share of its limit), the embedder
-# (texts/s at batch 1 and 256, CPU beside), and, when llama-cpp-python is installed for
-# its tokenizer, TTFT on the shared-prefix workload with the prefix cache on and off.
+# (texts/s at batch 1 and 256, CPU beside), TTFT on the shared-prefix workload with the
+# prefix cache on and off, and the PyTorch peers on the same GPU (tests/bench/gpu_peers.py)
+# where python3 has them.
 # Fails at once when no GPU is usable.
 #
 # usage: tests/bench/gpu.sh BUILD_DIR
@@ -31,12 +32,24 @@ echo "== engine: synthetic Llama-3.2-1B shape, then $engine_model"
 echo "== embedder: $embed_model"
 "$build/bench/bench_gpu_embed" "$embed_model"
 
-if [ -x build/llama-venv/bin/python ] && build/llama-venv/bin/python -c 'import llama_cpp, httpx' \
+# the workload's requests are made with llama.cpp's tokenizer (build/llama-venv, from make
+# bench) and kept in tests/bench/prefix-workload.json, so that any Python with httpx runs it
+workload=tests/bench/prefix-workload.json
+py=python3
+[ -x build/llama-venv/bin/python ] && py=build/llama-venv/bin/python
+if [ -f "$workload" ] && "$py" -c 'import httpx' 2>/dev/null || "$py" -c 'import llama_cpp, httpx' \
     2>/dev/null; then
     echo "== shared-prefix workload through the HTTPS API, models on the GPU"
-    build/llama-venv/bin/python tests/bench/prefix.py "$build" "$engine_model" --device cuda \
-        --rows on16,on1,off16,off1
+    "$py" tests/bench/prefix.py "$build" "$engine_model" --device cuda \
+        --rows on16,on1,off16,off1 --workload "$workload"
 else
-    echo "== shared-prefix workload skipped: build/llama-venv (llama-cpp-python, for the"
-    echo "   workload's tokenizer) is not installed; make bench installs it"
+    echo "== shared-prefix workload skipped: no Python with httpx (and llama-cpp-python to"
+    echo "   make $workload)"
+fi
+
+if python3 -c 'import torch, sentence_transformers, transformers' 2>/dev/null; then
+    echo "== peers on the same GPU: sentence-transformers, Hugging Face transformers"
+    python3 tests/bench/gpu_peers.py "$embed_model"
+else
+    echo "== peers skipped: python3 has no torch, sentence-transformers and transformers"
 fi
