@@ -263,10 +263,10 @@ __global__ void swiglu_k(const float *__restrict__ gu, __half *__restrict__ h, i
 // ---------------------------------------------------------------- small-batch GEMM
 //
 // y [T][n] (+)= x [T][k] W^T for a few tokens (T <= GEMV_MAX_T), where the work is reading
-// W once: one warp per output row, each lane reading 16 bytes of W at a time (a warp reads
-// 512 consecutive bytes), GEMV_UNROLL loads in flight before the first use; x (F16, a few
-// KB) comes through the cache. F32 accumulation, the warp's lanes summed by shuffles.
-// k % 8 == 0. grid: ceil(n / GEMV_WARPS); block: GEMV_WARPS * 32.
+// W once: a warp (or WPR warps) per output row, each lane reading 16 bytes of W at a time (a
+// warp reads 512 consecutive bytes), GEMV_UNROLL loads in flight before the first use; x
+// (F16, a few KB) comes through the cache. F32 accumulation, lanes summed by shuffles.
+// k % 8 == 0.
 constexpr int GEMV_MAX_T = 8, GEMV_WARPS = 4, GEMV_UNROLL = 8;
 
 __device__ __forceinline__ void unpack8(const uint4 &raw, float *f)
