@@ -412,8 +412,8 @@ static void launch_attention(cudaStream_t st, const plan_counts &c, const plan_p
         M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8)                                                    \
     }
 #define GEMV_LAUNCH(TT, WPR)                                                                       \
-    launch_k(pdl, gemv_k<TT, WPR>, grid_for((size_t)n, GEMV_WARPS / WPR), GEMV_WARPS * 32, 0, st,  \
-             W, n, k, x, y, accumulate)
+    le = launch_k(pdl, gemv_k<TT, WPR>, grid_for((size_t)n, GEMV_WARPS / WPR), GEMV_WARPS * 32, 0, \
+                  st, W, n, k, x, y, accumulate)
 #define GEMV_CASE(TT)                                                                              \
     case TT:                                                                                       \
         if (k >= 32 * 8 * GEMV_UNROLL * 4)                                                         \
@@ -430,10 +430,13 @@ static void launch_attention(cudaStream_t st, const plan_counts &c, const plan_p
 static cublasStatus_t gemm(cublasHandle_t h, cudaStream_t st, int pdl, const __half *W, int n,
                            int k, const __half *x, int T, float *y, int accumulate)
 {
-    if (T <= GEMV_MAX_T && k % 8 == 0) {
+    // (grid_for's 2^20 blocks are one row each at the least)
+    if (T <= GEMV_MAX_T && k % 8 == 0 && n <= (1 << 20)) {
+        cudaError_t le = cudaSuccess;
         SWITCH_T(T, GEMV_CASE)
-        return cudaPeekAtLastError() == cudaSuccess ? CUBLAS_STATUS_SUCCESS
-                                                    : CUBLAS_STATUS_EXECUTION_FAILED;
+        if (le == cudaSuccess) return CUBLAS_STATUS_SUCCESS;
+        cudaGetLastError(); // this launch's error, reported here, not by the next check
+        return CUBLAS_STATUS_EXECUTION_FAILED;
     }
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, T, k, &alpha, W, CUDA_R_16F, k, x,
@@ -560,22 +563,22 @@ static int enqueue_layers(cuda_ctx *c, const plan_counts &pc, const plan_ptrs &p
         launch_k(pdl, rmsnorm_k<__half>, T, 256, 0, st, c->x, nullptr, L->attn_norm, c->xn, D,
                  hp->rms_eps);
         LK("rmsnorm_k");
-        BK("cublasGemmEx (qkv)", gemm(c->blas, st, pdl, L->wqkv, c->NQKV, D, c->xn, T, c->qkv, 0));
+        BK("GEMM (qkv)", gemm(c->blas, st, pdl, L->wqkv, c->NQKV, D, c->xn, T, c->qkv, 0));
         launch_k(pdl, rope_kv_k, T, rope_threads, 0, st, c->qkv, c->NQKV, p.tok_pos, hp->n_head,
                  hp->n_head_kv, hp->head_dim, hp->n_rot, c->rope_inv, p.tok_slot, kc, vc);
         LK("rope_kv_k");
         launch_attention(st, pc, p, c->qkv, c->NQKV, kc, vc, bs, hp->n_head_kv, hp->head_dim,
                          c->group, c->qt, c->att, c->HQ, c->nsplit, c->part, pdl);
         LK("attention");
-        BK("cublasGemmEx (wo)", gemm(c->blas, st, pdl, L->wo, D, c->HQ, c->att, T, c->x, 1));
+        BK("GEMM (wo)", gemm(c->blas, st, pdl, L->wo, D, c->HQ, c->att, T, c->x, 1));
         launch_k(pdl, rmsnorm_k<__half>, T, 256, 0, st, c->x, nullptr, L->ffn_norm, c->xn, D,
                  hp->rms_eps);
         LK("rmsnorm_k");
-        BK("cublasGemmEx (gate/up)", gemm(c->blas, st, pdl, L->wgu, 2 * F, D, c->xn, T, c->gu, 0));
+        BK("GEMM (gate/up)", gemm(c->blas, st, pdl, L->wgu, 2 * F, D, c->xn, T, c->gu, 0));
         size_t n = (size_t)T * F;
         launch_k(pdl, swiglu_k, grid_for(n, 256), 256, 0, st, c->gu, c->h, F, n);
         LK("swiglu_k");
-        BK("cublasGemmEx (down)", gemm(c->blas, st, pdl, L->wdown, D, F, c->h, T, c->x, 1));
+        BK("GEMM (down)", gemm(c->blas, st, pdl, L->wdown, D, F, c->h, T, c->x, 1));
     }
     if (pc.rows > 0) {
         launch_k(pdl, rmsnorm_k<__half>, pc.rows, 256, 0, st, c->x, p.rows_src, c->out_norm, c->sel,
@@ -592,9 +595,8 @@ static int enqueue_head(cuda_ctx *c, int r0, int n)
 {
     errbuf *E = &c->E;
     int rc = 0;
-    BK("cublasGemmEx (output)",
-       gemm(c->blas, c->st, c->pdl && c->decode_only, c->output, c->hp.n_vocab, c->hp.n_embd,
-            c->sel + (size_t)r0 * c->hp.n_embd, n, c->logits, 0));
+    BK("GEMM (output)", gemm(c->blas, c->st, c->pdl && c->decode_only, c->output, c->hp.n_vocab,
+                             c->hp.n_embd, c->sel + (size_t)r0 * c->hp.n_embd, n, c->logits, 0));
     return 0;
 fail:
     return rc;
@@ -1360,7 +1362,7 @@ static int op_gemm(float *y, const float *x, const float *w, int t, int n, int k
         OP_TRY(dy = (float *)op_alloc(&o, (size_t)t * n * sizeof(float)));
     BK("cublasCreate", cublasCreate(&h));
     BK("cublasSetStream", cublasSetStream(h, o.st));
-    BK("cublasGemmEx", gemm(h, o.st, 0, dw, n, k, dx, t, dy, accumulate));
+    BK("GEMM", gemm(h, o.st, 0, dw, n, k, dx, t, dy, accumulate));
     CK("cudaMemcpyAsync",
        cudaMemcpyAsync(y, dy, (size_t)t * n * sizeof(float), cudaMemcpyDeviceToHost, o.st));
     CK("gemm", cudaStreamSynchronize(o.st));

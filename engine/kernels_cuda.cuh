@@ -319,7 +319,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
 #pragma unroll
                 for (int t = 0; t < T; t++) {
                     float xf[8];
-                    unpack8(xv[(size_t)t * k8 + i], xf);
+                    const uint4 xr = xv[(size_t)t * k8 + i]; // one 16-byte load
+                    unpack8(xr, xf);
 #pragma unroll
                     for (int e = 0; e < 8; e++)
                         acc[t] += wf[e] * xf[e];
@@ -330,7 +331,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
 #pragma unroll
     for (int t = 0; t < T; t++) {
         const float v = warp_sum(acc[t]);
-        if (WPR == 1) {
+        if constexpr (WPR == 1) {
             if (lane == 0 && live) {
                 float *yo = y + (size_t)t * n + row;
                 *yo = accumulate ? *yo + v : v;
@@ -339,7 +340,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
             red[warp][t] = v;
         }
     }
-    if (WPR == 1) return;
+    if constexpr (WPR == 1) return;
     __syncthreads();
     if (part == 0 && lane < T && live) {
         float v = 0.0f;
@@ -366,10 +367,11 @@ constexpr int DEC_WARPS = 4, DEC_MAX_SPLITS = 16;
 // into `nsplit` ranges of whole 32-key chunks; block z takes range z (flash-decoding: a
 // short batch still fills the GPU). Warp w takes the range's keys w*32 .. w*32+31, then
 // w*32 + 128 ..: a lane a key for the scores, reading the key's row 16 bytes at a time; for
-// P.V, HD/8 lanes a value row (each 8 dims), 32*8/HD rows a pass. Every load of a chunk is
-// issued before its first use (the slots come from the key lanes by shuffles), so a chunk
-// costs about two memory latencies, not one per key. The warps' partial states are merged at
-// the end: with nsplit 1 into the output, else into part[i][head][z] = (unnormalized output
+// P.V, HD/8 lanes a value row (each 8 dims), 32*8/HD rows a pass. The chunk's key loads and
+// its first VB passes of value loads are issued together before the scores (the slots come
+// from the key lanes by shuffles), the remaining passes (HD 128) together after them, so a
+// chunk costs two or three memory latencies, not one per key. The warps' partial states are merged
+// at the end: with nsplit 1 into the output, else into part[i][head][z] = (unnormalized output
 // [HD], running max, sum), which attn_combine_k merges. grid: (n_items, n_kv, nsplit);
 // block: 128.
 template <int HD, int G>

@@ -37,8 +37,8 @@ echo "== embedder: $embed_model"
 workload=tests/bench/prefix-workload.json
 py=python3
 [ -x build/llama-venv/bin/python ] && py=build/llama-venv/bin/python
-if [ -f "$workload" ] && "$py" -c 'import httpx' 2>/dev/null || "$py" -c 'import llama_cpp, httpx' \
-    2>/dev/null; then
+if { [ -f "$workload" ] && "$py" -c 'import httpx' 2>/dev/null; } ||
+    "$py" -c 'import llama_cpp, httpx' 2>/dev/null; then
     echo "== shared-prefix workload through the HTTPS API, models on the GPU"
     "$py" tests/bench/prefix.py "$build" "$engine_model" --device cuda \
         --rows on16,on1,off16,off1 --workload "$workload"

@@ -307,8 +307,8 @@ def main():
     n_ctx = 1 << math.ceil(math.log2(a.prefix_tokens + a.question_tokens + a.output_tokens + 64))
     n_ctx = max(n_ctx, 2048)
 
-    shape = {"groups": a.groups, "prompts": a.prompts, "prefix_tokens": a.prefix_tokens,
-             "question_tokens": a.question_tokens}
+    shape = {"model": os.path.basename(model), "groups": a.groups, "prompts": a.prompts,
+             "prefix_tokens": a.prefix_tokens, "question_tokens": a.question_tokens}
     if a.workload and os.path.exists(a.workload):
         with open(a.workload) as f:
             saved = json.load(f)
