@@ -131,7 +131,6 @@ struct cuda_ctx {
     int HQ, HK, NQKV, group, qt; // qt: query tokens per prefill tile
     int n_sm;                    // multiprocessors
     int pdl;                     // programmatic dependent launch (sm_90 and later)
-    int decode_only;             // the current plan has no prefill tiles
     cudaStream_t st;
     cublasHandle_t blas;
     void *blas_ws;
@@ -161,7 +160,6 @@ struct cuda_ctx {
     float *logits; // [lrows][n_vocab]
     float *part;   // decode attention's partial states (decode_part_floats)
     size_t cap_part;
-    int nsplit; // ranges per decode item in the current plan
     int lo, hi; // logits rows [lo, hi) of the last forward are on the device (row - lo)
 
     int *meta_d, *meta_h; // the plan's int32 metadata, device and pinned host
@@ -540,6 +538,13 @@ static void drop_graphs(cuda_ctx *c)
 
 // ------------------------------------------------------------------ the forward pass
 
+// Programmatic launches for decode steps only: measured on an H100, they make a decode step
+// of the default model 1.2x faster and a 512-token prefill 2x slower.
+static int plan_pdl(const cuda_ctx *c, const plan_counts &pc)
+{
+    return c->pdl && pc.ntiles == 0;
+}
+
 // Every layer, then the final norm of the logits rows into sel; nothing that synchronizes or
 // allocates (it is captured into graphs).
 static int enqueue_layers(cuda_ctx *c, const plan_counts &pc, const plan_ptrs &p)
@@ -552,9 +557,7 @@ static int enqueue_layers(cuda_ctx *c, const plan_counts &pc, const plan_ptrs &p
     // a thread per rotated pair, so that one token's rotation is one pass
     const int pairs = (hp->n_head + hp->n_head_kv) * hp->head_dim / 2;
     const unsigned rope_threads = pairs >= 1024 ? 1024 : (unsigned)(pairs + 31) / 32 * 32;
-    // programmatic launches for decode steps only: measured on an H100, they make a decode
-    // step of the default model 1.2x faster and a 512-token prefill 2x slower
-    const int pdl = c->pdl && c->decode_only;
+    const int pdl = plan_pdl(c, pc), nsplit = decode_splits(pc.nd, hp->n_head_kv, c->n_sm);
     launch_k(pdl, embed_k, T, 256, 0, st, p.tok_id, c->tok_embd, c->x, D);
     LK("embed_k");
     for (int l = 0; l < hp->n_layer; l++) {
@@ -568,7 +571,7 @@ static int enqueue_layers(cuda_ctx *c, const plan_counts &pc, const plan_ptrs &p
                  hp->n_head_kv, hp->head_dim, hp->n_rot, c->rope_inv, p.tok_slot, kc, vc);
         LK("rope_kv_k");
         launch_attention(st, pc, p, c->qkv, c->NQKV, kc, vc, bs, hp->n_head_kv, hp->head_dim,
-                         c->group, c->qt, c->att, c->HQ, c->nsplit, c->part, pdl);
+                         c->group, c->qt, c->att, c->HQ, nsplit, c->part, pdl);
         LK("attention");
         BK("GEMM (wo)", gemm(c->blas, st, pdl, L->wo, D, c->HQ, c->att, T, c->x, 1));
         launch_k(pdl, rmsnorm_k<__half>, T, 256, 0, st, c->x, nullptr, L->ffn_norm, c->xn, D,
@@ -591,12 +594,12 @@ fail:
 }
 
 // logits rows [r0, r0 + n) of the head into c->logits
-static int enqueue_head(cuda_ctx *c, int r0, int n)
+static int enqueue_head(cuda_ctx *c, int r0, int n, int pdl)
 {
     errbuf *E = &c->E;
     int rc = 0;
-    BK("GEMM (output)", gemm(c->blas, c->st, c->pdl && c->decode_only, c->output, c->hp.n_vocab,
-                             c->hp.n_embd, c->sel + (size_t)r0 * c->hp.n_embd, n, c->logits, 0));
+    BK("GEMM (output)", gemm(c->blas, c->st, pdl, c->output, c->hp.n_vocab, c->hp.n_embd,
+                             c->sel + (size_t)r0 * c->hp.n_embd, n, c->logits, 0));
     return 0;
 fail:
     return rc;
@@ -642,16 +645,15 @@ static int be_forward(void *vctx, const struct eng_seq *seqs, int n_seqs, float 
     const size_t chunk = LOGITS_CHUNK_BYTES / ((size_t)V * 4);
     const int lrows_max = (int)(chunk < GRAPH_MAX_SEQS ? GRAPH_MAX_SEQS : chunk);
     const int lrows = pc.rows == 0 ? 0 : logits && pc.rows > lrows_max ? lrows_max : pc.rows;
-    c->nsplit = decode_splits(pc.nd, hp->n_head_kv, c->n_sm);
-    const size_t part =
-        decode_part_floats(pc.nd, hp->n_head, hp->head_dim, c->nsplit) * sizeof(float);
+    const size_t part = decode_part_floats(pc.nd, hp->n_head, hp->head_dim,
+                                           decode_splits(pc.nd, hp->n_head_kv, c->n_sm)) *
+                        sizeof(float);
     if ((rc = ensure_acts(c, pc.T, pc.rows, lrows)) || (rc = ensure_meta(c, plan_ints(pc))) ||
         (part &&
          (rc = grow(c, (void **)&c->part, &c->cap_part, part, "cudaMalloc (attention partials)"))))
         return rc;
     if (c->stale) drop_graphs(c);
     plan_fill(seqs, n_seqs, bs, c->ks.n_blocks, c->qt, decode_ok, pc, c->meta_h);
-    c->decode_only = pc.ntiles == 0;
     const plan_ptrs p = plan_at(c->meta_d, pc);
     c->lo = c->hi = 0;
     CK("cudaMemcpyAsync (batch metadata)",
@@ -665,12 +667,13 @@ static int be_forward(void *vctx, const struct eng_seq *seqs, int n_seqs, float 
         if (graph) {
             // the eager pass has loaded every kernel and settled cuBLAS's choices: capture the
             // same work for the next steps of this bucket (capturing executes nothing)
-            if ((rc = enqueue_head(c, 0, pc.rows))) goto fail;
+            if ((rc = enqueue_head(c, 0, pc.rows, plan_pdl(c, pc)))) goto fail;
             cudaGraph_t g = nullptr;
             cudaGraphExec_t ge = nullptr;
             int ok = cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
             if (ok) {
-                ok = enqueue_layers(c, pc, p) == 0 && enqueue_head(c, 0, pc.rows) == 0;
+                ok = enqueue_layers(c, pc, p) == 0 &&
+                     enqueue_head(c, 0, pc.rows, plan_pdl(c, pc)) == 0;
                 ok = cudaStreamEndCapture(c->st, &g) == cudaSuccess && ok && g;
             }
             if (ok) ok = cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
@@ -696,7 +699,7 @@ static int be_forward(void *vctx, const struct eng_seq *seqs, int n_seqs, float 
     } else if (pc.rows > 0) {
         for (int r0 = 0; r0 < pc.rows; r0 += lrows) {
             const int n = pc.rows - r0 < lrows ? pc.rows - r0 : lrows;
-            if ((rc = enqueue_head(c, r0, n))) goto fail;
+            if ((rc = enqueue_head(c, r0, n, plan_pdl(c, pc)))) goto fail;
             if (logits)
                 CK("cudaMemcpyAsync (logits)",
                    cudaMemcpyAsync(logits + (size_t)r0 * V, c->logits,
