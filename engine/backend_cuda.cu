@@ -407,8 +407,9 @@ static void launch_attention(cudaStream_t st, const plan_counts &c, const plan_p
 // runs M(1) .. M(GEMV_MAX_T) as the cases of a switch on T
 #define SWITCH_T(T, M)                                                                             \
     switch (T) {                                                                                   \
-        M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8)                                                    \
+        M(1) M(2)                                                                                  \
     }
+static_assert(GEMV_MAX_T == 2, "SWITCH_T lists every T up to GEMV_MAX_T");
 #define GEMV_LAUNCH(TT, WPR)                                                                       \
     le = launch_k(pdl, gemv_k<TT, WPR>, grid_for((size_t)n, GEMV_WARPS / WPR), GEMV_WARPS * 32, 0, \
                   st, W, n, k, x, y, accumulate)

@@ -20,7 +20,7 @@
 
 #define PLUGIN "build/libcachegate_cuda.so"
 #define CTX 512   /* context of the decode sequences before timing */
-#define STEPS 32  /* timed decode steps */
+#define STEPS 64  /* timed decode steps */
 #define WARMUP 4  /* untimed decode steps: graph capture, clocks */
 #define BS 16
 
@@ -251,7 +251,7 @@ int main(int argc, char **argv)
         2.0 * ((double)hp.n_layer * ((double)(HQ + 2 * HK) * D + (double)D * HQ +
                                       2.0 * hp.n_ff * D + (double)D * hp.n_ff) +
                (double)hp.n_vocab * D);
-    const int batches[] = {1, 16, 64, 256};
+    const int batches[] = {1, 2, 3, 4, 6, 8, 16, 64, 256};
     double step1 = 0;
     for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
         int B = batches[i];
