@@ -1,8 +1,11 @@
 /* Times the engine's forward pass on a GGUF model: prefill of a prompt of P tokens in one
- * pass, then D single-token decode steps (greedy), one sequence.
- * usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS [f32|f16]
+ * pass, then D single-token decode steps (greedy), one sequence; or, with BATCH > 1, D
+ * decode steps of BATCH sequences in one forward pass each, the sequences sharing the
+ * prompt's cached positions (as the requests of a shared-prefix workload do).
+ * usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS [f32|f16 [BATCH]]
  * (the KV pool's storage, f32 unless named)
- * prints: {"prefill_tokens":P,"prefill_tok_s":X,"decode_tokens":D,"decode_tok_s":Y} */
+ * prints: {"prefill_tokens":P,"prefill_tok_s":X,"decode_tokens":D,"decode_tok_s":Y}, and
+ * "batch":B when BATCH > 1 (decode_tok_s then counts every sequence's tokens) */
 #include "engine.h"
 #include "kvcache.h"
 #include "model.h"
@@ -19,15 +22,77 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+static int argmax(const float *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        best = v[i] > v[best] ? i : best;
+    return best;
+}
+
+/* Dn decode steps of B sequences after sequence 0's prefill of P tokens (toks, table; which
+ * took prefill_s): the others take table's full blocks and prefill the rest of the prompt
+ * themselves, untimed. */
+static int decode_batch(eng_model *m, kvc_pool *kv, const int32_t *toks, const int32_t *table,
+                        int P, int Dn, int B, double prefill_s)
+{
+    const struct eng_hparams *hp = eng_model_hparams(m);
+    const int bs = kvc_shape(kv)->block_size, n = P + Dn + 1, nb = (n + bs - 1) / bs;
+    const int full = P / bs;
+    int32_t *tabs = malloc(sizeof *tabs * (size_t)B * nb);
+    int32_t *bt = malloc(sizeof *bt * (size_t)B * n);
+    struct eng_seq *seqs = malloc(sizeof *seqs * (size_t)B);
+    float *logits = malloc(sizeof(float) * (size_t)B * hp->n_vocab);
+    if (!tabs || !bt || !seqs || !logits)
+        return 1;
+    for (int b = 0; b < B; b++) {
+        memcpy(bt + (size_t)b * n, toks, sizeof *bt * (size_t)P);
+        for (int i = 0; i < nb; i++)
+            if (b == 0 || i < full)
+                tabs[(size_t)b * nb + i] = table[i];
+            else if (kvc_alloc(kv, &tabs[(size_t)b * nb + i]))
+                return 1;
+        if (b > 0 && P > full * bs) {
+            struct eng_seq s = {bt + (size_t)b * n + full * bs, P - full * bs, full * bs,
+                                tabs + (size_t)b * nb, ENG_LOGITS_LAST};
+            if (eng_forward(m, kv, &s, 1, logits))
+                return 1;
+        }
+        bt[(size_t)b * n + P] = (int32_t)argmax(logits, hp->n_vocab);
+    }
+    double t0 = now();
+    for (int i = 0; i < Dn; i++) {
+        for (int b = 0; b < B; b++)
+            seqs[b] = (struct eng_seq){bt + (size_t)b * n + P + i, 1, P + i,
+                                       tabs + (size_t)b * nb, ENG_LOGITS_LAST};
+        if (eng_forward(m, kv, seqs, B, logits))
+            return 1;
+        for (int b = 0; b < B; b++)
+            bt[(size_t)b * n + P + i + 1] =
+                (int32_t)argmax(logits + (size_t)b * hp->n_vocab, hp->n_vocab);
+    }
+    double t1 = now();
+    printf("{\"prefill_tokens\":%d,\"prefill_tok_s\":%.1f,\"decode_tokens\":%d,"
+           "\"decode_tok_s\":%.1f,\"batch\":%d}\n",
+           P, P / prefill_s, Dn, (double)B * Dn / (t1 - t0), B);
+    free(tabs), free(bt), free(seqs), free(logits);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 5 && !(argc == 6 && (!strcmp(argv[5], "f32") || !strcmp(argv[5], "f16")))) {
-        fprintf(stderr,
-                "usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS [f32|f16]\n");
+    if (argc != 5 && !((argc == 6 || argc == 7) &&
+                       (!strcmp(argv[5], "f32") || !strcmp(argv[5], "f16")))) {
+        fprintf(stderr, "usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS "
+                        "[f32|f16 [BATCH]]\n");
         return 2;
     }
-    const enum kvc_dtype dtype = argc == 6 && !strcmp(argv[5], "f16") ? KVC_F16 : KVC_F32;
-    int P = atoi(argv[2]), Dn = atoi(argv[3]);
+    const enum kvc_dtype dtype = argc >= 6 && !strcmp(argv[5], "f16") ? KVC_F16 : KVC_F32;
+    int P = atoi(argv[2]), Dn = atoi(argv[3]), B = argc == 7 ? atoi(argv[6]) : 1;
+    if (P < 1 || Dn < 0 || B < 1) {
+        fprintf(stderr, "bench_engine: PROMPT_TOKENS >= 1, DECODE_TOKENS >= 0, BATCH >= 1\n");
+        return 2;
+    }
     struct eng_options opt = {.threads = atoi(argv[4])};
     char err[512];
     eng_model *m;
@@ -36,8 +101,10 @@ int main(int argc, char **argv)
         return 1;
     }
     const struct eng_hparams *hp = eng_model_hparams(m);
-    int n = P + Dn + 1, bs = 16, nb = (n + bs - 1) / bs;
-    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, nb, 0, dtype};
+    int n = P + Dn + 1, bs = 16, nb = (n + bs - 1) / bs, full = P / bs;
+    /* with BATCH > 1, every other sequence shares the prompt's full blocks */
+    struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs,
+                           nb + (B - 1) * (nb - full), 0, dtype};
     kvc_pool *kv;
     if (kvc_create(&ks, &kv))
         return 1;
@@ -52,6 +119,8 @@ int main(int argc, char **argv)
     if (eng_forward(m, kv, &s, 1, logits))
         return 1;
     double t1 = now();
+    if (B > 1)
+        return decode_batch(m, kv, toks, table, P, Dn, B, t1 - t0);
     for (int i = 0; i < Dn; i++) {
         int best = 0;
         for (int v = 1; v < hp->n_vocab; v++)
