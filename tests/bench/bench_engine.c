@@ -30,11 +30,11 @@ static int argmax(const float *v, int n)
     return best;
 }
 
-/* Dn decode steps of B sequences after sequence 0's prefill of P tokens (toks, table; which
- * took prefill_s): the others take table's full blocks and prefill the rest of the prompt
- * themselves, untimed. */
+/* Dn decode steps of B sequences after sequence 0's prefill of P tokens (toks, table; its
+ * logits first; it took prefill_s): the others take table's full blocks and prefill the rest
+ * of the prompt themselves, untimed. Returns 0, or 1 after a message. */
 static int decode_batch(eng_model *m, kvc_pool *kv, const int32_t *toks, const int32_t *table,
-                        int P, int Dn, int B, double prefill_s)
+                        const float *first, int P, int Dn, int B, double prefill_s)
 {
     const struct eng_hparams *hp = eng_model_hparams(m);
     const int bs = kvc_shape(kv)->block_size, n = P + Dn + 1, nb = (n + bs - 1) / bs;
@@ -43,22 +43,25 @@ static int decode_batch(eng_model *m, kvc_pool *kv, const int32_t *toks, const i
     int32_t *bt = malloc(sizeof *bt * (size_t)B * n);
     struct eng_seq *seqs = malloc(sizeof *seqs * (size_t)B);
     float *logits = malloc(sizeof(float) * (size_t)B * hp->n_vocab);
+    int rc = 1;
     if (!tabs || !bt || !seqs || !logits)
-        return 1;
+        goto out;
     for (int b = 0; b < B; b++) {
         memcpy(bt + (size_t)b * n, toks, sizeof *bt * (size_t)P);
         for (int i = 0; i < nb; i++)
             if (b == 0 || i < full)
                 tabs[(size_t)b * nb + i] = table[i];
             else if (kvc_alloc(kv, &tabs[(size_t)b * nb + i]))
-                return 1;
+                goto out;
+        const float *last = first; /* the same prompt: the same next token */
         if (b > 0 && P > full * bs) {
             struct eng_seq s = {bt + (size_t)b * n + full * bs, P - full * bs, full * bs,
                                 tabs + (size_t)b * nb, ENG_LOGITS_LAST};
             if (eng_forward(m, kv, &s, 1, logits))
-                return 1;
+                goto out;
+            last = logits;
         }
-        bt[(size_t)b * n + P] = (int32_t)argmax(logits, hp->n_vocab);
+        bt[(size_t)b * n + P] = (int32_t)argmax(last, hp->n_vocab);
     }
     double t0 = now();
     for (int i = 0; i < Dn; i++) {
@@ -66,7 +69,7 @@ static int decode_batch(eng_model *m, kvc_pool *kv, const int32_t *toks, const i
             seqs[b] = (struct eng_seq){bt + (size_t)b * n + P + i, 1, P + i,
                                        tabs + (size_t)b * nb, ENG_LOGITS_LAST};
         if (eng_forward(m, kv, seqs, B, logits))
-            return 1;
+            goto out;
         for (int b = 0; b < B; b++)
             bt[(size_t)b * n + P + i + 1] =
                 (int32_t)argmax(logits + (size_t)b * hp->n_vocab, hp->n_vocab);
@@ -75,8 +78,12 @@ static int decode_batch(eng_model *m, kvc_pool *kv, const int32_t *toks, const i
     printf("{\"prefill_tokens\":%d,\"prefill_tok_s\":%.1f,\"decode_tokens\":%d,"
            "\"decode_tok_s\":%.1f,\"batch\":%d}\n",
            P, P / prefill_s, Dn, (double)B * Dn / (t1 - t0), B);
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "bench_engine: batch of %d failed (memory or KV blocks)\n", B);
     free(tabs), free(bt), free(seqs), free(logits);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -120,7 +127,7 @@ int main(int argc, char **argv)
         return 1;
     double t1 = now();
     if (B > 1)
-        return decode_batch(m, kv, toks, table, P, Dn, B, t1 - t0);
+        return decode_batch(m, kv, toks, table, logits, P, Dn, B, t1 - t0);
     for (int i = 0; i < Dn; i++) {
         int best = 0;
         for (int v = 1; v < hp->n_vocab; v++)

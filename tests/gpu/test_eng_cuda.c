@@ -149,7 +149,8 @@ Test(ops, gemm_f16_weights_against_f32)
     /* up to 2 tokens: the GEMV kernel, one warp a row (k < 4096), two (k 4096..8191) or
      * four (k >= 8192); more tokens: cuBLAS */
     const int shapes[][3] = {{1, 576, 576},  {13, 1536, 576}, {64, 2048, 8192}, {3, 1000, 72},
-                             {2, 301, 4096}, {1, 203, 8200},  {2, 640, 1000},   {5, 77, 16384}};
+                             {2, 301, 4096}, {1, 203, 8200},  {2, 203, 8200},   {2, 640, 1000},
+                             {5, 77, 16384}};
     double worst = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int t = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
