@@ -604,8 +604,8 @@ static int grow(eng_model *m, int T, int ctx)
  * weights); then, and for F32 weights from one token on, up to GEMM_SMALL_MAX_T through
  * gemm_small() or gemm_small_q() (where AVX-512 exists), and more through OpenBLAS.
  * Decode of 3 / 4 sequences at a 512-token context, 2 threads, alternating runs: 164-176 /
- * 157-182 tokens/s through the matrix-vector kernels, 140-166 / 189-233 through
- * gemm_small_q(). */
+ * 157-182 tokens/s through the matrix-vector kernels run once a sequence, 140-166 / 189-233
+ * through gemm_small_q(); for 3, dotn_rows() (all the sequences at once) then gave 187-193. */
 #define QMV_MAX_T 3
 #ifndef GEMM_SMALL_MAX_T
 #define GEMM_SMALL_MAX_T 64
@@ -955,32 +955,83 @@ static void gemm_small(const float *x, int t, const float *w, int n, int k, floa
         gemm_rows(x, t, w, r0, n - r0 < GEMM_RJ ? n - r0 : GEMM_RJ, k, y, n, accumulate);
 }
 
-/* rows r0 .. r0 + rj - 1 of a Q4_1 or Q8_0 matrix's stored form as F32 into out [rj][k]:
- * the same floats as its F32 copy (eng_dequant_row(): q * d, then + m, two roundings) */
+/* block b (counted over the whole matrix) of a Q4_1 or Q8_0 matrix's stored form as F32,
+ * weights 0-15 into *lo and 16-31 into *hi: the same floats as its F32 copy
+ * (eng_dequant_row(): q * d, exact, then + m) */
+AVX512 static inline __attribute__((always_inline)) void widen_block(const struct wmat *w,
+                                                                     size_t b, __m512 *lo,
+                                                                     __m512 *hi)
+{
+    const __m512 d = _mm512_set1_ps(w->qd[b]);
+    if (w->type == GGML_Q4_1) {
+        const __m128i low4 = _mm_set1_epi8(15);
+        const __m128i q = _mm_loadu_si128((const __m128i *)(w->qs + b * 16));
+        const __m512 m = _mm512_set1_ps(w->qm[b]);
+        __m512 l = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(q, low4)));
+        __m512 h =
+            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), low4)));
+        *lo = _mm512_add_ps(_mm512_mul_ps(l, d), m);
+        *hi = _mm512_add_ps(_mm512_mul_ps(h, d), m);
+    } else {
+        const __m128i *q = (const __m128i *)(w->qs + b * 32);
+        *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))), d);
+        *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))), d);
+    }
+}
+
+/* rows r0 .. r0 + rj - 1 of a Q4_1 or Q8_0 matrix's stored form as F32 into out [rj][k] */
 AVX512 static void dequant_rows(const struct wmat *w, int r0, int rj, float *out)
 {
     const int nb = w->k / 32;
-    const __m128i low4 = _mm_set1_epi8(15);
     for (size_t b = (size_t)r0 * nb, e = b + (size_t)rj * nb; b < e; b++, out += 32) {
-        const __m512 d = _mm512_set1_ps(w->qd[b]);
         __m512 lo, hi;
-        if (w->type == GGML_Q4_1) {
-            const __m128i q = _mm_loadu_si128((const __m128i *)(w->qs + b * 16));
-            const __m512 m = _mm512_set1_ps(w->qm[b]);
-            lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(q, low4)));
-            hi = _mm512_cvtepi32_ps(
-                _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), low4)));
-            lo = _mm512_add_ps(_mm512_mul_ps(lo, d), m);
-            hi = _mm512_add_ps(_mm512_mul_ps(hi, d), m);
-        } else {
-            const __m128i *q = (const __m128i *)(w->qs + b * 32);
-            lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))), d);
-            hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))),
-                               d);
-        }
+        widen_block(w, b, &lo, &hi);
         _mm512_storeu_ps(out, lo);
         _mm512_storeu_ps(out + 16, hi);
     }
+}
+
+/*
+ * Rows ra and rb of a Q4_1 or Q8_0 matrix times t tokens of x (t <= QMV_MAX_T, a
+ * constant where inlined): each block of the two rows is widened once, in registers, for
+ * all the tokens, so that a decode of two or three sequences reads and widens the weights
+ * once, not once a sequence. out[i][0], out[i][1]: token i.
+ */
+AVX512 static inline __attribute__((always_inline)) void
+dotn_rows_body(const struct wmat *w, int ra, int rb, const float *x, int t, float (*out)[2])
+{
+    const int nb = w->k / 32, k = w->k;
+    __m512 acc[QMV_MAX_T][2];
+#pragma GCC unroll 3
+    for (int i = 0; i < t; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m512 a0, a1, b0, b1;
+        widen_block(w, (size_t)ra * nb + b, &a0, &a1);
+        widen_block(w, (size_t)rb * nb + b, &b0, &b1);
+#pragma GCC unroll 3
+        for (int i = 0; i < t; i++) {
+            const __m512 x0 = _mm512_loadu_ps(x + (size_t)i * k + 32 * b);
+            const __m512 x1 = _mm512_loadu_ps(x + (size_t)i * k + 32 * b + 16);
+            acc[i][0] = _mm512_fmadd_ps(a1, x1, _mm512_fmadd_ps(a0, x0, acc[i][0]));
+            acc[i][1] = _mm512_fmadd_ps(b1, x1, _mm512_fmadd_ps(b0, x0, acc[i][1]));
+        }
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < t; i++) {
+        out[i][0] = _mm512_reduce_add_ps(acc[i][0]);
+        out[i][1] = _mm512_reduce_add_ps(acc[i][1]);
+    }
+}
+
+_Static_assert(QMV_MAX_T == 3, "dotn_rows() takes 2 or 3 tokens");
+AVX512 static void dotn_rows(const struct wmat *w, int ra, int rb, const float *x, int t,
+                             float (*out)[2])
+{
+    if (t == 2)
+        dotn_rows_body(w, ra, rb, x, 2, out);
+    else
+        dotn_rows_body(w, ra, rb, x, 3, out);
 }
 
 /*
@@ -1308,6 +1359,22 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
                     accumulate ? 1.0f : 0.0f, y, n);
         return;
     }
+#if defined(__x86_64__)
+    if (t >= 2 && have_avx512()) {
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < n; r += 2) {
+            int two = r + 1 < n; /* an odd last row is computed twice and stored once */
+            float v[QMV_MAX_T][2];
+            dotn_rows(w, r, two ? r + 1 : r, x, t, v);
+            for (int i = 0; i < t; i++)
+                for (int j = 0; j <= two; j++) {
+                    float *out = y + (size_t)i * n + r + j;
+                    *out = accumulate ? *out + v[i][j] : v[i][j];
+                }
+        }
+        return;
+    }
+#endif
     float xsum[QMV_MAX_T][k / 32 + 1]; /* per-block sums of x, for Q4_1's offsets */
     for (int i = 0; i < t; i++)
         for (int b = 0; b < k / 32; b++) {

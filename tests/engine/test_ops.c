@@ -332,12 +332,15 @@ static void check_kernel(enum ggml_type type)
     float x[3 * 64], y_q[3 * 7], y_f[3 * 7];
     for (int i = 0; i < 3 * k; i++)
         x[i] = (float)((i * 37) % 19) / 7.0f - 1.0f;
-    linear(&w, x, 3, y_q, 0); /* 3 <= QMV_MAX_T: the kernels */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 3, n, k, 1.0f, x, k, w.f, k, 0.0f, y_f,
-                n);
     double worst = 0;
-    for (int i = 0; i < 3 * n; i++)
-        worst = fmax(worst, fabs(y_q[i] - y_f[i]));
+    /* up to QMV_MAX_T tokens: the kernels for one token, and for two or three at once */
+    for (int t = 1; t <= 3; t += 2) {
+        linear(&w, x, t, y_q, 0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w.f, k, 0.0f,
+                    y_f, n);
+        for (int i = 0; i < t * n; i++)
+            worst = fmax(worst, fabs(y_q[i] - y_f[i]));
+    }
     fprintf(stderr, "ops: %s kernel vs SGEMM: largest difference %.3g (tolerance 1e-4)\n",
             ggml_type_name(type), worst);
     cr_assert(worst < 1e-4);
