@@ -69,7 +69,7 @@ __device__ __forceinline__ float block_sum(float v)
 
 // Programmatic dependent launch (sm_90 and later; nothing elsewhere). The forward's kernels
 // are launched so that one may start while the kernel before it finishes (backend_cuda.cu,
-// launch_k): each calls pdl_wait() before it reads or writes anything another kernel
+// launch_k): each calls pdl_wait() (or pdl_wait_early()) before it reads or writes anything another kernel
 // produces or uses, which returns once the previous kernel has completed and its writes are
 // visible; then it lets the next kernel start too. A kernel may do work that depends on
 // nobody (a GEMV's loads of its weights) before the call.
@@ -78,6 +78,23 @@ __device__ __forceinline__ void pdl_wait()
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// pdl_wait() for the small kernels between two GEMVs, which do nothing before it: the next
+// kernel may start at once, so that a GEMV after this one loads its weights while the GEMV
+// before it still runs. Still ordered: the next kernel's own wait returns only once this one
+// has completed, which is after the kernel before this one has.
+#ifndef CACHEGATE_PDL_EARLY
+#define CACHEGATE_PDL_EARLY 1
+#endif
+__device__ __forceinline__ void pdl_wait_early()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && CACHEGATE_PDL_EARLY
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#else
+    pdl_wait();
 #endif
 }
 
@@ -139,7 +156,7 @@ __global__ void rand_f32_k(float *out, size_t n, uint64_t seed, float base, floa
 __global__ void embed_k(const int *__restrict__ ids, const __half *__restrict__ emb,
                         float *__restrict__ x, int d)
 {
-    pdl_wait();
+    pdl_wait_early();
     const __half *e = emb + (size_t)ids[blockIdx.x] * d;
     float *o = x + (size_t)blockIdx.x * d;
     for (int i = threadIdx.x; i < d; i += blockDim.x)
@@ -155,7 +172,7 @@ template <typename OutT>
 __global__ void rmsnorm_k(const float *__restrict__ x, const int *__restrict__ src,
                           const float *__restrict__ g, OutT *__restrict__ out, int d, float eps)
 {
-    pdl_wait();
+    pdl_wait_early();
     const int r = blockIdx.x;
     const float *xr = x + (size_t)(src ? src[r] : r) * d;
     OutT *o = out + (size_t)r * d;
@@ -215,7 +232,7 @@ __global__ void rope_kv_k(float *__restrict__ qkv, int stride, const int *__rest
                           const int *__restrict__ slot, __half *__restrict__ kc,
                           __half *__restrict__ vc)
 {
-    pdl_wait();
+    pdl_wait_early();
     const int t = blockIdx.x, half = hd / 2, nr = n_rot / 2;
     float *row = qkv + (size_t)t * stride;
     const float p = (float)pos[t];
@@ -251,7 +268,7 @@ __global__ void rope_kv_k(float *__restrict__ qkv, int stride, const int *__rest
 // h [T][F] = silu(g) * u, gu = [T][g(F) | u(F)], as model.c: g / (1 + e^-g) * u
 __global__ void swiglu_k(const float *__restrict__ gu, __half *__restrict__ h, int F, size_t n)
 {
-    pdl_wait();
+    pdl_wait_early();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t t = i / (size_t)F, j = i % (size_t)F;
@@ -384,7 +401,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
                   const __half *__restrict__ vc, int bs, int nk, float scale,
                   __half *__restrict__ out, int out_stride, int nsplit, float *__restrict__ part)
 {
-    pdl_wait();
+    pdl_wait_early();
     static_assert(HD == 64 || HD == 128, "a value row is 8 or 16 lanes");
     constexpr int NV = HD / 8;      // 16-byte pieces of a row
     constexpr int LPR = HD / 8;     // lanes per value row
@@ -548,7 +565,7 @@ __global__ void attn_combine_k(const float *__restrict__ part, int nsplit, int h
                                const int *__restrict__ items, __half *__restrict__ out,
                                int out_stride)
 {
-    pdl_wait();
+    pdl_wait_early();
     const int i = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
     const float *pp = part + ((size_t)i * gridDim.y + h) * nsplit * (hd + 2);
     float M = -INFINITY;
