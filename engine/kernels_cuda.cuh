@@ -69,10 +69,10 @@ __device__ __forceinline__ float block_sum(float v)
 
 // Programmatic dependent launch (sm_90 and later; nothing elsewhere). The forward's kernels
 // are launched so that one may start while the kernel before it finishes (backend_cuda.cu,
-// launch_k): each calls pdl_wait() (or pdl_wait_early()) before it reads or writes anything another kernel
-// produces or uses, which returns once the previous kernel has completed and its writes are
-// visible; then it lets the next kernel start too. A kernel may do work that depends on
-// nobody (a GEMV's loads of its weights) before the call.
+// launch_k): each calls pdl_wait() (or pdl_wait_early()) before it reads or writes anything
+// another kernel produces or uses, which returns once the previous kernel has completed and
+// its writes are visible; then it lets the next kernel start too. A kernel may do work that
+// depends on nobody (a GEMV's loads of its weights) before the call.
 __device__ __forceinline__ void pdl_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
