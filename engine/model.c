@@ -1227,6 +1227,27 @@ static inline __attribute__((always_inline)) void prefetch_row(const char *const
 }
 
 /* 16 keys or values from a row of the pool: F32, or F16 widened */
+/* lane r = the sum of a[r]'s 16 lanes: pairs of vectors interleaved and added within
+ * 128-bit lanes (by floats, then by float pairs), then across them (shuffle_f32x4), four
+ * rounds for all 16 instead of a horizontal sum each */
+AVX512 static inline __attribute__((always_inline)) __m512 hsum16(const __m512 *a)
+{
+    __m512 t[8], u[4], v[2];
+    for (int r = 0; r < 8; r++)
+        t[r] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * r], a[2 * r + 1]),
+                             _mm512_unpackhi_ps(a[2 * r], a[2 * r + 1]));
+    for (int r = 0; r < 4; r++) {
+        const __m512d x = _mm512_castps_pd(t[2 * r]), y = _mm512_castps_pd(t[2 * r + 1]);
+        u[r] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    }
+    for (int r = 0; r < 2; r++)
+        v[r] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * r], u[2 * r + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(u[2 * r], u[2 * r + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 AVX512 static inline __attribute__((always_inline)) __m512 load_kv16(const char *row, int c,
                                                                     const int f16)
 {
@@ -1266,20 +1287,44 @@ attend_direct_body(const float *q, int p, kvc_pool *kv, int layer, const int32_t
                     : (const char *)(kvc_v(kv, layer, table[b], 0) + g * hd);
     }
     int pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs; /* the row prefetched: pb, pi */
-    for (int b = 0, j = 0; b < nbk; b++)
-        for (int i = 0; i < bs && j < n; i++, j++) {
+    /* scores 16 positions at a time: a head's 16 dot products are summed across their lanes
+     * together (hsum16), not one horizontal sum each, which cost twice the products */
+    int b = 0, i = 0, j = 0; /* position j: row i of block b */
+    for (; j + 16 <= n; j += 16) {
+        __m512 acc[ATT_DIRECT_MAX_GROUP][16];
+        for (int r = 0; r < 16; r++) {
             prefetch_row(kb, nbk, bs, stride, rb, &pb, &pi);
             const char *kr = kb[b] + (size_t)i * stride;
+            if (++i == bs)
+                i = 0, b++;
             __m512 k[ATT_DIRECT_MAX_HD / 16];
             for (int c = 0; c < nc; c++)
                 k[c] = load_kv16(kr, c, f16);
             for (int h = 0; h < group; h++) {
-                __m512 acc = _mm512_mul_ps(qv[h][0], k[0]);
+                __m512 a = _mm512_mul_ps(qv[h][0], k[0]);
                 for (int c = 1; c < nc; c++)
-                    acc = _mm512_fmadd_ps(qv[h][c], k[c], acc);
-                sc[(size_t)h * n + j] = _mm512_reduce_add_ps(acc);
+                    a = _mm512_fmadd_ps(qv[h][c], k[c], a);
+                acc[h][r] = a;
             }
         }
+        for (int h = 0; h < group; h++)
+            _mm512_storeu_ps(sc + (size_t)h * n + j, hsum16(acc[h]));
+    }
+    for (; j < n; j++) {
+        prefetch_row(kb, nbk, bs, stride, rb, &pb, &pi);
+        const char *kr = kb[b] + (size_t)i * stride;
+        if (++i == bs)
+            i = 0, b++;
+        __m512 k[ATT_DIRECT_MAX_HD / 16];
+        for (int c = 0; c < nc; c++)
+            k[c] = load_kv16(kr, c, f16);
+        for (int h = 0; h < group; h++) {
+            __m512 a = _mm512_mul_ps(qv[h][0], k[0]);
+            for (int c = 1; c < nc; c++)
+                a = _mm512_fmadd_ps(qv[h][c], k[c], a);
+            sc[(size_t)h * n + j] = _mm512_reduce_add_ps(a);
+        }
+    }
     float inv[ATT_DIRECT_MAX_GROUP];
     for (int h = 0; h < group; h++)
         inv[h] = 1.0f / softmax_row(sc + (size_t)h * n, n, n);
