@@ -1256,6 +1256,26 @@ AVX512 static inline __attribute__((always_inline)) __m512 load_kv16(const char 
     return _mm512_loadu_ps((const float *)row + 16 * c);
 }
 
+/* the group's dot products with key row i of block b (then advanced to the next row), each
+ * still spread over 16 lanes: into a[h * astride] */
+AVX512 static inline __attribute__((always_inline)) void
+key_dots(const char *const *kb, int *b, int *i, int bs, size_t stride, int f16, int nc,
+         int group, __m512 (*qv)[ATT_DIRECT_MAX_HD / 16], __m512 *a, int astride)
+{
+    const char *kr = kb[*b] + (size_t)*i * stride;
+    if (++*i == bs)
+        *i = 0, ++*b;
+    __m512 k[ATT_DIRECT_MAX_HD / 16];
+    for (int c = 0; c < nc; c++)
+        k[c] = load_kv16(kr, c, f16);
+    for (int h = 0; h < group; h++) {
+        __m512 d = _mm512_mul_ps(qv[h][0], k[0]);
+        for (int c = 1; c < nc; c++)
+            d = _mm512_fmadd_ps(qv[h][c], k[c], d);
+        a[(size_t)h * astride] = d;
+    }
+}
+
 /* the body of attend_direct(), inlined with head_dim and group constants (64 and 3:
  * SmolLM2) and without, for each storage type */
 AVX512 static inline __attribute__((always_inline)) void
@@ -1288,42 +1308,24 @@ attend_direct_body(const float *q, int p, kvc_pool *kv, int layer, const int32_t
     }
     int pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs; /* the row prefetched: pb, pi */
     /* scores 16 positions at a time: a head's 16 dot products are summed across their lanes
-     * together (hsum16), not one horizontal sum each, which cost twice the products */
+     * together (hsum16), not one horizontal sum each, which cost twice the products; the
+     * last n % 16 one by one */
     int b = 0, i = 0, j = 0; /* position j: row i of block b */
     for (; j + 16 <= n; j += 16) {
         __m512 acc[ATT_DIRECT_MAX_GROUP][16];
         for (int r = 0; r < 16; r++) {
             prefetch_row(kb, nbk, bs, stride, rb, &pb, &pi);
-            const char *kr = kb[b] + (size_t)i * stride;
-            if (++i == bs)
-                i = 0, b++;
-            __m512 k[ATT_DIRECT_MAX_HD / 16];
-            for (int c = 0; c < nc; c++)
-                k[c] = load_kv16(kr, c, f16);
-            for (int h = 0; h < group; h++) {
-                __m512 a = _mm512_mul_ps(qv[h][0], k[0]);
-                for (int c = 1; c < nc; c++)
-                    a = _mm512_fmadd_ps(qv[h][c], k[c], a);
-                acc[h][r] = a;
-            }
+            key_dots(kb, &b, &i, bs, stride, f16, nc, group, qv, &acc[0][r], 16);
         }
         for (int h = 0; h < group; h++)
             _mm512_storeu_ps(sc + (size_t)h * n + j, hsum16(acc[h]));
     }
     for (; j < n; j++) {
+        __m512 a[ATT_DIRECT_MAX_GROUP];
         prefetch_row(kb, nbk, bs, stride, rb, &pb, &pi);
-        const char *kr = kb[b] + (size_t)i * stride;
-        if (++i == bs)
-            i = 0, b++;
-        __m512 k[ATT_DIRECT_MAX_HD / 16];
-        for (int c = 0; c < nc; c++)
-            k[c] = load_kv16(kr, c, f16);
-        for (int h = 0; h < group; h++) {
-            __m512 a = _mm512_mul_ps(qv[h][0], k[0]);
-            for (int c = 1; c < nc; c++)
-                a = _mm512_fmadd_ps(qv[h][c], k[c], a);
-            sc[(size_t)h * n + j] = _mm512_reduce_add_ps(a);
-        }
+        key_dots(kb, &b, &i, bs, stride, f16, nc, group, qv, a, 1);
+        for (int h = 0; h < group; h++)
+            sc[(size_t)h * n + j] = _mm512_reduce_add_ps(a[h]);
     }
     float inv[ATT_DIRECT_MAX_GROUP];
     for (int h = 0; h < group; h++)
