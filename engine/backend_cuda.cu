@@ -79,22 +79,16 @@ static int blas_err(errbuf *e, const char *what, cublasStatus_t st)
 
 // CK: a cudaError_t call; BK: a cublasStatus_t call; LK: after a kernel launch. Each sets rc
 // and jumps to `fail` (the function's one cleanup path) on failure. E: the errbuf.
-#define CK(what, call)                                                                             \
+#define CHECKED(what, call, ok, report)                                                            \
     do {                                                                                           \
-        cudaError_t st_ = (call);                                                                  \
-        if (st_ != cudaSuccess) {                                                                  \
-            rc = cuda_err(E, what, st_);                                                           \
+        const auto st_ = (call);                                                                   \
+        if (st_ != (ok)) {                                                                         \
+            rc = report(E, what, st_);                                                             \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
-#define BK(what, call)                                                                             \
-    do {                                                                                           \
-        cublasStatus_t st_ = (call);                                                               \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-            rc = blas_err(E, what, st_);                                                           \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
+#define CK(what, call) CHECKED(what, call, cudaSuccess, cuda_err)
+#define BK(what, call) CHECKED(what, call, CUBLAS_STATUS_SUCCESS, blas_err)
 #define LK(what) CK(what, cudaGetLastError())
 
 static unsigned grid_for(size_t n, unsigned block)
@@ -656,6 +650,7 @@ static int be_forward(void *vctx, const struct eng_seq *seqs, int n_seqs, float 
     if (c->stale) drop_graphs(c);
     plan_fill(seqs, n_seqs, bs, c->ks.n_blocks, c->qt, decode_ok, pc, c->meta_h);
     const plan_ptrs p = plan_at(c->meta_d, pc);
+    const int pdl = plan_pdl(c, pc);
     c->lo = c->hi = 0;
     CK("cudaMemcpyAsync (batch metadata)",
        cudaMemcpyAsync(c->meta_d, c->meta_h, plan_ints(pc) * sizeof(int), cudaMemcpyHostToDevice,
@@ -668,13 +663,13 @@ static int be_forward(void *vctx, const struct eng_seq *seqs, int n_seqs, float 
         if (graph) {
             // the eager pass has loaded every kernel and settled cuBLAS's choices: capture the
             // same work for the next steps of this bucket (capturing executes nothing)
-            if ((rc = enqueue_head(c, 0, pc.rows, plan_pdl(c, pc)))) goto fail;
+            if ((rc = enqueue_head(c, 0, pc.rows, pdl))) goto fail;
             cudaGraph_t g = nullptr;
             cudaGraphExec_t ge = nullptr;
             int ok = cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
             if (ok) {
                 ok = enqueue_layers(c, pc, p) == 0 &&
-                     enqueue_head(c, 0, pc.rows, plan_pdl(c, pc)) == 0;
+                     enqueue_head(c, 0, pc.rows, pdl) == 0;
                 ok = cudaStreamEndCapture(c->st, &g) == cudaSuccess && ok && g;
             }
             if (ok) ok = cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
@@ -700,7 +695,7 @@ static int be_forward(void *vctx, const struct eng_seq *seqs, int n_seqs, float 
     } else if (pc.rows > 0) {
         for (int r0 = 0; r0 < pc.rows; r0 += lrows) {
             const int n = pc.rows - r0 < lrows ? pc.rows - r0 : lrows;
-            if ((rc = enqueue_head(c, r0, n, plan_pdl(c, pc)))) goto fail;
+            if ((rc = enqueue_head(c, r0, n, pdl))) goto fail;
             if (logits)
                 CK("cudaMemcpyAsync (logits)",
                    cudaMemcpyAsync(logits + (size_t)r0 * V, c->logits,

@@ -441,20 +441,21 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
         const int j = c0 + lane, nvalid = min(32, k1 - c0);
         const bool valid = lane < nvalid;
         const int slot = valid ? table[j / bs] * bs + j % bs : 0;
+        // this lane's 16 bytes of the value row of pass u's key (the slot from the key's lane)
+        auto load_v = [&](int u) {
+            const int key = u * RPP + rowi;
+            const int ks = __shfl_sync(0xffffffffu, slot, key);
+            return key < nvalid ? reinterpret_cast<const uint4 *>(vc + (size_t)ks * HK + goff)[sub]
+                                : zero;
+        };
         uint4 kr[NV], vr[NPASS];
         const uint4 *krow = reinterpret_cast<const uint4 *>(kc + (size_t)slot * HK + goff);
 #pragma unroll
         for (int c = 0; c < NV; c++)
             kr[c] = valid ? krow[c] : zero;
 #pragma unroll
-        for (int i = 0; i < NPASS; i++) {
-            const int key = i * RPP + rowi;
-            const int ks = __shfl_sync(0xffffffffu, slot, key);
-            if (i < VB)
-                vr[i] = key < nvalid
-                            ? reinterpret_cast<const uint4 *>(vc + (size_t)ks * HK + goff)[sub]
-                            : zero;
-        }
+        for (int i = 0; i < NPASS && i < VB; i++)
+            vr[i] = load_v(i);
         float sc[G];
 #pragma unroll
         for (int r = 0; r < G; r++)
@@ -489,13 +490,8 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
             if (i >= VB && i % VB == 0) {
                 // the next passes' loads, together
 #pragma unroll
-                for (int u = i; u < i + VB && u < NPASS; u++) {
-                    const int ku = u * RPP + rowi;
-                    const int ks = __shfl_sync(0xffffffffu, slot, ku);
-                    vr[u] = ku < nvalid
-                                ? reinterpret_cast<const uint4 *>(vc + (size_t)ks * HK + goff)[sub]
-                                : zero;
-                }
+                for (int u = i; u < i + VB && u < NPASS; u++)
+                    vr[u] = load_v(u);
             }
             float vf[8];
             unpack8(vr[i], vf);
@@ -517,7 +513,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
             for (int o = LPR; o < 32; o <<= 1)
                 acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], o);
 
-                // merge the warps: a warp that saw no key has m = -inf, l = 0 and is skipped
+    // merge the warps: a warp that saw no key has m = -inf, l = 0 and is skipped
 #pragma unroll
     for (int r = 0; r < G; r++) {
         if (lane == 0) {

@@ -250,6 +250,7 @@ Test(ops, paged_attention_decode_and_prefill)
      * fresh, over a cached prefix, across the 64-row tiles and 32-key tiles */
     static const int batch[][2] = {{1, 37},  {45, 20}, {70, 0},  {1, 0},
                                    {1, 300}, {2, 15},  {130, 33}};
+    static const int longdec[][2] = {{1, 3000}, {1, 4100}};
     static const int heads[][3] = {/* hd, n_head, n_kv: groups 1, 3, 8, 4 and 16 (above the
                                     * decode kernel's 8: one-token sequences then go through
                                     * the prefill kernel, 4 tokens a tile) */
@@ -263,7 +264,6 @@ Test(ops, paged_attention_decode_and_prefill)
         e = attention_case(heads[h][0], heads[h][1], heads[h][2], batch + 4, 1);
         worst = e > worst ? e : worst;
         /* long contexts: a range of the context holds several chunks of 32 keys a warp */
-        static const int longdec[][2] = {{1, 3000}, {1, 4100}};
         e = attention_case(heads[h][0], heads[h][1], heads[h][2], longdec, 2);
         worst = e > worst ? e : worst;
     }
