@@ -38,6 +38,11 @@ struct wmat {
     uint8_t *qs;
     float *qd, *qm;
     int n, k;
+    /* engine.cpu_matmul = int8: the stored form regrouped for 8-bit products (vnni_pack());
+     * NULL otherwise */
+    uint8_t *vq;
+    float *vd, *vm;
+    int32_t *vc;
 };
 
 struct layer {
@@ -66,6 +71,7 @@ struct eng_model {
     float *scores;
     size_t scratch_floats;
     int cap_ctx, threads;
+    int int8; /* the Q4_1 and Q8_0 matrices have their 8-bit form (pack_int8()) */
     /* a device backend (NULL: this file's CPU code); be_shape: the pool shape its KV
      * storage was made for (be_pool: for which pool) */
     const struct eng_backend_i *be;
@@ -119,7 +125,7 @@ static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, st
     size_t row_bytes = (size_t)(ne0 / be * bb);
     for (int64_t r = 0; r < ne1; r++)
         eng_dequant_row(t->type, (const uint8_t *)t->data + r * row_bytes, w + r * ne0, ne0);
-    *wm = (struct wmat){w, t->type, NULL, NULL, NULL, (int)ne1, (int)ne0};
+    *wm = (struct wmat){.f = w, .type = t->type, .n = (int)ne1, .k = (int)ne0};
     if (t->type != GGML_Q4_1 && t->type != GGML_Q8_0)
         return 0;
     size_t nblk = (size_t)(ne0 / 32) * (size_t)ne1, per = t->type == GGML_Q4_1 ? 16 : 32;
@@ -240,6 +246,10 @@ static void wmat_free(struct wmat *w)
     free(w->qs);
     free(w->qd);
     free(w->qm);
+    free(w->vq);
+    free(w->vd);
+    free(w->vm);
+    free(w->vc);
 }
 
 /*
@@ -254,8 +264,8 @@ static int wmat_stack(struct wmat *parts, int n, struct wmat *out)
         same &= parts[i].type == parts[0].type && parts[i].qs != NULL;
     }
     int rc = ENG_ENOMEM;
-    struct wmat w = {malloc(sizeof(float) * (size_t)rows * k), parts[0].type, NULL, NULL, NULL,
-                     rows, k};
+    struct wmat w = {.f = malloc(sizeof(float) * (size_t)rows * k), .type = parts[0].type,
+                     .n = rows, .k = k};
     size_t nb = (size_t)rows * (k / 32), per = parts[0].type == GGML_Q4_1 ? 16 : 32;
     if (same) {
         w.qs = malloc(nb * per);
@@ -337,6 +347,36 @@ void eng_model_destroy(eng_model *m)
     free(m);
 }
 
+#if defined(__x86_64__)
+static int have_vnni(void);
+static int vnni_pack(struct wmat *w);
+#endif
+
+/* engine.cpu_matmul = int8: every Q4_1 and Q8_0 matrix regrouped for 8-bit products */
+static int pack_int8(eng_model *m)
+{
+#if defined(__x86_64__)
+    if (have_vnni()) {
+        int rc = vnni_pack(&m->tok_embd);
+        for (int l = 0; l < m->hp.n_layer && !rc; l++) {
+            struct layer *L = &m->layers[l];
+            if (!(rc = vnni_pack(&L->wqkv)) && !(rc = vnni_pack(&L->wo)) &&
+                !(rc = vnni_pack(&L->w_gate_up)))
+                rc = vnni_pack(&L->w_down);
+        }
+        if (m->hp.tied_output)
+            m->output = m->tok_embd;
+        else if (!rc)
+            rc = vnni_pack(&m->output);
+        m->int8 = !rc;
+        return rc;
+    }
+#endif
+    eng_log(ENG_LOG_WARN, "engine.cpu_matmul = int8 needs AVX512-VNNI, which this processor "
+                          "lacks: the matrix products stay F32");
+    return 0;
+}
+
 static struct eng_weight eweight(const struct wmat *w)
 {
     return (struct eng_weight){w->f, w->n, w->k};
@@ -368,6 +408,11 @@ static int to_device(eng_model *m, const struct eng_options *opt, char *msg, siz
     }
     free_weights(m);
     return 0;
+}
+
+int eng_model_int8(const eng_model *m)
+{
+    return !m->be && m->int8;
 }
 
 const char *eng_model_device(const eng_model *m)
@@ -504,6 +549,10 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         if (rf)
             inv /= ((const float *)rf->data)[i];
         m->rope_inv[i] = (float)inv;
+    }
+    if (opt && opt->int8 && !opt->backend && (rc = pack_int8(m))) {
+        snprintf(msg, sizeof msg, "out of memory for the 8-bit weights");
+        goto fail;
     }
     if (opt && opt->threads > 0) {
         omp_set_num_threads(opt->threads);
@@ -1060,6 +1109,240 @@ static void gemm_small_q(const struct wmat *w, const float *x, int t, float *y, 
         free(panel);
     }
 }
+
+/*
+ * 8-bit products (engine.cpu_matmul = int8), llama.cpp's arithmetic on the CPU: each block
+ * of 32 activations of a token is rounded to int8 with one scale (x ~ d_x q_x, d_x =
+ * max|x| / 127), and a block of a weight row against it is one integer dot product,
+ * exact, times both blocks' scales. VPDPBUSD sums 4 byte products into each 32-bit lane;
+ * the weights are regrouped at load (vnni_pack()) so that one 64-byte load holds 4
+ * consecutive weights of 16 rows: a lane is a row, and 16 rows' block sums come out in one
+ * register, without horizontal sums. Every (token, row) pair is summed in the same order
+ * whatever the number of tokens, so a sequence's logits do not depend on its batch.
+ *
+ *   Q4_1 (w = d_w q_w + m_w, q_w in 0..15): for each 16 rows and 8 consecutive weights of
+ *        a block, 64 bytes; byte 4r + j holds weight j (low nibble) and weight 4 + j (high
+ *        nibble) of row r. A block gives d_w d_x (q_w . q_x) + m_w sum(x), sum(x) in F32.
+ *   Q8_0 (w = d_w q_w, q_w signed): for each 16 rows and 4 consecutive weights, 64 bytes;
+ *        byte 4r + j is weight j of row r. VPDPBUSD multiplies unsigned by signed bytes,
+ *        so the activations go in as q_x + 128 and 128 sum(q_w) (vc) is taken off.
+ *
+ * vd, vm, vc: the rows' scales, minima and those sums, [groups of 16 rows][blocks][16].
+ */
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma")))
+#define VNNI_TT 4 /* tokens a tile */
+
+static int have_vnni(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = have_avx512() && __builtin_cpu_supports("avx512vnni");
+    return cached;
+}
+
+static void vnni_free(struct wmat *w)
+{
+    free(w->vq);
+    free(w->vd);
+    free(w->vm);
+    free(w->vc);
+    w->vq = NULL;
+    w->vd = w->vm = NULL;
+    w->vc = NULL;
+}
+
+/* w's stored form (qs, qd, qm) regrouped as above; a matrix of another type is left as
+ * it is (its products stay F32). Rows past n (up to a multiple of 16) are zero. */
+static int vnni_pack(struct wmat *w)
+{
+    if (!w->qs || w->k % 32)
+        return 0;
+    const int nb = w->k / 32, q4 = w->type == GGML_Q4_1;
+    const size_t gb = (size_t)((w->n + 15) / 16) * nb; /* (group, block) pairs */
+    w->vq = calloc(gb, q4 ? 256 : 512);
+    w->vd = calloc(gb * 16, sizeof(float));
+    if (q4)
+        w->vm = calloc(gb * 16, sizeof(float));
+    else
+        w->vc = calloc(gb * 16, sizeof(int32_t));
+    if (!w->vq || !w->vd || (q4 ? !w->vm : !w->vc)) {
+        vnni_free(w);
+        return ENG_ENOMEM;
+    }
+    for (int r = 0; r < w->n; r++)
+        for (int b = 0; b < nb; b++) {
+            const size_t src = (size_t)r * nb + b, at = ((size_t)(r / 16) * nb + b) * 16;
+            const int lane = r % 16;
+            uint8_t *dst = w->vq + at * (q4 ? 16 : 32) + 4 * lane;
+            w->vd[at + lane] = w->qd[src];
+            if (q4) {
+                const uint8_t *s = w->qs + src * 16;
+                w->vm[at + lane] = w->qm[src];
+                for (int e = 0; e < 32; e++) {
+                    const int v = e < 16 ? s[e] & 15 : s[e - 16] >> 4;
+                    dst[(e / 8) * 64 + e % 4] |= (uint8_t)(e % 8 < 4 ? v : v << 4);
+                }
+            } else {
+                const int8_t *s = (const int8_t *)w->qs + src * 32;
+                int32_t sum = 0;
+                for (int e = 0; e < 32; e++) {
+                    dst[(e / 4) * 64 + e % 4] = (uint8_t)s[e];
+                    sum += s[e];
+                }
+                w->vc[at + lane] = 128 * sum;
+            }
+        }
+    return 0;
+}
+
+/*
+ * x [t][k] as int8 blocks: q [t][k] (plus 128, as unsigned bytes, when `offset`: for Q8_0
+ * weights), scales d [t][k/32] and the blocks' F32 sums s [t][k/32]. Rounds to nearest
+ * even, as llama.cpp does.
+ */
+VNNI static void quantize_x(const float *x, int t, int k, int offset, int8_t *q, float *d,
+                            float *s)
+{
+    const int nb = k / 32;
+    const __m128i flip = _mm_set1_epi8(offset ? (char)0x80 : 0);
+    for (int i = 0; i < t; i++)
+        for (int b = 0; b < nb; b++) {
+            const float *p = x + (size_t)i * k + 32 * b;
+            const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+            const float amax =
+                _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+            const float sc = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+            const __m512 iv = _mm512_set1_ps(inv);
+            const __m512i il = _mm512_cvtps_epi32(_mm512_mul_ps(lo, iv));
+            const __m512i ih = _mm512_cvtps_epi32(_mm512_mul_ps(hi, iv));
+            int8_t *o = q + (size_t)i * k + 32 * b;
+            _mm_storeu_si128((__m128i *)o, _mm_xor_si128(_mm512_cvtsepi32_epi8(il), flip));
+            _mm_storeu_si128((__m128i *)(o + 16), _mm_xor_si128(_mm512_cvtsepi32_epi8(ih), flip));
+            d[(size_t)i * nb + b] = (float)(_Float16)sc;
+            s[(size_t)i * nb + b] =
+                (float)(_Float16)(sc * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(il, ih)));
+        }
+}
+
+static inline __attribute__((always_inline)) int32_t load_i32(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* rows 16 g .. 16 g + 15 of w times tt tokens of quantized x (a constant where inlined):
+ * y[i][row] (+)= the products */
+VNNI static inline __attribute__((always_inline)) void
+vnni_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const float *xs,
+          int tt, float *y, int accumulate)
+{
+    const int nb = w->k / 32, k = w->k, n = w->n, q4 = w->type == GGML_Q4_1;
+    const __m512i low4 = _mm512_set1_epi8(15);
+    __m512 acc[VNNI_TT];
+#pragma GCC unroll 4
+    for (int i = 0; i < tt; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const size_t at = ((size_t)g * nb + b) * 16;
+        const int8_t *xb = xq + 32 * b;
+        __m512i s[VNNI_TT];
+#pragma GCC unroll 4
+        for (int i = 0; i < tt; i++)
+            s[i] = _mm512_setzero_si512();
+        if (q4) {
+            const uint8_t *wq = w->vq + at * 16;
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512i v = _mm512_loadu_si512(wq + 64 * c);
+                const __m512i lo = _mm512_and_si512(v, low4);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+#pragma GCC unroll 4
+                for (int i = 0; i < tt; i++) {
+                    const int8_t *xi = xb + (size_t)i * k + 8 * c;
+                    s[i] = _mm512_dpbusd_epi32(s[i], lo, _mm512_set1_epi32(load_i32(xi)));
+                    s[i] = _mm512_dpbusd_epi32(s[i], hi, _mm512_set1_epi32(load_i32(xi + 4)));
+                }
+            }
+        } else {
+            const uint8_t *wq = w->vq + at * 32;
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m512i v = _mm512_loadu_si512(wq + 64 * c);
+#pragma GCC unroll 4
+                for (int i = 0; i < tt; i++)
+                    s[i] = _mm512_dpbusd_epi32(
+                        s[i], _mm512_set1_epi32(load_i32(xb + (size_t)i * k + 4 * c)), v);
+            }
+            const __m512i corr = _mm512_loadu_si512(w->vc + at);
+#pragma GCC unroll 4
+            for (int i = 0; i < tt; i++)
+                s[i] = _mm512_sub_epi32(s[i], corr);
+        }
+        const __m512 d = _mm512_loadu_ps(w->vd + at);
+#pragma GCC unroll 4
+        for (int i = 0; i < tt; i++)
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]),
+                                     _mm512_mul_ps(d, _mm512_set1_ps(xd[(size_t)i * nb + b])),
+                                     acc[i]);
+        if (q4) {
+            const __m512 m = _mm512_loadu_ps(w->vm + at);
+#pragma GCC unroll 4
+            for (int i = 0; i < tt; i++)
+                acc[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(xs[(size_t)i * nb + b]), acc[i]);
+        }
+    }
+    const int rows = n - 16 * g < 16 ? n - 16 * g : 16;
+    const __mmask16 mask = (__mmask16)((1u << rows) - 1);
+#pragma GCC unroll 4
+    for (int i = 0; i < tt; i++) {
+        float *o = y + (size_t)i * n + 16 * g;
+        __m512 v = acc[i];
+        if (accumulate)
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, o), v);
+        _mm512_mask_storeu_ps(o, mask, v);
+    }
+}
+
+/* y [t][n] (+)= x [t][k] W^T through the 8-bit products; W has vq. 1 on success, 0 when
+ * out of memory (the caller then takes the F32 path). */
+VNNI static int linear_int8(const struct wmat *w, const float *x, int t, float *y,
+                            int accumulate)
+{
+    const int k = w->k, nb = k / 32, groups = (w->n + 15) / 16;
+    int8_t *xq = malloc((size_t)t * k);
+    float *xd = malloc(sizeof(float) * 2 * (size_t)t * nb), *xs = xd + (size_t)t * nb;
+    if (!xq || !xd) {
+        free(xq);
+        free(xd);
+        return 0;
+    }
+    quantize_x(x, t, k, w->type == GGML_Q8_0, xq, xd, xs);
+#pragma omp parallel for schedule(static)
+    for (int g = 0; g < groups; g++) {
+        int i = 0;
+        for (; i + VNNI_TT <= t; i += VNNI_TT)
+            vnni_tile(w, g, xq + (size_t)i * k, xd + (size_t)i * nb, xs + (size_t)i * nb,
+                      VNNI_TT, y + (size_t)i * w->n, accumulate);
+        const int8_t *q = xq + (size_t)i * k;
+        const float *d = xd + (size_t)i * nb, *s = xs + (size_t)i * nb;
+        float *o = y + (size_t)i * w->n;
+        switch (t - i) {
+        case 3:
+            vnni_tile(w, g, q, d, s, 3, o, accumulate);
+            break;
+        case 2:
+            vnni_tile(w, g, q, d, s, 2, o, accumulate);
+            break;
+        case 1:
+            vnni_tile(w, g, q, d, s, 1, o, accumulate);
+            break;
+        }
+    }
+    free(xq);
+    free(xd);
+    return 1;
+}
 #endif
 
 static inline __attribute__((always_inline)) v16f splat16(float f)
@@ -1393,6 +1676,8 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
 {
     const int n = w->n, k = w->k;
 #if defined(__x86_64__)
+    if (w->vq && linear_int8(w, x, t, y, accumulate))
+        return;
     if ((t > QMV_MAX_T || !w->qs) && t <= GEMM_SMALL_MAX_T && have_avx512()) {
         if (w->qs)
             gemm_small_q(w, x, t, y, accumulate);

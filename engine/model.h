@@ -45,6 +45,9 @@ typedef int (*eng_backend_create_fn)(const struct eng_weights *w,
 
 struct eng_options {
     int threads; /* 0: one per core */
+    /* 1: the CPU's matrix products round activations to 8 bits, as llama.cpp does
+     * (engine.cpu_matmul = int8; Q4_1 and Q8_0 weights, AVX512-VNNI); 0: F32 products */
+    int int8;
     /* optional: run the forward pass on this backend instead of the CPU; the weights
      * then live on its device and the host copies are freed after the upload */
     eng_backend_create_fn backend;
@@ -77,6 +80,9 @@ struct eng_seq {
 int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_seqs,
                 float *logits);
 
+/* 1 when the CPU's matrix products round activations to 8 bits (eng_options.int8 on a
+ * processor with AVX512-VNNI), 0 when they are F32 */
+int eng_model_int8(const eng_model *m);
 /* "cpu", or the device backend's description ("cuda:0 NVIDIA H100 ..."). */
 const char *eng_model_device(const eng_model *m);
 /* 1 when the KV storage must be on the backend's device (kvc_shape.device_storage). */

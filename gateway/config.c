@@ -26,6 +26,7 @@ static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
 static const char *const chat_names[] = {"auto", "chatml", "llama3", "llama2", NULL};
 static const char *const kv_dtype_names[] = {"auto", "f32", "f16", NULL};
+static const char *const matmul_names[] = {"f32", "int8", NULL};
 
 static int check_listen(const char *v, char *err, size_t errlen)
 {
@@ -84,6 +85,7 @@ static const struct opt opts[] = {
      1000, NULL, NULL},
     {"engine", "kv_cache_dtype", T_ENUM, OFF(engine_kv_cache_dtype), "auto", 0, 0, kv_dtype_names,
      NULL},
+    {"engine", "cpu_matmul", T_ENUM, OFF(engine_cpu_matmul), "f32", 0, 0, matmul_names, NULL},
     {"engine", "cpu_kv_cache_bytes", T_SIZE, OFF(engine_cpu_kv_cache_bytes), "256M", 1 * MIB,
      1024LL * 1024 * MIB, NULL, NULL},
     {"engine", "max_waiting", T_INT, OFF(engine_max_waiting), "256", 1, 1 << 20, NULL, NULL},

@@ -358,6 +358,7 @@ static int cmd_generate(int argc, char **argv)
     struct progress pr = {.shown = 0};
     clock_gettime(CLOCK_MONOTONIC, &pr.t0);
     struct eng_options eo = {.threads = threads ? threads : (int)cfg.engine_threads,
+                             .int8 = cfg.engine_cpu_matmul == GW_MATMUL_INT8,
                              .backend = dev.cuda ? dev.cuda->eng_create : NULL,
                              .progress = on_progress, .progress_ud = &pr};
     eng_model *m = NULL;

@@ -1172,6 +1172,7 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     const struct gw_config *cfg = srv->cfg;
     char msg[1024];
     struct eng_options eo = {.threads = (int)cfg->engine_threads,
+                             .int8 = cfg->engine_cpu_matmul == GW_MATMUL_INT8,
                              .backend = srv->dev->cuda ? srv->dev->cuda->eng_create : NULL};
     struct gw_llm *l = &srv->llm;
     if (eng_model_load(cfg->engine_model, &eo, &l->m, msg, sizeof msg) ||
@@ -1251,7 +1252,8 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     char nb[16];
     snprintf(nb, sizeof nb, "%d", n_blocks);
     gw_log_kv(GW_LOG_INFO, "engine ready", "model", cfg->engine_model, "chat_format",
-              eng_chat_format_name(l->fmt), "kv_blocks", nb, NULL);
+              eng_chat_format_name(l->fmt), "kv_blocks", nb, "cpu_matmul",
+              eng_model_int8(l->m) ? "int8" : "f32", NULL);
     return 0;
 }
 

@@ -2,8 +2,9 @@
  * pass, then D single-token decode steps (greedy), one sequence; or, with BATCH > 1, D
  * decode steps of BATCH sequences in one forward pass each, the sequences sharing the
  * prompt's cached positions (as the requests of a shared-prefix workload do).
- * usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS [f32|f16 [BATCH]]
- * (the KV pool's storage, f32 unless named)
+ * usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS [f32|f16 [BATCH [f32|int8]]]
+ * (the KV pool's storage, f32 unless named; then the matrix products, engine.cpu_matmul,
+ * f32 unless named)
  * prints: {"prefill_tokens":P,"prefill_tok_s":X,"decode_tokens":D,"decode_tok_s":Y}, and
  * "batch":B when BATCH > 1 (decode_tok_s then counts every sequence's tokens) */
 #include "engine.h"
@@ -88,19 +89,20 @@ out:
 
 int main(int argc, char **argv)
 {
-    if (argc != 5 && !((argc == 6 || argc == 7) &&
-                       (!strcmp(argv[5], "f32") || !strcmp(argv[5], "f16")))) {
+    if (argc != 5 && !((argc >= 6 && argc <= 8) &&
+                       (!strcmp(argv[5], "f32") || !strcmp(argv[5], "f16")) &&
+                       (argc < 8 || !strcmp(argv[7], "f32") || !strcmp(argv[7], "int8")))) {
         fprintf(stderr, "usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS "
-                        "[f32|f16 [BATCH]]\n");
+                        "[f32|f16 [BATCH [f32|int8]]]\n");
         return 2;
     }
     const enum kvc_dtype dtype = argc >= 6 && !strcmp(argv[5], "f16") ? KVC_F16 : KVC_F32;
-    int P = atoi(argv[2]), Dn = atoi(argv[3]), B = argc == 7 ? atoi(argv[6]) : 1;
+    int P = atoi(argv[2]), Dn = atoi(argv[3]), B = argc >= 7 ? atoi(argv[6]) : 1;
     if (P < 1 || Dn < 0 || B < 1) {
         fprintf(stderr, "bench_engine: PROMPT_TOKENS >= 1, DECODE_TOKENS >= 0, BATCH >= 1\n");
         return 2;
     }
-    struct eng_options opt = {.threads = atoi(argv[4])};
+    struct eng_options opt = {.threads = atoi(argv[4]), .int8 = argc == 8 && !strcmp(argv[7], "int8")};
     char err[512];
     eng_model *m;
     if (eng_model_load(argv[1], &opt, &m, err, sizeof err)) {

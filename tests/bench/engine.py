@@ -1,4 +1,5 @@
 """Engine benchmark: prefill and single-stream decode tokens/s of cachegate's CPU engine
+(with its F32 products, and with engine.cpu_matmul = int8, llama.cpp's 8-bit activations)
 and of llama.cpp (llama-cpp-python) on the same GGUF file, same thread count, same
 prompt, in one run, as ratios.
 
@@ -41,11 +42,11 @@ def llama_cpp_rates(model, threads):
     return best_p, best_d
 
 
-def cachegate_rates(build, model, threads):
+def cachegate_rates(build, model, threads, matmul):
     best_p = best_d = 0
     for _ in range(RUNS):
         out = subprocess.run([f"{build}/bench/bench_engine", model, str(PROMPT_TOKENS),
-                              str(DECODE_TOKENS), str(threads)], check=True,
+                              str(DECODE_TOKENS), str(threads), "f32", "1", matmul], check=True,
                              capture_output=True, text=True).stdout
         r = json.loads(out)
         best_p = max(best_p, r["prefill_tok_s"])
@@ -56,13 +57,15 @@ def cachegate_rates(build, model, threads):
 def main():
     build, model = sys.argv[1], sys.argv[2]
     threads = int(sys.argv[3]) if len(sys.argv) > 3 else os.cpu_count()
-    cp, cd = cachegate_rates(build, model, threads)
+    rates = {mm: cachegate_rates(build, model, threads, mm) for mm in ("f32", "int8")}
     lp, ld = llama_cpp_rates(model, threads)
     print(f"engine: {os.path.basename(model)}, {threads} threads, prompt {PROMPT_TOKENS} "
-          f"tokens, decode {DECODE_TOKENS} tokens, best of {RUNS}")
-    print(f"{'':<20} {'cachegate tok/s':>16} {'llama.cpp tok/s':>16} {'ratio':>7}")
-    print(f"{'prefill':<20} {cp:>16.1f} {lp:>16.1f} {cp / lp:>6.2f}x")
-    print(f"{'decode (1 stream)':<20} {cd:>16.1f} {ld:>16.1f} {cd / ld:>6.2f}x")
+          f"tokens, decode {DECODE_TOKENS} tokens, best of {RUNS}; cachegate with F32 keys "
+          f"and values, its products F32 or int8 (engine.cpu_matmul)")
+    print(f"{'':<26} {'cachegate tok/s':>16} {'llama.cpp tok/s':>16} {'ratio':>7}")
+    for mm, (cp, cd) in rates.items():
+        print(f"{'prefill, ' + mm:<26} {cp:>16.1f} {lp:>16.1f} {cp / lp:>6.2f}x")
+        print(f"{'decode (1 stream), ' + mm:<26} {cd:>16.1f} {ld:>16.1f} {cd / ld:>6.2f}x")
 
 
 if __name__ == "__main__":

@@ -179,14 +179,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_cachegate(build, model, tmp, tag, cache, threads, device="cpu", kv_dtype="auto"):
+def start_cachegate(build, model, tmp, tag, cache, threads, device="cpu", kv_dtype="auto",
+                    matmul="f32"):
     conf = os.path.join(tmp, f"cachegate-{tag}.conf")
     with open(conf, "w") as f:
         f.write("[cache]\nenabled = false\n"
                 f"[engine]\nmodel = {model}\nmodel_name = {MODEL_NAME}\nthreads = {threads}\n"
                 f"enable_prefix_caching = {'true' if cache else 'false'}\n"
                 "max_num_seqs = 16\nmax_model_len = 4096\ncpu_kv_cache_bytes = 1G\n"
-                f"kv_cache_dtype = {kv_dtype}\n")
+                f"kv_cache_dtype = {kv_dtype}\ncpu_matmul = {matmul}\n")
     log_path = os.path.join(tmp, f"cachegate-{tag}.log")
     log = open(log_path, "w+")
     data = os.path.join(tmp, f"data-{tag}")
@@ -294,6 +295,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800, help="client timeout per request, s")
     ap.add_argument("--kv-cache-dtype", choices=("auto", "f32", "f16"), default="auto",
                     help="cachegate's engine.kv_cache_dtype")
+    ap.add_argument("--cpu-matmul", choices=("f32", "int8"), default="f32",
+                    help="cachegate's engine.cpu_matmul")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--workload", help="read the requests from this file, or write them to it "
                     "when it does not exist")
@@ -344,7 +347,8 @@ def main():
             else:
                 proc, url, verify, log = start_cachegate(build, model, tmp, key,
                                                          key.startswith("on"), a.threads,
-                                                         a.device, a.kv_cache_dtype)
+                                                         a.device, a.kv_cache_dtype,
+                                                         a.cpu_matmul)
             try:
                 asyncio.run(warm(url, verify))
                 r = asyncio.run(run(url, verify, reqs, conc, a.output_tokens, a.timeout))

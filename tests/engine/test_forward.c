@@ -3,7 +3,9 @@
  * teacher-forced top-1 agreement and logit differences at the reference's top-10 ids;
  * then the paged KV cache: chunked and batched passes equal one full pass, and sequences
  * sharing a prefix's blocks decode in one batch as they do alone. The suite forward_f16
- * repeats the first two with keys and values stored in F16. */
+ * repeats the first two with keys and values stored in F16; forward_int8 repeats them all
+ * with engine.cpu_matmul = int8 (activations rounded to 8-bit blocks, llama.cpp's
+ * arithmetic), where its products exist (AVX512-VNNI). */
 #include "engine.h"
 #include "kvcache.h"
 #include "model.h"
@@ -27,10 +29,11 @@ static json_t *fixture;
 static kvc_pool *kv;
 static int V;
 
-static void setup_with(enum kvc_dtype dtype)
+static void setup_with(enum kvc_dtype dtype, int int8)
 {
     char err[512];
-    cr_assert_eq(eng_model_load(MODEL, NULL, &model, err, sizeof err), 0, "%s", err);
+    struct eng_options o = {.int8 = int8};
+    cr_assert_eq(eng_model_load(MODEL, &o, &model, err, sizeof err), 0, "%s", err);
     json_error_t je;
     fixture = json_load_file(FIXTURE, 0, &je);
     cr_assert_not_null(fixture, "%s: %s", FIXTURE, je.text);
@@ -42,12 +45,23 @@ static void setup_with(enum kvc_dtype dtype)
 
 static void setup(void)
 {
-    setup_with(KVC_F32);
+    setup_with(KVC_F32, 0);
 }
 
 static void setup_f16(void)
 {
-    setup_with(KVC_F16);
+    setup_with(KVC_F16, 0);
+}
+
+static void setup_int8(void)
+{
+    setup_with(KVC_F32, 1);
+}
+
+static void need_int8(void)
+{
+    if (!eng_model_int8(model))
+        cr_skip_test("no AVX512-VNNI on this processor: engine.cpu_matmul = int8 runs F32");
 }
 
 static void teardown(void)
@@ -60,6 +74,7 @@ static void teardown(void)
 TestSuite(forward, .init = setup, .fini = teardown, .timeout = 300);
 /* the same with keys and values stored in F16 (engine.kv_cache_dtype = f16) */
 TestSuite(forward_f16, .init = setup_f16, .fini = teardown, .timeout = 300);
+TestSuite(forward_int8, .init = setup_int8, .fini = teardown, .timeout = 300);
 
 static int32_t *ids_of(json_t *prompt, int *n)
 {
@@ -212,7 +227,7 @@ static void prefill(const int32_t *ids, int n, int pos0, const int32_t *t, float
  * prompt matched in the radix tree) give the logits they give alone; alongside them in the
  * batch, a sequence with its own blocks, and the sharers at different positions.
  */
-Test(forward, sequences_sharing_a_prefix_decode_as_they_do_alone)
+static void shared_prefix_decode(double tol)
 {
     enum { SHARED = 288, SEQS = 4 };
     int32_t ids[SHARED + 64];
@@ -254,8 +269,8 @@ Test(forward, sequences_sharing_a_prefix_decode_as_they_do_alone)
             cr_assert_eq(argmax(alone + (size_t)s * V, V), argmax(batch + (size_t)s * V, V));
         }
         fprintf(stderr, "engine: decode over a shared prefix, batch vs alone: largest logit "
-                        "difference %.3g (tolerance 1e-3)\n", worst);
-        cr_assert(worst < 1e-3, "step %d: largest difference %g", step, worst);
+                        "difference %.3g (tolerance %.3g)\n", worst, tol);
+        cr_assert(worst <= tol, "step %d: largest difference %g", step, worst);
     }
     for (int s = 0; s < SEQS; s++)
         for (int b = 0; b < (s < 3 ? 19 : 20); b++)
@@ -263,4 +278,37 @@ Test(forward, sequences_sharing_a_prefix_decode_as_they_do_alone)
     cr_assert_eq(kvc_free_blocks(kv), 64, "every block returned");
     free(alone);
     free(batch);
+}
+
+Test(forward, sequences_sharing_a_prefix_decode_as_they_do_alone)
+{
+    shared_prefix_decode(1e-3);
+}
+
+/*
+ * engine.cpu_matmul = int8 rounds every product's activations to 8 bits, as llama.cpp does,
+ * and that rounding turns a last-bit difference anywhere upstream into a whole rounding
+ * step. Tolerances from llama.cpp's own figures (tests/ref/llamacpp_agreement_limits.py):
+ * on its fixture prompts it differs from transformers' F32 by up to 0.72 and from itself
+ * (one batch against one token at a time) by up to 1.21. Measured here: 1.38 and 90/92
+ * top-1 against transformers, 0.93 chunked against one pass. The products themselves
+ * do not depend on the batch (each token's sums run in the same order), so decode in a
+ * batch gives exactly what it gives alone.
+ */
+Test(forward_int8, matches_reference_teacher_forced)
+{
+    need_int8();
+    teacher_forced("int8 products", 2.0, 0.95);
+}
+
+Test(forward_int8, chunked_and_batched_equal_one_pass)
+{
+    need_int8();
+    chunked_and_batched(1.5);
+}
+
+Test(forward_int8, sequences_sharing_a_prefix_decode_as_they_do_alone)
+{
+    need_int8();
+    shared_prefix_decode(0);
 }

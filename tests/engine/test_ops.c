@@ -312,7 +312,7 @@ static void check_kernel(enum ggml_type type)
             for (int j = type == GGML_Q4_1 ? 4 : 2; j < bb; j++)
                 blk[j] = (uint8_t)((seed = seed * 1103515245 + 12345) >> 16);
         }
-    struct wmat w = {malloc(sizeof(float) * n * k), type, NULL, NULL, NULL, n, k};
+    struct wmat w = {.f = malloc(sizeof(float) * n * k), .type = type, .n = n, .k = k};
     for (int r = 0; r < n; r++)
         eng_dequant_row(type, raw + (size_t)r * (k / 32) * bb, w.f + (size_t)r * k, k);
     size_t nblk = (size_t)n * (k / 32), per = type == GGML_Q4_1 ? 16 : 32;
@@ -415,4 +415,128 @@ Test(ops, linear_f32_small_batches_and_partial_tiles)
                 free(y);
             }
     fprintf(stderr, "ops: linear F32 vs double: largest relative difference %.3g\n", worst);
+}
+
+/* a Q4_1 or Q8_0 matrix [n][k] of random blocks (scales from 1/64 to 1/4, minima -1 to 0)
+ * with its stored form and F32 copy, as weight_q() makes them */
+static struct wmat random_qmat(enum ggml_type type, int n, int k, unsigned *seed)
+{
+    const int nb = k / 32, bb = type == GGML_Q4_1 ? 20 : 34, per = type == GGML_Q4_1 ? 16 : 32;
+    uint8_t *raw = malloc((size_t)n * nb * bb);
+    for (int b = 0; b < n * nb; b++) {
+        uint8_t *blk = raw + (size_t)b * bb;
+        uint16_t d = f16_bits((float)(1 + rand_r(seed) % 16) / 64.0f);
+        uint16_t mn = f16_bits(-(float)(rand_r(seed) % 5) / 4.0f);
+        memcpy(blk, &d, 2);
+        if (type == GGML_Q4_1)
+            memcpy(blk + 2, &mn, 2);
+        for (int j = type == GGML_Q4_1 ? 4 : 2; j < bb; j++)
+            blk[j] = (uint8_t)rand_r(seed);
+    }
+    struct wmat w = {.f = malloc(sizeof(float) * (size_t)n * k), .type = type, .n = n, .k = k};
+    w.qs = malloc((size_t)n * nb * per);
+    w.qd = malloc(sizeof(float) * (size_t)n * nb);
+    w.qm = malloc(sizeof(float) * (size_t)n * nb);
+    for (int r = 0; r < n; r++)
+        eng_dequant_row(type, raw + (size_t)r * nb * bb, w.f + (size_t)r * k, k);
+    for (int b = 0; b < n * nb; b++) {
+        const uint8_t *src = raw + (size_t)b * bb;
+        w.qd[b] = eng_f16_to_f32((uint16_t)(src[0] | src[1] << 8));
+        w.qm[b] = type == GGML_Q4_1 ? eng_f16_to_f32((uint16_t)(src[2] | src[3] << 8)) : 0;
+        memcpy(w.qs + (size_t)b * per, src + bb - per, per);
+    }
+    free(raw);
+    return w;
+}
+
+/*
+ * engine.cpu_matmul = int8 against its definition (llama.cpp's Q8_1 blocks), computed here
+ * in the plainest way: each block of 32 activations rounded to q = nearest-even(x * 127 /
+ * max|x|), its scale d = max|x| / 127 kept in F16, and for Q4_1 the block's sum s = d *
+ * sum(q) in F16; a block's integer dot product with the weights' quantized values, times
+ * both scales, plus the Q4_1 minimum times s, in double. Tolerance 1e-5 relative to the
+ * sum of the terms' magnitudes (the kernel sums the blocks in F32). Token counts around
+ * the 4-token tiles, rows not a multiple of 16, an all-zero block, accumulation; and every
+ * token's row comes out bit-identical whatever the batch it is in.
+ */
+static void check_int8(enum ggml_type type)
+{
+    if (!have_vnni()) {
+        fprintf(stderr, "ops: no AVX512-VNNI here, the 8-bit products are not built\n");
+        return;
+    }
+    const int n = 37, k = 96, nb = k / 32, T = 13;
+    unsigned seed = 11;
+    struct wmat w = random_qmat(type, n, k, &seed);
+    cr_assert_eq(vnni_pack(&w), 0);
+    float x[13 * 96], y[13 * 37], one[37], yf[13 * 37];
+    for (int i = 0; i < T * k; i++)
+        x[i] = ((float)rand_r(&seed) / RAND_MAX * 2 - 1) * (i % 7 == 0 ? 4.0f : 1.0f);
+    for (int i = 0; i < 32; i++)
+        x[32 + i] = 0; /* an all-zero block: scale 0 */
+    double worst = 0, worst_f32 = 0;
+    static const int ts[] = {1, 2, 3, 4, 5, 7, 13};
+    for (size_t a = 0; a < sizeof ts / sizeof *ts; a++)
+        for (int accumulate = 0; accumulate < 2; accumulate++) {
+            const int t = ts[a];
+            for (int i = 0; i < t * n; i++)
+                y[i] = accumulate ? 0.25f : NAN;
+            linear(&w, x, t, y, accumulate);
+            for (int i = 0; i < t; i++)
+                for (int r = 0; r < n; r++) {
+                    double s = accumulate ? 0.25 : 0, mag = 1e-30, exact = s;
+                    for (int b = 0; b < nb; b++) {
+                        const float *xb = x + (size_t)i * k + 32 * b;
+                        float amax = 0;
+                        for (int j = 0; j < 32; j++)
+                            amax = fmaxf(amax, fabsf(xb[j]));
+                        const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+                        long isum = 0, qsum = 0;
+                        for (int j = 0; j < 32; j++) {
+                            const long qx = lrintf(xb[j] * inv);
+                            qsum += qx;
+                            const size_t at = (size_t)r * nb + b;
+                            long qw = type == GGML_Q4_1
+                                          ? (j < 16 ? w.qs[at * 16 + j] & 15
+                                                    : w.qs[at * 16 + j - 16] >> 4)
+                                          : (int8_t)w.qs[at * 32 + j];
+                            isum += qx * qw;
+                            exact += (double)xb[j] * w.f[(size_t)r * k + 32 * b + j];
+                        }
+                        const float d = (float)(_Float16)(amax / 127.0f);
+                        const float sum = (float)(_Float16)(amax / 127.0f * (float)qsum);
+                        const double blk = (double)w.qd[(size_t)r * nb + b] * d * isum +
+                                           (double)w.qm[(size_t)r * nb + b] * sum;
+                        s += blk;
+                        mag += fabs(blk);
+                    }
+                    const double e = fabs(y[i * n + r] - s) / mag;
+                    worst = fmax(worst, e);
+                    worst_f32 = fmax(worst_f32, fabs(y[i * n + r] - exact) / mag);
+                    cr_assert(e < 1e-5, "%s t %d acc %d: y[%d][%d] = %.9g, want %.9g",
+                              ggml_type_name(type), t, accumulate, i, r, y[i * n + r], s);
+                }
+        }
+    /* each token alone gives exactly its row of the 13-token batch */
+    linear(&w, x, T, yf, 0);
+    for (int i = 0; i < T; i++) {
+        linear(&w, x + (size_t)i * k, 1, one, 0);
+        cr_assert(memcmp(one, yf + (size_t)i * n, sizeof one) == 0,
+                  "%s: token %d alone differs from the batch", ggml_type_name(type), i);
+    }
+    fprintf(stderr,
+            "ops: %s 8-bit products vs their definition: largest relative difference %.3g "
+            "(tolerance 1e-5); vs the F32 product: %.3g\n",
+            ggml_type_name(type), worst, worst_f32);
+    wmat_free(&w);
+}
+
+Test(ops, int8_q4_1)
+{
+    check_int8(GGML_Q4_1);
+}
+
+Test(ops, int8_q8_0)
+{
+    check_int8(GGML_Q8_0);
 }

@@ -33,6 +33,7 @@ Test(config, defaults)
     cr_assert_str_eq(c.data_dir, "./var");
     cr_assert_eq(c.device, GW_DEVICE_AUTO);
     cr_assert_eq(c.engine_kv_cache_dtype, GW_KV_AUTO);
+    cr_assert_eq(c.engine_cpu_matmul, GW_MATMUL_F32);
     cr_assert_eq(c.max_body_bytes, 1024 * 1024);
     cr_assert_eq(c.max_header_bytes, 16 * 1024);
     cr_assert_eq(c.shutdown_grace_ms, 10000);
@@ -55,6 +56,7 @@ Test(config, valid_file)
                "level = debug\n"
                "[engine]\n"
                "kv_cache_dtype = f16\n"
+               "cpu_matmul = int8\n"
                "[cache]\n"
                "[tenants]\n");
     struct gw_config c;
@@ -68,6 +70,7 @@ Test(config, valid_file)
     cr_assert_str_eq(c.cert_file, "/etc/c.pem");
     cr_assert_eq(c.log_level, 0);
     cr_assert_eq(c.engine_kv_cache_dtype, GW_KV_F16);
+    cr_assert_eq(c.engine_cpu_matmul, GW_MATMUL_INT8);
     cr_assert_str_eq(c.data_dir, "./var", "keys not in the file keep their defaults");
     gw_config_deinit(&c);
 }
@@ -116,6 +119,8 @@ Test(config, bad_values)
     expect_error("[log]\nlevel = loud\n", "2: log.level: 'loud' is not one of");
     expect_error("[engine]\nkv_cache_dtype = fp8\n",
                  "2: engine.kv_cache_dtype: 'fp8' is not one of auto, f32, f16");
+    expect_error("[engine]\ncpu_matmul = int4\n",
+                 "2: engine.cpu_matmul: 'int4' is not one of f32, int8");
     expect_error("[server]\nthis line has no equals sign\n", "2: syntax error");
 }
 
