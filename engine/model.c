@@ -1197,31 +1197,31 @@ static int vnni_pack(struct wmat *w)
 
 /*
  * x [t][k] as int8 blocks: q [t][k] (plus 128, as unsigned bytes, when `offset`: for Q8_0
- * weights), scales d [t][k/32] and the blocks' F32 sums s [t][k/32]. Rounds to nearest
- * even, as llama.cpp does.
+ * weights), scales d [t][k/32] and, for Q4_1's minima, the blocks' sums s = d * sum(q)
+ * [t][k/32]; d and s rounded to F16 and q to nearest even, as llama.cpp's Q8_1 blocks.
+ * Called by every thread of a parallel region: the blocks are shared out among them.
  */
 VNNI static void quantize_x(const float *x, int t, int k, int offset, int8_t *q, float *d,
                             float *s)
 {
     const int nb = k / 32;
     const __m128i flip = _mm_set1_epi8(offset ? (char)0x80 : 0);
-    for (int i = 0; i < t; i++)
-        for (int b = 0; b < nb; b++) {
-            const float *p = x + (size_t)i * k + 32 * b;
-            const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
-            const float amax =
-                _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-            const float sc = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-            const __m512 iv = _mm512_set1_ps(inv);
-            const __m512i il = _mm512_cvtps_epi32(_mm512_mul_ps(lo, iv));
-            const __m512i ih = _mm512_cvtps_epi32(_mm512_mul_ps(hi, iv));
-            int8_t *o = q + (size_t)i * k + 32 * b;
-            _mm_storeu_si128((__m128i *)o, _mm_xor_si128(_mm512_cvtsepi32_epi8(il), flip));
-            _mm_storeu_si128((__m128i *)(o + 16), _mm_xor_si128(_mm512_cvtsepi32_epi8(ih), flip));
-            d[(size_t)i * nb + b] = (float)(_Float16)sc;
-            s[(size_t)i * nb + b] =
-                (float)(_Float16)(sc * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(il, ih)));
-        }
+#pragma omp for schedule(static)
+    for (int ib = 0; ib < t * nb; ib++) {
+        const float *p = x + (size_t)(ib / nb) * k + 32 * (ib % nb);
+        int8_t *o = q + (size_t)(ib / nb) * k + 32 * (ib % nb);
+        const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+        const float amax =
+            _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+        const float sc = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        const __m512 iv = _mm512_set1_ps(inv);
+        const __m512i il = _mm512_cvtps_epi32(_mm512_mul_ps(lo, iv));
+        const __m512i ih = _mm512_cvtps_epi32(_mm512_mul_ps(hi, iv));
+        _mm_storeu_si128((__m128i *)o, _mm_xor_si128(_mm512_cvtsepi32_epi8(il), flip));
+        _mm_storeu_si128((__m128i *)(o + 16), _mm_xor_si128(_mm512_cvtsepi32_epi8(ih), flip));
+        d[ib] = (float)(_Float16)sc;
+        s[ib] = (float)(_Float16)(sc * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(il, ih)));
+    }
 }
 
 static inline __attribute__((always_inline)) int32_t load_i32(const int8_t *p)
@@ -1317,26 +1317,29 @@ VNNI static int linear_int8(const struct wmat *w, const float *x, int t, float *
         free(xd);
         return 0;
     }
-    quantize_x(x, t, k, w->type == GGML_Q8_0, xq, xd, xs);
-#pragma omp parallel for schedule(static)
-    for (int g = 0; g < groups; g++) {
-        int i = 0;
-        for (; i + VNNI_TT <= t; i += VNNI_TT)
-            vnni_tile(w, g, xq + (size_t)i * k, xd + (size_t)i * nb, xs + (size_t)i * nb,
-                      VNNI_TT, y + (size_t)i * w->n, accumulate);
-        const int8_t *q = xq + (size_t)i * k;
-        const float *d = xd + (size_t)i * nb, *s = xs + (size_t)i * nb;
-        float *o = y + (size_t)i * w->n;
-        switch (t - i) {
-        case 3:
-            vnni_tile(w, g, q, d, s, 3, o, accumulate);
-            break;
-        case 2:
-            vnni_tile(w, g, q, d, s, 2, o, accumulate);
-            break;
-        case 1:
-            vnni_tile(w, g, q, d, s, 1, o, accumulate);
-            break;
+#pragma omp parallel
+    {
+        quantize_x(x, t, k, w->type == GGML_Q8_0, xq, xd, xs); /* (ends in a barrier) */
+#pragma omp for schedule(static)
+        for (int g = 0; g < groups; g++) {
+            int i = 0;
+            for (; i + VNNI_TT <= t; i += VNNI_TT)
+                vnni_tile(w, g, xq + (size_t)i * k, xd + (size_t)i * nb, xs + (size_t)i * nb,
+                          VNNI_TT, y + (size_t)i * w->n, accumulate);
+            const int8_t *q = xq + (size_t)i * k;
+            const float *d = xd + (size_t)i * nb, *s = xs + (size_t)i * nb;
+            float *o = y + (size_t)i * w->n;
+            switch (t - i) {
+            case 3:
+                vnni_tile(w, g, q, d, s, 3, o, accumulate);
+                break;
+            case 2:
+                vnni_tile(w, g, q, d, s, 2, o, accumulate);
+                break;
+            case 1:
+                vnni_tile(w, g, q, d, s, 1, o, accumulate);
+                break;
+            }
         }
     }
     free(xq);

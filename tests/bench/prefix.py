@@ -7,6 +7,8 @@ tokens/s for
 
   cachegate, prefix cache on,  C=16 and C=1
   cachegate, prefix cache off, C=16 and C=1
+  cachegate, prefix cache on, engine.cpu_matmul = int8 (llama.cpp's 8-bit activations),
+             C=16 and C=1
   llama.cpp's OpenAI-compatible server (llama-cpp-python[server]), C=16 and C=1
 
 on the same GGUF, and the ratios the project's goals are stated in, in one run. Every row
@@ -33,7 +35,7 @@ previous request's prefix.
 usage (in build/llama-venv):
   python tests/bench/prefix.py BUILD_DIR MODEL.gguf [--groups 4 --prompts 16
       --prefix-tokens 1024 --question-tokens 32 --output-tokens 32 --threads 2
-      --rows on16,on1,off16,off1,llama16,llama1 --llama-cache on --json FILE]
+      --rows on16,on1,off16,off1,i8on16,i8on1,llama16,llama1 --llama-cache on --json FILE]
       [--workload FILE]
 
 --workload FILE keeps the generated requests: written when FILE does not exist, read
@@ -61,7 +63,7 @@ MODEL_NAME = "smollm2-135m-instruct"
 WORDS = ("order delivery parcel refund invoice account password address payment card "
          "warehouse courier tracking return exchange discount voucher customer support "
          "shipping weekend holiday policy receipt subscription premium member service").split()
-ALL_ROWS = ("on16", "on1", "off16", "off1", "llama16", "llama1")
+ALL_ROWS = ("on16", "on1", "off16", "off1", "i8on16", "i8on1", "llama16", "llama1")
 
 
 # ---------------------------------------------------------------------------- workload
@@ -255,6 +257,7 @@ def stop(proc):
 
 LABELS = {"on16": "cachegate, prefix cache on, C=16", "on1": "cachegate, prefix cache on, C=1",
           "off16": "cachegate, prefix cache off, C=16", "off1": "cachegate, prefix cache off, C=1",
+          "i8on16": "cachegate, int8, cache on, C=16", "i8on1": "cachegate, int8, cache on, C=1",
           "llama16": "llama.cpp server, C=16", "llama1": "llama.cpp server, C=1"}
 
 
@@ -295,8 +298,6 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800, help="client timeout per request, s")
     ap.add_argument("--kv-cache-dtype", choices=("auto", "f32", "f16"), default="auto",
                     help="cachegate's engine.kv_cache_dtype")
-    ap.add_argument("--cpu-matmul", choices=("f32", "int8"), default="f32",
-                    help="cachegate's engine.cpu_matmul")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--workload", help="read the requests from this file, or write them to it "
                     "when it does not exist")
@@ -346,9 +347,9 @@ def main():
                 verify = False
             else:
                 proc, url, verify, log = start_cachegate(build, model, tmp, key,
-                                                         key.startswith("on"), a.threads,
+                                                         "on" in key, a.threads,
                                                          a.device, a.kv_cache_dtype,
-                                                         a.cpu_matmul)
+                                                         "int8" if key.startswith("i8") else "f32")
             try:
                 asyncio.run(warm(url, verify))
                 r = asyncio.run(run(url, verify, reqs, conc, a.output_tokens, a.timeout))
@@ -371,6 +372,12 @@ def main():
     ratio("concurrency, throughput C=16/C=1, cache on", g("on16", "tok_s"), g("on1", "tok_s"), 3)
     ratio("concurrency, requests/s C=16/C=1, cache on", g("on16", "req_s"), g("on1", "req_s"))
     ratio("concurrency, throughput C=16/C=1, cache off", g("off16", "tok_s"), g("off1", "tok_s"))
+    ratio("concurrency, throughput C=16/C=1, cache on, int8", g("i8on16", "tok_s"),
+          g("i8on1", "tok_s"), 3)
+    ratio("int8 / f32 products, throughput, cache on, C=16", g("i8on16", "tok_s"),
+          g("on16", "tok_s"))
+    ratio("int8 / f32 products, throughput, cache on, C=1", g("i8on1", "tok_s"),
+          g("on1", "tok_s"))
     ratio("concurrency, throughput C=16/C=1, llama.cpp", g("llama16", "tok_s"), g("llama1", "tok_s"))
     ratio("vs llama.cpp, throughput cachegate/llama.cpp, C=16", g("on16", "tok_s"),
           g("llama16", "tok_s"), 1.5)
@@ -382,6 +389,8 @@ def main():
           g("llama1", "tok_s"))
     ratio("vs llama.cpp, TTFT p50 llama.cpp/cachegate, C=1", g("llama1", "ttft_p50"),
           g("on1", "ttft_p50"))
+    ratio("vs llama.cpp, throughput cachegate int8/llama.cpp, C=16", g("i8on16", "tok_s"),
+          g("llama16", "tok_s"))
     best = [x for x in (g("llama16", "tok_s"), g("llama1", "tok_s")) if x]
     ratio("vs llama.cpp, throughput cachegate C=16 / llama.cpp's best C", g("on16", "tok_s"),
           max(best) if best else None)
