@@ -71,7 +71,7 @@ struct eng_model {
     float *scores;
     size_t scratch_floats;
     int cap_ctx, threads;
-    int int8; /* the Q4_1 and Q8_0 matrices have their 8-bit form (pack_int8()) */
+    int int8; /* engine.cpu_matmul = int8: Q4_1 and Q8_0 matrices in their 8-bit form only */
     /* a device backend (NULL: this file's CPU code); be_shape: the pool shape its KV
      * storage was made for (be_pool: for which pool) */
     const struct eng_backend_i *be;
@@ -352,29 +352,70 @@ static int have_vnni(void);
 static int vnni_pack(struct wmat *w);
 #endif
 
-/* engine.cpu_matmul = int8: every Q4_1 and Q8_0 matrix regrouped for 8-bit products */
-static int pack_int8(eng_model *m)
+#if defined(__x86_64__)
+/* w regrouped for 8-bit products; its F32 copy (unless keep_f32: the token embeddings are
+ * read from it) and stored form go, since linear() then reads only the 8-bit form */
+static int pack_one(struct wmat *w, int keep_f32)
+{
+    int rc = vnni_pack(w);
+    if (rc || !w->vq)
+        return rc;
+    if (!keep_f32) {
+        free(w->f);
+        w->f = NULL;
+    }
+    free(w->qs);
+    free(w->qd);
+    free(w->qm);
+    w->qs = NULL;
+    w->qd = w->qm = NULL;
+    return 0;
+}
+#endif
+
+/* engine.cpu_matmul = int8: whether this processor has the 8-bit products (said once) */
+static int int8_available(void)
 {
 #if defined(__x86_64__)
-    if (have_vnni()) {
-        int rc = vnni_pack(&m->tok_embd);
-        for (int l = 0; l < m->hp.n_layer && !rc; l++) {
-            struct layer *L = &m->layers[l];
-            if (!(rc = vnni_pack(&L->wqkv)) && !(rc = vnni_pack(&L->wo)) &&
-                !(rc = vnni_pack(&L->w_gate_up)))
-                rc = vnni_pack(&L->w_down);
-        }
-        if (m->hp.tied_output)
-            m->output = m->tok_embd;
-        else if (!rc)
-            rc = vnni_pack(&m->output);
-        m->int8 = !rc;
-        return rc;
-    }
+    if (have_vnni())
+        return 1;
 #endif
     eng_log(ENG_LOG_WARN, "engine.cpu_matmul = int8 needs AVX512-VNNI, which this processor "
                           "lacks: the matrix products stay F32");
     return 0;
+}
+
+/* a layer's Q4_1 and Q8_0 matrices regrouped for 8-bit products, as it is loaded (so that
+ * the F32 copies go one layer at a time) */
+static int pack_layer_int8(struct layer *L)
+{
+#if defined(__x86_64__)
+    int rc;
+    if ((rc = pack_one(&L->wqkv, 0)) || (rc = pack_one(&L->wo, 0)) ||
+        (rc = pack_one(&L->w_gate_up, 0)))
+        return rc;
+    return pack_one(&L->w_down, 0);
+#else
+    (void)L;
+    return ENG_ENOTSUP;
+#endif
+}
+
+/* the same for the token embeddings (whose F32 copy stays: the embedding lookup reads it)
+ * and the output head */
+static int pack_head_int8(eng_model *m)
+{
+#if defined(__x86_64__)
+    int rc = pack_one(&m->tok_embd, 1);
+    if (m->hp.tied_output)
+        m->output = m->tok_embd;
+    else if (!rc)
+        rc = pack_one(&m->output, 0);
+    return rc;
+#else
+    (void)m;
+    return ENG_ENOTSUP;
+#endif
 }
 
 static struct eng_weight eweight(const struct wmat *w)
@@ -412,7 +453,9 @@ static int to_device(eng_model *m, const struct eng_options *opt, char *msg, siz
 
 int eng_model_int8(const eng_model *m)
 {
-    return !m->be && m->int8;
+    /* (a file whose matrices are neither Q4_1 nor Q8_0 has nothing to regroup) */
+    const struct layer *L = m->layers;
+    return !m->be && m->int8 && L && (L->wqkv.vq || L->wo.vq || L->w_gate_up.vq || L->w_down.vq);
 }
 
 const char *eng_model_device(const eng_model *m)
@@ -504,6 +547,7 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         m->output = m->tok_embd;
     else if ((rc = weight_q(m, "output.weight", D, hp->n_vocab, &m->output, msg, sizeof msg)))
         goto fail;
+    m->int8 = opt && opt->int8 && !opt->backend && int8_available();
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
         rc = ENG_ENOMEM;
@@ -531,6 +575,10 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
             (rc = W("ffn_down", hp->n_ff, D, &L->w_down)))
             goto fail;
 #undef W
+        if (m->int8 && (rc = pack_layer_int8(L))) {
+            snprintf(msg, sizeof msg, "out of memory for the 8-bit weights");
+            goto fail;
+        }
     }
     /* inverse frequencies; Llama 3 files carry per-dimension divisors in rope_freqs */
     m->rope_inv = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
@@ -550,7 +598,7 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
             inv /= ((const float *)rf->data)[i];
         m->rope_inv[i] = (float)inv;
     }
-    if (opt && opt->int8 && !opt->backend && (rc = pack_int8(m))) {
+    if (m->int8 && (rc = pack_head_int8(m))) {
         snprintf(msg, sizeof msg, "out of memory for the 8-bit weights");
         goto fail;
     }
@@ -1113,8 +1161,8 @@ static void gemm_small_q(const struct wmat *w, const float *x, int t, float *y, 
 /*
  * 8-bit products (engine.cpu_matmul = int8), llama.cpp's arithmetic on the CPU: each block
  * of 32 activations of a token is rounded to int8 with one scale (x ~ d_x q_x, d_x =
- * max|x| / 127), and a block of a weight row against it is one integer dot product,
- * exact, times both blocks' scales. VPDPBUSD sums 4 byte products into each 32-bit lane;
+ * max|x| / 127, kept in F16), and a block of a weight row against it is one integer dot
+ * product, exact, times both blocks' scales. VPDPBUSD sums 4 byte products into each 32-bit lane;
  * the weights are regrouped at load (vnni_pack()) so that one 64-byte load holds 4
  * consecutive weights of 16 rows: a lane is a row, and 16 rows' block sums come out in one
  * register, without horizontal sums. Every (token, row) pair is summed in the same order
@@ -1122,7 +1170,8 @@ static void gemm_small_q(const struct wmat *w, const float *x, int t, float *y, 
  *
  *   Q4_1 (w = d_w q_w + m_w, q_w in 0..15): for each 16 rows and 8 consecutive weights of
  *        a block, 64 bytes; byte 4r + j holds weight j (low nibble) and weight 4 + j (high
- *        nibble) of row r. A block gives d_w d_x (q_w . q_x) + m_w sum(x), sum(x) in F32.
+ *        nibble) of row r. A block gives d_w d_x (q_w . q_x) + m_w s_x, where s_x = d_x
+ *        sum(q_x) in F16 stands for sum(x) (llama.cpp's Q8_1 blocks).
  *   Q8_0 (w = d_w q_w, q_w signed): for each 16 rows and 4 consecutive weights, 64 bytes;
  *        byte 4r + j is weight j of row r. VPDPBUSD multiplies unsigned by signed bytes,
  *        so the activations go in as q_x + 128 and 128 sum(q_w) (vc) is taken off.
@@ -1304,19 +1353,12 @@ vnni_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const 
     }
 }
 
-/* y [t][n] (+)= x [t][k] W^T through the 8-bit products; W has vq. 1 on success, 0 when
- * out of memory (the caller then takes the F32 path). */
-VNNI static int linear_int8(const struct wmat *w, const float *x, int t, float *y,
-                            int accumulate)
+/* y [t][n] (+)= x [t][k] W^T through the 8-bit products, the quantized activations in
+ * xq [t][k], xd and xs [t][k/32] */
+VNNI static void int8_pass(const struct wmat *w, const float *x, int t, float *y,
+                           int accumulate, int8_t *xq, float *xd, float *xs)
 {
     const int k = w->k, nb = k / 32, groups = (w->n + 15) / 16;
-    int8_t *xq = malloc((size_t)t * k);
-    float *xd = malloc(sizeof(float) * 2 * (size_t)t * nb), *xs = xd + (size_t)t * nb;
-    if (!xq || !xd) {
-        free(xq);
-        free(xd);
-        return 0;
-    }
 #pragma omp parallel
     {
         quantize_x(x, t, k, w->type == GGML_Q8_0, xq, xd, xs); /* (ends in a barrier) */
@@ -1342,9 +1384,27 @@ VNNI static int linear_int8(const struct wmat *w, const float *x, int t, float *
             }
         }
     }
+}
+
+/* y [t][n] (+)= x [t][k] W^T for a W with its 8-bit form (vq), which may be all it has: out
+ * of memory for the activations of all t tokens, it goes a token at a time with them on
+ * the stack (the same results: a token's sums do not depend on the others) */
+static void linear_int8(const struct wmat *w, const float *x, int t, float *y, int accumulate)
+{
+    const int k = w->k, nb = k / 32;
+    int8_t *xq = malloc((size_t)t * k);
+    float *xd = malloc(sizeof(float) * 2 * (size_t)t * nb);
+    if (xq && xd) {
+        int8_pass(w, x, t, y, accumulate, xq, xd, xd + (size_t)t * nb);
+    } else {
+        int8_t q1[k];
+        float d1[2 * nb];
+        for (int i = 0; i < t; i++)
+            int8_pass(w, x + (size_t)i * k, 1, y + (size_t)i * w->n, accumulate, q1, d1,
+                      d1 + nb);
+    }
     free(xq);
     free(xd);
-    return 1;
 }
 #endif
 
@@ -1679,8 +1739,10 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
 {
     const int n = w->n, k = w->k;
 #if defined(__x86_64__)
-    if (w->vq && linear_int8(w, x, t, y, accumulate))
+    if (w->vq) {
+        linear_int8(w, x, t, y, accumulate);
         return;
+    }
     if ((t > QMV_MAX_T || !w->qs) && t <= GEMM_SMALL_MAX_T && have_avx512()) {
         if (w->qs)
             gemm_small_q(w, x, t, y, accumulate);
