@@ -349,6 +349,7 @@ void eng_model_destroy(eng_model *m)
 
 #if defined(__x86_64__)
 static int have_vnni(void);
+static int have_avx2(void);
 static int vnni_pack(struct wmat *w);
 #endif
 
@@ -377,11 +378,11 @@ static int pack_one(struct wmat *w, int keep_f32)
 static int int8_available(void)
 {
 #if defined(__x86_64__)
-    if (have_vnni())
+    if (have_vnni() || have_avx2())
         return 1;
 #endif
-    eng_log(ENG_LOG_WARN, "engine.cpu_matmul = int8 needs AVX512-VNNI, which this processor "
-                          "lacks: the matrix products stay F32");
+    eng_log(ENG_LOG_WARN, "engine.cpu_matmul = int8 needs AVX2 (or AVX512-VNNI), which this "
+                          "processor lacks: the matrix products stay F32");
     return 0;
 }
 
@@ -1189,6 +1190,9 @@ static int have_vnni(void)
     return cached;
 }
 
+/* 1: the AVX2 kernels even where VNNI exists (for tests holding the two equal) */
+static int int8_no_vnni;
+
 static void vnni_free(struct wmat *w)
 {
     free(w->vq);
@@ -1386,6 +1390,151 @@ VNNI static void int8_pass(const struct wmat *w, const float *x, int t, float *y
     }
 }
 
+/*
+ * The same products on AVX2 without VNNI (int8_avx2_pass()), from the same regrouped
+ * weights: each 64-byte group as two halves of 8 rows. VPMADDUBSW sums two byte products
+ * into 16 bits and VPMADDWD pairs of those into 32: at most 2 x 15 x 127 for Q4_1; for
+ * Q8_0 the activations, signed here, take the weights' signs and multiply their magnitudes
+ * (at most 2 x 128 x 127, as llama.cpp does). The integer sums are the VNNI kernel's, and
+ * each lane then goes through the same float operations, so the results are bit-identical.
+ */
+#define INT8_AVX2 __attribute__((target("avx2,fma")))
+#define AVX2_TT 2 /* tokens a tile */
+
+INT8_AVX2 static inline __attribute__((always_inline)) __m256i dot4_avx2(__m256i acc, __m256i u,
+                                                                         __m256i s)
+{
+    const __m256i pairs = _mm256_maddubs_epi16(u, s);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+INT8_AVX2 static inline __attribute__((always_inline)) void
+avx2_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const float *xs,
+          int tt, float *y, int accumulate)
+{
+    const int nb = w->k / 32, k = w->k, n = w->n, q4 = w->type == GGML_Q4_1;
+    const __m256i low4 = _mm256_set1_epi8(15);
+    __m256 acc[AVX2_TT][2];
+    for (int i = 0; i < tt; i++)
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const size_t at = ((size_t)g * nb + b) * 16;
+        const int8_t *xb = xq + 32 * b;
+        __m256i s[AVX2_TT][2];
+        for (int i = 0; i < tt; i++)
+            s[i][0] = s[i][1] = _mm256_setzero_si256();
+        if (q4) {
+            const uint8_t *wq = w->vq + at * 16;
+            for (int c = 0; c < 4; c++)
+                for (int h = 0; h < 2; h++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c + 32 * h));
+                    const __m256i lo = _mm256_and_si256(v, low4);
+                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                    for (int i = 0; i < tt; i++) {
+                        const int8_t *xi = xb + (size_t)i * k + 8 * c;
+                        s[i][h] = dot4_avx2(s[i][h], lo, _mm256_set1_epi32(load_i32(xi)));
+                        s[i][h] = dot4_avx2(s[i][h], hi, _mm256_set1_epi32(load_i32(xi + 4)));
+                    }
+                }
+        } else {
+            const uint8_t *wq = w->vq + at * 32;
+            for (int c = 0; c < 8; c++)
+                for (int h = 0; h < 2; h++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c + 32 * h));
+                    const __m256i mag = _mm256_abs_epi8(v);
+                    for (int i = 0; i < tt; i++) {
+                        const __m256i xv =
+                            _mm256_set1_epi32(load_i32(xb + (size_t)i * k + 4 * c));
+                        s[i][h] = dot4_avx2(s[i][h], mag, _mm256_sign_epi8(xv, v));
+                    }
+                }
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256 d = _mm256_loadu_ps(w->vd + at + 8 * h);
+            for (int i = 0; i < tt; i++)
+                acc[i][h] = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(s[i][h]),
+                    _mm256_mul_ps(d, _mm256_set1_ps(xd[(size_t)i * nb + b])), acc[i][h]);
+            if (q4) {
+                const __m256 m = _mm256_loadu_ps(w->vm + at + 8 * h);
+                for (int i = 0; i < tt; i++)
+                    acc[i][h] =
+                        _mm256_fmadd_ps(m, _mm256_set1_ps(xs[(size_t)i * nb + b]), acc[i][h]);
+            }
+        }
+    }
+    const int rows = n - 16 * g < 16 ? n - 16 * g : 16;
+    for (int i = 0; i < tt; i++) {
+        float v[16], *o = y + (size_t)i * n + 16 * g;
+        _mm256_storeu_ps(v, acc[i][0]);
+        _mm256_storeu_ps(v + 8, acc[i][1]);
+        for (int r = 0; r < rows; r++)
+            o[r] = accumulate ? o[r] + v[r] : v[r];
+    }
+}
+
+/* quantize_x() on AVX2 (signed activations only: this path's Q8_0 needs no offset) */
+INT8_AVX2 static void quantize_x_avx2(const float *x, int t, int k, int8_t *q, float *d,
+                                      float *s)
+{
+    const int nb = k / 32;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+#pragma omp for schedule(static)
+    for (int ib = 0; ib < t * nb; ib++) {
+        const float *p = x + (size_t)(ib / nb) * k + 32 * (ib % nb);
+        int8_t *o = q + (size_t)(ib / nb) * k + 32 * (ib % nb);
+        __m256 v[4], mx = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(p + 8 * j);
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[j]));
+        }
+        float lanes[8], amax = 0;
+        _mm256_storeu_ps(lanes, mx);
+        for (int j = 0; j < 8; j++)
+            amax = lanes[j] > amax ? lanes[j] : amax;
+        const float sc = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        const __m256 iv = _mm256_set1_ps(inv);
+        __m256i qi[4], sum = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            qi[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], iv));
+            sum = _mm256_add_epi32(sum, qi[j]);
+        }
+        /* 32-bit to 8-bit with saturation; the packs interleave 128-bit lanes, so put the
+         * 32-bit groups back in order */
+        const __m256i w16 = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
+                                               _mm256_packs_epi32(qi[2], qi[3]));
+        _mm256_storeu_si256((__m256i *)o,
+                            _mm256_permutevar8x32_epi32(w16, _mm256_setr_epi32(0, 4, 1, 5, 2,
+                                                                               6, 3, 7)));
+        int32_t si[8], total = 0;
+        _mm256_storeu_si256((__m256i *)si, sum);
+        for (int j = 0; j < 8; j++)
+            total += si[j];
+        d[ib] = (float)(_Float16)sc;
+        s[ib] = (float)(_Float16)(sc * (float)total);
+    }
+}
+
+INT8_AVX2 static void int8_avx2_pass(const struct wmat *w, const float *x, int t, float *y,
+                                     int accumulate, int8_t *xq, float *xd, float *xs)
+{
+    const int k = w->k, nb = k / 32, groups = (w->n + 15) / 16;
+#pragma omp parallel
+    {
+        quantize_x_avx2(x, t, k, xq, xd, xs); /* (ends in a barrier) */
+#pragma omp for schedule(static)
+        for (int g = 0; g < groups; g++) {
+            int i = 0;
+            for (; i + AVX2_TT <= t; i += AVX2_TT)
+                avx2_tile(w, g, xq + (size_t)i * k, xd + (size_t)i * nb, xs + (size_t)i * nb,
+                          AVX2_TT, y + (size_t)i * w->n, accumulate);
+            if (i < t)
+                avx2_tile(w, g, xq + (size_t)i * k, xd + (size_t)i * nb, xs + (size_t)i * nb, 1,
+                          y + (size_t)i * w->n, accumulate);
+        }
+    }
+}
+
 /* y [t][n] (+)= x [t][k] W^T for a W with its 8-bit form (vq), which may be all it has: out
  * of memory for the activations of all t tokens, it goes a token at a time with them on
  * the stack (the same results: a token's sums do not depend on the others) */
@@ -1394,14 +1543,15 @@ static void linear_int8(const struct wmat *w, const float *x, int t, float *y, i
     const int k = w->k, nb = k / 32;
     int8_t *xq = malloc((size_t)t * k);
     float *xd = malloc(sizeof(float) * 2 * (size_t)t * nb);
+    void (*pass)(const struct wmat *, const float *, int, float *, int, int8_t *, float *,
+                 float *) = have_vnni() && !int8_no_vnni ? int8_pass : int8_avx2_pass;
     if (xq && xd) {
-        int8_pass(w, x, t, y, accumulate, xq, xd, xd + (size_t)t * nb);
+        pass(w, x, t, y, accumulate, xq, xd, xd + (size_t)t * nb);
     } else {
         int8_t q1[k];
         float d1[2 * nb];
         for (int i = 0; i < t; i++)
-            int8_pass(w, x + (size_t)i * k, 1, y + (size_t)i * w->n, accumulate, q1, d1,
-                      d1 + nb);
+            pass(w, x + (size_t)i * k, 1, y + (size_t)i * w->n, accumulate, q1, d1, d1 + nb);
     }
     free(xq);
     free(xd);

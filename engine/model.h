@@ -46,7 +46,7 @@ typedef int (*eng_backend_create_fn)(const struct eng_weights *w,
 struct eng_options {
     int threads; /* 0: one per core */
     /* 1: the CPU's matrix products round activations to 8 bits, as llama.cpp does
-     * (engine.cpu_matmul = int8; Q4_1 and Q8_0 weights, AVX512-VNNI); 0: F32 products */
+     * (engine.cpu_matmul = int8; Q4_1 and Q8_0 weights, AVX2 or AVX512-VNNI); 0: F32 */
     int int8;
     /* optional: run the forward pass on this backend instead of the CPU; the weights
      * then live on its device and the host copies are freed after the upload */
@@ -81,7 +81,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
                 float *logits);
 
 /* 1 when the CPU's matrix products round activations to 8 bits (eng_options.int8 on a
- * processor with AVX512-VNNI), 0 when they are F32 */
+ * processor with AVX2), 0 when they are F32 */
 int eng_model_int8(const eng_model *m);
 /* "cpu", or the device backend's description ("cuda:0 NVIDIA H100 ..."). */
 const char *eng_model_device(const eng_model *m);

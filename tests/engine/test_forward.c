@@ -5,7 +5,7 @@
  * sharing a prefix's blocks decode in one batch as they do alone. The suite forward_f16
  * repeats the first two with keys and values stored in F16; forward_int8 repeats them all
  * with engine.cpu_matmul = int8 (activations rounded to 8-bit blocks, llama.cpp's
- * arithmetic), where its products exist (AVX512-VNNI). */
+ * arithmetic), where its products exist (AVX2). */
 #include "engine.h"
 #include "kvcache.h"
 #include "model.h"
@@ -61,7 +61,7 @@ static void setup_int8(void)
 static void need_int8(void)
 {
     if (!eng_model_int8(model))
-        cr_skip_test("no AVX512-VNNI on this processor: engine.cpu_matmul = int8 runs F32");
+        cr_skip_test("no AVX2 on this processor: engine.cpu_matmul = int8 runs F32");
 }
 
 static void teardown(void)

@@ -211,7 +211,7 @@ Test(llamacpp, teacher_forced_and_greedy_int8)
     cr_assert_eq(eng_model_load(MODEL, &o, &m8, err, sizeof err), 0, "%s", err);
     if (!eng_model_int8(m8)) {
         eng_model_destroy(m8);
-        cr_skip_test("no AVX512-VNNI on this processor: engine.cpu_matmul = int8 runs F32");
+        cr_skip_test("no AVX2 on this processor: engine.cpu_matmul = int8 runs F32");
     }
     int prefix = agreement(m8, "8-bit products");
     eng_model_destroy(m8);

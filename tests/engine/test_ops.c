@@ -459,13 +459,10 @@ static struct wmat random_qmat(enum ggml_type type, int n, int k, unsigned *seed
  * the 4-token tiles, rows not a multiple of 16, an all-zero block, accumulation; and every
  * token's row comes out bit-identical whatever the batch it is in.
  */
-static void check_int8(enum ggml_type type)
+static void check_int8_kernels(enum ggml_type type, int no_vnni, float *out)
 {
-    if (!have_vnni()) {
-        fprintf(stderr, "ops: no AVX512-VNNI here, the 8-bit products are not built\n");
-        return;
-    }
     const int n = 37, k = 96, nb = k / 32, T = 13;
+    int8_no_vnni = no_vnni;
     unsigned seed = 11;
     struct wmat w = random_qmat(type, n, k, &seed);
     cr_assert_eq(vnni_pack(&w), 0);
@@ -524,11 +521,30 @@ static void check_int8(enum ggml_type type)
         cr_assert(memcmp(one, yf + (size_t)i * n, sizeof one) == 0,
                   "%s: token %d alone differs from the batch", ggml_type_name(type), i);
     }
+    memcpy(out, yf, sizeof yf);
     fprintf(stderr,
-            "ops: %s 8-bit products vs their definition: largest relative difference %.3g "
-            "(tolerance 1e-5); vs the F32 product: %.3g\n",
-            ggml_type_name(type), worst, worst_f32);
+            "ops: %s 8-bit products (%s) vs their definition: largest relative difference "
+            "%.3g (tolerance 1e-5); vs the F32 product: %.3g\n",
+            ggml_type_name(type), no_vnni ? "AVX2" : "AVX512-VNNI", worst, worst_f32);
     wmat_free(&w);
+    int8_no_vnni = 0;
+}
+
+/* both kernels where they exist (AVX2 on any processor with it), and the two give the
+ * same bits */
+static void check_int8(enum ggml_type type)
+{
+    float vnni[13 * 37], avx2[13 * 37];
+    if (!have_avx2()) {
+        fprintf(stderr, "ops: no AVX2 here, the 8-bit products are not built\n");
+        return;
+    }
+    check_int8_kernels(type, 1, avx2);
+    if (!have_vnni())
+        return;
+    check_int8_kernels(type, 0, vnni);
+    cr_assert(memcmp(vnni, avx2, sizeof vnni) == 0, "%s: the AVX2 and VNNI kernels differ",
+              ggml_type_name(type));
 }
 
 Test(ops, int8_q4_1)
