@@ -2022,7 +2022,11 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
     const int direct_ok = attend_direct_ok(hd, group);
     first[0] = tiles[0] = heads[0] = 0;
     for (int s = 0; s < n_seqs; s++) {
-        int n = seqs[s].n_new, direct = direct_ok && n <= ATT_DIRECT_MAX;
+        /* with the int8 products every token attends by itself, as in decode: a token's
+         * attention is then summed in the same order however its prompt was split into
+         * passes or found in the prefix cache, and the 8-bit rounding has no last-bit
+         * differences to magnify (the F32 products keep the faster tiles) */
+        int n = seqs[s].n_new, direct = direct_ok && (n <= ATT_DIRECT_MAX || m->int8);
         first[s + 1] = first[s] + n;
         tiles[s + 1] = tiles[s] + (direct ? 0 : NK * ((n + ATT_TILE - 1) / ATT_TILE));
         heads[s + 1] = heads[s] + (direct ? n * NK : 0);

@@ -148,11 +148,10 @@ def has_avx2():
 def test_concurrent_requests_match_sequential(make_server, matmul):
     """Greedy answers are the same alone and in a busy batch, with F32 products and with
     engine.cpu_matmul = int8 (8-bit activations, where the processor has AVX2; the
-    engine says which it runs). int8's products do not depend on the batch, but its 8-bit
-    rounding magnifies the last-bit differences between a prompt prefilled whole and one
-    whose start came from the prefix cache, so there the prefix cache is off."""
-    extra = "cpu_matmul = int8\nenable_prefix_caching = false\n" if matmul == "int8" else ""
-    server = make_server(f"[engine]\n{extra}")
+    engine says which it runs), the prefix cache on: the questions share the chat
+    template's system prompt, so they are prefilled from cached blocks of different
+    lengths."""
+    server = make_server(f"[engine]\ncpu_matmul = {matmul}\n")
     ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
     assert ready["cpu_matmul"] == ("int8" if matmul == "int8" and has_avx2() else "f32")
     questions = ["What is 2+2?", "Name a fruit.", "What color is the sky?",

@@ -195,7 +195,7 @@ static void chunked_and_batched(double tol)
         worst = fmax(worst, fabs(full[i] - step[i]));
     fprintf(stderr, "engine: chunked + batched vs one pass: largest logit difference %.3g "
                     "(tolerance %.3g)\n", worst, tol);
-    cr_assert(worst < tol, "largest difference %g", worst);
+    cr_assert(worst <= tol, "largest difference %g", worst);
     free_table(ta, n);
     free_table(tb, m);
     cr_assert_eq(kvc_free_blocks(kv), 64, "every block returned");
@@ -290,10 +290,11 @@ Test(forward, sequences_sharing_a_prefix_decode_as_they_do_alone)
  * and that rounding turns a last-bit difference anywhere upstream into a whole rounding
  * step. Tolerances from llama.cpp's own figures (tests/ref/llamacpp_agreement_limits.py):
  * on its fixture prompts it differs from transformers' F32 by up to 0.72 and from itself
- * (one batch against one token at a time) by up to 1.21. Measured here: 1.38 and 90/92
- * top-1 against transformers, 0.93 chunked against one pass. The products themselves
- * do not depend on the batch (each token's sums run in the same order), so decode in a
- * batch gives exactly what it gives alone.
+ * (one batch against one token at a time) by up to 1.21. Measured here: 1.6 and 90/92
+ * top-1 against transformers. Nothing in a token's arithmetic depends on the rest of its
+ * pass (each token's products run in the same order whatever the batch, and each token
+ * attends by itself, as in decode), so chunked and batched passes give exactly what one
+ * pass gives, and decode in a batch exactly what it gives alone.
  */
 Test(forward_int8, matches_reference_teacher_forced)
 {
@@ -304,7 +305,7 @@ Test(forward_int8, matches_reference_teacher_forced)
 Test(forward_int8, chunked_and_batched_equal_one_pass)
 {
     need_int8();
-    chunked_and_batched(1.5);
+    chunked_and_batched(0);
 }
 
 Test(forward_int8, sequences_sharing_a_prefix_decode_as_they_do_alone)
