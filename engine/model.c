@@ -402,17 +402,22 @@ static int pack_layer_int8(struct layer *L)
 #endif
 }
 
-/* the same for the token embeddings (whose F32 copy stays: the embedding lookup reads it)
- * and the output head */
+/* the same for the output head; the token embeddings are read from their F32 copy, which
+ * stays, and have an 8-bit form only when they are the output head too */
 static int pack_head_int8(eng_model *m)
 {
 #if defined(__x86_64__)
-    int rc = pack_one(&m->tok_embd, 1);
-    if (m->hp.tied_output)
+    if (m->hp.tied_output) {
+        int rc = pack_one(&m->tok_embd, 1);
         m->output = m->tok_embd;
-    else if (!rc)
-        rc = pack_one(&m->output, 0);
-    return rc;
+        return rc;
+    }
+    free(m->tok_embd.qs);
+    free(m->tok_embd.qd);
+    free(m->tok_embd.qm);
+    m->tok_embd.qs = NULL;
+    m->tok_embd.qd = m->tok_embd.qm = NULL;
+    return pack_one(&m->output, 0);
 #else
     (void)m;
     return ENG_ENOTSUP;
@@ -450,6 +455,13 @@ static int to_device(eng_model *m, const struct eng_options *opt, char *msg, siz
     }
     free_weights(m);
     return 0;
+}
+
+static int attend_direct_ok(int hd, int group);
+
+int eng_model_token_invariant(const eng_model *m)
+{
+    return eng_model_int8(m) && attend_direct_ok(m->hp.head_dim, m->hp.n_head / m->hp.n_head_kv);
 }
 
 int eng_model_int8(const eng_model *m)
@@ -548,6 +560,9 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         m->output = m->tok_embd;
     else if ((rc = weight_q(m, "output.weight", D, hp->n_vocab, &m->output, msg, sizeof msg)))
         goto fail;
+    if (opt && opt->int8 && opt->backend)
+        eng_log(ENG_LOG_INFO, "engine.cpu_matmul = int8 applies to the CPU's products; the "
+                              "device keeps its own");
     m->int8 = opt && opt->int8 && !opt->backend && int8_available();
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
@@ -1164,8 +1179,8 @@ static void gemm_small_q(const struct wmat *w, const float *x, int t, float *y, 
  * of 32 activations of a token is rounded to int8 with one scale (x ~ d_x q_x, d_x =
  * max|x| / 127, kept in F16), and a block of a weight row against it is one integer dot
  * product, exact, times both blocks' scales. VPDPBUSD sums 4 byte products into each 32-bit lane;
- * the weights are regrouped at load (vnni_pack()) so that one 64-byte load holds 4
- * consecutive weights of 16 rows: a lane is a row, and 16 rows' block sums come out in one
+ * the weights are regrouped at load (vnni_pack()) so that one 64-byte load holds 4 (Q8_0)
+ * or 8 (Q4_1, two nibbles a byte) consecutive weights of 16 rows: a lane is a row, and 16 rows' block sums come out in one
  * register, without horizontal sums. Every (token, row) pair is summed in the same order
  * whatever the number of tokens, so a sequence's logits do not depend on its batch.
  *

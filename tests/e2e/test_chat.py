@@ -150,10 +150,15 @@ def test_concurrent_requests_match_sequential(make_server, matmul):
     engine.cpu_matmul = int8 (8-bit activations, where the processor has AVX2; the
     engine says which it runs), the prefix cache on: the questions share the chat
     template's system prompt, so they are prefilled from cached blocks of different
-    lengths."""
+    lengths. int8 rounding magnifies last-bit differences between those paths unless
+    every token attends by itself (the engine says so: token_invariant, with AVX-512);
+    without that the prefix cache is off for int8."""
     server = make_server(f"[engine]\ncpu_matmul = {matmul}\n")
     ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
     assert ready["cpu_matmul"] == ("int8" if matmul == "int8" and has_avx2() else "f32")
+    if ready["cpu_matmul"] == "int8" and ready["token_invariant"] != "true":
+        server.stop()
+        server = make_server("[engine]\ncpu_matmul = int8\nenable_prefix_caching = false\n")
     questions = ["What is 2+2?", "Name a fruit.", "What color is the sky?",
                  "Say hello.", "What is the capital of Italy?", "Count to three."]
     c = sdk(server)
