@@ -99,6 +99,48 @@ static int weight(eng_model *m, const char *name, int64_t ne0, int64_t ne1, floa
     return rc;
 }
 
+/*
+ * The stored form of wm (rows wm->n, row length wm->k) from the file's blocks raw of type
+ * `type`: Q4_1 and Q8_0 as they are; Q4_0 (w = d (q - 8)) as Q4_1 with minimum m = -8 d,
+ * which gives the same floats (q d and -8 d are exact, and so is their sum, d (q - 8)), so
+ * the Q4_1 kernels serve both. Other types have none (qs NULL). wm->type becomes the
+ * form's type.
+ */
+static int stored_form(enum ggml_type type, const uint8_t *raw, struct wmat *wm)
+{
+    if (type != GGML_Q4_0 && type != GGML_Q4_1 && type != GGML_Q8_0)
+        return 0;
+    const int q4 = type != GGML_Q8_0;
+    int be, bb;
+    ggml_type_block(type, &be, &bb);
+    size_t nblk = (size_t)(wm->k / 32) * (size_t)wm->n, per = q4 ? 16 : 32;
+    wm->type = q4 ? GGML_Q4_1 : GGML_Q8_0;
+    wm->qs = malloc(nblk * per);
+    wm->qd = malloc(nblk * sizeof(float));
+    wm->qm = q4 ? malloc(nblk * sizeof(float)) : NULL;
+    if (!wm->qs || !wm->qd || (q4 && !wm->qm)) {
+        free(wm->qs);
+        free(wm->qd);
+        free(wm->qm);
+        wm->qs = NULL;
+        wm->qd = wm->qm = NULL;
+        return ENG_ENOMEM;
+    }
+    for (size_t b = 0; b < nblk; b++, raw += bb) {
+        wm->qd[b] = eng_f16_to_f32((uint16_t)(raw[0] | raw[1] << 8));
+        if (type == GGML_Q4_1) {
+            wm->qm[b] = eng_f16_to_f32((uint16_t)(raw[2] | raw[3] << 8));
+            memcpy(wm->qs + b * 16, raw + 4, 16);
+        } else if (type == GGML_Q4_0) {
+            wm->qm[b] = -8.0f * wm->qd[b];
+            memcpy(wm->qs + b * 16, raw + 2, 16);
+        } else {
+            memcpy(wm->qs + b * 32, raw + 2, 32);
+        }
+    }
+    return 0;
+}
+
 static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, struct wmat *wm,
                     char *err, size_t errlen)
 {
@@ -126,30 +168,10 @@ static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, st
     for (int64_t r = 0; r < ne1; r++)
         eng_dequant_row(t->type, (const uint8_t *)t->data + r * row_bytes, w + r * ne0, ne0);
     *wm = (struct wmat){.f = w, .type = t->type, .n = (int)ne1, .k = (int)ne0};
-    if (t->type != GGML_Q4_1 && t->type != GGML_Q8_0)
-        return 0;
-    size_t nblk = (size_t)(ne0 / 32) * (size_t)ne1, per = t->type == GGML_Q4_1 ? 16 : 32;
-    wm->qs = malloc(nblk * per);
-    wm->qd = malloc(nblk * sizeof(float));
-    wm->qm = t->type == GGML_Q4_1 ? malloc(nblk * sizeof(float)) : NULL;
-    if (!wm->qs || !wm->qd || (t->type == GGML_Q4_1 && !wm->qm)) {
-        free(wm->qs);
-        free(wm->qd);
-        free(wm->qm);
+    int rc = stored_form(t->type, t->data, wm);
+    if (rc)
         free(w);
-        return ENG_ENOMEM;
-    }
-    const uint8_t *src = t->data;
-    for (size_t b = 0; b < nblk; b++, src += bb) {
-        wm->qd[b] = eng_f16_to_f32((uint16_t)(src[0] | src[1] << 8));
-        if (t->type == GGML_Q4_1) {
-            wm->qm[b] = eng_f16_to_f32((uint16_t)(src[2] | src[3] << 8));
-            memcpy(wm->qs + b * 16, src + 4, 16);
-        } else {
-            memcpy(wm->qs + b * 32, src + 2, 32);
-        }
-    }
-    return 0;
+    return rc;
 }
 
 static int meta_u32(eng_model *m, const char *arch, const char *key, int required, int *out,

@@ -296,39 +296,49 @@ static uint16_t f16_bits(float f)
     return (uint16_t)(sign | (exp - 127 + 15) << 10 | man >> 13);
 }
 
-/* the matrix-vector kernels (stored Q4_1 / Q8_0) agree with the SGEMM on the F32 copy */
+/*
+ * A Q4_0, Q4_1 or Q8_0 matrix [n][k] from blocks written here (scale d(row, block), Q4_1
+ * minimum mn, the quantized values from the generator), with its F32 copy and its stored
+ * form as weight_q() makes them (Q4_0 as Q4_1 with minimum -8 d).
+ */
+static struct wmat make_qmat(enum ggml_type type, int n, int k, float (*d)(int, int, unsigned *),
+                             float mn, unsigned *seed)
+{
+    const int nb = k / 32, head = type == GGML_Q4_1 ? 4 : 2;
+    int be, bb;
+    ggml_type_block(type, &be, &bb);
+    uint8_t *raw = malloc((size_t)n * nb * bb);
+    for (int r = 0; r < n; r++)
+        for (int b = 0; b < nb; b++) {
+            uint8_t *blk = raw + ((size_t)r * nb + b) * bb;
+            uint16_t dh = f16_bits(d(r, b, seed)), mh = f16_bits(mn);
+            memcpy(blk, &dh, 2);
+            if (type == GGML_Q4_1)
+                memcpy(blk + 2, &mh, 2);
+            for (int j = head; j < bb; j++)
+                blk[j] = (uint8_t)((*seed = *seed * 1103515245 + 12345) >> 16);
+        }
+    struct wmat w = {.f = malloc(sizeof(float) * (size_t)n * k), .type = type, .n = n, .k = k};
+    for (int r = 0; r < n; r++)
+        eng_dequant_row(type, raw + (size_t)r * nb * bb, w.f + (size_t)r * k, k);
+    cr_assert_eq(stored_form(type, raw, &w), 0);
+    free(raw);
+    return w;
+}
+
+static float d_cycle(int r, int b, unsigned *seed)
+{
+    (void)seed;
+    return 0.125f * (float)(1 + (r + b) % 3);
+}
+
+/* the matrix-vector kernels (stored Q4_0 / Q4_1 / Q8_0) agree with the SGEMM on the F32
+ * copy */
 static void check_kernel(enum ggml_type type)
 {
-    const int n = 7, k = 64, bb = type == GGML_Q4_1 ? 20 : 34;
-    uint8_t *raw = calloc((size_t)n * (k / 32), (size_t)bb);
+    const int n = 7, k = 64;
     unsigned seed = 1;
-    for (int r = 0; r < n; r++)
-        for (int b = 0; b < k / 32; b++) {
-            uint8_t *blk = raw + ((size_t)r * (k / 32) + b) * bb;
-            uint16_t d = f16_bits(0.125f * (1 + (r + b) % 3)), mn = f16_bits(-0.5f);
-            memcpy(blk, &d, 2);
-            if (type == GGML_Q4_1)
-                memcpy(blk + 2, &mn, 2);
-            for (int j = type == GGML_Q4_1 ? 4 : 2; j < bb; j++)
-                blk[j] = (uint8_t)((seed = seed * 1103515245 + 12345) >> 16);
-        }
-    struct wmat w = {.f = malloc(sizeof(float) * n * k), .type = type, .n = n, .k = k};
-    for (int r = 0; r < n; r++)
-        eng_dequant_row(type, raw + (size_t)r * (k / 32) * bb, w.f + (size_t)r * k, k);
-    size_t nblk = (size_t)n * (k / 32), per = type == GGML_Q4_1 ? 16 : 32;
-    w.qs = malloc(nblk * per);
-    w.qd = malloc(nblk * sizeof(float));
-    w.qm = malloc(nblk * sizeof(float));
-    for (size_t b = 0; b < nblk; b++) {
-        const uint8_t *src = raw + b * bb;
-        w.qd[b] = eng_f16_to_f32((uint16_t)(src[0] | src[1] << 8));
-        if (type == GGML_Q4_1) {
-            w.qm[b] = eng_f16_to_f32((uint16_t)(src[2] | src[3] << 8));
-            memcpy(w.qs + b * 16, src + 4, 16);
-        } else {
-            memcpy(w.qs + b * 32, src + 2, 32);
-        }
-    }
+    struct wmat w = make_qmat(type, n, k, d_cycle, -0.5f, &seed);
     float x[3 * 64], y_q[3 * 7], y_f[3 * 7];
     for (int i = 0; i < 3 * k; i++)
         x[i] = (float)((i * 37) % 19) / 7.0f - 1.0f;
@@ -356,7 +366,6 @@ static void check_kernel(enum ggml_type type)
     linear(&wf, x13, 13, y_c, 0);
     cr_assert(memcmp(y_p, y_c, sizeof y_p) == 0, "%s: panels and the F32 copy differ",
               ggml_type_name(type));
-    free(raw);
     wmat_free(&w);
 }
 
@@ -368,6 +377,11 @@ Test(ops, q4_1_kernel)
 Test(ops, q8_0_kernel)
 {
     check_kernel(GGML_Q8_0);
+}
+
+Test(ops, q4_0_kernel)
+{
+    check_kernel(GGML_Q4_0);
 }
 
 /* y (+)= x W^T through linear() on an F32 matrix, for token counts on both sides of each
@@ -417,36 +431,16 @@ Test(ops, linear_f32_small_batches_and_partial_tiles)
     fprintf(stderr, "ops: linear F32 vs double: largest relative difference %.3g\n", worst);
 }
 
-/* a Q4_1 or Q8_0 matrix [n][k] of random blocks (scales from 1/64 to 1/4, minima -1 to 0)
- * with its stored form and F32 copy, as weight_q() makes them */
+static float d_random(int r, int b, unsigned *seed)
+{
+    (void)r, (void)b;
+    return (float)(1 + rand_r(seed) % 16) / 64.0f;
+}
+
+/* a matrix of random blocks (scales from 1/64 to 1/4; Q4_1 minima -0.75) */
 static struct wmat random_qmat(enum ggml_type type, int n, int k, unsigned *seed)
 {
-    const int nb = k / 32, bb = type == GGML_Q4_1 ? 20 : 34, per = type == GGML_Q4_1 ? 16 : 32;
-    uint8_t *raw = malloc((size_t)n * nb * bb);
-    for (int b = 0; b < n * nb; b++) {
-        uint8_t *blk = raw + (size_t)b * bb;
-        uint16_t d = f16_bits((float)(1 + rand_r(seed) % 16) / 64.0f);
-        uint16_t mn = f16_bits(-(float)(rand_r(seed) % 5) / 4.0f);
-        memcpy(blk, &d, 2);
-        if (type == GGML_Q4_1)
-            memcpy(blk + 2, &mn, 2);
-        for (int j = type == GGML_Q4_1 ? 4 : 2; j < bb; j++)
-            blk[j] = (uint8_t)rand_r(seed);
-    }
-    struct wmat w = {.f = malloc(sizeof(float) * (size_t)n * k), .type = type, .n = n, .k = k};
-    w.qs = malloc((size_t)n * nb * per);
-    w.qd = malloc(sizeof(float) * (size_t)n * nb);
-    w.qm = malloc(sizeof(float) * (size_t)n * nb);
-    for (int r = 0; r < n; r++)
-        eng_dequant_row(type, raw + (size_t)r * nb * bb, w.f + (size_t)r * k, k);
-    for (int b = 0; b < n * nb; b++) {
-        const uint8_t *src = raw + (size_t)b * bb;
-        w.qd[b] = eng_f16_to_f32((uint16_t)(src[0] | src[1] << 8));
-        w.qm[b] = type == GGML_Q4_1 ? eng_f16_to_f32((uint16_t)(src[2] | src[3] << 8)) : 0;
-        memcpy(w.qs + (size_t)b * per, src + bb - per, per);
-    }
-    free(raw);
-    return w;
+    return make_qmat(type, n, k, d_random, -0.75f, seed);
 }
 
 /*
@@ -493,7 +487,7 @@ static void check_int8_kernels(enum ggml_type type, int no_vnni, float *out)
                             const long qx = lrintf(xb[j] * inv);
                             qsum += qx;
                             const size_t at = (size_t)r * nb + b;
-                            long qw = type == GGML_Q4_1
+                            long qw = w.type == GGML_Q4_1
                                           ? (j < 16 ? w.qs[at * 16 + j] & 15
                                                     : w.qs[at * 16 + j - 16] >> 4)
                                           : (int8_t)w.qs[at * 32 + j];
@@ -503,7 +497,7 @@ static void check_int8_kernels(enum ggml_type type, int no_vnni, float *out)
                         const float d = (float)(_Float16)(amax / 127.0f);
                         const float sum = (float)(_Float16)(amax / 127.0f * (float)qsum);
                         const double blk = (double)w.qd[(size_t)r * nb + b] * d * isum +
-                                           (double)w.qm[(size_t)r * nb + b] * sum;
+                                           (w.qm ? w.qm[(size_t)r * nb + b] : 0) * sum;
                         s += blk;
                         mag += fabs(blk);
                     }
@@ -553,4 +547,9 @@ Test(ops, int8_q4_1)
 Test(ops, int8_q8_0)
 {
     check_int8(GGML_Q8_0);
+}
+
+Test(ops, int8_q4_0)
+{
+    check_int8(GGML_Q4_0);
 }
