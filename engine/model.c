@@ -71,7 +71,7 @@ struct eng_model {
     float *scores;
     size_t scratch_floats;
     int cap_ctx, threads;
-    int int8; /* engine.cpu_matmul = int8: Q4_1 and Q8_0 matrices in their 8-bit form only */
+    int int8; /* engine.cpu_matmul = int8: quantized matrices in their 8-bit form only */
     /* a device backend (NULL: this file's CPU code); be_shape: the pool shape its KV
      * storage was made for (be_pool: for which pool) */
     const struct eng_backend_i *be;
@@ -169,8 +169,10 @@ static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, st
         eng_dequant_row(t->type, (const uint8_t *)t->data + r * row_bytes, w + r * ne0, ne0);
     *wm = (struct wmat){.f = w, .type = t->type, .n = (int)ne1, .k = (int)ne0};
     int rc = stored_form(t->type, t->data, wm);
-    if (rc)
+    if (rc) {
         free(w);
+        wm->f = NULL;
+    }
     return rc;
 }
 
@@ -408,8 +410,8 @@ static int int8_available(void)
     return 0;
 }
 
-/* a layer's Q4_1 and Q8_0 matrices regrouped for 8-bit products, as it is loaded (so that
- * the F32 copies go one layer at a time) */
+/* a layer's quantized matrices regrouped for 8-bit products, as it is loaded (so that the
+ * F32 copies go one layer at a time) */
 static int pack_layer_int8(struct layer *L)
 {
 #if defined(__x86_64__)
@@ -483,14 +485,16 @@ static int attend_direct_ok(int hd, int group);
 
 int eng_model_token_invariant(const eng_model *m)
 {
-    return eng_model_int8(m) && attend_direct_ok(m->hp.head_dim, m->hp.n_head / m->hp.n_head_kv);
+    const int group = m->hp.n_head / m->hp.n_head_kv;
+    return eng_model_int8(m) && attend_direct_ok(m->hp.head_dim, group);
 }
 
 int eng_model_int8(const eng_model *m)
 {
-    /* (a file whose matrices are neither Q4_1 nor Q8_0 has nothing to regroup) */
+    /* (a file whose matrices are not Q4_0, Q4_1 or Q8_0 has nothing to regroup) */
     const struct layer *L = m->layers;
-    return !m->be && m->int8 && L && (L->wqkv.vq || L->wo.vq || L->w_gate_up.vq || L->w_down.vq);
+    return !m->be && m->int8 && L &&
+           (L->wqkv.vq || L->wo.vq || L->w_gate_up.vq || L->w_down.vq);
 }
 
 const char *eng_model_device(const eng_model *m)
@@ -1200,11 +1204,12 @@ static void gemm_small_q(const struct wmat *w, const float *x, int t, float *y, 
  * 8-bit products (engine.cpu_matmul = int8), llama.cpp's arithmetic on the CPU: each block
  * of 32 activations of a token is rounded to int8 with one scale (x ~ d_x q_x, d_x =
  * max|x| / 127, kept in F16), and a block of a weight row against it is one integer dot
- * product, exact, times both blocks' scales. VPDPBUSD sums 4 byte products into each 32-bit lane;
- * the weights are regrouped at load (vnni_pack()) so that one 64-byte load holds 4 (Q8_0)
- * or 8 (Q4_1, two nibbles a byte) consecutive weights of 16 rows: a lane is a row, and 16 rows' block sums come out in one
- * register, without horizontal sums. Every (token, row) pair is summed in the same order
- * whatever the number of tokens, so a sequence's logits do not depend on its batch.
+ * product, exact, times both blocks' scales. VPDPBUSD sums 4 byte products into each
+ * 32-bit lane; the weights are regrouped at load (vnni_pack()) so that one 64-byte load
+ * holds 4 (Q8_0) or 8 (Q4_1, two nibbles a byte) consecutive weights of 16 rows: a lane is
+ * a row, and 16 rows' block sums come out in one register, without horizontal sums. Every
+ * (token, row) pair is summed in the same order whatever the number of tokens, so a
+ * sequence's logits do not depend on its batch. (Q4_0 is stored as Q4_1: stored_form().)
  *
  *   Q4_1 (w = d_w q_w + m_w, q_w in 0..15): for each 16 rows and 8 consecutive weights of
  *        a block, 64 bytes; byte 4r + j holds weight j (low nibble) and weight 4 + j (high
