@@ -102,7 +102,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_engine: PROMPT_TOKENS >= 1, DECODE_TOKENS >= 0, BATCH >= 1\n");
         return 2;
     }
-    struct eng_options opt = {.threads = atoi(argv[4]), .int8 = argc == 8 && !strcmp(argv[7], "int8")};
+    struct eng_options opt = {.threads = atoi(argv[4]),
+                              .int8 = argc == 8 && !strcmp(argv[7], "int8")};
     char err[512];
     eng_model *m;
     if (eng_model_load(argv[1], &opt, &m, err, sizeof err)) {
