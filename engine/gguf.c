@@ -333,8 +333,10 @@ int gguf_parse(const void *buf, size_t len, gguf_file **out, char *err, size_t e
         alignment = al->v.u;
     }
     uint64_t *offsets = calloc(n_tensors ? n_tensors : 1, sizeof *offsets);
-    if (!offsets)
+    if (!offsets) {
+        rc = ENG_ENOMEM; /* (rc is 0 here: without this, a failure would return success) */
         goto bad;
+    }
     for (uint64_t i = 0; i < n_tensors; i++) {
         rc = read_tensor_info(&r, &f->t[i], &offsets[i]);
         f->n_tensors++; /* the name is owned now, whatever rc says */
