@@ -85,6 +85,16 @@ struct eng_model {
 static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, struct wmat *w,
                     char *err, size_t errlen);
 
+/* frees w's stored form (qs, qd, qm), leaving the rest */
+static void drop_stored(struct wmat *w)
+{
+    free(w->qs);
+    free(w->qd);
+    free(w->qm);
+    w->qs = NULL;
+    w->qd = w->qm = NULL;
+}
+
 static int weight(eng_model *m, const char *name, int64_t ne0, int64_t ne1, float **out,
                   char *err, size_t errlen)
 {
@@ -92,9 +102,7 @@ static int weight(eng_model *m, const char *name, int64_t ne0, int64_t ne1, floa
     int rc = weight_q(m, name, ne0, ne1, &w, err, errlen);
     if (rc == 0) {
         *out = w.f;
-        free(w.qs);
-        free(w.qd);
-        free(w.qm);
+        drop_stored(&w);
     }
     return rc;
 }
@@ -119,11 +127,7 @@ static int stored_form(enum ggml_type type, const uint8_t *raw, struct wmat *wm)
     wm->qd = malloc(nblk * sizeof(float));
     wm->qm = q4 ? malloc(nblk * sizeof(float)) : NULL;
     if (!wm->qs || !wm->qd || (q4 && !wm->qm)) {
-        free(wm->qs);
-        free(wm->qd);
-        free(wm->qm);
-        wm->qs = NULL;
-        wm->qd = wm->qm = NULL;
+        drop_stored(wm);
         return ENG_ENOMEM;
     }
     for (size_t b = 0; b < nblk; b++, raw += bb) {
@@ -389,11 +393,7 @@ static int pack_one(struct wmat *w, int keep_f32)
         free(w->f);
         w->f = NULL;
     }
-    free(w->qs);
-    free(w->qd);
-    free(w->qm);
-    w->qs = NULL;
-    w->qd = w->qm = NULL;
+    drop_stored(w);
     return 0;
 }
 #endif
@@ -436,11 +436,7 @@ static int pack_head_int8(eng_model *m)
         m->output = m->tok_embd;
         return rc;
     }
-    free(m->tok_embd.qs);
-    free(m->tok_embd.qd);
-    free(m->tok_embd.qm);
-    m->tok_embd.qs = NULL;
-    m->tok_embd.qd = m->tok_embd.qm = NULL;
+    drop_stored(&m->tok_embd);
     return pack_one(&m->output, 0);
 #else
     (void)m;
