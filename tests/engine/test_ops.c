@@ -301,8 +301,8 @@ static uint16_t f16_bits(float f)
  * minimum mn, the quantized values from the generator), with its F32 copy and its stored
  * form as weight_q() makes them (Q4_0 as Q4_1 with minimum -8 d).
  */
-static struct wmat make_qmat(enum ggml_type type, int n, int k, float (*d)(int, int, unsigned *),
-                             float mn, unsigned *seed)
+static struct wmat make_qmat(enum ggml_type type, int n, int k,
+                             float (*d)(int, int, unsigned *), float mn, unsigned *seed)
 {
     const int nb = k / 32, head = type == GGML_Q4_1 ? 4 : 2;
     int be, bb;
@@ -437,12 +437,6 @@ static float d_random(int r, int b, unsigned *seed)
     return (float)(1 + rand_r(seed) % 16) / 64.0f;
 }
 
-/* a matrix of random blocks (scales from 1/64 to 1/4; Q4_1 minima -0.75) */
-static struct wmat random_qmat(enum ggml_type type, int n, int k, unsigned *seed)
-{
-    return make_qmat(type, n, k, d_random, -0.75f, seed);
-}
-
 /*
  * engine.cpu_matmul = int8 against its definition (llama.cpp's Q8_1 blocks), computed here
  * in the plainest way: each block of 32 activations rounded to q = nearest-even(x * 127 /
@@ -458,7 +452,7 @@ static void check_int8_kernels(enum ggml_type type, int no_vnni, float *out)
     const int n = 37, k = 96, nb = k / 32, T = 13;
     int8_no_vnni = no_vnni;
     unsigned seed = 11;
-    struct wmat w = random_qmat(type, n, k, &seed);
+    struct wmat w = make_qmat(type, n, k, d_random, -0.75f, &seed); /* scales 1/64 to 1/4 */
     cr_assert_eq(vnni_pack(&w), 0);
     float x[13 * 96], y[13 * 37], one[37], yf[13 * 37];
     for (int i = 0; i < T * k; i++)
