@@ -7,7 +7,7 @@
 
 struct kvc_pool {
     struct kvc_shape s;
-    size_t slot_elems, block_elems, layer_elems; /* values (F32 or F16) */
+    size_t block_elems, layer_elems; /* values (F32 or F16) */
     void *k, *v;
     int32_t *refs;
     int32_t *free_list; /* stack of free block ids */
@@ -24,8 +24,7 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
     if (!p)
         return ENG_ENOMEM;
     p->s = *s;
-    p->slot_elems = (size_t)s->n_kv_head * s->head_dim;
-    p->block_elems = p->slot_elems * s->block_size;
+    p->block_elems = (size_t)s->n_kv_head * s->head_dim * s->block_size;
     p->layer_elems = p->block_elems * s->n_blocks;
     size_t total = p->layer_elems * s->n_layer;
     if (!s->device_storage) {
@@ -103,33 +102,21 @@ size_t kvc_block_bytes(const struct kvc_shape *s)
     return 2 * (size_t)s->n_layer * s->block_size * s->n_kv_head * s->head_dim * elem;
 }
 
-/* position (block, slot)'s vector in layer of base (p->k or p->v), if the pool stores
- * dtype on the host; else NULL */
-static void *slot_at(const kvc_pool *p, void *base, enum kvc_dtype dtype, int layer,
-                     int32_t block, int slot)
+/* block's keys or values in layer of base (p->k or p->v); NULL on a device */
+static void *block_at(const kvc_pool *p, void *base, int layer, int32_t block)
 {
-    if (!base || p->s.dtype != dtype)
+    if (!base)
         return NULL;
-    size_t i = layer * p->layer_elems + block * p->block_elems + slot * p->slot_elems;
-    return dtype == KVC_F16 ? (void *)((uint16_t *)base + i) : (void *)((float *)base + i);
+    size_t i = layer * p->layer_elems + block * p->block_elems;
+    return p->s.dtype == KVC_F16 ? (void *)((uint16_t *)base + i) : (void *)((float *)base + i);
 }
 
-float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot)
+void *kvc_k_block(kvc_pool *p, int layer, int32_t block)
 {
-    return slot_at(p, p->k, KVC_F32, layer, block, slot);
+    return block_at(p, p->k, layer, block);
 }
 
-float *kvc_v(kvc_pool *p, int layer, int32_t block, int slot)
+void *kvc_v_block(kvc_pool *p, int layer, int32_t block)
 {
-    return slot_at(p, p->v, KVC_F32, layer, block, slot);
-}
-
-uint16_t *kvc_k16(kvc_pool *p, int layer, int32_t block, int slot)
-{
-    return slot_at(p, p->k, KVC_F16, layer, block, slot);
-}
-
-uint16_t *kvc_v16(kvc_pool *p, int layer, int32_t block, int slot)
-{
-    return slot_at(p, p->v, KVC_F16, layer, block, slot);
+    return block_at(p, p->v, layer, block);
 }

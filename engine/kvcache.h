@@ -5,7 +5,12 @@
  * table[p / block_size] at slot p % block_size. Blocks are refcounted so that sequences
  * can share a cached prefix. Single-threaded: the engine thread owns the pool.
  *
- *   k, v: [n_layer][n_blocks][block_size][n_kv_head][head_dim], f32 or f16 (dtype)
+ *   k: [n_layer][n_blocks][n_kv_head][head_dim][block_size]  (transposed within a block)
+ *   v: [n_layer][n_blocks][n_kv_head][block_size][head_dim]
+ *
+ * f32 or f16 (dtype). Within a block one KV head's keys and values are each contiguous,
+ * and a key dimension runs along the block's positions: attention scores 16 positions in
+ * the lanes of one vector, with no horizontal sums (engine/model.c, attend_group()).
  */
 #ifndef ENG_KVCACHE_H
 #define ENG_KVCACHE_H
@@ -45,12 +50,10 @@ void kvc_release(kvc_pool *p, int32_t block);
  * the pool. For callers that check ids they are handed, and for tests. */
 int kvc_refcount(const kvc_pool *p, int32_t block);
 
-/* Where one position's key (or value) vector lives: [n_kv_head][head_dim] floats; NULL
- * when the storage is on a device or in F16. */
-float *kvc_k(kvc_pool *p, int layer, int32_t block, int slot);
-float *kvc_v(kvc_pool *p, int layer, int32_t block, int slot);
-/* The same for an F16 pool ([n_kv_head][head_dim] binary16 values); NULL otherwise. */
-uint16_t *kvc_k16(kvc_pool *p, int layer, int32_t block, int slot);
-uint16_t *kvc_v16(kvc_pool *p, int layer, int32_t block, int slot);
+/* A block's keys ([n_kv_head][head_dim][block_size]) and values
+ * ([n_kv_head][block_size][head_dim]) in one layer: floats or binary16 values as the
+ * pool's dtype says; NULL when the storage is on a device. */
+void *kvc_k_block(kvc_pool *p, int layer, int32_t block);
+void *kvc_v_block(kvc_pool *p, int layer, int32_t block);
 
 #endif

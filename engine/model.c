@@ -678,18 +678,22 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
  * their scores against the whole context ([ATT_TILE * group][ctx] floats) stay in L2.
  */
 #define ATT_TILE 32
-/* Sequences with this many new tokens or fewer attend over the cache in place, token by
- * token and KV head by KV head (attend_direct()), where that kernel exists. */
+/* Sequences with this many new tokens or fewer attend over the cache in place, in groups
+ * of tokens sharing blocks (attend_group()), where that kernel exists. */
 #define ATT_DIRECT_MAX 1
-#define ATT_DIRECT_MAX_HD 256
-#define ATT_DIRECT_MAX_GROUP 8
-#define ATT_PREFETCH 8
+/* query heads attending together over shared blocks: members of a group (at most
+ * ATT_GROUP_MAX) x the heads sharing a KV head */
+#define ATT_GROUP_QUERIES 24
+#define ATT_GROUP_MAX 8
 
-/* floats of per-thread scratch for attend_tile() up to ctx positions */
+/* floats of per-thread scratch for attend_tile() and attend_group() up to ctx positions */
 static size_t attn_scratch_floats(int ctx, int hd, int group)
 {
     size_t rows = (size_t)ATT_TILE * group;
-    return 2 * (size_t)ctx * hd + rows * ((size_t)ctx + 2 * hd + 1);
+    size_t tile = 2 * (size_t)ctx * hd + rows * ((size_t)ctx + 2 * hd + 1);
+    size_t nq = (size_t)(group > ATT_GROUP_QUERIES ? group : ATT_GROUP_QUERIES);
+    size_t grp = nq * (2 * (size_t)hd + 1 + (size_t)ctx + 16);
+    return tile > grp ? tile : grp;
 }
 
 static int grow(eng_model *m, int T, int ctx)
@@ -975,6 +979,28 @@ static void f16_load(float *y, const uint16_t *s, int n)
 #endif
     for (; i < n; i++)
         y[i] = f16_to_f32(s[i]);
+}
+
+/* Position (b, slot)'s keys and values of every KV head (k, v: [n_kv_head][head_dim]) into
+ * layer l of the pool, in its layout (keys transposed, kvcache.h) and dtype. */
+static void kv_store(kvc_pool *kv, int l, int32_t b, int slot, const float *k, const float *v)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int hd = ks->head_dim, bs = ks->block_size, HK = ks->n_kv_head * hd;
+    if (ks->dtype == KVC_F16) {
+        uint16_t *kb = kvc_k_block(kv, l, b), *vb = kvc_v_block(kv, l, b), kh[HK];
+        f16_store(kh, k, HK);
+        for (int e = 0; e < HK; e++)
+            kb[(size_t)e * bs + slot] = kh[e];
+        for (int g = 0; g < ks->n_kv_head; g++)
+            f16_store(vb + ((size_t)g * bs + slot) * hd, v + (size_t)g * hd, hd);
+        return;
+    }
+    float *kb = kvc_k_block(kv, l, b), *vb = kvc_v_block(kv, l, b);
+    for (int e = 0; e < HK; e++)
+        kb[(size_t)e * bs + slot] = k[e];
+    for (int g = 0; g < ks->n_kv_head; g++)
+        memcpy(vb + ((size_t)g * bs + slot) * hd, v + (size_t)g * hd, sizeof(float) * hd);
 }
 
 static float dot_q4_1(const uint8_t *qs, const float *d, const float *mn, const float *x,
@@ -1703,34 +1729,36 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
                         float *out)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int hd = ks->head_dim, bs = ks->block_size, HK = ks->n_kv_head * hd;
+    const int hd = ks->head_dim, bs = ks->block_size;
     const int HQ = ks->n_kv_head * group * hd, L = pos0 + t1, rows = (t1 - t0) * group;
-    float *K = buf, *V = K + (size_t)L * hd, *Q = V + (size_t)L * hd, *O = Q + (size_t)rows * hd,
+    float *Kt = buf, *V = Kt + (size_t)L * hd, *Q = V + (size_t)L * hd, *O = Q + (size_t)rows * hd,
           *inv = O + (size_t)rows * hd, *S = inv + rows;
     const int f16 = ks->dtype == KVC_F16;
+    /* keys gathered transposed ([hd][L], as the pool keeps them), values as rows */
     for (int b = 0; b * bs < L; b++) {
         int n = L - b * bs < bs ? L - b * bs : bs;
         if (f16) {
-            const uint16_t *kb = kvc_k16(kv, layer, table[b], 0) + g * hd;
-            const uint16_t *vb = kvc_v16(kv, layer, table[b], 0) + g * hd;
-            for (int i = 0; i < n; i++) {
-                f16_load(K + (size_t)(b * bs + i) * hd, kb + (size_t)i * HK, hd);
-                f16_load(V + (size_t)(b * bs + i) * hd, vb + (size_t)i * HK, hd);
-            }
+            const uint16_t *kb = (const uint16_t *)kvc_k_block(kv, layer, table[b]) +
+                                 (size_t)g * hd * bs;
+            const uint16_t *vb = (const uint16_t *)kvc_v_block(kv, layer, table[b]) +
+                                 (size_t)g * bs * hd;
+            for (int e = 0; e < hd; e++)
+                f16_load(Kt + (size_t)e * L + b * bs, kb + (size_t)e * bs, n);
+            f16_load(V + (size_t)b * bs * hd, vb, n * hd);
             continue;
         }
-        const float *kb = kvc_k(kv, layer, table[b], 0) + g * hd;
-        const float *vb = kvc_v(kv, layer, table[b], 0) + g * hd;
-        for (int i = 0; i < n; i++) /* rows of hd floats: a loop, not a libc call each */
-            for (int e = 0; e < hd; e++) {
-                K[(size_t)(b * bs + i) * hd + e] = kb[(size_t)i * HK + e];
-                V[(size_t)(b * bs + i) * hd + e] = vb[(size_t)i * HK + e];
-            }
+        const float *kb = (const float *)kvc_k_block(kv, layer, table[b]) + (size_t)g * hd * bs;
+        const float *vb = (const float *)kvc_v_block(kv, layer, table[b]) + (size_t)g * bs * hd;
+        for (int e = 0; e < hd; e++) /* a loop, not a libc call each */
+            for (int i = 0; i < n; i++)
+                Kt[(size_t)e * L + b * bs + i] = kb[(size_t)e * bs + i];
+        for (int i = 0; i < n * hd; i++)
+            V[(size_t)b * bs * hd + i] = vb[i];
     }
     for (int t = t0; t < t1; t++)
         memcpy(Q + (size_t)(t - t0) * group * hd, q + (size_t)t * HQ + (size_t)g * group * hd,
                sizeof(float) * group * hd);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, L, hd, scale, Q, hd, K, hd, 0.0f,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, L, hd, scale, Q, hd, Kt, L, 0.0f,
                 S, L);
     for (int r = 0; r < rows; r++)
         inv[r] = 1.0f / softmax_row(S + (size_t)r * L, pos0 + t0 + r / group + 1, L);
@@ -1743,176 +1771,217 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
     }
 }
 
+/* a token attending directly, as a member of a group (attend_group()) */
+struct att_member {
+    int t;                /* the token's row in the pass */
+    int p;                /* its position: it sees 0..p */
+    const int32_t *table; /* its sequence's block table */
+};
+
 #if defined(__x86_64__)
-/* Prefetches row (*pb, *pi) of blocks base[0..nbk) (rows of rb bytes every stride bytes)
- * and moves on to the next row; nothing past the last block. */
-static inline __attribute__((always_inline)) void prefetch_row(const char *const *base, int nbk,
-                                                               int bs, size_t stride, int rb,
-                                                               int *pb, int *pi)
-{
-    int b = *pb, i = *pi;
-    if (b < nbk) {
-        for (int c = 0; c < rb; c += 64)
-            _mm_prefetch(base[b] + (size_t)i * stride + c, _MM_HINT_T0);
-        if (++i == bs)
-            b++, i = 0;
-        *pb = b, *pi = i;
-    }
-}
+/*
+ * Attention of a group of tokens ("members", of one sequence or of several) that share
+ * their first nsh blocks, every member attending from its own position over the cache in
+ * place, KV head by KV head. The shared blocks are read once for the whole group: their
+ * keys and values are widened once and used by every member's query heads, which is what
+ * makes 16 sequences decoding over one system prompt cheaper than 16 alone.
+ *
+ * Each query's arithmetic is the same whatever group it is in and wherever the shared
+ * range ends, so that a token's attention does not depend on the rest of its batch:
+ *   - a score is one chain of FMAs over the head's dimensions in order (the keys are
+ *     stored transposed, kvcache.h, so 16 positions fill a vector's lanes);
+ *   - the softmax runs over the query's whole row of scores (softmax_row());
+ *   - the output is one chain of FMAs over the positions in order, per 16 dimensions.
+ * tests/engine/test_ops.c checks groups bit-identical to members alone.
+ */
+/* queries scored together, and output accumulators, all in registers */
+#define ATT_QK_MAX 12
+#define ATT_PV_MAX 12
 
-/* 16 keys or values from a row of the pool: F32, or F16 widened */
-/* lane r = the sum of a[r]'s 16 lanes: pairs of vectors interleaved and added within
- * 128-bit lanes (by floats, then by float pairs), then across them (shuffle_f32x4), four
- * rounds for all 16 instead of a horizontal sum each */
-AVX512 static inline __attribute__((always_inline)) __m512 hsum16(const __m512 *a)
-{
-    __m512 t[8], u[4], v[2];
-    for (int r = 0; r < 8; r++)
-        t[r] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * r], a[2 * r + 1]),
-                             _mm512_unpackhi_ps(a[2 * r], a[2 * r + 1]));
-    for (int r = 0; r < 4; r++) {
-        const __m512d x = _mm512_castps_pd(t[2 * r]), y = _mm512_castps_pd(t[2 * r + 1]);
-        u[r] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
-                             _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
-    }
-    for (int r = 0; r < 2; r++)
-        v[r] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * r], u[2 * r + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(u[2 * r], u[2 * r + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-AVX512 static inline __attribute__((always_inline)) __m512 load_kv16(const char *row, int c,
-                                                                    const int f16)
+AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p, __mmask16 mask,
+                                                                  const int f16)
 {
     if (f16)
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)row + c));
-    return _mm512_loadu_ps((const float *)row + 16 * c);
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
+    return _mm512_maskz_loadu_ps(mask, p);
 }
 
-/* the group's dot products with key row i of block b (then advanced to the next row), each
- * still spread over 16 lanes: into a[h * astride] */
+/* scores of nq queries (qs: [nq][hd], scaled) with the w <= 16 positions of a block whose
+ * transposed keys start at kt (row d of a head's keys: kt + d * kstep bytes), into
+ * sc + i * ld for query i */
 AVX512 static inline __attribute__((always_inline)) void
-key_dots(const char *const *kb, int *b, int *i, int bs, size_t stride, int f16, int nc,
-         int group, __m512 (*qv)[ATT_DIRECT_MAX_HD / 16], __m512 *a, int astride)
+qk_body(const char *kt, size_t kstep, __mmask16 mask, int hd, const float *qs, float *sc,
+        size_t ld, const int nq, const int f16)
 {
-    const char *kr = kb[*b] + (size_t)*i * stride;
-    if (++*i == bs)
-        *i = 0, ++*b;
-    __m512 k[ATT_DIRECT_MAX_HD / 16];
-    for (int c = 0; c < nc; c++)
-        k[c] = load_kv16(kr, c, f16);
-    for (int h = 0; h < group; h++) {
-        __m512 d = _mm512_mul_ps(qv[h][0], k[0]);
-        for (int c = 1; c < nc; c++)
-            d = _mm512_fmadd_ps(qv[h][c], k[c], d);
-        a[(size_t)h * astride] = d;
+    __m512 s[ATT_QK_MAX];
+    __m512 k = load_kv(kt, mask, f16);
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++)
+        s[i] = _mm512_mul_ps(_mm512_set1_ps(qs[(size_t)i * hd]), k);
+    for (int d = 1; d < hd; d++) {
+        k = load_kv(kt + d * kstep, mask, f16);
+#pragma GCC unroll 12
+        for (int i = 0; i < nq; i++)
+            s[i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[(size_t)i * hd + d]), k, s[i]);
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++)
+        _mm512_mask_storeu_ps(sc + i * ld, mask, s[i]);
+}
+
+#define QK_CASE(n)                                                                           \
+    case n:                                                                                  \
+        if (f16)                                                                             \
+            qk_body(kt, kstep, mask, hd, qs, sc, ld, n, 1);                                  \
+        else                                                                                 \
+            qk_body(kt, kstep, mask, hd, qs, sc, ld, n, 0);                                  \
+        break;
+
+AVX512 static void qk_chunk(const char *kt, size_t kstep, __mmask16 mask, int hd,
+                            const float *qs, float *sc, size_t ld, int nq, int f16)
+{
+    switch (nq) {
+        QK_CASE(1) QK_CASE(2) QK_CASE(3) QK_CASE(4) QK_CASE(5) QK_CASE(6)
+        QK_CASE(7) QK_CASE(8) QK_CASE(9) QK_CASE(10) QK_CASE(11) QK_CASE(12)
     }
 }
+#undef QK_CASE
 
-/* the body of attend_direct(), inlined with head_dim and group constants (64 and 3:
- * SmolLM2) and without, for each storage type */
+/* o_i += sum over positions j0 <= j < j1 of pr_i[j] v[j], for 16 dimensions (voff bytes
+ * into a value row) of nq queries (pr: rows of ld probabilities by absolute position; o:
+ * rows of ldo floats), the values of KV head g read through table */
 AVX512 static inline __attribute__((always_inline)) void
-attend_direct_body(const float *q, int p, kvc_pool *kv, int layer, const int32_t *table, int g,
-                   float scale, float *sc, float *out, const int hd, const int group,
-                   const int f16)
+pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
+        const float *pr, size_t ld, float *o, size_t ldo, const int nq, const int f16)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int bs = ks->block_size, nc = hd / 16, n = p + 1;
-    const int es = f16 ? 2 : 4, rb = hd * es;           /* bytes of a value, of a row */
-    const size_t stride = (size_t)ks->n_kv_head * rb; /* bytes from a position to the next */
-    __m512 qv[ATT_DIRECT_MAX_GROUP][ATT_DIRECT_MAX_HD / 16];
-    __m512 o[ATT_DIRECT_MAX_GROUP][ATT_DIRECT_MAX_HD / 16];
-    for (int h = 0; h < group; h++)
-        for (int c = 0; c < nc; c++) {
-            qv[h][c] = _mm512_mul_ps(_mm512_loadu_ps(q + h * hd + 16 * c), _mm512_set1_ps(scale));
-            o[h][c] = _mm512_setzero_ps();
+    const int bs = ks->block_size;
+    const size_t es = f16 ? 2 : 4, rb = (size_t)ks->head_dim * es;
+    __m512 acc[ATT_PV_MAX];
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++)
+        acc[i] = _mm512_loadu_ps(o + i * ldo);
+    for (int j = j0; j < j1;) {
+        const char *vb = (const char *)kvc_v_block(kv, layer, table[j / bs]) +
+                         (size_t)g * bs * rb + voff;
+        int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
+        for (const char *vr = vb + (size_t)(j % bs) * rb; j < end; j++, vr += rb) {
+            __m512 v = load_kv(vr, 0xffff, f16);
+#pragma GCC unroll 12
+            for (int i = 0; i < nq; i++)
+                acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(pr[i * ld + j]), v, acc[i]);
         }
-    /* rows j of the keys and values: kb[j / bs] + j % bs * HK. Each pass prefetches its
-     * rows ATT_PREFETCH positions ahead: they are hd of every HK floats, a stride the
-     * hardware prefetchers miss, and decode waited on memory a row at a time (twice as
-     * long at 1100 positions). */
-    const int nbk = (n + bs - 1) / bs;
-    const char *kb[nbk], *vb[nbk];
-    for (int b = 0; b < nbk; b++) {
-        kb[b] = f16 ? (const char *)(kvc_k16(kv, layer, table[b], 0) + g * hd)
-                    : (const char *)(kvc_k(kv, layer, table[b], 0) + g * hd);
-        vb[b] = f16 ? (const char *)(kvc_v16(kv, layer, table[b], 0) + g * hd)
-                    : (const char *)(kvc_v(kv, layer, table[b], 0) + g * hd);
     }
-    int pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs; /* the row prefetched: pb, pi */
-    /* scores 16 positions at a time: a head's 16 dot products are summed across their lanes
-     * together (hsum16), not one horizontal sum each, which cost twice the products; the
-     * last n % 16 one by one */
-    int b = 0, i = 0, j = 0; /* position j: row i of block b */
-    for (; j + 16 <= n; j += 16) {
-        __m512 acc[ATT_DIRECT_MAX_GROUP][16];
-        for (int r = 0; r < 16; r++) {
-            prefetch_row(kb, nbk, bs, stride, rb, &pb, &pi);
-            key_dots(kb, &b, &i, bs, stride, f16, nc, group, qv, &acc[0][r], 16);
-        }
-        for (int h = 0; h < group; h++)
-            _mm512_storeu_ps(sc + (size_t)h * n + j, hsum16(acc[h]));
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++)
+        _mm512_storeu_ps(o + i * ldo, acc[i]);
+}
+
+#define PV_CASE(n)                                                                           \
+    case n:                                                                                  \
+        if (f16)                                                                             \
+            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, 1);                \
+        else                                                                                 \
+            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, 0);                \
+        break;
+
+AVX512 static void pv_chunk(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
+                            int j1, size_t voff, const float *pr, size_t ld, float *o,
+                            size_t ldo, int nq, int f16)
+{
+    switch (nq) {
+        PV_CASE(1) PV_CASE(2) PV_CASE(3) PV_CASE(4) PV_CASE(5) PV_CASE(6)
+        PV_CASE(7) PV_CASE(8) PV_CASE(9) PV_CASE(10) PV_CASE(11) PV_CASE(12)
     }
-    for (; j < n; j++) {
-        __m512 a[ATT_DIRECT_MAX_GROUP];
-        prefetch_row(kb, nbk, bs, stride, rb, &pb, &pi);
-        key_dots(kb, &b, &i, bs, stride, f16, nc, group, qv, a, 1);
-        for (int h = 0; h < group; h++)
-            sc[(size_t)h * n + j] = _mm512_reduce_add_ps(a[h]);
+}
+#undef PV_CASE
+
+/* scores of queries qs[0..nq) (rows of ld in sc) at positions j0 <= j < j1, keys of KV
+ * head g read through table, ATT_QK_MAX queries at a time */
+AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
+                            int j1, const float *qs, int nq, float *sc, size_t ld)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int bs = ks->block_size, hd = ks->head_dim, f16 = ks->dtype == KVC_F16;
+    const size_t es = f16 ? 2 : 4, kstep = (size_t)bs * es;
+    for (int j = j0; j < j1;) {
+        const char *kb = (const char *)kvc_k_block(kv, layer, table[j / bs]) +
+                         (size_t)g * hd * kstep;
+        int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
+        w = j1 - j < w ? j1 - j : w;
+        __mmask16 mask = (__mmask16)((1u << w) - 1);
+        for (int q0 = 0; q0 < nq; q0 += ATT_QK_MAX)
+            qk_chunk(kb + (size_t)(j % bs) * es, kstep, mask, hd, qs + (size_t)q0 * hd,
+                     sc + q0 * ld + j, ld, nq - q0 < ATT_QK_MAX ? nq - q0 : ATT_QK_MAX, f16);
+        j += w;
     }
-    float inv[ATT_DIRECT_MAX_GROUP];
-    for (int h = 0; h < group; h++)
-        inv[h] = 1.0f / softmax_row(sc + (size_t)h * n, n, n);
-    pb = ATT_PREFETCH / bs, pi = ATT_PREFETCH % bs;
-    for (int b = 0, j = 0; b < nbk; b++)
-        for (int i = 0; i < bs && j < n; i++, j++) {
-            prefetch_row(vb, nbk, bs, stride, rb, &pb, &pi);
-            const char *vr = vb[b] + (size_t)i * stride;
-            __m512 v[ATT_DIRECT_MAX_HD / 16];
-            for (int c = 0; c < nc; c++)
-                v[c] = load_kv16(vr, c, f16);
-            for (int h = 0; h < group; h++) {
-                __m512 w = _mm512_set1_ps(sc[(size_t)h * n + j]);
-                for (int c = 0; c < nc; c++)
-                    o[h][c] = _mm512_fmadd_ps(w, v[c], o[h][c]);
-            }
-        }
-    for (int h = 0; h < group; h++)
-        for (int c = 0; c < nc; c++)
-            _mm512_storeu_ps(out + h * hd + 16 * c,
-                             _mm512_mul_ps(o[h][c], _mm512_set1_ps(inv[h])));
+}
+
+/* output accumulators of queries 0..nq (rows of ldo in o) over positions j0 <= j < j1 */
+AVX512 static void pv_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
+                            int j1, const float *pr, size_t ld, float *o, size_t ldo, int nq)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int f16 = ks->dtype == KVC_F16;
+    const size_t es = f16 ? 2 : 4;
+    for (int c = 0; c < ks->head_dim / 16; c++)
+        for (int q0 = 0; q0 < nq; q0 += ATT_PV_MAX)
+            pv_chunk(kv, layer, table, g, j0, j1, (size_t)c * 16 * es, pr + q0 * ld, ld,
+                     o + q0 * ldo + 16 * c, ldo, nq - q0 < ATT_PV_MAX ? nq - q0 : ATT_PV_MAX,
+                     f16);
 }
 
 /*
- * One token at position p, the `group` query heads sharing KV head g (q, out: [group][hd]),
- * keys and values read in place, block by block, each once for all the heads: for
- * sequences with a single new token (decode), where attend_tile() would copy the whole
- * context to use it once. Needs AVX-512, head_dim a multiple of 16 up to
- * ATT_DIRECT_MAX_HD and group up to ATT_DIRECT_MAX_GROUP (attend_direct_ok()).
- * sc: [group][p + 1] scratch.
+ * The group mb[0..nm), sharing blocks 0..nsh-1 (all of them visible to every member), for
+ * the `group` query heads of KV head g: q, out: [T][n_head * hd] (the pass's rows).
+ * buf: attn_scratch_floats() floats.
  */
-AVX512 static void attend_direct(const float *q, int p, kvc_pool *kv, int layer,
-                                 const int32_t *table, int g, int group, float scale, float *sc,
-                                 float *out)
+AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kvc_pool *kv,
+                                int layer, int g, int group, float scale, const float *q,
+                                float *out, float *buf)
 {
-    const int hd = kvc_shape(kv)->head_dim, f16 = kvc_shape(kv)->dtype == KVC_F16;
-    if (hd == 64 && group == 3 && f16)
-        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, 64, 3, 1);
-    else if (hd == 64 && group == 3)
-        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, 64, 3, 0);
-    else if (f16)
-        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, hd, group, 1);
-    else
-        attend_direct_body(q, p, kv, layer, table, g, scale, sc, out, hd, group, 0);
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int hd = ks->head_dim, bs = ks->block_size, nq = nm * group;
+    const size_t HQ = (size_t)ks->n_kv_head * group * hd;
+    int pmax = 0;
+    for (int i = 0; i < nm; i++)
+        pmax = mb[i].p > pmax ? mb[i].p : pmax;
+    const size_t ld = (size_t)(pmax + 16) / 16 * 16;
+    float *qs = buf, *o = qs + (size_t)nq * hd, *inv = o + (size_t)nq * hd, *sc = inv + nq;
+    for (int i = 0; i < nm; i++) {
+        const float *qi = q + (size_t)mb[i].t * HQ + (size_t)g * group * hd;
+        for (int e = 0; e < group * hd; e++)
+            qs[(size_t)i * group * hd + e] = qi[e] * scale;
+    }
+    memset(o, 0, sizeof(float) * (size_t)nq * hd);
+    const int shared = nsh * bs;
+    if (shared)
+        qk_range(kv, layer, mb[0].table, g, 0, shared, qs, nq, sc, ld);
+    for (int i = 0; i < nm; i++)
+        qk_range(kv, layer, mb[i].table, g, shared, mb[i].p + 1, qs + (size_t)i * group * hd,
+                 group, sc + (size_t)i * group * ld, ld);
+    for (int r = 0; r < nq; r++) {
+        int n = mb[r / group].p + 1;
+        inv[r] = 1.0f / softmax_row(sc + (size_t)r * ld, n, n);
+    }
+    if (shared)
+        pv_range(kv, layer, mb[0].table, g, 0, shared, sc, ld, o, hd, nq);
+    for (int i = 0; i < nm; i++)
+        pv_range(kv, layer, mb[i].table, g, shared, mb[i].p + 1, sc + (size_t)i * group * ld,
+                 ld, o + (size_t)i * group * hd, hd, group);
+    for (int r = 0; r < nq; r++) {
+        float *dst = out + (size_t)mb[r / group].t * HQ + ((size_t)g * group + r % group) * hd;
+        for (int e = 0; e < hd; e++)
+            dst[e] = o[(size_t)r * hd + e] * inv[r];
+    }
 }
 #endif
 
 static int attend_direct_ok(int hd, int group)
 {
 #if defined(__x86_64__)
-    return have_avx512() && hd % 16 == 0 && hd <= ATT_DIRECT_MAX_HD &&
-           group <= ATT_DIRECT_MAX_GROUP;
+    (void)group;
+    return have_avx512() && hd % 16 == 0;
 #else
     (void)hd, (void)group;
     return 0;
@@ -2015,6 +2084,73 @@ static void rope(float *x, const int *pos, int t, int n_heads, int hd, int n_rot
     }
 }
 
+/* how many of the first n blocks of tables a and b are the same blocks */
+static int common_blocks(const int32_t *a, const int32_t *b, int n)
+{
+    int k = 0;
+    while (k < n && a[k] == b[k])
+        k++;
+    return k;
+}
+
+/*
+ * The tokens of the sequences that attend directly (no query tiles: tiles[s + 1] ==
+ * tiles[s]) in groups for attend_group(): members mb[gstart[i]..gstart[i + 1]) sharing
+ * gshared[i] blocks, every one of them fully visible to each member. A prompt's tokens go
+ * ATT_GROUP_MAX at a time (they share its blocks up to the first one's position); decoding
+ * sequences are sorted by block table and taken in order while a sequence shares at least
+ * half the group's blocks with its first. Returns the number of groups.
+ */
+static int group_direct(const struct eng_seq *seqs, int n_seqs, const int *first,
+                        const int *tiles, int bs, int group, struct att_member *mb, int *gstart,
+                        int *gshared)
+{
+    int maxm = ATT_GROUP_QUERIES / group, ng = 0, nm = 0, nd = 0, idx[n_seqs];
+    maxm = maxm < 1 ? 1 : maxm > ATT_GROUP_MAX ? ATT_GROUP_MAX : maxm;
+    for (int s = 0; s < n_seqs; s++) {
+        const struct eng_seq *q = &seqs[s];
+        if (tiles[s + 1] != tiles[s])
+            continue;
+        if (q->n_new == 1) { /* decoding: grouped below, insertion-sorted by table here */
+            int full = (q->pos0 + 1) / bs, k = nd++;
+            for (; k > 0; k--) {
+                const struct eng_seq *r = &seqs[idx[k - 1]];
+                int rf = (r->pos0 + 1) / bs, n = full < rf ? full : rf;
+                int c = common_blocks(q->block_table, r->block_table, n);
+                if (c < n ? q->block_table[c] >= r->block_table[c] : full >= rf)
+                    break;
+                idx[k] = idx[k - 1];
+            }
+            idx[k] = s;
+            continue;
+        }
+        for (int i = 0; i < q->n_new; i += maxm, ng++) {
+            gstart[ng] = nm;
+            gshared[ng] = (q->pos0 + i + 1) / bs;
+            for (int k = i; k < q->n_new && k < i + maxm; k++)
+                mb[nm++] = (struct att_member){first[s] + k, q->pos0 + k, q->block_table};
+        }
+    }
+    for (int i = 0; i < nd;) {
+        const struct eng_seq *lead = &seqs[idx[i]];
+        int lf = (lead->pos0 + 1) / bs, shared = lf, k = i;
+        gstart[ng] = nm;
+        for (; k < nd && k < i + maxm; k++) {
+            const struct eng_seq *q = &seqs[idx[k]];
+            int qf = (q->pos0 + 1) / bs;
+            int c = common_blocks(lead->block_table, q->block_table, lf < qf ? lf : qf);
+            if (k > i && (c == 0 || 2 * c < shared))
+                break;
+            shared = c < shared ? c : shared;
+            mb[nm++] = (struct att_member){first[idx[k]], q->pos0, q->block_table};
+        }
+        gshared[ng++] = shared;
+        i = k;
+    }
+    gstart[ng] = nm;
+    return ng;
+}
+
 int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_seqs,
                 float *logits)
 {
@@ -2054,11 +2190,12 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
 
     const float scale = 1.0f / sqrtf((float)hd);
     /* attention's work items: first[s], the sequence's first token in the batch; tiles[s],
-     * its first query tile (per KV head); heads[s], its first (token, KV head) pair when it
-     * goes by attend_direct() */
-    int first[n_seqs + 1], tiles[n_seqs + 1], heads[n_seqs + 1];
+     * its first query tile (per KV head); the groups of tokens that go direct (per KV
+     * head): members mb[gstart[i]..gstart[i + 1]), sharing gshared[i] blocks */
+    int first[n_seqs + 1], tiles[n_seqs + 1];
     const int direct_ok = attend_direct_ok(hd, group);
-    first[0] = tiles[0] = heads[0] = 0;
+    int n_direct = 0;
+    first[0] = tiles[0] = 0;
     for (int s = 0; s < n_seqs; s++) {
         /* with the int8 products every token attends by itself, as in decode: a token's
          * attention is then summed in the same order however its prompt was split into
@@ -2067,7 +2204,19 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         int n = seqs[s].n_new, direct = direct_ok && (n <= ATT_DIRECT_MAX || m->int8);
         first[s + 1] = first[s] + n;
         tiles[s + 1] = tiles[s] + (direct ? 0 : NK * ((n + ATT_TILE - 1) / ATT_TILE));
-        heads[s + 1] = heads[s] + (direct ? n * NK : 0);
+        n_direct += direct ? n : 0;
+    }
+    struct att_member *mb = NULL;
+    int *gstart = NULL, *gshared = NULL, n_groups = 0;
+    if (n_direct) {
+        mb = malloc(sizeof *mb * (size_t)n_direct);
+        gstart = malloc(sizeof *gstart * (size_t)(n_direct + 1));
+        gshared = malloc(sizeof *gshared * (size_t)n_direct);
+        if (!mb || !gstart || !gshared) {
+            free(mb), free(gstart), free(gshared);
+            return ENG_ENOMEM;
+        }
+        n_groups = group_direct(seqs, n_seqs, first, tiles, bs, group, mb, gstart, gshared);
     }
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
@@ -2085,35 +2234,25 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         for (int s = 0, t = 0; s < n_seqs; s++)
             for (int i = 0; i < seqs[s].n_new; i++, t++) {
                 int p = seqs[s].pos0 + i;
-                int32_t b = seqs[s].block_table[p / bs];
-                if (ks->dtype == KVC_F16) {
-                    f16_store(kvc_k16(kv, l, b, p % bs), m->k + (size_t)t * HK, HK);
-                    f16_store(kvc_v16(kv, l, b, p % bs), m->v + (size_t)t * HK, HK);
-                    continue;
-                }
-                memcpy(kvc_k(kv, l, b, p % bs), m->k + (size_t)t * HK, sizeof(float) * HK);
-                memcpy(kvc_v(kv, l, b, p % bs), m->v + (size_t)t * HK, sizeof(float) * HK);
+                kv_store(kv, l, seqs[s].block_table[p / bs], p % bs, m->k + (size_t)t * HK,
+                         m->v + (size_t)t * HK);
             }
         /* causal attention of every new token over its sequence's cached positions: by
-         * query tiles (biggest first, for the dynamic schedule), and a sequence decoding by
-         * (token, KV head) over the cache in place where attend_direct() exists (else by
-         * tiles too: two small SGEMMs beat the old per-head loop of a dot product a key) */
+         * query tiles (biggest first, for the dynamic schedule), and tokens that go direct
+         * by groups sharing blocks, a KV head at a time (attend_group()) */
+        const int n_items = tiles[n_seqs] + n_groups * NK;
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int it = 0; it < tiles[n_seqs] + heads[n_seqs]; it++) {
+        for (int it = 0; it < n_items; it++) {
             float *buf = m->scores + (size_t)omp_get_thread_num() * m->scratch_floats;
-            int s = 0;
-            if (it >= tiles[n_seqs]) { /* a KV head of a token of a sequence decoding */
-                int jt = it - tiles[n_seqs];
-                while (jt >= heads[s + 1])
-                    s++;
-                int t = first[s] + (jt - heads[s]) / NK, g = (jt - heads[s]) % NK;
-                size_t at = (size_t)t * HQ + (size_t)g * group * hd;
+            if (it >= tiles[n_seqs]) {
 #if defined(__x86_64__)
-                attend_direct(m->q + at, m->pos[t], kv, l, seqs[s].block_table, g, group, scale,
-                              buf, m->att + at);
+                int gi = (it - tiles[n_seqs]) / NK, g = (it - tiles[n_seqs]) % NK;
+                attend_group(mb + gstart[gi], gstart[gi + 1] - gstart[gi], gshared[gi], kv, l, g,
+                             group, scale, m->q, m->att, buf);
 #endif
                 continue;
             }
+            int s = 0;
             while (it >= tiles[s + 1])
                 s++;
             int j = it - tiles[s], n_tiles = (tiles[s + 1] - tiles[s]) / NK;
@@ -2132,6 +2271,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
             swiglu(m->gate + (size_t)t * F, m->up + (size_t)t * 2 * F, F);
         linear(&L->w_down, m->gate, T, m->x, 1); /* x += h Wd^T */
     }
+    free(mb), free(gstart), free(gshared);
     if (rows == 0)
         return 0;
     /* final norm of the rows that want logits, then the output head */

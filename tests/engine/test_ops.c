@@ -55,11 +55,8 @@ Test(ops, attention_over_paged_cache)
     float keys[3][2] = {{1, 0}, {0, 1}, {1, 1}}, vals[3][2] = {{1, 2}, {3, 4}, {5, 6}};
     for (int p = 0; p < 3; p++) {
         /* KV head 1 holds these; head 0 holds zeros */
-        float *k = kvc_k(kv, 0, table[p / 2], p % 2), *v = kvc_v(kv, 0, table[p / 2], p % 2);
-        memset(k, 0, 4 * sizeof(float));
-        memset(v, 0, 4 * sizeof(float));
-        memcpy(k + 2, keys[p], sizeof keys[p]);
-        memcpy(v + 2, vals[p], sizeof vals[p]);
+        float k[4] = {0, 0, keys[p][0], keys[p][1]}, v[4] = {0, 0, vals[p][0], vals[p][1]};
+        kv_store(kv, 0, table[p / 2], p % 2, k, v);
     }
     float *buf = malloc(sizeof(float) * attn_scratch_floats(3, 2, 1));
     /* three new tokens at positions 0..2, each with query {2, 0} on head 1 */
@@ -124,62 +121,78 @@ Test(ops, swiglu_matches_libm)
     cr_assert(worst < 1e-6);
 }
 
-/* element e of position (block, slot)'s keys (v = 0) or values (v = 1) in layer 1, F32 or
- * F16 storage; kv_put stores x, rounded to F16 where the pool is */
+/* where element e (KV head e / hd, dimension e % hd) of position (block, slot)'s keys
+ * (v = 0) or values (v = 1) lives in layer 1, as an index of values (kvcache.h's layout:
+ * keys transposed within a block) */
+static size_t kv_index(kvc_pool *kv, int v, int slot, int e)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int hd = ks->head_dim, bs = ks->block_size;
+    if (v)
+        return ((size_t)(e / hd) * bs + slot) * hd + e % hd;
+    return (size_t)e * bs + slot;
+}
+
+/* that element, F32 or F16 storage; kv_put stores x, rounded to F16 where the pool is */
 static float kv_get(kvc_pool *kv, int v, int32_t block, int slot, int e)
 {
+    void *base = (v ? kvc_v_block : kvc_k_block)(kv, 1, block);
     if (kvc_shape(kv)->dtype == KVC_F32)
-        return (v ? kvc_v : kvc_k)(kv, 1, block, slot)[e];
+        return ((float *)base)[kv_index(kv, v, slot, e)];
     _Float16 h;
-    memcpy(&h, (v ? kvc_v16 : kvc_k16)(kv, 1, block, slot) + e, sizeof h);
+    memcpy(&h, (uint16_t *)base + kv_index(kv, v, slot, e), sizeof h);
     return (float)h;
 }
 
 static void kv_put(kvc_pool *kv, int v, int32_t block, int slot, int e, float x)
 {
+    void *base = (v ? kvc_v_block : kvc_k_block)(kv, 1, block);
     if (kvc_shape(kv)->dtype == KVC_F32) {
-        (v ? kvc_v : kvc_k)(kv, 1, block, slot)[e] = x;
+        ((float *)base)[kv_index(kv, v, slot, e)] = x;
         return;
     }
     _Float16 h = (_Float16)x;
-    memcpy((v ? kvc_v16 : kvc_k16)(kv, 1, block, slot) + e, &h, sizeof h);
+    memcpy((uint16_t *)base + kv_index(kv, v, slot, e), &h, sizeof h);
 }
 
 /*
  * Tiled attention (SGEMMs over gathered keys and values) against a direct evaluation in
  * double, per token and head, for several chunk lengths and cached contexts; 3 KV heads of
- * `group` query heads each, head dim hd (3 and 64: SmolLM2, which the decode kernel has a
- * variant for), blocks in a scrambled order. Keys and values stored as dtype; the
- * reference reads the stored values.
+ * `group` query heads each, head dim hd (3 and 64: SmolLM2), blocks of bs positions in a
+ * scrambled order. Keys and values stored as dtype; the reference reads the stored values.
+ * Every token also goes through the direct kernel (attend_group(), where the CPU has it),
+ * alone and in groups of consecutive tokens sharing the blocks before the first one's
+ * position: a group must give each token bit for bit what it gets alone.
  */
-static void attention_cases(enum kvc_dtype dtype, int hd, int group)
+static void attention_cases(enum kvc_dtype dtype, int hd, int group, int bs)
 {
-    const int NK = 3, bs = 16, NH = NK * group, HQ = NH * hd, HK = NK * hd;
+    const int NK = 3, NH = NK * group, HQ = NH * hd, HK = NK * hd, nblk = 1024 / bs;
     const int cases[][2] = {{0, 1},  {0, 5},  {0, 32},  {0, 33},   {0, 100},  {17, 1},
                             {40, 7}, {31, 64}, {100, 65}, {250, 70}, {999, 1}};
-    struct kvc_shape ks = {2, NK, hd, bs, 64, 0, dtype};
+    struct kvc_shape ks = {2, NK, hd, bs, nblk, 0, dtype};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
-    int32_t table[64];
-    for (int i = 0; i < 64; i++)
+    int32_t table[nblk];
+    for (int i = 0; i < nblk; i++)
         kvc_alloc(kv, &table[i]);
     unsigned seed = 7;
-    for (int i = 63; i > 0; i--) { /* scramble the table */
+    for (int i = nblk - 1; i > 0; i--) { /* scramble the table */
         int j = (int)((seed = seed * 1103515245 + 12345) >> 16) % (i + 1);
         int32_t tmp = table[i];
         table[i] = table[j];
         table[j] = tmp;
     }
 #define RND() ((float)((seed = seed * 1103515245 + 12345) >> 16 & 0x7fff) / 16384.0f - 1.0f)
-    for (int p = 0; p < 64 * bs; p++)
+    for (int p = 0; p < nblk * bs; p++)
         for (int e = 0; e < HK; e++) {
             kv_put(kv, 0, table[p / bs], p % bs, e, RND());
             kv_put(kv, 1, table[p / bs], p % bs, e, RND());
         }
     const float scale = 1.0f / sqrtf((float)hd);
-    float *buf = malloc(sizeof(float) * attn_scratch_floats(64 * bs, hd, group));
+    float *buf = malloc(sizeof(float) * attn_scratch_floats(nblk * bs, hd, group));
     double worst = 0, worst_direct = 0;
-    int direct_cases = 0;
+    int direct_cases = 0, gm = ATT_GROUP_QUERIES / group;
+    gm = gm < 1 ? 1 : gm > ATT_GROUP_MAX ? ATT_GROUP_MAX : gm;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int pos0 = cases[c][0], n = cases[c][1];
         float *q = malloc(sizeof(float) * n * HQ), *out = malloc(sizeof(float) * n * HQ);
@@ -190,16 +203,29 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group)
                 attend_tile(q, pos0, t0, t0 + ATT_TILE < n ? t0 + ATT_TILE : n, kv, 1, table, g,
                             group, scale, buf, out);
 #if defined(__x86_64__)
-        /* single tokens: also the in-place kernel of decode, where the CPU has it */
-        if (n == 1 && attend_direct_ok(hd, group)) {
-            float *od = malloc(sizeof(float) * HQ);
-            for (int g = 0; g < NK; g++)
-                attend_direct(q + g * group * hd, pos0, kv, 1, table, g, group, scale, buf,
-                              od + g * group * hd);
-            for (int i = 0; i < HQ; i++)
+        if (attend_direct_ok(hd, group)) {
+            float *od = malloc(sizeof(float) * n * HQ), *og = malloc(sizeof(float) * n * HQ);
+            struct att_member mb[ATT_GROUP_MAX];
+            for (int t = 0; t < n; t++) {
+                mb[0] = (struct att_member){t, pos0 + t, table};
+                for (int g = 0; g < NK; g++)
+                    attend_group(mb, 1, (pos0 + t + 1) / bs, kv, 1, g, group, scale, q, od, buf);
+            }
+            for (int t0 = 0; t0 < n; t0 += gm) {
+                int nm = n - t0 < gm ? n - t0 : gm;
+                for (int k = 0; k < nm; k++)
+                    mb[k] = (struct att_member){t0 + k, pos0 + t0 + k, table};
+                for (int g = 0; g < NK; g++)
+                    attend_group(mb, nm, (pos0 + t0 + 1) / bs, kv, 1, g, group, scale, q, og,
+                                 buf);
+            }
+            for (int i = 0; i < n * HQ; i++)
                 worst_direct = fmax(worst_direct, fabs(od[i] - out[i]));
+            cr_assert(memcmp(od, og, sizeof(float) * n * HQ) == 0,
+                      "pos0 %d, %d tokens: a group differs from its tokens alone", pos0, n);
             direct_cases++;
             free(od);
+            free(og);
         }
 #endif
         for (int t = 0; t < n; t++)
@@ -228,10 +254,10 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group)
     }
 #undef RND
     const char *what = dtype == KVC_F16 ? "f16" : "f32";
-    fprintf(stderr, "ops: tiled attention vs direct (%s KV, hd %d, group %d): largest "
-                    "difference %.3g (tolerance 1e-5)\n", what, hd, group, worst);
-    fprintf(stderr, "ops: in-place decode attention vs tiles (%s KV, hd %d, group %d): %d "
-                    "cases, largest difference %.3g (tolerance 1e-5)\n", what, hd, group,
+    fprintf(stderr, "ops: tiled attention vs double (%s KV, hd %d, group %d, blocks of %d): "
+                    "largest difference %.3g (tolerance 1e-5)\n", what, hd, group, bs, worst);
+    fprintf(stderr, "ops: in-place attention vs tiles (%s KV, hd %d, group %d, blocks of %d): "
+                    "%d cases, largest difference %.3g (tolerance 1e-5)\n", what, hd, group, bs,
             direct_cases, worst_direct);
     cr_assert(worst < 1e-5);
     cr_assert(worst_direct < 1e-5);
@@ -242,15 +268,89 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group)
 
 Test(ops, attention_tiles_match_direct)
 {
-    attention_cases(KVC_F32, 64, 3);
-    attention_cases(KVC_F32, 128, 4);
+    attention_cases(KVC_F32, 64, 3, 16);
+    attention_cases(KVC_F32, 128, 4, 16);
+    attention_cases(KVC_F32, 64, 3, 8);  /* blocks narrower than a vector's 16 lanes */
+    attention_cases(KVC_F32, 32, 1, 24); /* and a block of 16 + 8 positions */
 }
 
 Test(ops, attention_over_f16_keys_and_values_matches_direct)
 {
-    attention_cases(KVC_F16, 64, 3);
-    attention_cases(KVC_F16, 128, 4);
+    attention_cases(KVC_F16, 64, 3, 16);
+    attention_cases(KVC_F16, 128, 4, 16);
+    attention_cases(KVC_F16, 64, 3, 8);
+    attention_cases(KVC_F16, 32, 1, 24);
 }
+
+#if defined(__x86_64__)
+/*
+ * Decoding sequences that share a cached prefix attend in one group over its blocks
+ * (group_direct() puts them together, attend_group() reads the blocks once): each gets
+ * bit for bit what it gets alone. Five sequences: three share 6 blocks, then go on in
+ * blocks of their own; one shares 2 of them; one shares none.
+ */
+Test(ops, sequences_sharing_a_prefix_attend_together_as_alone)
+{
+    if (!attend_direct_ok(64, 3))
+        return;
+    const int NK = 3, group = 3, hd = 64, bs = 16, HQ = NK * group * hd, HK = NK * hd;
+    struct kvc_shape ks = {2, NK, hd, bs, 64, 0, KVC_F16};
+    kvc_pool *kv;
+    cr_assert_eq(kvc_create(&ks, &kv), 0);
+    int32_t tables[5][10];
+    for (int s = 0; s < 5; s++)
+        for (int b = 0; b < 10; b++) {
+            int shared = s == 0 ? 0 : s < 3 ? 6 : s == 3 ? 2 : 0;
+            if (b < shared)
+                tables[s][b] = tables[0][b];
+            else
+                kvc_alloc(kv, &tables[s][b]);
+        }
+    unsigned seed = 3;
+    float k[HK], v[HK];
+    for (int b = 0; b < 64; b++)
+        for (int slot = 0; slot < bs; slot++) {
+            for (int e = 0; e < HK; e++) {
+                k[e] = (float)((seed = seed * 1103515245 + 12345) >> 16 & 0x7fff) / 8192.0f - 2;
+                v[e] = (float)((seed = seed * 1103515245 + 12345) >> 16 & 0x7fff) / 8192.0f - 2;
+            }
+            kv_store(kv, 1, b, slot, k, v);
+        }
+    const int pos[5] = {150, 97, 130, 60, 40};
+    struct eng_seq seqs[5];
+    int first[6], tiles[6] = {0}, gstart[6], gshared[5];
+    float q[5 * HQ], alone[5 * HQ], together[5 * HQ];
+    for (int i = 0; i < 5 * HQ; i++)
+        q[i] = (float)((seed = seed * 1103515245 + 12345) >> 16 & 0x7fff) / 4096.0f - 4;
+    for (int s = 0; s < 5; s++) {
+        seqs[s] = (struct eng_seq){NULL, 1, pos[s], tables[s], ENG_LOGITS_LAST};
+        first[s] = s;
+    }
+    first[5] = 5;
+    struct att_member mb[5];
+    float *buf = malloc(sizeof(float) * attn_scratch_floats(160, hd, group));
+    int ng = group_direct(seqs, 5, first, tiles, bs, group, mb, gstart, gshared);
+    cr_assert_eq(ng, 3, "the three sharing 6 blocks in one group, then one group each");
+    int grouped = 0;
+    for (int i = 0; i < ng; i++) {
+        grouped = gstart[i + 1] - gstart[i] > grouped ? gstart[i + 1] - gstart[i] : grouped;
+        if (gstart[i + 1] - gstart[i] == 3)
+            cr_assert_eq(gshared[i], 6);
+        for (int g = 0; g < NK; g++)
+            attend_group(mb + gstart[i], gstart[i + 1] - gstart[i], gshared[i], kv, 1, g, group,
+                         0.125f, q, together, buf);
+    }
+    cr_assert_eq(grouped, 3);
+    for (int s = 0; s < 5; s++) {
+        struct att_member one = {s, pos[s], tables[s]};
+        for (int g = 0; g < NK; g++)
+            attend_group(&one, 1, 0, kv, 1, g, group, 0.125f, q, alone, buf);
+    }
+    cr_assert(memcmp(alone, together, sizeof alone) == 0);
+    free(buf);
+    kvc_destroy(kv);
+}
+#endif
 
 /* An F16 pool holds a block in half the bytes; the engine's conversions round to nearest
  * even and back exactly. */
@@ -264,8 +364,8 @@ Test(ops, kv_pool_f16_storage)
     cr_assert_eq(kvc_create(&f16, &kv), 0);
     int32_t b;
     cr_assert_eq(kvc_alloc(kv, &b), 0);
-    cr_assert_null(kvc_k(kv, 1, b, 0), "no F32 view of F16 storage");
-    cr_assert_not_null(kvc_k16(kv, 1, b, 0));
+    uint16_t *blk = kvc_k_block(kv, 1, b);
+    cr_assert_not_null(blk);
     /* 20 values: 16 through the vector conversion where there is one, 4 through the tail;
      * ties (1 + 2/4096, 1 + 6/4096: half a unit of 1/1024) go to the even neighbour */
     const float in[] = {1.0f,  1.0f + 1.0f / 4096, 1.0f + 2.0f / 4096, 1.0f + 3.0f / 4096,
@@ -275,8 +375,8 @@ Test(ops, kv_pool_f16_storage)
     float x[20], y[20];
     for (int i = 0; i < 20; i++)
         x[i] = in[i % 8];
-    f16_store(kvc_k16(kv, 1, b, 0), x, 20);
-    f16_load(y, kvc_k16(kv, 1, b, 0), 20);
+    f16_store(blk, x, 20);
+    f16_load(y, blk, 20);
     for (int i = 0; i < 20; i++)
         cr_assert_eq(y[i], want[i % 8], "%.9g stored as %.9g", x[i], y[i]);
     kvc_destroy(kv);

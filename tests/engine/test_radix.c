@@ -23,7 +23,7 @@
 
 static kvc_pool *make_pool(int n_blocks)
 {
-    /* one K slot is 4 floats = 16 bytes: room for one 8-byte fingerprint per position */
+    /* a position's values are 4 floats = 16 bytes: room for one 8-byte fingerprint */
     struct kvc_shape s = {
         .n_layer = 1, .n_kv_head = 1, .head_dim = 4, .block_size = BS, .n_blocks = n_blocks};
     kvc_pool *p = NULL;
@@ -685,13 +685,13 @@ static void fingerprints(uint64_t ns, const int32_t *tok, int n, uint64_t *fp)
 
 static void write_fp(kvc_pool *p, int32_t block, int slot, uint64_t fp)
 {
-    memcpy(kvc_k(p, 0, block, slot), &fp, sizeof fp);
+    memcpy((float *)kvc_v_block(p, 0, block) + slot * 4, &fp, sizeof fp);
 }
 
 static uint64_t read_fp(kvc_pool *p, int32_t block, int slot)
 {
     uint64_t fp;
-    memcpy(&fp, kvc_k(p, 0, block, slot), sizeof fp);
+    memcpy(&fp, (float *)kvc_v_block(p, 0, block) + slot * 4, sizeof fp);
     return fp;
 }
 
