@@ -683,7 +683,7 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
 #define ATT_DIRECT_MAX 1
 /* query heads attending together over shared blocks: members of a group (at most
  * ATT_GROUP_MAX) x the heads sharing a KV head */
-#define ATT_GROUP_QUERIES 24
+#define ATT_GROUP_QUERIES 12
 #define ATT_GROUP_MAX 8
 
 /* floats of per-thread scratch for attend_tile() and attend_group() up to ctx positions */
@@ -1794,8 +1794,12 @@ struct att_member {
  *   - the output is one chain of FMAs over the positions in order, per 16 dimensions.
  * tests/engine/test_ops.c checks groups bit-identical to members alone.
  */
-/* queries scored together, and output accumulators, all in registers */
+/* queries scored together (ATT_QK_MAX), their accumulators for up to ATT_QK_SPANS spans of
+ * 16 positions at once, and the output's: ATT_PV_MAX queries, up to 4 slices of 16
+ * dimensions at once. Independent accumulators, at most 24 of them in registers: one chain
+ * per query would wait on the FMA latency. */
 #define ATT_QK_MAX 12
+#define ATT_QK_SPANS 4
 #define ATT_PV_MAX 12
 
 AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p, __mmask16 mask,
@@ -1806,98 +1810,136 @@ AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p
     return _mm512_maskz_loadu_ps(mask, p);
 }
 
-/* scores of nq queries (qs: [nq][hd], scaled) with the w <= 16 positions of a block whose
- * transposed keys start at kt (row d of a head's keys: kt + d * kstep bytes), into
- * sc + i * ld for query i */
+/* scores of nq queries (qs: [nq][hd], scaled) with np spans of up to 16 positions, span c
+ * in a block whose transposed keys start at kt[c] (row d: kt[c] + d * kstep bytes; lanes
+ * mask[c]; a span with an empty mask is skipped), into sc[c] + i * ld for query i */
 AVX512 static inline __attribute__((always_inline)) void
-qk_body(const char *kt, size_t kstep, __mmask16 mask, int hd, const float *qs, float *sc,
-        size_t ld, const int nq, const int f16)
+qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, const float *qs,
+        float *const *sc, size_t ld, const int nq, const int np, const int f16)
 {
-    __m512 s[ATT_QK_MAX];
-    __m512 k = load_kv(kt, mask, f16);
+    __m512 s[ATT_QK_MAX][ATT_QK_SPANS], k[ATT_QK_SPANS];
+#pragma GCC unroll 4
+    for (int c = 0; c < np; c++)
+        k[c] = load_kv(kt[c], mask[c], f16);
 #pragma GCC unroll 12
-    for (int i = 0; i < nq; i++)
-        s[i] = _mm512_mul_ps(_mm512_set1_ps(qs[(size_t)i * hd]), k);
+    for (int i = 0; i < nq; i++) {
+        __m512 qd = _mm512_set1_ps(qs[(size_t)i * hd]);
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++)
+            s[i][c] = _mm512_mul_ps(qd, k[c]);
+    }
     for (int d = 1; d < hd; d++) {
-        k = load_kv(kt + d * kstep, mask, f16);
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++)
+            k[c] = load_kv(kt[c] + d * kstep, mask[c], f16);
 #pragma GCC unroll 12
-        for (int i = 0; i < nq; i++)
-            s[i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[(size_t)i * hd + d]), k, s[i]);
+        for (int i = 0; i < nq; i++) {
+            __m512 qd = _mm512_set1_ps(qs[(size_t)i * hd + d]);
+#pragma GCC unroll 4
+            for (int c = 0; c < np; c++)
+                s[i][c] = _mm512_fmadd_ps(qd, k[c], s[i][c]);
+        }
     }
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++)
-        _mm512_mask_storeu_ps(sc + i * ld, mask, s[i]);
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++)
+            _mm512_mask_storeu_ps(sc[c] + i * ld, mask[c], s[i][c]);
 }
 
-#define QK_CASE(n)                                                                           \
+#define QK_CASE(n, np)                                                                       \
     case n:                                                                                  \
         if (f16)                                                                             \
-            qk_body(kt, kstep, mask, hd, qs, sc, ld, n, 1);                                  \
+            qk_body(kt, mask, kstep, hd, qs, sc, ld, n, np, 1);                              \
         else                                                                                 \
-            qk_body(kt, kstep, mask, hd, qs, sc, ld, n, 0);                                  \
+            qk_body(kt, mask, kstep, hd, qs, sc, ld, n, np, 0);                              \
         break;
 
-AVX512 static void qk_chunk(const char *kt, size_t kstep, __mmask16 mask, int hd,
-                            const float *qs, float *sc, size_t ld, int nq, int f16)
+/* qk_body() with np = 4 spans for up to 6 queries, 2 for up to 12 (the others' masks
+ * must be empty) */
+AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
+                            const float *qs, float *const *sc, size_t ld, int nq, int f16)
 {
     switch (nq) {
-        QK_CASE(1) QK_CASE(2) QK_CASE(3) QK_CASE(4) QK_CASE(5) QK_CASE(6)
-        QK_CASE(7) QK_CASE(8) QK_CASE(9) QK_CASE(10) QK_CASE(11) QK_CASE(12)
+        QK_CASE(1, 4) QK_CASE(2, 4) QK_CASE(3, 4) QK_CASE(4, 4) QK_CASE(5, 4) QK_CASE(6, 4)
+        QK_CASE(7, 2) QK_CASE(8, 2) QK_CASE(9, 2) QK_CASE(10, 2) QK_CASE(11, 2) QK_CASE(12, 2)
     }
 }
 #undef QK_CASE
 
-/* o_i += sum over positions j0 <= j < j1 of pr_i[j] v[j], for 16 dimensions (voff bytes
- * into a value row) of nq queries (pr: rows of ld probabilities by absolute position; o:
- * rows of ldo floats), the values of KV head g read through table */
+/* o_i += sum over positions j0 <= j < j1 of pr_i[j] v[j], for ns slices of 16 dimensions
+ * (from voff bytes into a value row) of nq queries (pr: rows of ld probabilities by
+ * absolute position; o: rows of ldo floats, at the first slice), the values of KV head g
+ * read through table */
 AVX512 static inline __attribute__((always_inline)) void
 pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
-        const float *pr, size_t ld, float *o, size_t ldo, const int nq, const int f16)
+        const float *pr, size_t ld, float *o, size_t ldo, const int nq, const int ns,
+        const int f16)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size;
     const size_t es = f16 ? 2 : 4, rb = (size_t)ks->head_dim * es;
-    __m512 acc[ATT_PV_MAX];
+    __m512 acc[ATT_PV_MAX][4], v[4];
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++)
-        acc[i] = _mm512_loadu_ps(o + i * ldo);
+#pragma GCC unroll 4
+        for (int c = 0; c < ns; c++)
+            acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
     for (int j = j0; j < j1;) {
         const char *vb = (const char *)kvc_v_block(kv, layer, table[j / bs]) +
                          (size_t)g * bs * rb + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
         for (const char *vr = vb + (size_t)(j % bs) * rb; j < end; j++, vr += rb) {
-            __m512 v = load_kv(vr, 0xffff, f16);
+#pragma GCC unroll 4
+            for (int c = 0; c < ns; c++)
+                v[c] = load_kv(vr + 16 * c * es, 0xffff, f16);
 #pragma GCC unroll 12
-            for (int i = 0; i < nq; i++)
-                acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(pr[i * ld + j]), v, acc[i]);
+            for (int i = 0; i < nq; i++) {
+                __m512 p = _mm512_set1_ps(pr[i * ld + j]);
+#pragma GCC unroll 4
+                for (int c = 0; c < ns; c++)
+                    acc[i][c] = _mm512_fmadd_ps(p, v[c], acc[i][c]);
+            }
         }
     }
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++)
-        _mm512_storeu_ps(o + i * ldo, acc[i]);
+#pragma GCC unroll 4
+        for (int c = 0; c < ns; c++)
+            _mm512_storeu_ps(o + i * ldo + 16 * c, acc[i][c]);
 }
 
-#define PV_CASE(n)                                                                           \
+#define PV_CASE(n, ns)                                                                       \
     case n:                                                                                  \
         if (f16)                                                                             \
-            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, 1);                \
+            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, ns, 1);            \
         else                                                                                 \
-            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, 0);                \
+            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, ns, 0);            \
         break;
 
+/* pv_body() for 4 slices (up to 6 queries), 2 (up to 12) or 1 (wide: the slices left) */
 AVX512 static void pv_chunk(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
                             int j1, size_t voff, const float *pr, size_t ld, float *o,
-                            size_t ldo, int nq, int f16)
+                            size_t ldo, int nq, int wide, int f16)
 {
+    if (!wide) {
+        switch (nq) {
+            PV_CASE(1, 1) PV_CASE(2, 1) PV_CASE(3, 1) PV_CASE(4, 1) PV_CASE(5, 1) PV_CASE(6, 1)
+            PV_CASE(7, 1) PV_CASE(8, 1) PV_CASE(9, 1) PV_CASE(10, 1) PV_CASE(11, 1)
+            PV_CASE(12, 1)
+        }
+        return;
+    }
     switch (nq) {
-        PV_CASE(1) PV_CASE(2) PV_CASE(3) PV_CASE(4) PV_CASE(5) PV_CASE(6)
-        PV_CASE(7) PV_CASE(8) PV_CASE(9) PV_CASE(10) PV_CASE(11) PV_CASE(12)
+        PV_CASE(1, 4) PV_CASE(2, 4) PV_CASE(3, 4) PV_CASE(4, 4) PV_CASE(5, 4) PV_CASE(6, 4)
+        PV_CASE(7, 2) PV_CASE(8, 2) PV_CASE(9, 2) PV_CASE(10, 2) PV_CASE(11, 2) PV_CASE(12, 2)
     }
 }
 #undef PV_CASE
 
 /* scores of queries qs[0..nq) (rows of ld in sc) at positions j0 <= j < j1, keys of KV
- * head g read through table, ATT_QK_MAX queries at a time */
+ * head g read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of
+ * them and ATT_QK_MAX queries at a time */
 AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
                             int j1, const float *qs, int nq, float *sc, size_t ld)
 {
@@ -1905,15 +1947,29 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
     const int bs = ks->block_size, hd = ks->head_dim, f16 = ks->dtype == KVC_F16;
     const size_t es = f16 ? 2 : 4, kstep = (size_t)bs * es;
     for (int j = j0; j < j1;) {
-        const char *kb = (const char *)kvc_k_block(kv, layer, table[j / bs]) +
-                         (size_t)g * hd * kstep;
-        int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
-        w = j1 - j < w ? j1 - j : w;
-        __mmask16 mask = (__mmask16)((1u << w) - 1);
-        for (int q0 = 0; q0 < nq; q0 += ATT_QK_MAX)
-            qk_chunk(kb + (size_t)(j % bs) * es, kstep, mask, hd, qs + (size_t)q0 * hd,
-                     sc + q0 * ld + j, ld, nq - q0 < ATT_QK_MAX ? nq - q0 : ATT_QK_MAX, f16);
-        j += w;
+        const char *kt[ATT_QK_SPANS];
+        __mmask16 mask[ATT_QK_SPANS];
+        int at[ATT_QK_SPANS];
+        for (int c = 0; c < ATT_QK_SPANS; c++) {
+            int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
+            w = j1 - j < w ? j1 - j : w;
+            at[c] = j < j1 ? j : j0;
+            kt[c] = (const char *)kvc_k_block(kv, layer, table[at[c] / bs]) +
+                    (size_t)g * hd * kstep + (size_t)(at[c] % bs) * es;
+            mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
+            j += j < j1 ? w : 0;
+        }
+        for (int q0 = 0; q0 < nq; q0 += ATT_QK_MAX) {
+            float *sc_at[ATT_QK_SPANS];
+            for (int c = 0; c < ATT_QK_SPANS; c++)
+                sc_at[c] = sc + q0 * ld + at[c];
+            int n = nq - q0 < ATT_QK_MAX ? nq - q0 : ATT_QK_MAX;
+            if (n > 6 && mask[2] | mask[3]) { /* two spans a pass: these two first */
+                qk_chunk(kt + 2, mask + 2, kstep, hd, qs + (size_t)q0 * hd, sc_at + 2, ld, n,
+                         f16);
+            }
+            qk_chunk(kt, mask, kstep, hd, qs + (size_t)q0 * hd, sc_at, ld, n, f16);
+        }
     }
 }
 
@@ -1922,13 +1978,17 @@ AVX512 static void pv_range(kvc_pool *kv, int layer, const int32_t *table, int g
                             int j1, const float *pr, size_t ld, float *o, size_t ldo, int nq)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int f16 = ks->dtype == KVC_F16;
+    const int f16 = ks->dtype == KVC_F16, nsl = ks->head_dim / 16;
     const size_t es = f16 ? 2 : 4;
-    for (int c = 0; c < ks->head_dim / 16; c++)
-        for (int q0 = 0; q0 < nq; q0 += ATT_PV_MAX)
+    for (int q0 = 0; q0 < nq; q0 += ATT_PV_MAX) {
+        int n = nq - q0 < ATT_PV_MAX ? nq - q0 : ATT_PV_MAX, step = n > 6 ? 2 : 4, c = 0;
+        for (; c + step <= nsl; c += step)
             pv_chunk(kv, layer, table, g, j0, j1, (size_t)c * 16 * es, pr + q0 * ld, ld,
-                     o + q0 * ldo + 16 * c, ldo, nq - q0 < ATT_PV_MAX ? nq - q0 : ATT_PV_MAX,
-                     f16);
+                     o + q0 * ldo + 16 * c, ldo, n, 1, f16);
+        for (; c < nsl; c++)
+            pv_chunk(kv, layer, table, g, j0, j1, (size_t)c * 16 * es, pr + q0 * ld, ld,
+                     o + q0 * ldo + 16 * c, ldo, n, 0, f16);
+    }
 }
 
 /*
