@@ -27,7 +27,7 @@ enum kvc_dtype { KVC_F32 = 0, KVC_F16 = 1 };
 struct kvc_shape {
     int n_layer, n_kv_head, head_dim, block_size, n_blocks;
     /* 1: the keys and values live in a device backend's memory (backend.h); the pool
-     * keeps only the accounting and kvc_k/kvc_v return NULL */
+     * keeps only the accounting and kvc_k_block/kvc_v_block return NULL */
     int device_storage;
     enum kvc_dtype dtype; /* host storage only */
 };

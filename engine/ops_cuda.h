@@ -38,8 +38,8 @@ struct eng_cuda_test_ops {
                 char *err, size_t errlen);
     /*
      * Paged KV write + attention for a batch of sequences, as one forward layer does it.
-     * k_layer, v_layer: one layer of a host pool ([n_blocks][block_size][n_kv][hd], the
-     * shape's n_blocks): positions [0, pos0) of each sequence are uploaded as its cached
+     * k_layer, v_layer: one layer's keys and values, [n_blocks][block_size][n_kv][hd]
+     * floats (the shape's n_blocks; not the host pool's layout, kvcache.h): positions [0, pos0) of each sequence are uploaded as its cached
      * prefix; positions [pos0, pos0 + n_new) are written by the KV-write kernel from the
      * same host values (the device slots are poisoned with NaN first). Sequences with
      * n_new == 1 go through the decode kernel, the others through the prefill kernel.

@@ -203,17 +203,21 @@ static double attention_case(int hd, int n_head, int n_kv, const int (*sp)[2], i
     }
     struct eng_seq seqs[8];
     int32_t *tables[8];
+    /* one layer's keys and values as the op takes them: [n_blocks][block_size][n_kv][hd] */
+    float *kl = calloc((size_t)ks.n_blocks * bs * HK, sizeof(float));
+    float *vl = calloc((size_t)ks.n_blocks * bs * HK, sizeof(float));
     for (int s = 0, used = 0; s < n_seqs; s++) {
         int n = sp[s][0], pos0 = sp[s][1], nb = (pos0 + n + bs - 1) / bs;
         tables[s] = ids + used;
         used += nb;
         seqs[s] = (struct eng_seq){NULL, n, pos0, tables[s], ENG_LOGITS_NONE};
         for (int p = 0; p < pos0 + n; p++) { /* every position's key and value, prefix and new */
-            float *k = kvc_k(kv, layer, tables[s][p / bs], p % bs);
-            float *v = kvc_v(kv, layer, tables[s][p / bs], p % bs);
-            for (int i = 0; i < HK; i++) {
-                k[i] = frand(-1, 1);
-                v[i] = frand(-1, 1);
+            int32_t blk = tables[s][p / bs];
+            float *k = kvc_k_block(kv, layer, blk), *v = kvc_v_block(kv, layer, blk);
+            for (int i = 0; i < HK; i++) { /* the pool's layout (kvcache.h), and the op's */
+                size_t at = ((size_t)blk * bs + p % bs) * HK + i;
+                kl[at] = k[(size_t)i * bs + p % bs] = frand(-1, 1);
+                vl[at] = v[((size_t)(i / hd) * bs + p % bs) * hd + i % hd] = frand(-1, 1);
             }
         }
     }
@@ -223,7 +227,7 @@ static double attention_case(int hd, int n_head, int n_kv, const int (*sp)[2], i
         eng_cpu_attention(q + (size_t)t * HQ, seqs[s].n_new, seqs[s].pos0, kv, layer, tables[s],
                           n_head, n_kv, hd, a + (size_t)t * HQ);
     char err[512];
-    cr_assert_eq(ops()->attention(kvc_k(kv, layer, 0, 0), kvc_v(kv, layer, 0, 0), kvc_shape(kv),
+    cr_assert_eq(ops()->attention(kl, vl, kvc_shape(kv),
                                   seqs, n_seqs, q, n_head, b, err, sizeof err),
                  0, "%s", err);
     double worst = 0;
@@ -239,7 +243,7 @@ static double attention_case(int hd, int n_head, int n_kv, const int (*sp)[2], i
                       hd, n_head, n_kv, s, seqs[s].n_new, seqs[s].pos0, i / HQ, i % HQ / hd, i % hd,
                       a[at], b[at]);
         }
-    free(q), free(a), free(b), free(ids);
+    free(q), free(a), free(b), free(ids), free(kl), free(vl);
     kvc_destroy(kv);
     return worst;
 }
