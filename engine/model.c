@@ -477,12 +477,11 @@ static int to_device(eng_model *m, const struct eng_options *opt, char *msg, siz
     return 0;
 }
 
-static int attend_direct_ok(int hd, int group);
+static int attend_direct_ok(int hd);
 
 int eng_model_token_invariant(const eng_model *m)
 {
-    const int group = m->hp.n_head / m->hp.n_head_kv;
-    return eng_model_int8(m) && attend_direct_ok(m->hp.head_dim, group);
+    return eng_model_int8(m) && attend_direct_ok(m->hp.head_dim);
 }
 
 int eng_model_int8(const eng_model *m)
@@ -2037,13 +2036,12 @@ AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kv
 }
 #endif
 
-static int attend_direct_ok(int hd, int group)
+static int attend_direct_ok(int hd)
 {
 #if defined(__x86_64__)
-    (void)group;
     return have_avx512() && hd % 16 == 0;
 #else
-    (void)hd, (void)group;
+    (void)hd;
     return 0;
 #endif
 }
@@ -2144,6 +2142,13 @@ static void rope(float *x, const int *pos, int t, int n_heads, int hd, int n_rot
     }
 }
 
+/* the most tokens in a group of attend_group(), `group` query heads each */
+static int group_members(int group)
+{
+    int n = ATT_GROUP_QUERIES / group;
+    return n < 1 ? 1 : n > ATT_GROUP_MAX ? ATT_GROUP_MAX : n;
+}
+
 /* how many of the first n blocks of tables a and b are the same blocks */
 static int common_blocks(const int32_t *a, const int32_t *b, int n)
 {
@@ -2157,16 +2162,15 @@ static int common_blocks(const int32_t *a, const int32_t *b, int n)
  * The tokens of the sequences that attend directly (no query tiles: tiles[s + 1] ==
  * tiles[s]) in groups for attend_group(): members mb[gstart[i]..gstart[i + 1]) sharing
  * gshared[i] blocks, every one of them fully visible to each member. A prompt's tokens go
- * ATT_GROUP_MAX at a time (they share its blocks up to the first one's position); decoding
- * sequences are sorted by block table and taken in order while a sequence shares at least
- * half the group's blocks with its first. Returns the number of groups.
+ * group_members(group) at a time (they share its blocks up to the first one's position);
+ * decoding sequences are sorted by block table and taken in order while a sequence shares
+ * at least half the group's blocks with its first. Returns the number of groups.
  */
 static int group_direct(const struct eng_seq *seqs, int n_seqs, const int *first,
                         const int *tiles, int bs, int group, struct att_member *mb, int *gstart,
                         int *gshared)
 {
-    int maxm = ATT_GROUP_QUERIES / group, ng = 0, nm = 0, nd = 0, idx[n_seqs];
-    maxm = maxm < 1 ? 1 : maxm > ATT_GROUP_MAX ? ATT_GROUP_MAX : maxm;
+    int maxm = group_members(group), ng = 0, nm = 0, nd = 0, idx[n_seqs];
     for (int s = 0; s < n_seqs; s++) {
         const struct eng_seq *q = &seqs[s];
         if (tiles[s + 1] != tiles[s])
@@ -2253,7 +2257,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
      * its first query tile (per KV head); the groups of tokens that go direct (per KV
      * head): members mb[gstart[i]..gstart[i + 1]), sharing gshared[i] blocks */
     int first[n_seqs + 1], tiles[n_seqs + 1];
-    const int direct_ok = attend_direct_ok(hd, group);
+    const int direct_ok = attend_direct_ok(hd);
     int n_direct = 0;
     first[0] = tiles[0] = 0;
     for (int s = 0; s < n_seqs; s++) {

@@ -191,8 +191,7 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group, int bs)
     const float scale = 1.0f / sqrtf((float)hd);
     float *buf = malloc(sizeof(float) * attn_scratch_floats(nblk * bs, hd, group));
     double worst = 0, worst_direct = 0;
-    int direct_cases = 0, gm = ATT_GROUP_QUERIES / group;
-    gm = gm < 1 ? 1 : gm > ATT_GROUP_MAX ? ATT_GROUP_MAX : gm;
+    int direct_cases = 0, gm = group_members(group);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int pos0 = cases[c][0], n = cases[c][1];
         float *q = malloc(sizeof(float) * n * HQ), *out = malloc(sizeof(float) * n * HQ);
@@ -203,7 +202,7 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group, int bs)
                 attend_tile(q, pos0, t0, t0 + ATT_TILE < n ? t0 + ATT_TILE : n, kv, 1, table, g,
                             group, scale, buf, out);
 #if defined(__x86_64__)
-        if (attend_direct_ok(hd, group)) {
+        if (attend_direct_ok(hd)) {
             float *od = malloc(sizeof(float) * n * HQ), *og = malloc(sizeof(float) * n * HQ);
             struct att_member mb[ATT_GROUP_MAX];
             for (int t = 0; t < n; t++) {
@@ -261,7 +260,7 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group, int bs)
             direct_cases, worst_direct);
     cr_assert(worst < 1e-5);
     cr_assert(worst_direct < 1e-5);
-    cr_assert(direct_cases > 0 || !attend_direct_ok(hd, group));
+    cr_assert(direct_cases > 0 || !attend_direct_ok(hd));
     free(buf);
     kvc_destroy(kv);
 }
@@ -291,7 +290,7 @@ Test(ops, attention_over_f16_keys_and_values_matches_direct)
  */
 Test(ops, sequences_sharing_a_prefix_attend_together_as_alone)
 {
-    if (!attend_direct_ok(64, 3))
+    if (!attend_direct_ok(64))
         return;
     const int NK = 3, group = 3, hd = 64, bs = 16, HQ = NK * group * hd, HK = NK * hd;
     struct kvc_shape ks = {2, NK, hd, bs, 64, 0, KVC_F16};
