@@ -34,7 +34,7 @@ previous request's prefix.
 
 usage (in build/llama-venv):
   python tests/bench/prefix.py BUILD_DIR MODEL.gguf [--groups 4 --prompts 16
-      --prefix-tokens 1024 --question-tokens 32 --output-tokens 32 --threads 2
+      --prefix-tokens 1024 --question-tokens 32 --output-tokens 256 --threads 2
       --rows on16,on1,off16,off1,i8on16,i8on1,llama16,llama1 --llama-cache on --json FILE]
       [--workload FILE]
 
@@ -286,7 +286,8 @@ def main():
     ap.add_argument("--prompts", "-P", type=int, default=16, help="prompts per group")
     ap.add_argument("--prefix-tokens", "-L", type=int, default=1024)
     ap.add_argument("--question-tokens", "-Q", type=int, default=32)
-    ap.add_argument("--output-tokens", "-O", type=int, default=32)
+    ap.add_argument("--output-tokens", "-O", type=int, default=256,
+                    help="max_tokens a request (SGLang's default output length for this workload)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(),
                     help="engine threads of both servers")
     ap.add_argument("--rows", default=",".join(ALL_ROWS),
