@@ -7,7 +7,7 @@
 
 struct kvc_pool {
     struct kvc_shape s;
-    size_t block_elems, layer_elems; /* values (F32 or F16) */
+    size_t block_elems, layer_elems; /* values (F32, F16 or BF16) */
     void *k, *v;
     int32_t *refs;
     int32_t *free_list; /* stack of free block ids */
@@ -18,8 +18,10 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
 {
     *out = NULL;
     if (s->n_layer <= 0 || s->n_kv_head <= 0 || s->head_dim <= 0 || s->block_size <= 0 ||
-        s->n_blocks <= 0 || (s->dtype != KVC_F32 && s->dtype != KVC_F16))
+        s->n_blocks <= 0 || (s->dtype != KVC_F32 && s->dtype != KVC_F16 && s->dtype != KVC_BF16))
         return ENG_EINVAL;
+    if (s->dtype == KVC_BF16 && (s->head_dim % 2 || s->block_size % 2))
+        return ENG_EINVAL; /* (pairs: kvcache.h) */
     kvc_pool *p = calloc(1, sizeof *p);
     if (!p)
         return ENG_ENOMEM;
@@ -28,7 +30,7 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
     p->layer_elems = p->block_elems * s->n_blocks;
     size_t total = p->layer_elems * s->n_layer;
     if (!s->device_storage) {
-        size_t elem = s->dtype == KVC_F16 ? sizeof(uint16_t) : sizeof(float);
+        size_t elem = s->dtype == KVC_F32 ? sizeof(float) : sizeof(uint16_t);
         p->k = malloc(total * elem);
         p->v = malloc(total * elem);
     }
@@ -98,7 +100,7 @@ int kvc_refcount(const kvc_pool *p, int32_t b)
 
 size_t kvc_block_bytes(const struct kvc_shape *s)
 {
-    size_t elem = s->dtype == KVC_F16 ? sizeof(uint16_t) : sizeof(float);
+    size_t elem = s->dtype == KVC_F32 ? sizeof(float) : sizeof(uint16_t);
     return 2 * (size_t)s->n_layer * s->block_size * s->n_kv_head * s->head_dim * elem;
 }
 
@@ -108,7 +110,7 @@ static void *block_at(const kvc_pool *p, void *base, int layer, int32_t block)
     if (!base)
         return NULL;
     size_t i = layer * p->layer_elems + block * p->block_elems;
-    return p->s.dtype == KVC_F16 ? (void *)((uint16_t *)base + i) : (void *)((float *)base + i);
+    return p->s.dtype == KVC_F32 ? (void *)((float *)base + i) : (void *)((uint16_t *)base + i);
 }
 
 void *kvc_k_block(kvc_pool *p, int layer, int32_t block)

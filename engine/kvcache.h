@@ -11,6 +11,12 @@
  * f32 or f16 (dtype). Within a block one KV head's keys and values are each contiguous,
  * and a key dimension runs along the block's positions: attention scores 16 positions in
  * the lanes of one vector, with no horizontal sums (engine/model.c, attend_group()).
+ *
+ * bf16 keeps pairs together, as the processors' BF16 dot products (two products summed
+ * into each 32-bit lane) take them; head_dim and block_size must be even:
+ *
+ *   k: [n_layer][n_blocks][n_kv_head][head_dim / 2][block_size][2]  (dimension pairs)
+ *   v: [n_layer][n_blocks][n_kv_head][block_size / 2][head_dim][2]  (position pairs)
  */
 #ifndef ENG_KVCACHE_H
 #define ENG_KVCACHE_H
@@ -20,9 +26,11 @@
 
 typedef struct kvc_pool kvc_pool;
 
-/* how host storage holds keys and values (IEEE binary16 for KVC_F16: half the memory
- * and the bandwidth, about 3 significant digits) */
-enum kvc_dtype { KVC_F32 = 0, KVC_F16 = 1 };
+/* how host storage holds keys and values: IEEE binary16 for KVC_F16 (half the memory and
+ * the bandwidth, about 3 significant digits), bfloat16 for KVC_BF16 (the same size, F32's
+ * range with about 2 significant digits; attention then runs on BF16 dot products, twice
+ * the F32 rate where AVX512_BF16 exists) */
+enum kvc_dtype { KVC_F32 = 0, KVC_F16 = 1, KVC_BF16 = 2 };
 
 struct kvc_shape {
     int n_layer, n_kv_head, head_dim, block_size, n_blocks;
@@ -51,8 +59,8 @@ void kvc_release(kvc_pool *p, int32_t block);
 int kvc_refcount(const kvc_pool *p, int32_t block);
 
 /* A block's keys ([n_kv_head][head_dim][block_size]) and values
- * ([n_kv_head][block_size][head_dim]) in one layer: floats or binary16 values as the
- * pool's dtype says; NULL when the storage is on a device. */
+ * ([n_kv_head][block_size][head_dim]) in one layer (bf16: in pairs, above): floats or
+ * 16-bit values as the pool's dtype says; NULL when the storage is on a device. */
 void *kvc_k_block(kvc_pool *p, int layer, int32_t block);
 void *kvc_v_block(kvc_pool *p, int layer, int32_t block);
 

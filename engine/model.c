@@ -478,10 +478,12 @@ static int to_device(eng_model *m, const struct eng_options *opt, char *msg, siz
 }
 
 static int attend_direct_ok(int hd);
+static int attend_direct_dtype_ok(enum kvc_dtype dtype);
 
-int eng_model_token_invariant(const eng_model *m)
+int eng_model_token_invariant(const eng_model *m, enum kvc_dtype kv_dtype)
 {
-    return eng_model_int8(m) && attend_direct_ok(m->hp.head_dim);
+    return eng_model_int8(m) && attend_direct_ok(m->hp.head_dim) &&
+           attend_direct_dtype_ok(kv_dtype);
 }
 
 int eng_model_int8(const eng_model *m)
@@ -691,7 +693,9 @@ static size_t attn_scratch_floats(int ctx, int hd, int group)
     size_t rows = (size_t)ATT_TILE * group;
     size_t tile = 2 * (size_t)ctx * hd + rows * ((size_t)ctx + 2 * hd + 1);
     size_t nq = (size_t)(group > ATT_GROUP_QUERIES ? group : ATT_GROUP_QUERIES);
-    size_t grp = nq * (2 * (size_t)hd + 1 + (size_t)ctx + 16);
+    /* queries, outputs, 1 / sums, scores; then (BF16 pools) queries and probabilities in
+     * bfloat16 */
+    size_t grp = nq * (2 * (size_t)hd + 1 + (size_t)ctx + 16) + nq * ((size_t)hd + ctx + 16) / 2;
     return tile > grp ? tile : grp;
 }
 
@@ -980,12 +984,51 @@ static void f16_load(float *y, const uint16_t *s, int n)
         y[i] = f16_to_f32(s[i]);
 }
 
+/* bfloat16 (the top half of a float) to and from float, for a BF16 KV pool: rounded to
+ * nearest even, as VCVTNEPS2BF16 does (NaN stays NaN) */
+static inline uint16_t f32_to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)(u >> 16 | 0x40);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
+static inline float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* where dimension e of KV head g at a block's slot lives in a BF16 block's keys or values
+ * (pairs, kvcache.h) */
+static inline size_t bf16_k_at(int hd, int bs, int g, int e, int slot)
+{
+    return (((size_t)g * (hd / 2) + e / 2) * bs + slot) * 2 + (e & 1);
+}
+
+static inline size_t bf16_v_at(int hd, int bs, int g, int e, int slot)
+{
+    return (((size_t)g * (bs / 2) + slot / 2) * hd + e) * 2 + (slot & 1);
+}
+
 /* Position (b, slot)'s keys and values of every KV head (k, v: [n_kv_head][head_dim]) into
  * layer l of the pool, in its layout (keys transposed, kvcache.h) and dtype. */
 static void kv_store(kvc_pool *kv, int l, int32_t b, int slot, const float *k, const float *v)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
     const int hd = ks->head_dim, bs = ks->block_size, HK = ks->n_kv_head * hd;
+    if (ks->dtype == KVC_BF16) {
+        uint16_t *kb = kvc_k_block(kv, l, b), *vb = kvc_v_block(kv, l, b);
+        for (int e = 0; e < HK; e++) {
+            kb[bf16_k_at(hd, bs, e / hd, e % hd, slot)] = f32_to_bf16(k[e]);
+            vb[bf16_v_at(hd, bs, e / hd, e % hd, slot)] = f32_to_bf16(v[e]);
+        }
+        return;
+    }
     if (ks->dtype == KVC_F16) {
         uint16_t *kb = kvc_k_block(kv, l, b), *vb = kvc_v_block(kv, l, b), kh[HK];
         f16_store(kh, k, HK);
@@ -1736,6 +1779,17 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
     /* keys gathered transposed ([hd][L], as the pool keeps them), values as rows */
     for (int b = 0; b * bs < L; b++) {
         int n = L - b * bs < bs ? L - b * bs : bs;
+        if (ks->dtype == KVC_BF16) {
+            const uint16_t *kb = kvc_k_block(kv, layer, table[b]);
+            const uint16_t *vb = kvc_v_block(kv, layer, table[b]);
+            for (int e = 0; e < hd; e++)
+                for (int i = 0; i < n; i++)
+                    Kt[(size_t)e * L + b * bs + i] = bf16_to_f32(kb[bf16_k_at(hd, bs, g, e, i)]);
+            for (int i = 0; i < n; i++)
+                for (int e = 0; e < hd; e++)
+                    V[((size_t)b * bs + i) * hd + e] = bf16_to_f32(vb[bf16_v_at(hd, bs, g, e, i)]);
+            continue;
+        }
         if (f16) {
             const uint16_t *kb = (const uint16_t *)kvc_k_block(kv, layer, table[b]) +
                                  (size_t)g * hd * bs;
@@ -1800,6 +1854,17 @@ struct att_member {
 #define ATT_QK_MAX 12
 #define ATT_QK_SPANS 4
 #define ATT_PV_MAX 12
+/* the kernels' instances by number of queries: (queries, spans or slices at once), for
+ * QK_CASE and PV_CASE as each dispatcher defines them */
+#define QK_CASES                                                                             \
+    QK_CASE(1, 4) QK_CASE(2, 4) QK_CASE(3, 4) QK_CASE(4, 4) QK_CASE(5, 4) QK_CASE(6, 4)      \
+    QK_CASE(7, 2) QK_CASE(8, 2) QK_CASE(9, 2) QK_CASE(10, 2) QK_CASE(11, 2) QK_CASE(12, 2)
+#define PV_CASES_NARROW                                                                      \
+    PV_CASE(1, 1) PV_CASE(2, 1) PV_CASE(3, 1) PV_CASE(4, 1) PV_CASE(5, 1) PV_CASE(6, 1)      \
+    PV_CASE(7, 1) PV_CASE(8, 1) PV_CASE(9, 1) PV_CASE(10, 1) PV_CASE(11, 1) PV_CASE(12, 1)
+#define PV_CASES_WIDE                                                                        \
+    PV_CASE(1, 4) PV_CASE(2, 4) PV_CASE(3, 4) PV_CASE(4, 4) PV_CASE(5, 4) PV_CASE(6, 4)      \
+    PV_CASE(7, 2) PV_CASE(8, 2) PV_CASE(9, 2) PV_CASE(10, 2) PV_CASE(11, 2) PV_CASE(12, 2)
 
 AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p, __mmask16 mask,
                                                                   const int f16)
@@ -1860,8 +1925,7 @@ AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, size_t
                             const float *qs, float *const *sc, size_t ld, int nq, int f16)
 {
     switch (nq) {
-        QK_CASE(1, 4) QK_CASE(2, 4) QK_CASE(3, 4) QK_CASE(4, 4) QK_CASE(5, 4) QK_CASE(6, 4)
-        QK_CASE(7, 2) QK_CASE(8, 2) QK_CASE(9, 2) QK_CASE(10, 2) QK_CASE(11, 2) QK_CASE(12, 2)
+        QK_CASES
     }
 }
 #undef QK_CASE
@@ -1923,28 +1987,174 @@ AVX512 static void pv_chunk(kvc_pool *kv, int layer, const int32_t *table, int g
 {
     if (!wide) {
         switch (nq) {
-            PV_CASE(1, 1) PV_CASE(2, 1) PV_CASE(3, 1) PV_CASE(4, 1) PV_CASE(5, 1) PV_CASE(6, 1)
-            PV_CASE(7, 1) PV_CASE(8, 1) PV_CASE(9, 1) PV_CASE(10, 1) PV_CASE(11, 1)
-            PV_CASE(12, 1)
+            PV_CASES_NARROW
         }
         return;
     }
     switch (nq) {
-        PV_CASE(1, 4) PV_CASE(2, 4) PV_CASE(3, 4) PV_CASE(4, 4) PV_CASE(5, 4) PV_CASE(6, 4)
-        PV_CASE(7, 2) PV_CASE(8, 2) PV_CASE(9, 2) PV_CASE(10, 2) PV_CASE(11, 2) PV_CASE(12, 2)
+        PV_CASES_WIDE
     }
 }
 #undef PV_CASE
 
+/*
+ * The same kernels over a BF16 pool (kvcache.h: keys in dimension pairs, values in position
+ * pairs) on BF16 dot products: VDPBF16PS multiplies 16 lanes of bfloat16 pairs and adds both
+ * products to each lane's float, 32 products an instruction where an F32 FMA does 16. The
+ * queries and probabilities are rounded to bfloat16 (qh, ph: pairs taken by 32-bit
+ * broadcasts), the sums stay in F32. A score is one chain over the dimension pairs in order
+ * and an output one chain over the position pairs in order, pairs counted from position 0
+ * of the sequence: a query's arithmetic does not depend on its group, as above.
+ */
+#define BF16_DOT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+
+static int have_avx512bf16(void)
+{
+    static int cached = -1;
+    if (cached < 0)
+        cached = have_avx512() && __builtin_cpu_supports("avx512bf16");
+    return cached;
+}
+
+BF16_DOT static inline __attribute__((always_inline)) __m512i bcast_pair(const uint16_t *p)
+{
+    uint32_t w;
+    memcpy(&w, p, sizeof w);
+    return _mm512_set1_epi32((int)w);
+}
+
+/* qk_body() on BF16 keys: kt[c] + d * kstep is dimension pair d of span c's positions */
+BF16_DOT static inline __attribute__((always_inline)) void
+qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
+             const uint16_t *qh, float *const *sc, size_t ld, const int nq, const int np)
+{
+    __m512 s[ATT_QK_MAX][ATT_QK_SPANS];
+    __m512i k[ATT_QK_SPANS];
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++)
+            s[i][c] = _mm512_setzero_ps();
+    for (int d = 0; d < hd / 2; d++) {
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++)
+            k[c] = _mm512_maskz_loadu_epi32(mask[c], kt[c] + d * kstep);
+#pragma GCC unroll 12
+        for (int i = 0; i < nq; i++) {
+            const __m512i qd = bcast_pair(qh + (size_t)i * hd + 2 * d);
+#pragma GCC unroll 4
+            for (int c = 0; c < np; c++)
+                s[i][c] = _mm512_dpbf16_ps(s[i][c], (__m512bh)qd, (__m512bh)k[c]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++)
+            _mm512_mask_storeu_ps(sc[c] + i * ld, mask[c], s[i][c]);
+}
+
+#define QK_CASE(n, np)                                                                       \
+    case n:                                                                                  \
+        qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, np);                                \
+        break;
+
+BF16_DOT static void qk_chunk_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep,
+                                   int hd, const uint16_t *qh, float *const *sc, size_t ld,
+                                   int nq)
+{
+    switch (nq) {
+        QK_CASES
+    }
+}
+#undef QK_CASE
+
+/* pv_body() on BF16 values, j0 even: one 64-byte row holds 16 dimensions of positions j and
+ * j + 1; a pair cut by j1 reads position j only (its other half may be anything) and the
+ * probabilities past a query's last position are 0 (attend_group()) */
+BF16_DOT static inline __attribute__((always_inline)) void
+pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
+             const uint16_t *ph, size_t ld, float *o, size_t ldo, const int nq, const int ns)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int bs = ks->block_size;
+    const size_t rp = (size_t)ks->head_dim * 4; /* bytes of a position pair's row */
+    __m512 acc[ATT_PV_MAX][4];
+    __m512i v[4];
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < ns; c++)
+            acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
+    for (int j = j0; j < j1;) {
+        const char *vb = (const char *)kvc_v_block(kv, layer, table[j / bs]) +
+                         (size_t)g * (bs / 2) * rp + voff;
+        int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
+        for (const char *vr = vb + (size_t)(j % bs) / 2 * rp; j < end; j += 2, vr += rp) {
+            const __mmask32 m = j + 1 < end ? 0xffffffffu : 0x55555555u;
+#pragma GCC unroll 4
+            for (int c = 0; c < ns; c++)
+                v[c] = _mm512_maskz_loadu_epi16(m, vr + 64 * c);
+#pragma GCC unroll 12
+            for (int i = 0; i < nq; i++) {
+                const __m512i p = bcast_pair(ph + i * ld + j);
+#pragma GCC unroll 4
+                for (int c = 0; c < ns; c++)
+                    acc[i][c] = _mm512_dpbf16_ps(acc[i][c], (__m512bh)p, (__m512bh)v[c]);
+            }
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < ns; c++)
+            _mm512_storeu_ps(o + i * ldo + 16 * c, acc[i][c]);
+}
+
+#define PV_CASE(n, ns)                                                                       \
+    case n:                                                                                  \
+        pv_body_bf16(kv, layer, table, g, j0, j1, voff, ph, ld, o, ldo, n, ns);              \
+        break;
+
+BF16_DOT static void pv_chunk_bf16(kvc_pool *kv, int layer, const int32_t *table, int g,
+                                   int j0, int j1, size_t voff, const uint16_t *ph, size_t ld,
+                                   float *o, size_t ldo, int nq, int wide)
+{
+    if (!wide) {
+        switch (nq) {
+            PV_CASES_NARROW
+        }
+        return;
+    }
+    switch (nq) {
+        PV_CASES_WIDE
+    }
+}
+#undef PV_CASE
+
+/* n floats (n > 0) rounded to bfloat16, zeros after them up to the next 16 */
+BF16_DOT static void to_bf16(uint16_t *d, const float *x, int n)
+{
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        _mm256_storeu_si256((__m256i *)(d + i),
+                            (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
 /* scores of queries qs[0..nq) (rows of ld in sc) at positions j0 <= j < j1, keys of KV
  * head g read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of
- * them and ATT_QK_MAX queries at a time */
+ * them and ATT_QK_MAX queries at a time (a BF16 pool: the queries as qh) */
 AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
-                            int j1, const float *qs, int nq, float *sc, size_t ld)
+                            int j1, const float *qs, const uint16_t *qh, int nq, float *sc,
+                            size_t ld)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size, hd = ks->head_dim, f16 = ks->dtype == KVC_F16;
-    const size_t es = f16 ? 2 : 4, kstep = (size_t)bs * es;
+    const int bf = ks->dtype == KVC_BF16;
+    /* bytes a position and a key row (a dimension, or a pair of them) */
+    const size_t es = bf ? 4 : f16 ? 2 : 4, kstep = (size_t)bs * es;
+    const size_t head = (size_t)g * (bf ? hd / 2 : hd) * kstep;
     for (int j = j0; j < j1;) {
         const char *kt[ATT_QK_SPANS];
         __mmask16 mask[ATT_QK_SPANS];
@@ -1953,8 +2163,8 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
             int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
             w = j1 - j < w ? j1 - j : w;
             at[c] = j < j1 ? j : j0;
-            kt[c] = (const char *)kvc_k_block(kv, layer, table[at[c] / bs]) +
-                    (size_t)g * hd * kstep + (size_t)(at[c] % bs) * es;
+            kt[c] = (const char *)kvc_k_block(kv, layer, table[at[c] / bs]) + head +
+                    (size_t)(at[c] % bs) * es;
             mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
             j += j < j1 ? w : 0;
         }
@@ -1963,6 +2173,13 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
             for (int c = 0; c < ATT_QK_SPANS; c++)
                 sc_at[c] = sc + q0 * ld + at[c];
             int n = nq - q0 < ATT_QK_MAX ? nq - q0 : ATT_QK_MAX;
+            if (bf) {
+                const uint16_t *qb = qh + (size_t)q0 * hd;
+                if (n > 6 && mask[2] | mask[3])
+                    qk_chunk_bf16(kt + 2, mask + 2, kstep, hd, qb, sc_at + 2, ld, n);
+                qk_chunk_bf16(kt, mask, kstep, hd, qb, sc_at, ld, n);
+                continue;
+            }
             if (n > 6 && mask[2] | mask[3]) { /* two spans a pass: these two first */
                 qk_chunk(kt + 2, mask + 2, kstep, hd, qs + (size_t)q0 * hd, sc_at + 2, ld, n,
                          f16);
@@ -1972,15 +2189,26 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
     }
 }
 
-/* output accumulators of queries 0..nq (rows of ldo in o) over positions j0 <= j < j1 */
+/* output accumulators of queries 0..nq (rows of ldo in o) over positions j0 <= j < j1
+ * (a BF16 pool: the probabilities as ph) */
 AVX512 static void pv_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
-                            int j1, const float *pr, size_t ld, float *o, size_t ldo, int nq)
+                            int j1, const float *pr, const uint16_t *ph, size_t ld, float *o,
+                            size_t ldo, int nq)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
     const int f16 = ks->dtype == KVC_F16, nsl = ks->head_dim / 16;
     const size_t es = f16 ? 2 : 4;
     for (int q0 = 0; q0 < nq; q0 += ATT_PV_MAX) {
         int n = nq - q0 < ATT_PV_MAX ? nq - q0 : ATT_PV_MAX, step = n > 6 ? 2 : 4, c = 0;
+        if (ks->dtype == KVC_BF16) { /* a slice: 16 dimensions of a pair, 64 bytes */
+            for (; c + step <= nsl; c += step)
+                pv_chunk_bf16(kv, layer, table, g, j0, j1, (size_t)c * 64, ph + q0 * ld, ld,
+                              o + q0 * ldo + 16 * c, ldo, n, 1);
+            for (; c < nsl; c++)
+                pv_chunk_bf16(kv, layer, table, g, j0, j1, (size_t)c * 64, ph + q0 * ld, ld,
+                              o + q0 * ldo + 16 * c, ldo, n, 0);
+            continue;
+        }
         for (; c + step <= nsl; c += step)
             pv_chunk(kv, layer, table, g, j0, j1, (size_t)c * 16 * es, pr + q0 * ld, ld,
                      o + q0 * ldo + 16 * c, ldo, n, 1, f16);
@@ -2007,27 +2235,34 @@ AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kv
         pmax = mb[i].p > pmax ? mb[i].p : pmax;
     const size_t ld = (size_t)(pmax + 16) / 16 * 16;
     float *qs = buf, *o = qs + (size_t)nq * hd, *inv = o + (size_t)nq * hd, *sc = inv + nq;
+    /* a BF16 pool: queries and probabilities rounded to bfloat16 */
+    const int bf = ks->dtype == KVC_BF16;
+    uint16_t *qh = (uint16_t *)(sc + (size_t)nq * ld), *ph = qh + (size_t)nq * hd;
     for (int i = 0; i < nm; i++) {
         const float *qi = q + (size_t)mb[i].t * HQ + (size_t)g * group * hd;
         for (int e = 0; e < group * hd; e++)
             qs[(size_t)i * group * hd + e] = qi[e] * scale;
     }
+    if (bf)
+        to_bf16(qh, qs, nq * hd);
     memset(o, 0, sizeof(float) * (size_t)nq * hd);
     const int shared = nsh * bs;
     if (shared)
-        qk_range(kv, layer, mb[0].table, g, 0, shared, qs, nq, sc, ld);
+        qk_range(kv, layer, mb[0].table, g, 0, shared, qs, qh, nq, sc, ld);
     for (int i = 0; i < nm; i++)
         qk_range(kv, layer, mb[i].table, g, shared, mb[i].p + 1, qs + (size_t)i * group * hd,
-                 group, sc + (size_t)i * group * ld, ld);
+                 qh + (size_t)i * group * hd, group, sc + (size_t)i * group * ld, ld);
     for (int r = 0; r < nq; r++) {
         int n = mb[r / group].p + 1;
         inv[r] = 1.0f / softmax_row(sc + (size_t)r * ld, n, n);
+        if (bf)
+            to_bf16(ph + (size_t)r * ld, sc + (size_t)r * ld, n);
     }
     if (shared)
-        pv_range(kv, layer, mb[0].table, g, 0, shared, sc, ld, o, hd, nq);
+        pv_range(kv, layer, mb[0].table, g, 0, shared, sc, ph, ld, o, hd, nq);
     for (int i = 0; i < nm; i++)
         pv_range(kv, layer, mb[i].table, g, shared, mb[i].p + 1, sc + (size_t)i * group * ld,
-                 ld, o + (size_t)i * group * hd, hd, group);
+                 ph + (size_t)i * group * ld, ld, o + (size_t)i * group * hd, hd, group);
     for (int r = 0; r < nq; r++) {
         float *dst = out + (size_t)mb[r / group].t * HQ + ((size_t)g * group + r % group) * hd;
         for (int e = 0; e < hd; e++)
@@ -2042,6 +2277,18 @@ static int attend_direct_ok(int hd)
     return have_avx512() && hd % 16 == 0;
 #else
     (void)hd;
+    return 0;
+#endif
+}
+
+/* attend_group() over a pool of this dtype: BF16 needs the BF16 dot products (elsewhere a
+ * BF16 pool is read by query tiles, widened to F32) */
+static int attend_direct_dtype_ok(enum kvc_dtype dtype)
+{
+#if defined(__x86_64__)
+    return dtype != KVC_BF16 || have_avx512bf16();
+#else
+    (void)dtype;
     return 0;
 #endif
 }
@@ -2257,7 +2504,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
      * its first query tile (per KV head); the groups of tokens that go direct (per KV
      * head): members mb[gstart[i]..gstart[i + 1]), sharing gshared[i] blocks */
     int first[n_seqs + 1], tiles[n_seqs + 1];
-    const int direct_ok = attend_direct_ok(hd);
+    const int direct_ok = attend_direct_ok(hd) && attend_direct_dtype_ok(ks->dtype);
     int n_direct = 0;
     first[0] = tiles[0] = 0;
     for (int s = 0; s < n_seqs; s++) {

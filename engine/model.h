@@ -83,11 +83,11 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
 /* 1 when the CPU's matrix products round activations to 8 bits (eng_options.int8 on a
  * processor with AVX2), 0 when they are F32 */
 int eng_model_int8(const eng_model *m);
-/* 1 when, on top of that, every token attends by itself (AVX-512 and a head shape the
- * direct attention kernel takes): a token's logits then depend on nothing else in its
- * pass, so a prompt gives bit-identical logits however it is batched, chunked or found
- * in the prefix cache */
-int eng_model_token_invariant(const eng_model *m);
+/* 1 when, on top of that, every token attends by itself over a KV pool of this dtype
+ * (AVX-512, a head shape the direct attention kernel takes, and for KVC_BF16 the BF16 dot
+ * products): a token's logits then depend on nothing else in its pass, so a prompt gives
+ * bit-identical logits however it is batched, chunked or found in the prefix cache */
+int eng_model_token_invariant(const eng_model *m, enum kvc_dtype kv_dtype);
 /* "cpu", or the device backend's description ("cuda:0 NVIDIA H100 ..."). */
 const char *eng_model_device(const eng_model *m);
 /* 1 when the KV storage must be on the backend's device (kvc_shape.device_storage). */

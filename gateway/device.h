@@ -25,7 +25,8 @@ int gw_device_select(int want, struct gw_device *out, char *err, size_t errlen);
 
 /* The KV pool's storage for engine.kv_cache_dtype (want: enum gw_kv_dtype_want) and a
  * model whose KV lives on device (on_device, named device; NULL or 0 for the CPU), which
- * stores f16 only. Returns 0, or -1 with a message in err when f32 is asked of a device. */
+ * stores f16 only. Returns 0, or -1 with a message in err when f32 or bf16 is asked of a
+ * device. */
 int gw_device_kv_dtype(int want, int on_device, const char *device, enum kvc_dtype *out,
                        char *err, size_t errlen);
 

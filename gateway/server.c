@@ -1196,6 +1196,11 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     if (gw_device_kv_dtype((int)cfg->engine_kv_cache_dtype, eng_model_kv_on_device(l->m),
                            eng_model_device(l->m), &dtype, err, errlen))
         return -1;
+    if (dtype == KVC_BF16 && bs % 2) {
+        snprintf(err, errlen, "engine.kv_cache_dtype = bf16 keeps positions in pairs: "
+                 "engine.block_size must be even (it is %d)", bs);
+        return -1;
+    }
     struct kvc_shape host = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 0, dtype};
     long per_block = (long)kvc_block_bytes(&host);
     int n_blocks = cfg->engine_num_blocks_override
@@ -1203,7 +1208,7 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
                        : (int)(cfg->engine_cpu_kv_cache_bytes / per_block);
     if (!eng_model_kv_on_device(l->m))
         gw_log(GW_LOG_INFO, "KV pool: %d blocks of %d positions, %s, %ld bytes each", n_blocks,
-               bs, dtype == KVC_F16 ? "f16" : "f32", per_block);
+               bs, dtype == KVC_BF16 ? "bf16" : dtype == KVC_F16 ? "f16" : "f32", per_block);
     if (eng_model_kv_on_device(l->m) && !cfg->engine_num_blocks_override) {
         struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 1, KVC_F16};
         if (eng_model_kv_capacity(l->m, &ks, cfg->engine_gpu_memory_utilization, &n_blocks)) {
@@ -1254,7 +1259,7 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     gw_log_kv(GW_LOG_INFO, "engine ready", "model", cfg->engine_model, "chat_format",
               eng_chat_format_name(l->fmt), "kv_blocks", nb, "cpu_matmul",
               eng_model_int8(l->m) ? "int8" : "f32", "token_invariant",
-              eng_model_token_invariant(l->m) ? "true" : "false", NULL);
+              eng_model_token_invariant(l->m, dtype) ? "true" : "false", NULL);
     return 0;
 }
 

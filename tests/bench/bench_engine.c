@@ -2,7 +2,8 @@
  * pass, then D single-token decode steps (greedy), one sequence; or, with BATCH > 1, D
  * decode steps of BATCH sequences in one forward pass each, the sequences sharing the
  * prompt's cached positions (as the requests of a shared-prefix workload do).
- * usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS [f32|f16 [BATCH [f32|int8]]]
+ * usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS
+ *            [f32|f16|bf16 [BATCH [f32|int8]]]
  * (the KV pool's storage, f32 unless named; then the matrix products, engine.cpu_matmul,
  * f32 unless named)
  * prints: {"prefill_tokens":P,"prefill_tok_s":X,"decode_tokens":D,"decode_tok_s":Y}, and
@@ -90,13 +91,16 @@ out:
 int main(int argc, char **argv)
 {
     if (argc != 5 && !((argc >= 6 && argc <= 8) &&
-                       (!strcmp(argv[5], "f32") || !strcmp(argv[5], "f16")) &&
+                       (!strcmp(argv[5], "f32") || !strcmp(argv[5], "f16") ||
+                        !strcmp(argv[5], "bf16")) &&
                        (argc < 8 || !strcmp(argv[7], "f32") || !strcmp(argv[7], "int8")))) {
         fprintf(stderr, "usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS "
-                        "[f32|f16 [BATCH [f32|int8]]]\n");
+                        "[f32|f16|bf16 [BATCH [f32|int8]]]\n");
         return 2;
     }
-    const enum kvc_dtype dtype = argc >= 6 && !strcmp(argv[5], "f16") ? KVC_F16 : KVC_F32;
+    const char *dt = argc >= 6 ? argv[5] : "f32";
+    const enum kvc_dtype dtype = !strcmp(dt, "f16") ? KVC_F16 : !strcmp(dt, "bf16") ? KVC_BF16
+                                                                                  : KVC_F32;
     int P = atoi(argv[2]), Dn = atoi(argv[3]), B = argc >= 7 ? atoi(argv[6]) : 1;
     if (P < 1 || Dn < 0 || B < 1) {
         fprintf(stderr, "bench_engine: PROMPT_TOKENS >= 1, DECODE_TOKENS >= 0, BATCH >= 1\n");

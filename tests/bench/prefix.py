@@ -9,6 +9,7 @@ tokens/s for
   cachegate, prefix cache off, C=16 and C=1
   cachegate, prefix cache on, engine.cpu_matmul = int8 (llama.cpp's 8-bit activations),
              C=16 and C=1
+  the same with engine.kv_cache_dtype = bf16 (attention on BF16 dot products), C=16 and C=1
   llama.cpp's OpenAI-compatible server (llama-cpp-python[server]), C=16 and C=1
 
 on the same GGUF, and the ratios the project's goals are stated in, in one run. Every row
@@ -35,7 +36,8 @@ previous request's prefix.
 usage (in build/llama-venv):
   python tests/bench/prefix.py BUILD_DIR MODEL.gguf [--groups 4 --prompts 16
       --prefix-tokens 1024 --question-tokens 32 --output-tokens 256 --threads 2
-      --rows on16,on1,off16,off1,i8on16,i8on1,llama16,llama1 --llama-cache on --json FILE]
+      --rows on16,on1,off16,off1,i8on16,i8on1,i8bfon16,i8bfon1,llama16,llama1
+      --llama-cache on --json FILE]
       [--workload FILE]
 
 --workload FILE keeps the generated requests: written when FILE does not exist, read
@@ -63,7 +65,8 @@ MODEL_NAME = "smollm2-135m-instruct"
 WORDS = ("order delivery parcel refund invoice account password address payment card "
          "warehouse courier tracking return exchange discount voucher customer support "
          "shipping weekend holiday policy receipt subscription premium member service").split()
-ALL_ROWS = ("on16", "on1", "off16", "off1", "i8on16", "i8on1", "llama16", "llama1")
+ALL_ROWS = ("on16", "on1", "off16", "off1", "i8on16", "i8on1", "i8bfon16", "i8bfon1", "llama16",
+            "llama1")
 
 
 # ---------------------------------------------------------------------------- workload
@@ -258,6 +261,7 @@ def stop(proc):
 LABELS = {"on16": "cachegate, prefix cache on, C=16", "on1": "cachegate, prefix cache on, C=1",
           "off16": "cachegate, prefix cache off, C=16", "off1": "cachegate, prefix cache off, C=1",
           "i8on16": "cachegate, int8, cache on, C=16", "i8on1": "cachegate, int8, cache on, C=1",
+          "i8bfon16": "cachegate, int8, bf16 KV, C=16", "i8bfon1": "cachegate, int8, bf16 KV, C=1",
           "llama16": "llama.cpp server, C=16", "llama1": "llama.cpp server, C=1"}
 
 
@@ -297,8 +301,8 @@ def main():
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="where cachegate runs its models (llama.cpp rows: the CPU)")
     ap.add_argument("--timeout", type=float, default=1800, help="client timeout per request, s")
-    ap.add_argument("--kv-cache-dtype", choices=("auto", "f32", "f16"), default="auto",
-                    help="cachegate's engine.kv_cache_dtype")
+    ap.add_argument("--kv-cache-dtype", choices=("auto", "f32", "f16", "bf16"), default="auto",
+                    help="cachegate's engine.kv_cache_dtype (the i8bf rows: bf16)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--workload", help="read the requests from this file, or write them to it "
                     "when it does not exist")
@@ -348,8 +352,9 @@ def main():
                 verify = False
             else:
                 proc, url, verify, log = start_cachegate(build, model, tmp, key,
-                                                         "on" in key, a.threads,
-                                                         a.device, a.kv_cache_dtype,
+                                                         "on" in key, a.threads, a.device,
+                                                         "bf16" if key.startswith("i8bf")
+                                                         else a.kv_cache_dtype,
                                                          "int8" if key.startswith("i8") else "f32")
             try:
                 asyncio.run(warm(url, verify))
@@ -375,6 +380,8 @@ def main():
     ratio("concurrency, throughput C=16/C=1, cache off", g("off16", "tok_s"), g("off1", "tok_s"))
     ratio("concurrency, throughput C=16/C=1, cache on, int8", g("i8on16", "tok_s"),
           g("i8on1", "tok_s"), 3)
+    ratio("concurrency, throughput C=16/C=1, cache on, int8, bf16 KV", g("i8bfon16", "tok_s"),
+          g("i8bfon1", "tok_s"), 3)
     ratio("int8 / f32 products, throughput, cache on, C=16", g("i8on16", "tok_s"),
           g("on16", "tok_s"))
     ratio("int8 / f32 products, throughput, cache on, C=1", g("i8on1", "tok_s"),

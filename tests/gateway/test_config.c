@@ -118,7 +118,7 @@ Test(config, bad_values)
     expect_error("[server]\nlisten = 127.0.0.1\n", "2: listen must be HOST:PORT");
     expect_error("[log]\nlevel = loud\n", "2: log.level: 'loud' is not one of");
     expect_error("[engine]\nkv_cache_dtype = fp8\n",
-                 "2: engine.kv_cache_dtype: 'fp8' is not one of auto, f32, f16");
+                 "2: engine.kv_cache_dtype: 'fp8' is not one of auto, f32, f16, bf16");
     expect_error("[engine]\ncpu_matmul = int4\n",
                  "2: engine.cpu_matmul: 'int4' is not one of f32, int8");
     expect_error("[server]\nthis line has no equals sign\n", "2: syntax error");
