@@ -1,6 +1,7 @@
 /* tests gateway/config.c: defaults, a valid file, unknown keys and bad values with
  * FILE:LINE in the message, command-line overrides. */
 #include "config.h"
+#include "device.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -166,4 +167,28 @@ Test(config, split_listen)
     cr_assert_eq(gw_config_split_listen("host:65536", host, sizeof host, &port), -1);
     cr_assert_eq(gw_config_split_listen(":80", host, sizeof host, &port), -1);
     cr_assert_eq(gw_config_split_listen("h:8x", host, sizeof host, &port), -1);
+}
+
+/* engine.kv_cache_dtype as the pool's storage: auto is f16; a device stores f16 only, so
+ * f32 and bf16 there are a clear error naming the setting */
+Test(config, kv_cache_dtype_to_storage)
+{
+    const int want[] = {GW_KV_AUTO, GW_KV_F32, GW_KV_F16, GW_KV_BF16};
+    const enum kvc_dtype cpu[] = {KVC_F16, KVC_F32, KVC_F16, KVC_BF16};
+    const char *on_device[] = {NULL, "engine.kv_cache_dtype = f32", NULL,
+                               "engine.kv_cache_dtype = bf16"};
+    for (int i = 0; i < 4; i++) {
+        enum kvc_dtype got = (enum kvc_dtype)-1;
+        char err[256] = "";
+        cr_assert_eq(gw_device_kv_dtype(want[i], 0, NULL, &got, err, sizeof err), 0);
+        cr_assert_eq(got, cpu[i], "want %d", want[i]);
+        int rc = gw_device_kv_dtype(want[i], 1, "cuda:0", &got, err, sizeof err);
+        if (on_device[i]) {
+            cr_assert_eq(rc, -1);
+            cr_assert(strstr(err, on_device[i]) && strstr(err, "cuda:0"), "%s", err);
+        } else {
+            cr_assert_eq(rc, 0);
+            cr_assert_eq(got, KVC_F16);
+        }
+    }
 }
