@@ -1865,6 +1865,17 @@ struct att_member {
 #define PV_CASES_WIDE                                                                        \
     PV_CASE(1, 4) PV_CASE(2, 4) PV_CASE(3, 4) PV_CASE(4, 4) PV_CASE(5, 4) PV_CASE(6, 4)      \
     PV_CASE(7, 2) PV_CASE(8, 2) PV_CASE(9, 2) PV_CASE(10, 2) PV_CASE(11, 2) PV_CASE(12, 2)
+/* a PV dispatcher's body: 1 slice (narrow), or as many as PV_CASES_WIDE says (wide) */
+#define PV_DISPATCH                                                                          \
+    if (!wide) {                                                                             \
+        switch (nq) {                                                                        \
+            PV_CASES_NARROW                                                                  \
+        }                                                                                    \
+        return;                                                                              \
+    }                                                                                        \
+    switch (nq) {                                                                            \
+        PV_CASES_WIDE                                                                        \
+    }
 
 AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p, __mmask16 mask,
                                                                   const int f16)
@@ -1985,15 +1996,7 @@ AVX512 static void pv_chunk(kvc_pool *kv, int layer, const int32_t *table, int g
                             int j1, size_t voff, const float *pr, size_t ld, float *o,
                             size_t ldo, int nq, int wide, int f16)
 {
-    if (!wide) {
-        switch (nq) {
-            PV_CASES_NARROW
-        }
-        return;
-    }
-    switch (nq) {
-        PV_CASES_WIDE
-    }
+    PV_DISPATCH
 }
 #undef PV_CASE
 
@@ -2023,6 +2026,22 @@ BF16_DOT static inline __attribute__((always_inline)) __m512i bcast_pair(const u
     return _mm512_set1_epi32((int)w);
 }
 
+_Static_assert(ATT_QK_SPANS == 4, "dp_pairs() takes the scores as the outputs, 4 a query");
+/* the BF16 kernels' step: acc[i][c] += the pair at pair + i * stride . v[c] (16 lanes of
+ * two products each), for nq queries and nv vectors of keys or values */
+BF16_DOT static inline __attribute__((always_inline)) void
+dp_pairs(__m512 (*acc)[4], const __m512i *v, const uint16_t *pair, size_t stride, const int nq,
+         const int nv)
+{
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++) {
+        const __m512i p = bcast_pair(pair + i * stride);
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++)
+            acc[i][c] = _mm512_dpbf16_ps(acc[i][c], (__m512bh)p, (__m512bh)v[c]);
+    }
+}
+
 /* qk_body() on BF16 keys: kt[c] + d * kstep is dimension pair d of span c's positions */
 BF16_DOT static inline __attribute__((always_inline)) void
 qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
@@ -2039,13 +2058,7 @@ qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
 #pragma GCC unroll 4
         for (int c = 0; c < np; c++)
             k[c] = _mm512_maskz_loadu_epi32(mask[c], kt[c] + d * kstep);
-#pragma GCC unroll 12
-        for (int i = 0; i < nq; i++) {
-            const __m512i qd = bcast_pair(qh + (size_t)i * hd + 2 * d);
-#pragma GCC unroll 4
-            for (int c = 0; c < np; c++)
-                s[i][c] = _mm512_dpbf16_ps(s[i][c], (__m512bh)qd, (__m512bh)k[c]);
-        }
+        dp_pairs(s, k, qh + 2 * d, (size_t)hd, nq, np);
     }
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++)
@@ -2095,13 +2108,7 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
 #pragma GCC unroll 4
             for (int c = 0; c < ns; c++)
                 v[c] = _mm512_maskz_loadu_epi16(m, vr + 64 * c);
-#pragma GCC unroll 12
-            for (int i = 0; i < nq; i++) {
-                const __m512i p = bcast_pair(ph + i * ld + j);
-#pragma GCC unroll 4
-                for (int c = 0; c < ns; c++)
-                    acc[i][c] = _mm512_dpbf16_ps(acc[i][c], (__m512bh)p, (__m512bh)v[c]);
-            }
+            dp_pairs(acc, v, ph + j, ld, nq, ns);
         }
     }
 #pragma GCC unroll 12
@@ -2120,15 +2127,7 @@ BF16_DOT static void pv_chunk_bf16(kvc_pool *kv, int layer, const int32_t *table
                                    int j0, int j1, size_t voff, const uint16_t *ph, size_t ld,
                                    float *o, size_t ldo, int nq, int wide)
 {
-    if (!wide) {
-        switch (nq) {
-            PV_CASES_NARROW
-        }
-        return;
-    }
-    switch (nq) {
-        PV_CASES_WIDE
-    }
+    PV_DISPATCH
 }
 #undef PV_CASE
 
