@@ -2195,25 +2195,21 @@ AVX512 static void pv_range(kvc_pool *kv, int layer, const int32_t *table, int g
                             size_t ldo, int nq)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int f16 = ks->dtype == KVC_F16, nsl = ks->head_dim / 16;
-    const size_t es = f16 ? 2 : 4;
+    const int f16 = ks->dtype == KVC_F16, bf = ks->dtype == KVC_BF16, nsl = ks->head_dim / 16;
+    /* bytes of a slice of 16 dimensions in a value row (BF16: of a pair of rows) */
+    const size_t slice = bf ? 64 : f16 ? 32 : 64;
     for (int q0 = 0; q0 < nq; q0 += ATT_PV_MAX) {
-        int n = nq - q0 < ATT_PV_MAX ? nq - q0 : ATT_PV_MAX, step = n > 6 ? 2 : 4, c = 0;
-        if (ks->dtype == KVC_BF16) { /* a slice: 16 dimensions of a pair, 64 bytes */
-            for (; c + step <= nsl; c += step)
-                pv_chunk_bf16(kv, layer, table, g, j0, j1, (size_t)c * 64, ph + q0 * ld, ld,
-                              o + q0 * ldo + 16 * c, ldo, n, 1);
-            for (; c < nsl; c++)
-                pv_chunk_bf16(kv, layer, table, g, j0, j1, (size_t)c * 64, ph + q0 * ld, ld,
-                              o + q0 * ldo + 16 * c, ldo, n, 0);
-            continue;
+        int n = nq - q0 < ATT_PV_MAX ? nq - q0 : ATT_PV_MAX, step = n > 6 ? 2 : 4;
+        for (int c = 0; c < nsl;) { /* wide chunks of `step` slices, then single slices */
+            const int wide = c + step <= nsl;
+            if (bf)
+                pv_chunk_bf16(kv, layer, table, g, j0, j1, (size_t)c * slice, ph + q0 * ld,
+                              ld, o + q0 * ldo + 16 * c, ldo, n, wide);
+            else
+                pv_chunk(kv, layer, table, g, j0, j1, (size_t)c * slice, pr + q0 * ld, ld,
+                         o + q0 * ldo + 16 * c, ldo, n, wide, f16);
+            c += wide ? step : 1;
         }
-        for (; c + step <= nsl; c += step)
-            pv_chunk(kv, layer, table, g, j0, j1, (size_t)c * 16 * es, pr + q0 * ld, ld,
-                     o + q0 * ldo + 16 * c, ldo, n, 1, f16);
-        for (; c < nsl; c++)
-            pv_chunk(kv, layer, table, g, j0, j1, (size_t)c * 16 * es, pr + q0 * ld, ld,
-                     o + q0 * ldo + 16 * c, ldo, n, 0, f16);
     }
 }
 

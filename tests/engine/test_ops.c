@@ -144,12 +144,8 @@ static float kv_get(kvc_pool *kv, int v, int32_t block, int slot, int e)
     void *base = (v ? kvc_v_block : kvc_k_block)(kv, 1, block);
     if (kvc_shape(kv)->dtype == KVC_F32)
         return ((float *)base)[kv_index(kv, v, slot, e)];
-    if (kvc_shape(kv)->dtype == KVC_BF16) {
-        uint32_t u = (uint32_t)((uint16_t *)base)[kv_index(kv, v, slot, e)] << 16;
-        float x;
-        memcpy(&x, &u, sizeof x);
-        return x;
-    }
+    if (kvc_shape(kv)->dtype == KVC_BF16)
+        return bf16_to_f32(((uint16_t *)base)[kv_index(kv, v, slot, e)]);
     _Float16 h;
     memcpy(&h, (uint16_t *)base + kv_index(kv, v, slot, e), sizeof h);
     return (float)h;
@@ -163,10 +159,7 @@ static void kv_put(kvc_pool *kv, int v, int32_t block, int slot, int e, float x)
         return;
     }
     if (kvc_shape(kv)->dtype == KVC_BF16) {
-        uint32_t u;
-        memcpy(&u, &x, sizeof u);
-        u = (u + 0x7fff + (u >> 16 & 1)) >> 16; /* to nearest even (finite x) */
-        ((uint16_t *)base)[kv_index(kv, v, slot, e)] = (uint16_t)u;
+        ((uint16_t *)base)[kv_index(kv, v, slot, e)] = f32_to_bf16(x);
         return;
     }
     _Float16 h = (_Float16)x;
