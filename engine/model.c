@@ -43,6 +43,7 @@ struct wmat {
     uint8_t *vq;
     float *vd, *vm;
     int32_t *vc;
+    int int8; /* 1: linear() runs the 8-bit products over vq (else F32 ones, gemm_lanes()) */
 };
 
 struct layer {
@@ -378,17 +379,21 @@ void eng_model_destroy(eng_model *m)
 #if defined(__x86_64__)
 static int have_vnni(void);
 static int have_avx2(void);
+static int have_avx512(void);
 static int vnni_pack(struct wmat *w);
 #endif
 
 #if defined(__x86_64__)
-/* w regrouped for 8-bit products; its F32 copy (unless keep_f32: the token embeddings are
- * read from it) and stored form go, since linear() then reads only the 8-bit form */
-static int pack_one(struct wmat *w, int keep_f32)
+/* w regrouped (vnni_pack()). For the 8-bit products (int8) its F32 copy (unless keep_f32:
+ * the token embeddings are read from it) and stored form go, since linear() then reads
+ * only the regrouped form; for the F32 ones (gemm_lanes()) they stay, for one to three
+ * tokens and for OpenBLAS. */
+static int pack_one(struct wmat *w, int int8, int keep_f32)
 {
     int rc = vnni_pack(w);
-    if (rc || !w->vq)
+    if (rc || !w->vq || !int8)
         return rc;
+    w->int8 = 1;
     if (!keep_f32) {
         free(w->f);
         w->f = NULL;
@@ -410,36 +415,52 @@ static int int8_available(void)
     return 0;
 }
 
-/* a layer's quantized matrices regrouped for 8-bit products, as it is loaded (so that the
- * F32 copies go one layer at a time) */
-static int pack_layer_int8(struct layer *L)
+/* whether the quantized matrices are regrouped: for the 8-bit products, or for the F32
+ * ones where AVX-512 runs gemm_lanes() */
+static int pack_wanted(const eng_model *m, const struct eng_options *opt)
+{
+#if defined(__x86_64__)
+    return m->int8 || (!(opt && opt->backend) && have_avx512());
+#else
+    (void)m;
+    (void)opt;
+    return 0;
+#endif
+}
+
+/* a layer's quantized matrices regrouped, as it is loaded (so that, for the 8-bit
+ * products, the F32 copies go one layer at a time) */
+static int pack_layer(struct layer *L, int int8)
 {
 #if defined(__x86_64__)
     int rc;
-    if ((rc = pack_one(&L->wqkv, 0)) || (rc = pack_one(&L->wo, 0)) ||
-        (rc = pack_one(&L->w_gate_up, 0)))
+    if ((rc = pack_one(&L->wqkv, int8, 0)) || (rc = pack_one(&L->wo, int8, 0)) ||
+        (rc = pack_one(&L->w_gate_up, int8, 0)))
         return rc;
-    return pack_one(&L->w_down, 0);
+    return pack_one(&L->w_down, int8, 0);
 #else
     (void)L;
+    (void)int8;
     return ENG_ENOTSUP;
 #endif
 }
 
 /* the same for the output head; the token embeddings are read from their F32 copy, which
- * stays, and have an 8-bit form only when they are the output head too */
-static int pack_head_int8(eng_model *m)
+ * stays, and are regrouped only when they are the output head too */
+static int pack_head(eng_model *m, int int8)
 {
 #if defined(__x86_64__)
     if (m->hp.tied_output) {
-        int rc = pack_one(&m->tok_embd, 1);
+        int rc = pack_one(&m->tok_embd, int8, 1);
         m->output = m->tok_embd;
         return rc;
     }
-    drop_stored(&m->tok_embd);
-    return pack_one(&m->output, 0);
+    if (int8)
+        drop_stored(&m->tok_embd);
+    return pack_one(&m->output, int8, 0);
 #else
     (void)m;
+    (void)int8;
     return ENG_ENOTSUP;
 #endif
 }
@@ -491,7 +512,7 @@ int eng_model_int8(const eng_model *m)
     /* (a file whose matrices are not Q4_0, Q4_1 or Q8_0 has nothing to regroup) */
     const struct layer *L = m->layers;
     return !m->be && m->int8 && L &&
-           (L->wqkv.vq || L->wo.vq || L->w_gate_up.vq || L->w_down.vq);
+           (L->wqkv.int8 || L->wo.int8 || L->w_gate_up.int8 || L->w_down.int8);
 }
 
 const char *eng_model_device(const eng_model *m)
@@ -587,6 +608,7 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         eng_log(ENG_LOG_INFO, "engine.cpu_matmul = int8 applies to the CPU's products; the "
                               "device keeps its own");
     m->int8 = opt && opt->int8 && !opt->backend && int8_available();
+    const int pack = pack_wanted(m, opt);
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
         rc = ENG_ENOMEM;
@@ -614,8 +636,8 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
             (rc = W("ffn_down", hp->n_ff, D, &L->w_down)))
             goto fail;
 #undef W
-        if (m->int8 && (rc = pack_layer_int8(L))) {
-            snprintf(msg, sizeof msg, "out of memory for the 8-bit weights");
+        if (pack && (rc = pack_layer(L, m->int8))) {
+            snprintf(msg, sizeof msg, "out of memory for the regrouped weights");
             goto fail;
         }
     }
@@ -637,8 +659,8 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
             inv /= ((const float *)rf->data)[i];
         m->rope_inv[i] = (float)inv;
     }
-    if (m->int8 && (rc = pack_head_int8(m))) {
-        snprintf(msg, sizeof msg, "out of memory for the 8-bit weights");
+    if (pack && (rc = pack_head(m, m->int8))) {
+        snprintf(msg, sizeof msg, "out of memory for the regrouped weights");
         goto fail;
     }
     if (opt && opt->threads > 0) {
@@ -744,7 +766,8 @@ static int grow(eng_model *m, int T, int ctx)
 
 /* At most this many tokens in a pass go through the matrix-vector kernels (quantized
  * weights); then, and for F32 weights from one token on, up to GEMM_SMALL_MAX_T through
- * gemm_small() or gemm_small_q() (where AVX-512 exists), and more through OpenBLAS.
+ * gemm_lanes() (quantized weights, regrouped) or gemm_small() (where AVX-512 exists), and
+ * more through OpenBLAS.
  * Decode of 3 / 4 sequences at a 512-token context, 2 threads, alternating runs: 164-176 /
  * 157-182 tokens/s through the matrix-vector kernels run once a sequence, 140-166 / 189-233
  * through gemm_small_q(); for 3, dotn_rows() (all the sequences at once) then gave 187-193. */
@@ -1390,6 +1413,22 @@ static inline __attribute__((always_inline)) int32_t load_i32(const int8_t *p)
     return v;
 }
 
+/* y[i][16 g + lane] (+)= acc[i][lane] for tt tokens, rows past n left alone */
+AVX512 static inline __attribute__((always_inline)) void
+store_rows16(const __m512 *acc, int tt, int g, float *y, int n, int accumulate)
+{
+    const int rows = n - 16 * g < 16 ? n - 16 * g : 16;
+    const __mmask16 mask = (__mmask16)((1u << rows) - 1);
+#pragma GCC unroll 16
+    for (int i = 0; i < tt; i++) {
+        float *o = y + (size_t)i * n + 16 * g;
+        __m512 v = acc[i];
+        if (accumulate)
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, o), v);
+        _mm512_mask_storeu_ps(o, mask, v);
+    }
+}
+
 /* rows 16 g .. 16 g + 15 of w times tt tokens of quantized x (a constant where inlined):
  * y[i][row] (+)= the products */
 VNNI static inline __attribute__((always_inline)) void
@@ -1451,16 +1490,7 @@ vnni_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const 
                 acc[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(xs[(size_t)i * nb + b]), acc[i]);
         }
     }
-    const int rows = n - 16 * g < 16 ? n - 16 * g : 16;
-    const __mmask16 mask = (__mmask16)((1u << rows) - 1);
-#pragma GCC unroll 4
-    for (int i = 0; i < tt; i++) {
-        float *o = y + (size_t)i * n + 16 * g;
-        __m512 v = acc[i];
-        if (accumulate)
-            v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, o), v);
-        _mm512_mask_storeu_ps(o, mask, v);
-    }
+    store_rows16(acc, tt, g, y, n, accumulate);
 }
 
 /* y [t][n] (+)= x [t][k] W^T through the 8-bit products, the quantized activations in
@@ -2288,6 +2318,122 @@ static int attend_direct_dtype_ok(enum kvc_dtype dtype)
 #endif
 }
 
+#if defined(__x86_64__)
+/*
+ * F32 products over the regrouped form of the 8-bit products (vnni_pack()), for a batch of
+ * tokens: the 16 lanes of a register are 16 rows. A 64-byte load holds 8 (Q4_1) or 4
+ * (Q8_0) consecutive weights of the 16 rows (lane r: row r's 4 bytes); each weight comes
+ * out by a shift and a mask, is widened to the same float as the F32 copy (q d, exact, +
+ * m: one rounding), and meets every token of the tile in one FMA with the token's value
+ * broadcast from xt, the tile's activations transposed ([k][LANES_TT]: one cache line a
+ * k). No panel to write and read back, no horizontal sums: each (token, row) sums its k
+ * products in one lane, in the order of k.
+ */
+#define LANES_TT 16 /* tokens a tile */
+
+AVX512 static inline __attribute__((always_inline)) void
+lanes_tile(const struct wmat *w, int g, const float *xt, int tt, float *y, int accumulate)
+{
+    const int nb = w->k / 32, n = w->n, q4 = w->type == GGML_Q4_1;
+    const __m512i low4 = _mm512_set1_epi32(15);
+    __m512 acc[LANES_TT];
+#pragma GCC unroll 16
+    for (int i = 0; i < tt; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const size_t at = ((size_t)g * nb + b) * 16;
+        const __m512 d = _mm512_loadu_ps(w->vd + at);
+        const float *xb = xt + (size_t)32 * LANES_TT * b;
+        if (q4) {
+            const uint8_t *wq = w->vq + at * 16;
+            const __m512 m = _mm512_loadu_ps(w->vm + at);
+#pragma GCC unroll 1
+            for (int c = 0; c < 4; c++) {
+                __m512i v = _mm512_loadu_si512(wq + 64 * c);
+                const float *xc = xb + 8 * LANES_TT * c;
+#pragma GCC unroll 1
+                for (int e = 0; e < 4; e++, v = _mm512_srli_epi32(v, 8), xc += LANES_TT) {
+                    const __m512 lo =
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, low4)), d, m);
+                    const __m512 hi = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 4), low4)), d,
+                        m);
+#pragma GCC unroll 16
+                    for (int i = 0; i < tt; i++)
+                        acc[i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(xc[i]), acc[i]);
+#pragma GCC unroll 16
+                    for (int i = 0; i < tt; i++)
+                        acc[i] = _mm512_fmadd_ps(hi, _mm512_set1_ps(xc[4 * LANES_TT + i]), acc[i]);
+                }
+            }
+        } else {
+            const uint8_t *wq = w->vq + at * 32;
+#pragma GCC unroll 1
+            for (int c = 0; c < 8; c++) {
+                __m512i v = _mm512_loadu_si512(wq + 64 * c);
+                const float *xc = xb + 4 * LANES_TT * c;
+#pragma GCC unroll 1
+                for (int e = 0; e < 4; e++, v = _mm512_srli_epi32(v, 8), xc += LANES_TT) {
+                    const __m512i q = _mm512_srai_epi32(_mm512_slli_epi32(v, 24), 24);
+                    const __m512 wv = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+#pragma GCC unroll 16
+                    for (int i = 0; i < tt; i++)
+                        acc[i] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xc[i]), acc[i]);
+                }
+            }
+        }
+    }
+    store_rows16(acc, tt, g, y, n, accumulate);
+}
+
+/* rows 16 g .. 16 g + 15 for all t tokens, xt: the tiles' activations transposed, one
+ * after another ([t / LANES_TT rounded up][k][LANES_TT]) */
+AVX512 static void lanes_rows(const struct wmat *w, int g, const float *xt, int t, float *y,
+                              int accumulate)
+{
+    const size_t per = (size_t)w->k * LANES_TT, n = (size_t)w->n;
+    int i = 0;
+    for (; i + LANES_TT <= t; i += LANES_TT, xt += per)
+        lanes_tile(w, g, xt, LANES_TT, y + i * n, accumulate);
+    y += i * n;
+    switch (t - i) { /* the rest in one tile of a constant size (accumulators in registers) */
+#define LANES_CASE(r)                                                                          \
+    case r:                                                                                    \
+        lanes_tile(w, g, xt, r, y, accumulate);                                                \
+        break;
+        LANES_CASE(1) LANES_CASE(2) LANES_CASE(3) LANES_CASE(4) LANES_CASE(5) LANES_CASE(6)
+        LANES_CASE(7) LANES_CASE(8) LANES_CASE(9) LANES_CASE(10) LANES_CASE(11)
+        LANES_CASE(12) LANES_CASE(13) LANES_CASE(14) LANES_CASE(15)
+#undef LANES_CASE
+    default:
+        break;
+    }
+}
+
+/* y [t][n] (+)= x [t][k] W^T through lanes_tile(); returns ENG_ENOMEM (nothing done) when
+ * the transposed activations find no memory */
+static int gemm_lanes(const struct wmat *w, const float *x, int t, float *y, int accumulate)
+{
+    const int k = w->k, groups = (w->n + 15) / 16, tiles = (t + LANES_TT - 1) / LANES_TT;
+    float *xt = malloc(sizeof(float) * (size_t)tiles * k * LANES_TT);
+    if (!xt)
+        return ENG_ENOMEM;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int kk = 0; kk < k; kk++)
+            for (int i = 0; i < t; i++)
+                xt[((size_t)(i / LANES_TT) * k + kk) * LANES_TT + i % LANES_TT] =
+                    x[(size_t)i * k + kk];
+#pragma omp for schedule(static)
+        for (int g = 0; g < groups; g++)
+            lanes_rows(w, g, xt, t, y, accumulate);
+    }
+    free(xt);
+    return 0;
+}
+#endif
+
 /*
  * y (+)= x W^T, x: [t][k], W: [n][k]. Many tokens: one SGEMM on the F32 copy. Few:
  * each output row of W is read once from its stored form for all t tokens.
@@ -2296,10 +2442,13 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
 {
     const int n = w->n, k = w->k;
 #if defined(__x86_64__)
-    if (w->vq) {
+    if (w->int8) {
         linear_int8(w, x, t, y, accumulate);
         return;
     }
+    if (w->vq && t > QMV_MAX_T && t <= GEMM_SMALL_MAX_T && have_avx512() &&
+        gemm_lanes(w, x, t, y, accumulate) == 0)
+        return;
     if ((t > QMV_MAX_T || !w->qs) && t <= GEMM_SMALL_MAX_T && have_avx512()) {
         if (w->qs)
             gemm_small_q(w, x, t, y, accumulate);

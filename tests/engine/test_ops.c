@@ -601,10 +601,77 @@ Test(ops, linear_f32_small_batches_and_partial_tiles)
     fprintf(stderr, "ops: linear F32 vs double: largest relative difference %.3g\n", worst);
 }
 
+/* linear() into y [t][w->n] filled first with 0.25 (accumulate) or NaN (not) */
+static void linear_over(struct wmat *w, const float *x, int t, float *y, int accumulate)
+{
+    for (int i = 0; i < t * w->n; i++)
+        y[i] = accumulate ? 0.25f : NAN;
+    linear(w, x, t, y, accumulate);
+}
+
 static float d_random(int r, int b, unsigned *seed)
 {
     (void)r, (void)b;
     return (float)(1 + rand_r(seed) % 16) / 64.0f;
+}
+
+/*
+ * F32 products over the regrouped weights (gemm_lanes(), 4 to GEMM_SMALL_MAX_T tokens where
+ * AVX-512 exists; elsewhere linear() takes its other paths) against a double-precision sum
+ * over the F32 copy: token counts around the 16-token tiles, rows not a multiple of 16,
+ * accumulation. Tolerance 1e-5 relative to the sum of |x w| terms (F32 sums of up to 192
+ * terms here, 1536 in the model).
+ */
+static void check_lanes(enum ggml_type type)
+{
+    const int n = 37, k = 192;
+    unsigned seed = 5;
+    struct wmat w = make_qmat(type, n, k, d_random, -0.75f, &seed);
+    cr_assert_eq(vnni_pack(&w), 0);
+    static const int ts[] = {4, 5, 15, 16, 17, 33, GEMM_SMALL_MAX_T};
+    float *x = malloc(sizeof(float) * GEMM_SMALL_MAX_T * k);
+    float *y = malloc(sizeof(float) * GEMM_SMALL_MAX_T * n);
+    for (int i = 0; i < GEMM_SMALL_MAX_T * k; i++)
+        x[i] = (float)rand_r(&seed) / RAND_MAX * 2 - 1;
+    double worst = 0;
+    for (size_t a = 0; a < sizeof ts / sizeof *ts; a++)
+        for (int accumulate = 0; accumulate < 2; accumulate++) {
+            const int t = ts[a];
+            linear_over(&w, x, t, y, accumulate);
+            for (int i = 0; i < t; i++)
+                for (int r = 0; r < n; r++) {
+                    double s = accumulate ? 0.25 : 0, mag = 1e-30;
+                    for (int j = 0; j < k; j++) {
+                        const double p = (double)x[(size_t)i * k + j] * w.f[(size_t)r * k + j];
+                        s += p;
+                        mag += fabs(p);
+                    }
+                    const double e = fabs(y[i * n + r] - s) / mag;
+                    worst = fmax(worst, e);
+                    cr_assert(e < 1e-5, "%s t %d acc %d: y[%d][%d] = %.9g, want %.9g",
+                              ggml_type_name(type), t, accumulate, i, r, y[i * n + r], s);
+                }
+        }
+    fprintf(stderr, "ops: %s F32 products over the regrouped weights vs double: largest "
+                    "relative difference %.3g (tolerance 1e-5)\n", ggml_type_name(type), worst);
+    free(x);
+    free(y);
+    wmat_free(&w);
+}
+
+Test(ops, lanes_q4_1)
+{
+    check_lanes(GGML_Q4_1);
+}
+
+Test(ops, lanes_q8_0)
+{
+    check_lanes(GGML_Q8_0);
+}
+
+Test(ops, lanes_q4_0)
+{
+    check_lanes(GGML_Q4_0);
 }
 
 /*
@@ -624,6 +691,7 @@ static void check_int8_kernels(enum ggml_type type, int no_vnni, float *out)
     unsigned seed = 11;
     struct wmat w = make_qmat(type, n, k, d_random, -0.75f, &seed); /* scales 1/64 to 1/4 */
     cr_assert_eq(vnni_pack(&w), 0);
+    w.int8 = 1;
     float x[13 * 96], y[13 * 37], one[37], yf[13 * 37];
     for (int i = 0; i < T * k; i++)
         x[i] = ((float)rand_r(&seed) / RAND_MAX * 2 - 1) * (i % 7 == 0 ? 4.0f : 1.0f);
@@ -634,9 +702,7 @@ static void check_int8_kernels(enum ggml_type type, int no_vnni, float *out)
     for (size_t a = 0; a < sizeof ts / sizeof *ts; a++)
         for (int accumulate = 0; accumulate < 2; accumulate++) {
             const int t = ts[a];
-            for (int i = 0; i < t * n; i++)
-                y[i] = accumulate ? 0.25f : NAN;
-            linear(&w, x, t, y, accumulate);
+            linear_over(&w, x, t, y, accumulate);
             for (int i = 0; i < t; i++)
                 for (int r = 0; r < n; r++) {
                     double s = accumulate ? 0.25 : 0, mag = 1e-30, exact = s;
