@@ -765,9 +765,10 @@ static int grow(eng_model *m, int T, int ctx)
 }
 
 /* At most this many tokens in a pass go through the matrix-vector kernels (quantized
- * weights); then, and for F32 weights from one token on, up to GEMM_SMALL_MAX_T through
- * gemm_lanes() (quantized weights, regrouped) or gemm_small() (where AVX-512 exists), and
- * more through OpenBLAS.
+ * weights); more through gemm_lanes() where AVX-512 exists (any number: on 2 cores of an
+ * AMD EPYC it ran the model's shapes at 300-420 GFLOP/s from 16 to 1,024 tokens, where
+ * OpenBLAS on the F32 copies gave 60-220), or for F32 weights, from one token on, up to
+ * GEMM_SMALL_MAX_T through gemm_small(), and beyond through OpenBLAS.
  * Decode of 3 / 4 sequences at a 512-token context, 2 threads, alternating runs: 164-176 /
  * 157-182 tokens/s through the matrix-vector kernels run once a sequence, 140-166 / 189-233
  * through gemm_small_q(); for 3, dotn_rows() (all the sequences at once) then gave 187-193. */
@@ -1882,6 +1883,9 @@ struct att_member {
  * dimensions at once. Independent accumulators, at most 24 of them in registers: one chain
  * per query would wait on the FMA latency. */
 #define ATT_QK_MAX 12
+/* how far ahead (positions) the kernels prefetch keys and values: at a few hundred cycles a
+ * block, the next block would come too late from memory */
+#define ATT_PREFETCH 64
 #define ATT_QK_SPANS 4
 #define ATT_PV_MAX 12
 /* the kernels' instances by number of queries: (queries, spans or slices at once), for
@@ -1971,6 +1975,27 @@ AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, size_t
 }
 #undef QK_CASE
 
+/* The kernels read the cache from memory (a step's keys and values are far more than the
+ * caches hold) in runs of one block: they prefetch ATT_PREFETCH positions ahead, so that
+ * many blocks are on their way at once. */
+static inline void prefetch_lines(const char *p, size_t bytes)
+{
+    for (size_t b = 0; b < bytes; b += 64)
+        _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
+/* bytes from voff into each value row (rb bytes) of KV head g in the block holding
+ * position j */
+static inline void prefetch_v(kvc_pool *kv, int layer, const int32_t *table, int g, int j,
+                              size_t rb, size_t voff, size_t bytes)
+{
+    const int bs = kvc_shape(kv)->block_size;
+    const char *v =
+        (const char *)kvc_v_block(kv, layer, table[j / bs]) + (size_t)g * bs * rb + voff;
+    for (int r = 0; r < bs; r++)
+        prefetch_lines(v + r * rb, bytes);
+}
+
 /* o_i += sum over positions j0 <= j < j1 of pr_i[j] v[j], for ns slices of 16 dimensions
  * (from voff bytes into a value row) of nq queries (pr: rows of ld probabilities by
  * absolute position; o: rows of ldo floats, at the first slice), the values of KV head g
@@ -1989,10 +2014,15 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
 #pragma GCC unroll 4
         for (int c = 0; c < ns; c++)
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
+    for (int j = j0 / bs * bs; j < j0 + ATT_PREFETCH && j < j1; j += bs)
+        prefetch_v(kv, layer, table, g, j, rb, voff, ns * 16 * es);
     for (int j = j0; j < j1;) {
         const char *vb = (const char *)kvc_v_block(kv, layer, table[j / bs]) +
                          (size_t)g * bs * rb + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
+        const int ahead = (j / bs) * bs + ATT_PREFETCH; /* a block ATT_PREFETCH ahead */
+        if (ahead < j1)
+            prefetch_v(kv, layer, table, g, ahead, rb, voff, ns * 16 * es);
         for (const char *vr = vb + (size_t)(j % bs) * rb; j < end; j++, vr += rb) {
 #pragma GCC unroll 4
             for (int c = 0; c < ns; c++)
@@ -2174,6 +2204,17 @@ BF16_DOT static void to_bf16(uint16_t *d, const float *x, int n)
 /* scores of queries qs[0..nq) (rows of ld in sc) at positions j0 <= j < j1, keys of KV
  * head g read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of
  * them and ATT_QK_MAX queries at a time (a BF16 pool: the queries as qh) */
+/* a KV head's keys (its rows from `head` bytes into the block, es bytes a position, bytes
+ * in all) from position j on, in the block holding j */
+static inline void prefetch_k(kvc_pool *kv, int layer, const int32_t *table, size_t head, int j,
+                              size_t es, size_t bytes)
+{
+    const int bs = kvc_shape(kv)->block_size;
+    prefetch_lines((const char *)kvc_k_block(kv, layer, table[j / bs]) + head +
+                       (size_t)(j % bs) * es,
+                   bytes);
+}
+
 AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
                             int j1, const float *qs, const uint16_t *qh, int nq, float *sc,
                             size_t ld)
@@ -2183,7 +2224,9 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
     const int bf = ks->dtype == KVC_BF16;
     /* bytes a position and a key row (a dimension, or a pair of them) */
     const size_t es = bf ? 4 : f16 ? 2 : 4, kstep = (size_t)bs * es;
-    const size_t head = (size_t)g * (bf ? hd / 2 : hd) * kstep;
+    const size_t krow = (size_t)(bf ? hd / 2 : hd) * kstep, head = (size_t)g * krow;
+    for (int j = j0; j < j1 && j < j0 + ATT_PREFETCH; j += 16)
+        prefetch_k(kv, layer, table, head, j, es, krow);
     for (int j = j0; j < j1;) {
         const char *kt[ATT_QK_SPANS];
         __mmask16 mask[ATT_QK_SPANS];
@@ -2197,6 +2240,10 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
             mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
             j += j < j1 ? w : 0;
         }
+        /* keys ATT_PREFETCH positions ahead: the spans of the pass that far on */
+        for (int jj = j + ATT_PREFETCH - 16 * ATT_QK_SPANS; jj < j + ATT_PREFETCH && jj < j1;
+             jj += 16)
+            prefetch_k(kv, layer, table, head, jj, es, krow);
         for (int q0 = 0; q0 < nq; q0 += ATT_QK_MAX) {
             float *sc_at[ATT_QK_SPANS];
             for (int c = 0; c < ATT_QK_SPANS; c++)
@@ -2420,12 +2467,19 @@ static int gemm_lanes(const struct wmat *w, const float *x, int t, float *y, int
         return ENG_ENOMEM;
 #pragma omp parallel
     {
+        /* by pieces of 64 columns of a tile: rows read in order, and no two threads
+         * writing one cache line */
+        const int pieces = (k + 63) / 64;
 #pragma omp for schedule(static)
-        for (int kk = 0; kk < k; kk++)
-            for (int i = 0; i < t; i++)
-                xt[((size_t)(i / LANES_TT) * k + kk) * LANES_TT + i % LANES_TT] =
-                    x[(size_t)i * k + kk];
-#pragma omp for schedule(static)
+        for (int p = 0; p < tiles * pieces; p++) {
+            const int i0 = p / pieces * LANES_TT, k0 = p % pieces * 64;
+            const int i1 = i0 + LANES_TT < t ? i0 + LANES_TT : t, k1 = k0 + 64 < k ? k0 + 64 : k;
+            for (int i = i0; i < i1; i++)
+                for (int kk = k0; kk < k1; kk++)
+                    xt[((size_t)(i / LANES_TT) * k + kk) * LANES_TT + i % LANES_TT] =
+                        x[(size_t)i * k + kk];
+        }
+#pragma omp for schedule(dynamic, 4)
         for (int g = 0; g < groups; g++)
             lanes_rows(w, g, xt, t, y, accumulate);
     }
@@ -2446,7 +2500,7 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
         linear_int8(w, x, t, y, accumulate);
         return;
     }
-    if (w->vq && t > QMV_MAX_T && t <= GEMM_SMALL_MAX_T && have_avx512() &&
+    if (w->vq && t > QMV_MAX_T && have_avx512() &&
         gemm_lanes(w, x, t, y, accumulate) == 0)
         return;
     if ((t > QMV_MAX_T || !w->qs) && t <= GEMM_SMALL_MAX_T && have_avx512()) {

@@ -616,7 +616,7 @@ static float d_random(int r, int b, unsigned *seed)
 }
 
 /*
- * F32 products over the regrouped weights (gemm_lanes(), 4 to GEMM_SMALL_MAX_T tokens where
+ * F32 products over the regrouped weights (gemm_lanes(), from 4 tokens on where
  * AVX-512 exists; elsewhere linear() takes its other paths) against a double-precision sum
  * over the F32 copy: token counts around the 16-token tiles, rows not a multiple of 16,
  * accumulation. Tolerance 1e-5 relative to the sum of |x w| terms (F32 sums of up to 192
@@ -628,10 +628,10 @@ static void check_lanes(enum ggml_type type)
     unsigned seed = 5;
     struct wmat w = make_qmat(type, n, k, d_random, -0.75f, &seed);
     cr_assert_eq(vnni_pack(&w), 0);
-    static const int ts[] = {4, 5, 15, 16, 17, 33, GEMM_SMALL_MAX_T};
-    float *x = malloc(sizeof(float) * GEMM_SMALL_MAX_T * k);
-    float *y = malloc(sizeof(float) * GEMM_SMALL_MAX_T * n);
-    for (int i = 0; i < GEMM_SMALL_MAX_T * k; i++)
+    static const int ts[] = {4, 5, 15, 16, 17, 33, 100};
+    float *x = malloc(sizeof(float) * 100 * k);
+    float *y = malloc(sizeof(float) * 100 * n);
+    for (int i = 0; i < 100 * k; i++)
         x[i] = (float)rand_r(&seed) / RAND_MAX * 2 - 1;
     double worst = 0;
     for (size_t a = 0; a < sizeof ts / sizeof *ts; a++)
