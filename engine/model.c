@@ -1980,6 +1980,9 @@ AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, size_t
  * many blocks are on their way at once. */
 static inline void prefetch_lines(const char *p, size_t bytes)
 {
+#ifdef NO_PREFETCH
+    return;
+#endif
     for (size_t b = 0; b < bytes; b += 64)
         _mm_prefetch(p + b, _MM_HINT_T0);
 }
@@ -2479,7 +2482,7 @@ static int gemm_lanes(const struct wmat *w, const float *x, int t, float *y, int
                     xt[((size_t)(i / LANES_TT) * k + kk) * LANES_TT + i % LANES_TT] =
                         x[(size_t)i * k + kk];
         }
-#pragma omp for schedule(dynamic, 4)
+#pragma omp for schedule(dynamic, 1)
         for (int g = 0; g < groups; g++)
             lanes_rows(w, g, xt, t, y, accumulate);
     }
@@ -2660,6 +2663,23 @@ static int group_direct(const struct eng_seq *seqs, int n_seqs, const int *first
     return ng;
 }
 
+/* order[0..ng): the groups by their attention's work (positions attended, all members
+ * together), most first: the dynamic schedule then ends on small items, and one thread does
+ * not finish a large group while the other waits */
+static void order_groups(const struct att_member *mb, const int *gstart, int ng, int *order)
+{
+    long work[ng];
+    for (int i = 0; i < ng; i++) {
+        work[i] = 0;
+        for (int k = gstart[i]; k < gstart[i + 1]; k++)
+            work[i] += mb[k].p + 1;
+        int j = i; /* insertion by work, descending (stable) */
+        for (; j > 0 && work[order[j - 1]] < work[i]; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+}
+
 int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_seqs,
                 float *logits)
 {
@@ -2716,16 +2736,18 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         n_direct += direct ? n : 0;
     }
     struct att_member *mb = NULL;
-    int *gstart = NULL, *gshared = NULL, n_groups = 0;
+    int *gstart = NULL, *gshared = NULL, *gorder = NULL, n_groups = 0;
     if (n_direct) {
         mb = malloc(sizeof *mb * (size_t)n_direct);
         gstart = malloc(sizeof *gstart * (size_t)(n_direct + 1));
         gshared = malloc(sizeof *gshared * (size_t)n_direct);
-        if (!mb || !gstart || !gshared) {
-            free(mb), free(gstart), free(gshared);
+        gorder = malloc(sizeof *gorder * (size_t)n_direct);
+        if (!mb || !gstart || !gshared || !gorder) {
+            free(mb), free(gstart), free(gshared), free(gorder);
             return ENG_ENOMEM;
         }
         n_groups = group_direct(seqs, n_seqs, first, tiles, bs, group, mb, gstart, gshared);
+        order_groups(mb, gstart, n_groups, gorder);
     }
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
@@ -2755,7 +2777,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
             float *buf = m->scores + (size_t)omp_get_thread_num() * m->scratch_floats;
             if (it >= tiles[n_seqs]) {
 #if defined(__x86_64__)
-                int gi = (it - tiles[n_seqs]) / NK, g = (it - tiles[n_seqs]) % NK;
+                int gi = gorder[(it - tiles[n_seqs]) / NK], g = (it - tiles[n_seqs]) % NK;
                 attend_group(mb + gstart[gi], gstart[gi + 1] - gstart[gi], gshared[gi], kv, l, g,
                              group, scale, m->q, m->att, buf);
 #endif
@@ -2780,7 +2802,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
             swiglu(m->gate + (size_t)t * F, m->up + (size_t)t * 2 * F, F);
         linear(&L->w_down, m->gate, T, m->x, 1); /* x += h Wd^T */
     }
-    free(mb), free(gstart), free(gshared);
+    free(mb), free(gstart), free(gshared), free(gorder);
     if (rows == 0)
         return 0;
     /* final norm of the rows that want logits, then the output head */
