@@ -1980,9 +1980,6 @@ AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, size_t
  * many blocks are on their way at once. */
 static inline void prefetch_lines(const char *p, size_t bytes)
 {
-#ifdef NO_PREFETCH
-    return;
-#endif
     for (size_t b = 0; b < bytes; b += 64)
         _mm_prefetch(p + b, _MM_HINT_T0);
 }
@@ -2204,9 +2201,6 @@ BF16_DOT static void to_bf16(uint16_t *d, const float *x, int n)
     }
 }
 
-/* scores of queries qs[0..nq) (rows of ld in sc) at positions j0 <= j < j1, keys of KV
- * head g read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of
- * them and ATT_QK_MAX queries at a time (a BF16 pool: the queries as qh) */
 /* a KV head's keys (its rows from `head` bytes into the block, es bytes a position, bytes
  * in all) from position j on, in the block holding j */
 static inline void prefetch_k(kvc_pool *kv, int layer, const int32_t *table, size_t head, int j,
@@ -2217,6 +2211,10 @@ static inline void prefetch_k(kvc_pool *kv, int layer, const int32_t *table, siz
                        (size_t)(j % bs) * es,
                    bytes);
 }
+
+/* scores of queries qs[0..nq) (rows of ld in sc) at positions j0 <= j < j1, keys of KV
+ * head g read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of
+ * them and ATT_QK_MAX queries at a time (a BF16 pool: the queries as qh) */
 
 AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
                             int j1, const float *qs, const uint16_t *qh, int nq, float *sc,
@@ -2377,7 +2375,8 @@ static int attend_direct_dtype_ok(enum kvc_dtype dtype)
  * m: one rounding), and meets every token of the tile in one FMA with the token's value
  * broadcast from xt, the tile's activations transposed ([k][LANES_TT]: one cache line a
  * k). No panel to write and read back, no horizontal sums: each (token, row) sums its k
- * products in one lane, in the order of k.
+ * products in one lane, in one fixed order (a block's weights as they sit in a 64-byte
+ * load: 0, 4, 1, 5, ... for Q4_1), whatever the number of tokens.
  */
 #define LANES_TT 16 /* tokens a tile */
 
