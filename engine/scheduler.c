@@ -265,11 +265,21 @@ static sched_seq *newest_idle(sched *s)
     return best;
 }
 
-/* Starts q from the longest cached prefix of its tokens (at least one token is left to
- * compute, for the logits). */
+/*
+ * Prompt tokens left to compute after a prefix-cache match, at least: one for the logits,
+ * and here 4, because the CPU's F32 products run passes of 1 to 3 tokens through other
+ * kernels than passes of 4 or more (which compute every token the same way, whatever else
+ * the pass holds). A prompt whose cached part ended 1 to 3 tokens before its end would
+ * come out a few bits off the same prompt computed whole, and a seeded sample could then
+ * differ between the first time a request is asked and the next.
+ */
+#define SCHED_MIN_RECOMPUTE 4
+
+/* Starts q from the longest cached prefix of its tokens (SCHED_MIN_RECOMPUTE or more are
+ * left to compute). */
 static void admit_cached(sched *s, sched_seq *q)
 {
-    int max_blocks = (q->n_tokens - 1) / s->cfg.block_size, matched = 0;
+    int max_blocks = (q->n_tokens - SCHED_MIN_RECOMPUTE) / s->cfg.block_size, matched = 0;
     if (max_blocks <= 0)
         return;
     if (q->cap_table < max_blocks) {
@@ -279,8 +289,8 @@ static void admit_cached(sched *s, sched_seq *q)
         q->table = t;
         q->cap_table = max_blocks;
     }
-    if (rdx_match(s->rdx, q->ns, q->tokens, q->n_tokens - 1, q->table, max_blocks, &matched,
-                  &q->lock) != 0)
+    if (rdx_match(s->rdx, q->ns, q->tokens, q->n_tokens - SCHED_MIN_RECOMPUTE, q->table,
+                  max_blocks, &matched, &q->lock) != 0)
         return;
     q->n_table = matched / s->cfg.block_size;
     q->n_computed = matched;
