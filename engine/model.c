@@ -771,8 +771,8 @@ static int grow(eng_model *m, int T, int ctx)
  * GEMM_SMALL_MAX_T through gemm_small(), and beyond through OpenBLAS.
  * Decode of 3 / 4 sequences at a 512-token context, 2 threads, alternating runs: 164-176 /
  * 157-182 tokens/s through the matrix-vector kernels run once a sequence, 140-166 / 189-233
- * through gemm_small_q(); for 3, dotn_rows() (all the sequences at once) then gave 187-193. */
-#define QMV_MAX_T 3
+ * through the F32 panels that preceded gemm_lanes(); for 3, dotn_rows() (all the sequences at once) then gave 187-193. */
+#define QMV_MAX_T ENG_ROWS_MAX_T
 #ifndef GEMM_SMALL_MAX_T
 #define GEMM_SMALL_MAX_T 64
 #endif
@@ -1206,18 +1206,6 @@ AVX512 static inline __attribute__((always_inline)) void widen_block(const struc
     }
 }
 
-/* rows r0 .. r0 + rj - 1 of a Q4_1 or Q8_0 matrix's stored form as F32 into out [rj][k] */
-AVX512 static void dequant_rows(const struct wmat *w, int r0, int rj, float *out)
-{
-    const int nb = w->k / 32;
-    for (size_t b = (size_t)r0 * nb, e = b + (size_t)rj * nb; b < e; b++, out += 32) {
-        __m512 lo, hi;
-        widen_block(w, b, &lo, &hi);
-        _mm512_storeu_ps(out, lo);
-        _mm512_storeu_ps(out + 16, hi);
-    }
-}
-
 /*
  * Rows ra and rb of a Q4_1 or Q8_0 matrix times t tokens of x (t <= QMV_MAX_T, a
  * constant where inlined): each block of the two rows is widened once, in registers, for
@@ -1259,33 +1247,6 @@ AVX512 static void dotn_rows(const struct wmat *w, int ra, int rb, const float *
         dotn_rows_body(w, ra, rb, x, 2, out);
     else
         dotn_rows_body(w, ra, rb, x, 3, out);
-}
-
-/*
- * gemm_small() for a matrix kept quantized: each thread widens GEMM_RJ rows at a time from
- * the stored form (0.6-1 byte a weight) into a panel that stays in its cache, and runs the
- * same tiles over it. A batch of decode steps then streams the quantized weights, not
- * their F32 copy (4 bytes a weight): the same results, with a fifth to a quarter of the
- * memory traffic.
- */
-static void gemm_small_q(const struct wmat *w, const float *x, int t, float *y, int accumulate)
-{
-    const int n = w->n, k = w->k;
-#pragma omp parallel
-    {
-        float *panel = malloc(sizeof(float) * GEMM_RJ * (size_t)k);
-#pragma omp for schedule(static)
-        for (int r0 = 0; r0 < n; r0 += GEMM_RJ) {
-            const int rj = n - r0 < GEMM_RJ ? n - r0 : GEMM_RJ;
-            if (panel) {
-                dequant_rows(w, r0, rj, panel);
-                gemm_rows(x, t, panel, 0, rj, k, y + r0, n, accumulate);
-            } else { /* (out of memory: the F32 copy gives the same floats) */
-                gemm_rows(x, t, w->f, r0, rj, k, y, n, accumulate);
-            }
-        }
-        free(panel);
-    }
 }
 
 /*
@@ -2505,11 +2466,10 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
     if (w->vq && t > QMV_MAX_T && have_avx512() &&
         gemm_lanes(w, x, t, y, accumulate) == 0)
         return;
+    /* (F32 weights; or quantized ones not regrouped, or gemm_lanes() without memory: their
+     * F32 copy holds the same floats) */
     if ((t > QMV_MAX_T || !w->qs) && t <= GEMM_SMALL_MAX_T && have_avx512()) {
-        if (w->qs)
-            gemm_small_q(w, x, t, y, accumulate);
-        else
-            gemm_small(x, t, w->f, n, k, y, accumulate);
+        gemm_small(x, t, w->f, n, k, y, accumulate);
         return;
     }
 #endif

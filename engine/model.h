@@ -73,6 +73,11 @@ struct eng_seq {
     enum eng_logits logits;
 };
 
+/* On the CPU without int8 products, passes of up to this many tokens run matrix-vector
+ * kernels; longer ones compute each token's products the same way whatever else the pass
+ * holds (the scheduler leaves a cached prompt more than this many tokens to compute). */
+#define ENG_ROWS_MAX_T 3
+
 /*
  * Runs the batch. logits (out): rows in sequence order, one per requested token,
  * [rows][n_vocab]. Returns 0 or an ENG_ error.
