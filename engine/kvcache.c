@@ -4,15 +4,41 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 struct kvc_pool {
     struct kvc_shape s;
     size_t block_elems, layer_elems; /* values (F32, F16 or BF16) */
     void *k, *v;
+    size_t bytes; /* of each of k and v, as mapped */
     int32_t *refs;
     int32_t *free_list; /* stack of free block ids */
     int n_free;
 };
+
+/*
+ * Storage for keys or values: a mapping of its own, on transparent huge pages where the
+ * kernel gives them (a step's attention reads blocks scattered over the whole pool, and
+ * 4 KiB pages cost a TLB miss every 4 KiB), touched page by page here, so that the first
+ * requests do not pay the page faults (tests/bench/bench_engine, 16 sequences decoding over
+ * a 1,200-token prompt: 1.6 ms of a 25 ms step went to faulting in fresh blocks, and the
+ * attention took 5-10% less time on huge pages). A pool's memory is then resident from
+ * the start, as llama.cpp's and vLLM's are.
+ */
+static void *pool_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
+#endif
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (size_t o = 0; o < bytes; o += page)
+        ((volatile char *)p)[o] = 0;
+    return p;
+}
 
 int kvc_create(const struct kvc_shape *s, kvc_pool **out)
 {
@@ -31,8 +57,9 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
     size_t total = p->layer_elems * s->n_layer;
     if (!s->device_storage) {
         size_t elem = s->dtype == KVC_F32 ? sizeof(float) : sizeof(uint16_t);
-        p->k = malloc(total * elem);
-        p->v = malloc(total * elem);
+        p->bytes = total * elem;
+        p->k = pool_map(p->bytes);
+        p->v = pool_map(p->bytes);
     }
     p->refs = calloc((size_t)s->n_blocks, sizeof *p->refs);
     p->free_list = malloc((size_t)s->n_blocks * sizeof *p->free_list);
@@ -51,8 +78,10 @@ void kvc_destroy(kvc_pool *p)
 {
     if (!p)
         return;
-    free(p->k);
-    free(p->v);
+    if (p->k)
+        munmap(p->k, p->bytes);
+    if (p->v)
+        munmap(p->v, p->bytes);
     free(p->refs);
     free(p->free_list);
     free(p);

@@ -44,7 +44,8 @@ struct sched {
     float *logits; /* [max_num_seqs][n_vocab] */
     /* [max_num_seqs]: rows sampled on the model's device, when its backend can (else NULL) */
     struct eng_sample_row *dev_rows;
-    int32_t *dev_tokens;
+    int32_t *row_tokens;     /* [max_num_seqs]: the token sampled from each row of logits */
+    eng_sampler **row_smp;   /* [max_num_seqs]: each row's sampler, sampling on the host */
     struct eng_seq *batch;
     sched_seq **batch_seq;
     sched_seq **cand; /* the running sequences at the start of a step */
@@ -153,13 +154,15 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
     s->cand = malloc(sizeof *s->cand * (size_t)cfg->max_num_seqs);
     s->piece_cap = tok_decode_max(v) + 8;
     s->piece = malloc(s->piece_cap);
+    s->row_tokens = malloc(sizeof *s->row_tokens * (size_t)cfg->max_num_seqs);
+    s->row_smp = malloc(sizeof *s->row_smp * (size_t)cfg->max_num_seqs);
     if (eng_model_samples_on_device(m)) {
         s->dev_rows = malloc(sizeof *s->dev_rows * (size_t)cfg->max_num_seqs);
-        s->dev_tokens = malloc(sizeof *s->dev_tokens * (size_t)cfg->max_num_seqs);
-        if (!s->dev_rows || !s->dev_tokens)
+        if (!s->dev_rows)
             rc = rc ? rc : ENG_ENOMEM;
     }
-    if (rc || !s->logits || !s->batch || !s->batch_seq || !s->cand || !s->piece) {
+    if (rc || !s->logits || !s->batch || !s->batch_seq || !s->cand || !s->piece ||
+        !s->row_tokens || !s->row_smp) {
         sched_destroy(s);
         return rc ? rc : ENG_ENOMEM;
     }
@@ -179,7 +182,8 @@ void sched_destroy(sched *s)
     kvc_destroy(s->kv);
     free(s->logits);
     free(s->dev_rows);
-    free(s->dev_tokens);
+    free(s->row_tokens);
+    free(s->row_smp);
     free(s->batch);
     free(s->batch_seq);
     free(s->cand);
@@ -387,9 +391,24 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, enum eng_finish *f)
     return 0;
 }
 
-int sched_step(sched *s)
+/* row_tokens[r]: a token sampled from row r of logits, for each of the batch's first nb
+ * sequences that asked for logits, in their order. The rows are independent (each sequence
+ * has its own sampler), so the engine's threads share them out: with 16 sequences a step
+ * samples 16 vocabularies, which one thread would do while the others wait. */
+static void sample_rows(sched *s, int nb)
 {
     const int V = eng_model_hparams(s->m)->n_vocab;
+    int n = 0;
+    for (int i = 0; i < nb; i++)
+        if (s->batch[i].logits == ENG_LOGITS_LAST)
+            s->row_smp[n++] = s->batch_seq[i]->smp;
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+    for (int r = 0; r < n; r++)
+        s->row_tokens[r] = eng_sampler_sample(s->row_smp[r], s->logits + (size_t)r * V);
+}
+
+int sched_step(sched *s)
+{
     /* drop what was cancelled */
     for (struct list *l = &s->running;; l = &s->waiting) {
         for (sched_seq *q = l->head, *nx; q; q = nx) {
@@ -480,7 +499,9 @@ int sched_step(sched *s)
         }
     int rc = eng_forward(s->m, s->kv, s->batch, nb, on_device ? NULL : s->logits);
     if (!rc && on_device && n_rows)
-        rc = eng_model_sample(s->m, s->dev_rows, n_rows, s->dev_tokens);
+        rc = eng_model_sample(s->m, s->dev_rows, n_rows, s->row_tokens);
+    else if (!rc && !on_device)
+        sample_rows(s, nb);
     if (rc) {
         for (int i = 0; i < nb; i++)
             finish(s, s->batch_seq[i], rc, ENG_FINISH_STOP);
@@ -495,8 +516,7 @@ int sched_step(sched *s)
         if (s->rdx && q->generated == 0 && q->n_computed == q->n_tokens)
             /* the prompt is in: share it now with the sequences that wait for it */
             rdx_insert(s->rdx, q->ns, q->tokens, q->n_computed, q->table);
-        int32_t tok = on_device ? s->dev_tokens[row++]
-                                : eng_sampler_sample(q->smp, s->logits + (size_t)row++ * V);
+        int32_t tok = s->row_tokens[row++];
         enum eng_finish f = ENG_FINISH_STOP;
         int done = tok < 0 ? tok : take_token(s, q, tok, &f);
         if (done < 0)
