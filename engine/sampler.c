@@ -424,8 +424,9 @@ static size_t nucleus(const float *w, size_t n, double target, double *hist, str
 }
 
 /* The first index of the largest logit (NaN never wins; 0 when none is above -inf): the
- * largest value in 16 independent lanes, which compile to vector maxima, then its first
- * index. A greedy step of 16 sequences reads 16 vocabularies. */
+ * largest value as 16 independent running maxima (no branch a logit, and no one chain of
+ * dependent comparisons), then its first index. A greedy step of 16 sequences reads 16
+ * vocabularies. */
 static int32_t argmax(const float *logits, int n)
 {
     float lane[16], bv = -INFINITY;
