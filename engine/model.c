@@ -72,6 +72,7 @@ struct eng_model {
     float *scores;
     size_t scratch_floats;
     int cap_ctx, threads;
+    float *xt; /* [cap, rounded up to LANES_TT][widest input]: gemm_lanes()'s activations */
     int int8; /* engine.cpu_matmul = int8: quantized matrices in their 8-bit form only */
     /* a device backend (NULL: this file's CPU code); be_shape: the pool shape its KV
      * storage was made for (be_pool: for which pool) */
@@ -372,6 +373,7 @@ void eng_model_destroy(eng_model *m)
     free(m->sel);
     free(m->pos);
     free(m->scores);
+    free(m->xt);
     gguf_close(m->gguf);
     free(m);
 }
@@ -709,6 +711,15 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
 #define ATT_GROUP_QUERIES 12
 #define ATT_GROUP_MAX 8
 
+/* tokens a tile of gemm_lanes() */
+#define LANES_TT 16
+
+/* floats of gemm_lanes()'s transposed activations for t tokens of k columns */
+static size_t lanes_floats(int t, int k)
+{
+    return (size_t)(t + LANES_TT - 1) / LANES_TT * LANES_TT * (size_t)k;
+}
+
 /* floats of per-thread scratch for attend_tile() and attend_group() up to ctx positions */
 static size_t attn_scratch_floats(int ctx, int hd, int group)
 {
@@ -742,13 +753,18 @@ static int grow(eng_model *m, int T, int ctx)
                 return ENG_ENOMEM;
             *bufs[i] = p;
         }
+        int widest = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+        widest = hp->n_head * hp->head_dim > widest ? hp->n_head * hp->head_dim : widest;
         int *pos = realloc(m->pos, t * sizeof *pos);
         float *sel = realloc(m->sel, t * (size_t)hp->n_embd * sizeof(float));
+        float *xt = realloc(m->xt, lanes_floats(T, widest) * sizeof(float));
         if (pos)
             m->pos = pos;
         if (sel)
             m->sel = sel;
-        if (!pos || !sel)
+        if (xt)
+            m->xt = xt;
+        if (!pos || !sel || !xt)
             return ENG_ENOMEM;
         m->cap = T;
     }
@@ -771,7 +787,8 @@ static int grow(eng_model *m, int T, int ctx)
  * GEMM_SMALL_MAX_T through gemm_small(), and beyond through OpenBLAS.
  * Decode of 3 / 4 sequences at a 512-token context, 2 threads, alternating runs: 164-176 /
  * 157-182 tokens/s through the matrix-vector kernels run once a sequence, 140-166 / 189-233
- * through the F32 panels that preceded gemm_lanes(); for 3, dotn_rows() (all the sequences at once) then gave 187-193. */
+ * through the F32 panels that preceded gemm_lanes(); for 3, dotn_rows() (all the sequences
+ * at once) then gave 187-193. */
 #define QMV_MAX_T ENG_ROWS_MAX_T
 #ifndef GEMM_SMALL_MAX_T
 #define GEMM_SMALL_MAX_T 64
@@ -2176,7 +2193,6 @@ static inline void prefetch_k(kvc_pool *kv, int layer, const int32_t *table, siz
 /* scores of queries qs[0..nq) (rows of ld in sc) at positions j0 <= j < j1, keys of KV
  * head g read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of
  * them and ATT_QK_MAX queries at a time (a BF16 pool: the queries as qh) */
-
 AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
                             int j1, const float *qs, const uint16_t *qh, int nq, float *sc,
                             size_t ld)
@@ -2339,7 +2355,6 @@ static int attend_direct_dtype_ok(enum kvc_dtype dtype)
  * products in one lane, in one fixed order (a block's weights as they sit in a 64-byte
  * load: 0, 4, 1, 5, ... for Q4_1), whatever the number of tokens.
  */
-#define LANES_TT 16 /* tokens a tile */
 
 AVX512 static inline __attribute__((always_inline)) void
 lanes_tile(const struct wmat *w, int g, const float *xt, int tt, float *y, int accumulate)
@@ -2420,14 +2435,12 @@ AVX512 static void lanes_rows(const struct wmat *w, int g, const float *xt, int 
     }
 }
 
-/* y [t][n] (+)= x [t][k] W^T through lanes_tile(); returns ENG_ENOMEM (nothing done) when
- * the transposed activations find no memory */
-static int gemm_lanes(const struct wmat *w, const float *x, int t, float *y, int accumulate)
+/* y [t][n] (+)= x [t][k] W^T through lanes_tile(); xt: lanes_floats(t, k) floats of
+ * scratch for the transposed activations */
+static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, int accumulate,
+                       float *xt)
 {
     const int k = w->k, groups = (w->n + 15) / 16, tiles = (t + LANES_TT - 1) / LANES_TT;
-    float *xt = malloc(sizeof(float) * (size_t)tiles * k * LANES_TT);
-    if (!xt)
-        return ENG_ENOMEM;
 #pragma omp parallel
     {
         /* by pieces of 64 columns of a tile: rows read in order, and no two threads
@@ -2446,16 +2459,16 @@ static int gemm_lanes(const struct wmat *w, const float *x, int t, float *y, int
         for (int g = 0; g < groups; g++)
             lanes_rows(w, g, xt, t, y, accumulate);
     }
-    free(xt);
-    return 0;
 }
 #endif
 
 /*
  * y (+)= x W^T, x: [t][k], W: [n][k]. Many tokens: one SGEMM on the F32 copy. Few:
- * each output row of W is read once from its stored form for all t tokens.
+ * each output row of W is read once from its stored form for all t tokens. xt: scratch of
+ * lanes_floats(t, k) floats (the model's, sized by grow()).
  */
-static void linear(const struct wmat *w, const float *x, int t, float *y, int accumulate)
+static void linear(const struct wmat *w, const float *x, int t, float *y, int accumulate,
+                   float *xt)
 {
     const int n = w->n, k = w->k;
 #if defined(__x86_64__)
@@ -2463,15 +2476,17 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
         linear_int8(w, x, t, y, accumulate);
         return;
     }
-    if (w->vq && t > QMV_MAX_T && have_avx512() &&
-        gemm_lanes(w, x, t, y, accumulate) == 0)
+    if (w->vq && t > QMV_MAX_T && have_avx512()) {
+        gemm_lanes(w, x, t, y, accumulate, xt);
         return;
-    /* (F32 weights; or quantized ones not regrouped, or gemm_lanes() without memory: their
-     * F32 copy holds the same floats) */
+    }
+    /* (F32 weights, or quantized ones not regrouped: their F32 copy holds the same floats) */
     if ((t > QMV_MAX_T || !w->qs) && t <= GEMM_SMALL_MAX_T && have_avx512()) {
         gemm_small(x, t, w->f, n, k, y, accumulate);
         return;
     }
+#else
+    (void)xt;
 #endif
     if (t > QMV_MAX_T || !w->qs) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w->f, k,
@@ -2711,7 +2726,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
         rmsnorm(m->xn, m->x, L->attn_norm, T, D, hp->rms_eps);
-        linear(&L->wqkv, m->xn, T, m->qkv, 0);
+        linear(&L->wqkv, m->xn, T, m->qkv, 0, m->xt);
         for (int t = 0; t < T; t++) {
             const float *r = m->qkv + (size_t)t * (HQ + 2 * HK);
             memcpy(m->q + (size_t)t * HQ, r, sizeof(float) * HQ);
@@ -2752,14 +2767,14 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
                         seqs[s].block_table, j % NK, group, scale, buf,
                         m->att + (size_t)first[s] * HQ);
         }
-        linear(&L->wo, m->att, T, m->x, 1); /* x += att Wo^T */
+        linear(&L->wo, m->att, T, m->x, 1, m->xt); /* x += att Wo^T */
         rmsnorm(m->xn, m->x, L->ffn_norm, T, D, hp->rms_eps);
-        linear(&L->w_gate_up, m->xn, T, m->up, 0); /* [T][2 * n_ff]: gate, then up */
+        linear(&L->w_gate_up, m->xn, T, m->up, 0, m->xt); /* [T][2 * n_ff]: gate, then up */
         const int F = hp->n_ff;
 #pragma omp parallel for schedule(static) if (T >= 8)
         for (int t = 0; t < T; t++)
             swiglu(m->gate + (size_t)t * F, m->up + (size_t)t * 2 * F, F);
-        linear(&L->w_down, m->gate, T, m->x, 1); /* x += h Wd^T */
+        linear(&L->w_down, m->gate, T, m->x, 1, m->xt); /* x += h Wd^T */
     }
     free(mb), free(gstart), free(gshared), free(gorder);
     if (rows == 0)
@@ -2778,7 +2793,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         t += n;
     }
     rmsnorm(m->sel, m->sel, m->out_norm, rows, D, hp->rms_eps);
-    linear(&m->output, m->sel, rows, logits, 0);
+    linear(&m->output, m->sel, rows, logits, 0, m->xt);
     return 0;
 }
 

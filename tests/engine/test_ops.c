@@ -504,6 +504,15 @@ static float d_cycle(int r, int b, unsigned *seed)
 
 /* the matrix-vector kernels (stored Q4_0 / Q4_1 / Q8_0) agree with the SGEMM on the F32
  * copy */
+/* linear() with scratch of its own for gemm_lanes() (the forward pass lends the model's) */
+static void linear_scratch(const struct wmat *w, const float *x, int t, float *y, int accumulate)
+{
+    float *xt = malloc(sizeof(float) * lanes_floats(t, w->k));
+    cr_assert_not_null(xt);
+    linear(w, x, t, y, accumulate, xt);
+    free(xt);
+}
+
 static void check_kernel(enum ggml_type type)
 {
     const int n = 7, k = 64;
@@ -515,7 +524,7 @@ static void check_kernel(enum ggml_type type)
     double worst = 0;
     /* up to QMV_MAX_T tokens: the kernels for one token, and for two or three at once */
     for (int t = 1; t <= 3; t += 2) {
-        linear(&w, x, t, y_q, 0);
+        linear_scratch(&w, x, t, y_q, 0);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w.f, k, 0.0f,
                     y_f, n);
         for (int i = 0; i < t * n; i++)
@@ -568,7 +577,7 @@ Test(ops, linear_f32_small_batches_and_partial_tiles)
                 for (int accumulate = 0; accumulate < 2; accumulate++) {
                     for (int i = 0; i < t * n; i++)
                         y[i] = accumulate ? 0.5f : NAN;
-                    linear(&m, x, t, y, accumulate);
+                    linear_scratch(&m, x, t, y, accumulate);
                     for (int i = 0; i < t; i++)
                         for (int j = 0; j < n; j++) {
                             double s = accumulate ? 0.5 : 0, mag = 1e-30;
@@ -594,7 +603,7 @@ static void linear_over(struct wmat *w, const float *x, int t, float *y, int acc
 {
     for (int i = 0; i < t * w->n; i++)
         y[i] = accumulate ? 0.25f : NAN;
-    linear(w, x, t, y, accumulate);
+    linear_scratch(w, x, t, y, accumulate);
 }
 
 static float d_random(int r, int b, unsigned *seed)
@@ -727,9 +736,9 @@ static void check_int8_kernels(enum ggml_type type, int no_vnni, float *out)
                 }
         }
     /* each token alone gives exactly its row of the 13-token batch */
-    linear(&w, x, T, yf, 0);
+    linear_scratch(&w, x, T, yf, 0);
     for (int i = 0; i < T; i++) {
-        linear(&w, x + (size_t)i * k, 1, one, 0);
+        linear_scratch(&w, x + (size_t)i * k, 1, one, 0);
         cr_assert(memcmp(one, yf + (size_t)i * n, sizeof one) == 0,
                   "%s: token %d alone differs from the batch", ggml_type_name(type), i);
     }
