@@ -25,21 +25,21 @@
 #include <string.h>
 
 /*
- * A weight matrix [n][k] (PyTorch's [out][in]) twice: dequantized to F32 for SGEMMs over
- * many tokens (prefill), and as stored in the file, read by the matrix-vector kernels
- * when a pass has few tokens (decode): those stream 0.6-1 byte per weight instead of 4,
- * and decode is bound by memory bandwidth.
+ * A weight matrix [n][k] (PyTorch's [out][in]) as stored in the file, read by the
+ * matrix-vector kernels when a pass has few tokens (decode): those stream 0.6-1 byte per
+ * weight instead of 4, and decode is bound by memory bandwidth; and for many tokens either
+ * regrouped (vq, where AVX-512 or the 8-bit products run) or dequantized to F32 for SGEMMs.
  */
 struct wmat {
-    float *f;            /* [n][k] */
+    float *f;            /* [n][k]; NULL once regrouped (vq), but for the token embeddings */
     enum ggml_type type; /* of the stored form */
     /* the stored form, repacked for the kernels: Q4_1 nibbles [n][k/2] with scales and
      * minima [n][k/32]; Q8_0 values [n][k] with scales [n][k/32]; NULL for other types */
     uint8_t *qs;
     float *qd, *qm;
     int n, k;
-    /* engine.cpu_matmul = int8: the stored form regrouped for 8-bit products (vnni_pack());
-     * NULL otherwise */
+    /* the stored form regrouped (vnni_pack()) for the 8-bit products, and for the F32 ones
+     * where AVX-512 runs gemm_lanes(); NULL otherwise */
     uint8_t *vq;
     float *vd, *vm;
     int32_t *vc;
@@ -386,21 +386,22 @@ static int vnni_pack(struct wmat *w);
 #endif
 
 #if defined(__x86_64__)
-/* w regrouped (vnni_pack()). For the 8-bit products (int8) its F32 copy (unless keep_f32:
- * the token embeddings are read from it) and stored form go, since linear() then reads
- * only the regrouped form; for the F32 ones (gemm_lanes()) they stay, for one to three
- * tokens and for OpenBLAS. */
+/* w regrouped (vnni_pack()). Its F32 copy goes (unless keep_f32: the token embeddings are
+ * read from it): the 8-bit products read only the regrouped form, and the F32 ones read it
+ * (gemm_lanes(), 4 tokens or more) or the stored form (1 to 3 tokens), which then stays. */
 static int pack_one(struct wmat *w, int int8, int keep_f32)
 {
     int rc = vnni_pack(w);
-    if (rc || !w->vq || !int8)
+    if (rc || !w->vq)
         return rc;
-    w->int8 = 1;
     if (!keep_f32) {
         free(w->f);
         w->f = NULL;
     }
-    drop_stored(w);
+    if (int8) {
+        w->int8 = 1;
+        drop_stored(w);
+    }
     return 0;
 }
 #endif
@@ -430,8 +431,8 @@ static int pack_wanted(const eng_model *m, const struct eng_options *opt)
 #endif
 }
 
-/* a layer's quantized matrices regrouped, as it is loaded (so that, for the 8-bit
- * products, the F32 copies go one layer at a time) */
+/* a layer's quantized matrices regrouped, as it is loaded (so that the F32 copies go one
+ * layer at a time) */
 static int pack_layer(struct layer *L, int int8)
 {
 #if defined(__x86_64__)
