@@ -151,3 +151,9 @@ void *kvc_v_block(kvc_pool *p, int layer, int32_t block)
 {
     return block_at(p, p->v, layer, block);
 }
+
+struct kvc_blocks kvc_v_blocks(kvc_pool *p, int layer)
+{
+    size_t elem = p->s.dtype == KVC_F32 ? sizeof(float) : sizeof(uint16_t);
+    return (struct kvc_blocks){block_at(p, p->v, layer, 0), p->block_elems * elem};
+}

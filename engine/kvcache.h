@@ -64,4 +64,14 @@ int kvc_refcount(const kvc_pool *p, int32_t block);
 void *kvc_k_block(kvc_pool *p, int layer, int32_t block);
 void *kvc_v_block(kvc_pool *p, int layer, int32_t block);
 
+/* One layer's values as a base and a stride: block b's are at base + b * stride bytes (as
+ * kvc_v_block() says; base NULL when the storage is on a device). For kernels that step
+ * from block to block in their inner loops, where a call a block would make them save and
+ * restore every register they accumulate in. */
+struct kvc_blocks {
+    const char *base;
+    size_t stride;
+};
+struct kvc_blocks kvc_v_blocks(kvc_pool *p, int layer);
+
 #endif

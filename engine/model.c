@@ -1964,13 +1964,11 @@ static inline void prefetch_lines(const char *p, size_t bytes)
 }
 
 /* bytes from voff into each value row (rb bytes) of KV head g in the block holding
- * position j */
-static inline void prefetch_v(kvc_pool *kv, int layer, const int32_t *table, int g, int j,
+ * position j (values vb, blocks of bs positions) */
+static inline void prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table, int g, int j,
                               size_t rb, size_t voff, size_t bytes)
 {
-    const int bs = kvc_shape(kv)->block_size;
-    const char *v =
-        (const char *)kvc_v_block(kv, layer, table[j / bs]) + (size_t)g * bs * rb + voff;
+    const char *v = vb.base + (size_t)table[j / bs] * vb.stride + (size_t)g * bs * rb + voff;
     for (int r = 0; r < bs; r++)
         prefetch_lines(v + r * rb, bytes);
 }
@@ -1987,6 +1985,7 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size;
     const size_t es = f16 ? 2 : 4, rb = (size_t)ks->head_dim * es;
+    const struct kvc_blocks vbs = kvc_v_blocks(kv, layer);
     __m512 acc[ATT_PV_MAX][4], v[4];
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++)
@@ -1994,14 +1993,14 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
         for (int c = 0; c < ns; c++)
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
     for (int j = j0 / bs * bs; j < j0 + ATT_PREFETCH && j < j1; j += bs)
-        prefetch_v(kv, layer, table, g, j, rb, voff, ns * 16 * es);
+        prefetch_v(vbs, bs, table, g, j, rb, voff, ns * 16 * es);
     for (int j = j0; j < j1;) {
-        const char *vb = (const char *)kvc_v_block(kv, layer, table[j / bs]) +
-                         (size_t)g * bs * rb + voff;
+        const char *vb =
+            vbs.base + (size_t)table[j / bs] * vbs.stride + (size_t)g * bs * rb + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
         const int ahead = (j / bs) * bs + ATT_PREFETCH; /* a block ATT_PREFETCH ahead */
         if (ahead < j1)
-            prefetch_v(kv, layer, table, g, ahead, rb, voff, ns * 16 * es);
+            prefetch_v(vbs, bs, table, g, ahead, rb, voff, ns * 16 * es);
         for (const char *vr = vb + (size_t)(j % bs) * rb; j < end; j++, vr += rb) {
 #pragma GCC unroll 4
             for (int c = 0; c < ns; c++)
@@ -2131,6 +2130,7 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size;
     const size_t rp = (size_t)ks->head_dim * 4; /* bytes of a position pair's row */
+    const struct kvc_blocks vbs = kvc_v_blocks(kv, layer);
     __m512 acc[ATT_PV_MAX][4];
     __m512i v[4];
 #pragma GCC unroll 12
@@ -2139,8 +2139,8 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
         for (int c = 0; c < ns; c++)
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
     for (int j = j0; j < j1;) {
-        const char *vb = (const char *)kvc_v_block(kv, layer, table[j / bs]) +
-                         (size_t)g * (bs / 2) * rp + voff;
+        const char *vb =
+            vbs.base + (size_t)table[j / bs] * vbs.stride + (size_t)g * (bs / 2) * rp + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
         for (const char *vr = vb + (size_t)(j % bs) / 2 * rp; j < end; j += 2, vr += rp) {
             const __mmask32 m = j + 1 < end ? 0xffffffffu : 0x55555555u;

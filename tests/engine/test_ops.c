@@ -416,6 +416,26 @@ Test(ops, kv_pool_f16_storage)
     cr_assert_eq(kvc_create(&bad, &kv), ENG_EINVAL);
 }
 
+/* kvc_v_blocks(): base + b * stride is the block kvc_v_block() gives, every layer, every
+ * block, every dtype (the attention kernels address value blocks so) */
+Test(ops, kv_pool_value_blocks_by_stride)
+{
+    const enum kvc_dtype dts[] = {KVC_F32, KVC_F16, KVC_BF16};
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+        struct kvc_shape s = {3, 2, 8, 4, 5, 0, dts[d]};
+        kvc_pool *kv;
+        cr_assert_eq(kvc_create(&s, &kv), 0);
+        for (int l = 0; l < s.n_layer; l++) {
+            struct kvc_blocks vb = kvc_v_blocks(kv, l);
+            for (int b = 0; b < s.n_blocks; b++)
+                cr_assert_eq((const void *)(vb.base + (size_t)b * vb.stride),
+                             kvc_v_block(kv, l, b), "dtype %d, layer %d, block %d", dts[d], l,
+                             b);
+        }
+        kvc_destroy(kv);
+    }
+}
+
 /* A BF16 pool: half the bytes; in pairs (kvcache.h), so an odd block size or head dim is
  * refused. kv_store() rounds to nearest even, keeps F32's range, and puts each key and
  * value where kvcache.h's layout (kv_index() here) says. */
