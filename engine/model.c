@@ -72,7 +72,7 @@ struct eng_model {
     float *scores;
     size_t scratch_floats;
     int cap_ctx, threads;
-    float *xt; /* [cap, rounded up to LANES_TT][widest input]: gemm_lanes()'s activations */
+    float *xt; /* linear_scratch_bytes(cap, widest input): linear()'s activations, regrouped */
     int int8; /* engine.cpu_matmul = int8: quantized matrices in their 8-bit form only */
     /* a device backend (NULL: this file's CPU code); be_shape: the pool shape its KV
      * storage was made for (be_pool: for which pool) */
@@ -721,6 +721,22 @@ static size_t lanes_floats(int t, int k)
     return (size_t)(t + LANES_TT - 1) / LANES_TT * LANES_TT * (size_t)k;
 }
 
+/* bytes of linear_int8()'s 8-bit activations for t tokens of k columns (then their scales
+ * and sums, 2 floats a block of 32), rounded up to whole cache lines */
+static size_t int8_act_bytes(int t, int k)
+{
+    return ((size_t)t * k + 63) / 64 * 64;
+}
+
+/* bytes of linear()'s scratch for t tokens of k columns: gemm_lanes()'s transposed
+ * activations, or linear_int8()'s quantized ones with their scales and sums */
+static size_t linear_scratch_bytes(int t, int k)
+{
+    const size_t lanes = sizeof(float) * lanes_floats(t, k);
+    const size_t int8 = int8_act_bytes(t, k) + sizeof(float) * 2 * (size_t)t * (k / 32);
+    return lanes > int8 ? lanes : int8;
+}
+
 /* floats of per-thread scratch for attend_tile() and attend_group() up to ctx positions */
 static size_t attn_scratch_floats(int ctx, int hd, int group)
 {
@@ -758,7 +774,7 @@ static int grow(eng_model *m, int T, int ctx)
         widest = hp->n_head * hp->head_dim > widest ? hp->n_head * hp->head_dim : widest;
         int *pos = realloc(m->pos, t * sizeof *pos);
         float *sel = realloc(m->sel, t * (size_t)hp->n_embd * sizeof(float));
-        float *xt = realloc(m->xt, lanes_floats(T, widest) * sizeof(float));
+        float *xt = realloc(m->xt, linear_scratch_bytes(T, widest));
         if (pos)
             m->pos = pos;
         if (sel)
@@ -1651,26 +1667,17 @@ INT8_AVX2 static void int8_avx2_pass(const struct wmat *w, const float *x, int t
     }
 }
 
-/* y [t][n] (+)= x [t][k] W^T for a W with its 8-bit form (vq), which may be all it has: out
- * of memory for the activations of all t tokens, it goes a token at a time with them on
- * the stack (the same results: a token's sums do not depend on the others) */
-static void linear_int8(const struct wmat *w, const float *x, int t, float *y, int accumulate)
+/* y [t][n] (+)= x [t][k] W^T for a W with its 8-bit form (vq), which may be all it has;
+ * scratch: linear_scratch_bytes(t, k) bytes (the model's) for the quantized activations */
+static void linear_int8(const struct wmat *w, const float *x, int t, float *y, int accumulate,
+                        void *scratch)
 {
-    const int k = w->k, nb = k / 32;
-    int8_t *xq = malloc((size_t)t * k);
-    float *xd = malloc(sizeof(float) * 2 * (size_t)t * nb);
+    const int nb = w->k / 32;
+    int8_t *xq = scratch;
+    float *xd = (float *)((char *)scratch + int8_act_bytes(t, w->k));
     void (*pass)(const struct wmat *, const float *, int, float *, int, int8_t *, float *,
                  float *) = have_vnni() && !int8_no_vnni ? int8_pass : int8_avx2_pass;
-    if (xq && xd) {
-        pass(w, x, t, y, accumulate, xq, xd, xd + (size_t)t * nb);
-    } else {
-        int8_t q1[k];
-        float d1[2 * nb];
-        for (int i = 0; i < t; i++)
-            pass(w, x + (size_t)i * k, 1, y + (size_t)i * w->n, accumulate, q1, d1, d1 + nb);
-    }
-    free(xq);
-    free(xd);
+    pass(w, x, t, y, accumulate, xq, xd, xd + (size_t)t * nb);
 }
 #endif
 
@@ -2436,6 +2443,38 @@ AVX512 static void lanes_rows(const struct wmat *w, int g, const float *xt, int 
     }
 }
 
+_Static_assert(LANES_TT == 16, "transpose16() makes the tiles' columns of 16 tokens");
+/* out[c * 16 + i] = x[i * ld + c] for 16 columns c of `rows` rows i (the rows past them
+ * read as 0): four rounds of shuffles over 16 registers. After the first two, u[4 a + b]
+ * holds rows 4 a .. 4 a + 3 of columns b, b + 4, b + 8 and b + 12, one in each 128-bit
+ * lane; the last two gather each column's four lanes. */
+AVX512 static void transpose16(const float *x, size_t ld, int rows, float *out)
+{
+    __m512 r[16], t[16], u[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = i < rows ? _mm512_loadu_ps(x + (size_t)i * ld) : _mm512_setzero_ps();
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int a = 0; a < 16; a += 4)
+        for (int h = 0; h < 2; h++) {
+            const __m512d lo = _mm512_castps_pd(t[a + h]), hi = _mm512_castps_pd(t[a + h + 2]);
+            u[a + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi));
+            u[a + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo, hi));
+        }
+    for (int b = 0; b < 4; b++) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[b], u[4 + b], 0x88);
+        const __m512 v1 = _mm512_shuffle_f32x4(u[8 + b], u[12 + b], 0x88);
+        const __m512 w0 = _mm512_shuffle_f32x4(u[b], u[4 + b], 0xdd);
+        const __m512 w1 = _mm512_shuffle_f32x4(u[8 + b], u[12 + b], 0xdd);
+        _mm512_storeu_ps(out + 16 * b, _mm512_shuffle_f32x4(v0, v1, 0x88));
+        _mm512_storeu_ps(out + 16 * (b + 8), _mm512_shuffle_f32x4(v0, v1, 0xdd));
+        _mm512_storeu_ps(out + 16 * (b + 4), _mm512_shuffle_f32x4(w0, w1, 0x88));
+        _mm512_storeu_ps(out + 16 * (b + 12), _mm512_shuffle_f32x4(w0, w1, 0xdd));
+    }
+}
+
 /* y [t][n] (+)= x [t][k] W^T through lanes_tile(); xt: lanes_floats(t, k) floats of
  * scratch for the transposed activations */
 static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, int accumulate,
@@ -2451,10 +2490,13 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
         for (int p = 0; p < tiles * pieces; p++) {
             const int i0 = p / pieces * LANES_TT, k0 = p % pieces * 64;
             const int i1 = i0 + LANES_TT < t ? i0 + LANES_TT : t, k1 = k0 + 64 < k ? k0 + 64 : k;
-            for (int i = i0; i < i1; i++)
-                for (int kk = k0; kk < k1; kk++)
-                    xt[((size_t)(i / LANES_TT) * k + kk) * LANES_TT + i % LANES_TT] =
-                        x[(size_t)i * k + kk];
+            float *tile = xt + (size_t)(i0 / LANES_TT) * k * LANES_TT;
+            int kk = k0;
+            for (; kk + 16 <= k1; kk += 16)
+                transpose16(x + (size_t)i0 * k + kk, k, i1 - i0, tile + (size_t)kk * LANES_TT);
+            for (; kk < k1; kk++)
+                for (int i = i0; i < i1; i++)
+                    tile[(size_t)kk * LANES_TT + i - i0] = x[(size_t)i * k + kk];
         }
 #pragma omp for schedule(dynamic, 1)
         for (int g = 0; g < groups; g++)
@@ -2466,7 +2508,7 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
 /*
  * y (+)= x W^T, x: [t][k], W: [n][k]. Many tokens: one SGEMM on the F32 copy. Few:
  * each output row of W is read once from its stored form for all t tokens. xt: scratch of
- * lanes_floats(t, k) floats (the model's, sized by grow()).
+ * linear_scratch_bytes(t, k) bytes (the model's, sized by grow()).
  */
 static void linear(const struct wmat *w, const float *x, int t, float *y, int accumulate,
                    float *xt)
@@ -2474,7 +2516,7 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
     const int n = w->n, k = w->k;
 #if defined(__x86_64__)
     if (w->int8) {
-        linear_int8(w, x, t, y, accumulate);
+        linear_int8(w, x, t, y, accumulate, xt);
         return;
     }
     if (w->vq && t > QMV_MAX_T && have_avx512()) {

@@ -527,7 +527,7 @@ static float d_cycle(int r, int b, unsigned *seed)
 /* linear() with scratch of its own for gemm_lanes() (the forward pass lends the model's) */
 static void linear_scratch(const struct wmat *w, const float *x, int t, float *y, int accumulate)
 {
-    float *xt = malloc(sizeof(float) * lanes_floats(t, w->k));
+    float *xt = malloc(linear_scratch_bytes(t, w->k));
     cr_assert_not_null(xt);
     linear(w, x, t, y, accumulate, xt);
     free(xt);
