@@ -66,7 +66,7 @@ struct eng_model {
     struct layer *layers;
     /* scratch, grown on demand */
     int cap;
-    float *x, *xn, *qkv, *q, *k, *v, *att, *gate, *up, *sel; /* up: [T][2 * n_ff] */
+    float *x, *xn, *qkv, *q, *att, *gate, *up, *sel; /* up: [T][2 * n_ff] */
     int *pos;
     /* [threads][scratch_floats]: attention's per-thread scratch (scores, gathered keys and
      * values) for contexts up to cap_ctx positions */
@@ -366,8 +366,6 @@ void eng_model_destroy(eng_model *m)
     free(m->xn);
     free(m->qkv);
     free(m->q);
-    free(m->k);
-    free(m->v);
     free(m->att);
     free(m->gate);
     free(m->up);
@@ -759,12 +757,10 @@ static int grow(eng_model *m, int T, int ctx)
     const struct eng_hparams *hp = &m->hp;
     if (T > m->cap) {
         size_t t = (size_t)T;
-        float **bufs[] = {&m->x, &m->xn, &m->q, &m->k, &m->v, &m->att, &m->gate, &m->up, &m->qkv};
+        float **bufs[] = {&m->x, &m->xn, &m->q, &m->att, &m->gate, &m->up, &m->qkv};
         size_t widths[] = {(size_t)hp->n_embd,
                            (size_t)hp->n_embd,
                            (size_t)hp->n_head * hp->head_dim,
-                           (size_t)hp->n_head_kv * hp->head_dim,
-                           (size_t)hp->n_head_kv * hp->head_dim,
                            (size_t)hp->n_head * hp->head_dim,
                            (size_t)hp->n_ff,
                            (size_t)hp->n_ff * 2,
@@ -2616,6 +2612,20 @@ static void rope(float *x, const int *pos, int t, int n_heads, int hd, int n_rot
     }
 }
 
+/* the sequence holding the pass's token t: first[s] <= t < first[s + 1] */
+static int seq_of(const int *first, int n_seqs, int t)
+{
+    int lo = 0, hi = n_seqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (first[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 /* the most tokens in a group of attend_group(), `group` query heads each */
 static int group_members(int group)
 {
@@ -2779,21 +2789,18 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         const struct layer *L = &m->layers[l];
         rmsnorm(m->xn, m->x, L->attn_norm, T, D, hp->rms_eps);
         linear(&L->wqkv, m->xn, T, m->qkv, 0, m->xt);
+        /* a token at a time, spread over the threads: RoPE over its query and key heads at
+         * once (adjacent in its qkv row, so each pair's sine and cosine serve both), its
+         * queries out for attention, its keys and values into the paged cache (tokens
+         * write distinct 16- or 32-bit slots there) */
+#pragma omp parallel for schedule(static) if (T >= 8)
         for (int t = 0; t < T; t++) {
-            const float *r = m->qkv + (size_t)t * (HQ + 2 * HK);
+            float *r = m->qkv + (size_t)t * (HQ + 2 * HK);
+            rope(r, m->pos + t, 1, NH + NK, hd, hp->n_rot, m->rope_inv);
             memcpy(m->q + (size_t)t * HQ, r, sizeof(float) * HQ);
-            memcpy(m->k + (size_t)t * HK, r + HQ, sizeof(float) * HK);
-            memcpy(m->v + (size_t)t * HK, r + HQ + HK, sizeof(float) * HK);
+            const int s = seq_of(first, n_seqs, t), p = m->pos[t];
+            kv_store(kv, l, seqs[s].block_table[p / bs], p % bs, r + HQ, r + HQ + HK);
         }
-        rope(m->q, m->pos, T, NH, hd, hp->n_rot, m->rope_inv);
-        rope(m->k, m->pos, T, NK, hd, hp->n_rot, m->rope_inv);
-        /* the new keys and values into the paged cache */
-        for (int s = 0, t = 0; s < n_seqs; s++)
-            for (int i = 0; i < seqs[s].n_new; i++, t++) {
-                int p = seqs[s].pos0 + i;
-                kv_store(kv, l, seqs[s].block_table[p / bs], p % bs, m->k + (size_t)t * HK,
-                         m->v + (size_t)t * HK);
-            }
         /* causal attention of every new token over its sequence's cached positions: by
          * query tiles (biggest first, for the dynamic schedule), and tokens that go direct
          * by groups sharing blocks, a KV head at a time (attend_group()) */
