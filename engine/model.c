@@ -1861,10 +1861,63 @@ struct att_member {
  * range ends, so that a token's attention does not depend on the rest of its batch:
  *   - a score is one chain of FMAs over the head's dimensions in order (the keys are
  *     stored transposed, kvcache.h, so 16 positions fill a vector's lanes);
- *   - the softmax runs over the query's whole row of scores (softmax_row());
+ *   - the softmax runs over the query's whole row of scores (softmax_row512());
  *   - the output is one chain of FMAs over the positions in order, per 16 dimensions.
  * tests/engine/test_ops.c checks groups bit-identical to members alone.
  */
+/* exp16() on AVX-512 instructions, bit for bit: the same operations in the same order
+ * (separate multiplies and adds, as this file is built without contraction), with the
+ * floor in one VRNDSCALEPS where exp16() converts, compares and corrects, and 2^n by
+ * VSCALEFPS (exact, as exp16()'s multiply by a power of two built in the exponent bits) */
+AVX512 static inline __attribute__((always_inline)) __m512 exp512(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-87.0f);
+    const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_mask_mov_ps(x, under, lo);
+    const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                   _mm512_set1_ps(0.5f));
+    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f))),
+                                   _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
+    static const float c[5] = {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                               1.6666665459e-1f, 5.0000001201e-1f};
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    for (int k = 0; k < 5; k++)
+        p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(c[k]));
+    const __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, r), r), r),
+                                   _mm512_set1_ps(1.0f));
+    return _mm512_maskz_scalef_ps((__mmask16)~under, y, n);
+}
+
+/* softmax_row() for the in-place attention on AVX-512, with the same results: x[j] <-
+ * e^(x[j] - max) for j < n and 0 from n to the next multiple of 16, the maximum in four
+ * chains of VMAXPS, the exponentials by exp512(), the sum in the same order. Returns it. */
+AVX512 static float softmax_row512(float *x, int n)
+{
+    __m512 m4[4] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY),
+                    _mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)};
+    int j = 0;
+    for (; j + 64 <= n; j += 64)
+        for (int c = 0; c < 4; c++)
+            m4[c] = _mm512_max_ps(m4[c], _mm512_loadu_ps(x + j + 16 * c));
+    for (; j < n; j += 16) {
+        const __mmask16 m = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        m4[0] = _mm512_mask_max_ps(m4[0], m, m4[0], _mm512_maskz_loadu_ps(m, x + j));
+    }
+    const float mx = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_max_ps(m4[0], m4[1]), _mm512_max_ps(m4[2], m4[3])));
+    const __m512 vm = _mm512_set1_ps(mx);
+    __m512 acc = _mm512_setzero_ps();
+    for (j = 0; j < n; j += 16) {
+        const __mmask16 m = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        const __m512 e =
+            _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm)));
+        _mm512_storeu_ps(x + j, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    return hsum((v16f)acc);
+}
+
 /* queries scored together (ATT_QK_MAX), their accumulators for up to ATT_QK_SPANS spans of
  * 16 positions at once, and the output's: ATT_PV_MAX queries, up to 4 slices of 16
  * dimensions at once. Independent accumulators, at most 24 of them in registers: one chain
@@ -2313,7 +2366,7 @@ AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kv
                  qh + (size_t)i * group * hd, group, sc + (size_t)i * group * ld, ld);
     for (int r = 0; r < nq; r++) {
         int n = mb[r / group].p + 1;
-        inv[r] = 1.0f / softmax_row(sc + (size_t)r * ld, n, n);
+        inv[r] = 1.0f / softmax_row512(sc + (size_t)r * ld, n);
         if (bf)
             to_bf16(ph + (size_t)r * ld, sc + (size_t)r * ld, n);
     }

@@ -101,6 +101,35 @@ Test(ops, softmax_exp)
     cr_assert(fabs(sum - total) / total < 1e-6, "sum %g, want %g", sum, total);
 }
 
+#if defined(__x86_64__)
+/* The in-place attention's AVX-512 softmax gives softmax_row()'s floats bit for bit (the
+ * int8 mode's agreement with llama.cpp hangs on near ties): rows of scores from -120 to 30
+ * in random order, lengths around the 16-lane vectors and the 64-score steps of its
+ * maximum, and one row of equal scores. */
+Test(ops, softmax_avx512_matches_portable)
+{
+    if (!have_avx512())
+        return;
+    static const int ns[] = {1, 15, 16, 17, 63, 64, 65, 100, 1264};
+    float a[1280], b[1280];
+    unsigned seed = 3;
+    for (size_t c = 0; c <= sizeof ns / sizeof *ns; c++) {
+        const int n = c < sizeof ns / sizeof *ns ? ns[c] : 40;
+        for (int i = 0; i < n; i++)
+            a[i] = c < sizeof ns / sizeof *ns ? (float)rand_r(&seed) / RAND_MAX * 150 - 120
+                                              : 2.5f;
+        memcpy(b, a, sizeof(float) * (size_t)n);
+        const float sa = softmax_row(a, n, n), sb = softmax_row512(b, n);
+        cr_assert(memcmp(&sa, &sb, sizeof sa) == 0, "n %d: sum %.9g against %.9g", n, sa, sb);
+        for (int i = 0; i < n; i++)
+            cr_assert(memcmp(&a[i], &b[i], sizeof a[i]) == 0, "n %d, [%d]: %.9g against %.9g",
+                      n, i, a[i], b[i]);
+        for (int i = n; i < (n + 15) / 16 * 16; i++)
+            cr_assert(b[i] == 0, "n %d: [%d] past the row = %g", n, i, b[i]);
+    }
+}
+#endif
+
 /* SwiGLU in lanes against libm, gates of both signs up to overflow of e^-g, a tail */
 Test(ops, swiglu_matches_libm)
 {
