@@ -2647,22 +2647,27 @@ static void rmsnorm(float *out, const float *x, const float *g, int t, int d, fl
 
 /* Rotates adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims of every head: GGUF
  * llama files store Q and K permuted for this layout. */
+/* RoPE on one token's n_heads heads (x: [n_heads][hd]) at position pos */
+static void rope_token(float *x, int pos, int n_heads, int hd, int n_rot, const float *inv)
+{
+    for (int p = 0; p < n_rot / 2; p++) {
+        float th = (float)pos * inv[p];
+        float c = cosf(th), s = sinf(th);
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)h * hd + 2 * p;
+            float a = v[0], b = v[1];
+            v[0] = a * c - b * s;
+            v[1] = a * s + b * c;
+        }
+    }
+}
+
 static void rope(float *x, const int *pos, int t, int n_heads, int hd, int n_rot,
                  const float *inv)
 {
 #pragma omp parallel for schedule(static) if (t >= 8)
-    for (int i = 0; i < t; i++) {
-        for (int p = 0; p < n_rot / 2; p++) {
-            float th = (float)pos[i] * inv[p];
-            float c = cosf(th), s = sinf(th);
-            for (int h = 0; h < n_heads; h++) {
-                float *v = x + ((size_t)i * n_heads + h) * hd + 2 * p;
-                float a = v[0], b = v[1];
-                v[0] = a * c - b * s;
-                v[1] = a * s + b * c;
-            }
-        }
-    }
+    for (int i = 0; i < t; i++)
+        rope_token(x + (size_t)i * n_heads * hd, pos[i], n_heads, hd, n_rot, inv);
 }
 
 /* the sequence holding the pass's token t: first[s] <= t < first[s + 1] */
@@ -2849,7 +2854,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
 #pragma omp parallel for schedule(static) if (T >= 8)
         for (int t = 0; t < T; t++) {
             float *r = m->qkv + (size_t)t * (HQ + 2 * HK);
-            rope(r, m->pos + t, 1, NH + NK, hd, hp->n_rot, m->rope_inv);
+            rope_token(r, m->pos[t], NH + NK, hd, hp->n_rot, m->rope_inv);
             memcpy(m->q + (size_t)t * HQ, r, sizeof(float) * HQ);
             const int s = seq_of(first, n_seqs, t), p = m->pos[t];
             kv_store(kv, l, seqs[s].block_table[p / bs], p % bs, r + HQ, r + HQ + HK);
