@@ -17,6 +17,12 @@ struct kvc_pool {
     int n_free;
 };
 
+/* bytes of one stored key or value element */
+static size_t elem_bytes(enum kvc_dtype dtype)
+{
+    return dtype == KVC_F32 ? sizeof(float) : sizeof(uint16_t);
+}
+
 /*
  * Storage for keys or values: a mapping of its own, on transparent huge pages where the
  * kernel gives them (a step's attention reads blocks scattered over the whole pool, and
@@ -56,8 +62,7 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
     p->layer_elems = p->block_elems * s->n_blocks;
     size_t total = p->layer_elems * s->n_layer;
     if (!s->device_storage) {
-        size_t elem = s->dtype == KVC_F32 ? sizeof(float) : sizeof(uint16_t);
-        p->bytes = total * elem;
+        p->bytes = total * elem_bytes(s->dtype);
         p->k = pool_map(p->bytes);
         p->v = pool_map(p->bytes);
     }
@@ -129,8 +134,8 @@ int kvc_refcount(const kvc_pool *p, int32_t b)
 
 size_t kvc_block_bytes(const struct kvc_shape *s)
 {
-    size_t elem = s->dtype == KVC_F32 ? sizeof(float) : sizeof(uint16_t);
-    return 2 * (size_t)s->n_layer * s->block_size * s->n_kv_head * s->head_dim * elem;
+    return 2 * (size_t)s->n_layer * s->block_size * s->n_kv_head * s->head_dim *
+           elem_bytes(s->dtype);
 }
 
 /* block's keys or values in layer of base (p->k or p->v); NULL on a device */
@@ -139,7 +144,7 @@ static void *block_at(const kvc_pool *p, void *base, int layer, int32_t block)
     if (!base)
         return NULL;
     size_t i = layer * p->layer_elems + block * p->block_elems;
-    return p->s.dtype == KVC_F32 ? (void *)((float *)base + i) : (void *)((uint16_t *)base + i);
+    return (char *)base + i * elem_bytes(p->s.dtype);
 }
 
 void *kvc_k_block(kvc_pool *p, int layer, int32_t block)
@@ -154,6 +159,6 @@ void *kvc_v_block(kvc_pool *p, int layer, int32_t block)
 
 struct kvc_blocks kvc_v_blocks(kvc_pool *p, int layer)
 {
-    size_t elem = p->s.dtype == KVC_F32 ? sizeof(float) : sizeof(uint16_t);
-    return (struct kvc_blocks){block_at(p, p->v, layer, 0), p->block_elems * elem};
+    return (struct kvc_blocks){block_at(p, p->v, layer, 0),
+                               p->block_elems * elem_bytes(p->s.dtype)};
 }

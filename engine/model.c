@@ -943,6 +943,12 @@ static int have_f16c(void)
  */
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
+/* the first min(left, 16) of 16 lanes (left > 0): a loop's last, partial vector */
+static inline __mmask16 lanes_left(int left)
+{
+    return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+}
+
 AVX512 static inline __m512 q4_1_block(const uint8_t *qs, __m512 xl, __m512 xh)
 {
     const __m128i low4 = _mm_set1_epi8(15);
@@ -963,7 +969,7 @@ AVX512 static void dot2_q4_1_avx512(const uint8_t *qa, const uint8_t *qb, const 
         acc1 = _mm512_fmadd_ps(_mm512_set1_ps(db[b]), q4_1_block(qb + 16 * b, xl, xh), acc1);
     }
     for (int b = 0; b < nb; b += 16) {
-        __mmask16 k = nb - b >= 16 ? 0xffff : (__mmask16)((1u << (nb - b)) - 1);
+        __mmask16 k = lanes_left(nb - b);
         __m512 xs = _mm512_maskz_loadu_ps(k, xsum + b);
         acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ma + b), xs, acc0);
         acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, mb + b), xs, acc1);
@@ -1166,7 +1172,7 @@ gemm_tile(const float *x, const float *w, float *y, int k, int n, int ti, int rj
         for (int j = 0; j < rj; j++)
             acc[i][j] = _mm512_setzero_ps();
     for (int kk = 0; kk < k; kk += 16) {
-        __mmask16 m = k - kk >= 16 ? 0xffff : (__mmask16)((1u << (k - kk)) - 1);
+        __mmask16 m = lanes_left(k - kk);
         __m512 xv[GEMM_TI];
 #pragma GCC unroll 4
         for (int i = 0; i < ti; i++)
@@ -1693,6 +1699,16 @@ static inline __attribute__((always_inline)) v16f blend16(v16f a, v16f b, v16i m
     return (v16f)(((v16i)a & ~mask) | ((v16i)b & mask));
 }
 
+/* e^x's constants, shared by exp16() and exp512() (which must agree bit for bit): -87,
+ * where 2^n leaves the normal range; log2 e; ln 2 in two parts (Cody-Waite); Cephes'
+ * expf polynomial for e^r - 1 - r, highest degree first */
+#define EXP_LO (-87.0f)
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO (-2.12194440e-4f)
+static const float exp_poly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                  4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
 /*
  * e^x for x <= 0, lanes at once (the scalar expf is the softmax's bottleneck otherwise):
  * x = n ln2 + r with |r| <= ln2 / 2, e^r by Cephes' expf polynomial (relative error about
@@ -1700,22 +1716,19 @@ static inline __attribute__((always_inline)) v16f blend16(v16f a, v16f b, v16i m
  */
 static inline __attribute__((always_inline)) v16f exp16(v16f x)
 {
-    const v16f lo = splat16(-87.0f);
+    const v16f lo = splat16(EXP_LO);
     v16i under = x < lo;
     x = blend16(x, lo, under);
-    v16f t = x * splat16(1.44269504088896341f) + splat16(0.5f);
+    v16f t = x * splat16(EXP_LOG2E) + splat16(0.5f);
     v16i ni = __builtin_convertvector(t, v16i); /* toward zero; floor below */
     v16f nf = __builtin_convertvector(ni, v16f);
     v16i over = nf > t;
     ni += over;
     nf += __builtin_convertvector(over, v16f);
-    v16f r = x - nf * splat16(0.693359375f) - nf * splat16(-2.12194440e-4f);
-    v16f p = splat16(1.9875691500e-4f);
-    p = p * r + splat16(1.3981999507e-3f);
-    p = p * r + splat16(8.3334519073e-3f);
-    p = p * r + splat16(4.1665795894e-2f);
-    p = p * r + splat16(1.6666665459e-1f);
-    p = p * r + splat16(5.0000001201e-1f);
+    v16f r = x - nf * splat16(EXP_LN2_HI) - nf * splat16(EXP_LN2_LO);
+    v16f p = splat16(exp_poly[0]);
+    for (int k = 1; k < 6; k++)
+        p = p * r + splat16(exp_poly[k]);
     v16f y = p * r * r + r + splat16(1.0f);
     y *= (v16f)((ni + 127) << 23);
     return blend16(y, splat16(0.0f), under);
@@ -1871,19 +1884,17 @@ struct att_member {
  * VSCALEFPS (exact, as exp16()'s multiply by a power of two built in the exponent bits) */
 AVX512 static inline __attribute__((always_inline)) __m512 exp512(__m512 x)
 {
-    const __m512 lo = _mm512_set1_ps(-87.0f);
+    const __m512 lo = _mm512_set1_ps(EXP_LO);
     const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
     x = _mm512_mask_mov_ps(x, under, lo);
-    const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                   _mm512_set1_ps(0.5f));
+    const __m512 t =
+        _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)), _mm512_set1_ps(0.5f));
     const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    const __m512 r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f))),
-                                   _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
-    static const float c[5] = {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
-                               1.6666665459e-1f, 5.0000001201e-1f};
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    for (int k = 0; k < 5; k++)
-        p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(c[k]));
+    const __m512 r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(EXP_LN2_HI))),
+                                   _mm512_mul_ps(n, _mm512_set1_ps(EXP_LN2_LO)));
+    __m512 p = _mm512_set1_ps(exp_poly[0]);
+    for (int k = 1; k < 6; k++)
+        p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(exp_poly[k]));
     const __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, r), r), r),
                                    _mm512_set1_ps(1.0f));
     return _mm512_maskz_scalef_ps((__mmask16)~under, y, n);
@@ -1901,7 +1912,7 @@ AVX512 static float softmax_row512(float *x, int n)
         for (int c = 0; c < 4; c++)
             m4[c] = _mm512_max_ps(m4[c], _mm512_loadu_ps(x + j + 16 * c));
     for (; j < n; j += 16) {
-        const __mmask16 m = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        const __mmask16 m = lanes_left(n - j);
         m4[0] = _mm512_mask_max_ps(m4[0], m, m4[0], _mm512_maskz_loadu_ps(m, x + j));
     }
     const float mx = _mm512_reduce_max_ps(
@@ -1909,7 +1920,7 @@ AVX512 static float softmax_row512(float *x, int n)
     const __m512 vm = _mm512_set1_ps(mx);
     __m512 acc = _mm512_setzero_ps();
     for (j = 0; j < n; j += 16) {
-        const __mmask16 m = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        const __mmask16 m = lanes_left(n - j);
         const __m512 e =
             _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm)));
         _mm512_storeu_ps(x + j, e);
@@ -2235,7 +2246,7 @@ BF16_DOT static void pv_chunk_bf16(kvc_pool *kv, int layer, const int32_t *table
 BF16_DOT static void to_bf16(uint16_t *d, const float *x, int n)
 {
     for (int i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __mmask16 m = lanes_left(n - i);
         _mm256_storeu_si256((__m256i *)(d + i),
                             (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i)));
     }
@@ -2824,10 +2835,10 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
          * same order however its prompt was split into passes or found in the prefix
          * cache (with the int8 products, whose 8-bit rounding would magnify last-bit
          * differences, its products are too: eng_model_token_invariant()) */
-        int n = seqs[s].n_new, direct = direct_ok;
+        int n = seqs[s].n_new;
         first[s + 1] = first[s] + n;
-        tiles[s + 1] = tiles[s] + (direct ? 0 : NK * ((n + ATT_TILE - 1) / ATT_TILE));
-        n_direct += direct ? n : 0;
+        tiles[s + 1] = tiles[s] + (direct_ok ? 0 : NK * ((n + ATT_TILE - 1) / ATT_TILE));
+        n_direct += direct_ok ? n : 0;
     }
     struct att_member *mb = NULL;
     int *gstart = NULL, *gshared = NULL, *gorder = NULL, n_groups = 0;
