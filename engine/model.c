@@ -1929,6 +1929,24 @@ AVX512 static float softmax_row512(float *x, int n)
     return hsum((v16f)acc);
 }
 
+/* swiglu() on AVX-512 instructions, bit for bit: the same operations in the same order,
+ * e^-|g| by exp512() (swiglu()'s clones spend most of their time moving lanes between
+ * masks and vectors: 3% of a 16-sequence decode step) */
+AVX512 static void swiglu512(float *h, const float *gu, int n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 g = _mm512_loadu_ps(gu + i), u = _mm512_loadu_ps(gu + n + i);
+        const __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
+        const __m512 e = exp512(_mm512_mask_mov_ps(_mm512_xor_ps(g, sign), neg, g));
+        const __m512 sig = _mm512_div_ps(_mm512_mask_mov_ps(one, neg, e), _mm512_add_ps(one, e));
+        _mm512_storeu_ps(h + i, _mm512_mul_ps(_mm512_mul_ps(g, sig), u));
+    }
+    for (; i < n; i++)
+        h[i] = gu[i] / (1.0f + expf(-gu[i])) * gu[n + i];
+}
+
 /* queries scored together (ATT_QK_MAX), their accumulators for up to ATT_QK_SPANS spans of
  * 16 positions at once, and the output's: ATT_PV_MAX queries, up to 4 slices of 16
  * dimensions at once. Independent accumulators, at most 24 of them in registers: one chain
@@ -2901,7 +2919,15 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         const int F = hp->n_ff;
 #pragma omp parallel for schedule(static) if (T >= 8)
         for (int t = 0; t < T; t++)
+        {
+#if defined(__x86_64__)
+            if (have_avx512()) {
+                swiglu512(m->gate + (size_t)t * F, m->up + (size_t)t * 2 * F, F);
+                continue;
+            }
+#endif
             swiglu(m->gate + (size_t)t * F, m->up + (size_t)t * 2 * F, F);
+        }
         linear(&L->w_down, m->gate, T, m->x, 1, m->xt); /* x += h Wd^T */
     }
     free(mb), free(gstart), free(gshared), free(gorder);

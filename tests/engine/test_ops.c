@@ -150,6 +150,27 @@ Test(ops, swiglu_matches_libm)
     cr_assert(worst < 1e-6);
 }
 
+#if defined(__x86_64__)
+/* The forward pass's AVX-512 SwiGLU gives swiglu()'s floats bit for bit: gates of both
+ * signs (zeros of both signs among them) up to overflow of e^-g, a tail past the last 16 */
+Test(ops, swiglu_avx512_matches_portable)
+{
+    if (!have_avx512())
+        return;
+    enum { N = 1541 };
+    float gu[2 * N], a[N], b[N];
+    unsigned seed = 5;
+    for (int i = 0; i < 2 * N; i++)
+        gu[i] = (float)rand_r(&seed) / RAND_MAX * 240 - 120;
+    gu[3] = 0.0f, gu[4] = -0.0f, gu[5] = 1e-30f, gu[6] = -88.5f;
+    swiglu(a, gu, N);
+    swiglu512(b, gu, N);
+    for (int i = 0; i < N; i++)
+        cr_assert(memcmp(&a[i], &b[i], sizeof a[i]) == 0, "[%d] g %.9g: %.9g against %.9g", i,
+                  gu[i], a[i], b[i]);
+}
+#endif
+
 /* where element e (KV head e / hd, dimension e % hd) of position (block, slot)'s keys
  * (v = 0) or values (v = 1) lives in layer 1, as an index of values (kvcache.h's layout:
  * keys transposed within a block; BF16 in pairs of dimensions or positions) */
