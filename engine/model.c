@@ -1988,12 +1988,14 @@ AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p
     return _mm512_maskz_loadu_ps(mask, p);
 }
 
-/* scores of nq queries (qs: [nq][hd], scaled) with np spans of up to 16 positions, span c
- * in a block whose transposed keys start at kt[c] (row d: kt[c] + d * kstep bytes; lanes
- * mask[c]; a span with an empty mask is skipped), into sc[c] + i * ld for query i */
+/* scores of nq queries (qt: scaled, transposed: dimension d of query i at qt[d * qld + i],
+ * so that the broadcasts of a dimension take one address register and constant offsets)
+ * with np spans of up to 16 positions, span c in a block whose transposed keys start at
+ * kt[c] (row d: kt[c] + d * kstep bytes; lanes mask[c]; a span with an empty mask is
+ * skipped), into sc[c] + i * ld for query i */
 AVX512 static inline __attribute__((always_inline)) void
-qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, const float *qs,
-        float *const *sc, size_t ld, const int nq, const int np, const int f16)
+qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, const float *qt,
+        size_t qld, float *const *sc, size_t ld, const int nq, const int np, const int f16)
 {
     __m512 s[ATT_QK_MAX][ATT_QK_SPANS], k[ATT_QK_SPANS];
 #pragma GCC unroll 4
@@ -2001,7 +2003,7 @@ qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, cons
         k[c] = load_kv(kt[c], mask[c], f16);
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++) {
-        __m512 qd = _mm512_set1_ps(qs[(size_t)i * hd]);
+        __m512 qd = _mm512_set1_ps(qt[i]);
 #pragma GCC unroll 4
         for (int c = 0; c < np; c++)
             s[i][c] = _mm512_mul_ps(qd, k[c]);
@@ -2010,9 +2012,10 @@ qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, cons
 #pragma GCC unroll 4
         for (int c = 0; c < np; c++)
             k[c] = load_kv(kt[c] + d * kstep, mask[c], f16);
+        const float *qrow = qt + (size_t)d * qld;
 #pragma GCC unroll 12
         for (int i = 0; i < nq; i++) {
-            __m512 qd = _mm512_set1_ps(qs[(size_t)i * hd + d]);
+            __m512 qd = _mm512_set1_ps(qrow[i]);
 #pragma GCC unroll 4
             for (int c = 0; c < np; c++)
                 s[i][c] = _mm512_fmadd_ps(qd, k[c], s[i][c]);
@@ -2028,15 +2031,16 @@ qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, cons
 #define QK_CASE(n, np)                                                                       \
     case n:                                                                                  \
         if (f16)                                                                             \
-            qk_body(kt, mask, kstep, hd, qs, sc, ld, n, np, 1);                              \
+            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, np, 1);                         \
         else                                                                                 \
-            qk_body(kt, mask, kstep, hd, qs, sc, ld, n, np, 0);                              \
+            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, np, 0);                         \
         break;
 
 /* qk_body() with np = 4 spans for up to 6 queries, 2 for up to 12 (the others' masks
  * must be empty) */
 AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
-                            const float *qs, float *const *sc, size_t ld, int nq, int f16)
+                            const float *qt, size_t qld, float *const *sc, size_t ld, int nq,
+                            int f16)
 {
     switch (nq) {
         QK_CASES
@@ -2281,12 +2285,13 @@ static inline void prefetch_k(kvc_pool *kv, int layer, const int32_t *table, siz
                    bytes);
 }
 
-/* scores of queries qs[0..nq) (rows of ld in sc) at positions j0 <= j < j1, keys of KV
- * head g read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of
- * them and ATT_QK_MAX queries at a time (a BF16 pool: the queries as qh) */
+/* scores of queries 0..nq (rows of ld in sc) at positions j0 <= j < j1, keys of KV head g
+ * read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of them and
+ * ATT_QK_MAX queries at a time. The queries: qt transposed (dimension d of query i at
+ * qt[d * qld + i]), or for a BF16 pool qh ([nq][hd] bfloat16). */
 AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
-                            int j1, const float *qs, const uint16_t *qh, int nq, float *sc,
-                            size_t ld)
+                            int j1, const float *qt, size_t qld, const uint16_t *qh, int nq,
+                            float *sc, size_t ld)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size, hd = ks->head_dim, f16 = ks->dtype == KVC_F16;
@@ -2326,10 +2331,9 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
                 continue;
             }
             if (n > 6 && mask[2] | mask[3]) { /* two spans a pass: these two first */
-                qk_chunk(kt + 2, mask + 2, kstep, hd, qs + (size_t)q0 * hd, sc_at + 2, ld, n,
-                         f16);
+                qk_chunk(kt + 2, mask + 2, kstep, hd, qt + q0, qld, sc_at + 2, ld, n, f16);
             }
-            qk_chunk(kt, mask, kstep, hd, qs + (size_t)q0 * hd, sc_at, ld, n, f16);
+            qk_chunk(kt, mask, kstep, hd, qt + q0, qld, sc_at, ld, n, f16);
         }
     }
 }
@@ -2379,19 +2383,23 @@ AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kv
     /* a BF16 pool: queries and probabilities rounded to bfloat16 */
     const int bf = ks->dtype == KVC_BF16;
     uint16_t *qh = (uint16_t *)(sc + (size_t)nq * ld), *ph = qh + (size_t)nq * hd;
+    /* the scaled queries, [nq][hd] to be rounded for a BF16 pool, else transposed for
+     * qk_range(): [hd][nq] */
     for (int i = 0; i < nm; i++) {
         const float *qi = q + (size_t)mb[i].t * HQ + (size_t)g * group * hd;
-        for (int e = 0; e < group * hd; e++)
-            qs[(size_t)i * group * hd + e] = qi[e] * scale;
+        for (int e = 0; e < group * hd; e++) {
+            const size_t r = (size_t)i * group + e / hd;
+            qs[bf ? r * hd + e % hd : (size_t)(e % hd) * nq + r] = qi[e] * scale;
+        }
     }
     if (bf)
         to_bf16(qh, qs, nq * hd);
     memset(o, 0, sizeof(float) * (size_t)nq * hd);
     const int shared = nsh * bs;
     if (shared)
-        qk_range(kv, layer, mb[0].table, g, 0, shared, qs, qh, nq, sc, ld);
+        qk_range(kv, layer, mb[0].table, g, 0, shared, qs, nq, qh, nq, sc, ld);
     for (int i = 0; i < nm; i++)
-        qk_range(kv, layer, mb[i].table, g, shared, mb[i].p + 1, qs + (size_t)i * group * hd,
+        qk_range(kv, layer, mb[i].table, g, shared, mb[i].p + 1, qs + (size_t)i * group, nq,
                  qh + (size_t)i * group * hd, group, sc + (size_t)i * group * ld, ld);
     for (int r = 0; r < nq; r++) {
         int n = mb[r / group].p + 1;
