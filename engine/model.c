@@ -2926,15 +2926,16 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         linear(&L->w_gate_up, m->xn, T, m->up, 0, m->xt); /* [T][2 * n_ff]: gate, then up */
         const int F = hp->n_ff;
 #pragma omp parallel for schedule(static) if (T >= 8)
-        for (int t = 0; t < T; t++)
-        {
+        for (int t = 0; t < T; t++) {
+            float *h = m->gate + (size_t)t * F;
+            const float *gu = m->up + (size_t)t * 2 * F;
 #if defined(__x86_64__)
             if (have_avx512()) {
-                swiglu512(m->gate + (size_t)t * F, m->up + (size_t)t * 2 * F, F);
+                swiglu512(h, gu, F);
                 continue;
             }
 #endif
-            swiglu(m->gate + (size_t)t * F, m->up + (size_t)t * 2 * F, F);
+            swiglu(h, gu, F);
         }
         linear(&L->w_down, m->gate, T, m->x, 1, m->xt); /* x += h Wd^T */
     }

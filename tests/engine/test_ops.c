@@ -152,7 +152,8 @@ Test(ops, swiglu_matches_libm)
 
 #if defined(__x86_64__)
 /* The forward pass's AVX-512 SwiGLU gives swiglu()'s floats bit for bit: gates of both
- * signs (zeros of both signs among them) up to overflow of e^-g, a tail past the last 16 */
+ * signs (zeros of both signs among them) out to where e^-|g| underflows, a tail past the
+ * last 16 lanes */
 Test(ops, swiglu_avx512_matches_portable)
 {
     if (!have_avx512())
