@@ -1,6 +1,7 @@
 /*
- * Loading a Llama-family GGUF model and its CPU forward pass: OpenBLAS SGEMMs over every
- * new token of the batch for the projections; RMSNorm, RoPE and SwiGLU spread over OpenMP
+ * Loading a Llama-family GGUF model and its CPU forward pass: the projections over every
+ * new token of the batch (linear(): regrouped quantized weights where AVX-512 runs, 8-bit
+ * products if asked, OpenBLAS SGEMMs elsewhere); RMSNorm, RoPE and SwiGLU spread over OpenMP
  * threads (OpenBLAS is its OpenMP build, so both share one pool, as in the embedder);
  * attention over the paged cache in place (attend_group()), or where that kernel does not
  * exist by SGEMMs per query tile and KV head over gathered keys and values, tiles spread
@@ -2682,9 +2683,9 @@ static void rmsnorm(float *out, const float *x, const float *g, int t, int d, fl
     }
 }
 
-/* Rotates adjacent pairs (x[2i], x[2i+1]) of the first n_rot dims of every head: GGUF
- * llama files store Q and K permuted for this layout. */
-/* RoPE on one token's n_heads heads (x: [n_heads][hd]) at position pos */
+/* RoPE on one token's n_heads heads (x: [n_heads][hd]) at position pos: rotates adjacent
+ * pairs (x[2i], x[2i+1]) of the first n_rot dims of every head, as GGUF llama files store
+ * Q and K permuted for this layout */
 static void rope_token(float *x, int pos, int n_heads, int hd, int n_rot, const float *inv)
 {
     for (int p = 0; p < n_rot / 2; p++) {
@@ -2880,6 +2881,12 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         n_groups = group_direct(seqs, n_seqs, first, tiles, bs, group, mb, gstart, gshared);
         order_groups(mb, gstart, n_groups, gorder);
     }
+    /* SwiGLU: on AVX-512 instructions where they run (the same floats) */
+    void (*act)(float *, const float *, int) = swiglu;
+#if defined(__x86_64__)
+    if (have_avx512())
+        act = swiglu512;
+#endif
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
         rmsnorm(m->xn, m->x, L->attn_norm, T, D, hp->rms_eps);
@@ -2926,17 +2933,8 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         linear(&L->w_gate_up, m->xn, T, m->up, 0, m->xt); /* [T][2 * n_ff]: gate, then up */
         const int F = hp->n_ff;
 #pragma omp parallel for schedule(static) if (T >= 8)
-        for (int t = 0; t < T; t++) {
-            float *h = m->gate + (size_t)t * F;
-            const float *gu = m->up + (size_t)t * 2 * F;
-#if defined(__x86_64__)
-            if (have_avx512()) {
-                swiglu512(h, gu, F);
-                continue;
-            }
-#endif
-            swiglu(h, gu, F);
-        }
+        for (int t = 0; t < T; t++)
+            act(m->gate + (size_t)t * F, m->up + (size_t)t * 2 * F, F);
         linear(&L->w_down, m->gate, T, m->x, 1, m->xt); /* x += h Wd^T */
     }
     free(mb), free(gstart), free(gshared), free(gorder);
