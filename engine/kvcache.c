@@ -9,7 +9,7 @@
 
 struct kvc_pool {
     struct kvc_shape s;
-    size_t block_elems, layer_elems; /* values (F32, F16 or BF16) */
+    size_t block_bytes, layer_bytes; /* of one block's keys (or values) in a layer */
     void *k, *v;
     size_t bytes; /* of each of k and v, as mapped */
     int32_t *refs;
@@ -17,10 +17,20 @@ struct kvc_pool {
     int n_free;
 };
 
-/* bytes of one stored key or value element */
+/* bytes of one stored key or value element (Q8_0: its 8 bits, without the scales) */
 static size_t elem_bytes(enum kvc_dtype dtype)
 {
-    return dtype == KVC_F32 ? sizeof(float) : sizeof(uint16_t);
+    return dtype == KVC_F32 ? sizeof(float) : dtype == KVC_Q8_0 ? 1 : sizeof(uint16_t);
+}
+
+/* bytes of one block's keys (or values) of one layer: a Q8_0 block's scales follow its
+ * 8-bit values */
+static size_t block_bytes(const struct kvc_shape *s)
+{
+    size_t n = (size_t)s->n_kv_head * s->head_dim * s->block_size * elem_bytes(s->dtype);
+    if (s->dtype == KVC_Q8_0)
+        n += (size_t)s->n_kv_head * s->block_size * sizeof(float);
+    return n;
 }
 
 /*
@@ -50,7 +60,7 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
 {
     *out = NULL;
     if (s->n_layer <= 0 || s->n_kv_head <= 0 || s->head_dim <= 0 || s->block_size <= 0 ||
-        s->n_blocks <= 0 || (s->dtype != KVC_F32 && s->dtype != KVC_F16 && s->dtype != KVC_BF16))
+        s->n_blocks <= 0 || s->dtype < KVC_F32 || s->dtype > KVC_Q8_0)
         return ENG_EINVAL;
     if (s->dtype == KVC_BF16 && (s->head_dim % 2 || s->block_size % 2))
         return ENG_EINVAL; /* (pairs: kvcache.h) */
@@ -58,11 +68,10 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
     if (!p)
         return ENG_ENOMEM;
     p->s = *s;
-    p->block_elems = (size_t)s->n_kv_head * s->head_dim * s->block_size;
-    p->layer_elems = p->block_elems * s->n_blocks;
-    size_t total = p->layer_elems * s->n_layer;
+    p->block_bytes = block_bytes(s);
+    p->layer_bytes = p->block_bytes * s->n_blocks;
     if (!s->device_storage) {
-        p->bytes = total * elem_bytes(s->dtype);
+        p->bytes = p->layer_bytes * s->n_layer;
         p->k = pool_map(p->bytes);
         p->v = pool_map(p->bytes);
     }
@@ -134,8 +143,12 @@ int kvc_refcount(const kvc_pool *p, int32_t b)
 
 size_t kvc_block_bytes(const struct kvc_shape *s)
 {
-    return 2 * (size_t)s->n_layer * s->block_size * s->n_kv_head * s->head_dim *
-           elem_bytes(s->dtype);
+    return 2 * (size_t)s->n_layer * block_bytes(s);
+}
+
+size_t kvc_q8_scales_at(const struct kvc_shape *s)
+{
+    return (size_t)s->n_kv_head * s->head_dim * s->block_size;
 }
 
 /* block's keys or values in layer of base (p->k or p->v); NULL on a device */
@@ -143,8 +156,7 @@ static void *block_at(const kvc_pool *p, void *base, int layer, int32_t block)
 {
     if (!base)
         return NULL;
-    size_t i = layer * p->layer_elems + block * p->block_elems;
-    return (char *)base + i * elem_bytes(p->s.dtype);
+    return (char *)base + layer * p->layer_bytes + block * p->block_bytes;
 }
 
 void *kvc_k_block(kvc_pool *p, int layer, int32_t block)
@@ -159,6 +171,5 @@ void *kvc_v_block(kvc_pool *p, int layer, int32_t block)
 
 struct kvc_blocks kvc_v_blocks(kvc_pool *p, int layer)
 {
-    return (struct kvc_blocks){block_at(p, p->v, layer, 0),
-                               p->block_elems * elem_bytes(p->s.dtype)};
+    return (struct kvc_blocks){block_at(p, p->v, layer, 0), p->block_bytes};
 }

@@ -17,6 +17,16 @@
  *
  *   k: [n_layer][n_blocks][n_kv_head][head_dim / 2][block_size][2]  (dimension pairs)
  *   v: [n_layer][n_blocks][n_kv_head][block_size / 2][head_dim][2]  (position pairs)
+ *
+ * q8_0 keeps the f32 layout in signed bytes, each position's head_dim keys (and values) of
+ * a KV head sharing one float scale (their largest magnitude / 127), the block's scales
+ * after its bytes (at kvc_q8_scales_at()):
+ *
+ *   k block: int8 [n_kv_head][head_dim][block_size], then float [n_kv_head][block_size]
+ *   v block: int8 [n_kv_head][block_size][head_dim], then float [n_kv_head][block_size]
+ *
+ * A score is then the scale times a sum of byte products, and a value's scale can be taken
+ * into its probability: the kernels widen bytes where they widened f16.
  */
 #ifndef ENG_KVCACHE_H
 #define ENG_KVCACHE_H
@@ -29,8 +39,10 @@ typedef struct kvc_pool kvc_pool;
 /* how host storage holds keys and values: IEEE binary16 for KVC_F16 (half the memory and
  * the bandwidth, about 3 significant digits), bfloat16 for KVC_BF16 (the same size, F32's
  * range with about 2 significant digits; attention then runs on BF16 dot products, twice
- * the F32 rate where AVX512_BF16 exists) */
-enum kvc_dtype { KVC_F32 = 0, KVC_F16 = 1, KVC_BF16 = 2 };
+ * the F32 rate where AVX512_BF16 exists), 8-bit integers with a scale per position and
+ * head for KVC_Q8_0 (about a quarter of F32's bytes, 1/254 of a head's largest magnitude
+ * at most off) */
+enum kvc_dtype { KVC_F32 = 0, KVC_F16 = 1, KVC_BF16 = 2, KVC_Q8_0 = 3 };
 
 struct kvc_shape {
     int n_layer, n_kv_head, head_dim, block_size, n_blocks;
@@ -42,6 +54,9 @@ struct kvc_shape {
 
 /* Bytes of keys and values one block holds on the host. */
 size_t kvc_block_bytes(const struct kvc_shape *shape);
+
+/* In a q8_0 pool, the byte offset of the scales in a block's keys or values (above). */
+size_t kvc_q8_scales_at(const struct kvc_shape *shape);
 
 int kvc_create(const struct kvc_shape *shape, kvc_pool **out);
 void kvc_destroy(kvc_pool *p); /* accepts NULL */
@@ -59,8 +74,9 @@ void kvc_release(kvc_pool *p, int32_t block);
 int kvc_refcount(const kvc_pool *p, int32_t block);
 
 /* A block's keys ([n_kv_head][head_dim][block_size]) and values
- * ([n_kv_head][block_size][head_dim]) in one layer (bf16: in pairs, above): floats or
- * 16-bit values as the pool's dtype says; NULL when the storage is on a device. */
+ * ([n_kv_head][block_size][head_dim]) in one layer (bf16: in pairs; q8_0: bytes, then
+ * scales; above): floats, 16-bit values or bytes as the pool's dtype says; NULL when the
+ * storage is on a device. */
 void *kvc_k_block(kvc_pool *p, int layer, int32_t block);
 void *kvc_v_block(kvc_pool *p, int layer, int32_t block);
 

@@ -1081,6 +1081,22 @@ static inline size_t bf16_v_at(int hd, int bs, int g, int e, int slot)
     return (((size_t)g * (bs / 2) + slot / 2) * hd + e) * 2 + (slot & 1);
 }
 
+/* n values as signed bytes q and the scale they share: x ~ q * scale, to nearest, with the
+ * largest magnitude at +-127 (a Q8_0 KV pool, kvcache.h). Returns the scale. */
+static float q8_row(int8_t *q, const float *x, int n)
+{
+    float amax = 0;
+    for (int i = 0; i < n; i++)
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    const float inv = amax > 0 ? 127.0f / amax : 0;
+    /* to the nearest integer, ties to even, as lrintf() does, without a call a value:
+     * adding and taking away 1.5 * 2^23 rounds away a float's fraction below 2^22 */
+    const float magic = 0x1.8p23f;
+    for (int i = 0; i < n; i++)
+        q[i] = (int8_t)(int)(x[i] * inv + magic - magic);
+    return amax / 127.0f;
+}
+
 /* Position (b, slot)'s keys and values of every KV head (k, v: [n_kv_head][head_dim]) into
  * layer l of the pool, in its layout (keys transposed, kvcache.h) and dtype. */
 static void kv_store(kvc_pool *kv, int l, int32_t b, int slot, const float *k, const float *v)
@@ -1092,6 +1108,19 @@ static void kv_store(kvc_pool *kv, int l, int32_t b, int slot, const float *k, c
         for (int e = 0; e < HK; e++) {
             kb[bf16_k_at(hd, bs, e / hd, e % hd, slot)] = f32_to_bf16(k[e]);
             vb[bf16_v_at(hd, bs, e / hd, e % hd, slot)] = f32_to_bf16(v[e]);
+        }
+        return;
+    }
+    if (ks->dtype == KVC_Q8_0) {
+        int8_t *kb = kvc_k_block(kv, l, b), *vb = kvc_v_block(kv, l, b);
+        float *ksc = (float *)(kb + kvc_q8_scales_at(ks));
+        float *vsc = (float *)(vb + kvc_q8_scales_at(ks));
+        for (int g = 0; g < ks->n_kv_head; g++) {
+            int8_t qk[hd];
+            ksc[g * bs + slot] = q8_row(qk, k + (size_t)g * hd, hd);
+            vsc[g * bs + slot] = q8_row(vb + ((size_t)g * bs + slot) * hd, v + (size_t)g * hd, hd);
+            for (int e = 0; e < hd; e++)
+                kb[((size_t)g * hd + e) * bs + slot] = qk[e];
         }
         return;
     }
@@ -1822,6 +1851,21 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
                     V[((size_t)b * bs + i) * hd + e] = bf16_to_f32(vb[bf16_v_at(hd, bs, g, e, i)]);
             continue;
         }
+        if (ks->dtype == KVC_Q8_0) {
+            const int8_t *kb = kvc_k_block(kv, layer, table[b]);
+            const int8_t *vb = kvc_v_block(kv, layer, table[b]);
+            const float *ksc = (const float *)(kb + kvc_q8_scales_at(ks)) + (size_t)g * bs,
+                        *vsc = (const float *)(vb + kvc_q8_scales_at(ks)) + (size_t)g * bs;
+            kb += (size_t)g * hd * bs;
+            vb += (size_t)g * bs * hd;
+            for (int e = 0; e < hd; e++)
+                for (int i = 0; i < n; i++)
+                    Kt[(size_t)e * L + b * bs + i] = kb[(size_t)e * bs + i] * ksc[i];
+            for (int i = 0; i < n; i++)
+                for (int e = 0; e < hd; e++)
+                    V[((size_t)b * bs + i) * hd + e] = vb[(size_t)i * hd + e] * vsc[i];
+            continue;
+        }
         if (f16) {
             const uint16_t *kb = (const uint16_t *)kvc_k_block(kv, layer, table[b]) +
                                  (size_t)g * hd * bs;
@@ -1981,11 +2025,22 @@ AVX512 static void swiglu512(float *h, const float *gu, int n)
         PV_CASES_WIDE                                                                        \
     }
 
-AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p, __mmask16 mask,
-                                                                  const int f16)
+/* how the kernels read a pool's keys and values (BF16 has kernels of its own) */
+enum kv_form { FORM_F32, FORM_F16, FORM_Q8 };
+
+static inline enum kv_form kv_form_of(enum kvc_dtype dtype)
 {
-    if (f16)
+    return dtype == KVC_F16 ? FORM_F16 : dtype == KVC_Q8_0 ? FORM_Q8 : FORM_F32;
+}
+
+/* 16 keys or values (the lanes of mask) as floats; Q8_0: the bytes, unscaled */
+AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p, __mmask16 mask,
+                                                                  const enum kv_form form)
+{
+    if (form == FORM_F16)
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
+    if (form == FORM_Q8)
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p)));
     return _mm512_maskz_loadu_ps(mask, p);
 }
 
@@ -1993,15 +2048,17 @@ AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p
  * so that the broadcasts of a dimension take one address register and constant offsets)
  * with np spans of up to 16 positions, span c in a block whose transposed keys start at
  * kt[c] (row d: kt[c] + d * kstep bytes; lanes mask[c]; a span with an empty mask is
- * skipped), into sc[c] + i * ld for query i */
+ * skipped), into sc[c] + i * ld for query i. Q8_0: the sums of byte products times the
+ * positions' scales, ksc[c]. */
 AVX512 static inline __attribute__((always_inline)) void
-qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, const float *qt,
-        size_t qld, float *const *sc, size_t ld, const int nq, const int np, const int f16)
+qk_body(const char *const *kt, const float *const *ksc, const __mmask16 *mask, size_t kstep,
+        int hd, const float *qt, size_t qld, float *const *sc, size_t ld, const int nq,
+        const int np, const enum kv_form form)
 {
     __m512 s[ATT_QK_MAX][ATT_QK_SPANS], k[ATT_QK_SPANS];
 #pragma GCC unroll 4
     for (int c = 0; c < np; c++)
-        k[c] = load_kv(kt[c], mask[c], f16);
+        k[c] = load_kv(kt[c], mask[c], form);
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++) {
         __m512 qd = _mm512_set1_ps(qt[i]);
@@ -2012,7 +2069,7 @@ qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, cons
     for (int d = 1; d < hd; d++) {
 #pragma GCC unroll 4
         for (int c = 0; c < np; c++)
-            k[c] = load_kv(kt[c] + d * kstep, mask[c], f16);
+            k[c] = load_kv(kt[c] + d * kstep, mask[c], form);
         const float *qrow = qt + (size_t)d * qld;
 #pragma GCC unroll 12
         for (int i = 0; i < nq; i++) {
@@ -2021,6 +2078,16 @@ qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, cons
             for (int c = 0; c < np; c++)
                 s[i][c] = _mm512_fmadd_ps(qd, k[c], s[i][c]);
         }
+    }
+    if (form == FORM_Q8) {
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++)
+            k[c] = _mm512_maskz_loadu_ps(mask[c], ksc[c]);
+#pragma GCC unroll 12
+        for (int i = 0; i < nq; i++)
+#pragma GCC unroll 4
+            for (int c = 0; c < np; c++)
+                s[i][c] = _mm512_mul_ps(s[i][c], k[c]);
     }
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++)
@@ -2031,17 +2098,19 @@ qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, cons
 
 #define QK_CASE(n, np)                                                                       \
     case n:                                                                                  \
-        if (f16)                                                                             \
-            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, np, 1);                         \
+        if (form == FORM_F16)                                                                \
+            qk_body(kt, ksc, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_F16);             \
+        else if (form == FORM_Q8)                                                            \
+            qk_body(kt, ksc, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_Q8);              \
         else                                                                                 \
-            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, np, 0);                         \
+            qk_body(kt, ksc, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_F32);             \
         break;
 
 /* qk_body() with np = 4 spans for up to 6 queries, 2 for up to 12 (the others' masks
  * must be empty) */
-AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
-                            const float *qt, size_t qld, float *const *sc, size_t ld, int nq,
-                            int f16)
+AVX512 static void qk_chunk(const char *const *kt, const float *const *ksc,
+                            const __mmask16 *mask, size_t kstep, int hd, const float *qt,
+                            size_t qld, float *const *sc, size_t ld, int nq, enum kv_form form)
 {
     switch (nq) {
         QK_CASES
@@ -2075,11 +2144,12 @@ static inline void prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table
 AVX512 static inline __attribute__((always_inline)) void
 pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
         const float *pr, size_t ld, float *o, size_t ldo, const int nq, const int ns,
-        const int f16)
+        const enum kv_form form)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size;
-    const size_t es = f16 ? 2 : 4, rb = (size_t)ks->head_dim * es;
+    const size_t es = form == FORM_F16 ? 2 : form == FORM_Q8 ? 1 : 4;
+    const size_t rb = (size_t)ks->head_dim * es;
     const struct kvc_blocks vbs = kvc_v_blocks(kv, layer);
     __m512 acc[ATT_PV_MAX][4], v[4];
 #pragma GCC unroll 12
@@ -2099,7 +2169,7 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
         for (const char *vr = vb + (size_t)(j % bs) * rb; j < end; j++, vr += rb) {
 #pragma GCC unroll 4
             for (int c = 0; c < ns; c++)
-                v[c] = load_kv(vr + 16 * c * es, 0xffff, f16);
+                v[c] = load_kv(vr + 16 * c * es, 0xffff, form);
 #pragma GCC unroll 12
             for (int i = 0; i < nq; i++) {
                 __m512 p = _mm512_set1_ps(pr[i * ld + j]);
@@ -2118,16 +2188,19 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
 
 #define PV_CASE(n, ns)                                                                       \
     case n:                                                                                  \
-        if (f16)                                                                             \
-            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, ns, 1);            \
+        if (form == FORM_F16)                                                                \
+            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, ns, FORM_F16);     \
+        else if (form == FORM_Q8)                                                            \
+            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, ns, FORM_Q8);      \
         else                                                                                 \
-            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, ns, 0);            \
+            pv_body(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, ns, FORM_F32);     \
         break;
 
-/* pv_body() for 4 slices (up to 6 queries), 2 (up to 12) or 1 (wide: the slices left) */
+/* pv_body() for 4 slices (up to 6 queries), 2 (up to 12) or 1 (wide: the slices left);
+ * Q8_0: pr already holds the probabilities times the values' scales */
 AVX512 static void pv_chunk(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
                             int j1, size_t voff, const float *pr, size_t ld, float *o,
-                            size_t ldo, int nq, int wide, int f16)
+                            size_t ldo, int nq, int wide, enum kv_form form)
 {
     PV_DISPATCH
 }
@@ -2295,23 +2368,27 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
                             float *sc, size_t ld)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int bs = ks->block_size, hd = ks->head_dim, f16 = ks->dtype == KVC_F16;
+    const int bs = ks->block_size, hd = ks->head_dim;
     const int bf = ks->dtype == KVC_BF16;
+    const enum kv_form form = kv_form_of(ks->dtype);
     /* bytes a position and a key row (a dimension, or a pair of them) */
-    const size_t es = bf ? 4 : f16 ? 2 : 4, kstep = (size_t)bs * es;
+    const size_t es = bf ? 4 : form == FORM_F16 ? 2 : form == FORM_Q8 ? 1 : 4;
+    const size_t kstep = (size_t)bs * es, scales = kvc_q8_scales_at(ks);
     const size_t krow = (size_t)(bf ? hd / 2 : hd) * kstep, head = (size_t)g * krow;
     for (int j = j0; j < j1 && j < j0 + ATT_PREFETCH; j += 16)
         prefetch_k(kv, layer, table, head, j, es, krow);
     for (int j = j0; j < j1;) {
         const char *kt[ATT_QK_SPANS];
+        const float *ksc[ATT_QK_SPANS];
         __mmask16 mask[ATT_QK_SPANS];
         int at[ATT_QK_SPANS];
         for (int c = 0; c < ATT_QK_SPANS; c++) {
             int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
             w = j1 - j < w ? j1 - j : w;
             at[c] = j < j1 ? j : j0;
-            kt[c] = (const char *)kvc_k_block(kv, layer, table[at[c] / bs]) + head +
-                    (size_t)(at[c] % bs) * es;
+            const char *blk = kvc_k_block(kv, layer, table[at[c] / bs]);
+            kt[c] = blk + head + (size_t)(at[c] % bs) * es;
+            ksc[c] = (const float *)(blk + scales) + (size_t)g * bs + at[c] % bs;
             mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
             j += j < j1 ? w : 0;
         }
@@ -2331,10 +2408,10 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
                 qk_chunk_bf16(kt, mask, kstep, hd, qb, sc_at, ld, n);
                 continue;
             }
-            if (n > 6 && mask[2] | mask[3]) { /* two spans a pass: these two first */
-                qk_chunk(kt + 2, mask + 2, kstep, hd, qt + q0, qld, sc_at + 2, ld, n, f16);
-            }
-            qk_chunk(kt, mask, kstep, hd, qt + q0, qld, sc_at, ld, n, f16);
+            if (n > 6 && mask[2] | mask[3]) /* two spans a pass: these two first */
+                qk_chunk(kt + 2, ksc + 2, mask + 2, kstep, hd, qt + q0, qld, sc_at + 2, ld, n,
+                         form);
+            qk_chunk(kt, ksc, mask, kstep, hd, qt + q0, qld, sc_at, ld, n, form);
         }
     }
 }
@@ -2346,9 +2423,10 @@ AVX512 static void pv_range(kvc_pool *kv, int layer, const int32_t *table, int g
                             size_t ldo, int nq)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int f16 = ks->dtype == KVC_F16, bf = ks->dtype == KVC_BF16, nsl = ks->head_dim / 16;
+    const int bf = ks->dtype == KVC_BF16, nsl = ks->head_dim / 16;
+    const enum kv_form form = kv_form_of(ks->dtype);
     /* bytes of a slice of 16 dimensions in a value row (BF16: of a pair of rows) */
-    const size_t slice = bf ? 64 : f16 ? 32 : 64;
+    const size_t slice = bf ? 64 : form == FORM_F16 ? 32 : form == FORM_Q8 ? 16 : 64;
     for (int q0 = 0; q0 < nq; q0 += ATT_PV_MAX) {
         int n = nq - q0 < ATT_PV_MAX ? nq - q0 : ATT_PV_MAX, step = n > 6 ? 2 : 4;
         for (int c = 0; c < nsl;) { /* wide chunks of `step` slices, then single slices */
@@ -2358,9 +2436,26 @@ AVX512 static void pv_range(kvc_pool *kv, int layer, const int32_t *table, int g
                               ld, o + q0 * ldo + 16 * c, ldo, n, wide);
             else
                 pv_chunk(kv, layer, table, g, j0, j1, (size_t)c * slice, pr + q0 * ld, ld,
-                         o + q0 * ldo + 16 * c, ldo, n, wide, f16);
+                         o + q0 * ldo + 16 * c, ldo, n, wide, form);
             c += wide ? step : 1;
         }
+    }
+}
+
+/* a Q8_0 pool: probabilities p[0..n) times their positions' value scales (KV head g, read
+ * through table), so that pv_range() sums the bytes as it sums floats; a position's
+ * factor is the same whichever table it is read through */
+static void scale_by_v(kvc_pool *kv, int layer, const int32_t *table, int g, float *p, int n)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int bs = ks->block_size;
+    const size_t at = kvc_q8_scales_at(ks);
+    for (int j0 = 0; j0 < n; j0 += bs) {
+        const float *vs =
+            (const float *)((const char *)kvc_v_block(kv, layer, table[j0 / bs]) + at) +
+            (size_t)g * bs;
+        for (int i = 0; i < bs && j0 + i < n; i++)
+            p[j0 + i] *= vs[i];
     }
 }
 
@@ -2382,7 +2477,7 @@ AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kv
     const size_t ld = (size_t)(pmax + 16) / 16 * 16;
     float *qs = buf, *o = qs + (size_t)nq * hd, *inv = o + (size_t)nq * hd, *sc = inv + nq;
     /* a BF16 pool: queries and probabilities rounded to bfloat16 */
-    const int bf = ks->dtype == KVC_BF16;
+    const int bf = ks->dtype == KVC_BF16, q8 = ks->dtype == KVC_Q8_0;
     uint16_t *qh = (uint16_t *)(sc + (size_t)nq * ld), *ph = qh + (size_t)nq * hd;
     /* the scaled queries, [nq][hd] to be rounded for a BF16 pool, else transposed for
      * qk_range(): [hd][nq] */
@@ -2407,6 +2502,8 @@ AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kv
         inv[r] = 1.0f / softmax_row512(sc + (size_t)r * ld, n);
         if (bf)
             to_bf16(ph + (size_t)r * ld, sc + (size_t)r * ld, n);
+        else if (q8)
+            scale_by_v(kv, layer, mb[r / group].table, g, sc + (size_t)r * ld, n);
     }
     if (shared)
         pv_range(kv, layer, mb[0].table, g, 0, shared, sc, ph, ld, o, hd, nq);

@@ -25,7 +25,7 @@ struct opt {
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 static const char *const level_names[] = {"debug", "info", "warn", "error", NULL};
 static const char *const chat_names[] = {"auto", "chatml", "llama3", "llama2", NULL};
-static const char *const kv_dtype_names[] = {"auto", "f32", "f16", "bf16", NULL};
+static const char *const kv_dtype_names[] = {"auto", "f32", "f16", "bf16", "q8_0", NULL};
 static const char *const matmul_names[] = {"f32", "int8", NULL};
 
 static int check_listen(const char *v, char *err, size_t errlen)

@@ -18,7 +18,7 @@
 
 enum gw_device_want { GW_DEVICE_AUTO = 0, GW_DEVICE_CPU, GW_DEVICE_CUDA };
 /* engine.kv_cache_dtype: auto is f16 */
-enum gw_kv_dtype_want { GW_KV_AUTO = 0, GW_KV_F32, GW_KV_F16, GW_KV_BF16 };
+enum gw_kv_dtype_want { GW_KV_AUTO = 0, GW_KV_F32, GW_KV_F16, GW_KV_BF16, GW_KV_Q8_0 };
 /* engine.cpu_matmul: the CPU's matrix products in F32, or with activations rounded to 8 bits */
 enum gw_cpu_matmul { GW_MATMUL_F32 = 0, GW_MATMUL_INT8 };
 
@@ -43,7 +43,7 @@ struct gw_config {
     char *engine_model;      /* GGUF file */
     char *engine_model_name; /* the "model" clients ask for */
     int engine_chat_format;  /* 0 auto (from the model's template), 1 chatml, 2 llama3, 3 llama2 */
-    int engine_kv_cache_dtype;   /* enum gw_kv_dtype_want (f32, bf16: the CPU only) */
+    int engine_kv_cache_dtype;   /* enum gw_kv_dtype_want (f32, bf16, q8_0: the CPU only) */
     int engine_cpu_matmul;       /* enum gw_cpu_matmul */
     int64_t engine_threads;  /* 0: one per core */
     int64_t engine_block_size, engine_max_num_seqs, engine_max_num_batched_tokens;

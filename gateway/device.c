@@ -78,12 +78,15 @@ int gw_device_select(int want, struct gw_device *out, char *err, size_t errlen)
 int gw_device_kv_dtype(int want, int on_device, const char *device, enum kvc_dtype *out,
                        char *err, size_t errlen)
 {
-    if (on_device && (want == GW_KV_F32 || want == GW_KV_BF16)) {
+    static const char *const names[] = {"auto", "f32", "f16", "bf16", "q8_0"};
+    if (on_device && (want == GW_KV_F32 || want == GW_KV_BF16 || want == GW_KV_Q8_0)) {
         snprintf(err, errlen, "engine.kv_cache_dtype = %s: %s stores keys and values in f16 "
-                 "only (use auto or f16, or device = cpu)", want == GW_KV_F32 ? "f32" : "bf16",
-                 device);
+                 "only (use auto or f16, or device = cpu)", names[want], device);
         return -1;
     }
-    *out = want == GW_KV_F32 ? KVC_F32 : want == GW_KV_BF16 ? KVC_BF16 : KVC_F16;
+    *out = want == GW_KV_F32    ? KVC_F32
+           : want == GW_KV_BF16 ? KVC_BF16
+           : want == GW_KV_Q8_0 ? KVC_Q8_0
+                                : KVC_F16;
     return 0;
 }

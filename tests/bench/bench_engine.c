@@ -92,15 +92,17 @@ int main(int argc, char **argv)
 {
     if (argc != 5 && !((argc >= 6 && argc <= 8) &&
                        (!strcmp(argv[5], "f32") || !strcmp(argv[5], "f16") ||
-                        !strcmp(argv[5], "bf16")) &&
+                        !strcmp(argv[5], "bf16") || !strcmp(argv[5], "q8_0")) &&
                        (argc < 8 || !strcmp(argv[7], "f32") || !strcmp(argv[7], "int8")))) {
         fprintf(stderr, "usage: bench_engine MODEL.gguf PROMPT_TOKENS DECODE_TOKENS THREADS "
-                        "[f32|f16|bf16 [BATCH [f32|int8]]]\n");
+                        "[f32|f16|bf16|q8_0 [BATCH [f32|int8]]]\n");
         return 2;
     }
     const char *dt = argc >= 6 ? argv[5] : "f32";
-    const enum kvc_dtype dtype = !strcmp(dt, "f16") ? KVC_F16 : !strcmp(dt, "bf16") ? KVC_BF16
-                                                                                  : KVC_F32;
+    const enum kvc_dtype dtype = !strcmp(dt, "f16")    ? KVC_F16
+                                 : !strcmp(dt, "bf16") ? KVC_BF16
+                                 : !strcmp(dt, "q8_0") ? KVC_Q8_0
+                                                       : KVC_F32;
     int P = atoi(argv[2]), Dn = atoi(argv[3]), B = argc >= 7 ? atoi(argv[6]) : 1;
     if (P < 1 || Dn < 0 || B < 1) {
         fprintf(stderr, "bench_engine: PROMPT_TOKENS >= 1, DECODE_TOKENS >= 0, BATCH >= 1\n");

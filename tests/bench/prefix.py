@@ -10,6 +10,8 @@ tokens/s for
   cachegate, prefix cache on, engine.cpu_matmul = int8 (llama.cpp's 8-bit activations),
              C=16 and C=1
   the same with engine.kv_cache_dtype = bf16 (attention on BF16 dot products), C=16 and C=1
+  cachegate, prefix cache on, engine.kv_cache_dtype = q8_0 (8-bit keys and values), C=16
+             and C=1
   llama.cpp's OpenAI-compatible server (llama-cpp-python[server]), C=16 and C=1
 
 on the same GGUF, and the ratios the project's goals are stated in, in one run. Every row
@@ -36,7 +38,7 @@ previous request's prefix.
 usage (in build/llama-venv):
   python tests/bench/prefix.py BUILD_DIR MODEL.gguf [--groups 4 --prompts 16
       --prefix-tokens 1024 --question-tokens 32 --output-tokens 256 --threads 2
-      --rows on16,on1,off16,off1,i8on16,i8on1,i8bfon16,i8bfon1,llama16,llama1
+      --rows on16,on1,off16,off1,i8on16,i8on1,i8bfon16,i8bfon1,q8on16,q8on1,llama16,llama1
       --llama-cache on --json FILE]
       [--workload FILE]
 
@@ -65,8 +67,8 @@ MODEL_NAME = "smollm2-135m-instruct"
 WORDS = ("order delivery parcel refund invoice account password address payment card "
          "warehouse courier tracking return exchange discount voucher customer support "
          "shipping weekend holiday policy receipt subscription premium member service").split()
-ALL_ROWS = ("on16", "on1", "off16", "off1", "i8on16", "i8on1", "i8bfon16", "i8bfon1", "llama16",
-            "llama1")
+ALL_ROWS = ("on16", "on1", "off16", "off1", "i8on16", "i8on1", "i8bfon16", "i8bfon1", "q8on16",
+            "q8on1", "llama16", "llama1")
 
 
 # ---------------------------------------------------------------------------- workload
@@ -262,6 +264,8 @@ LABELS = {"on16": "cachegate, prefix cache on, C=16", "on1": "cachegate, prefix 
           "off16": "cachegate, prefix cache off, C=16", "off1": "cachegate, prefix cache off, C=1",
           "i8on16": "cachegate, int8, cache on, C=16", "i8on1": "cachegate, int8, cache on, C=1",
           "i8bfon16": "cachegate, int8, bf16 KV, C=16", "i8bfon1": "cachegate, int8, bf16 KV, C=1",
+          "q8on16": "cachegate, q8_0 KV, cache on, C=16",
+          "q8on1": "cachegate, q8_0 KV, cache on, C=1",
           "llama16": "llama.cpp server, C=16", "llama1": "llama.cpp server, C=1"}
 
 
@@ -301,8 +305,9 @@ def main():
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="where cachegate runs its models (llama.cpp rows: the CPU)")
     ap.add_argument("--timeout", type=float, default=1800, help="client timeout per request, s")
-    ap.add_argument("--kv-cache-dtype", choices=("auto", "f32", "f16", "bf16"), default="auto",
-                    help="cachegate's engine.kv_cache_dtype (the i8bf rows: bf16)")
+    ap.add_argument("--kv-cache-dtype", choices=("auto", "f32", "f16", "bf16", "q8_0"),
+                    default="auto",
+                    help="cachegate's engine.kv_cache_dtype (the i8bf rows: bf16; q8: q8_0)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--workload", help="read the requests from this file, or write them to it "
                     "when it does not exist")
@@ -354,6 +359,7 @@ def main():
                 proc, url, verify, log = start_cachegate(build, model, tmp, key,
                                                          "on" in key, a.threads, a.device,
                                                          "bf16" if key.startswith("i8bf")
+                                                         else "q8_0" if key.startswith("q8")
                                                          else a.kv_cache_dtype,
                                                          "int8" if key.startswith("i8") else "f32")
             try:
@@ -382,6 +388,10 @@ def main():
           g("i8on1", "tok_s"), 3)
     ratio("concurrency, throughput C=16/C=1, cache on, int8, bf16 KV", g("i8bfon16", "tok_s"),
           g("i8bfon1", "tok_s"), 3)
+    ratio("concurrency, throughput C=16/C=1, cache on, q8_0 KV", g("q8on16", "tok_s"),
+          g("q8on1", "tok_s"), 3)
+    ratio("q8_0 / f16 KV, throughput, cache on, C=16", g("q8on16", "tok_s"), g("on16", "tok_s"))
+    ratio("q8_0 / f16 KV, throughput, cache on, C=1", g("q8on1", "tok_s"), g("on1", "tok_s"))
     ratio("int8 / f32 products, throughput, cache on, C=16", g("i8on16", "tok_s"),
           g("on16", "tok_s"))
     ratio("int8 / f32 products, throughput, cache on, C=1", g("i8on1", "tok_s"),

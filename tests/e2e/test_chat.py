@@ -327,11 +327,12 @@ def test_idle_timeout_does_not_cut_a_waiting_stream(make_server):
 
 def test_f16_kv_cache_holds_twice_the_blocks_and_answers(make_server):
     """engine.kv_cache_dtype = f16, the default, and bf16: the same memory budget holds
-    twice the KV blocks of f32, and the engine still knows the answer (greedy), the prefix
-    cache included."""
+    twice the KV blocks of f32, q8_0 nearly twice those of f16 (a byte a value plus a
+    float scale for each position's 64 of a head), and the engine still knows the answer
+    (greedy), the prefix cache included."""
     sizes = {}
     answers = {}
-    for dtype in ("f32", "f16", "bf16", "default"):
+    for dtype in ("f32", "f16", "bf16", "q8_0", "default"):
         line = "" if dtype == "default" else f"kv_cache_dtype = {dtype}\n"
         server = make_server(f"[engine]\n{line}cpu_kv_cache_bytes = 64M\n")
         ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
@@ -345,6 +346,7 @@ def test_f16_kv_cache_holds_twice_the_blocks_and_answers(make_server):
         server.stop()
     assert sizes["f16"] >= 2 * sizes["f32"] and sizes["default"] == sizes["f16"]
     assert sizes["bf16"] == sizes["f16"]
+    assert 1.8 * sizes["f16"] <= sizes["q8_0"] < 2 * sizes["f16"]
     assert all("Paris" in a for a in answers.values())
     assert answers["default"] == answers["f16"]
 

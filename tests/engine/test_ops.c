@@ -188,11 +188,18 @@ static size_t kv_index(kvc_pool *kv, int v, int slot, int e)
     return (size_t)e * bs + slot;
 }
 
-/* that element, F32, F16 or BF16 storage; kv_put stores x, rounded to F16 or BF16 (to
- * nearest even) where the pool is */
+/* that element, F32, F16, BF16 or Q8_0 storage (a byte times its position's scale); kv_put
+ * stores x, rounded to F16 or BF16 (to nearest even) where the pool is (not Q8_0, whose
+ * scale a position's values share: kv_store() there) */
 static float kv_get(kvc_pool *kv, int v, int32_t block, int slot, int e)
 {
     void *base = (v ? kvc_v_block : kvc_k_block)(kv, 1, block);
+    const struct kvc_shape *ks = kvc_shape(kv);
+    if (ks->dtype == KVC_Q8_0) {
+        const float *sc = (const float *)((char *)base + kvc_q8_scales_at(ks));
+        return ((int8_t *)base)[kv_index(kv, v, slot, e)] *
+               sc[e / ks->head_dim * ks->block_size + slot];
+    }
     if (kvc_shape(kv)->dtype == KVC_F32)
         return ((float *)base)[kv_index(kv, v, slot, e)];
     if (kvc_shape(kv)->dtype == KVC_BF16)
@@ -205,6 +212,7 @@ static float kv_get(kvc_pool *kv, int v, int32_t block, int slot, int e)
 static void kv_put(kvc_pool *kv, int v, int32_t block, int slot, int e, float x)
 {
     void *base = (v ? kvc_v_block : kvc_k_block)(kv, 1, block);
+    cr_assert_neq(kvc_shape(kv)->dtype, KVC_Q8_0);
     if (kvc_shape(kv)->dtype == KVC_F32) {
         ((float *)base)[kv_index(kv, v, slot, e)] = x;
         return;
@@ -250,11 +258,20 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group, int bs)
         table[j] = tmp;
     }
 #define RND() ((float)((seed = seed * 1103515245 + 12345) >> 16 & 0x7fff) / 16384.0f - 1.0f)
-    for (int p = 0; p < nblk * bs; p++)
+    for (int p = 0; p < nblk * bs; p++) {
+        float k[HK], v[HK];
         for (int e = 0; e < HK; e++) {
-            kv_put(kv, 0, table[p / bs], p % bs, e, RND());
-            kv_put(kv, 1, table[p / bs], p % bs, e, RND());
+            if (dtype != KVC_Q8_0) {
+                kv_put(kv, 0, table[p / bs], p % bs, e, RND());
+                kv_put(kv, 1, table[p / bs], p % bs, e, RND());
+                continue;
+            }
+            k[e] = RND();
+            v[e] = RND();
         }
+        if (dtype == KVC_Q8_0)
+            kv_store(kv, 1, table[p / bs], p % bs, k, v);
+    }
     const float scale = 1.0f / sqrtf((float)hd);
     float *buf = malloc(sizeof(float) * attn_scratch_floats(nblk * bs, hd, group));
     double worst = 0, worst_direct = 0;
@@ -319,7 +336,10 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group, int bs)
         free(out);
     }
 #undef RND
-    const char *what = dtype == KVC_BF16 ? "bf16" : dtype == KVC_F16 ? "f16" : "f32";
+    const char *what = dtype == KVC_BF16  ? "bf16"
+                       : dtype == KVC_F16 ? "f16"
+                       : dtype == KVC_Q8_0 ? "q8_0"
+                                           : "f32";
     const double tol_direct = dtype == KVC_BF16 ? 1e-2 : 1e-5;
     fprintf(stderr, "ops: tiled attention vs double (%s KV, hd %d, group %d, blocks of %d): "
                     "largest difference %.3g (tolerance 1e-5)\n", what, hd, group, bs, worst);
@@ -356,6 +376,17 @@ Test(ops, attention_over_bf16_keys_and_values_matches_direct)
     attention_cases(KVC_BF16, 64, 3, 8);
     attention_cases(KVC_BF16, 32, 1, 24);
     attention_cases(KVC_BF16, 64, 3, 2); /* a block of one position pair */
+}
+
+/* Q8_0: the reference reads each byte times its scale, as the tiles gather them; the
+ * in-place kernels sum the bytes' products and scale the sum (keys), and take the values'
+ * scales into the probabilities: other roundings, held to the same 1e-5 */
+Test(ops, attention_over_q8_0_keys_and_values_matches_direct)
+{
+    attention_cases(KVC_Q8_0, 64, 3, 16);
+    attention_cases(KVC_Q8_0, 128, 4, 16);
+    attention_cases(KVC_Q8_0, 64, 3, 8);
+    attention_cases(KVC_Q8_0, 32, 1, 24);
 }
 
 #if defined(__x86_64__)
@@ -431,6 +462,7 @@ Test(ops, sequences_sharing_a_prefix_attend_together_as_alone)
 {
     sharing_case(KVC_F16);
     sharing_case(KVC_BF16); /* pairs of positions across the shared range's end */
+    sharing_case(KVC_Q8_0); /* scales read through each sequence's own table */
 }
 #endif
 
@@ -471,7 +503,7 @@ Test(ops, kv_pool_f16_storage)
  * block, every dtype (the attention kernels address value blocks so) */
 Test(ops, kv_pool_value_blocks_by_stride)
 {
-    const enum kvc_dtype dts[] = {KVC_F32, KVC_F16, KVC_BF16};
+    const enum kvc_dtype dts[] = {KVC_F32, KVC_F16, KVC_BF16, KVC_Q8_0};
     for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
         struct kvc_shape s = {3, 2, 8, 4, 5, 0, dts[d]};
         kvc_pool *kv;
@@ -523,6 +555,70 @@ Test(ops, kv_pool_bf16_storage)
             cr_assert_eq(kv_get(kv, 1, b, s, e), want[(15 - s - e) % 8], "value %d of position %d",
                          e, s);
         }
+    kvc_destroy(kv);
+}
+
+/* A Q8_0 pool: a byte a key or value plus a float scale a position and KV head (kvcache.h).
+ * kv_store() rounds each to the nearest multiple of its scale (a head's largest magnitude
+ * / 127), so none is more than half a scale off, the largest is exact, and a head of zeros
+ * stays zeros. */
+Test(ops, kv_pool_q8_0_storage)
+{
+    struct kvc_shape f32 = {2, 2, 4, 4, 4, 0, KVC_F32}, q8 = f32;
+    q8.dtype = KVC_Q8_0;
+    /* per layer and block, keys and values each: 2 heads x 4 positions x (4 bytes + a
+     * float) */
+    cr_assert_eq(kvc_block_bytes(&q8), 2u * 2 * 2 * 4 * (4 + 4));
+    cr_assert_eq(kvc_q8_scales_at(&q8), 2u * 4 * 4);
+    kvc_pool *kv;
+    cr_assert_eq(kvc_create(&q8, &kv), 0);
+    int32_t b;
+    cr_assert_eq(kvc_alloc(kv, &b), 0);
+    cr_assert_eq(kvc_alloc(kv, &b), 0); /* a block other than the first */
+    /* by hand: keys of head 0 have scale 127 / 127 = 1, so 0.5 is a tie, to the even 0,
+     * and 2.5 to 2; values of head 0 have scale 0.03, -1.27 / 0.03 = -42.33 -> -42 */
+    const float k0[8] = {1, -2, 0.5f, 127, 0, 0, 0, 0}, v0[8] = {-3.81f, 0.03f, -1.27f, 2.5f,
+                                                                 0, 0, 0, 0};
+    const float k0_want[4] = {1, -2, 0, 127};
+    kv_store(kv, 1, b, 2, k0, v0);
+    for (int e = 0; e < 4; e++) {
+        cr_assert_eq(kv_get(kv, 0, b, 2, e), k0_want[e], "key %d", e);
+        cr_assert_eq(kv_get(kv, 0, b, 2, 4 + e), 0.0f, "a head of zeros, key %d", e);
+        cr_assert_eq(kv_get(kv, 1, b, 2, 4 + e), 0.0f, "a head of zeros, value %d", e);
+    }
+    const int8_t *vq = (const int8_t *)kvc_v_block(kv, 1, b) + 2 * 4;
+    const int8_t v_want[4] = {-127, 1, -42, 83}; /* 2.5 / 0.03 = 83.33 */
+    for (int e = 0; e < 4; e++)
+        cr_assert_eq(vq[e], v_want[e], "value %d: byte %d", e, vq[e]);
+    cr_assert_float_eq(kv_get(kv, 1, b, 2, 1), 0.03f, 1e-7f);
+    /* random heads: every value within half a scale, the largest exact */
+    unsigned seed = 11;
+    double worst = 0;
+    for (int slot = 0; slot < 4; slot++) {
+        float k[8], v[8];
+        for (int e = 0; e < 8; e++) {
+            k[e] = (float)((seed = seed * 1103515245 + 12345) >> 16 & 0x7fff) / 1024.0f - 16;
+            v[e] = k[e] / 1000;
+        }
+        kv_store(kv, 1, b, slot, k, v);
+        for (int g = 0; g < 2; g++) {
+            float amax = 0;
+            for (int e = 0; e < 4; e++)
+                amax = fmaxf(amax, fabsf(k[g * 4 + e]));
+            for (int e = 0; e < 4; e++) {
+                const float x = k[g * 4 + e], y = kv_get(kv, 0, b, slot, g * 4 + e);
+                const float half = amax / 127 / 2;
+                worst = fmax(worst, fabs(x - y) / half);
+                cr_assert(fabsf(x - y) <= half * 1.0001f, "key %d: %.9g stored as %.9g", e, x,
+                          y);
+                cr_assert(fabsf(v[g * 4 + e] - kv_get(kv, 1, b, slot, g * 4 + e)) <=
+                          half / 1000 * 1.0001f);
+                if (fabsf(x) == amax)
+                    cr_assert_float_eq(fabsf(y), amax, amax * 1e-6f);
+            }
+        }
+    }
+    fprintf(stderr, "ops: q8_0 keys, largest error %.3g of half a scale (bound 1)\n", worst);
     kvc_destroy(kv);
 }
 

@@ -119,7 +119,7 @@ Test(config, bad_values)
     expect_error("[server]\nlisten = 127.0.0.1\n", "2: listen must be HOST:PORT");
     expect_error("[log]\nlevel = loud\n", "2: log.level: 'loud' is not one of");
     expect_error("[engine]\nkv_cache_dtype = fp8\n",
-                 "2: engine.kv_cache_dtype: 'fp8' is not one of auto, f32, f16, bf16");
+                 "2: engine.kv_cache_dtype: 'fp8' is not one of auto, f32, f16, bf16, q8_0");
     expect_error("[engine]\ncpu_matmul = int4\n",
                  "2: engine.cpu_matmul: 'int4' is not one of f32, int8");
     expect_error("[server]\nthis line has no equals sign\n", "2: syntax error");
@@ -170,14 +170,14 @@ Test(config, split_listen)
 }
 
 /* engine.kv_cache_dtype as the pool's storage: auto is f16; a device stores f16 only, so
- * f32 and bf16 there are a clear error naming the setting */
+ * f32, bf16 and q8_0 there are a clear error naming the setting */
 Test(config, kv_cache_dtype_to_storage)
 {
-    const int want[] = {GW_KV_AUTO, GW_KV_F32, GW_KV_F16, GW_KV_BF16};
-    const enum kvc_dtype cpu[] = {KVC_F16, KVC_F32, KVC_F16, KVC_BF16};
+    const int want[] = {GW_KV_AUTO, GW_KV_F32, GW_KV_F16, GW_KV_BF16, GW_KV_Q8_0};
+    const enum kvc_dtype cpu[] = {KVC_F16, KVC_F32, KVC_F16, KVC_BF16, KVC_Q8_0};
     const char *on_device[] = {NULL, "engine.kv_cache_dtype = f32", NULL,
-                               "engine.kv_cache_dtype = bf16"};
-    for (int i = 0; i < 4; i++) {
+                               "engine.kv_cache_dtype = bf16", "engine.kv_cache_dtype = q8_0"};
+    for (int i = 0; i < 5; i++) {
         enum kvc_dtype got = (enum kvc_dtype)-1;
         char err[256] = "";
         cr_assert_eq(gw_device_kv_dtype(want[i], 0, NULL, &got, err, sizeof err), 0);
