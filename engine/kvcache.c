@@ -64,6 +64,8 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
         return ENG_EINVAL;
     if (s->dtype == KVC_BF16 && (s->head_dim % 2 || s->block_size % 2))
         return ENG_EINVAL; /* (pairs: kvcache.h) */
+    if (s->dtype == KVC_Q8_0 && s->head_dim % 4)
+        return ENG_EINVAL; /* (quads) */
     kvc_pool *p = calloc(1, sizeof *p);
     if (!p)
         return ENG_ENOMEM;

@@ -18,15 +18,17 @@
  *   k: [n_layer][n_blocks][n_kv_head][head_dim / 2][block_size][2]  (dimension pairs)
  *   v: [n_layer][n_blocks][n_kv_head][block_size / 2][head_dim][2]  (position pairs)
  *
- * q8_0 keeps the f32 layout in signed bytes, each position's head_dim keys (and values) of
- * a KV head sharing one float scale (their largest magnitude / 127), the block's scales
- * after its bytes (at kvc_q8_scales_at()):
+ * q8_0 stores bytes, each position's head_dim keys (and values) of a KV head sharing one
+ * float scale (their largest magnitude / 127), the block's scales after its bytes (at
+ * kvc_q8_scales_at()). Keys are unsigned, k + 128, in quads of dimensions, as 8-bit dot
+ * products (VPDPBUSD: unsigned by signed bytes, 4 into each 32-bit lane) take them;
+ * head_dim must be a multiple of 4. Values are signed, in f32's layout:
  *
- *   k block: int8 [n_kv_head][head_dim][block_size], then float [n_kv_head][block_size]
+ *   k block: uint8 [n_kv_head][head_dim / 4][block_size][4], then float [n_kv_head][block_size]
  *   v block: int8 [n_kv_head][block_size][head_dim], then float [n_kv_head][block_size]
  *
- * A score is then the scale times a sum of byte products, and a value's scale can be taken
- * into its probability: the kernels widen bytes where they widened f16.
+ * A score is then the key's scale times a sum of byte products, and a value's scale can be
+ * taken into its probability.
  */
 #ifndef ENG_KVCACHE_H
 #define ENG_KVCACHE_H

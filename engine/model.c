@@ -1097,6 +1097,13 @@ static float q8_row(int8_t *q, const float *x, int n)
     return amax / 127.0f;
 }
 
+/* where dimension e of KV head g at a block's slot lives in a Q8_0 block's keys (quads,
+ * kvcache.h) */
+static inline size_t q8_k_at(int hd, int bs, int g, int e, int slot)
+{
+    return (((size_t)g * (hd / 4) + e / 4) * bs + slot) * 4 + (e & 3);
+}
+
 /* Position (b, slot)'s keys and values of every KV head (k, v: [n_kv_head][head_dim]) into
  * layer l of the pool, in its layout (keys transposed, kvcache.h) and dtype. */
 static void kv_store(kvc_pool *kv, int l, int32_t b, int slot, const float *k, const float *v)
@@ -1120,7 +1127,7 @@ static void kv_store(kvc_pool *kv, int l, int32_t b, int slot, const float *k, c
             ksc[g * bs + slot] = q8_row(qk, k + (size_t)g * hd, hd);
             vsc[g * bs + slot] = q8_row(vb + ((size_t)g * bs + slot) * hd, v + (size_t)g * hd, hd);
             for (int e = 0; e < hd; e++)
-                kb[((size_t)g * hd + e) * bs + slot] = qk[e];
+                kb[q8_k_at(hd, bs, g, e, slot)] = (int8_t)(uint8_t)(qk[e] + 128);
         }
         return;
     }
@@ -1856,11 +1863,12 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
             const int8_t *vb = kvc_v_block(kv, layer, table[b]);
             const float *ksc = (const float *)(kb + kvc_q8_scales_at(ks)) + (size_t)g * bs,
                         *vsc = (const float *)(vb + kvc_q8_scales_at(ks)) + (size_t)g * bs;
-            kb += (size_t)g * hd * bs;
+            const uint8_t *ku = (const uint8_t *)kb;
             vb += (size_t)g * bs * hd;
             for (int e = 0; e < hd; e++)
                 for (int i = 0; i < n; i++)
-                    Kt[(size_t)e * L + b * bs + i] = kb[(size_t)e * bs + i] * ksc[i];
+                    Kt[(size_t)e * L + b * bs + i] =
+                        (float)(ku[q8_k_at(hd, bs, g, e, i)] - 128) * ksc[i];
             for (int i = 0; i < n; i++)
                 for (int e = 0; e < hd; e++)
                     V[((size_t)b * bs + i) * hd + e] = vb[(size_t)i * hd + e] * vsc[i];
@@ -2033,7 +2041,8 @@ static inline enum kv_form kv_form_of(enum kvc_dtype dtype)
     return dtype == KVC_F16 ? FORM_F16 : dtype == KVC_Q8_0 ? FORM_Q8 : FORM_F32;
 }
 
-/* 16 keys or values (the lanes of mask) as floats; Q8_0: the bytes, unscaled */
+/* 16 keys or values (the lanes of mask) as floats; Q8_0 (values only): the bytes,
+ * unscaled */
 AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p, __mmask16 mask,
                                                                   const enum kv_form form)
 {
@@ -2048,12 +2057,11 @@ AVX512 static inline __attribute__((always_inline)) __m512 load_kv(const char *p
  * so that the broadcasts of a dimension take one address register and constant offsets)
  * with np spans of up to 16 positions, span c in a block whose transposed keys start at
  * kt[c] (row d: kt[c] + d * kstep bytes; lanes mask[c]; a span with an empty mask is
- * skipped), into sc[c] + i * ld for query i. Q8_0: the sums of byte products times the
- * positions' scales, ksc[c]. */
+ * skipped), into sc[c] + i * ld for query i */
 AVX512 static inline __attribute__((always_inline)) void
-qk_body(const char *const *kt, const float *const *ksc, const __mmask16 *mask, size_t kstep,
-        int hd, const float *qt, size_t qld, float *const *sc, size_t ld, const int nq,
-        const int np, const enum kv_form form)
+qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, const float *qt,
+        size_t qld, float *const *sc, size_t ld, const int nq, const int np,
+        const enum kv_form form)
 {
     __m512 s[ATT_QK_MAX][ATT_QK_SPANS], k[ATT_QK_SPANS];
 #pragma GCC unroll 4
@@ -2079,16 +2087,6 @@ qk_body(const char *const *kt, const float *const *ksc, const __mmask16 *mask, s
                 s[i][c] = _mm512_fmadd_ps(qd, k[c], s[i][c]);
         }
     }
-    if (form == FORM_Q8) {
-#pragma GCC unroll 4
-        for (int c = 0; c < np; c++)
-            k[c] = _mm512_maskz_loadu_ps(mask[c], ksc[c]);
-#pragma GCC unroll 12
-        for (int i = 0; i < nq; i++)
-#pragma GCC unroll 4
-            for (int c = 0; c < np; c++)
-                s[i][c] = _mm512_mul_ps(s[i][c], k[c]);
-    }
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++)
 #pragma GCC unroll 4
@@ -2099,18 +2097,89 @@ qk_body(const char *const *kt, const float *const *ksc, const __mmask16 *mask, s
 #define QK_CASE(n, np)                                                                       \
     case n:                                                                                  \
         if (form == FORM_F16)                                                                \
-            qk_body(kt, ksc, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_F16);             \
-        else if (form == FORM_Q8)                                                            \
-            qk_body(kt, ksc, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_Q8);              \
+            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_F16);                  \
         else                                                                                 \
-            qk_body(kt, ksc, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_F32);             \
+            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_F32);                  \
         break;
 
 /* qk_body() with np = 4 spans for up to 6 queries, 2 for up to 12 (the others' masks
  * must be empty) */
-AVX512 static void qk_chunk(const char *const *kt, const float *const *ksc,
-                            const __mmask16 *mask, size_t kstep, int hd, const float *qt,
-                            size_t qld, float *const *sc, size_t ld, int nq, enum kv_form form)
+AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
+                            const float *qt, size_t qld, float *const *sc, size_t ld, int nq,
+                            enum kv_form form)
+{
+    switch (nq) {
+        QK_CASES
+    }
+}
+#undef QK_CASE
+
+/*
+ * Scores over a Q8_0 pool on 8-bit dot products (AVX512-VNNI). The keys are stored as
+ * unsigned bytes, k + 128, four dimensions of a position in each 32-bit lane
+ * ([hd / 4][bs][4], kvcache.h); the queries as signed bytes with a scale each, as llama.cpp
+ * rounds them for its 8-bit caches. VPDPBUSD multiplies 16 lanes' 4 byte pairs and adds
+ * the 4 products to each lane's 32-bit sum: 64 products an instruction where an F32 FMA
+ * does 16. The sum less 128 times the query's byte sum is the integer dot product, exact
+ * (under 2^24 for heads of up to 256 dimensions), then times the query's scale and the
+ * key's: the same operations in the same order whatever the group.
+ */
+struct q8_queries {
+    const int32_t *q; /* [hd / 4][ld]: query i's dimensions 4d..4d+3 at q[d * ld + i] */
+    size_t ld;
+    const int32_t *corr; /* [nq]: 128 x the sum of query i's bytes */
+    const float *scale;  /* [nq] */
+};
+
+VNNI static inline __attribute__((always_inline)) void
+qk_body_q8(const char *const *kt, const float *const *ksc, const __mmask16 *mask, size_t kstep,
+           int hd, struct q8_queries qb, float *const *sc, size_t ld, const int nq, const int np)
+{
+    __m512i s[ATT_QK_MAX][ATT_QK_SPANS], k[ATT_QK_SPANS];
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++)
+            s[i][c] = _mm512_setzero_si512();
+    for (int d = 0; d < hd / 4; d++) {
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++)
+            k[c] = _mm512_maskz_loadu_epi32(mask[c], kt[c] + d * kstep);
+        const int32_t *qrow = qb.q + (size_t)d * qb.ld;
+#pragma GCC unroll 12
+        for (int i = 0; i < nq; i++) {
+            const __m512i qd = _mm512_set1_epi32(qrow[i]);
+#pragma GCC unroll 4
+            for (int c = 0; c < np; c++)
+                s[i][c] = _mm512_dpbusd_epi32(s[i][c], k[c], qd);
+        }
+    }
+    __m512 kscale[ATT_QK_SPANS];
+#pragma GCC unroll 4
+    for (int c = 0; c < np; c++)
+        kscale[c] = _mm512_maskz_loadu_ps(mask[c], ksc[c]);
+#pragma GCC unroll 12
+    for (int i = 0; i < nq; i++) {
+        const __m512i corr = _mm512_set1_epi32(qb.corr[i]);
+        const __m512 qs = _mm512_set1_ps(qb.scale[i]);
+#pragma GCC unroll 4
+        for (int c = 0; c < np; c++) {
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[i][c], corr));
+            _mm512_mask_storeu_ps(sc[c] + i * ld, mask[c],
+                                  _mm512_mul_ps(_mm512_mul_ps(f, qs), kscale[c]));
+        }
+    }
+}
+
+#define QK_CASE(n, np)                                                                       \
+    case n:                                                                                  \
+        qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, np);                             \
+        break;
+
+/* qk_body_q8() as qk_chunk() dispatches qk_body() */
+VNNI static void qk_chunk_q8(const char *const *kt, const float *const *ksc,
+                             const __mmask16 *mask, size_t kstep, int hd, struct q8_queries qb,
+                             float *const *sc, size_t ld, int nq)
 {
     switch (nq) {
         QK_CASES
@@ -2362,19 +2431,19 @@ static inline void prefetch_k(kvc_pool *kv, int layer, const int32_t *table, siz
 /* scores of queries 0..nq (rows of ld in sc) at positions j0 <= j < j1, keys of KV head g
  * read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of them and
  * ATT_QK_MAX queries at a time. The queries: qt transposed (dimension d of query i at
- * qt[d * qld + i]), or for a BF16 pool qh ([nq][hd] bfloat16). */
+ * qt[d * qld + i]), for a BF16 pool qh ([nq][hd] bfloat16), for a Q8_0 pool q8. */
 AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
-                            int j1, const float *qt, size_t qld, const uint16_t *qh, int nq,
-                            float *sc, size_t ld)
+                            int j1, const float *qt, size_t qld, const uint16_t *qh,
+                            const struct q8_queries *q8, int nq, float *sc, size_t ld)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size, hd = ks->head_dim;
-    const int bf = ks->dtype == KVC_BF16;
+    const int bf = ks->dtype == KVC_BF16, q8k = ks->dtype == KVC_Q8_0;
     const enum kv_form form = kv_form_of(ks->dtype);
-    /* bytes a position and a key row (a dimension, or a pair of them) */
-    const size_t es = bf ? 4 : form == FORM_F16 ? 2 : form == FORM_Q8 ? 1 : 4;
+    /* bytes a position and a key row (a dimension, or a pair or quad of them) */
+    const size_t es = bf || q8k ? 4 : form == FORM_F16 ? 2 : 4;
     const size_t kstep = (size_t)bs * es, scales = kvc_q8_scales_at(ks);
-    const size_t krow = (size_t)(bf ? hd / 2 : hd) * kstep, head = (size_t)g * krow;
+    const size_t krow = (size_t)(bf ? hd / 2 : q8k ? hd / 4 : hd) * kstep, head = (size_t)g * krow;
     for (int j = j0; j < j1 && j < j0 + ATT_PREFETCH; j += 16)
         prefetch_k(kv, layer, table, head, j, es, krow);
     for (int j = j0; j < j1;) {
@@ -2408,10 +2477,16 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
                 qk_chunk_bf16(kt, mask, kstep, hd, qb, sc_at, ld, n);
                 continue;
             }
+            if (q8k) {
+                const struct q8_queries qb = {q8->q + q0, q8->ld, q8->corr + q0, q8->scale + q0};
+                if (n > 6 && mask[2] | mask[3])
+                    qk_chunk_q8(kt + 2, ksc + 2, mask + 2, kstep, hd, qb, sc_at + 2, ld, n);
+                qk_chunk_q8(kt, ksc, mask, kstep, hd, qb, sc_at, ld, n);
+                continue;
+            }
             if (n > 6 && mask[2] | mask[3]) /* two spans a pass: these two first */
-                qk_chunk(kt + 2, ksc + 2, mask + 2, kstep, hd, qt + q0, qld, sc_at + 2, ld, n,
-                         form);
-            qk_chunk(kt, ksc, mask, kstep, hd, qt + q0, qld, sc_at, ld, n, form);
+                qk_chunk(kt + 2, mask + 2, kstep, hd, qt + q0, qld, sc_at + 2, ld, n, form);
+            qk_chunk(kt, mask, kstep, hd, qt + q0, qld, sc_at, ld, n, form);
         }
     }
 }
@@ -2476,27 +2551,44 @@ AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kv
         pmax = mb[i].p > pmax ? mb[i].p : pmax;
     const size_t ld = (size_t)(pmax + 16) / 16 * 16;
     float *qs = buf, *o = qs + (size_t)nq * hd, *inv = o + (size_t)nq * hd, *sc = inv + nq;
-    /* a BF16 pool: queries and probabilities rounded to bfloat16 */
+    /* a BF16 pool: queries and probabilities rounded to bfloat16; a Q8_0 pool: queries
+     * rounded to bytes (struct q8_queries, in the same room) */
     const int bf = ks->dtype == KVC_BF16, q8 = ks->dtype == KVC_Q8_0;
     uint16_t *qh = (uint16_t *)(sc + (size_t)nq * ld), *ph = qh + (size_t)nq * hd;
-    /* the scaled queries, [nq][hd] to be rounded for a BF16 pool, else transposed for
-     * qk_range(): [hd][nq] */
+    int32_t *qq = (int32_t *)qh, *qcorr = qq + (size_t)nq * hd / 4;
+    float *qscale = (float *)(qcorr + nq);
+    /* the scaled queries, [nq][hd] to be rounded for a BF16 or Q8_0 pool, else transposed
+     * for qk_range(): [hd][nq] */
     for (int i = 0; i < nm; i++) {
         const float *qi = q + (size_t)mb[i].t * HQ + (size_t)g * group * hd;
         for (int e = 0; e < group * hd; e++) {
             const size_t r = (size_t)i * group + e / hd;
-            qs[bf ? r * hd + e % hd : (size_t)(e % hd) * nq + r] = qi[e] * scale;
+            qs[bf || q8 ? r * hd + e % hd : (size_t)(e % hd) * nq + r] = qi[e] * scale;
         }
     }
     if (bf)
         to_bf16(qh, qs, nq * hd);
+    for (int r = 0; r < nq && q8; r++) {
+        int8_t b[hd], *qb = (int8_t *)qq;
+        qscale[r] = q8_row(b, qs + (size_t)r * hd, hd);
+        int32_t sum = 0;
+        for (int e = 0; e < hd; e++) {
+            qb[((size_t)(e / 4) * nq + r) * 4 + e % 4] = b[e];
+            sum += b[e];
+        }
+        qcorr[r] = 128 * sum;
+    }
     memset(o, 0, sizeof(float) * (size_t)nq * hd);
     const int shared = nsh * bs;
+    const struct q8_queries q8q = {qq, (size_t)nq, qcorr, qscale};
     if (shared)
-        qk_range(kv, layer, mb[0].table, g, 0, shared, qs, nq, qh, nq, sc, ld);
-    for (int i = 0; i < nm; i++)
-        qk_range(kv, layer, mb[i].table, g, shared, mb[i].p + 1, qs + (size_t)i * group, nq,
-                 qh + (size_t)i * group * hd, group, sc + (size_t)i * group * ld, ld);
+        qk_range(kv, layer, mb[0].table, g, 0, shared, qs, nq, qh, &q8q, nq, sc, ld);
+    for (int i = 0; i < nm; i++) {
+        const size_t r = (size_t)i * group;
+        const struct q8_queries mq = {qq + r, (size_t)nq, qcorr + r, qscale + r};
+        qk_range(kv, layer, mb[i].table, g, shared, mb[i].p + 1, qs + r, nq, qh + r * hd, &mq,
+                 group, sc + r * ld, ld);
+    }
     for (int r = 0; r < nq; r++) {
         int n = mb[r / group].p + 1;
         inv[r] = 1.0f / softmax_row512(sc + (size_t)r * ld, n);
@@ -2528,11 +2620,13 @@ static int attend_direct_ok(int hd)
 #endif
 }
 
-/* attend_group() over a pool of this dtype: BF16 needs the BF16 dot products (elsewhere a
- * BF16 pool is read by query tiles, widened to F32) */
+/* attend_group() over a pool of this dtype: BF16 needs the BF16 dot products, Q8_0 the
+ * 8-bit ones (elsewhere such a pool is read by query tiles, widened to F32) */
 static int attend_direct_dtype_ok(enum kvc_dtype dtype)
 {
 #if defined(__x86_64__)
+    if (dtype == KVC_Q8_0)
+        return have_vnni();
     return dtype != KVC_BF16 || have_avx512bf16();
 #else
     (void)dtype;

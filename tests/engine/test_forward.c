@@ -396,14 +396,17 @@ Test(forward_int8_bf16, sequences_sharing_a_prefix_decode_as_they_do_alone)
 /*
  * Keys and values stored in 8 bits, a scale a position and KV head: each is off by up to
  * half its head's largest magnitude / 127 (a relative 2^-8 of that magnitude, where BF16
- * is off by 2^-9 of its own). Measured against transformers' F32: 0.97 (BF16: 0.10), top-1
- * 92/92 with 2 ties at this tolerance. Chunked or batched passes sum their products in
- * other orders, and a last-bit difference can move a byte a step or change a head's
- * scale: measured 0.11 chunked, 0.0084 in a batch. Tolerances 1.5, 0.25 and 0.05.
+ * is off by 2^-9 of its own). Where the processor has 8-bit dot products (AVX512-VNNI)
+ * the scores round the queries to 8 bits as well, as llama.cpp does over its 8-bit caches.
+ * Measured against transformers' F32: 1.51 (0.97 with the queries kept in F32; BF16 KV:
+ * 0.10, int8 products: 1.6), top-1 92/92, 1 tie at this tolerance. Chunked or batched
+ * passes sum their products in other orders, and the 8-bit rounding of keys, values and
+ * queries turns a last-bit difference into a whole step: measured 0.14 chunked, 0.13 in a
+ * batch. Tolerances 2.0, 0.25 and 0.25.
  */
 Test(forward_q8, matches_reference_teacher_forced)
 {
-    teacher_forced("q8_0 KV", 1.5, MIN_TOP1);
+    teacher_forced("q8_0 KV", 2.0, MIN_TOP1);
 }
 
 Test(forward_q8, chunked_and_batched_equal_one_pass)
@@ -413,5 +416,5 @@ Test(forward_q8, chunked_and_batched_equal_one_pass)
 
 Test(forward_q8, sequences_sharing_a_prefix_decode_as_they_do_alone)
 {
-    shared_prefix_decode(0.05);
+    shared_prefix_decode(0.25);
 }
