@@ -230,17 +230,17 @@ static void kv_put(kvc_pool *kv, int v, int32_t block, int slot, int e, float x)
     memcpy((uint16_t *)base + kv_index(kv, v, slot, e), &h, sizeof h);
 }
 
-#if defined(__x86_64__)
-/* The in-place attention over a Q8_0 pool (where it runs, AVX512-VNNI) in double, with each
- * scaled query rounded to bytes as attend_group() rounds it (q8_row()): its largest
- * difference from out ([n][NK * group * hd], what the kernel gave) */
-static double q8_reference(kvc_pool *kv, const int32_t *table, const float *q, int pos0, int n,
-                           int NK, int group, const float *out)
+/* Attention of n tokens at positions pos0.. (queries q: [n][NK * group * hd], unscaled)
+ * over the pool's stored keys and values (kv_get()), in double; round_q: each scaled query
+ * rounded to bytes first, as the in-place attention over a Q8_0 pool rounds it
+ * (q8_row()). Returns the largest difference from out (what a kernel gave). */
+static double attention_reference(kvc_pool *kv, const int32_t *table, const float *q, int pos0,
+                                  int n, int NK, int group, int round_q, const float *out)
 {
     const int hd = kvc_shape(kv)->head_dim, bs = kvc_shape(kv)->block_size;
     const int HQ = NK * group * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    double worst = 0, *sc = malloc(sizeof(double) * (pos0 + n));
+    double worst = 0, *sc = malloc(sizeof(double) * (pos0 + n)), qv[hd];
     for (int t = 0; t < n; t++)
         for (int h = 0; h < NK * group; h++) {
             const int p = pos0 + t, g = h / group;
@@ -248,13 +248,15 @@ static double q8_reference(kvc_pool *kv, const int32_t *table, const float *q, i
             int8_t b[hd];
             for (int e = 0; e < hd; e++)
                 x[e] = q[t * HQ + h * hd + e] * scale;
-            const double qs = q8_row(b, x, hd);
+            const double qs = round_q ? q8_row(b, x, hd) : 0;
+            for (int e = 0; e < hd; e++)
+                qv[e] = round_q ? b[e] * qs : (double)q[t * HQ + h * hd + e] * scale;
             double mx = -INFINITY, sum = 0;
             for (int j = 0; j <= p; j++) {
                 double d = 0;
                 for (int e = 0; e < hd; e++)
-                    d += b[e] * (double)kv_get(kv, 0, table[j / bs], j % bs, g * hd + e);
-                sc[j] = d * qs;
+                    d += qv[e] * kv_get(kv, 0, table[j / bs], j % bs, g * hd + e);
+                sc[j] = d;
                 mx = fmax(mx, sc[j]);
             }
             for (int j = 0; j <= p; j++)
@@ -269,7 +271,6 @@ static double q8_reference(kvc_pool *kv, const int32_t *table, const float *q, i
     free(sc);
     return worst;
 }
-#endif
 
 /*
  * Tiled attention (SGEMMs over gathered keys and values) against a direct evaluation in
@@ -353,33 +354,14 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group, int bs)
             cr_assert(memcmp(od, og, sizeof(float) * n * HQ) == 0,
                       "pos0 %d, %d tokens: a group differs from its tokens alone", pos0, n);
             if (dtype == KVC_Q8_0)
-                worst_q8 = fmax(worst_q8, q8_reference(kv, table, q, pos0, n, NK, group, od));
+                worst_q8 =
+                    fmax(worst_q8, attention_reference(kv, table, q, pos0, n, NK, group, 1, od));
             direct_cases++;
             free(od);
             free(og);
         }
 #endif
-        for (int t = 0; t < n; t++)
-            for (int h = 0; h < NH; h++) {
-                int p = pos0 + t, g = h / group;
-                double sc[64 * 16], mx = -INFINITY, sum = 0;
-                for (int j = 0; j <= p; j++) {
-                    double d = 0;
-                    for (int e = 0; e < hd; e++)
-                        d += (double)q[t * HQ + h * hd + e] *
-                             kv_get(kv, 0, table[j / bs], j % bs, g * hd + e);
-                    sc[j] = d * scale;
-                    mx = fmax(mx, sc[j]);
-                }
-                for (int j = 0; j <= p; j++)
-                    sum += (sc[j] = exp(sc[j] - mx));
-                for (int e = 0; e < hd; e++) {
-                    double o = 0;
-                    for (int j = 0; j <= p; j++)
-                        o += sc[j] / sum * kv_get(kv, 1, table[j / bs], j % bs, g * hd + e);
-                    worst = fmax(worst, fabs(o - out[t * HQ + h * hd + e]));
-                }
-            }
+        worst = fmax(worst, attention_reference(kv, table, q, pos0, n, NK, group, 0, out));
         free(q);
         free(out);
     }
