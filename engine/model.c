@@ -2519,18 +2519,24 @@ AVX512 static void pv_range(kvc_pool *kv, int layer, const int32_t *table, int g
 
 /* a Q8_0 pool: probabilities p[0..n) times their positions' value scales (KV head g, read
  * through table), so that pv_range() sums the bytes as it sums floats; a position's
- * factor is the same whichever table it is read through */
-static void scale_by_v(kvc_pool *kv, int layer, const int32_t *table, int g, float *p, int n)
+ * factor is the same whichever table it is read through. 16 at a time, the blocks by base
+ * and stride: a prompt's tokens each scale a row as long as their context. */
+AVX512 static void scale_by_v(kvc_pool *kv, int layer, const int32_t *table, int g, float *p,
+                              int n)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size;
-    const size_t at = kvc_q8_scales_at(ks);
+    const struct kvc_blocks vb = kvc_v_blocks(kv, layer);
+    const char *at = vb.base + kvc_q8_scales_at(ks) + (size_t)g * bs * sizeof(float);
     for (int j0 = 0; j0 < n; j0 += bs) {
-        const float *vs =
-            (const float *)((const char *)kvc_v_block(kv, layer, table[j0 / bs]) + at) +
-            (size_t)g * bs;
-        for (int i = 0; i < bs && j0 + i < n; i++)
-            p[j0 + i] *= vs[i];
+        const float *vs = (const float *)(at + (size_t)table[j0 / bs] * vb.stride);
+        const int w = n - j0 < bs ? n - j0 : bs;
+        for (int i = 0; i < w; i += 16) {
+            const __mmask16 m = lanes_left(w - i);
+            _mm512_mask_storeu_ps(p + j0 + i, m,
+                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + j0 + i),
+                                                _mm512_maskz_loadu_ps(m, vs + i)));
+        }
     }
 }
 
