@@ -3091,7 +3091,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         /* a token at a time, spread over the threads: RoPE over its query and key heads at
          * once (adjacent in its qkv row, so each pair's sine and cosine serve both), its
          * queries out for attention, its keys and values into the paged cache (tokens
-         * write distinct 16- or 32-bit slots there) */
+         * write distinct slots there) */
 #pragma omp parallel for schedule(static) if (T >= 8)
         for (int t = 0; t < T; t++) {
             float *r = m->qkv + (size_t)t * (HQ + 2 * HK);
