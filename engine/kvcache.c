@@ -148,6 +148,12 @@ size_t kvc_block_bytes(const struct kvc_shape *s)
     return 2 * (size_t)s->n_layer * block_bytes(s);
 }
 
+const char *kvc_dtype_name(enum kvc_dtype dtype)
+{
+    static const char *const names[] = {"f32", "f16", "bf16", "q8_0"};
+    return dtype >= KVC_F32 && dtype <= KVC_Q8_0 ? names[dtype] : "?";
+}
+
 size_t kvc_q8_scales_at(const struct kvc_shape *s)
 {
     return (size_t)s->n_kv_head * s->head_dim * s->block_size;

@@ -57,6 +57,9 @@ struct kvc_shape {
 /* Bytes of keys and values one block holds on the host. */
 size_t kvc_block_bytes(const struct kvc_shape *shape);
 
+/* "f32", "f16", "bf16" or "q8_0" */
+const char *kvc_dtype_name(enum kvc_dtype dtype);
+
 /* In a q8_0 pool, the byte offset of the scales in a block's keys or values (above). */
 size_t kvc_q8_scales_at(const struct kvc_shape *shape);
 

@@ -2457,7 +2457,7 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
             at[c] = j < j1 ? j : j0;
             const char *blk = kvc_k_block(kv, layer, table[at[c] / bs]);
             kt[c] = blk + head + (size_t)(at[c] % bs) * es;
-            ksc[c] = (const float *)(blk + scales) + (size_t)g * bs + at[c] % bs;
+            ksc[c] = q8k ? (const float *)(blk + scales) + (size_t)g * bs + at[c] % bs : NULL;
             mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
             j += j < j1 ? w : 0;
         }

@@ -364,3 +364,8 @@ const char *gw_device_name(int device)
 {
     return device >= 0 && device < 3 ? device_names[device] : "auto";
 }
+
+const char *gw_kv_dtype_name(int want)
+{
+    return want >= 0 && want <= GW_KV_Q8_0 ? kv_dtype_names[want] : "auto";
+}

@@ -108,5 +108,7 @@ void gw_config_deinit(struct gw_config *cfg);
 int gw_config_split_listen(const char *listen, char *host, size_t hostlen, int *port /* out */);
 
 const char *gw_device_name(int device);
+/* engine.kv_cache_dtype's spelling of want (enum gw_kv_dtype_want) */
+const char *gw_kv_dtype_name(int want);
 
 #endif

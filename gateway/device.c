@@ -78,10 +78,9 @@ int gw_device_select(int want, struct gw_device *out, char *err, size_t errlen)
 int gw_device_kv_dtype(int want, int on_device, const char *device, enum kvc_dtype *out,
                        char *err, size_t errlen)
 {
-    static const char *const names[] = {"auto", "f32", "f16", "bf16", "q8_0"};
-    if (on_device && (want == GW_KV_F32 || want == GW_KV_BF16 || want == GW_KV_Q8_0)) {
+    if (on_device && want != GW_KV_AUTO && want != GW_KV_F16) {
         snprintf(err, errlen, "engine.kv_cache_dtype = %s: %s stores keys and values in f16 "
-                 "only (use auto or f16, or device = cpu)", names[want], device);
+                 "only (use auto or f16, or device = cpu)", gw_kv_dtype_name(want), device);
         return -1;
     }
     *out = want == GW_KV_F32    ? KVC_F32

@@ -1206,10 +1206,9 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     int n_blocks = cfg->engine_num_blocks_override
                        ? (int)cfg->engine_num_blocks_override
                        : (int)(cfg->engine_cpu_kv_cache_bytes / per_block);
-    static const char *const dtype_names[] = {"f32", "f16", "bf16", "q8_0"};
     if (!eng_model_kv_on_device(l->m))
         gw_log(GW_LOG_INFO, "KV pool: %d blocks of %d positions, %s, %ld bytes each", n_blocks,
-               bs, dtype_names[dtype], per_block);
+               bs, kvc_dtype_name(dtype), per_block);
     if (eng_model_kv_on_device(l->m) && !cfg->engine_num_blocks_override) {
         struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 1, KVC_F16};
         if (eng_model_kv_capacity(l->m, &ks, cfg->engine_gpu_memory_utilization, &n_blocks)) {

@@ -610,6 +610,8 @@ Test(ops, kv_pool_q8_0_storage)
      * float) */
     cr_assert_eq(kvc_block_bytes(&q8), 2u * 2 * 2 * 4 * (4 + 4));
     cr_assert_eq(kvc_q8_scales_at(&q8), 2u * 4 * 4);
+    cr_assert_str_eq(kvc_dtype_name(KVC_Q8_0), "q8_0");
+    cr_assert_str_eq(kvc_dtype_name(KVC_F16), "f16");
     kvc_pool *kv;
     struct kvc_shape odd = q8;
     odd.head_dim = 6; /* keys in quads of dimensions */
