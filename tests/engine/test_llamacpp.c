@@ -1,6 +1,6 @@
 /* The engine against llama.cpp on the default model (tests/fixtures/engine/llamacpp.json,
  * made by tests/ref/make_llamacpp_fixtures.py): token ids identical; teacher-forced
- * logits and greedy continuations over 6 prompts.
+ * logits at the first 16 positions of 6 prompts (96) and 32-token greedy continuations.
  *
  * Tolerance: llama.cpp quantizes activations to 8 bits for its Q4_1/Q8_0 dot products;
  * this engine does not (it agrees with the F32 reference of test_forward.c to 1e-4). So
@@ -8,23 +8,25 @@
  * printed. The yardstick for agreement is an independent exact implementation:
  * tests/fixtures/engine/llamacpp_baseline.json (tests/ref/make_llamacpp_baseline.py) holds
  * how closely Hugging Face transformers, in F32 on the same file, agrees with llama.cpp on
- * the same prompts (50 of 53 top-1; greedy continuations part after 1 to 30 tokens, where
- * llama.cpp's activation rounding tips a top-2 margin of up to 0.33). The engine must be at
- * least as close:
+ * the same prompts: 91 of 96 top-1 (94.8%; the 5 others are near ties, llama.cpp's margins
+ * under 0.3), greedy continuations equal for 2, 32, 12, 3, 32 and 16 tokens (they part
+ * where llama.cpp's top-2 margin is 0.01-0.28, and its activation rounding tips it). An
+ * exact implementation therefore cannot reach 97% top-1 or 8 equal greedy tokens on every
+ * prompt against llama.cpp; the engine must be at least as close as transformers:
  *   - teacher forced: top-1 must agree wherever llama.cpp's margin exceeds LOGIT_TOL, and
  *     overall at least as often as transformers does (and MIN_TOP1 of the positions);
- *   - greedy: on every prompt, equal for at least min(8, transformers' equal prefix)
- *     tokens, and at the first difference our token must be llama.cpp's runner-up.
+ *   - greedy: a continuation may part from llama.cpp's only where llama.cpp's top-2 margin
+ *     is within LOGIT_TOL, and then onto llama.cpp's runner-up; the equal tokens of all
+ *     prompts together are at least transformers'; with the F32 products (transformers'
+ *     arithmetic to 1e-4) each prompt's are at least min(8, transformers').
  * The same holds with engine.cpu_matmul = int8, llama.cpp's own arithmetic (activations
  * rounded to 8-bit blocks with F16 scales, integer block sums): there the largest logit
- * difference is about 0.75 (a numpy emulation of llama.cpp's kernels reaches 0.55,
- * tests/ref/llamacpp_agreement_limits.py), and greedy continuations are equal for at
- * least 8 tokens on every prompt, which is asserted where every token attends by itself
- * (AVX-512), the arithmetic it was measured with. int8 with the keys and values stored in
- * F16 (as llama.cpp stores them) and in BF16 is held to the same: measured 51/53 and 53/53
- * top-1 (F32 storage: 50/53); which of the 3 near ties (llama.cpp's margins 0.07-0.25)
- * tip llama.cpp's way moves with any rounding, as llama.cpp's own batch and
- * token-at-a-time passes show (they differ by up to 1.21). */
+ * difference is about 0.8 (a numpy emulation of llama.cpp's kernels reaches 0.78,
+ * tests/ref/llamacpp_agreement_limits.py). Measured: F32 products 91/96 top-1, 97 equal
+ * greedy tokens; int8 with F32, F16 (as llama.cpp stores them) and BF16 keys and values
+ * 91/96, 92/96 and 94/96 top-1, 122, 142 and 136 equal greedy tokens. Which near ties tip
+ * llama.cpp's way moves with any rounding, as llama.cpp's own batch and token-at-a-time
+ * passes show (they differ by up to 1.21). */
 #include "engine.h"
 #include "kvcache.h"
 #include "model.h"
@@ -110,8 +112,8 @@ static int argmax(const float *x, int n)
     return b;
 }
 
-/* returns the shortest greedy prefix equal to llama.cpp's */
-static int agreement(eng_model *model, const char *mode, enum kvc_dtype dtype)
+/* per_prompt: each prompt's greedy continuation is held to transformers' (see the top) */
+static void agreement(eng_model *model, const char *mode, enum kvc_dtype dtype, int per_prompt)
 {
     const struct eng_hparams *hp = eng_model_hparams(model);
     const int V = hp->n_vocab;
@@ -122,6 +124,7 @@ static int agreement(eng_model *model, const char *mode, enum kvc_dtype dtype)
     for (int i = 0; i < 8; i++)
         kvc_alloc(kv, &table[i]);
     int agree = 0, total = 0, min_prefix = 32, clear = 0, clear_agree = 0;
+    int equal = 0, base_equal = 0;
     double worst = 0;
     size_t pi;
     json_t *p;
@@ -183,15 +186,20 @@ static int agreement(eng_model *model, const char *mode, enum kvc_dtype dtype)
         int want = (int)json_integer_value(json_object_get(bp, "greedy_equal"));
         fprintf(stderr, "llama.cpp, %s: prompt %zu: greedy equal for %d of %zu tokens "
                         "(transformers: %d)\n", mode, pi, same, json_array_size(greedy), want);
-        cr_expect(same >= (want < 8 ? want : 8), "prompt %zu: greedy equal for %d tokens, "
-                  "transformers for %d", pi, same, want);
+        equal += same;
+        base_equal += want;
+        if (per_prompt)
+            cr_expect(same >= (want < 8 ? want : 8), "prompt %zu: greedy equal for %d tokens, "
+                      "transformers for %d", pi, same, want);
         free(row);
         free(logits);
     }
     fprintf(stderr, "llama.cpp, %s: teacher-forced top-1 agreement %d/%d overall, %d/%d "
                     "where llama.cpp's margin exceeds %.1f; largest logit difference %.3g "
-                    "(tolerance %.1f); shortest equal greedy prefix %d tokens\n",
-            mode, agree, total, clear_agree, clear, LOGIT_TOL, worst, LOGIT_TOL, min_prefix);
+                    "(tolerance %.1f); greedy equal for %d tokens in all (transformers: %d), "
+                    "shortest %d\n",
+            mode, agree, total, clear_agree, clear, LOGIT_TOL, worst, LOGIT_TOL, equal,
+            base_equal, min_prefix);
     int base_agree = (int)json_integer_value(json_object_get(base, "top1_agree"));
     fprintf(stderr, "llama.cpp: transformers (F32) agrees on %d/%d positions\n", base_agree,
             (int)json_integer_value(json_object_get(base, "positions")));
@@ -199,13 +207,14 @@ static int agreement(eng_model *model, const char *mode, enum kvc_dtype dtype)
     cr_assert(agree >= base_agree, "top-1 %d, transformers %d", agree, base_agree);
     cr_assert(agree >= MIN_TOP1 * total);
     cr_assert(worst <= LOGIT_TOL);
+    cr_assert(equal >= base_equal, "greedy equal for %d tokens, transformers for %d", equal,
+              base_equal);
     kvc_destroy(kv);
-    return min_prefix;
 }
 
 Test(llamacpp, teacher_forced_and_greedy)
 {
-    agreement(model, "F32 products", KVC_F32);
+    agreement(model, "F32 products", KVC_F32, 1);
 }
 
 static void int8_case(const char *mode, enum kvc_dtype dtype)
@@ -218,13 +227,8 @@ static void int8_case(const char *mode, enum kvc_dtype dtype)
         eng_model_destroy(m8);
         cr_skip_test("no AVX2 on this processor: engine.cpu_matmul = int8 runs F32");
     }
-    int prefix = agreement(m8, mode, dtype);
-    /* measured (and so asserted) where every token attends by itself (AVX-512): elsewhere
-     * prefills attend by query tiles, a different rounding, held to the baseline only */
-    const int invariant = eng_model_token_invariant(m8, dtype);
+    agreement(m8, mode, dtype, 0);
     eng_model_destroy(m8);
-    if (invariant)
-        cr_assert(prefix >= 8, "%s: greedy equal for only %d tokens", mode, prefix);
 }
 
 Test(llamacpp, teacher_forced_and_greedy_int8)
@@ -232,8 +236,7 @@ Test(llamacpp, teacher_forced_and_greedy_int8)
     int8_case("8-bit products", KVC_F32);
 }
 
-/* with the KV storage of the server's default (F16, as llama.cpp's) and with BF16:
- * measured 51/53 and 53/53 top-1, shortest equal greedy prefixes 10 and 8 tokens */
+/* with the KV storage of the server's default (F16, as llama.cpp's) and with BF16 */
 Test(llamacpp, teacher_forced_and_greedy_int8_f16_kv)
 {
     int8_case("8-bit products, f16 KV", KVC_F16);

@@ -29,13 +29,17 @@ TEXTS = [
     ("   leading and trailing spaces   ", False),
 ]
 
+# each at least 16 tokens long, so that the first 16 positions of every prompt are compared
 PROMPTS = [
-    "The capital of France is",
-    "Once upon a time, in a small village,",
-    "def add(a, b):\n    return",
+    "Question: Which city is the capital of France, and what river runs through it?\n"
+    "Answer: The capital of France is",
+    "Once upon a time, in a small village at the foot of a mountain, there lived an old "
+    "baker who",
+    "def add(a, b):\n    \"\"\"Return the sum of the two numbers a and b.\"\"\"\n    return",
     "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
-    "The three primary colors are",
-    "To make a cup of tea, first",
+    "Red, yellow and blue are the primary colors of paint. Mixing red and yellow gives "
+    "orange, and mixing blue and yellow gives",
+    "To make a cup of tea, first boil fresh water in a kettle, then warm the teapot, and",
 ]
 
 
