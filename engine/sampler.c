@@ -31,8 +31,9 @@ struct cand {
 #define NUCLEUS_MIN_VOCAB (2 * N_BUCKET)
 
 struct eng_sampler {
-    struct eng_sampling p;
+    struct eng_sampling p; /* p.logit_bias points at bias */
     int n_vocab;
+    struct eng_logit_bias *bias; /* [p.n_logit_bias] owned */
     int32_t *count; /* [n_vocab] times each token was accepted since the last reset */
     int32_t *seen;  /* [n_seen] the distinct accepted tokens, so that a step and a reset
                        cost the history, not the vocabulary */
@@ -59,6 +60,12 @@ int eng_sampling_check(const struct eng_sampling *p)
     if (!(p->min_p >= 0.0f && p->min_p <= 1.0f)) return ENG_EINVAL;
     if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f)) return ENG_EINVAL;
     if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f)) return ENG_EINVAL;
+    if (p->n_logit_bias < 0 || p->n_logit_bias > ENG_MAX_LOGIT_BIAS) return ENG_EINVAL;
+    if (p->n_logit_bias > 0 && !p->logit_bias) return ENG_EINVAL;
+    for (int i = 0; i < p->n_logit_bias; i++) {
+        float b = p->logit_bias[i].bias;
+        if (!(b >= -100.0f && b <= 100.0f) || p->logit_bias[i].token < 0) return ENG_EINVAL;
+    }
     return 0;
 }
 
@@ -123,11 +130,19 @@ int eng_sampler_create(const struct eng_sampling *p, int n_vocab, eng_sampler **
     if (!out) return ENG_EINVAL;
     *out = NULL;
     if (eng_sampling_check(p) != 0 || n_vocab < 1) return ENG_EINVAL;
+    for (int i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].token >= n_vocab) return ENG_EINVAL;
     int rc = ENG_ENOMEM;
     eng_sampler *s = calloc(1, sizeof *s);
     if (!s) goto fail;
     s->p = *p;
     s->n_vocab = n_vocab;
+    if (p->n_logit_bias > 0) {
+        s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
+        if (!s->bias) goto fail;
+        memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
+    }
+    s->p.logit_bias = s->bias;
     s->count = calloc((size_t)n_vocab, sizeof *s->count);
     s->seen = malloc((size_t)n_vocab * sizeof *s->seen);
     s->w = malloc((size_t)n_vocab * sizeof *s->w);
@@ -152,6 +167,7 @@ void eng_sampler_destroy(eng_sampler *s)
     free(s->w);
     free(s->seen);
     free(s->count);
+    free(s->bias);
     free(s);
 }
 
@@ -448,8 +464,11 @@ static int32_t argmax(const float *logits, int n)
     return i;
 }
 
+/* logit_bias, then the penalties: both add to the logits of a few tokens */
 static void apply_penalties(const eng_sampler *s, float *logits)
 {
+    for (int i = 0; i < s->p.n_logit_bias; i++)
+        logits[s->bias[i].token] += s->bias[i].bias;
     float pres = s->p.presence_penalty, freq = s->p.frequency_penalty;
     if (pres == 0.0f && freq == 0.0f) return;
     for (int i = 0; i < s->n_seen; i++) {
@@ -522,7 +541,7 @@ int32_t eng_sampler_sample(eng_sampler *s, float *logits)
 int eng_sampler_device_ok(const eng_sampler *s)
 {
     return s->p.presence_penalty == 0.0f && s->p.frequency_penalty == 0.0f &&
-           s->p.min_p == 0.0f;
+           s->p.min_p == 0.0f && s->p.n_logit_bias == 0;
 }
 
 void eng_sampler_device_row(eng_sampler *s, struct eng_sample_row *row)

@@ -2,9 +2,11 @@
  * sampler — picks the next token of a sequence from its logits (eng_sampler_), with the
  * OpenAI parameters. One step runs, in this order:
  *
- *   penalties -> (argmax when temperature is 0) -> temperature -> top_k -> softmax
+ *   logit_bias, penalties -> (argmax when temperature is 0) -> temperature -> top_k -> softmax
  *             -> top_p -> min_p -> draw
  *
+ * logit_bias follows OpenAI: each listed token's bias (in [-100, 100]) is added to its
+ * logit, so -100 bans a token in practice and 100 all but forces it.
  * Penalties follow OpenAI: a token accepted c > 0 times since the last reset loses
  * presence_penalty + c * frequency_penalty from its logit. The filters rank candidates by
  * (probability descending, id ascending), so ties always go to the lower id: argmax and
@@ -33,6 +35,13 @@
 
 #include <stdint.h>
 
+struct eng_logit_bias {
+    int32_t token; /* [0, n_vocab) */
+    float bias;    /* [-100, 100] */
+};
+
+#define ENG_MAX_LOGIT_BIAS 1024
+
 struct eng_sampling {
     float temperature;       /* [0, 2]; 0: greedy */
     float top_p;             /* (0, 1]; 1: off */
@@ -42,6 +51,9 @@ struct eng_sampling {
     float frequency_penalty; /* [-2, 2] */
     uint64_t seed;
     int has_seed; /* 0: seed from getrandom() */
+    /* [n_logit_bias] <= ENG_MAX_LOGIT_BIAS; borrowed: eng_sampler_create() copies it */
+    const struct eng_logit_bias *logit_bias;
+    int n_logit_bias;
 };
 
 typedef struct eng_sampler eng_sampler;
@@ -51,7 +63,8 @@ void eng_sampling_default(struct eng_sampling *p /* out */);
 /* 0, or ENG_EINVAL when a parameter is out of its range (NaN included). */
 int eng_sampling_check(const struct eng_sampling *p);
 
-/* Copies p. ENG_EINVAL (bad p, n_vocab < 1), ENG_ENOMEM, ENG_EIO (getrandom failed). */
+/* Copies p and its logit_bias. ENG_EINVAL (bad p, a biased token outside [0, n_vocab),
+ * n_vocab < 1), ENG_ENOMEM, ENG_EIO (getrandom failed). */
 int eng_sampler_create(const struct eng_sampling *p, int n_vocab, eng_sampler **out);
 void eng_sampler_destroy(eng_sampler *s); /* accepts NULL */
 
@@ -66,7 +79,8 @@ void eng_sampler_reset(eng_sampler *s);
 int32_t eng_sampler_sample(eng_sampler *s, float *logits);
 
 /* For a backend that samples on its device (backend.h): eng_sampler_device_ok() is 1
- * when this sampler needs nothing such a backend lacks (no penalty, no min_p);
+ * when this sampler needs nothing such a backend lacks (no penalty, no min_p, no
+ * logit_bias);
  * eng_sampler_device_row() then sets row's parameters and, for a sampled step, draws the
  * step's random number as eng_sampler_sample() would. row->row is left to the caller. */
 int eng_sampler_device_ok(const eng_sampler *s);

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "oai.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <math.h>
 #include <openssl/rand.h>
@@ -30,6 +31,7 @@ struct chat_req {
     char *text; /* the answer so far, when not streaming */
     size_t len, cap;
     char *stops[MAX_STOP];
+    struct eng_logit_bias *bias; /* job.params.sampling.logit_bias */
     double t0, t_first; /* monotonic seconds: submitted, first text */
     struct event *timeout;
     int timed_out;
@@ -86,6 +88,7 @@ static void chat_req_free(struct chat_req *c)
     free(c->job.prompt);
     for (int i = 0; i < MAX_STOP; i++)
         free(c->stops[i]);
+    free(c->bias);
     free(c->text);
     gw_cache_key_deinit(&c->key);
     gw_cache_sem_deinit(&c->sem);
@@ -130,6 +133,50 @@ static int number(json_t *o, const char *key, double lo, double hi, double *out,
     return 0;
 }
 
+/* logit_bias: {"token id": bias, ...}, the ids in the model's vocabulary (n_vocab), each
+ * bias in [-100, 100], as OpenAI's; null or {} is none. */
+static int parse_logit_bias(json_t *b, int n_vocab, struct chat_req *c, struct parsed *p)
+{
+    json_t *lb = json_object_get(b, "logit_bias");
+    if (!lb || json_is_null(lb))
+        return 0;
+    if (!json_is_object(lb))
+        return bad(p, "logit_bias", "logit_bias must be an object mapping token ids to biases.");
+    size_t n = json_object_size(lb);
+    if (n > ENG_MAX_LOGIT_BIAS) {
+        snprintf(p->msg, sizeof p->msg, "logit_bias may list at most %d tokens.",
+                 ENG_MAX_LOGIT_BIAS);
+        p->param = "logit_bias";
+        return -1;
+    }
+    if (n == 0)
+        return 0;
+    if (!(c->bias = calloc(n, sizeof *c->bias)))
+        return bad(p, NULL, "out of memory");
+    const char *key;
+    json_t *v;
+    int i = 0;
+    json_object_foreach(lb, key, v)
+    {
+        char *end;
+        errno = 0;
+        long id = strtol(key, &end, 10);
+        if (!*key || *end || key[0] == '-' || key[0] == '+' || key[0] == ' ' || errno ||
+            id >= n_vocab) {
+            snprintf(p->msg, sizeof p->msg, "logit_bias: `%.40s` is not a token id of this "
+                     "model (0 to %d).", key, n_vocab - 1);
+            p->param = "logit_bias";
+            return -1;
+        }
+        if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
+            return bad(p, "logit_bias", "logit_bias values must be numbers between -100 and 100.");
+        c->bias[i++] = (struct eng_logit_bias){(int32_t)id, (float)json_number_value(v)};
+    }
+    c->job.params.sampling.logit_bias = c->bias;
+    c->job.params.sampling.n_logit_bias = i;
+    return 0;
+}
+
 /* Sampling parameters, max_tokens, stop, n, stream; shared by both routes. */
 static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req *c,
                         struct parsed *p)
@@ -147,6 +194,8 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     gp->sampling.top_p = (float)tp;
     gp->sampling.presence_penalty = (float)pp;
     gp->sampling.frequency_penalty = (float)fp;
+    if (parse_logit_bias(b, tok_n_vocab(gw_server_llm(gw_req_server(c->req))->v), c, p))
+        return -1;
     json_t *seed = json_object_get(b, "seed");
     if (seed && !json_is_null(seed)) {
         if (!json_is_integer(seed))

@@ -2,6 +2,7 @@
 openai SDK and raw HTTP, on the default model."""
 
 import json
+import pathlib
 import re
 import threading
 import time
@@ -130,6 +131,20 @@ def test_seeded_sampling_is_reproducible(server):
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stop": ["a"] * 5}, 400,
      "stop", None),
     ({"model": MODEL, "prompt": "x"}, 400, "messages", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "logit_bias": [1]}, 400,
+     "logit_bias", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+      "logit_bias": {"abc": 1}}, 400, "logit_bias", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+      "logit_bias": {"-1": 1}}, 400, "logit_bias", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+      "logit_bias": {"1000000": 1}}, 400, "logit_bias", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+      "logit_bias": {"5": 101}}, 400, "logit_bias", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+      "logit_bias": {"5": "up"}}, 400, "logit_bias", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+      "logit_bias": {str(i): 1 for i in range(1025)}}, 400, "logit_bias", None),
 ])
 def test_invalid_requests(server, body, status, param, code):
     with client(server) as c:
@@ -137,6 +152,35 @@ def test_invalid_requests(server, body, status, param, code):
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert err["param"] == param and err["code"] == code and err["message"]
+
+
+def special_ids():
+    """(<|im_start|>, "user", <|im_end|>) as llama.cpp tokenizes them (committed fixture)."""
+    fx = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "engine" /
+                     "llamacpp.json").read_text())
+    ids = next(t["ids"] for t in fx["texts"] if t["text"] == "<|im_start|>user\nHi<|im_end|>")
+    return ids[0], ids[1], ids[-1]
+
+
+def test_logit_bias_forces_and_bans_tokens(server):
+    start, user, end = special_ids()
+    c = sdk(server)
+    # +100 makes greedy decoding pick the token every time, here the word "user"
+    r = c.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=3,
+                             temperature=0, logit_bias={str(user): 100})
+    assert r.choices[0].text == "user" * 3 and r.choices[0].finish_reason == "length"
+    # -100 on the end-of-turn tokens: the answer runs to max_tokens instead of ending
+    plain = ask(c, "What is the capital of France?", max_tokens=48)
+    assert plain.choices[0].finish_reason == "stop" and plain.usage.completion_tokens < 48
+    long = ask(c, "What is the capital of France?", max_tokens=48,
+               logit_bias={str(end): -100, str(start): -100, "0": -100})
+    assert long.choices[0].finish_reason == "length" and long.usage.completion_tokens == 48
+    assert long.choices[0].message.content.startswith(plain.choices[0].message.content)
+    # the same through a stream
+    chunks = list(ask(c, "What is the capital of France?", max_tokens=48, stream=True,
+                      logit_bias={str(end): -100, str(start): -100, "0": -100}))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == long.choices[0].message.content
 
 
 def has_avx2():

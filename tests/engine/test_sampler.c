@@ -136,7 +136,22 @@ Test(sampler, invalid_parameters)
     BAD(frequency_penalty, 2.1f);
     BAD(frequency_penalty, -2.1f);
     BAD(frequency_penalty, NAN);
+    BAD(n_logit_bias, -1);
+    BAD(n_logit_bias, 1); /* with no array */
+    BAD(n_logit_bias, ENG_MAX_LOGIT_BIAS + 1);
 #undef BAD
+    const struct eng_logit_bias too_big[1] = {{2, 100.5f}}, not_a_number[1] = {{2, NAN}},
+                                negative_id[1] = {{-1, 1.0f}}, beyond_vocab[1] = {{10, 1.0f}};
+    const struct eng_logit_bias *bad_bias[4] = {too_big, not_a_number, negative_id,
+                                                beyond_vocab};
+    for (int i = 0; i < 4; i++) {
+        p = ok;
+        p.logit_bias = bad_bias[i];
+        p.n_logit_bias = 1;
+        cr_assert_eq(eng_sampler_create(&p, 10, &s), ENG_EINVAL, "bias %d", i);
+        cr_assert_null(s);
+        cr_assert_eq(eng_sampling_check(&p), i < 3 ? ENG_EINVAL : 0, "bias %d", i);
+    }
     cr_assert_eq(eng_sampler_create(&ok, 0, &s), ENG_EINVAL);
     cr_assert_eq(eng_sampler_create(NULL, 10, &s), ENG_EINVAL);
     cr_assert_eq(eng_sampler_create(&ok, 10, NULL), ENG_EINVAL);
@@ -229,6 +244,55 @@ Test(sampler, penalties_by_hand)
     memcpy(l, base, sizeof l);
     cr_assert_eq(eng_sampler_sample(s, l), 0);
     cr_assert_eq(l[0], 2.0f);
+    eng_sampler_destroy(s);
+}
+
+Test(sampler, logit_bias_by_hand)
+{
+    /* L8 sorted: 3 (2.0), 6 (1.7), 0 (1.0), ... */
+    struct eng_logit_bias bias[3] = {{3, -100.0f}, {6, -0.5f}, {5, 3.0f}};
+    struct eng_sampling p = params(0.0f, 0);
+    p.logit_bias = bias;
+    p.n_logit_bias = 3;
+    eng_sampler *s = make(&p, 8);
+    bias[2].bias = -100.0f; /* the sampler took a copy */
+    float l[8];
+    memcpy(l, L8, sizeof l);
+    /* 3: -98, 6: 1.2, 5: -1.2 + 3 = 1.8: 5 wins */
+    cr_assert_eq(eng_sampler_sample(s, l), 5);
+    cr_assert_float_eq(l[3], -98.0f, 1e-5f);
+    cr_assert_float_eq(l[6], 1.2f, 1e-6f);
+    cr_assert_float_eq(l[5], 1.8f, 1e-6f);
+    cr_assert(l[0] == 1.0f && l[7] == 0.9f);
+    cr_assert_eq(eng_sampler_device_ok(s), 0); /* no device sampler applies a bias */
+    /* biases and penalties add up: after accepting 5 twice, 5 is 1.8 - 0.5 - 2 * 0.4 = 0.5 */
+    eng_sampler_destroy(s);
+    p.presence_penalty = 0.5f;
+    p.frequency_penalty = 0.4f;
+    bias[2].bias = 3.0f;
+    s = make(&p, 8);
+    eng_sampler_accept(s, 5);
+    eng_sampler_accept(s, 5);
+    memcpy(l, L8, sizeof l);
+    cr_assert_eq(eng_sampler_sample(s, l), 6);
+    cr_assert_float_eq(l[5], 0.5f, 1e-6f);
+    eng_sampler_destroy(s);
+
+    /* sampled: a banned token is never drawn, the rest keep softmax's proportions */
+    struct eng_logit_bias ban[1] = {{3, -100.0f}};
+    p = params(1.0f, 7);
+    p.logit_bias = ban;
+    p.n_logit_bias = 1;
+    s = make(&p, 8);
+    long counts[8];
+    double want[8];
+    float biased[8];
+    memcpy(biased, L8, sizeof biased);
+    biased[3] -= 100.0f;
+    draw(s, L8, 8, DRAWS, counts);
+    softmax_ref(biased, 8, 1.0, NULL, want);
+    cr_assert_eq(counts[3], 0);
+    check_freq("token 3 banned", counts, want, 8, DRAWS, CHI2_CRIT_7);
     eng_sampler_destroy(s);
 }
 
