@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "oai.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <math.h>
@@ -161,8 +162,7 @@ static int parse_logit_bias(json_t *b, int n_vocab, struct chat_req *c, struct p
         char *end;
         errno = 0;
         long id = strtol(key, &end, 10);
-        if (!*key || *end || key[0] == '-' || key[0] == '+' || key[0] == ' ' || errno ||
-            id >= n_vocab) {
+        if (!isdigit((unsigned char)key[0]) || *end || errno || id >= n_vocab) {
             snprintf(p->msg, sizeof p->msg, "logit_bias: `%.40s` is not a token id of this "
                      "model (0 to %d).", key, n_vocab - 1);
             p->param = "logit_bias";
