@@ -1,8 +1,12 @@
 """Shared-prefix workload in the style of SGLang's benchmark (bench_serving
 --dataset-name generated-shared-prefix): G groups x P prompts, each group sharing a system
-prefix of exactly L tokens, then a question of exactly Q tokens, asking for O output
-tokens, sent through the OpenAI chat API (streaming) at concurrency C (a closed loop: C
-requests in flight). Reports time to first token (p50, p99), requests/s and output
+prefix of exactly L tokens, then a question of exactly Q tokens, asking for exactly O
+output tokens, sent through the OpenAI chat API (streaming) at concurrency C (a closed
+loop: C requests in flight). Like SGLang's benchmark, which ignores end-of-sequence by
+default, every request runs to O tokens: its logit_bias gives the model's end tokens -100
+(OpenAI's parameter, which both servers apply); --stop-at-eos lets answers end where the
+model ends them instead (their lengths then vary, and a closed loop's last requests run
+with fewer beside them). Reports time to first token (p50, p99), requests/s and output
 tokens/s for
 
   cachegate, prefix cache on,  C=16 and C=1
@@ -39,7 +43,7 @@ usage (in build/llama-venv):
   python tests/bench/prefix.py BUILD_DIR MODEL.gguf [--groups 4 --prompts 16
       --prefix-tokens 1024 --question-tokens 32 --output-tokens 256 --threads 2
       --rows on16,on1,off16,off1,i8on16,i8on1,i8bfon16,i8bfon1,q8on16,q8on1,llama16,llama1
-      --llama-cache on --json FILE]
+      --llama-cache on --json FILE --stop-at-eos]
       [--workload FILE]
 
 --workload FILE keeps the generated requests: written when FILE does not exist, read
@@ -81,6 +85,19 @@ def tokenizer(model):
     return lambda text: len(llm.tokenize(text.encode(), add_bos=False, special=False))
 
 
+def end_ids(model):
+    """The ids of the model's end-of-sequence and end-of-turn tokens."""
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
+    ids = {llm.token_eos()}
+    for text in ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>",
+                 "</s>"):
+        t = llm.tokenize(text.encode(), add_bos=False, special=True)
+        if len(t) == 1:
+            ids.add(t[0])
+    return sorted(i for i in ids if i >= 0)
+
+
 def exact_text(count, head, n_tokens, rng):
     """head followed by random words, exactly n_tokens tokens in all (the byte-level BPE
     pre-tokenizer splits at spaces, so " word" pieces add up)."""
@@ -115,9 +132,11 @@ def workload(model, g, p, l_tokens, q_tokens, seed=11):
 
 # ---------------------------------------------------------------------------- client
 
-async def one(client, model, messages, out_tokens):
+async def one(client, model, messages, out_tokens, bias=None):
     body = {"model": model, "messages": messages, "max_tokens": out_tokens, "temperature": 0,
             "stream": True, "stream_options": {"include_usage": True}}
+    if bias:
+        body["logit_bias"] = bias
     t0 = time.perf_counter()
     ttft = None
     n_out = 0
@@ -146,7 +165,7 @@ async def one(client, model, messages, out_tokens):
     return ttft, n_out, n_prompt
 
 
-async def run(base_url, verify, reqs, conc, out_tokens, timeout):
+async def run(base_url, verify, reqs, conc, out_tokens, timeout, bias):
     sem = asyncio.Semaphore(conc)
     limits = httpx.Limits(max_connections=conc, max_keepalive_connections=conc)
     async with httpx.AsyncClient(base_url=base_url, verify=verify, timeout=timeout,
@@ -154,7 +173,7 @@ async def run(base_url, verify, reqs, conc, out_tokens, timeout):
         async def task(m):
             async with sem:
                 try:
-                    return await one(client, MODEL_NAME, m, out_tokens)
+                    return await one(client, MODEL_NAME, m, out_tokens, bias)
                 except (httpx.HTTPError, RuntimeError, ValueError) as e:
                     return repr(e)
         t0 = time.perf_counter()
@@ -295,7 +314,9 @@ def main():
     ap.add_argument("--prefix-tokens", "-L", type=int, default=1024)
     ap.add_argument("--question-tokens", "-Q", type=int, default=32)
     ap.add_argument("--output-tokens", "-O", type=int, default=256,
-                    help="max_tokens a request (SGLang's default output length for this workload)")
+                    help="output tokens a request (SGLang's default for this workload)")
+    ap.add_argument("--stop-at-eos", action="store_true",
+                    help="let answers end at the model's end tokens (max_tokens O)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(),
                     help="engine threads of both servers")
     ap.add_argument("--rows", default=",".join(ALL_ROWS),
@@ -329,15 +350,19 @@ def main():
         if saved["shape"] != shape:
             ap.error(f"{a.workload} holds a workload of {saved['shape']}, not {shape}")
         reqs = saved["requests"]
+        ends = saved.get("end_ids") or end_ids(model)
     else:
         reqs = workload(model, a.groups, a.prompts, a.prefix_tokens, a.question_tokens)
+        ends = end_ids(model)
         if a.workload:
             with open(a.workload, "w") as f:
-                json.dump({"shape": shape, "requests": reqs}, f)
+                json.dump({"shape": shape, "end_ids": ends, "requests": reqs}, f)
+    bias = None if a.stop_at_eos else {str(i): -100 for i in ends}
     print(f"shared-prefix workload: {a.groups} groups x {a.prompts} prompts = {len(reqs)} "
           f"requests, system prefix {a.prefix_tokens} tokens, question {a.question_tokens} "
-          f"tokens, max_tokens {a.output_tokens} (greedy, streaming), {os.cpu_count()} cores, "
-          f"{a.threads} engine threads per server")
+          f"tokens, " + (f"max_tokens {a.output_tokens}" if a.stop_at_eos else
+                         f"{a.output_tokens} output tokens (end tokens {ends} biased -100)") +
+          f" (greedy, streaming), {os.cpu_count()} cores, {a.threads} engine threads per server")
     print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
           f"{os.getloadavg()[2]:.2f}")
     cmd = " ".join(llama_args(model, a.threads, n_ctx, a.llama_cache == "on", 0)[1:])
@@ -364,7 +389,7 @@ def main():
                                                          "int8" if key.startswith("i8") else "f32")
             try:
                 asyncio.run(warm(url, verify))
-                r = asyncio.run(run(url, verify, reqs, conc, a.output_tokens, a.timeout))
+                r = asyncio.run(run(url, verify, reqs, conc, a.output_tokens, a.timeout, bias))
             finally:
                 stop(proc)
             res[key] = r
