@@ -2140,7 +2140,8 @@ struct q8_queries {
 
 VNNI static inline __attribute__((always_inline)) void
 qk_body_q8(const char *const *kt, const float *const *ksc, const __mmask16 *mask, size_t kstep,
-           int hd, struct q8_queries qb, float *const *sc, size_t ld, const int nq, const int np)
+           int hd, struct q8_queries qb, float *const *sc, size_t ld, const int nq, const int np,
+           const int full)
 {
     __m512i s[ATT_QK_MAX][ATT_QK_SPANS], k[ATT_QK_SPANS];
 #pragma GCC unroll 12
@@ -2151,7 +2152,8 @@ qk_body_q8(const char *const *kt, const float *const *ksc, const __mmask16 *mask
     for (int d = 0; d < hd / 4; d++) {
 #pragma GCC unroll 4
         for (int c = 0; c < np; c++)
-            k[c] = _mm512_maskz_loadu_epi32(mask[c], kt[c] + d * kstep);
+            k[c] = full ? _mm512_loadu_si512(kt[c] + d * kstep)
+                        : _mm512_maskz_loadu_epi32(mask[c], kt[c] + d * kstep);
         const int32_t *qrow = qb.q + (size_t)d * qb.ld;
 #pragma GCC unroll 12
         for (int i = 0; i < nq; i++) {
@@ -2180,7 +2182,10 @@ qk_body_q8(const char *const *kt, const float *const *ksc, const __mmask16 *mask
 
 #define QK_CASE(n, np)                                                                       \
     case n:                                                                                  \
-        qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, np);                             \
+        if (full)                                                                            \
+            qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, np, 1);                      \
+        else                                                                                 \
+            qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, np, 0);                      \
         break;
 
 /* qk_body_q8() as qk_chunk() dispatches qk_body() */
@@ -2188,6 +2193,7 @@ VNNI static void qk_chunk_q8(const char *const *kt, const float *const *ksc,
                              const __mmask16 *mask, size_t kstep, int hd, struct q8_queries qb,
                              float *const *sc, size_t ld, int nq)
 {
+    const int full = (mask[0] & mask[1] & mask[2] & mask[3]) == 0xffff;
     switch (nq) {
         QK_CASES
     }
@@ -2327,7 +2333,8 @@ dp_pairs(__m512 (*acc)[4], const __m512i *v, const uint16_t *pair, size_t stride
 /* qk_body() on BF16 keys: kt[c] + d * kstep is dimension pair d of span c's positions */
 BF16_DOT static inline __attribute__((always_inline)) void
 qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
-             const uint16_t *qh, float *const *sc, size_t ld, const int nq, const int np)
+             const uint16_t *qh, float *const *sc, size_t ld, const int nq, const int np,
+             const int full)
 {
     __m512 s[ATT_QK_MAX][ATT_QK_SPANS];
     __m512i k[ATT_QK_SPANS];
@@ -2339,7 +2346,8 @@ qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
     for (int d = 0; d < hd / 2; d++) {
 #pragma GCC unroll 4
         for (int c = 0; c < np; c++)
-            k[c] = _mm512_maskz_loadu_epi32(mask[c], kt[c] + d * kstep);
+            k[c] = full ? _mm512_loadu_si512(kt[c] + d * kstep)
+                        : _mm512_maskz_loadu_epi32(mask[c], kt[c] + d * kstep);
         dp_pairs(s, k, qh + 2 * d, (size_t)hd, nq, np);
     }
 #pragma GCC unroll 12
@@ -2351,13 +2359,17 @@ qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
 
 #define QK_CASE(n, np)                                                                       \
     case n:                                                                                  \
-        qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, np);                                \
+        if (full)                                                                            \
+            qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, np, 1);                         \
+        else                                                                                 \
+            qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, np, 0);                         \
         break;
 
 BF16_DOT static void qk_chunk_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep,
                                    int hd, const uint16_t *qh, float *const *sc, size_t ld,
                                    int nq)
 {
+    const int full = (mask[0] & mask[1] & mask[2] & mask[3]) == 0xffff;
     switch (nq) {
         QK_CASES
     }
