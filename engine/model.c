@@ -2005,7 +2005,7 @@ AVX512 static void swiglu512(float *h, const float *gu, int n)
  * dimensions at once. Independent accumulators, at most 24 of them in registers: one chain
  * per query would wait on the FMA latency. A larger group goes by 6 queries at a time, each
  * chunk over all 4 spans or slices: chunks of 12 over 2 made a decode step of 16 sequences
- * over 4 shared prefixes 14% slower (a chunk reading half of each value row leaves every
+ * over 4 shared prefixes 7-14% slower (a chunk reading half of each value row leaves every
  * row's other half to a second pass, and a score pass half as many positions a key load).
  * A query's arithmetic is the same whatever its chunk. */
 #define ATT_QK_MAX 6
