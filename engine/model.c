@@ -2014,10 +2014,9 @@ AVX512 static void swiglu512(float *h, const float *gu, int n)
 #define ATT_PREFETCH 64
 #define ATT_QK_SPANS 4
 #define ATT_PV_MAX 6
-/* the kernels' instances by number of queries: (queries, spans or slices at once), for
- * QK_CASE and PV_CASE as each dispatcher defines them */
-#define QK_CASES                                                                             \
-    QK_CASE(1, 4) QK_CASE(2, 4) QK_CASE(3, 4) QK_CASE(4, 4) QK_CASE(5, 4) QK_CASE(6, 4)
+/* the kernels' instances by number of queries, for QK_CASE (queries; ATT_QK_SPANS spans)
+ * and PV_CASE (queries, slices at once) as each dispatcher defines them */
+#define QK_CASES QK_CASE(1) QK_CASE(2) QK_CASE(3) QK_CASE(4) QK_CASE(5) QK_CASE(6)
 #define PV_CASES_NARROW                                                                      \
     PV_CASE(1, 1) PV_CASE(2, 1) PV_CASE(3, 1) PV_CASE(4, 1) PV_CASE(5, 1) PV_CASE(6, 1)
 #define PV_CASES_WIDE                                                                        \
@@ -2098,23 +2097,22 @@ qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, cons
             _mm512_mask_storeu_ps(sc[c] + i * ld, mask[c], s[i][c]);
 }
 
-#define QK_CASE(n, np)                                                                       \
+#define QK_CASE(n)                                                                           \
     case n:                                                                                  \
         if (form == FORM_F16 && full)                                                        \
-            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_F16, 1);               \
+            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, ATT_QK_SPANS, FORM_F16, 1);     \
         else if (form == FORM_F16)                                                           \
-            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_F16, 0);               \
+            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, ATT_QK_SPANS, FORM_F16, 0);     \
         else                                                                                 \
-            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, np, FORM_F32, 0);               \
+            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, ATT_QK_SPANS, FORM_F32, 0);     \
         break;
 
-/* qk_body() over 4 spans for up to ATT_QK_MAX queries (F16 keys: plain loads when the 4
- * spans are whole) */
-AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
-                            const float *qt, size_t qld, float *const *sc, size_t ld, int nq,
-                            enum kv_form form)
+/* qk_body() over ATT_QK_SPANS spans for up to ATT_QK_MAX queries; full: every span whole
+ * (F16 keys then take plain loads) */
+AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, int full, size_t kstep,
+                            int hd, const float *qt, size_t qld, float *const *sc, size_t ld,
+                            int nq, enum kv_form form)
 {
-    const int full = (mask[0] & mask[1] & mask[2] & mask[3]) == 0xffff;
     switch (nq) {
         QK_CASES
     }
@@ -2180,20 +2178,19 @@ qk_body_q8(const char *const *kt, const float *const *ksc, const __mmask16 *mask
     }
 }
 
-#define QK_CASE(n, np)                                                                       \
+#define QK_CASE(n)                                                                           \
     case n:                                                                                  \
         if (full)                                                                            \
-            qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, np, 1);                      \
+            qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, ATT_QK_SPANS, 1);            \
         else                                                                                 \
-            qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, np, 0);                      \
+            qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, ATT_QK_SPANS, 0);            \
         break;
 
 /* qk_body_q8() as qk_chunk() dispatches qk_body() */
 VNNI static void qk_chunk_q8(const char *const *kt, const float *const *ksc,
-                             const __mmask16 *mask, size_t kstep, int hd, struct q8_queries qb,
-                             float *const *sc, size_t ld, int nq)
+                             const __mmask16 *mask, int full, size_t kstep, int hd,
+                             struct q8_queries qb, float *const *sc, size_t ld, int nq)
 {
-    const int full = (mask[0] & mask[1] & mask[2] & mask[3]) == 0xffff;
     switch (nq) {
         QK_CASES
     }
@@ -2357,19 +2354,18 @@ qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
             _mm512_mask_storeu_ps(sc[c] + i * ld, mask[c], s[i][c]);
 }
 
-#define QK_CASE(n, np)                                                                       \
+#define QK_CASE(n)                                                                           \
     case n:                                                                                  \
         if (full)                                                                            \
-            qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, np, 1);                         \
+            qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, ATT_QK_SPANS, 1);               \
         else                                                                                 \
-            qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, np, 0);                         \
+            qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, ATT_QK_SPANS, 0);               \
         break;
 
-BF16_DOT static void qk_chunk_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep,
-                                   int hd, const uint16_t *qh, float *const *sc, size_t ld,
-                                   int nq)
+BF16_DOT static void qk_chunk_bf16(const char *const *kt, const __mmask16 *mask, int full,
+                                   size_t kstep, int hd, const uint16_t *qh, float *const *sc,
+                                   size_t ld, int nq)
 {
-    const int full = (mask[0] & mask[1] & mask[2] & mask[3]) == 0xffff;
     switch (nq) {
         QK_CASES
     }
@@ -2469,7 +2465,7 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
         const char *kt[ATT_QK_SPANS];
         const float *ksc[ATT_QK_SPANS];
         __mmask16 mask[ATT_QK_SPANS];
-        int at[ATT_QK_SPANS];
+        int at[ATT_QK_SPANS], full = 1;
         for (int c = 0; c < ATT_QK_SPANS; c++) {
             int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
             w = j1 - j < w ? j1 - j : w;
@@ -2478,6 +2474,7 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
             kt[c] = blk + head + (size_t)(at[c] % bs) * es;
             ksc[c] = q8k ? (const float *)(blk + scales) + (size_t)g * bs + at[c] % bs : NULL;
             mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
+            full &= mask[c] == 0xffff;
             j += j < j1 ? w : 0;
         }
         /* keys ATT_PREFETCH positions ahead: the spans of the pass that far on */
@@ -2490,15 +2487,15 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
                 sc_at[c] = sc + q0 * ld + at[c];
             int n = nq - q0 < ATT_QK_MAX ? nq - q0 : ATT_QK_MAX;
             if (bf) {
-                qk_chunk_bf16(kt, mask, kstep, hd, qh + (size_t)q0 * hd, sc_at, ld, n);
+                qk_chunk_bf16(kt, mask, full, kstep, hd, qh + (size_t)q0 * hd, sc_at, ld, n);
                 continue;
             }
             if (q8k) {
                 const struct q8_queries qb = {q8->q + q0, q8->ld, q8->corr + q0, q8->scale + q0};
-                qk_chunk_q8(kt, ksc, mask, kstep, hd, qb, sc_at, ld, n);
+                qk_chunk_q8(kt, ksc, mask, full, kstep, hd, qb, sc_at, ld, n);
                 continue;
             }
-            qk_chunk(kt, mask, kstep, hd, qt + q0, qld, sc_at, ld, n, form);
+            qk_chunk(kt, mask, full, kstep, hd, qt + q0, qld, sc_at, ld, n, form);
         }
     }
 }
