@@ -432,8 +432,9 @@ Test(ops, attention_over_q8_0_keys_and_values_matches_direct)
 /*
  * Decoding sequences that share a cached prefix attend in one group over its blocks
  * (group_direct() puts them together, attend_group() reads the blocks once): each gets
- * bit for bit what it gets alone. Five sequences: three share 6 blocks, then go on in
- * blocks of their own; one shares 2 of them; one shares none.
+ * bit for bit what it gets alone. Eight sequences: six share 6 blocks (one group: up to 8
+ * members of 3 heads), then go on in blocks of their own; one shares 2 of them; one shares
+ * none.
  */
 static void sharing_case(enum kvc_dtype dtype)
 {
@@ -443,10 +444,11 @@ static void sharing_case(enum kvc_dtype dtype)
     struct kvc_shape ks = {2, NK, hd, bs, 64, 0, dtype};
     kvc_pool *kv;
     cr_assert_eq(kvc_create(&ks, &kv), 0);
-    int32_t tables[5][10];
-    for (int s = 0; s < 5; s++)
+    enum { N = 8 };
+    int32_t tables[N][10];
+    for (int s = 0; s < N; s++)
         for (int b = 0; b < 10; b++) {
-            int shared = s == 0 ? 0 : s < 3 ? 6 : s == 3 ? 2 : 0;
+            int shared = s == 0 ? 0 : s < 6 ? 6 : s == 6 ? 2 : 0;
             if (b < shared)
                 tables[s][b] = tables[0][b];
             else
@@ -462,32 +464,32 @@ static void sharing_case(enum kvc_dtype dtype)
             }
             kv_store(kv, 1, b, slot, k, v);
         }
-    const int pos[5] = {150, 97, 130, 60, 40};
-    struct eng_seq seqs[5];
-    int first[6], tiles[6] = {0}, gstart[6], gshared[5];
-    float q[5 * HQ], alone[5 * HQ], together[5 * HQ];
-    for (int i = 0; i < 5 * HQ; i++)
+    const int pos[N] = {150, 97, 130, 101, 145, 120, 60, 40};
+    struct eng_seq seqs[N];
+    int first[N + 1], tiles[N + 1] = {0}, gstart[N + 1], gshared[N];
+    float q[N * HQ], alone[N * HQ], together[N * HQ];
+    for (int i = 0; i < N * HQ; i++)
         q[i] = (float)((seed = seed * 1103515245 + 12345) >> 16 & 0x7fff) / 4096.0f - 4;
-    for (int s = 0; s < 5; s++) {
+    for (int s = 0; s < N; s++) {
         seqs[s] = (struct eng_seq){NULL, 1, pos[s], tables[s], ENG_LOGITS_LAST};
         first[s] = s;
     }
-    first[5] = 5;
-    struct att_member mb[5];
+    first[N] = N;
+    struct att_member mb[N];
     float *buf = malloc(sizeof(float) * attn_scratch_floats(160, hd, group));
-    int ng = group_direct(seqs, 5, first, tiles, bs, group, mb, gstart, gshared);
-    cr_assert_eq(ng, 3, "the three sharing 6 blocks in one group, then one group each");
+    int ng = group_direct(seqs, N, first, tiles, bs, group, mb, gstart, gshared);
+    cr_assert_eq(ng, 3, "the six sharing 6 blocks in one group, then one group each");
     int grouped = 0;
     for (int i = 0; i < ng; i++) {
         grouped = gstart[i + 1] - gstart[i] > grouped ? gstart[i + 1] - gstart[i] : grouped;
-        if (gstart[i + 1] - gstart[i] == 3)
+        if (gstart[i + 1] - gstart[i] == 6)
             cr_assert_eq(gshared[i], 6);
         for (int g = 0; g < NK; g++)
             attend_group(mb + gstart[i], gstart[i + 1] - gstart[i], gshared[i], kv, 1, g, group,
                          0.125f, q, together, buf);
     }
-    cr_assert_eq(grouped, 3);
-    for (int s = 0; s < 5; s++) {
+    cr_assert_eq(grouped, 6);
+    for (int s = 0; s < N; s++) {
         struct att_member one = {s, pos[s], tables[s]};
         for (int g = 0; g < NK; g++)
             attend_group(&one, 1, 0, kv, 1, g, group, 0.125f, q, alone, buf);
