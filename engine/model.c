@@ -715,7 +715,7 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
  * ATT_GROUP_MAX) x the heads sharing a KV head. 24 (8 members of SmolLM2's 3 heads a KV
  * head) rather than 12: sequences spread unevenly over a few shared prompts (6, 5, 3 and 2
  * of 16 over 4 prompts of 1,072 tokens) read each prompt's keys once for more of them, and
- * a step of 16 ran 4-6% shorter (alternating steps; 4 even groups of 4: the same) */
+ * a step of 16 ran 2-6% shorter (alternating steps; 4 even groups of 4: the same) */
 #define ATT_GROUP_QUERIES 24
 #define ATT_GROUP_MAX 8
 
