@@ -9,7 +9,8 @@
 
 struct kvc_pool {
     struct kvc_shape s;
-    size_t block_bytes, layer_bytes; /* of one block's keys (or values) in a layer */
+    /* bytes of one head block's keys (or values), of one head's in a layer, of a layer's */
+    size_t head_bytes, head_stride, layer_bytes;
     void *k, *v;
     size_t bytes; /* of each of k and v, as mapped */
     int32_t *refs;
@@ -23,13 +24,13 @@ static size_t elem_bytes(enum kvc_dtype dtype)
     return dtype == KVC_F32 ? sizeof(float) : dtype == KVC_Q8_0 ? 1 : sizeof(uint16_t);
 }
 
-/* bytes of one block's keys (or values) of one layer: a Q8_0 block's scales follow its
- * 8-bit values */
-static size_t block_bytes(const struct kvc_shape *s)
+/* bytes of one KV head's keys (or values) of one block in one layer: a Q8_0 head block's
+ * scales follow its 8-bit values */
+static size_t head_bytes(const struct kvc_shape *s)
 {
-    size_t n = (size_t)s->n_kv_head * s->head_dim * s->block_size * elem_bytes(s->dtype);
+    size_t n = (size_t)s->head_dim * s->block_size * elem_bytes(s->dtype);
     if (s->dtype == KVC_Q8_0)
-        n += (size_t)s->n_kv_head * s->block_size * sizeof(float);
+        n += (size_t)s->block_size * sizeof(float);
     return n;
 }
 
@@ -70,8 +71,9 @@ int kvc_create(const struct kvc_shape *s, kvc_pool **out)
     if (!p)
         return ENG_ENOMEM;
     p->s = *s;
-    p->block_bytes = block_bytes(s);
-    p->layer_bytes = p->block_bytes * s->n_blocks;
+    p->head_bytes = head_bytes(s);
+    p->head_stride = p->head_bytes * s->n_blocks;
+    p->layer_bytes = p->head_stride * s->n_kv_head;
     if (!s->device_storage) {
         p->bytes = p->layer_bytes * s->n_layer;
         p->k = pool_map(p->bytes);
@@ -145,7 +147,7 @@ int kvc_refcount(const kvc_pool *p, int32_t b)
 
 size_t kvc_block_bytes(const struct kvc_shape *s)
 {
-    return 2 * (size_t)s->n_layer * block_bytes(s);
+    return 2 * (size_t)s->n_layer * s->n_kv_head * head_bytes(s);
 }
 
 const char *kvc_dtype_name(enum kvc_dtype dtype)
@@ -156,28 +158,34 @@ const char *kvc_dtype_name(enum kvc_dtype dtype)
 
 size_t kvc_q8_scales_at(const struct kvc_shape *s)
 {
-    return (size_t)s->n_kv_head * s->head_dim * s->block_size;
+    return (size_t)s->head_dim * s->block_size;
 }
 
-/* block's keys or values in layer of base (p->k or p->v); NULL on a device */
-static void *block_at(const kvc_pool *p, void *base, int layer, int32_t block)
+/* head's keys or values of block in layer of base (p->k or p->v); NULL on a device */
+static void *head_at(const kvc_pool *p, void *base, int layer, int32_t block, int head)
 {
     if (!base)
         return NULL;
-    return (char *)base + layer * p->layer_bytes + block * p->block_bytes;
+    return (char *)base + layer * p->layer_bytes + head * p->head_stride +
+           block * p->head_bytes;
 }
 
-void *kvc_k_block(kvc_pool *p, int layer, int32_t block)
+void *kvc_k_head(kvc_pool *p, int layer, int32_t block, int head)
 {
-    return block_at(p, p->k, layer, block);
+    return head_at(p, p->k, layer, block, head);
 }
 
-void *kvc_v_block(kvc_pool *p, int layer, int32_t block)
+void *kvc_v_head(kvc_pool *p, int layer, int32_t block, int head)
 {
-    return block_at(p, p->v, layer, block);
+    return head_at(p, p->v, layer, block, head);
+}
+
+struct kvc_blocks kvc_k_blocks(kvc_pool *p, int layer)
+{
+    return (struct kvc_blocks){head_at(p, p->k, layer, 0, 0), p->head_bytes, p->head_stride};
 }
 
 struct kvc_blocks kvc_v_blocks(kvc_pool *p, int layer)
 {
-    return (struct kvc_blocks){block_at(p, p->v, layer, 0), p->block_bytes};
+    return (struct kvc_blocks){head_at(p, p->v, layer, 0, 0), p->head_bytes, p->head_stride};
 }

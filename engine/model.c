@@ -1072,16 +1072,16 @@ static inline float bf16_to_f32(uint16_t h)
     return x;
 }
 
-/* where dimension e of KV head g at a block's slot lives in a BF16 block's keys or values
- * (pairs, kvcache.h) */
-static inline size_t bf16_k_at(int hd, int bs, int g, int e, int slot)
+/* where dimension e at a block's slot lives in a BF16 head block's keys or values (pairs,
+ * kvcache.h) */
+static inline size_t bf16_k_at(int bs, int e, int slot)
 {
-    return (((size_t)g * (hd / 2) + e / 2) * bs + slot) * 2 + (e & 1);
+    return ((size_t)(e / 2) * bs + slot) * 2 + (e & 1);
 }
 
-static inline size_t bf16_v_at(int hd, int bs, int g, int e, int slot)
+static inline size_t bf16_v_at(int hd, int e, int slot)
 {
-    return (((size_t)g * (bs / 2) + slot / 2) * hd + e) * 2 + (slot & 1);
+    return ((size_t)(slot / 2) * hd + e) * 2 + (slot & 1);
 }
 
 /* n values as signed bytes q and the scale they share: x ~ q * scale, to nearest, with the
@@ -1100,11 +1100,11 @@ static float q8_row(int8_t *q, const float *x, int n)
     return amax / 127.0f;
 }
 
-/* where dimension e of KV head g at a block's slot lives in a Q8_0 block's keys (quads,
+/* where dimension e at a block's slot lives in a Q8_0 head block's keys (quads,
  * kvcache.h) */
-static inline size_t q8_k_at(int hd, int bs, int g, int e, int slot)
+static inline size_t q8_k_at(int bs, int e, int slot)
 {
-    return (((size_t)g * (hd / 4) + e / 4) * bs + slot) * 4 + (e & 3);
+    return ((size_t)(e / 4) * bs + slot) * 4 + (e & 3);
 }
 
 /* Position (b, slot)'s keys and values of every KV head (k, v: [n_kv_head][head_dim]) into
@@ -1112,42 +1112,34 @@ static inline size_t q8_k_at(int hd, int bs, int g, int e, int slot)
 static void kv_store(kvc_pool *kv, int l, int32_t b, int slot, const float *k, const float *v)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int hd = ks->head_dim, bs = ks->block_size, HK = ks->n_kv_head * hd;
-    if (ks->dtype == KVC_BF16) {
-        uint16_t *kb = kvc_k_block(kv, l, b), *vb = kvc_v_block(kv, l, b);
-        for (int e = 0; e < HK; e++) {
-            kb[bf16_k_at(hd, bs, e / hd, e % hd, slot)] = f32_to_bf16(k[e]);
-            vb[bf16_v_at(hd, bs, e / hd, e % hd, slot)] = f32_to_bf16(v[e]);
-        }
-        return;
-    }
-    if (ks->dtype == KVC_Q8_0) {
-        int8_t *kb = kvc_k_block(kv, l, b), *vb = kvc_v_block(kv, l, b);
-        float *ksc = (float *)(kb + kvc_q8_scales_at(ks));
-        float *vsc = (float *)(vb + kvc_q8_scales_at(ks));
-        for (int g = 0; g < ks->n_kv_head; g++) {
-            int8_t qk[hd];
-            ksc[g * bs + slot] = q8_row(qk, k + (size_t)g * hd, hd);
-            vsc[g * bs + slot] = q8_row(vb + ((size_t)g * bs + slot) * hd, v + (size_t)g * hd, hd);
+    const int hd = ks->head_dim, bs = ks->block_size;
+    for (int g = 0; g < ks->n_kv_head; g++, k += hd, v += hd) {
+        void *kh = kvc_k_head(kv, l, b, g), *vh = kvc_v_head(kv, l, b, g);
+        if (ks->dtype == KVC_BF16) {
+            uint16_t *kb = kh, *vb = vh;
+            for (int e = 0; e < hd; e++) {
+                kb[bf16_k_at(bs, e, slot)] = f32_to_bf16(k[e]);
+                vb[bf16_v_at(hd, e, slot)] = f32_to_bf16(v[e]);
+            }
+        } else if (ks->dtype == KVC_Q8_0) {
+            int8_t *kb = kh, *vb = vh, qk[hd];
+            ((float *)(kb + kvc_q8_scales_at(ks)))[slot] = q8_row(qk, k, hd);
+            ((float *)(vb + kvc_q8_scales_at(ks)))[slot] = q8_row(vb + (size_t)slot * hd, v, hd);
             for (int e = 0; e < hd; e++)
-                kb[q8_k_at(hd, bs, g, e, slot)] = (int8_t)(uint8_t)(qk[e] + 128);
+                kb[q8_k_at(bs, e, slot)] = (int8_t)(uint8_t)(qk[e] + 128);
+        } else if (ks->dtype == KVC_F16) {
+            uint16_t *kb = kh, *vb = vh, k16[hd];
+            f16_store(k16, k, hd);
+            for (int e = 0; e < hd; e++)
+                kb[(size_t)e * bs + slot] = k16[e];
+            f16_store(vb + (size_t)slot * hd, v, hd);
+        } else {
+            float *kb = kh, *vb = vh;
+            for (int e = 0; e < hd; e++)
+                kb[(size_t)e * bs + slot] = k[e];
+            memcpy(vb + (size_t)slot * hd, v, sizeof(float) * hd);
         }
-        return;
     }
-    if (ks->dtype == KVC_F16) {
-        uint16_t *kb = kvc_k_block(kv, l, b), *vb = kvc_v_block(kv, l, b), kh[HK];
-        f16_store(kh, k, HK);
-        for (int e = 0; e < HK; e++)
-            kb[(size_t)e * bs + slot] = kh[e];
-        for (int g = 0; g < ks->n_kv_head; g++)
-            f16_store(vb + ((size_t)g * bs + slot) * hd, v + (size_t)g * hd, hd);
-        return;
-    }
-    float *kb = kvc_k_block(kv, l, b), *vb = kvc_v_block(kv, l, b);
-    for (int e = 0; e < HK; e++)
-        kb[(size_t)e * bs + slot] = k[e];
-    for (int g = 0; g < ks->n_kv_head; g++)
-        memcpy(vb + ((size_t)g * bs + slot) * hd, v + (size_t)g * hd, sizeof(float) * hd);
 }
 
 static float dot_q4_1(const uint8_t *qs, const float *d, const float *mn, const float *x,
@@ -1851,44 +1843,40 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
     for (int b = 0; b * bs < L; b++) {
         int n = L - b * bs < bs ? L - b * bs : bs;
         if (ks->dtype == KVC_BF16) {
-            const uint16_t *kb = kvc_k_block(kv, layer, table[b]);
-            const uint16_t *vb = kvc_v_block(kv, layer, table[b]);
+            const uint16_t *kb = kvc_k_head(kv, layer, table[b], g);
+            const uint16_t *vb = kvc_v_head(kv, layer, table[b], g);
             for (int e = 0; e < hd; e++)
                 for (int i = 0; i < n; i++)
-                    Kt[(size_t)e * L + b * bs + i] = bf16_to_f32(kb[bf16_k_at(hd, bs, g, e, i)]);
+                    Kt[(size_t)e * L + b * bs + i] = bf16_to_f32(kb[bf16_k_at(bs, e, i)]);
             for (int i = 0; i < n; i++)
                 for (int e = 0; e < hd; e++)
-                    V[((size_t)b * bs + i) * hd + e] = bf16_to_f32(vb[bf16_v_at(hd, bs, g, e, i)]);
+                    V[((size_t)b * bs + i) * hd + e] = bf16_to_f32(vb[bf16_v_at(hd, e, i)]);
             continue;
         }
         if (ks->dtype == KVC_Q8_0) {
-            const int8_t *kb = kvc_k_block(kv, layer, table[b]);
-            const int8_t *vb = kvc_v_block(kv, layer, table[b]);
-            const float *ksc = (const float *)(kb + kvc_q8_scales_at(ks)) + (size_t)g * bs,
-                        *vsc = (const float *)(vb + kvc_q8_scales_at(ks)) + (size_t)g * bs;
+            const int8_t *kb = kvc_k_head(kv, layer, table[b], g);
+            const int8_t *vb = kvc_v_head(kv, layer, table[b], g);
+            const float *ksc = (const float *)(kb + kvc_q8_scales_at(ks)),
+                        *vsc = (const float *)(vb + kvc_q8_scales_at(ks));
             const uint8_t *ku = (const uint8_t *)kb;
-            vb += (size_t)g * bs * hd;
             for (int e = 0; e < hd; e++)
                 for (int i = 0; i < n; i++)
-                    Kt[(size_t)e * L + b * bs + i] =
-                        (float)(ku[q8_k_at(hd, bs, g, e, i)] - 128) * ksc[i];
+                    Kt[(size_t)e * L + b * bs + i] = (float)(ku[q8_k_at(bs, e, i)] - 128) * ksc[i];
             for (int i = 0; i < n; i++)
                 for (int e = 0; e < hd; e++)
                     V[((size_t)b * bs + i) * hd + e] = vb[(size_t)i * hd + e] * vsc[i];
             continue;
         }
         if (f16) {
-            const uint16_t *kb = (const uint16_t *)kvc_k_block(kv, layer, table[b]) +
-                                 (size_t)g * hd * bs;
-            const uint16_t *vb = (const uint16_t *)kvc_v_block(kv, layer, table[b]) +
-                                 (size_t)g * bs * hd;
+            const uint16_t *kb = kvc_k_head(kv, layer, table[b], g);
+            const uint16_t *vb = kvc_v_head(kv, layer, table[b], g);
             for (int e = 0; e < hd; e++)
                 f16_load(Kt + (size_t)e * L + b * bs, kb + (size_t)e * bs, n);
             f16_load(V + (size_t)b * bs * hd, vb, n * hd);
             continue;
         }
-        const float *kb = (const float *)kvc_k_block(kv, layer, table[b]) + (size_t)g * hd * bs;
-        const float *vb = (const float *)kvc_v_block(kv, layer, table[b]) + (size_t)g * bs * hd;
+        const float *kb = kvc_k_head(kv, layer, table[b], g);
+        const float *vb = kvc_v_head(kv, layer, table[b], g);
         for (int e = 0; e < hd; e++) /* a loop, not a libc call each */
             for (int i = 0; i < n; i++)
                 Kt[(size_t)e * L + b * bs + i] = kb[(size_t)e * bs + i];
@@ -2214,7 +2202,7 @@ static inline void prefetch_lines(const char *p, size_t bytes)
 static inline void prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table, int g, int j,
                               size_t rb, size_t voff, size_t bytes)
 {
-    const char *v = vb.base + (size_t)table[j / bs] * vb.stride + (size_t)g * bs * rb + voff;
+    const char *v = vb.base + (size_t)g * vb.head_stride + (size_t)table[j / bs] * vb.stride + voff;
     for (int r = 0; r < bs; r++)
         prefetch_lines(v + r * rb, bytes);
 }
@@ -2243,7 +2231,7 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
         prefetch_v(vbs, bs, table, g, j, rb, voff, ns * 16 * es);
     for (int j = j0; j < j1;) {
         const char *vb =
-            vbs.base + (size_t)table[j / bs] * vbs.stride + (size_t)g * bs * rb + voff;
+            vbs.base + (size_t)g * vbs.head_stride + (size_t)table[j / bs] * vbs.stride + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
         const int ahead = (j / bs) * bs + ATT_PREFETCH; /* a block ATT_PREFETCH ahead */
         if (ahead < j1)
@@ -2395,7 +2383,7 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
     for (int j = j0; j < j1;) {
         const char *vb =
-            vbs.base + (size_t)table[j / bs] * vbs.stride + (size_t)g * (bs / 2) * rp + voff;
+            vbs.base + (size_t)g * vbs.head_stride + (size_t)table[j / bs] * vbs.stride + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
         for (const char *vr = vb + (size_t)(j % bs) / 2 * rp; j < end; j += 2, vr += rp) {
             const __mmask32 m = j + 1 < end ? 0xffffffffu : 0x55555555u;
@@ -2435,15 +2423,12 @@ BF16_DOT static void to_bf16(uint16_t *d, const float *x, int n)
     }
 }
 
-/* a KV head's keys (its rows from `head` bytes into the block, es bytes a position, bytes
- * in all) from position j on, in the block holding j */
-static inline void prefetch_k(kvc_pool *kv, int layer, const int32_t *table, size_t head, int j,
+/* a KV head's keys (its head blocks from kh on, stride bytes apart; es bytes a position,
+ * bytes in all) from position j on, in the block holding j */
+static inline void prefetch_k(const char *kh, size_t stride, int bs, const int32_t *table, int j,
                               size_t es, size_t bytes)
 {
-    const int bs = kvc_shape(kv)->block_size;
-    prefetch_lines((const char *)kvc_k_block(kv, layer, table[j / bs]) + head +
-                       (size_t)(j % bs) * es,
-                   bytes);
+    prefetch_lines(kh + (size_t)table[j / bs] * stride + (size_t)(j % bs) * es, bytes);
 }
 
 /* scores of queries 0..nq (rows of ld in sc) at positions j0 <= j < j1, keys of KV head g
@@ -2461,9 +2446,11 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
     /* bytes a position and a key row (a dimension, or a pair or quad of them) */
     const size_t es = bf || q8k ? 4 : form == FORM_F16 ? 2 : 4;
     const size_t kstep = (size_t)bs * es, scales = kvc_q8_scales_at(ks);
-    const size_t krow = (size_t)(bf ? hd / 2 : q8k ? hd / 4 : hd) * kstep, head = (size_t)g * krow;
+    const size_t krow = (size_t)(bf ? hd / 2 : q8k ? hd / 4 : hd) * kstep;
+    const struct kvc_blocks kbs = kvc_k_blocks(kv, layer);
+    const char *kh = kbs.base + (size_t)g * kbs.head_stride; /* head g of block 0 */
     for (int j = j0; j < j1 && j < j0 + ATT_PREFETCH; j += 16)
-        prefetch_k(kv, layer, table, head, j, es, krow);
+        prefetch_k(kh, kbs.stride, bs, table, j, es, krow);
     for (int j = j0; j < j1;) {
         const char *kt[ATT_QK_SPANS];
         const float *ksc[ATT_QK_SPANS];
@@ -2473,9 +2460,9 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
             int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
             w = j1 - j < w ? j1 - j : w;
             at[c] = j < j1 ? j : j0;
-            const char *blk = kvc_k_block(kv, layer, table[at[c] / bs]);
-            kt[c] = blk + head + (size_t)(at[c] % bs) * es;
-            ksc[c] = q8k ? (const float *)(blk + scales) + (size_t)g * bs + at[c] % bs : NULL;
+            const char *blk = kh + (size_t)table[at[c] / bs] * kbs.stride;
+            kt[c] = blk + (size_t)(at[c] % bs) * es;
+            ksc[c] = q8k ? (const float *)(blk + scales) + at[c] % bs : NULL;
             mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
             full &= mask[c] == 0xffff;
             j += j < j1 ? w : 0;
@@ -2483,7 +2470,7 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
         /* keys ATT_PREFETCH positions ahead: the spans of the pass that far on */
         for (int jj = j + ATT_PREFETCH - 16 * ATT_QK_SPANS; jj < j + ATT_PREFETCH && jj < j1;
              jj += 16)
-            prefetch_k(kv, layer, table, head, jj, es, krow);
+            prefetch_k(kh, kbs.stride, bs, table, jj, es, krow);
         for (int q0 = 0; q0 < nq; q0 += ATT_QK_MAX) {
             float *sc_at[ATT_QK_SPANS];
             for (int c = 0; c < ATT_QK_SPANS; c++)
@@ -2539,7 +2526,7 @@ AVX512 static void scale_by_v(kvc_pool *kv, int layer, const int32_t *table, int
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size;
     const struct kvc_blocks vb = kvc_v_blocks(kv, layer);
-    const char *at = vb.base + kvc_q8_scales_at(ks) + (size_t)g * bs * sizeof(float);
+    const char *at = vb.base + (size_t)g * vb.head_stride + kvc_q8_scales_at(ks);
     for (int j0 = 0; j0 < n; j0 += bs) {
         const float *vs = (const float *)(at + (size_t)table[j0 / bs] * vb.stride);
         const int w = n - j0 < bs ? n - j0 : bs;

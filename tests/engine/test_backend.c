@@ -193,7 +193,7 @@ Test(backend, a_host_pool_is_refused_on_a_device_and_the_reverse)
     kvc_pool *hk, *dk;
     cr_assert_eq(kvc_create(&host, &hk), 0);
     cr_assert_eq(kvc_create(&ondev, &dk), 0);
-    cr_assert_null(kvc_k_block(dk, 0, 0), "a device pool has no host storage");
+    cr_assert_null(kvc_k_head(dk, 0, 0, 0), "a device pool has no host storage");
     int32_t tok = 1, table[1] = {0};
     struct eng_seq s = {&tok, 1, 0, table, ENG_LOGITS_LAST};
     float *logits = malloc(sizeof(float) * (size_t)hp->n_vocab);

@@ -172,23 +172,29 @@ Test(ops, swiglu_avx512_matches_portable)
 }
 #endif
 
-/* where element e (KV head e / hd, dimension e % hd) of position (block, slot)'s keys
- * (v = 0) or values (v = 1) lives in layer 1, as an index of values (kvcache.h's layout:
- * keys transposed within a block; BF16 in pairs of dimensions or positions, Q8_0's keys in
- * quads of dimensions) */
-static size_t kv_index(kvc_pool *kv, int v, int slot, int e)
+/* where dimension d of a slot's keys (v = 0) or values (v = 1) lives in its KV head's
+ * block, as an index of values (kvcache.h's layout: keys transposed within a block; BF16 in
+ * pairs of dimensions or positions, Q8_0's keys in quads of dimensions) */
+static size_t kv_index(kvc_pool *kv, int v, int slot, int d)
 {
     const struct kvc_shape *ks = kvc_shape(kv);
-    const int hd = ks->head_dim, bs = ks->block_size, g = e / hd, d = e % hd;
+    const int hd = ks->head_dim, bs = ks->block_size;
     if (ks->dtype == KVC_BF16 && v)
-        return (((size_t)g * (bs / 2) + slot / 2) * hd + d) * 2 + slot % 2;
+        return ((size_t)(slot / 2) * hd + d) * 2 + slot % 2;
     if (ks->dtype == KVC_Q8_0 && !v)
-        return (((size_t)g * (hd / 4) + d / 4) * bs + slot) * 4 + d % 4;
+        return ((size_t)(d / 4) * bs + slot) * 4 + d % 4;
     if (ks->dtype == KVC_BF16)
-        return (((size_t)g * (hd / 2) + d / 2) * bs + slot) * 2 + d % 2;
+        return ((size_t)(d / 2) * bs + slot) * 2 + d % 2;
     if (v)
-        return ((size_t)(e / hd) * bs + slot) * hd + e % hd;
-    return (size_t)e * bs + slot;
+        return (size_t)slot * hd + d;
+    return (size_t)d * bs + slot;
+}
+
+/* the head block of element e (KV head e / hd) of a block's keys or values in layer 1 */
+static void *kv_head(kvc_pool *kv, int v, int32_t block, int e)
+{
+    const int g = e / kvc_shape(kv)->head_dim;
+    return v ? kvc_v_head(kv, 1, block, g) : kvc_k_head(kv, 1, block, g);
 }
 
 /* that element, F32, F16, BF16 or Q8_0 storage (a byte, less 128 for keys, times its
@@ -197,37 +203,38 @@ static size_t kv_index(kvc_pool *kv, int v, int slot, int e)
  * scale a position's values share: kv_store() there) */
 static float kv_get(kvc_pool *kv, int v, int32_t block, int slot, int e)
 {
-    void *base = (v ? kvc_v_block : kvc_k_block)(kv, 1, block);
+    void *base = kv_head(kv, v, block, e);
     const struct kvc_shape *ks = kvc_shape(kv);
+    const size_t at = kv_index(kv, v, slot, e % ks->head_dim);
     if (ks->dtype == KVC_Q8_0) {
         const float *sc = (const float *)((char *)base + kvc_q8_scales_at(ks));
-        const int byte = v ? ((int8_t *)base)[kv_index(kv, v, slot, e)]
-                           : ((uint8_t *)base)[kv_index(kv, v, slot, e)] - 128;
-        return byte * sc[e / ks->head_dim * ks->block_size + slot];
+        const int byte = v ? ((int8_t *)base)[at] : ((uint8_t *)base)[at] - 128;
+        return byte * sc[slot];
     }
     if (kvc_shape(kv)->dtype == KVC_F32)
-        return ((float *)base)[kv_index(kv, v, slot, e)];
+        return ((float *)base)[at];
     if (kvc_shape(kv)->dtype == KVC_BF16)
-        return bf16_to_f32(((uint16_t *)base)[kv_index(kv, v, slot, e)]);
+        return bf16_to_f32(((uint16_t *)base)[at]);
     _Float16 h;
-    memcpy(&h, (uint16_t *)base + kv_index(kv, v, slot, e), sizeof h);
+    memcpy(&h, (uint16_t *)base + at, sizeof h);
     return (float)h;
 }
 
 static void kv_put(kvc_pool *kv, int v, int32_t block, int slot, int e, float x)
 {
-    void *base = (v ? kvc_v_block : kvc_k_block)(kv, 1, block);
+    void *base = kv_head(kv, v, block, e);
+    const size_t at = kv_index(kv, v, slot, e % kvc_shape(kv)->head_dim);
     cr_assert_neq(kvc_shape(kv)->dtype, KVC_Q8_0);
     if (kvc_shape(kv)->dtype == KVC_F32) {
-        ((float *)base)[kv_index(kv, v, slot, e)] = x;
+        ((float *)base)[at] = x;
         return;
     }
     if (kvc_shape(kv)->dtype == KVC_BF16) {
-        ((uint16_t *)base)[kv_index(kv, v, slot, e)] = f32_to_bf16(x);
+        ((uint16_t *)base)[at] = f32_to_bf16(x);
         return;
     }
     _Float16 h = (_Float16)x;
-    memcpy((uint16_t *)base + kv_index(kv, v, slot, e), &h, sizeof h);
+    memcpy((uint16_t *)base + at, &h, sizeof h);
 }
 
 /* Attention of n tokens at positions pos0.. (queries q: [n][NK * group * hd], unscaled)
@@ -519,7 +526,7 @@ Test(ops, kv_pool_f16_storage)
     cr_assert_eq(kvc_create(&f16, &kv), 0);
     int32_t b;
     cr_assert_eq(kvc_alloc(kv, &b), 0);
-    uint16_t *blk = kvc_k_block(kv, 1, b);
+    uint16_t *blk = kvc_k_head(kv, 1, b, 0);
     cr_assert_not_null(blk);
     /* 20 values: 16 through the vector conversion where there is one, 4 through the tail;
      * ties (1 + 2/4096, 1 + 6/4096: half a unit of 1/1024) go to the even neighbour */
@@ -540,21 +547,37 @@ Test(ops, kv_pool_f16_storage)
     cr_assert_eq(kvc_create(&bad, &kv), ENG_EINVAL);
 }
 
-/* kvc_v_blocks(): base + b * stride is the block kvc_v_block() gives, every layer, every
- * block, every dtype (the attention kernels address value blocks so) */
-Test(ops, kv_pool_value_blocks_by_stride)
+/* kvc_k_blocks(), kvc_v_blocks(): base + h * head_stride + b * stride is the head block
+ * kvc_k_head() and kvc_v_head() give, every layer, block, head and dtype (the attention
+ * kernels address blocks so); a head's blocks follow one another in memory, so that the
+ * blocks of a prompt, handed out in order, are one run of it a head (kvcache.h); and no two
+ * head blocks overlap. */
+Test(ops, kv_pool_blocks_by_stride)
 {
     const enum kvc_dtype dts[] = {KVC_F32, KVC_F16, KVC_BF16, KVC_Q8_0};
+    const size_t elem[] = {4, 2, 2, 1};
     for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
         struct kvc_shape s = {3, 2, 8, 4, 5, 0, dts[d]};
+        const size_t head_block = 8 * 4 * elem[d] + (dts[d] == KVC_Q8_0 ? 4 * sizeof(float) : 0);
         kvc_pool *kv;
         cr_assert_eq(kvc_create(&s, &kv), 0);
-        for (int l = 0; l < s.n_layer; l++) {
-            struct kvc_blocks vb = kvc_v_blocks(kv, l);
-            for (int b = 0; b < s.n_blocks; b++)
-                cr_assert_eq((const void *)(vb.base + (size_t)b * vb.stride),
-                             kvc_v_block(kv, l, b), "dtype %d, layer %d, block %d", dts[d], l,
-                             b);
+        for (int v = 0; v < 2; v++) {
+            const char *lowest = NULL, *highest = NULL;
+            for (int l = 0; l < s.n_layer; l++) {
+                struct kvc_blocks kb = v ? kvc_v_blocks(kv, l) : kvc_k_blocks(kv, l);
+                cr_assert_eq(kb.stride, head_block, "dtype %d", dts[d]);
+                for (int h = 0; h < s.n_kv_head; h++)
+                    for (int b = 0; b < s.n_blocks; b++) {
+                        const char *at = v ? kvc_v_head(kv, l, b, h) : kvc_k_head(kv, l, b, h);
+                        cr_assert_eq((const void *)(kb.base + h * kb.head_stride + b * kb.stride),
+                                     (const void *)at, "dtype %d, layer %d, block %d, head %d",
+                                     dts[d], l, b, h);
+                        lowest = !lowest || at < lowest ? at : lowest;
+                        highest = !highest || at > highest ? at : highest;
+                    }
+            }
+            /* 30 head blocks of head_block bytes each, in 30 distinct places */
+            cr_assert_eq((size_t)(highest - lowest), (3u * 2 * 5 - 1) * head_block);
         }
         kvc_destroy(kv);
     }
@@ -609,9 +632,9 @@ Test(ops, kv_pool_q8_0_storage)
     struct kvc_shape f32 = {2, 2, 4, 4, 4, 0, KVC_F32}, q8 = f32;
     q8.dtype = KVC_Q8_0;
     /* per layer and block, keys and values each: 2 heads x 4 positions x (4 bytes + a
-     * float) */
+     * float); a head block's scales after its 4 x 4 bytes */
     cr_assert_eq(kvc_block_bytes(&q8), 2u * 2 * 2 * 4 * (4 + 4));
-    cr_assert_eq(kvc_q8_scales_at(&q8), 2u * 4 * 4);
+    cr_assert_eq(kvc_q8_scales_at(&q8), 4u * 4);
     cr_assert_str_eq(kvc_dtype_name(KVC_Q8_0), "q8_0");
     cr_assert_str_eq(kvc_dtype_name(KVC_F16), "f16");
     kvc_pool *kv;
@@ -633,7 +656,7 @@ Test(ops, kv_pool_q8_0_storage)
         cr_assert_eq(kv_get(kv, 0, b, 2, 4 + e), 0.0f, "a head of zeros, key %d", e);
         cr_assert_eq(kv_get(kv, 1, b, 2, 4 + e), 0.0f, "a head of zeros, value %d", e);
     }
-    const int8_t *vq = (const int8_t *)kvc_v_block(kv, 1, b) + 2 * 4;
+    const int8_t *vq = (const int8_t *)kvc_v_head(kv, 1, b, 0) + 2 * 4;
     const int8_t v_want[4] = {-127, 1, -42, 83}; /* 2.5 / 0.03 = 83.33 */
     for (int e = 0; e < 4; e++)
         cr_assert_eq(vq[e], v_want[e], "value %d: byte %d", e, vq[e]);

@@ -685,13 +685,13 @@ static void fingerprints(uint64_t ns, const int32_t *tok, int n, uint64_t *fp)
 
 static void write_fp(kvc_pool *p, int32_t block, int slot, uint64_t fp)
 {
-    memcpy((float *)kvc_v_block(p, 0, block) + slot * 4, &fp, sizeof fp);
+    memcpy((float *)kvc_v_head(p, 0, block, 0) + slot * 4, &fp, sizeof fp);
 }
 
 static uint64_t read_fp(kvc_pool *p, int32_t block, int slot)
 {
     uint64_t fp;
-    memcpy(&fp, (float *)kvc_v_block(p, 0, block) + slot * 4, sizeof fp);
+    memcpy(&fp, (float *)kvc_v_head(p, 0, block, 0) + slot * 4, sizeof fp);
     return fp;
 }
 

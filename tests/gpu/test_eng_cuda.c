@@ -213,11 +213,12 @@ static double attention_case(int hd, int n_head, int n_kv, const int (*sp)[2], i
         seqs[s] = (struct eng_seq){NULL, n, pos0, tables[s], ENG_LOGITS_NONE};
         for (int p = 0; p < pos0 + n; p++) { /* every position's key and value, prefix and new */
             int32_t blk = tables[s][p / bs];
-            float *k = kvc_k_block(kv, layer, blk), *v = kvc_v_block(kv, layer, blk);
             for (int i = 0; i < HK; i++) { /* the pool's layout (kvcache.h), and the op's */
+                float *k = kvc_k_head(kv, layer, blk, i / hd);
+                float *v = kvc_v_head(kv, layer, blk, i / hd);
                 size_t at = ((size_t)blk * bs + p % bs) * HK + i;
-                kl[at] = k[(size_t)i * bs + p % bs] = frand(-1, 1);
-                vl[at] = v[((size_t)(i / hd) * bs + p % bs) * hd + i % hd] = frand(-1, 1);
+                kl[at] = k[(size_t)(i % hd) * bs + p % bs] = frand(-1, 1);
+                vl[at] = v[(size_t)(p % bs) * hd + i % hd] = frand(-1, 1);
             }
         }
     }
