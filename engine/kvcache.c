@@ -180,12 +180,12 @@ void *kvc_v_head(kvc_pool *p, int layer, int32_t block, int head)
     return head_at(p, p->v, layer, block, head);
 }
 
-struct kvc_blocks kvc_k_blocks(kvc_pool *p, int layer)
+struct kvc_blocks kvc_k_blocks(kvc_pool *p, int layer, int head)
 {
-    return (struct kvc_blocks){head_at(p, p->k, layer, 0, 0), p->head_bytes, p->head_stride};
+    return (struct kvc_blocks){head_at(p, p->k, layer, 0, head), p->head_bytes};
 }
 
-struct kvc_blocks kvc_v_blocks(kvc_pool *p, int layer)
+struct kvc_blocks kvc_v_blocks(kvc_pool *p, int layer, int head)
 {
-    return (struct kvc_blocks){head_at(p, p->v, layer, 0, 0), p->head_bytes, p->head_stride};
+    return (struct kvc_blocks){head_at(p, p->v, layer, 0, head), p->head_bytes};
 }

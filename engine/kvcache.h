@@ -93,16 +93,15 @@ int kvc_refcount(const kvc_pool *p, int32_t block);
 void *kvc_k_head(kvc_pool *p, int layer, int32_t block, int head);
 void *kvc_v_head(kvc_pool *p, int layer, int32_t block, int head);
 
-/* One layer's keys or values as a base and two strides: head h of block b is at base + h *
- * head_stride + b * stride bytes (as kvc_k_head() and kvc_v_head() say; base NULL when the
- * storage is on a device). For kernels that step from block to block in their inner
- * loops, where a call a block would make them save and restore every register they
- * accumulate in. */
+/* One KV head's keys or values in one layer as a base and a stride: block b's are at base
+ * + b * stride bytes (as kvc_k_head() and kvc_v_head() say; base NULL when the storage is
+ * on a device). For kernels that step from block to block in their inner loops, where a
+ * call a block would make them save and restore every register they accumulate in. */
 struct kvc_blocks {
     const char *base;
-    size_t stride, head_stride;
+    size_t stride;
 };
-struct kvc_blocks kvc_k_blocks(kvc_pool *p, int layer);
-struct kvc_blocks kvc_v_blocks(kvc_pool *p, int layer);
+struct kvc_blocks kvc_k_blocks(kvc_pool *p, int layer, int head);
+struct kvc_blocks kvc_v_blocks(kvc_pool *p, int layer, int head);
 
 #endif

@@ -2197,12 +2197,12 @@ static inline void prefetch_lines(const char *p, size_t bytes)
         _mm_prefetch(p + b, _MM_HINT_T0);
 }
 
-/* bytes from voff into each value row (rb bytes) of KV head g in the block holding
- * position j (values vb, blocks of bs positions) */
-static inline void prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table, int g, int j,
+/* bytes from voff into each value row (rb bytes) of a KV head's block holding position j
+ * (the head's values vb, blocks of bs positions) */
+static inline void prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table, int j,
                               size_t rb, size_t voff, size_t bytes)
 {
-    const char *v = vb.base + (size_t)g * vb.head_stride + (size_t)table[j / bs] * vb.stride + voff;
+    const char *v = vb.base + (size_t)table[j / bs] * vb.stride + voff;
     for (int r = 0; r < bs; r++)
         prefetch_lines(v + r * rb, bytes);
 }
@@ -2220,7 +2220,7 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
     const int bs = ks->block_size;
     const size_t es = form == FORM_F16 ? 2 : form == FORM_Q8 ? 1 : 4;
     const size_t rb = (size_t)ks->head_dim * es;
-    const struct kvc_blocks vbs = kvc_v_blocks(kv, layer);
+    const struct kvc_blocks vbs = kvc_v_blocks(kv, layer, g);
     __m512 acc[ATT_PV_MAX][4], v[4];
 #pragma GCC unroll 12
     for (int i = 0; i < nq; i++)
@@ -2228,14 +2228,13 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
         for (int c = 0; c < ns; c++)
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
     for (int j = j0 / bs * bs; j < j0 + ATT_PREFETCH && j < j1; j += bs)
-        prefetch_v(vbs, bs, table, g, j, rb, voff, ns * 16 * es);
+        prefetch_v(vbs, bs, table, j, rb, voff, ns * 16 * es);
     for (int j = j0; j < j1;) {
-        const char *vb =
-            vbs.base + (size_t)g * vbs.head_stride + (size_t)table[j / bs] * vbs.stride + voff;
+        const char *vb = vbs.base + (size_t)table[j / bs] * vbs.stride + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
         const int ahead = (j / bs) * bs + ATT_PREFETCH; /* a block ATT_PREFETCH ahead */
         if (ahead < j1)
-            prefetch_v(vbs, bs, table, g, ahead, rb, voff, ns * 16 * es);
+            prefetch_v(vbs, bs, table, ahead, rb, voff, ns * 16 * es);
         for (const char *vr = vb + (size_t)(j % bs) * rb; j < end; j++, vr += rb) {
 #pragma GCC unroll 4
             for (int c = 0; c < ns; c++)
@@ -2373,7 +2372,7 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size;
     const size_t rp = (size_t)ks->head_dim * 4; /* bytes of a position pair's row */
-    const struct kvc_blocks vbs = kvc_v_blocks(kv, layer);
+    const struct kvc_blocks vbs = kvc_v_blocks(kv, layer, g);
     __m512 acc[ATT_PV_MAX][4];
     __m512i v[4];
 #pragma GCC unroll 12
@@ -2382,8 +2381,7 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
         for (int c = 0; c < ns; c++)
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
     for (int j = j0; j < j1;) {
-        const char *vb =
-            vbs.base + (size_t)g * vbs.head_stride + (size_t)table[j / bs] * vbs.stride + voff;
+        const char *vb = vbs.base + (size_t)table[j / bs] * vbs.stride + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
         for (const char *vr = vb + (size_t)(j % bs) / 2 * rp; j < end; j += 2, vr += rp) {
             const __mmask32 m = j + 1 < end ? 0xffffffffu : 0x55555555u;
@@ -2423,12 +2421,12 @@ BF16_DOT static void to_bf16(uint16_t *d, const float *x, int n)
     }
 }
 
-/* a KV head's keys (its head blocks from kh on, stride bytes apart; es bytes a position,
- * bytes in all) from position j on, in the block holding j */
-static inline void prefetch_k(const char *kh, size_t stride, int bs, const int32_t *table, int j,
+/* a KV head's keys (kb: the head's blocks; es bytes a position, bytes in all) from
+ * position j on, in the block holding j */
+static inline void prefetch_k(struct kvc_blocks kb, int bs, const int32_t *table, int j,
                               size_t es, size_t bytes)
 {
-    prefetch_lines(kh + (size_t)table[j / bs] * stride + (size_t)(j % bs) * es, bytes);
+    prefetch_lines(kb.base + (size_t)table[j / bs] * kb.stride + (size_t)(j % bs) * es, bytes);
 }
 
 /* scores of queries 0..nq (rows of ld in sc) at positions j0 <= j < j1, keys of KV head g
@@ -2447,10 +2445,9 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
     const size_t es = bf || q8k ? 4 : form == FORM_F16 ? 2 : 4;
     const size_t kstep = (size_t)bs * es, scales = kvc_q8_scales_at(ks);
     const size_t krow = (size_t)(bf ? hd / 2 : q8k ? hd / 4 : hd) * kstep;
-    const struct kvc_blocks kbs = kvc_k_blocks(kv, layer);
-    const char *kh = kbs.base + (size_t)g * kbs.head_stride; /* head g of block 0 */
+    const struct kvc_blocks kbs = kvc_k_blocks(kv, layer, g);
     for (int j = j0; j < j1 && j < j0 + ATT_PREFETCH; j += 16)
-        prefetch_k(kh, kbs.stride, bs, table, j, es, krow);
+        prefetch_k(kbs, bs, table, j, es, krow);
     for (int j = j0; j < j1;) {
         const char *kt[ATT_QK_SPANS];
         const float *ksc[ATT_QK_SPANS];
@@ -2460,7 +2457,7 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
             int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
             w = j1 - j < w ? j1 - j : w;
             at[c] = j < j1 ? j : j0;
-            const char *blk = kh + (size_t)table[at[c] / bs] * kbs.stride;
+            const char *blk = kbs.base + (size_t)table[at[c] / bs] * kbs.stride;
             kt[c] = blk + (size_t)(at[c] % bs) * es;
             ksc[c] = q8k ? (const float *)(blk + scales) + at[c] % bs : NULL;
             mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
@@ -2470,7 +2467,7 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
         /* keys ATT_PREFETCH positions ahead: the spans of the pass that far on */
         for (int jj = j + ATT_PREFETCH - 16 * ATT_QK_SPANS; jj < j + ATT_PREFETCH && jj < j1;
              jj += 16)
-            prefetch_k(kh, kbs.stride, bs, table, jj, es, krow);
+            prefetch_k(kbs, bs, table, jj, es, krow);
         for (int q0 = 0; q0 < nq; q0 += ATT_QK_MAX) {
             float *sc_at[ATT_QK_SPANS];
             for (int c = 0; c < ATT_QK_SPANS; c++)
@@ -2525,8 +2522,8 @@ AVX512 static void scale_by_v(kvc_pool *kv, int layer, const int32_t *table, int
 {
     const struct kvc_shape *ks = kvc_shape(kv);
     const int bs = ks->block_size;
-    const struct kvc_blocks vb = kvc_v_blocks(kv, layer);
-    const char *at = vb.base + (size_t)g * vb.head_stride + kvc_q8_scales_at(ks);
+    const struct kvc_blocks vb = kvc_v_blocks(kv, layer, g);
+    const char *at = vb.base + kvc_q8_scales_at(ks);
     for (int j0 = 0; j0 < n; j0 += bs) {
         const float *vs = (const float *)(at + (size_t)table[j0 / bs] * vb.stride);
         const int w = n - j0 < bs ? n - j0 : bs;
