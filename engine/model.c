@@ -2047,15 +2047,57 @@ load_kv(const char *p, __mmask16 mask, const enum kv_form form, const int full)
     return full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask, p);
 }
 
+/* The kernels read the cache from memory (a step's keys and values are far more than the
+ * caches hold) and prefetch what they read next: values ATT_PREFETCH positions ahead, a
+ * block at a time; keys a pass ahead, a line at a time over the pass (prefetch_rows()).
+ * always_inline: GCC counts a prefetch as no side effect, so a helper of its own that
+ * only prefetches is found to do nothing and its calls are dropped (which left the values
+ * unprefetched until these were inlined: weighing values from memory took 1.4x as long,
+ * 9.5 against 6.8 ns a position and KV head for 12 queries). */
+static inline __attribute__((always_inline)) void prefetch_lines(const char *p, size_t bytes)
+{
+    for (size_t b = 0; b < bytes; b += 64)
+        _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
+/* bytes from voff into each of the rows (rb bytes apart) of a KV head's block holding
+ * position j (the head's values vb, blocks of bs positions) */
+static inline __attribute__((always_inline)) void
+prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table, int j, int rows, size_t rb,
+           size_t voff, size_t bytes)
+{
+    const char *v = vb.base + (size_t)table[j / bs] * vb.stride + voff;
+    for (int r = 0; r < rows; r++)
+        prefetch_lines(v + r * rb, bytes);
+}
+
+/* Key row r (r * kstep bytes on) of the next pass's spans (kn[c]: NULL past the range),
+ * from a score kernel's loop over the rows: the next pass's keys come in while this one
+ * computes, a line or two a row. A burst of a whole pass's lines at once (128 for 4 spans
+ * of 16 F16 keys of 64 dimensions) left 12 queries' scores from memory 1.8x as long as
+ * from cache (11.9 against 6.5 ns a position and KV head); spread so, 1.1x (6.7 against
+ * 6.1). Rows shorter than a line are prefetched one in 64 / kstep: every line still comes
+ * (the rows between lie in the same line or, where a span starts mid-line, the next). */
+static inline __attribute__((always_inline)) void
+prefetch_rows(const char *const *kn, const int np, int r, size_t kstep)
+{
+    if (!kn || ((size_t)r * kstep & 63) >= kstep)
+        return;
+#pragma GCC unroll 4
+    for (int c = 0; c < np; c++)
+        if (kn[c])
+            _mm_prefetch(kn[c] + (size_t)r * kstep, _MM_HINT_T0);
+}
+
 /* scores of nq queries (qt: scaled, transposed: dimension d of query i at qt[d * qld + i],
  * so that the broadcasts of a dimension take one address register and constant offsets)
  * with np spans of up to 16 positions, span c in a block whose transposed keys start at
  * kt[c] (row d: kt[c] + d * kstep bytes; lanes mask[c]; a span with an empty mask is
- * skipped), into sc[c] + i * ld for query i */
+ * skipped), into sc[c] + i * ld for query i; prefetching the spans at kn (or none: NULL) */
 AVX512 static inline __attribute__((always_inline)) void
-qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, const float *qt,
-        size_t qld, float *const *sc, size_t ld, const int nq, const int np,
-        const enum kv_form form, const int full)
+qk_body(const char *const *kt, const char *const *kn, const __mmask16 *mask, size_t kstep,
+        int hd, const float *qt, size_t qld, float *const *sc, size_t ld, const int nq,
+        const int np, const enum kv_form form, const int full)
 {
     __m512 s[ATT_QK_MAX][ATT_QK_SPANS], k[ATT_QK_SPANS];
 #pragma GCC unroll 4
@@ -2068,7 +2110,9 @@ qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, cons
         for (int c = 0; c < np; c++)
             s[i][c] = _mm512_mul_ps(qd, k[c]);
     }
+    prefetch_rows(kn, np, 0, kstep);
     for (int d = 1; d < hd; d++) {
+        prefetch_rows(kn, np, d, kstep);
 #pragma GCC unroll 4
         for (int c = 0; c < np; c++)
             k[c] = load_kv(kt[c] + d * kstep, mask[c], form, full);
@@ -2091,18 +2135,18 @@ qk_body(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd, cons
 #define QK_CASE(n)                                                                           \
     case n:                                                                                  \
         if (form == FORM_F16 && full)                                                        \
-            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, ATT_QK_SPANS, FORM_F16, 1);     \
+            qk_body(kt, kn, mask, kstep, hd, qt, qld, sc, ld, n, ATT_QK_SPANS, FORM_F16, 1); \
         else if (form == FORM_F16)                                                           \
-            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, ATT_QK_SPANS, FORM_F16, 0);     \
+            qk_body(kt, kn, mask, kstep, hd, qt, qld, sc, ld, n, ATT_QK_SPANS, FORM_F16, 0); \
         else                                                                                 \
-            qk_body(kt, mask, kstep, hd, qt, qld, sc, ld, n, ATT_QK_SPANS, FORM_F32, 0);     \
+            qk_body(kt, kn, mask, kstep, hd, qt, qld, sc, ld, n, ATT_QK_SPANS, FORM_F32, 0); \
         break;
 
 /* qk_body() over ATT_QK_SPANS spans for up to ATT_QK_MAX queries; full: every span whole
- * (F16 keys then take plain loads) */
-AVX512 static void qk_chunk(const char *const *kt, const __mmask16 *mask, int full, size_t kstep,
-                            int hd, const float *qt, size_t qld, float *const *sc, size_t ld,
-                            int nq, enum kv_form form)
+ * (F16 keys then take plain loads); kn: the next pass's spans to prefetch, or NULL */
+AVX512 static void qk_chunk(const char *const *kt, const char *const *kn, const __mmask16 *mask,
+                            int full, size_t kstep, int hd, const float *qt, size_t qld,
+                            float *const *sc, size_t ld, int nq, enum kv_form form)
 {
     switch (nq) {
         QK_CASES
@@ -2128,9 +2172,9 @@ struct q8_queries {
 };
 
 VNNI static inline __attribute__((always_inline)) void
-qk_body_q8(const char *const *kt, const float *const *ksc, const __mmask16 *mask, size_t kstep,
-           int hd, struct q8_queries qb, float *const *sc, size_t ld, const int nq, const int np,
-           const int full)
+qk_body_q8(const char *const *kt, const char *const *kn, const float *const *ksc,
+           const __mmask16 *mask, size_t kstep, int hd, struct q8_queries qb, float *const *sc,
+           size_t ld, const int nq, const int np, const int full)
 {
     __m512i s[ATT_QK_MAX][ATT_QK_SPANS], k[ATT_QK_SPANS];
 #pragma GCC unroll 12
@@ -2139,6 +2183,7 @@ qk_body_q8(const char *const *kt, const float *const *ksc, const __mmask16 *mask
         for (int c = 0; c < np; c++)
             s[i][c] = _mm512_setzero_si512();
     for (int d = 0; d < hd / 4; d++) {
+        prefetch_rows(kn, np, d, kstep);
 #pragma GCC unroll 4
         for (int c = 0; c < np; c++)
             k[c] = full ? _mm512_loadu_si512(kt[c] + d * kstep)
@@ -2172,13 +2217,13 @@ qk_body_q8(const char *const *kt, const float *const *ksc, const __mmask16 *mask
 #define QK_CASE(n)                                                                           \
     case n:                                                                                  \
         if (full)                                                                            \
-            qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, ATT_QK_SPANS, 1);            \
+            qk_body_q8(kt, kn, ksc, mask, kstep, hd, qb, sc, ld, n, ATT_QK_SPANS, 1);        \
         else                                                                                 \
-            qk_body_q8(kt, ksc, mask, kstep, hd, qb, sc, ld, n, ATT_QK_SPANS, 0);            \
+            qk_body_q8(kt, kn, ksc, mask, kstep, hd, qb, sc, ld, n, ATT_QK_SPANS, 0);        \
         break;
 
 /* qk_body_q8() as qk_chunk() dispatches qk_body() */
-VNNI static void qk_chunk_q8(const char *const *kt, const float *const *ksc,
+VNNI static void qk_chunk_q8(const char *const *kt, const char *const *kn, const float *const *ksc,
                              const __mmask16 *mask, int full, size_t kstep, int hd,
                              struct q8_queries qb, float *const *sc, size_t ld, int nq)
 {
@@ -2187,25 +2232,6 @@ VNNI static void qk_chunk_q8(const char *const *kt, const float *const *ksc,
     }
 }
 #undef QK_CASE
-
-/* The kernels read the cache from memory (a step's keys and values are far more than the
- * caches hold) in runs of one block: they prefetch ATT_PREFETCH positions ahead, so that
- * many blocks are on their way at once. */
-static inline void prefetch_lines(const char *p, size_t bytes)
-{
-    for (size_t b = 0; b < bytes; b += 64)
-        _mm_prefetch(p + b, _MM_HINT_T0);
-}
-
-/* bytes from voff into each value row (rb bytes) of a KV head's block holding position j
- * (the head's values vb, blocks of bs positions) */
-static inline void prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table, int j,
-                              size_t rb, size_t voff, size_t bytes)
-{
-    const char *v = vb.base + (size_t)table[j / bs] * vb.stride + voff;
-    for (int r = 0; r < bs; r++)
-        prefetch_lines(v + r * rb, bytes);
-}
 
 /* o_i += sum over positions j0 <= j < j1 of pr_i[j] v[j], for ns slices of 16 dimensions
  * (from voff bytes into a value row) of nq queries (pr: rows of ld probabilities by
@@ -2228,13 +2254,13 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
         for (int c = 0; c < ns; c++)
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
     for (int j = j0 / bs * bs; j < j0 + ATT_PREFETCH && j < j1; j += bs)
-        prefetch_v(vbs, bs, table, j, rb, voff, ns * 16 * es);
+        prefetch_v(vbs, bs, table, j, bs, rb, voff, ns * 16 * es);
     for (int j = j0; j < j1;) {
         const char *vb = vbs.base + (size_t)table[j / bs] * vbs.stride + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
         const int ahead = (j / bs) * bs + ATT_PREFETCH; /* a block ATT_PREFETCH ahead */
         if (ahead < j1)
-            prefetch_v(vbs, bs, table, ahead, rb, voff, ns * 16 * es);
+            prefetch_v(vbs, bs, table, ahead, bs, rb, voff, ns * 16 * es);
         for (const char *vr = vb + (size_t)(j % bs) * rb; j < end; j++, vr += rb) {
 #pragma GCC unroll 4
             for (int c = 0; c < ns; c++)
@@ -2319,8 +2345,8 @@ dp_pairs(__m512 (*acc)[4], const __m512i *v, const uint16_t *pair, size_t stride
 
 /* qk_body() on BF16 keys: kt[c] + d * kstep is dimension pair d of span c's positions */
 BF16_DOT static inline __attribute__((always_inline)) void
-qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
-             const uint16_t *qh, float *const *sc, size_t ld, const int nq, const int np,
+qk_body_bf16(const char *const *kt, const char *const *kn, const __mmask16 *mask, size_t kstep,
+             int hd, const uint16_t *qh, float *const *sc, size_t ld, const int nq, const int np,
              const int full)
 {
     __m512 s[ATT_QK_MAX][ATT_QK_SPANS];
@@ -2331,6 +2357,7 @@ qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
         for (int c = 0; c < np; c++)
             s[i][c] = _mm512_setzero_ps();
     for (int d = 0; d < hd / 2; d++) {
+        prefetch_rows(kn, np, d, kstep);
 #pragma GCC unroll 4
         for (int c = 0; c < np; c++)
             k[c] = full ? _mm512_loadu_si512(kt[c] + d * kstep)
@@ -2347,14 +2374,14 @@ qk_body_bf16(const char *const *kt, const __mmask16 *mask, size_t kstep, int hd,
 #define QK_CASE(n)                                                                           \
     case n:                                                                                  \
         if (full)                                                                            \
-            qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, ATT_QK_SPANS, 1);               \
+            qk_body_bf16(kt, kn, mask, kstep, hd, qh, sc, ld, n, ATT_QK_SPANS, 1);           \
         else                                                                                 \
-            qk_body_bf16(kt, mask, kstep, hd, qh, sc, ld, n, ATT_QK_SPANS, 0);               \
+            qk_body_bf16(kt, kn, mask, kstep, hd, qh, sc, ld, n, ATT_QK_SPANS, 0);           \
         break;
 
-BF16_DOT static void qk_chunk_bf16(const char *const *kt, const __mmask16 *mask, int full,
-                                   size_t kstep, int hd, const uint16_t *qh, float *const *sc,
-                                   size_t ld, int nq)
+BF16_DOT static void qk_chunk_bf16(const char *const *kt, const char *const *kn,
+                                   const __mmask16 *mask, int full, size_t kstep, int hd,
+                                   const uint16_t *qh, float *const *sc, size_t ld, int nq)
 {
     switch (nq) {
         QK_CASES
@@ -2380,9 +2407,14 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
 #pragma GCC unroll 4
         for (int c = 0; c < ns; c++)
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
+    for (int j = j0 / bs * bs; j < j0 + ATT_PREFETCH && j < j1; j += bs)
+        prefetch_v(vbs, bs, table, j, bs / 2, rp, voff, ns * 64);
     for (int j = j0; j < j1;) {
         const char *vb = vbs.base + (size_t)table[j / bs] * vbs.stride + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
+        const int ahead = (j / bs) * bs + ATT_PREFETCH;
+        if (ahead < j1)
+            prefetch_v(vbs, bs, table, ahead, bs / 2, rp, voff, ns * 64);
         for (const char *vr = vb + (size_t)(j % bs) / 2 * rp; j < end; j += 2, vr += rp) {
             const __mmask32 m = j + 1 < end ? 0xffffffffu : 0x55555555u;
 #pragma GCC unroll 4
@@ -2423,16 +2455,48 @@ BF16_DOT static void to_bf16(uint16_t *d, const float *x, int n)
 
 /* a KV head's keys (kb: the head's blocks; es bytes a position, bytes in all) from
  * position j on, in the block holding j */
-static inline void prefetch_k(struct kvc_blocks kb, int bs, const int32_t *table, int j,
-                              size_t es, size_t bytes)
+static inline __attribute__((always_inline)) void
+prefetch_k(struct kvc_blocks kb, int bs, const int32_t *table, int j, size_t es, size_t bytes)
 {
     prefetch_lines(kb.base + (size_t)table[j / bs] * kb.stride + (size_t)(j % bs) * es, bytes);
 }
 
+/* a pass of the score kernels: ATT_QK_SPANS spans of up to 16 positions within a block (kt:
+ * where each span's keys start, ksc its Q8_0 scales, mask its positions, at its first one;
+ * a span past the range has an empty mask); full: every span whole */
+struct qk_pass {
+    const char *kt[ATT_QK_SPANS];
+    const float *ksc[ATT_QK_SPANS];
+    __mmask16 mask[ATT_QK_SPANS];
+    int at[ATT_QK_SPANS], full;
+};
+
+/* the pass from position j on, of the range j0 <= j < j1 (keys kbs read through table; es
+ * bytes a position; Q8_0 scales `scales` bytes into a block, when q8k); returns where the
+ * next pass starts (j1 when this one reaches it) */
+static inline int qk_spans(struct kvc_blocks kbs, const int32_t *table, int bs, size_t es,
+                           int q8k, size_t scales, int j, int j0, int j1, struct qk_pass *p)
+{
+    p->full = 1;
+    for (int c = 0; c < ATT_QK_SPANS; c++) {
+        int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
+        w = j1 - j < w ? j1 - j : w;
+        p->at[c] = j < j1 ? j : j0;
+        const char *blk = kbs.base + (size_t)table[p->at[c] / bs] * kbs.stride;
+        p->kt[c] = blk + (size_t)(p->at[c] % bs) * es;
+        p->ksc[c] = q8k ? (const float *)(blk + scales) + p->at[c] % bs : NULL;
+        p->mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
+        p->full &= p->mask[c] == 0xffff;
+        j += j < j1 ? w : 0;
+    }
+    return j;
+}
+
 /* scores of queries 0..nq (rows of ld in sc) at positions j0 <= j < j1, keys of KV head g
- * read through table: spans of up to 16 positions within a block, ATT_QK_SPANS of them and
- * ATT_QK_MAX queries at a time. The queries: qt transposed (dimension d of query i at
- * qt[d * qld + i]), for a BF16 pool qh ([nq][hd] bfloat16), for a Q8_0 pool q8. */
+ * read through table: passes of ATT_QK_SPANS spans, ATT_QK_MAX queries at a time, the
+ * first of which prefetches the next pass's keys. The queries: qt transposed (dimension d
+ * of query i at qt[d * qld + i]), for a BF16 pool qh ([nq][hd] bfloat16), for a Q8_0 pool
+ * q8. */
 AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
                             int j1, const float *qt, size_t qld, const uint16_t *qh,
                             const struct q8_queries *q8, int nq, float *sc, size_t ld)
@@ -2446,44 +2510,39 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
     const size_t kstep = (size_t)bs * es, scales = kvc_q8_scales_at(ks);
     const size_t krow = (size_t)(bf ? hd / 2 : q8k ? hd / 4 : hd) * kstep;
     const struct kvc_blocks kbs = kvc_k_blocks(kv, layer, g);
-    for (int j = j0; j < j1 && j < j0 + ATT_PREFETCH; j += 16)
-        prefetch_k(kbs, bs, table, j, es, krow);
-    for (int j = j0; j < j1;) {
-        const char *kt[ATT_QK_SPANS];
-        const float *ksc[ATT_QK_SPANS];
-        __mmask16 mask[ATT_QK_SPANS];
-        int at[ATT_QK_SPANS], full = 1;
-        for (int c = 0; c < ATT_QK_SPANS; c++) {
-            int in_block = bs - j % bs, w = in_block < 16 ? in_block : 16;
-            w = j1 - j < w ? j1 - j : w;
-            at[c] = j < j1 ? j : j0;
-            const char *blk = kbs.base + (size_t)table[at[c] / bs] * kbs.stride;
-            kt[c] = blk + (size_t)(at[c] % bs) * es;
-            ksc[c] = q8k ? (const float *)(blk + scales) + at[c] % bs : NULL;
-            mask[c] = j < j1 ? (__mmask16)((1u << w) - 1) : 0;
-            full &= mask[c] == 0xffff;
-            j += j < j1 ? w : 0;
-        }
-        /* keys ATT_PREFETCH positions ahead: the spans of the pass that far on */
-        for (int jj = j + ATT_PREFETCH - 16 * ATT_QK_SPANS; jj < j + ATT_PREFETCH && jj < j1;
-             jj += 16)
-            prefetch_k(kbs, bs, table, jj, es, krow);
+    if (j0 >= j1)
+        return;
+    for (int j = j0; j < j1 && j < j0 + 16 * ATT_QK_SPANS; j += 16)
+        prefetch_k(kbs, bs, table, j, es, krow); /* the first pass's keys */
+    struct qk_pass pass, next;
+    int j = qk_spans(kbs, table, bs, es, q8k, scales, j0, j0, j1, &pass);
+    for (int more = 1; more;) {
+        more = j < j1;
+        j = qk_spans(kbs, table, bs, es, q8k, scales, j, j0, j1, &next);
+        const char *kn[ATT_QK_SPANS];
+        for (int c = 0; c < ATT_QK_SPANS; c++)
+            kn[c] = more && next.mask[c] ? next.kt[c] : NULL;
         for (int q0 = 0; q0 < nq; q0 += ATT_QK_MAX) {
+            const char *const *pf = q0 == 0 && more ? kn : NULL;
             float *sc_at[ATT_QK_SPANS];
             for (int c = 0; c < ATT_QK_SPANS; c++)
-                sc_at[c] = sc + q0 * ld + at[c];
+                sc_at[c] = sc + q0 * ld + pass.at[c];
             int n = nq - q0 < ATT_QK_MAX ? nq - q0 : ATT_QK_MAX;
             if (bf) {
-                qk_chunk_bf16(kt, mask, full, kstep, hd, qh + (size_t)q0 * hd, sc_at, ld, n);
+                qk_chunk_bf16(pass.kt, pf, pass.mask, pass.full, kstep, hd,
+                              qh + (size_t)q0 * hd, sc_at, ld, n);
                 continue;
             }
             if (q8k) {
                 const struct q8_queries qb = {q8->q + q0, q8->ld, q8->corr + q0, q8->scale + q0};
-                qk_chunk_q8(kt, ksc, mask, full, kstep, hd, qb, sc_at, ld, n);
+                qk_chunk_q8(pass.kt, pf, pass.ksc, pass.mask, pass.full, kstep, hd, qb, sc_at,
+                            ld, n);
                 continue;
             }
-            qk_chunk(kt, mask, full, kstep, hd, qt + q0, qld, sc_at, ld, n, form);
+            qk_chunk(pass.kt, pf, pass.mask, pass.full, kstep, hd, qt + q0, qld, sc_at, ld, n,
+                     form);
         }
+        pass = next;
     }
 }
 
