@@ -2000,8 +2000,9 @@ AVX512 static void swiglu512(float *h, const float *gu, int n)
  * row's other half to a second pass, and a score pass half as many positions a key load).
  * A query's arithmetic is the same whatever its chunk. */
 #define ATT_QK_MAX 6
-/* how far ahead (positions) the kernels prefetch keys and values: at a few hundred cycles a
- * block, the next block would come too late from memory */
+/* how far ahead (positions) the kernels prefetch values (keys come a pass ahead:
+ * prefetch_rows()): at a few hundred cycles a block, the next block would come too late
+ * from memory */
 #define ATT_PREFETCH 64
 #define ATT_QK_SPANS 4
 #define ATT_PV_MAX 6
