@@ -2621,13 +2621,17 @@ AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kv
     float *qscale = (float *)(qcorr + nq);
     /* the scaled queries, [nq][hd] to be rounded for a BF16 or Q8_0 pool, else transposed
      * for qk_range(): [hd][nq] */
-    for (int i = 0; i < nm; i++) {
-        const float *qi = q + (size_t)mb[i].t * HQ + (size_t)g * group * hd;
-        for (int e = 0; e < group * hd; e++) {
-            const size_t r = (size_t)i * group + e / hd;
-            qs[bf || q8 ? r * hd + e % hd : (size_t)(e % hd) * nq + r] = qi[e] * scale;
+    for (int i = 0; i < nm; i++)
+        for (int h = 0; h < group; h++) {
+            const size_t r = (size_t)i * group + h;
+            const float *qr = q + (size_t)mb[i].t * HQ + ((size_t)g * group + h) * hd;
+            if (bf || q8)
+                for (int e = 0; e < hd; e++)
+                    qs[r * hd + e] = qr[e] * scale;
+            else
+                for (int e = 0; e < hd; e++)
+                    qs[(size_t)e * nq + r] = qr[e] * scale;
         }
-    }
     if (bf)
         to_bf16(qh, qs, nq * hd);
     for (int r = 0; r < nq && q8; r++) {
