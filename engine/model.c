@@ -2072,13 +2072,15 @@ prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table, int j, int rows, 
         prefetch_lines(v + r * rb, bytes);
 }
 
-/* Key row r (r * kstep bytes on) of the next pass's spans (kn[c]: NULL past the range),
- * from a score kernel's loop over the rows: the next pass's keys come in while this one
- * computes, a line or two a row. A burst of a whole pass's lines at once (128 for 4 spans
- * of 16 F16 keys of 64 dimensions) left 12 queries' scores from memory 1.8x as long as
- * from cache (11.9 against 6.5 ns a position and KV head); spread so, 1.1x (6.7 against
- * 6.1). Rows shorter than a line are prefetched one in 64 / kstep: every line still comes
- * (the rows between lie in the same line or, where a span starts mid-line, the next). */
+/* Key row r (r * kstep bytes on) of the next pass's spans (kn[c]: NULL past the range, or
+ * kn NULL), from a score kernel's loop over the rows: the next pass's keys come in while
+ * this one computes, a line or two a row. A burst of a whole pass's lines at once (128 for
+ * 4 spans of 16 F16 keys of 64 dimensions) left 12 queries' scores from memory 1.8x as
+ * long as from cache (11.9 against 6.5 ns a position and KV head); spread so, 1.1x (6.7
+ * against 6.1). Rows shorter than a line are prefetched one in 64 / kstep. That asks for
+ * every line a span reads when its part of a row stays within one line and kstep is 64
+ * or more or divides 64: so for attend_group()'s ranges (they start at a block) with
+ * blocks of a multiple of 16 positions; elsewhere some lines are left to the hardware. */
 static inline __attribute__((always_inline)) void
 prefetch_rows(const char *const *kn, const int np, int r, size_t kstep)
 {
@@ -2454,14 +2456,6 @@ BF16_DOT static void to_bf16(uint16_t *d, const float *x, int n)
     }
 }
 
-/* a KV head's keys (kb: the head's blocks; es bytes a position, bytes in all) from
- * position j on, in the block holding j */
-static inline __attribute__((always_inline)) void
-prefetch_k(struct kvc_blocks kb, int bs, const int32_t *table, int j, size_t es, size_t bytes)
-{
-    prefetch_lines(kb.base + (size_t)table[j / bs] * kb.stride + (size_t)(j % bs) * es, bytes);
-}
-
 /* a pass of the score kernels: ATT_QK_SPANS spans of up to 16 positions within a block (kt:
  * where each span's keys start, ksc its Q8_0 scales, mask its positions, at its first one;
  * a span past the range has an empty mask); full: every span whole */
@@ -2509,18 +2503,20 @@ AVX512 static void qk_range(kvc_pool *kv, int layer, const int32_t *table, int g
     /* bytes a position and a key row (a dimension, or a pair or quad of them) */
     const size_t es = bf || q8k ? 4 : form == FORM_F16 ? 2 : 4;
     const size_t kstep = (size_t)bs * es, scales = kvc_q8_scales_at(ks);
-    const size_t krow = (size_t)(bf ? hd / 2 : q8k ? hd / 4 : hd) * kstep;
+    const int rows = bf ? hd / 2 : q8k ? hd / 4 : hd; /* key rows of a span */
     const struct kvc_blocks kbs = kvc_k_blocks(kv, layer, g);
     if (j0 >= j1)
         return;
-    for (int j = j0; j < j1 && j < j0 + 16 * ATT_QK_SPANS; j += 16)
-        prefetch_k(kbs, bs, table, j, es, krow); /* the first pass's keys */
     struct qk_pass pass, next;
     int j = qk_spans(kbs, table, bs, es, q8k, scales, j0, j0, j1, &pass);
+    const char *kn[ATT_QK_SPANS];
+    for (int c = 0; c < ATT_QK_SPANS; c++)
+        kn[c] = pass.mask[c] ? pass.kt[c] : NULL;
+    for (int r = 0; r < rows; r++) /* the first pass's keys */
+        prefetch_rows(kn, ATT_QK_SPANS, r, kstep);
     for (int more = 1; more;) {
         more = j < j1;
         j = qk_spans(kbs, table, bs, es, q8k, scales, j, j0, j1, &next);
-        const char *kn[ATT_QK_SPANS];
         for (int c = 0; c < ATT_QK_SPANS; c++)
             kn[c] = more && next.mask[c] ? next.kt[c] : NULL;
         for (int q0 = 0; q0 < nq; q0 += ATT_QK_MAX) {
