@@ -2061,15 +2061,18 @@ static inline __attribute__((always_inline)) void prefetch_lines(const char *p, 
         _mm_prefetch(p + b, _MM_HINT_T0);
 }
 
-/* bytes from voff into each of the rows (rb bytes apart) of a KV head's block holding
- * position j (the head's values vb, blocks of bs positions) */
+/* bytes from voff into each of the rows (rb bytes apart) of a KV head's value blocks
+ * (vb, blocks of bs positions read through table) holding positions j .. j + n - 1, those
+ * that start below j1 */
 static inline __attribute__((always_inline)) void
-prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table, int j, int rows, size_t rb,
-           size_t voff, size_t bytes)
+prefetch_v(struct kvc_blocks vb, int bs, const int32_t *table, int j, int n, int j1, int rows,
+           size_t rb, size_t voff, size_t bytes)
 {
-    const char *v = vb.base + (size_t)table[j / bs] * vb.stride + voff;
-    for (int r = 0; r < rows; r++)
-        prefetch_lines(v + r * rb, bytes);
+    for (int b = j / bs * bs; b < j + n && b < j1; b += bs) {
+        const char *v = vb.base + (size_t)table[b / bs] * vb.stride + voff;
+        for (int r = 0; r < rows; r++)
+            prefetch_lines(v + r * rb, bytes);
+    }
 }
 
 /* Key row r (r * kstep bytes on) of the next pass's spans (kn[c]: NULL past the range, or
@@ -2256,14 +2259,12 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
 #pragma GCC unroll 4
         for (int c = 0; c < ns; c++)
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
-    for (int j = j0 / bs * bs; j < j0 + ATT_PREFETCH && j < j1; j += bs)
-        prefetch_v(vbs, bs, table, j, bs, rb, voff, ns * 16 * es);
+    prefetch_v(vbs, bs, table, j0, ATT_PREFETCH, j1, bs, rb, voff, ns * 16 * es);
     for (int j = j0; j < j1;) {
         const char *vb = vbs.base + (size_t)table[j / bs] * vbs.stride + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
-        const int ahead = (j / bs) * bs + ATT_PREFETCH; /* a block ATT_PREFETCH ahead */
-        if (ahead < j1)
-            prefetch_v(vbs, bs, table, ahead, bs, rb, voff, ns * 16 * es);
+        /* the block ATT_PREFETCH positions ahead */
+        prefetch_v(vbs, bs, table, j / bs * bs + ATT_PREFETCH, 1, j1, bs, rb, voff, ns * 16 * es);
         for (const char *vr = vb + (size_t)(j % bs) * rb; j < end; j++, vr += rb) {
 #pragma GCC unroll 4
             for (int c = 0; c < ns; c++)
@@ -2410,14 +2411,11 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
 #pragma GCC unroll 4
         for (int c = 0; c < ns; c++)
             acc[i][c] = _mm512_loadu_ps(o + i * ldo + 16 * c);
-    for (int j = j0 / bs * bs; j < j0 + ATT_PREFETCH && j < j1; j += bs)
-        prefetch_v(vbs, bs, table, j, bs / 2, rp, voff, ns * 64);
+    prefetch_v(vbs, bs, table, j0, ATT_PREFETCH, j1, bs / 2, rp, voff, ns * 64);
     for (int j = j0; j < j1;) {
         const char *vb = vbs.base + (size_t)table[j / bs] * vbs.stride + voff;
         int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
-        const int ahead = (j / bs) * bs + ATT_PREFETCH;
-        if (ahead < j1)
-            prefetch_v(vbs, bs, table, ahead, bs / 2, rp, voff, ns * 64);
+        prefetch_v(vbs, bs, table, j / bs * bs + ATT_PREFETCH, 1, j1, bs / 2, rp, voff, ns * 64);
         for (const char *vr = vb + (size_t)(j % bs) / 2 * rp; j < end; j += 2, vr += rp) {
             const __mmask32 m = j + 1 < end ? 0xffffffffu : 0x55555555u;
 #pragma GCC unroll 4
