@@ -182,6 +182,9 @@ static int cpu_forward(void *p, const struct emb_batch *b, float *out)
     const struct emb_config *k = c->cfg;
     const struct emb_weights *w = c->w;
     const int H = k->hidden, T = b->off[b->n], D = H / k->heads;
+    /* the thread count is the calling thread's (OpenMP keeps it per thread, and the
+     * backend may have been made on another): the per-thread scratch holds c->threads */
+    omp_set_num_threads(c->threads);
     int maxlen = 0;
     for (int s = 0; s < b->n; s++) {
         int l = b->off[s + 1] - b->off[s];

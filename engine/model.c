@@ -3075,6 +3075,9 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         return forward_device(m, kv, seqs, n_seqs, logits);
     if (ks->device_storage)
         return ENG_EINVAL;
+    /* the thread count is the calling thread's (OpenMP keeps it per thread, and the model
+     * may have been loaded on another): the per-thread scratch holds m->threads */
+    omp_set_num_threads(m->threads);
     int T = 0, rows = 0, ctx = 0;
     for (int s = 0; s < n_seqs; s++) {
         if (seqs[s].n_new <= 0 || seqs[s].pos0 < 0)

@@ -394,3 +394,36 @@ def test_f16_kv_cache_holds_twice_the_blocks_and_answers(make_server):
     assert all("Paris" in a for a in answers.values())
     assert answers["default"] == answers["f16"]
 
+
+
+def test_fewer_threads_than_cores(make_server):
+    """engine.threads and embedder.threads below the core count: the forward passes run on
+    the engine's and the embedder's own threads, with that many OpenMP threads (a count set
+    only on the thread that loaded the models left those at one per core, past the end of
+    the per-thread scratch: the first chat request crashed the server and embeddings hung).
+    Chat answers, concurrent ones among them, and embeddings still come back right."""
+    server = make_server("[engine]\nthreads = 1\n[embedder]\nthreads = 1\n")
+    c = sdk(server)
+    assert "Paris" in ask(c, "What is the capital of France?", max_tokens=40) \
+        .choices[0].message.content
+    questions = ["What is 2+2?", "Name a fruit.", "Say hello.", "Count to three."]
+    alone = {q: ask(c, q, max_tokens=12).choices[0].message.content for q in questions}
+    together = {}
+
+    def one(q):
+        together[q] = ask(sdk(server), q, max_tokens=12).choices[0].message.content
+
+    threads = [threading.Thread(target=one, args=(q,)) for q in questions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert together == alone
+    text = "What is the capital of France?"
+    ref = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "embedder" /
+                      "reference.json").read_text())
+    want = next(row for row in ref["texts"] if row["text"] == text)
+    got = c.embeddings.create(model="all-minilm-l6-v2", input=[text], encoding_format="float")
+    v, w = got.data[0].embedding, want["embedding"]
+    dot = sum(x * y for x, y in zip(v, w))
+    assert dot / (sum(x * x for x in v) * sum(y * y for y in w)) ** 0.5 >= 0.9999
