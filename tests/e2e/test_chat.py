@@ -203,21 +203,29 @@ def test_concurrent_requests_match_sequential(make_server, matmul):
     if ready["cpu_matmul"] == "int8" and ready["token_invariant"] != "true":
         server.stop()
         server = make_server("[engine]\ncpu_matmul = int8\nenable_prefix_caching = false\n")
-    questions = ["What is 2+2?", "Name a fruit.", "What color is the sky?",
-                 "Say hello.", "What is the capital of Italy?", "Count to three."]
+    alone, together = alone_and_together(server, ["What is 2+2?", "Name a fruit.",
+                                                  "What color is the sky?", "Say hello.",
+                                                  "What is the capital of Italy?",
+                                                  "Count to three."], 16)
+    assert together == alone
+
+
+def alone_and_together(server, questions, max_tokens):
+    """Greedy answers to the questions asked one at a time, then all at once."""
     c = sdk(server)
-    alone = {q: ask(c, q, max_tokens=16).choices[0].message.content for q in questions}
+    alone = {q: ask(c, q, max_tokens=max_tokens).choices[0].message.content
+             for q in questions}
     together = {}
 
     def one(q):
-        together[q] = ask(sdk(server), q, max_tokens=16).choices[0].message.content
+        together[q] = ask(sdk(server), q, max_tokens=max_tokens).choices[0].message.content
 
     threads = [threading.Thread(target=one, args=(q,)) for q in questions]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert together == alone
+    return alone, together
 
 
 def metric(server, name):
@@ -406,18 +414,8 @@ def test_fewer_threads_than_cores(make_server):
     c = sdk(server)
     assert "Paris" in ask(c, "What is the capital of France?", max_tokens=40) \
         .choices[0].message.content
-    questions = ["What is 2+2?", "Name a fruit.", "Say hello.", "Count to three."]
-    alone = {q: ask(c, q, max_tokens=12).choices[0].message.content for q in questions}
-    together = {}
-
-    def one(q):
-        together[q] = ask(sdk(server), q, max_tokens=12).choices[0].message.content
-
-    threads = [threading.Thread(target=one, args=(q,)) for q in questions]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    alone, together = alone_and_together(server, ["What is 2+2?", "Name a fruit.",
+                                                  "Say hello.", "Count to three."], 12)
     assert together == alone
     text = "What is the capital of France?"
     ref = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "embedder" /
