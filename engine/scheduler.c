@@ -126,6 +126,12 @@ static void finish(sched *s, sched_seq *q, int err, enum eng_finish f)
     seq_free(q);
 }
 
+int sched_max_model_len(const eng_model *m, int max_model_len)
+{
+    const int train = eng_model_hparams(m)->n_ctx_train;
+    return max_model_len <= 0 || max_model_len > train ? train : max_model_len;
+}
+
 int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cfg,
                  const struct sched_events *ev, sched **out)
 {
@@ -140,8 +146,7 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
     s->m = m;
     s->v = v;
     s->cfg = *cfg;
-    if (s->cfg.max_model_len <= 0 || s->cfg.max_model_len > hp->n_ctx_train)
-        s->cfg.max_model_len = hp->n_ctx_train;
+    s->cfg.max_model_len = sched_max_model_len(m, cfg->max_model_len);
     s->ev = *ev;
     struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, cfg->block_size,
                            cfg->n_blocks, eng_model_kv_on_device(m), cfg->kv_dtype};

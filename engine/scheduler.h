@@ -52,6 +52,9 @@ struct sched_events {
 
 int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cfg,
                  const struct sched_events *ev, sched **out);
+/* The longest prompt + output a scheduler made with this max_model_len runs (0 or more
+ * than the model's training context: that context). */
+int sched_max_model_len(const eng_model *m, int max_model_len);
 /* Every sequence still held gets on_done with ENG_FINISH_CANCELLED first. */
 void sched_destroy(sched *s);
 

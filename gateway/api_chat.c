@@ -27,6 +27,7 @@ struct chat_req {
     struct gw_req *req;
     int chat;   /* chat.completion or text_completion */
     int stream, include_usage, started;
+    const char *max_tokens_key; /* the parameter that set max_tokens, or NULL: the default */
     char id[48];
     long created;
     char *text; /* the answer so far, when not streaming */
@@ -177,6 +178,59 @@ static int parse_logit_bias(json_t *b, int n_vocab, struct chat_req *c, struct p
     return 0;
 }
 
+/* A value that asks for nothing: absent, null, false, 0, "", an empty array or object. */
+static int nothing(json_t *v)
+{
+    return !v || json_is_null(v) || json_is_false(v) ||
+           (json_is_integer(v) && !json_integer_value(v)) ||
+           (json_is_string(v) && !json_string_length(v)) ||
+           (json_is_array(v) && !json_array_size(v)) || (json_is_object(v) && !json_object_size(v));
+}
+
+/* Parameters of the OpenAI schema that this server does not implement: a request that
+ * asks for one is refused, naming it, rather than answered as if it had not asked (a
+ * client that sends tools and gets plain text back would take it for the model's choice).
+ * Their neutral values pass: tool_choice "none" or "auto", response_format text, best_of
+ * 1, echo false, and so on. */
+static int unsupported(json_t *b, int chat, struct parsed *p)
+{
+    static const char *const chat_keys[] = {"logprobs", "top_logprobs", "tools", "functions",
+                                            "audio", "prediction"};
+    static const char *const completion_keys[] = {"logprobs", "echo", "suffix"};
+    const char *const *keys = chat ? chat_keys : completion_keys;
+    const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys
+                          : sizeof completion_keys / sizeof *completion_keys;
+    for (size_t i = 0; i < n; i++)
+        if (!nothing(json_object_get(b, keys[i]))) {
+            snprintf(p->msg, sizeof p->msg, "%s is not supported by this server.", keys[i]);
+            p->param = keys[i];
+            return -1;
+        }
+    if (chat) {
+        json_t *tcv = json_object_get(b, "tool_choice");
+        const char *tc = json_string_value(tcv);
+        if (!nothing(tcv) && !(tc && (!strcmp(tc, "none") || !strcmp(tc, "auto"))))
+            return bad(p, "tool_choice", "tool_choice is not supported by this server "
+                                         "(tools are not).");
+        json_t *rf = json_object_get(b, "response_format");
+        const char *type = json_string_value(json_object_get(rf, "type"));
+        if (!nothing(rf) && !(type && !strcmp(type, "text")))
+            return bad(p, "response_format", "response_format: only {\"type\": \"text\"} is "
+                                             "supported by this server.");
+        json_t *mod = json_object_get(b, "modalities");
+        for (size_t i = 0; i < json_array_size(mod); i++) {
+            const char *m = json_string_value(json_array_get(mod, i));
+            if (!m || strcmp(m, "text"))
+                return bad(p, "modalities", "modalities: only \"text\" is supported.");
+        }
+    } else {
+        json_t *bo = json_object_get(b, "best_of");
+        if (bo && !json_is_null(bo) && (!json_is_integer(bo) || json_integer_value(bo) != 1))
+            return bad(p, "best_of", "Only best_of = 1 is supported.");
+    }
+    return 0;
+}
+
 /* Sampling parameters, max_tokens, stop, n, stream; shared by both routes. */
 static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req *c,
                         struct parsed *p)
@@ -209,9 +263,15 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
         json_t *v = json_object_get(b, mk[i]);
         if (!v || json_is_null(v))
             continue;
-        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1 << 20)
-            return bad(p, mk[i], "must be a positive integer.");
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > 1 << 20) {
+            snprintf(p->msg, sizeof p->msg, "%s must be an integer from 1 to %d.", mk[i],
+                     1 << 20);
+            p->param = mk[i];
+            return -1;
+        }
         gp->max_tokens = (int)json_integer_value(v);
+        c->max_tokens_key = mk[i];
         break;
     }
     json_t *n = json_object_get(b, "n");
@@ -245,12 +305,19 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     if (so && !json_is_null(so)) {
         if (!json_is_object(so))
             return bad(p, "stream_options", "stream_options must be an object.");
-        c->include_usage = json_is_true(json_object_get(so, "include_usage"));
+        if (!c->stream)
+            return bad(p, "stream_options",
+                       "stream_options is only allowed when stream is true.");
+        json_t *iu = json_object_get(so, "include_usage");
+        if (iu && !json_is_null(iu) && !json_is_boolean(iu))
+            return bad(p, "stream_options",
+                       "stream_options.include_usage must be a boolean.");
+        c->include_usage = json_is_true(iu);
     }
     json_t *user = json_object_get(b, "user");
     if (user && !json_is_null(user) && !json_is_string(user))
         return bad(p, "user", "user must be a string.");
-    return 0;
+    return unsupported(b, c->chat, p);
 }
 
 /* content: a string, or an array of {"type":"text","text":...} parts, joined. */
@@ -322,14 +389,47 @@ out:
     return rc;
 }
 
+/* A prompt given as token ids, taken as they are (no BOS added). */
+static int prompt_ids(const struct gw_llm *llm, json_t *pr, struct chat_req *c,
+                      struct parsed *p)
+{
+    const size_t n = json_array_size(pr);
+    if (n > 1 << 20)
+        return bad(p, "prompt", "The prompt has too many token ids.");
+    int32_t *ids = malloc(sizeof *ids * n);
+    if (!ids)
+        return bad(p, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(pr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) >= tok_n_vocab(llm->v)) {
+            free(ids);
+            snprintf(p->msg, sizeof p->msg, "prompt[%zu] must be a token id from 0 to %d.", i,
+                     tok_n_vocab(llm->v) - 1);
+            p->param = "prompt";
+            return -1;
+        }
+        ids[i] = (int32_t)json_integer_value(v);
+    }
+    c->job.prompt = ids;
+    c->job.n_prompt = (int)n;
+    return 0;
+}
+
 static int completion_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct parsed *p)
 {
     json_t *pr = json_object_get(b, "prompt");
-    if (json_is_array(pr) && json_array_size(pr) == 1)
-        pr = json_array_get(pr, 0);
-    if (!json_is_string(pr) || json_string_length(pr) == 0)
-        return bad(p, "prompt", "prompt must be a non-empty string.");
     const struct gw_llm *llm = gw_server_llm(srv);
+    json_t *one = json_array_get(pr, 0);
+    if (json_array_size(pr) == 1 && (json_is_string(one) || json_is_array(one)))
+        pr = one; /* a batch of one prompt */
+    if (json_is_array(pr) && json_array_size(pr) > 0 && json_is_integer(json_array_get(pr, 0)))
+        return prompt_ids(llm, pr, c, p);
+    if (json_is_array(pr) && json_array_size(pr) > 1)
+        return bad(p, "prompt", "One prompt per request is supported (n = 1); send the others "
+                                "as requests of their own.");
+    if (!json_is_string(pr) || json_string_length(pr) == 0)
+        return bad(p, "prompt", "prompt must be a non-empty string or an array of token ids.");
     struct eng_chat_prompt raw = {.text = (char *)json_string_value(pr),
                                   .len = json_string_length(pr)};
     struct eng_chat_segment seg = {0, raw.len, 0};
@@ -399,6 +499,14 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
     json_object_set_new(o, "choices", choices);
     c->started = 1;
     gw_reply_sse_json(c->req, o);
+}
+
+/* An error after a stream's headers: an event {"error": {...}}, then "data: [DONE]". */
+static void stream_error(struct chat_req *c, int status, const char *msg)
+{
+    c->use.failed = 1;
+    gw_reply_sse_json(c->req, oai_error(msg, oai_error_type(status), NULL, NULL));
+    gw_reply_sse_end(c->req);
 }
 
 struct usage {
@@ -507,14 +615,15 @@ static void on_event(struct gw_gen_event *ev)
         chat_error(c, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
                        "timeout");
     } else if (ev->err) {
-        if (c->stream && c->started)
-            gw_reply_sse_end(c->req);
+        const int status = ev->err == ENG_EINVAL || ev->err == ENG_EFULL ? 400 : 500;
+        const char *msg = ev->err == ENG_EFULL
+                              ? "The prompt does not fit in the engine's KV cache."
+                              : eng_strerror(ev->err);
+        if (c->stream) /* the headers are out: the error goes as an event, as OpenAI sends
+                        * it (the SDKs raise it), then the stream ends */
+            stream_error(c, status, msg);
         else
-            chat_error(c, ev->err == ENG_EINVAL || ev->err == ENG_EFULL ? 400 : 500,
-                           ev->err == ENG_EFULL
-                               ? "The prompt does not fit in the engine's KV cache."
-                               : eng_strerror(ev->err),
-                           NULL, NULL);
+            chat_error(c, status, msg, NULL, NULL);
     } else if (c->stream) {
         if (!c->started)
             send_chunk(c, NULL, 0, NULL);
@@ -665,6 +774,28 @@ static void reply_not_cached(struct chat_req *c)
 
 static void start_engine(struct chat_req *c);
 
+/* A prompt (with max_tokens, when the request sets it) longer than the engine runs. */
+static int context_exceeded(const struct gw_llm *llm, struct chat_req *c, struct parsed *p)
+{
+    const int n = c->job.n_prompt, max = llm->max_model_len, want = c->job.params.max_tokens;
+    const char *what = c->chat ? "messages" : "prompt";
+    p->param = what;
+    if (n >= max)
+        snprintf(p->msg, sizeof p->msg, "This model's maximum context length is %d tokens; "
+                 "the %s take %d, leaving no room for an answer. Shorten the %s.", max, what,
+                 n, what);
+    else if (n + 1 > llm->kv_positions)
+        snprintf(p->msg, sizeof p->msg, "The %s take %d tokens; the engine's KV cache holds "
+                 "%d positions in all. Shorten the %s.", what, n, llm->kv_positions, what);
+    else if (c->max_tokens_key && n + want > max && (p->param = c->max_tokens_key))
+        snprintf(p->msg, sizeof p->msg, "This model's maximum context length is %d tokens; "
+                 "the %s take %d and %s asks for %d more. Lower %s or shorten the %s.", max,
+                 what, n, c->max_tokens_key, want, c->max_tokens_key, what);
+    else
+        return 0;
+    return -1;
+}
+
 static void on_semantic(struct gw_cache_sem *s)
 {
     struct chat_req *c = gw_cq_container(s, struct chat_req, sem);
@@ -771,6 +902,10 @@ static void handle(struct gw_req *r, int chat)
     }
     if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p)) {
         chat_error(c, 400, p.msg, p.param, NULL);
+        goto out;
+    }
+    if (context_exceeded(gw_server_llm(srv), c, &p)) {
+        chat_error(c, 400, p.msg, p.param, "context_length_exceeded");
         goto out;
     }
     json_decref(b);

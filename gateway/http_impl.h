@@ -36,6 +36,8 @@ struct gw_llm {
     enum eng_chat_format fmt;
     char *default_system; /* from the model's template, or NULL */
     gw_engw *w;
+    int max_model_len; /* the longest prompt + answer */
+    int kv_positions;  /* positions the KV pool holds: a prompt must fit them alone */
     gw_metric *ttft, *tpot, *e2e; /* seconds: to the first token, per later token, whole */
 };
 const struct gw_llm *gw_server_llm(gw_server *srv);

@@ -84,10 +84,11 @@ struct gw_req {
 };
 
 struct route {
-    const char *path;
+    const char *path; /* ending in '/': a prefix, followed by a non-empty name */
     unsigned methods; /* EVHTTP_REQ_* mask */
     const char *allow;
     void (*handle)(struct gw_req *rc);
+    const char *label; /* a prefix route's name in metrics and logs */
 };
 
 struct gw_server {
@@ -885,22 +886,47 @@ static void handle_models(struct gw_req *rc)
     send_json(rc, 200, o);
 }
 
+/* GET /v1/models/{model}: one of the models, or 404 model_not_found */
+static void handle_model(struct gw_req *rc)
+{
+    if (!gw_tenants_auth(rc->srv->tenants, rc))
+        return;
+    const struct gw_config *cfg = rc->srv->cfg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(rc->req);
+    char *id = evhttp_uridecode(evhttp_uri_get_path(uri) + strlen("/v1/models/"), 0, NULL);
+    if (!id) {
+        gw_reply_error(rc, 503, "Out of memory; try again.", NULL, NULL);
+        return;
+    }
+    if (!strcmp(id, cfg->engine_model_name)) {
+        send_json(rc, 200, model_entry(cfg->engine_model_name, cfg->engine_model));
+    } else if (!strcmp(id, cfg->embedder_model_name)) {
+        send_json(rc, 200, model_entry(cfg->embedder_model_name, cfg->embedder_model));
+    } else {
+        char msg[320];
+        snprintf(msg, sizeof msg, "The model `%.200s` does not exist.", id);
+        gw_reply_error(rc, 404, msg, "model", "model_not_found");
+    }
+    free(id);
+}
+
 #define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)
 
 static const struct route routes[] = {
-    {"/health", GET_HEAD, "GET, HEAD", handle_health},
-    {"/metrics", GET_HEAD, "GET, HEAD", handle_metrics},
-    {"/v1/models", GET_HEAD, "GET, HEAD", handle_models},
-    {"/v1/embeddings", EVHTTP_REQ_POST, "POST", gw_handle_embeddings},
-    {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions},
-    {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions},
-    {"/admin/cache", EVHTTP_REQ_DELETE, "DELETE", gw_handle_admin_cache_delete},
-    {"/admin/cache/import", EVHTTP_REQ_POST, "POST", gw_handle_admin_cache_import},
+    {"/health", GET_HEAD, "GET, HEAD", handle_health, NULL},
+    {"/metrics", GET_HEAD, "GET, HEAD", handle_metrics, NULL},
+    {"/v1/models", GET_HEAD, "GET, HEAD", handle_models, NULL},
+    {"/v1/models/", GET_HEAD, "GET, HEAD", handle_model, "/v1/models/{model}"},
+    {"/v1/embeddings", EVHTTP_REQ_POST, "POST", gw_handle_embeddings, NULL},
+    {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions, NULL},
+    {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions, NULL},
+    {"/admin/cache", EVHTTP_REQ_DELETE, "DELETE", gw_handle_admin_cache_delete, NULL},
+    {"/admin/cache/import", EVHTTP_REQ_POST, "POST", gw_handle_admin_cache_import, NULL},
     {"/admin/tenants", EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE,
-     "GET, POST, PUT, DELETE", gw_handle_admin_tenants},
+     "GET, POST, PUT, DELETE", gw_handle_admin_tenants, NULL},
     {"/admin/keys", EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE, "GET, POST, DELETE",
-     gw_handle_admin_keys},
-    {"/admin/usage", EVHTTP_REQ_GET, "GET", gw_handle_admin_usage},
+     gw_handle_admin_keys, NULL},
+    {"/admin/usage", EVHTTP_REQ_GET, "GET", gw_handle_admin_usage, NULL},
 };
 
 /* PREFIX-COUNTER: the prefix is random per process, so ids from restarts differ. */
@@ -973,14 +999,16 @@ static void on_request(struct evhttp_request *req, void *arg)
         path = "/";
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(routes[i].path, path) != 0)
+        const size_t n = strlen(routes[i].path);
+        if (routes[i].label ? strncmp(routes[i].path, path, n) || !path[n]
+                            : strcmp(routes[i].path, path))
             continue;
-        rc->route = routes[i].path;
+        rc->route = routes[i].label ? routes[i].label : routes[i].path;
         if (!(routes[i].methods & cmd)) {
             char msg[160];
             evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", routes[i].allow);
             snprintf(msg, sizeof msg, "Method %s is not allowed on %s; allowed: %s", rc->method,
-                     routes[i].path, routes[i].allow);
+                     rc->route, routes[i].allow);
             gw_reply_error(rc, 405, msg, NULL, "method_not_allowed");
             return;
         }
@@ -1234,6 +1262,8 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
                               cfg->engine_prefix_caching, dtype};
     if (sc.max_num_batched_tokens < sc.max_num_seqs)
         sc.max_num_batched_tokens = sc.max_num_seqs;
+    l->max_model_len = sched_max_model_len(l->m, sc.max_model_len);
+    l->kv_positions = n_blocks * bs;
     l->w = gw_engw_create(l->m, l->v, &sc, (int)cfg->engine_max_waiting, srv->cq, srv->metrics,
                           msg, sizeof msg);
     if (!l->w) {

@@ -92,6 +92,25 @@ def test_completions_endpoint(server):
     assert "".join(ch.choices[0].text for ch in s if ch.choices) == r.choices[0].text
 
 
+def test_completions_prompt_as_token_ids(server):
+    """/v1/completions takes the prompt as token ids too (llama.cpp's ids for the text,
+    committed fixture): the same greedy answer and prompt count as the text; several
+    prompts in one request are refused, naming prompt."""
+    fx = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "engine" /
+                     "llamacpp.json").read_text())
+    row = next(t for t in fx["texts"] if t["text"].startswith("The quick brown fox"))
+    c = sdk(server)
+    text = c.completions.create(model=MODEL, prompt=row["text"], max_tokens=8, temperature=0)
+    for prompt in (row["ids"], [row["ids"]]):
+        ids = c.completions.create(model=MODEL, prompt=prompt, max_tokens=8, temperature=0)
+        assert ids.choices[0].text == text.choices[0].text
+        assert ids.usage.prompt_tokens == text.usage.prompt_tokens == len(row["ids"])
+    with client(server) as h:
+        for prompt in (["a", "b"], [1, -1], [10 ** 9]):
+            r = h.post("/v1/completions", json={"model": MODEL, "prompt": prompt})
+            assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+
+
 def test_stop_string_is_not_emitted(server):
     c = sdk(server)
     base = ask(c, "What is the capital of France?", max_tokens=40).choices[0].message.content
@@ -116,6 +135,86 @@ def test_seeded_sampling_is_reproducible(server):
     a = ask(c, "Tell me a word.", **kw).choices[0].message.content
     b = ask(c, "Tell me a word.", **kw).choices[0].message.content
     assert a == b
+
+
+@pytest.mark.parametrize("extra,param", [
+    ({"max_tokens": 2 ** 31 - 1}, "max_tokens"),
+    ({"stream_options": {"include_usage": True}}, "stream_options"),
+    ({"stream": True, "stream_options": {"include_usage": "yes"}}, "stream_options"),
+    ({"logprobs": True}, "logprobs"),
+    ({"top_logprobs": 2}, "top_logprobs"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"modalities": ["text", "audio"]}, "modalities"),
+])
+def test_unsupported_or_bad_chat_parameters(server, extra, param):
+    """A parameter this server does not implement is refused naming it, not ignored (a
+    client that asked for tools or JSON would take plain text for the model's choice)."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], **extra}
+    with client(server) as c:
+        r = c.post("/v1/chat/completions", json=body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and err["message"]
+
+
+def test_neutral_values_of_unsupported_parameters_pass(server):
+    """What SDKs and frameworks send by default asks for nothing and is answered."""
+    c = sdk(server)
+    r = c.chat.completions.create(model=MODEL, max_tokens=4, temperature=0, logprobs=False,
+                                  tools=[], tool_choice="none",
+                                  response_format={"type": "text"},
+                                  messages=[{"role": "user", "content": "hi"}])
+    assert r.choices[0].message.content
+    t = c.completions.create(model=MODEL, prompt="Hello", max_tokens=4, temperature=0,
+                             echo=False, best_of=1, suffix=None)
+    assert t.choices[0].text
+    with client(server) as h:
+        for extra, param in (({"echo": True}, "echo"), ({"best_of": 2}, "best_of"),
+                             ({"logprobs": 2}, "logprobs"), ({"suffix": "x"}, "suffix")):
+            r = h.post("/v1/completions", json={"model": MODEL, "prompt": "Hello", **extra})
+            assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+
+
+def test_context_length_is_checked_before_the_engine(make_server):
+    """A prompt longer than engine.max_model_len, or than the KV pool holds, or that leaves
+    no room for the max_tokens the request sets, is a 400 context_length_exceeded naming
+    the parameter and the numbers, streamed or not (before, a stream got a second HTTP
+    response inside its body); a prompt that fits with the default max_tokens runs to
+    the context's end."""
+    server = make_server("[engine]\nmax_model_len = 96\nmax_tokens_default = 512\n")
+    long = "word " * 120
+    with client(server) as c:
+        for stream in (False, True):
+            r = c.post("/v1/chat/completions", json={
+                "model": MODEL, "stream": stream,
+                "messages": [{"role": "user", "content": long}]})
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert err["code"] == "context_length_exceeded" and err["param"] == "messages"
+            assert "96" in err["message"]
+        r = c.post("/v1/completions", json={"model": MODEL, "prompt": long})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
+        r = c.post("/v1/chat/completions", json={
+            "model": MODEL, "max_tokens": 90, "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["param"] == "max_tokens"
+        assert r.json()["error"]["code"] == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError):
+        list(ask(sdk(server), long, stream=True))
+    end = special_ids()[2]
+    r = ask(sdk(server), "Count from 1 to 100.", logit_bias={str(end): -100})
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.prompt_tokens + r.usage.completion_tokens <= 96
+    server.stop()
+    server = make_server("[engine]\nnum_gpu_blocks_override = 4\nblock_size = 16\n")
+    with client(server) as c:
+        r = c.post("/v1/chat/completions", json={
+            "model": MODEL, "messages": [{"role": "user", "content": long}]})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == "context_length_exceeded"
+    assert "KV cache holds 64 positions" in r.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("body,status,param,code", [

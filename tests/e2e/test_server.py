@@ -103,7 +103,19 @@ def test_openai_sdk_lists_models(server):
     sdk = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", http_client=http)
     models = sdk.models.list()
     assert [m.id for m in models.data] == ["smollm2-135m-instruct", "all-minilm-l6-v2"]
+    for m in models.data:  # GET /v1/models/{model}
+        one = sdk.models.retrieve(m.id)
+        assert one.id == m.id and one.object == "model" and one.created == m.created
+    with pytest.raises(openai.NotFoundError) as e:
+        sdk.models.retrieve("gpt-4o")
+    assert e.value.body["code"] == "model_not_found" and e.value.body["param"] == "model"
     http.close()
+    with client(server) as c:
+        assert c.get("/v1/models/").status_code == 404  # no name: no such route
+        r = c.delete("/v1/models/smollm2-135m-instruct")
+        assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD"
+        metrics = c.get("/metrics").text
+    assert 'route="/v1/models/{model}"' in metrics
 
 
 def test_unknown_route_404(server):
