@@ -332,8 +332,9 @@ static char *content_text(json_t *content, struct parsed *p, int i)
         snprintf(p->msg, sizeof p->msg, "messages[%d].content must be a string or an array of "
                                         "text parts.", i);
     else
-        snprintf(p->msg, sizeof p->msg, "messages[%d].content[%ld]: only text parts are "
-                                        "supported.", i, bad);
+        snprintf(p->msg, sizeof p->msg, "messages[%d].content[%ld] must be a text part "
+                 "({\"type\": \"text\", \"text\": a string}); images, audio and files are not "
+                 "supported.", i, bad);
     p->param = "messages";
     return NULL;
 }
@@ -357,8 +358,8 @@ static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct par
         const char *role = json_string_value(json_object_get(msg, "role"));
         if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
                       strcmp(role, "developer"))) {
-            snprintf(p->msg, sizeof p->msg, "messages[%zu].role must be system, user or "
-                                            "assistant.", i);
+            snprintf(p->msg, sizeof p->msg, "messages[%zu].role must be system, developer, "
+                                            "user or assistant.", i);
             p->param = "messages";
             goto out;
         }
