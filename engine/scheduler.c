@@ -24,6 +24,7 @@ struct sched_seq {
     eng_stop *stop;
     tok_decoder dec;
     int cancelled, running, in_batch;
+    int fresh;  /* admitted and not yet in a batch: sent back, it loses no work */
     long order; /* admission order, for choosing whom to preempt */
 };
 
@@ -41,6 +42,9 @@ struct sched {
     rdx_tree *rdx; /* NULL: prefix caching off */
     struct list waiting, running;
     long next_order;
+    /* prompt + output at which a sequence ends (length): max_model_len, or one past the
+     * positions of the whole pool, past which even alone it could not go on */
+    int len_cap;
     float *logits; /* [max_num_seqs][n_vocab] */
     /* [max_num_seqs]: rows sampled on the model's device, when its backend can (else NULL) */
     struct eng_sample_row *dev_rows;
@@ -147,6 +151,8 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
     s->v = v;
     s->cfg = *cfg;
     s->cfg.max_model_len = sched_max_model_len(m, cfg->max_model_len);
+    const long pool = (long)cfg->n_blocks * cfg->block_size + 1;
+    s->len_cap = pool < s->cfg.max_model_len ? (int)pool : s->cfg.max_model_len;
     s->ev = *ev;
     struct kvc_shape ks = {hp->n_layer, hp->n_head_kv, hp->head_dim, cfg->block_size,
                            cfg->n_blocks, eng_model_kv_on_device(m), cfg->kv_dtype};
@@ -331,7 +337,8 @@ static void preempt(sched *s, sched_seq *q)
     q->running = 0;
     release_blocks(s, q); /* recomputed from its tokens when admitted again */
     list_push_front(&s->waiting, q);
-    s->preemptions++;
+    if (!q->fresh) /* one admitted this step goes back before computing anything */
+        s->preemptions++;
 }
 
 static int emit(sched *s, sched_seq *q, const char *text, size_t n, int final)
@@ -386,7 +393,7 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, enum eng_finish *f)
         *f = ENG_FINISH_STOP;
         return rc < 0 ? rc : 1;
     }
-    if (q->generated >= q->max_tokens || q->n_tokens >= s->cfg.max_model_len) {
+    if (q->generated >= q->max_tokens || q->n_tokens >= s->len_cap) {
         *f = ENG_FINISH_LENGTH;
         int r = flush_text(s, q);
         if (r == 1)
@@ -439,6 +446,7 @@ int sched_step(sched *s)
             continue;
         list_remove(&s->waiting, q);
         q->running = 1;
+        q->fresh = 1;
         q->order = s->next_order++;
         list_push_back(&s->running, q);
         if (s->rdx && q->n_table == 0)
@@ -480,6 +488,7 @@ int sched_step(sched *s)
                                                 : ENG_LOGITS_NONE};
             s->batch_seq[nb++] = q;
             q->in_batch = 1;
+            q->fresh = 0;
             budget -= chunk;
         }
     if (nb == 0) {

@@ -7,8 +7,11 @@
  * of sequences (max_num_seqs) allow. KV blocks are taken from the pool as positions need
  * them; when the pool runs dry the newest running sequence is preempted: its blocks go
  * back and it waits, at the front of the queue, to be recomputed (prompt and the tokens
- * it already generated). Cancelled sequences are dropped at the next iteration, their
- * blocks back in the pool before the forward pass.
+ * it already generated); one admitted in the same iteration goes back the same way, but
+ * having computed nothing it is not counted as preempted. A sequence ends (length) when
+ * it reaches max_model_len or would outgrow the whole pool, where even alone it could not
+ * go on. Cancelled sequences are dropped at the next iteration, their blocks back in the
+ * pool before the forward pass.
  *
  * Prefix caching (radix.h): an admitted sequence starts from the longest cached prefix of
  * its namespace, whose blocks it shares; a finished one is inserted, generated tokens
@@ -77,7 +80,7 @@ int sched_step(sched *s);
 struct sched_stats {
     int running, waiting;
     int blocks_free, blocks_total;
-    long preemptions;
+    long preemptions; /* sequences that lost computed positions to make room */
     long tokens_generated, tokens_prompt, tokens_cached;
     int blocks_cached, blocks_evictable; /* held by the prefix cache */
     int waste_slots; /* allocated token slots holding no position: < one block a sequence */

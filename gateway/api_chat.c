@@ -779,21 +779,23 @@ static void start_engine(struct chat_req *c);
 static int context_exceeded(const struct gw_llm *llm, struct chat_req *c, struct parsed *p)
 {
     const int n = c->job.n_prompt, max = llm->max_model_len, want = c->job.params.max_tokens;
-    const char *what = c->chat ? "messages" : "prompt";
+    const char *what = c->chat ? "messages" : "prompt", *mk = c->max_tokens_key;
     p->param = what;
-    if (n >= max)
+    if (n >= max) {
         snprintf(p->msg, sizeof p->msg, "This model's maximum context length is %d tokens; "
                  "the %s take %d, leaving no room for an answer. Shorten the %s.", max, what,
                  n, what);
-    else if (n + 1 > llm->kv_positions)
+    } else if (n + 1 > llm->kv_positions) {
         snprintf(p->msg, sizeof p->msg, "The %s take %d tokens; the engine's KV cache holds "
                  "%d positions in all. Shorten the %s.", what, n, llm->kv_positions, what);
-    else if (c->max_tokens_key && n + want > max && (p->param = c->max_tokens_key))
+    } else if (mk && n + want > max) {
         snprintf(p->msg, sizeof p->msg, "This model's maximum context length is %d tokens; "
                  "the %s take %d and %s asks for %d more. Lower %s or shorten the %s.", max,
-                 what, n, c->max_tokens_key, want, c->max_tokens_key, what);
-    else
+                 what, n, mk, want, mk, what);
+        p->param = mk;
+    } else {
         return 0;
+    }
     return -1;
 }
 

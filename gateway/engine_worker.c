@@ -15,7 +15,8 @@ struct gw_engw {
     pthread_cond_t cv;
     struct gw_gen_job *incoming, *incoming_tail; /* guarded by mu */
     int n_incoming, max_waiting, stop, cancels;  /* guarded by mu */
-    atomic_int sched_waiting;                    /* as of the last step */
+    atomic_int sched_waiting, sched_running;     /* as of the last step */
+    int max_num_seqs;
     struct gw_gen_job *active;                   /* the engine thread's */
     gw_metric *m_running, *m_waiting, *m_blocks_used, *m_preempt, *m_gen, *m_prompt;
     gw_metric *m_cached, *m_blocks_cached, *m_waste;
@@ -133,6 +134,7 @@ static void *run(void *arg)
         struct sched_stats st;
         sched_get_stats(w->s, &st);
         atomic_store(&w->sched_waiting, st.waiting);
+        atomic_store(&w->sched_running, st.running);
         update_metrics(w);
     }
     /* stopping: every job still queued or running ends as cancelled */
@@ -160,6 +162,7 @@ gw_engw *gw_engw_create(eng_model *m, const tok_vocab *v, const struct sched_con
     }
     w->cq = cq;
     w->max_waiting = max_waiting;
+    w->max_num_seqs = cfg->max_num_seqs;
     static const struct sched_events events = {on_text, on_done};
     int rc = sched_create(m, v, cfg, &events, &w->s);
     if (rc) {
@@ -229,7 +232,9 @@ int gw_engw_submit(gw_engw *w, struct gw_gen_job *job)
     job->next = NULL;
     job->seq = NULL;
     pthread_mutex_lock(&w->mu);
-    if (w->n_incoming + atomic_load(&w->sched_waiting) >= w->max_waiting) {
+    /* the jobs not yet picked up count as waiting unless the running batch can take them */
+    if (w->n_incoming + atomic_load(&w->sched_waiting) + atomic_load(&w->sched_running) >=
+        w->max_num_seqs + w->max_waiting) {
         pthread_mutex_unlock(&w->mu);
         return ENG_EFULL;
     }

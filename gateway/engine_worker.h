@@ -59,7 +59,8 @@ gw_engw *gw_engw_create(eng_model *m, const tok_vocab *v, const struct sched_con
 /* Stops the thread; every job still held gets a done event (cancelled). Accepts NULL. */
 void gw_engw_destroy(gw_engw *w);
 
-/* Event loop. ENG_EFULL when max_waiting jobs already wait, ENG_ENOMEM. */
+/* Event loop. ENG_EFULL when max_waiting jobs already wait beyond what the running batch
+ * (max_num_seqs) takes, ENG_ENOMEM. */
 int gw_engw_submit(gw_engw *w, struct gw_gen_job *job);
 /* Event loop: the job's client went away. */
 void gw_engw_cancel(gw_engw *w, struct gw_gen_job *job);

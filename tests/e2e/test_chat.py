@@ -384,6 +384,60 @@ def test_full_queue_answers_429(make_server):
             assert json.loads(body)["error"]["code"] == "rate_limit_exceeded"
 
 
+def test_queue_takes_the_running_batch_and_max_waiting(make_server):
+    """max_waiting counts requests beyond what the running batch takes: of 12 arriving at
+    once with room for 4 running and 2 waiting, at least those 6 are answered (requests
+    the engine thread had not yet picked up counted as waiting before, and only about
+    max_waiting got through); the rest get 429 with Retry-After."""
+    server = make_server("[engine]\nmax_num_seqs = 4\nmax_waiting = 2\n")
+    results = []
+    start = threading.Barrier(12)
+
+    def one():
+        with client(server) as c:
+            c.get("/health")  # connected before the barrier
+            start.wait()
+            r = c.post("/v1/chat/completions",
+                       json={"model": MODEL, "max_tokens": 48, "temperature": 0,
+                             "messages": [{"role": "user", "content": "Tell me a story."}]})
+            results.append((r.status_code, r.headers.get("retry-after")))
+
+    threads = [threading.Thread(target=one) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ok = sum(1 for s, _ in results if s == 200)
+    assert 6 <= ok < 12, results
+    assert all(s == 429 and ra == "1" for s, ra in results if s != 200), results
+
+
+def test_answer_that_would_outgrow_the_kv_pool_ends_with_length(make_server):
+    """A prompt that fits the KV pool with an answer that would not: the answer runs until
+    the pool is full and ends with length, at once (it used to preempt itself and
+    recompute until the request timed out, holding back every other request), and a
+    request beside it is answered too."""
+    server = make_server("[engine]\nnum_gpu_blocks_override = 4\nblock_size = 16\n"
+                         "enable_prefix_caching = false\n")
+    end = special_ids()[2]
+    c = sdk(server)
+    beside = []
+    t = threading.Thread(target=lambda: beside.append(ask(sdk(server), "Say hi.", max_tokens=8)))
+    t0 = time.monotonic()
+    t.start()
+    r = ask(c, "Count from 1 to 100.", max_tokens=200, logit_bias={str(end): -100})
+    t.join()
+    assert time.monotonic() - t0 < 30
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.prompt_tokens + r.usage.completion_tokens == 4 * 16 + 1
+    assert beside[0].choices[0].message.content
+    chunks = list(ask(c, "Count from 1 to 100.", max_tokens=200, logit_bias={str(end): -100},
+                      stream=True))
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks) == \
+        r.choices[0].message.content
+
+
 def test_repeated_system_prompt_reports_cached_tokens(server):
     c = sdk(server)
     system = ("You are the support assistant of a large online bookshop. Answer briefly, "

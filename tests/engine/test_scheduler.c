@@ -166,6 +166,83 @@ Test(sched, cancel_returns_blocks_next_step)
     free(ids);
 }
 
+/* Runs the scheduler until nothing is left, at most max_steps steps; returns its stats. */
+static struct sched_stats drain(sched *s, int max_steps)
+{
+    int steps = 0, rc;
+    while ((rc = sched_step(s)) > 0)
+        cr_assert(++steps < max_steps, "still running after %d steps", steps);
+    cr_assert_eq(rc, 0);
+    struct sched_stats st;
+    sched_get_stats(s, &st);
+    cr_assert_eq(st.blocks_free + st.blocks_cached, st.blocks_total);
+    return st;
+}
+
+/* A sequence whose prompt fits the pool but whose answer would outgrow it ends with
+ * length once it fills the pool, instead of preempting itself and recomputing forever
+ * (which also held back every other request); with a pool of 2 blocks of 16 it has
+ * prompt + completion = 33 tokens, the last one's position never computed. */
+Test(sched, an_answer_that_would_outgrow_the_pool_ends_with_length)
+{
+    for (int prefix = 0; prefix < 2; prefix++) {
+        sched *s;
+        struct sched_config cfg = {4, 64, 2, 16, 0, prefix, KVC_F32};
+        cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+        int n;
+        int32_t *ids = encode(prompts[1], &n);
+        struct eng_gen_params p = greedy_params(200);
+        struct out o = {0};
+        sched_seq *q;
+        cr_assert_eq(sched_submit(s, 0, ids, n, &p, &o, &q), 0);
+        struct sched_stats st = drain(s, 100);
+        cr_assert(o.done && !o.err && o.finish == ENG_FINISH_LENGTH);
+        cr_assert_eq(n + o.completion, 2 * 16 + 1, "prompt %d + completion %d", n,
+                     o.completion);
+        cr_assert_eq(st.preemptions, 0);
+        sched_destroy(s);
+        free(ids);
+    }
+}
+
+/* More sequences admitted than the pool holds: those that find no block before computing
+ * anything go back to the queue without being counted as preempted (they lose nothing),
+ * and every answer is the one it gets alone. */
+Test(sched, sequences_sent_back_before_computing_are_not_preemptions)
+{
+    struct out alone[4] = {0}, tight[4] = {0};
+    sched *s;
+    struct sched_config roomy = {1, 512, 64, 16, 0, 0, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &roomy, &events, &s), 0);
+    struct eng_gen_params p = greedy_params(8);
+    sched_seq *q;
+    for (int i = 0; i < 4; i++) {
+        int n;
+        int32_t *ids = encode(prompts[i], &n);
+        cr_assert(n + 8 <= 16, "each fits one block");
+        cr_assert_eq(sched_submit(s, 0, ids, n, &p, &alone[i], &q), 0);
+        free(ids);
+    }
+    drain(s, 1000);
+    sched_destroy(s);
+    /* room for two at a time: four are admitted, two go back each step until there is */
+    struct sched_config two = {4, 64, 2, 16, 0, 0, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &two, &events, &s), 0);
+    for (int i = 0; i < 4; i++) {
+        int n;
+        int32_t *ids = encode(prompts[i], &n);
+        cr_assert_eq(sched_submit(s, 0, ids, n, &p, &tight[i], &q), 0);
+        free(ids);
+    }
+    struct sched_stats st = drain(s, 1000);
+    cr_assert_eq(st.preemptions, 0);
+    for (int i = 0; i < 4; i++) {
+        cr_assert(tight[i].done && !tight[i].err);
+        cr_assert_str_eq(tight[i].text, alone[i].text, "prompt %d", i);
+    }
+    sched_destroy(s);
+}
+
 static void prefix_cache_reuse(enum kvc_dtype dtype)
 {
     /* the same long prompt twice, one after the other: the second starts from the cache
