@@ -305,6 +305,12 @@ int gw_config_load(struct gw_config *cfg, const char *path, char *err, size_t er
     }
     int rc = ini_parse_file(f, on_ini, &lc);
     fclose(f);
+    if (rc == 0 && cfg->engine_kv_cache_dtype == GW_KV_BF16 && cfg->engine_block_size % 2) {
+        snprintf(err, errlen, "%s: engine.kv_cache_dtype = bf16 keeps positions in pairs: "
+                 "engine.block_size must be even (it is %ld)", path,
+                 (long)cfg->engine_block_size);
+        return -1;
+    }
     if (rc == 0)
         return 0;
     if (lc.failed)

@@ -1224,9 +1224,8 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     if (gw_device_kv_dtype((int)cfg->engine_kv_cache_dtype, eng_model_kv_on_device(l->m),
                            eng_model_device(l->m), &dtype, err, errlen))
         return -1;
-    if (dtype == KVC_BF16 && bs % 2) {
-        snprintf(err, errlen, "engine.kv_cache_dtype = bf16 keeps positions in pairs: "
-                 "engine.block_size must be even (it is %d)", bs);
+    if (dtype == KVC_BF16 && bs % 2) { /* the configuration checks it */
+        snprintf(err, errlen, "engine.block_size must be even for bf16 (it is %d)", bs);
         return -1;
     }
     struct kvc_shape host = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 0, dtype};

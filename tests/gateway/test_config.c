@@ -123,6 +123,14 @@ Test(config, bad_values)
     expect_error("[engine]\ncpu_matmul = int4\n",
                  "2: engine.cpu_matmul: 'int4' is not one of f32, int8");
     expect_error("[server]\nthis line has no equals sign\n", "2: syntax error");
+    /* a rule across keys, in either order: named when the file is read, not after the
+     * models have loaded */
+    expect_error("[engine]\nkv_cache_dtype = bf16\nblock_size = 15\n",
+                 " engine.kv_cache_dtype = bf16 keeps positions in pairs: engine.block_size "
+                 "must be even (it is 15)");
+    expect_error("[engine]\nblock_size = 15\nkv_cache_dtype = bf16\n",
+                 " engine.kv_cache_dtype = bf16 keeps positions in pairs: engine.block_size "
+                 "must be even (it is 15)");
 }
 
 Test(config, first_error_wins)
