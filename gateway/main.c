@@ -305,6 +305,30 @@ static int write_stdout(void *ud, const char *text, size_t len)
     return 0;
 }
 
+/* A whole decimal number from lo to hi, or -1. */
+static int int_arg(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* An unsigned 64-bit decimal number, or -1. */
+static int u64_arg(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end || errno || strchr(s, '-'))
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
 static int cmd_generate(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -328,17 +352,21 @@ static int cmd_generate(int argc, char **argv)
         case 'C': chat = 1; break;
         case 's': system = optarg; break;
         case 'p': prompt = optarg; break;
-        case 'n': gp.max_tokens = (int)strtol(optarg, &end, 10); if (*end || gp.max_tokens < 0) goto bad; break;
+        case 'n': if (int_arg(optarg, 0, 1 << 20, &gp.max_tokens)) goto bad; break;
         case 't': gp.sampling.temperature = strtof(optarg, &end); if (*end) goto bad; break;
         case 'P': gp.sampling.top_p = strtof(optarg, &end); if (*end) goto bad; break;
-        case 'S': gp.sampling.seed = strtoull(optarg, &end, 10); if (*end) goto bad; gp.sampling.has_seed = 1; break;
-        case 'T': threads = (int)strtol(optarg, &end, 10); if (*end || threads < 0) goto bad; break;
+        case 'S': if (u64_arg(optarg, &gp.sampling.seed)) goto bad; gp.sampling.has_seed = 1; break;
+        case 'T': if (int_arg(optarg, 0, 1024, &threads)) goto bad; break;
         case 'D': device = optarg; break;
         default: usage(stderr); return 2;
         }
     }
     if (!prompt || optind < argc) {
         fprintf(stderr, "cachegate generate: --prompt TEXT is required\n");
+        return 2;
+    }
+    if (system && !chat) {
+        fprintf(stderr, "cachegate generate: --system goes with --chat\n");
         return 2;
     }
     if (eng_sampling_check(&gp.sampling)) {

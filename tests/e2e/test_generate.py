@@ -57,6 +57,27 @@ def test_bad_model_file(tmp_path):
     assert str(bad) in r.stderr and "count exceeds the file" in r.stderr
 
 
+def test_a_directory_as_model_is_one_clear_line(tmp_path):
+    r = generate("--model", str(tmp_path), "--prompt", "hi")
+    assert r.returncode == 1
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "not a regular file (a directory)" in lines[0], r.stderr
+
+
+def test_bad_arguments_are_usage_errors():
+    """Out-of-range numbers and a --system without --chat (which would be ignored) are
+    refused before the model loads, with status 2."""
+    base = ("--model", str(MODEL), "--prompt", "hi")
+    for extra, says in ((("--threads", "100000"), "bad value '100000'"),
+                        (("--threads", "-1"), "bad value '-1'"),
+                        (("--max-tokens", "99999999999"), "bad value '99999999999'"),
+                        (("--seed", "99999999999999999999999"), "bad value"),
+                        (("--seed", "-3"), "bad value '-3'"),
+                        (("--system", "Be brief."), "--system goes with --chat")):
+        r = generate(*base, *extra)
+        assert r.returncode == 2 and says in r.stderr, (extra, r.stderr)
+
+
 def test_config_names_the_chat_format(tmp_path):
     import re
     conf = tmp_path / "c.conf"
