@@ -130,6 +130,8 @@ void gw_handle_embeddings(struct gw_req *r)
         gw_reply_error(r, 404, msg, "model", "model_not_found");
         goto out;
     }
+    if (gw_tenants_model_ok(tn, r, json_string_value(model)))
+        goto out;
     json_t *fmt = json_object_get(body, "encoding_format");
     int base64 = 0;
     if (fmt && !json_is_null(fmt)) {

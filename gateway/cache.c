@@ -155,8 +155,8 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
  *            written system), model, ns (the tenant's namespace), route ("chat" or
  *            "completion"), and the sampling parameters below that are present and not
  *            null. Top-level numbers are written as reals, so that 1 and 1.0 key alike; a
- *            number equal to its default keys like its absence; a stop string is written
- *            as a one-element array.
+ *            number equal to its default, and a neutral value (neutral()), key like
+ *            absence; a stop string is written as a one-element array.
  * It is written straight into a buffer: building it as a json_t tree cost more than the
  * rest of a cache hit.
  */
@@ -176,6 +176,23 @@ static const struct canon_key {
     {"tools", C_PARAM, -1},            {"top_k", C_PARAM, -1},
     {"top_p", C_PARAM, 1},
 };
+
+/* A value of a parameter that asks for what its absence does: an empty array or object
+ * (tools, stop, logit_bias), tool_choice "none" or "auto" (no tools are run),
+ * response_format {"type": "text"}. It keys like absence. */
+static int neutral(const char *key, json_t *v)
+{
+    if ((json_is_array(v) && !json_array_size(v)) || (json_is_object(v) && !json_object_size(v)))
+        return 1;
+    const char *s = json_string_value(v);
+    if (!strcmp(key, "tool_choice"))
+        return s && (!strcmp(s, "none") || !strcmp(s, "auto"));
+    if (!strcmp(key, "response_format")) {
+        const char *type = json_string_value(json_object_get(v, "type"));
+        return json_object_size(v) == 1 && type && !strcmp(type, "text");
+    }
+    return 0;
+}
 
 /* One parameter's value (not null). -1 when out of memory. */
 static int canon_param(struct oai_buf *b, const char *key, json_t *v)
@@ -276,6 +293,8 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
             if (!v || json_is_null(v))
                 continue;
             if (json_is_number(v) && ck->def >= 0 && json_number_value(v) == ck->def)
+                continue;
+            if (neutral(ck->key, v))
                 continue;
         }
         oai_buf_put(&canon, first ? "\"" : ",\"", first ? 1 : 2);

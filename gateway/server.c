@@ -874,12 +874,15 @@ static json_t *model_entry(const char *id, const char *path)
 
 static void handle_models(struct gw_req *rc)
 {
-    if (!gw_tenants_auth(rc->srv->tenants, rc))
+    struct gw_tenant *tn = gw_tenants_auth(rc->srv->tenants, rc);
+    if (!tn)
         return;
     const struct gw_config *cfg = rc->srv->cfg;
     json_t *data = json_array();
-    json_array_append_new(data, model_entry(cfg->engine_model_name, cfg->engine_model));
-    json_array_append_new(data, model_entry(cfg->embedder_model_name, cfg->embedder_model));
+    if (gw_tenant_allows(tn, cfg->engine_model_name)) /* those of the tenant's policy */
+        json_array_append_new(data, model_entry(cfg->engine_model_name, cfg->engine_model));
+    if (gw_tenant_allows(tn, cfg->embedder_model_name))
+        json_array_append_new(data, model_entry(cfg->embedder_model_name, cfg->embedder_model));
     json_t *o = json_object();
     json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", data);
@@ -889,7 +892,8 @@ static void handle_models(struct gw_req *rc)
 /* GET /v1/models/{model}: one of the models, or 404 model_not_found */
 static void handle_model(struct gw_req *rc)
 {
-    if (!gw_tenants_auth(rc->srv->tenants, rc))
+    struct gw_tenant *tn = gw_tenants_auth(rc->srv->tenants, rc);
+    if (!tn)
         return;
     const struct gw_config *cfg = rc->srv->cfg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(rc->req);
@@ -898,7 +902,9 @@ static void handle_model(struct gw_req *rc)
         gw_reply_error(rc, 503, "Out of memory; try again.", NULL, NULL);
         return;
     }
-    if (!strcmp(id, cfg->engine_model_name)) {
+    if (!gw_tenant_allows(tn, id)) {
+        gw_tenants_model_ok(tn, rc, id); /* 404 model_not_found */
+    } else if (!strcmp(id, cfg->engine_model_name)) {
         send_json(rc, 200, model_entry(cfg->engine_model_name, cfg->engine_model));
     } else if (!strcmp(id, cfg->embedder_model_name)) {
         send_json(rc, 200, model_entry(cfg->embedder_model_name, cfg->embedder_model));

@@ -344,13 +344,20 @@ struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
     return NULL;
 }
 
-int gw_tenants_model_ok(struct gw_tenant *tn, struct gw_req *r, const char *model)
+int gw_tenant_allows(const struct gw_tenant *tn, const char *model)
 {
     if (!tn->pol.nmodels)
-        return 0;
+        return 1;
     for (int i = 0; i < tn->pol.nmodels; i++)
         if (!strcmp(tn->pol.models[i], model))
-            return 0;
+            return 1;
+    return 0;
+}
+
+int gw_tenants_model_ok(struct gw_tenant *tn, struct gw_req *r, const char *model)
+{
+    if (gw_tenant_allows(tn, model))
+        return 0;
     char msg[200];
     snprintf(msg, sizeof msg, "The model `%.64s` does not exist or you do not have access to it.",
              model);

@@ -67,6 +67,8 @@ void gw_tenants_destroy(gw_tenants *t); /* accepts NULL */
  * the server runs.
  */
 struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r);
+/* Whether the tenant's policy lets it use model (a policy without "models": any). */
+int gw_tenant_allows(const struct gw_tenant *tn, const char *model);
 /* 0 when the tenant may use model; else replies 404 and returns -1. */
 int gw_tenants_model_ok(struct gw_tenant *tn, struct gw_req *r, const char *model);
 /* Admits a request under the tenant's limits; else replies 429 (with Retry-After) and

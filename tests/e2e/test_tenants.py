@@ -174,10 +174,22 @@ def test_an_error_after_admission_counts_as_an_error_not_ok(server):
 
 
 def test_allowed_models_policy(server):
+    """A tenant's "models" policy holds on every route that names a model: chat,
+    embeddings, and the model list, which shows only those it may use."""
     key = make_tenant(server, "a", {"models": ["some-other-model"]})
+    only_chat = make_tenant(server, "b", {"models": ["smollm2-135m-instruct"]})
     time.sleep(1.2)
-    r = chat(client(server, key), "hi")
+    c = client(server, key)
+    r = chat(c, "hi")
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    r = embed(c)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    assert c.get("/v1/models").json()["data"] == []
+    assert c.get("/v1/models/all-minilm-l6-v2").status_code == 404
+    b = client(server, only_chat)
+    assert [m["id"] for m in b.get("/v1/models").json()["data"]] == ["smollm2-135m-instruct"]
+    assert b.get("/v1/models/smollm2-135m-instruct").status_code == 200
+    assert embed(b).status_code == 404
 
 
 def test_keys_are_stored_hashed_and_never_logged(server):

@@ -27,6 +27,17 @@ Test(cache_key, the_same_request_keys_alike_and_defaults_key_like_absence)
                                         "\"max_tokens\":50}", 1, 1);
     cr_assert_eq(a.partition, b.partition);
     cr_assert_eq(a.exact, b.exact);
+    /* values that ask for nothing, as SDKs and frameworks send them */
+    const char *neutral[] = {
+        BASE ",\"tools\":[],\"tool_choice\":\"none\"}",
+        BASE ",\"tool_choice\":\"auto\",\"logit_bias\":{},\"stop\":[]}",
+        BASE ",\"response_format\":{\"type\":\"text\"}}",
+    };
+    for (size_t i = 0; i < sizeof neutral / sizeof *neutral; i++) {
+        struct gw_cache_key n = key_of(neutral[i], 1, 1);
+        cr_assert_eq(a.partition, n.partition, "%s", neutral[i]);
+        gw_cache_key_deinit(&n);
+    }
     cr_assert_str_eq(a.query, "What is the capital of France?");
     gw_cache_key_deinit(&a);
     gw_cache_key_deinit(&b);
@@ -121,6 +132,28 @@ Test(cache_key, import_lines_are_validated)
 /* The partition key as the json_t tree it was first defined by: json_dumps of the canonical
  * object. gw_cache_key_make writes the same text without the tree; stored entries' keys
  * depend on the two agreeing byte for byte. */
+/* Whether v, of parameter key, equals one of the values that ask for what absence does. */
+static int reference_neutral(const char *key, json_t *v)
+{
+    static const struct {
+        const char *key; /* NULL: any */
+        const char *json;
+    } neutral[] = {
+        {NULL, "[]"}, {NULL, "{}"}, {"tool_choice", "\"none\""}, {"tool_choice", "\"auto\""},
+        {"response_format", "{\"type\": \"text\"}"},
+    };
+    for (size_t i = 0; i < sizeof neutral / sizeof *neutral; i++) {
+        if (neutral[i].key && strcmp(neutral[i].key, key))
+            continue;
+        json_t *n = json_loads(neutral[i].json, JSON_DECODE_ANY, NULL);
+        int eq = json_equal(n, v);
+        json_decref(n);
+        if (eq)
+            return 1;
+    }
+    return 0;
+}
+
 static char *reference_canon(json_t *b, int chat, int64_t ns)
 {
     static const struct {
@@ -142,6 +175,8 @@ static char *reference_canon(json_t *b, int chat, int64_t ns)
         if (!v || json_is_null(v))
             continue;
         if (json_is_number(v) && params[i].def >= 0 && json_number_value(v) == params[i].def)
+            continue;
+        if (reference_neutral(params[i].key, v))
             continue;
         json_t *c = json_deep_copy(v);
         if (json_is_number(c)) {
@@ -190,6 +225,9 @@ Test(cache_key, partition_keys_match_the_canonical_json_of_the_request)
         BASE ",\"stop\":\"\\n\\n\"}",
         BASE ",\"stop\":[\"END\",\"\\u00e9\\u0000x\",\"\\ud83d\\ude00\"]}",
         BASE ",\"stop\":null,\"seed\":null,\"tools\":null}",
+        BASE ",\"stop\":[],\"tools\":[],\"tool_choice\":\"none\",\"logit_bias\":{},"
+             "\"response_format\":{\"type\":\"text\"}}",
+        BASE ",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"text\",\"x\":1}}",
         BASE ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
              "{\"z\":1,\"a\":[1.5,2,\"\\u2028\"],\"m\":{\"y\":true,\"b\":null}}}}],"
              "\"tool_choice\":\"auto\"}",
