@@ -232,8 +232,9 @@ void gw_handle_admin_cache_import(struct gw_req *r)
             k--;
         if (k) {
             char err[200];
-            if (gw_cache_import_parse(body + off, k, op->tenant, v, &op->items[op->nitems], err,
-                                      sizeof err) == 0)
+            if (gw_cache_import_parse(body + off, k, op->tenant, v,
+                                      gw_server_config(srv)->engine_model_name,
+                                      &op->items[op->nitems], err, sizeof err) == 0)
                 op->nitems++;
             else {
                 json_t *e = json_object();

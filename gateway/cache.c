@@ -758,8 +758,43 @@ void gw_cache_refresh_metrics(gw_cache *c)
 
 /* ------------------------------------------------------------------ imports */
 
+/* The first parameter of an import line that no request could carry, as err; 0 if none. */
+static int import_params_ok(json_t *j, char *err, size_t errlen)
+{
+    static const struct {
+        const char *key;
+        double lo, hi;
+        int integer;
+    } num[] = {{"temperature", 0, 2, 0},       {"top_p", 0, 1, 0},
+               {"presence_penalty", -2, 2, 0}, {"frequency_penalty", -2, 2, 0},
+               {"top_k", -(1 << 30), 1 << 30, 1}, {"seed", -9.3e18, 9.3e18, 1}};
+    for (size_t i = 0; i < sizeof num / sizeof *num; i++) {
+        json_t *v = json_object_get(j, num[i].key);
+        if (!v || json_is_null(v))
+            continue;
+        if ((num[i].integer ? !json_is_integer(v) : !json_is_number(v)) ||
+            json_number_value(v) < num[i].lo || json_number_value(v) > num[i].hi) {
+            snprintf(err, errlen, "\"%s\" must be %s from %g to %g", num[i].key,
+                     num[i].integer ? "an integer" : "a number", num[i].lo, num[i].hi);
+            return -1;
+        }
+    }
+    static const char *const refused[] = {"tools", "tool_choice", "functions",
+                                          "response_format"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        json_t *v = json_object_get(j, refused[i]);
+        if (v && !json_is_null(v) && !neutral(refused[i], v)) {
+            snprintf(err, errlen, "\"%s\": requests that set it are refused, so no request "
+                     "could be answered from this entry", refused[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct tok_vocab *v,
-                          struct gw_import_item *out, char *err, size_t errlen)
+                          const char *model_name, struct gw_import_item *out, char *err,
+                          size_t errlen)
 {
     memset(out, 0, sizeof *out);
     json_error_t je;
@@ -779,6 +814,12 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
         snprintf(err, errlen, "\"answer\" must be a non-empty string");
         goto out;
     }
+    if (model_name && strcmp(json_string_value(model), model_name)) {
+        snprintf(err, errlen, "\"model\" must be %.64s, the model requests name", model_name);
+        goto out;
+    }
+    if (import_params_ok(j, err, errlen))
+        goto out;
     int krc = gw_cache_key_make(j, chat, ns, &out->key);
     if (krc) {
         snprintf(err, errlen, krc < 0 ? "out of memory"

@@ -127,9 +127,13 @@ struct gw_import_item {
     int completion_tokens;
 };
 struct tok_vocab;
-/* v: the chat model's vocabulary, to count the answer's tokens. -1 with err on a bad line. */
+/* v: the chat model's vocabulary, to count the answer's tokens; model: the name requests
+ * must give for the entry to be found (NULL: any). -1 with err on a bad line, among them one
+ * that no request could ever be answered from: another model, a sampling parameter of the
+ * wrong type or out of range, tools or a response format that requests are refused. */
 int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct tok_vocab *v,
-                          struct gw_import_item *out, char *err, size_t errlen);
+                          const char *model, struct gw_import_item *out, char *err,
+                          size_t errlen);
 void gw_import_item_deinit(struct gw_import_item *it);
 
 /* Normalizes a final user message for the exact key (NFC, white space). malloc'd. */

@@ -117,7 +117,8 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
             if (!len)
                 continue;
             char msg[200];
-            if (gw_cache_import_parse(line, (size_t)len, t.id, v, &items[n], msg, sizeof msg)) {
+            if (gw_cache_import_parse(line, (size_t)len, t.id, v, cfg->engine_model_name,
+                                      &items[n], msg, sizeof msg)) {
                 fprintf(stderr, "%s:%ld: %s\n", path, lineno, msg);
                 bad++;
                 continue;

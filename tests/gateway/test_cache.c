@@ -111,27 +111,40 @@ Test(cache_key, import_lines_are_validated)
     char err[200];
     const char *ok = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
                      "\"answer\":\"a\"}";
-    cr_assert_eq(gw_cache_import_parse(ok, strlen(ok), 1, NULL, &it, err, sizeof err), 0, "%s",
-                 err);
+    cr_assert_eq(gw_cache_import_parse(ok, strlen(ok), 1, NULL, "m", &it, err, sizeof err), 0,
+                 "%s", err);
     struct gw_cache_key k = key_of("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
                                    "\"content\":\"q\"}],\"temperature\":1}", 1, 1);
     cr_assert_eq(it.key.exact, k.exact, "an imported entry keys like the request it answers");
     gw_cache_key_deinit(&k);
     gw_import_item_deinit(&it);
+    const char *neutral = "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"tools\":[],"
+                          "\"tool_choice\":\"none\",\"temperature\":0,\"seed\":-4}";
+    cr_assert_eq(gw_cache_import_parse(neutral, strlen(neutral), 1, NULL, "m", &it, err,
+                                       sizeof err),
+                 0, "%s", err);
+    gw_import_item_deinit(&it);
     const char *bad[] = {"not json", "[]", "{\"model\":\"m\",\"answer\":\"a\"}",
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
-                         "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"answer\":\"a\"}"};
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"answer\":\"a\"}",
+                         /* lines no request could be answered from */
+                         "{\"model\":\"other\",\"prompt\":\"q\",\"answer\":\"a\"}",
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\","
+                         "\"temperature\":\"hot\"}",
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"top_p\":1.5}",
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"seed\":0.5}",
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"tools\":[{}]}",
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\","
+                         "\"response_format\":{\"type\":\"json_object\"}}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
-        cr_assert_eq(gw_cache_import_parse(bad[i], strlen(bad[i]), 1, NULL, &it, err, sizeof err),
+        cr_assert_eq(gw_cache_import_parse(bad[i], strlen(bad[i]), 1, NULL, "m", &it, err,
+                                           sizeof err),
                      -1, "%s", bad[i]);
         cr_assert(err[0]);
     }
 }
 
-/* The partition key as the json_t tree it was first defined by: json_dumps of the canonical
- * object. gw_cache_key_make writes the same text without the tree; stored entries' keys
- * depend on the two agreeing byte for byte. */
 /* Whether v, of parameter key, equals one of the values that ask for what absence does. */
 static int reference_neutral(const char *key, json_t *v)
 {
@@ -154,6 +167,9 @@ static int reference_neutral(const char *key, json_t *v)
     return 0;
 }
 
+/* The partition key as the json_t tree it was first defined by: json_dumps of the canonical
+ * object. gw_cache_key_make writes the same text without the tree; stored entries' keys
+ * depend on the two agreeing byte for byte. */
 static char *reference_canon(json_t *b, int chat, int64_t ns)
 {
     static const struct {
