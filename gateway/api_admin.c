@@ -408,6 +408,8 @@ void gw_handle_admin_tenants(struct gw_req *r)
         }
     }
 out:
+    if (strcmp(method, "GET")) /* what this server changed applies at once */
+        gw_tenants_reload(gw_server_tenants(gw_req_server(r)));
     evhttp_clear_headers(&q);
 }
 
@@ -489,6 +491,8 @@ void gw_handle_admin_keys(struct gw_req *r)
         }
     }
 out:
+    if (strcmp(method, "GET")) /* what this server changed applies at once */
+        gw_tenants_reload(gw_server_tenants(gw_req_server(r)));
     evhttp_clear_headers(&q);
 }
 

@@ -260,6 +260,11 @@ static void reload(gw_tenants *t)
     }
 }
 
+void gw_tenants_reload(gw_tenants *t)
+{
+    reload(t);
+}
+
 static void on_refresh(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;

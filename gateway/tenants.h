@@ -5,7 +5,8 @@
  * Keys are "cg-" + 48 hex digits of randomness; the store keeps only their SHA-256 and a
  * prefix. The event loop holds every live key's hash and every tenant's policy in memory
  * and rereads both from the store once a second, so a key revoked or a policy changed by
- * the admin API or the CLI (even from another process) takes effect within a second.
+ * the CLI (even from another process) takes effect within a second; the admin API rereads
+ * them at once after a change it made.
  *
  * Limits per tenant (policy, else the [tenants] defaults; 0: none): requests per minute and
  * tokens per minute as token buckets (tokens are counted after the fact; a cache hit's
@@ -67,6 +68,8 @@ void gw_tenants_destroy(gw_tenants *t); /* accepts NULL */
  * the server runs.
  */
 struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r);
+/* Rereads tenants and keys from the store now (the admin API, after a change it made). */
+void gw_tenants_reload(gw_tenants *t);
 /* Whether the tenant's policy lets it use model (a policy without "models": any). */
 int gw_tenant_allows(const struct gw_tenant *tn, const char *model);
 /* 0 when the tenant may use model; else replies 404 and returns -1. */
