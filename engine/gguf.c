@@ -383,13 +383,14 @@ int gguf_open(const char *path, gguf_file **out, char *err, size_t errlen)
         return ENG_EIO;
     }
     struct stat st;
-    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+    const int got = fstat(fd, &st) == 0;
+    if (got && !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file%s", path,
                  S_ISDIR(st.st_mode) ? " (a directory)" : "");
         close(fd);
         return ENG_EIO;
     }
-    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+    if (!got || st.st_size <= 0) {
         snprintf(err, errlen, "%s: empty or unreadable", path);
         close(fd);
         return ENG_EIO;
