@@ -858,6 +858,9 @@ static int32_t klass(int32_t cp)
         return cp == ' ' || (cp >= 9 && cp <= 13) ? K_SPACE : K_OTHER;
     }
     if (cp == 0x85) return K_SPACE;
+    /* CJK Unified Ideographs Extension I (Unicode 15.1): letters to llama.cpp, whose
+     * tables are 15.1; Debian's utf8proc 2.8 (Unicode 15.0) has them unassigned */
+    if (cp >= 0x2EBF0 && cp <= 0x2EE5D) return K_LETTER;
     switch (utf8proc_category(cp)) {
     case UTF8PROC_CATEGORY_LU:
     case UTF8PROC_CATEGORY_LL:

@@ -6,7 +6,9 @@
  *            printable stand-ins (byte b -> one code point); the text is cut into words
  *            by the pre-tokenizer that tokenizer.ggml.pre names; in each word, adjacent
  *            pieces are merged by tokenizer.ggml.merges, lowest rank first. Any byte string
- *            encodes, and decodes back to itself.
+ *            encodes and decodes back to itself, but for bytes whose stand-in the
+ *            vocabulary lacks (SmolLM2's has none for 04 06 13 14 16 1D C0 C1 F1 F2 F5-FF),
+ *            which are dropped, as llama.cpp drops them.
  *   "llama"  SentencePiece BPE with byte fallback (Llama 2): spaces become U+2581, a space
  *            is prefixed when tokenizer.ggml.add_space_prefix says so, adjacent pieces are
  *            merged while their concatenation is a normal token, highest score first, and a

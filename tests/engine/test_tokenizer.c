@@ -250,6 +250,29 @@ Test(smollm, other_pre_tokenizers_equal_the_reference)
     }
 }
 
+/* Ideographs new in Unicode 15.1 (CJK Extension I, U+2EBF0..U+2EE5D) are letters, as
+ * llama.cpp classes them: the contraction after one splits off as after any ideograph
+ * (llama.cpp: "\U0002EBF0's" -> [187, 123, 124, 125, 506], 506 being "'s"; as "other",
+ * the apostrophe joined the ideograph and "'s" came apart) */
+Test(smollm, ideographs_of_unicode_15_1_are_letters)
+{
+    static const char *const texts[] = {"\xE6\x9D\xB1's", "\xF0\xAE\xAF\xB0's",
+                                        "\xF0\xAE\xB9\x9D's"};
+    int32_t ids[3][16];
+    int n[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(tok_encode(vocab, texts[i], strlen(texts[i]), 0, ids[i], 16, &n[i]), 0);
+    const char *piece;
+    size_t len;
+    cr_assert_eq(tok_piece(vocab, ids[0][n[0] - 1], &piece, &len), 0);
+    cr_assert(len == 2 && !memcmp(piece, "'s", 2), "a CJK ideograph, then \"'s\"");
+    for (int i = 1; i < 3; i++)
+        cr_assert_eq(ids[i][n[i] - 1], ids[0][n[0] - 1], "text %d ends in \"'s\"", i);
+    cr_assert_eq(n[1], 5);
+    cr_assert_eq(ids[1][0], 187);
+    cr_assert_eq(ids[1][4], 506);
+}
+
 Test(smollm, decode_inverts_encode)
 {
     json_t *texts = json_object_get(fixture, "texts");
