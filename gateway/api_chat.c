@@ -13,7 +13,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
-#include <math.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,20 +118,11 @@ static int bad(struct parsed *p, const char *param, const char *msg)
     return -1;
 }
 
-static int number(json_t *o, const char *key, double lo, double hi, double *out,
-                  struct parsed *p)
+/* A number parameter already checked (oai_params_check()), or def when absent. */
+static double number_or(json_t *o, const char *key, double def)
 {
     json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi ||
-        isnan(json_number_value(v))) {
-        snprintf(p->msg, sizeof p->msg, "%s must be a number between %g and %g.", key, lo, hi);
-        p->param = key;
-        return -1;
-    }
-    *out = json_number_value(v);
-    return 0;
+    return json_is_number(v) ? json_number_value(v) : def;
 }
 
 /* logit_bias: {"token id": bias, ...}, the ids in the model's vocabulary (n_vocab), each
@@ -178,82 +168,22 @@ static int parse_logit_bias(json_t *b, int n_vocab, struct chat_req *c, struct p
     return 0;
 }
 
-/* A value that asks for nothing: absent, null, false, 0, "", an empty array or object. */
-static int nothing(json_t *v)
-{
-    return !v || json_is_null(v) || json_is_false(v) ||
-           (json_is_integer(v) && !json_integer_value(v)) ||
-           (json_is_string(v) && !json_string_length(v)) ||
-           (json_is_array(v) && !json_array_size(v)) || (json_is_object(v) && !json_object_size(v));
-}
-
-/* Parameters of the OpenAI schema that this server does not implement: a request that
- * asks for one is refused, naming it, rather than answered as if it had not asked (a
- * client that sends tools and gets plain text back would take it for the model's choice).
- * Their neutral values pass: tool_choice "none" or "auto", response_format text, best_of
- * 1, echo false, and so on. */
-static int unsupported(json_t *b, int chat, struct parsed *p)
-{
-    static const char *const chat_keys[] = {"logprobs", "top_logprobs", "tools", "functions",
-                                            "audio", "prediction"};
-    static const char *const completion_keys[] = {"logprobs", "echo", "suffix"};
-    const char *const *keys = chat ? chat_keys : completion_keys;
-    const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys
-                          : sizeof completion_keys / sizeof *completion_keys;
-    for (size_t i = 0; i < n; i++)
-        if (!nothing(json_object_get(b, keys[i]))) {
-            snprintf(p->msg, sizeof p->msg, "%s is not supported by this server.", keys[i]);
-            p->param = keys[i];
-            return -1;
-        }
-    if (chat) {
-        json_t *tcv = json_object_get(b, "tool_choice");
-        const char *tc = json_string_value(tcv);
-        if (!nothing(tcv) && !(tc && (!strcmp(tc, "none") || !strcmp(tc, "auto"))))
-            return bad(p, "tool_choice", "tool_choice is not supported by this server "
-                                         "(tools are not).");
-        json_t *rf = json_object_get(b, "response_format");
-        const char *type = json_string_value(json_object_get(rf, "type"));
-        if (!nothing(rf) && !(type && !strcmp(type, "text")))
-            return bad(p, "response_format", "response_format: only {\"type\": \"text\"} is "
-                                             "supported by this server.");
-        json_t *mod = json_object_get(b, "modalities");
-        for (size_t i = 0; i < json_array_size(mod); i++) {
-            const char *m = json_string_value(json_array_get(mod, i));
-            if (!m || strcmp(m, "text"))
-                return bad(p, "modalities", "modalities: only \"text\" is supported.");
-        }
-    } else {
-        json_t *bo = json_object_get(b, "best_of");
-        if (bo && !json_is_null(bo) && (!json_is_integer(bo) || json_integer_value(bo) != 1))
-            return bad(p, "best_of", "Only best_of = 1 is supported.");
-    }
-    return 0;
-}
-
 /* Sampling parameters, max_tokens, stop, n, stream; shared by both routes. */
 static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req *c,
                         struct parsed *p)
 {
     struct eng_gen_params *gp = &c->job.params;
     eng_sampling_default(&gp->sampling);
-    double t = 1, tp = 1, pp = 0, fp = 0;
-    if (number(b, "temperature", 0, 2, &t, p) || number(b, "top_p", 0, 1, &tp, p) ||
-        number(b, "presence_penalty", -2, 2, &pp, p) ||
-        number(b, "frequency_penalty", -2, 2, &fp, p))
+    if (oai_params_check(b, c->chat, &p->param, p->msg, sizeof p->msg))
         return -1;
-    if (tp <= 0)
-        return bad(p, "top_p", "top_p must be greater than 0.");
-    gp->sampling.temperature = (float)t;
-    gp->sampling.top_p = (float)tp;
-    gp->sampling.presence_penalty = (float)pp;
-    gp->sampling.frequency_penalty = (float)fp;
+    gp->sampling.temperature = (float)number_or(b, "temperature", 1);
+    gp->sampling.top_p = (float)number_or(b, "top_p", 1);
+    gp->sampling.presence_penalty = (float)number_or(b, "presence_penalty", 0);
+    gp->sampling.frequency_penalty = (float)number_or(b, "frequency_penalty", 0);
     if (parse_logit_bias(b, tok_n_vocab(gw_server_llm(gw_req_server(c->req))->v), c, p))
         return -1;
     json_t *seed = json_object_get(b, "seed");
-    if (seed && !json_is_null(seed)) {
-        if (!json_is_integer(seed))
-            return bad(p, "seed", "seed must be an integer.");
+    if (json_is_integer(seed)) {
         gp->sampling.seed = (uint64_t)json_integer_value(seed);
         gp->sampling.has_seed = 1;
     }
@@ -317,7 +247,7 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     json_t *user = json_object_get(b, "user");
     if (user && !json_is_null(user) && !json_is_string(user))
         return bad(p, "user", "user must be a string.");
-    return unsupported(b, c->chat, p);
+    return 0;
 }
 
 /* content: a string, or an array of {"type":"text","text":...} parts, joined. */

@@ -155,7 +155,7 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
  *            written system), model, ns (the tenant's namespace), route ("chat" or
  *            "completion"), and the sampling parameters below that are present and not
  *            null. Top-level numbers are written as reals, so that 1 and 1.0 key alike; a
- *            number equal to its default, and a neutral value (neutral()), key like
+ *            number equal to its default, and a neutral value (oai_param_neutral()), key like
  *            absence; a stop string is written as a one-element array.
  * It is written straight into a buffer: building it as a json_t tree cost more than the
  * rest of a cache hit.
@@ -176,23 +176,6 @@ static const struct canon_key {
     {"tools", C_PARAM, -1},            {"top_k", C_PARAM, -1},
     {"top_p", C_PARAM, 1},
 };
-
-/* A value of a parameter that asks for what its absence does: an empty array or object
- * (tools, stop, logit_bias), tool_choice "none" or "auto" (no tools are run),
- * response_format {"type": "text"}. It keys like absence. */
-static int neutral(const char *key, json_t *v)
-{
-    if ((json_is_array(v) && !json_array_size(v)) || (json_is_object(v) && !json_object_size(v)))
-        return 1;
-    const char *s = json_string_value(v);
-    if (!strcmp(key, "tool_choice"))
-        return s && (!strcmp(s, "none") || !strcmp(s, "auto"));
-    if (!strcmp(key, "response_format")) {
-        const char *type = json_string_value(json_object_get(v, "type"));
-        return json_object_size(v) == 1 && type && !strcmp(type, "text");
-    }
-    return 0;
-}
 
 /* One parameter's value (not null). -1 when out of memory. */
 static int canon_param(struct oai_buf *b, const char *key, json_t *v)
@@ -294,7 +277,7 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
                 continue;
             if (json_is_number(v) && ck->def >= 0 && json_number_value(v) == ck->def)
                 continue;
-            if (neutral(ck->key, v))
+            if (oai_param_neutral(ck->key, v))
                 continue;
         }
         oai_buf_put(&canon, first ? "\"" : ",\"", first ? 1 : 2);
@@ -758,40 +741,6 @@ void gw_cache_refresh_metrics(gw_cache *c)
 
 /* ------------------------------------------------------------------ imports */
 
-/* The first parameter of an import line that no request could carry, as err; 0 if none. */
-static int import_params_ok(json_t *j, char *err, size_t errlen)
-{
-    static const struct {
-        const char *key;
-        double lo, hi;
-        int integer;
-    } num[] = {{"temperature", 0, 2, 0},       {"top_p", 0, 1, 0},
-               {"presence_penalty", -2, 2, 0}, {"frequency_penalty", -2, 2, 0},
-               {"top_k", -(1 << 30), 1 << 30, 1}, {"seed", -9.3e18, 9.3e18, 1}};
-    for (size_t i = 0; i < sizeof num / sizeof *num; i++) {
-        json_t *v = json_object_get(j, num[i].key);
-        if (!v || json_is_null(v))
-            continue;
-        if ((num[i].integer ? !json_is_integer(v) : !json_is_number(v)) ||
-            json_number_value(v) < num[i].lo || json_number_value(v) > num[i].hi) {
-            snprintf(err, errlen, "\"%s\" must be %s from %g to %g", num[i].key,
-                     num[i].integer ? "an integer" : "a number", num[i].lo, num[i].hi);
-            return -1;
-        }
-    }
-    static const char *const refused[] = {"tools", "tool_choice", "functions",
-                                          "response_format"};
-    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-        json_t *v = json_object_get(j, refused[i]);
-        if (v && !json_is_null(v) && !neutral(refused[i], v)) {
-            snprintf(err, errlen, "\"%s\": requests that set it are refused, so no request "
-                     "could be answered from this entry", refused[i]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct tok_vocab *v,
                           const char *model_name, struct gw_import_item *out, char *err,
                           size_t errlen)
@@ -818,7 +767,8 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
         snprintf(err, errlen, "\"model\" must be %.64s, the model requests name", model_name);
         goto out;
     }
-    if (import_params_ok(j, err, errlen))
+    const char *param;
+    if (oai_params_check(j, chat, &param, err, errlen)) /* refused in a request */
         goto out;
     int krc = gw_cache_key_make(j, chat, ns, &out->key);
     if (krc) {

@@ -340,7 +340,8 @@ static int cmd_generate(int argc, char **argv)
         {"device", required_argument, NULL, 'D'},      {NULL, 0, NULL, 0}};
     const char *config = DEFAULT_CONFIG, *model = NULL, *system = NULL, *prompt = NULL;
     const char *device = NULL;
-    int chat = 0, threads = 0;
+    const char *threads = NULL; /* engine.threads, checked as the configuration's */
+    int chat = 0;
     struct eng_gen_params gp = {.max_tokens = 256};
     eng_sampling_default(&gp.sampling);
     int ch;
@@ -356,7 +357,7 @@ static int cmd_generate(int argc, char **argv)
         case 't': gp.sampling.temperature = strtof(optarg, &end); if (*end) goto bad; break;
         case 'P': gp.sampling.top_p = strtof(optarg, &end); if (*end) goto bad; break;
         case 'S': if (u64_arg(optarg, &gp.sampling.seed)) goto bad; gp.sampling.has_seed = 1; break;
-        case 'T': if (int_arg(optarg, 0, 1024, &threads)) goto bad; break;
+        case 'T': threads = optarg; break;
         case 'D': device = optarg; break;
         default: usage(stderr); return 2;
         }
@@ -377,6 +378,12 @@ static int cmd_generate(int argc, char **argv)
     char err[1024];
     if (load_tool_config(config, &cfg))
         return 2;
+    if (threads && gw_config_set(&cfg, "engine", "threads", threads, "--threads", err,
+                                 sizeof err)) {
+        fprintf(stderr, "cachegate generate: %s\n", err);
+        gw_config_deinit(&cfg);
+        return 2;
+    }
     eng_set_log(lib_log_sink, NULL);
     struct gw_device dev;
     if (tool_device(&cfg, device, "generate", &dev)) {
@@ -385,7 +392,7 @@ static int cmd_generate(int argc, char **argv)
     }
     struct progress pr = {.shown = 0};
     clock_gettime(CLOCK_MONOTONIC, &pr.t0);
-    struct eng_options eo = {.threads = threads ? threads : (int)cfg.engine_threads,
+    struct eng_options eo = {.threads = (int)cfg.engine_threads,
                              .int8 = cfg.engine_cpu_matmul == GW_MATMUL_INT8,
                              .backend = dev.cuda ? dev.cuda->eng_create : NULL,
                              .progress = on_progress, .progress_ud = &pr};

@@ -234,3 +234,89 @@ void oai_buf_real(struct oai_buf *b, double v, int precision)
     }
     oai_buf_put(b, t, (size_t)n);
 }
+
+int oai_param_neutral(const char *key, json_t *v)
+{
+    if ((json_is_array(v) && !json_array_size(v)) || (json_is_object(v) && !json_object_size(v)))
+        return 1;
+    const char *s = json_string_value(v);
+    if (!strcmp(key, "tool_choice"))
+        return s && (!strcmp(s, "none") || !strcmp(s, "auto"));
+    if (!strcmp(key, "response_format")) {
+        const char *type = json_string_value(json_object_get(v, "type"));
+        return json_object_size(v) == 1 && type && !strcmp(type, "text");
+    }
+    return 0;
+}
+
+/* A value that asks for nothing: absent, null, false, 0, "", or neutral. */
+static int nothing(const char *key, json_t *v)
+{
+    return !v || json_is_null(v) || json_is_false(v) ||
+           (json_is_integer(v) && !json_integer_value(v)) ||
+           (json_is_string(v) && !json_string_length(v)) || oai_param_neutral(key, v);
+}
+
+static int refuse(const char **param, char *msg, size_t len, const char *key, const char *why)
+{
+    *param = key;
+    snprintf(msg, len, "%s", why);
+    return -1;
+}
+
+int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t len)
+{
+    static const struct {
+        const char *key;
+        double lo, hi;
+    } num[] = {{"temperature", 0, 2},
+               {"top_p", 0, 1},
+               {"presence_penalty", -2, 2},
+               {"frequency_penalty", -2, 2}};
+    for (size_t i = 0; i < sizeof num / sizeof *num; i++) {
+        json_t *v = json_object_get(b, num[i].key);
+        if (!v || json_is_null(v))
+            continue;
+        if (!json_is_number(v) || json_number_value(v) < num[i].lo ||
+            json_number_value(v) > num[i].hi) {
+            snprintf(msg, len, "%s must be a number between %g and %g.", num[i].key, num[i].lo,
+                     num[i].hi);
+            *param = num[i].key;
+            return -1;
+        }
+    }
+    json_t *tp = json_object_get(b, "top_p");
+    if (json_is_number(tp) && json_number_value(tp) <= 0)
+        return refuse(param, msg, len, "top_p", "top_p must be greater than 0.");
+    json_t *seed = json_object_get(b, "seed");
+    if (seed && !json_is_null(seed) && !json_is_integer(seed))
+        return refuse(param, msg, len, "seed", "seed must be an integer.");
+    /* the OpenAI schema's parameters this server does not implement */
+    static const char *const chat_keys[] = {"logprobs", "top_logprobs", "tools", "functions",
+                                            "tool_choice", "response_format", "audio",
+                                            "prediction"};
+    static const char *const completion_keys[] = {"logprobs", "echo", "suffix"};
+    const char *const *keys = chat ? chat_keys : completion_keys;
+    const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys
+                          : sizeof completion_keys / sizeof *completion_keys;
+    for (size_t i = 0; i < n; i++)
+        if (!nothing(keys[i], json_object_get(b, keys[i]))) {
+            snprintf(msg, len, "%s is not supported by this server.", keys[i]);
+            *param = keys[i];
+            return -1;
+        }
+    if (chat) {
+        json_t *mod = json_object_get(b, "modalities");
+        for (size_t i = 0; i < json_array_size(mod); i++) {
+            const char *m = json_string_value(json_array_get(mod, i));
+            if (!m || strcmp(m, "text"))
+                return refuse(param, msg, len, "modalities",
+                              "modalities: only \"text\" is supported.");
+        }
+    } else {
+        json_t *bo = json_object_get(b, "best_of");
+        if (bo && !json_is_null(bo) && (!json_is_integer(bo) || json_integer_value(bo) != 1))
+            return refuse(param, msg, len, "best_of", "Only best_of = 1 is supported.");
+    }
+    return 0;
+}

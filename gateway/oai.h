@@ -18,6 +18,22 @@ const char *oai_error_type(int status);
 /* Serialized error body for a status, malloc'd (caller frees). */
 char *oai_error_dumps(int status, const char *message, const char *param, const char *code);
 
+/* Whether v, the value of request parameter key, asks for what its absence does: an empty
+ * array or object (tools, stop, logit_bias), tool_choice "none" or "auto" (no tools run),
+ * response_format {"type": "text"}. */
+int oai_param_neutral(const char *key, json_t *v);
+
+/*
+ * The request parameters that no answer of this server can honour, in a chat (chat) or
+ * completion request body b: a sampling number of the wrong type or out of its range
+ * (temperature, top_p, the penalties; seed an integer), or a parameter of the OpenAI schema
+ * that the server does not implement (logprobs, tools, a JSON response_format, echo, ...)
+ * set to anything but absence, null, false, 0, "" or a neutral value. 0 when there is none;
+ * else -1 with *param and msg naming the first. Requests are refused for it, and answers
+ * imported into the cache that no request could reach.
+ */
+int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t len);
+
 /*
  * JSON text written straight into a buffer, byte for byte as jansson's json_dumps writes the
  * same values (compact), so that the hot paths (cache hits, the access log) need not build

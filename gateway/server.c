@@ -902,8 +902,8 @@ static void handle_model(struct gw_req *rc)
         gw_reply_error(rc, 503, "Out of memory; try again.", NULL, NULL);
         return;
     }
-    if (!gw_tenant_allows(tn, id)) {
-        gw_tenants_model_ok(tn, rc, id); /* 404 model_not_found */
+    if (gw_tenants_model_ok(tn, rc, id)) {
+        /* not the tenant's: answered 404 model_not_found */
     } else if (!strcmp(id, cfg->engine_model_name)) {
         send_json(rc, 200, model_entry(cfg->engine_model_name, cfg->engine_model));
     } else if (!strcmp(id, cfg->embedder_model_name)) {
@@ -1230,10 +1230,6 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     if (gw_device_kv_dtype((int)cfg->engine_kv_cache_dtype, eng_model_kv_on_device(l->m),
                            eng_model_device(l->m), &dtype, err, errlen))
         return -1;
-    if (dtype == KVC_BF16 && bs % 2) { /* the configuration checks it */
-        snprintf(err, errlen, "engine.block_size must be even for bf16 (it is %d)", bs);
-        return -1;
-    }
     struct kvc_shape host = {hp->n_layer, hp->n_head_kv, hp->head_dim, bs, 0, 0, dtype};
     long per_block = (long)kvc_block_bytes(&host);
     int n_blocks = cfg->engine_num_blocks_override

@@ -195,8 +195,7 @@ static int64_t month_usage(store *st, int64_t tenant)
     return sum;
 }
 
-/* Rereads tenants (policies) and keys from the store. */
-static void reload(gw_tenants *t)
+void gw_tenants_reload(gw_tenants *t)
 {
     struct store_tenant *list;
     int n;
@@ -260,16 +259,11 @@ static void reload(gw_tenants *t)
     }
 }
 
-void gw_tenants_reload(gw_tenants *t)
-{
-    reload(t);
-}
-
 static void on_refresh(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    reload(arg);
+    gw_tenants_reload(arg);
 }
 
 gw_tenants *gw_tenants_create(const struct gw_config *cfg, store *st, struct event_base *base,
@@ -282,7 +276,7 @@ gw_tenants *gw_tenants_create(const struct gw_config *cfg, store *st, struct eve
     }
     t->cfg = cfg;
     t->st = st;
-    reload(t);
+    gw_tenants_reload(t);
     if (!find(t, 1)) {
         snprintf(err, errlen, "the store has no default tenant");
         gw_tenants_destroy(t);

@@ -68,7 +68,8 @@ void gw_tenants_destroy(gw_tenants *t); /* accepts NULL */
  * the server runs.
  */
 struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r);
-/* Rereads tenants and keys from the store now (the admin API, after a change it made). */
+/* Rereads tenants (policies) and keys from the store: once a second by itself, and at
+ * once from the admin API after a change it made. */
 void gw_tenants_reload(gw_tenants *t);
 /* Whether the tenant's policy lets it use model (a policy without "models": any). */
 int gw_tenant_allows(const struct gw_tenant *tn, const char *model);

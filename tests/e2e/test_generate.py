@@ -68,8 +68,8 @@ def test_bad_arguments_are_usage_errors():
     """Out-of-range numbers and a --system without --chat (which would be ignored) are
     refused before the model loads, with status 2."""
     base = ("--model", str(MODEL), "--prompt", "hi")
-    for extra, says in ((("--threads", "100000"), "bad value '100000'"),
-                        (("--threads", "-1"), "bad value '-1'"),
+    for extra, says in ((("--threads", "100000"), "engine.threads: 100000 is out of range"),
+                        (("--threads", "-1"), "engine.threads: -1 is out of range"),
                         (("--max-tokens", "99999999999"), "bad value '99999999999'"),
                         (("--seed", "99999999999999999999999"), "bad value"),
                         (("--seed", "-3"), "bad value '-3'"),

@@ -133,9 +133,11 @@ Test(cache_key, import_lines_are_validated)
                          "\"temperature\":\"hot\"}",
                          "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"top_p\":1.5}",
                          "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"seed\":0.5}",
-                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"tools\":[{}]}",
-                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\","
-                         "\"response_format\":{\"type\":\"json_object\"}}"};
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+                         "\"answer\":\"a\",\"tools\":[{}]}",
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+                         "\"answer\":\"a\",\"response_format\":{\"type\":\"json_object\"}}",
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"echo\":true}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
         cr_assert_eq(gw_cache_import_parse(bad[i], strlen(bad[i]), 1, NULL, "m", &it, err,
