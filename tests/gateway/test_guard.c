@@ -100,15 +100,16 @@ Test(guard, negation)
     /* prevention: "keep / stop / protect X from doing" negates the doing */
     VETO("How do I keep my screen from turning off?", "How do I make my screen turn off?",
          "negation");
-    VETO("How do I stop my cat from scratching the sofa?", "How do I get my cat to scratch the "
-         "sofa?", "negation");
-    PASS("How do I keep my screen from turning off?",
-         "How can I stop my screen from turning off?");
+    VETO("How do I stop my cat from scratching the sofa?",
+         "How do I get my cat to scratch the "
+         "sofa?",
+         "negation");
+    PASS("How do I keep my screen from turning off?", "How can I stop my screen from turning off?");
     PASS("How do I prevent my pipes from freezing?", "How do I keep my pipes from freezing?");
     PASS("How do I stop my dog from barking at night?",
          "How can I get my dog to quit barking at night?");
     PASS("How far is the airport from the hotel?", "What is the distance from the hotel to "
-         "the airport?");
+                                                   "the airport?");
 }
 
 Test(guard, opposites)
@@ -171,6 +172,35 @@ Test(guard, one_word_swap)
     PASS("What is the best way to learn chess?", "What is the best method to learn chess?");
     PASS("Tips for running a marathon", "Tips for run a marathon");
     PASS("Why do cats knead?", "What is the reason cats knead?");
+}
+
+Test(guard, tense)
+{
+    VETO("Who is the CEO of Twitter?", "Who was the CEO of Twitter?", "tense");
+    VETO("What did people in Rome eat?", "What do people in Rome eat?", "tense");
+    VETO("Where were the Olympics held?", "Where are the Olympics held?", "tense");
+    /* tense alone, among other rewording, is not the difference */
+    PASS("Who wrote War and Peace?", "Who is the author of War and Peace?");
+    PASS("When did the Berlin Wall fall?", "What year did the Berlin Wall fall?");
+    PASS("When was the telescope invented?", "In which century was the telescope invented?");
+    VETO("When did the Berlin Wall fall?", "Why did the Berlin Wall fall?", "when");
+    PASS("How can I learn to swim?", "How do I learn to swim?");
+}
+
+Test(guard, added_qualifier)
+{
+    VETO("Give me a recipe for chili.", "Give me a recipe for vegetarian chili.", "vegetarian");
+    VETO("What are the signs of dehydration?", "What are the early signs of dehydration?", "early");
+    VETO("What are good exercises?", "What are good exercises for seniors?", "seniors");
+    VETO("How do I update my drivers?", "How do I update my drivers on a laptop?", "laptop");
+    VETO("How do I parse a file in Perl?", "How do I parse a file of records in Perl?", "records");
+    /* words that do not narrow: a verb after its subject, a framing noun, an adverb, an
+     * added noun that the phrase already implied */
+    PASS("Why is grass green?", "What makes grass appear green?");
+    PASS("What is the meaning of the word \"serendipity\"?", "What does serendipity mean?");
+    PASS("How do I iron a shirt?", "How do I quickly iron a shirt?");
+    PASS("What is the capital of Peru?", "What is the capital city of Peru?");
+    PASS("What's a good lunch?", "What should I eat for a good lunch?");
 }
 
 Test(guard, order)
