@@ -57,6 +57,8 @@ struct conn {
     size_t head_len;
     uint64_t body_left;
     uint64_t started, completed; /* requests whose first byte arrived / that were answered */
+    uint64_t passed;             /* requests handed to evhttp */
+    struct event *resume;        /* passes a held pipelined request on: see on_complete() */
     struct gw_req *cur;         /* the request being answered, if any */
     struct evbuffer_cb_entry *out_cb;  /* on ssl_bev's output */
     struct evbuffer_cb_entry *kick_cb; /* on bev's output */
@@ -235,42 +237,13 @@ static void conn_free(void *arg)
     update_accepting(srv);
     event_free(c->timer);
     event_free(c->kick);
+    event_free(c->resume);
     free(c->head);
     SSL_set_ex_data(bufferevent_openssl_get_ssl(c->ssl_bev), ssl_conn_index, NULL);
     evbuffer_remove_cb_entry(bufferevent_get_output(c->ssl_bev), c->out_cb);
     if (c->kick_cb)
         evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->kick_cb);
     free(c);
-}
-
-/* Answers a request the filter refused and closes the connection after it. */
-static void conn_reject(struct conn *c, int status, const char *reason, const char *message,
-                        const char *code)
-{
-    char *body = oai_error_dumps(status, message, NULL, code);
-    char id[48];
-    next_request_id(c->srv, id, sizeof id);
-    struct evbuffer *out = bufferevent_get_output(c->ssl_bev);
-    evbuffer_add_printf(out,
-                        "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                        "Content-Length: %zu\r\nX-Request-Id: %s\r\nServer: cachegate/" GW_VERSION
-                        "\r\nConnection: close\r\n\r\n%s",
-                        status, reason, body ? strlen(body) : 0, id, body ? body : "");
-    free(body);
-
-    /* method and path for the access log, from the request line held back */
-    char method[16] = "-", path[64] = "-";
-    char line[256];
-    size_t n = c->head_len < sizeof line - 1 ? c->head_len : sizeof line - 1;
-    memcpy(line, c->head, n);
-    line[n] = 0;
-    sscanf(line, "%15s %63s", method, path);
-    gw_log_access(id, method, path, status, 0, NULL);
-    char st[8];
-    snprintf(st, sizeof st, "%d", status);
-    gw_metric_add(c->srv->m_requests, 1, "unmatched", st);
-
-    close_when_flushed(c);
 }
 
 /* Case-insensitive "Name:" match at the start of a header line; returns the value. */
@@ -285,19 +258,202 @@ static const char *header_value(const char *line, size_t len, const char *name)
     return v;
 }
 
+static int plain_id(const char *s);
+
+/* The X-Request-Id of the head held back, when plain, else a new one. */
+static void head_request_id(struct conn *c, char *id, size_t len)
+{
+    const char *p = memchr(c->head, '\n', c->head_len), *end = c->head + c->head_len;
+    while (p && p + 1 < end) {
+        const char *line = p + 1, *v;
+        p = memchr(line, '\n', (size_t)(end - line));
+        size_t ll = (size_t)((p ? p : end) - line);
+        if ((v = header_value(line, ll, "X-Request-Id"))) {
+            char given[64];
+            size_t n = strcspn(v, " \t\r\n");
+            if (n < sizeof given) {
+                memcpy(given, v, n);
+                given[n] = 0;
+                if (plain_id(given)) {
+                    snprintf(id, len, "%s", given);
+                    return;
+                }
+            }
+            break;
+        }
+    }
+    next_request_id(c->srv, id, len);
+}
+
+/* Answers a request the filter refused and closes the connection after it. */
+static void conn_reject(struct conn *c, int status, const char *reason, const char *message,
+                        const char *code)
+{
+    char *body = oai_error_dumps(status, message, NULL, code);
+    char id[48];
+    head_request_id(c, id, sizeof id);
+    /* a reply to HEAD has the length of the body it would have, and no body */
+    int head_method = c->head_len > 5 && memcmp(c->head, "HEAD ", 5) == 0;
+    struct evbuffer *out = bufferevent_get_output(c->ssl_bev);
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                        "Content-Length: %zu\r\nX-Request-Id: %s\r\nServer: cachegate/" GW_VERSION
+                        "\r\nConnection: close\r\n\r\n%s",
+                        status, reason, body ? strlen(body) : 0, id,
+                        body && !head_method ? body : "");
+    free(body);
+
+    /* method and path for the access log, from the request line held back */
+    char method[16] = "-", path[64] = "-";
+    char line[256];
+    size_t n = c->head_len < sizeof line - 1 ? c->head_len : sizeof line - 1;
+    memcpy(line, c->head, n);
+    line[n] = 0;
+    sscanf(line, "%15s %63s", method, path);
+    gw_log_access(id, method, path, status, 0, NULL);
+    char st[8];
+    snprintf(st, sizeof st, "%d", status);
+    gw_metric_add(c->srv->m_requests, 1, "unmatched", st);
+    gw_metric_observe(c->srv->m_latency, 0, "unmatched", st);
+
+    close_when_flushed(c);
+}
+
+/* The methods evhttp routes, and whether it reads a body for them: as evhttp frames
+ * requests, only POST, PUT and PATCH have one. */
+static const struct {
+    const char *name;
+    int body;
+} http_methods[] = {{"GET", 0},    {"HEAD", 0},    {"POST", 1}, {"PUT", 1},
+                    {"DELETE", 0}, {"OPTIONS", 0}, {"PATCH", 1}};
+
+/* RFC 9110's token characters: method and header names */
+static int tchar(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+static int bad_request(struct conn *c, const char *message)
+{
+    conn_reject(c, 400, "Bad Request", message, "invalid_request");
+    return -1;
+}
+
+/* The request line of a complete head: "METHOD target HTTP/1.x". An absolute-form target
+ * ("https://host/path?q") becomes its origin form ("/path?q") in place, which is what
+ * evhttp routes. 0, with *method (an index into http_methods) and *http11; or -1 after
+ * refusing the request. */
+static int check_request_line(struct conn *c, int *method, int *http11)
+{
+    char *h = c->head, *eol = memchr(h, '\n', c->head_len);
+    size_t ll = (size_t)(eol - h);
+    if (ll && h[ll - 1] == '\r')
+        ll--;
+    char *sp1 = memchr(h, ' ', ll);
+    char *sp2 = sp1 ? memchr(sp1 + 1, ' ', ll - (size_t)(sp1 + 1 - h)) : NULL;
+    if (!sp1 || !sp2 || sp1 == h || sp2 == sp1 + 1 ||
+        memchr(sp2 + 1, ' ', ll - (size_t)(sp2 + 1 - h)))
+        return bad_request(c, "Malformed request line; expected \"METHOD /path HTTP/1.1\"");
+    size_t ml = (size_t)(sp1 - h);
+    for (size_t i = 0; i < ml; i++)
+        if (!tchar((unsigned char)h[i]))
+            return bad_request(c, "Malformed request line: the method is not a token");
+    *method = -1;
+    for (size_t i = 0; i < sizeof http_methods / sizeof *http_methods; i++)
+        if (strlen(http_methods[i].name) == ml && memcmp(http_methods[i].name, h, ml) == 0)
+            *method = (int)i;
+    const char *ver = sp2 + 1;
+    size_t vl = ll - (size_t)(ver - h);
+    if (vl != 8 || memcmp(ver, "HTTP/", 5) != 0 || ver[6] != '.' ||
+        ver[5] < '0' || ver[5] > '9' || ver[7] < '0' || ver[7] > '9')
+        return bad_request(c, "Malformed request line: the version is not HTTP/1.1");
+    if (ver[5] != '1' || (ver[7] != '0' && ver[7] != '1')) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "HTTP version %.8s is not supported; use HTTP/1.1", ver);
+        conn_reject(c, 505, "HTTP Version Not Supported", msg, "http_version_not_supported");
+        return -1;
+    }
+    *http11 = ver[7] == '1';
+    if (*method < 0) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "Method %.*s is not implemented", (int)(ml < 32 ? ml : 32), h);
+        conn_reject(c, 501, "Not Implemented", msg, "not_implemented");
+        return -1;
+    }
+    char *t = sp1 + 1;
+    size_t tl = (size_t)(sp2 - t);
+    for (size_t i = 0; i < tl; i++)
+        if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] == 0x7f)
+            return bad_request(c, "Malformed request target");
+    if (t[0] == '/')
+        return 0;
+    size_t scheme = tl > 7 && strncasecmp(t, "http://", 7) == 0    ? 7
+                    : tl > 8 && strncasecmp(t, "https://", 8) == 0 ? 8
+                                                                   : 0;
+    if (!scheme)
+        return bad_request(c, "The request target must be a path (\"/v1/...\") or an "
+                              "absolute URL");
+    size_t k = scheme;
+    while (k < tl && t[k] != '/' && t[k] != '?')
+        k++;
+    /* cut "https://host", leaving "/path?q"; "https://host?q" and "https://host" get a "/" */
+    size_t cut = k < tl && t[k] == '/' ? k : k - 1;
+    if (cut != k)
+        t[cut] = '/';
+    memmove(t, t + cut, c->head_len - (size_t)(t + cut - h));
+    c->head_len -= cut;
+    return 0;
+}
+
 /* Looks at a complete head: 0 to pass it to evhttp with *body (out) bytes of body. */
 static int check_head(struct conn *c, uint64_t *body)
 {
     const struct gw_config *cfg = c->srv->cfg;
-    int have_len = 0;
+    int method, http11, have_len = 0, hosts = 0;
     uint64_t len = 0;
+    if (check_request_line(c, &method, &http11) != 0)
+        return -1;
     const char *p = memchr(c->head, '\n', c->head_len);
     const char *end = c->head + c->head_len;
     while (p && p + 1 < end) {
         const char *line = p + 1;
         p = memchr(line, '\n', (size_t)(end - line));
         size_t ll = (size_t)((p ? p : end) - line);
+        if (ll && line[ll - 1] == '\r')
+            ll--;
+        if (ll == 0)
+            continue; /* the blank line that ends the head */
+        if (line[0] == ' ' || line[0] == '\t')
+            return bad_request(c, "Header lines may not be folded (a line starts with white "
+                                  "space)");
+        const char *colon = memchr(line, ':', ll);
+        size_t nl = colon ? (size_t)(colon - line) : 0;
+        for (size_t i = 0; i < nl && colon; i++)
+            if (!tchar((unsigned char)line[i]))
+                colon = NULL;
+        if (!colon || nl == 0)
+            return bad_request(c, "Malformed header line; expected \"Name: value\"");
+        for (size_t i = nl + 1; i < ll; i++)
+            if (((unsigned char)line[i] < 0x20 && line[i] != '\t') || line[i] == 0x7f) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "Control character in the value of header %.*s",
+                         (int)(nl < 40 ? nl : 40), line);
+                return bad_request(c, msg);
+            }
         const char *v;
+        if (header_value(line, ll, "Host"))
+            hosts++;
+        if ((v = header_value(line, ll, "Expect"))) {
+            size_t vl = (size_t)(line + ll - v);
+            while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+                vl--;
+            if (vl != 12 || strncasecmp(v, "100-continue", 12) != 0) {
+                conn_reject(c, 417, "Expectation Failed",
+                            "Only \"Expect: 100-continue\" is supported", "expectation_failed");
+                return -1;
+            }
+        }
         if (header_value(line, ll, "Transfer-Encoding")) {
             conn_reject(c, 411, "Length Required",
                         "Request bodies must be sent with Content-Length; chunked transfer "
@@ -311,14 +467,20 @@ static int check_head(struct conn *c, uint64_t *body)
             unsigned long long x = strtoull(v, &e, 10);
             while (*e == ' ' || *e == '\t' || *e == '\r')
                 e++;
-            if (e == v || *e != '\n' || errno || *v == '-' || (have_len && x != len)) {
-                conn_reject(c, 400, "Bad Request", "Invalid Content-Length header",
-                            "invalid_request");
-                return -1;
-            }
+            if (*v < '0' || *v > '9' || *e != '\n' || errno || (have_len && x != len))
+                return bad_request(c, "Invalid Content-Length header");
             have_len = 1;
             len = x;
         }
+    }
+    if (http11 && hosts != 1)
+        return bad_request(c, hosts ? "More than one Host header"
+                                    : "An HTTP/1.1 request needs a Host header");
+    if (len > 0 && !http_methods[method].body) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "A %s request has no body; send Content-Length: 0 or none",
+                 http_methods[method].name);
+        return bad_request(c, msg);
     }
     if (len > (uint64_t)cfg->max_body_bytes) {
         char msg[160];
@@ -348,6 +510,7 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
     const struct gw_config *cfg = c->srv->cfg;
     size_t cap = (size_t)cfg->max_header_bytes;
     size_t avail;
+    int moved = 0;
     while ((avail = evbuffer_get_length(src)) > 0) {
         if (c->frame == F_REJECTED) {
             evbuffer_drain(src, avail);
@@ -356,6 +519,7 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
         if (c->frame == F_BODY) {
             size_t n = avail < c->body_left ? avail : (size_t)c->body_left;
             evbuffer_remove_buffer(src, dst, n);
+            moved = 1;
             c->body_left -= n;
             if (c->body_left == 0) {
                 c->frame = F_HEAD;
@@ -363,6 +527,8 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
             }
             continue;
         }
+        if (c->head_len == 0 && c->passed > c->completed)
+            return moved ? BEV_OK : BEV_NEED_MORE; /* on_resume() passes it on in turn */
         if (c->head_len == 0) {
             /* empty lines before a request line are ignored (RFC 9112 2.2) */
             unsigned char ch;
@@ -391,11 +557,13 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
         if (!endpos) {
             evbuffer_drain(src, (size_t)got);
             c->head_len = now;
-            if (now == cap) {
+            if (now == cap && !memchr(c->head, '\n', now))
+                conn_reject(c, 414, "URI Too Long",
+                            "Request line exceeds server.max_header_bytes", "uri_too_long");
+            else if (now == cap)
                 conn_reject(c, 431, "Request Header Fields Too Large",
                             "Request head exceeds server.max_header_bytes",
                             "request_header_too_large");
-            }
             continue;
         }
         evbuffer_drain(src, endpos - old);
@@ -404,6 +572,8 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
         if (check_head(c, &body) != 0)
             continue; /* now F_REJECTED */
         evbuffer_add(dst, c->head, c->head_len);
+        c->passed++;
+        moved = 1;
         c->head_len = 0;
         c->body_left = body;
         if (body > 0) {
@@ -435,6 +605,23 @@ static enum bufferevent_filter_result frame_output(struct evbuffer *src, struct 
     if (n > 1 && n <= ONE_RECORD_BYTES)
         evbuffer_pullup(src, (ev_ssize_t)n);
     return evbuffer_remove_buffer(src, dst, n) >= 0 ? BEV_OK : BEV_ERROR;
+}
+
+/* Passes on a pipelined request held back while the reply before it was under way. Runs
+ * from the loop after evhttp has finished that reply and, keeping the connection, is
+ * reading again: it reads nothing more from the TLS layer by itself, since what the filter
+ * held is already there. */
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (!evhttp_holds(c) || c->closing || c->frame == F_REJECTED ||
+        evbuffer_get_length(bufferevent_get_input(c->ssl_bev)) == 0)
+        return;
+    bufferevent_flush(c->bev, EV_READ, BEV_NORMAL);
+    if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+        bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
 }
 
 /* Response bytes leave the filter only from here, run from the loop after evhttp has
@@ -484,8 +671,9 @@ static struct bufferevent *on_bev(struct event_base *base, void *arg)
     c->head = malloc((size_t)srv->cfg->max_header_bytes);
     c->timer = evtimer_new(base, on_conn_timer, c);
     c->kick = event_new(base, -1, 0, on_kick, c);
+    c->resume = event_new(base, -1, 0, on_resume, c);
     ssl = SSL_new(srv->ssl);
-    if (!c->head || !c->timer || !c->kick || !ssl)
+    if (!c->head || !c->timer || !c->kick || !c->resume || !ssl)
         goto fail;
     SSL_set_ex_data(ssl, ssl_conn_index, c);
     c->ssl_bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
@@ -524,6 +712,8 @@ fail:
             event_free(c->timer);
         if (c->kick)
             event_free(c->kick);
+        if (c->resume)
+            event_free(c->resume);
         free(c->head);
         free(c);
     }
@@ -619,6 +809,8 @@ static void on_complete(struct evhttp_request *req, void *arg)
         close_when_flushed(c);
     }
     req_finish(rc, 0);
+    if (c && !c->close_when_flushed)
+        event_active(c->resume, EV_READ, 0);
 }
 
 static void send_body(struct gw_req *rc, int status, const char *ctype, const char *body,
@@ -631,8 +823,14 @@ static void send_body(struct gw_req *rc, int status, const char *ctype, const ch
     if (rc->srv->draining)
         evhttp_add_header(h, "Connection", "close");
     struct evbuffer *b = evbuffer_new();
-    if (b)
+    if (evhttp_request_get_command(rc->req) == EVHTTP_REQ_HEAD) {
+        /* the GET's length, no body: evhttp would send one */
+        char n[24];
+        snprintf(n, sizeof n, "%zu", len);
+        evhttp_add_header(h, "Content-Length", n);
+    } else if (b) {
         evbuffer_add(b, body, len);
+    }
     rc->status = status;
     evhttp_send_reply(rc->req, status, NULL, b);
     if (b)
@@ -841,7 +1039,7 @@ static void handle_health(struct gw_req *rc)
     json_object_set_new(o, "version", json_string(GW_VERSION));
     json_object_set_new(o, "uptime_s", json_real(floor(since_ms(&srv->t_start)) / 1000.0));
     json_object_set_new(o, "device", json_string(srv->dev->description));
-    send_json(rc, srv->draining ? 503 : 200, o);
+    gw_reply_json(rc, srv->draining ? 503 : 200, o, JSON_REAL_PRECISION(12));
 }
 
 static void handle_metrics(struct gw_req *rc)

@@ -7,8 +7,14 @@
  *
  * The framing filter sees every request byte before evhttp does. It holds a request's
  * head back until it is complete, so that it can enforce the header and body timeouts,
- * answer 413/411/431 itself with the OpenAI error body, and count the requests in
- * flight on each connection for a graceful shutdown. evhttp parses what passes.
+ * check the head against HTTP/1.1's grammar and answer what it refuses (400, 411, 413,
+ * 414, 417, 431, 501, 505) itself with the OpenAI error body, and count the requests in
+ * flight on each connection for a graceful shutdown. It frames bodies exactly as evhttp
+ * does (POST, PUT and PATCH have one; a body on any other method is refused), and passes
+ * one request at a time: the next one's head waits, unread, until the reply before it
+ * has been sent, so replies, refusals included, leave in order, a "Connection: close"
+ * ends the connection after its own reply, and a pipelined head's timeout starts only
+ * when its turn comes. evhttp parses what passes.
  *
  * Shutdown (SIGINT/SIGTERM, or gw_server_stop): the listening socket is closed, idle
  * connections are closed, responses get "Connection: close", and the loop exits when

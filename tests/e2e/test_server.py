@@ -1,5 +1,6 @@
 """End-to-end tests of the gateway core: TLS, routes, limits, metrics, shutdown."""
 
+import json
 import signal
 import socket
 import ssl
@@ -205,6 +206,142 @@ def test_connection_close_response_is_complete(server):
             assert r.headers["connection"] == "close"
             assert len(r.content) == int(r.headers["content-length"])
             assert r.text.endswith("\n") and "cachegate_start_time_seconds" in r.text
+
+
+def read_to_eof(sock):
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def split_responses(raw, bodiless=()):
+    """Pipelined responses read to the end: [(status, headers, body)]; the responses at
+    the indexes in `bodiless` (replies to HEAD) carry none."""
+    out = []
+    while raw:
+        head, sep, rest = raw.partition(b"\r\n\r\n")
+        assert sep, "a response head without its end: %r" % raw
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip()
+                   for k, _, v in (line.partition(":") for line in lines[1:])}
+        n = 0 if len(out) in bodiless else int(headers.get("content-length", "0"))
+        out.append((int(lines[0].split()[1]), headers, rest[:n]))
+        raw = rest[n:]
+    return out
+
+
+def exchange(server, raw, bodiless=()):
+    s = server.tls_socket(timeout=30)
+    s.sendall(raw)
+    try:
+        return split_responses(read_to_eof(s), bodiless)
+    finally:
+        s.close()
+
+
+def test_head_has_no_body_and_keeps_the_connection(server):
+    with client(server) as c:
+        for path in ("/health", "/metrics", "/v1/models"):
+            r = c.head(path)
+            assert r.status_code == 200 and r.content == b""
+            assert int(r.headers["content-length"]) > 0
+            assert c.get("/v1/models").json()["object"] == "list"  # same connection
+    got = exchange(server, b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                           b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                   bodiless=(0,))
+    assert [g[0] for g in got] == [200, 200]
+    assert got[0][1]["content-length"] == got[1][1]["content-length"]
+    assert b'"status":"ok"' in got[1][2]
+
+
+def test_pipelined_replies_keep_their_order(server):
+    get = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-Id: first\r\n\r\n"
+    emb = b'{"model":"all-minilm-l6-v2","input":"hi"}'
+    cases = [
+        (get + b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: second\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 411),
+        (get + b"GET /health HTTP/7.7\r\nHost: x\r\nX-Request-Id: second\r\n\r\n", 505),
+        (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: first\r\n"
+         b"Content-Length: %d\r\n\r\n%s" % (len(emb), emb) +
+         b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: second\r\n"
+         b"Content-Length: 999999999\r\n\r\n", 413),
+    ]
+    for raw, refused in cases:
+        got = exchange(server, raw)
+        assert [(g[0], g[1]["x-request-id"]) for g in got] == [(200, "first"),
+                                                              (refused, "second")], raw
+        assert got[1][1]["connection"] == "close"
+
+
+@pytest.mark.parametrize("raw,status,code", [
+    (b"FOO /health HTTP/1.1\r\nHost: x\r\n\r\n", 501, "not_implemented"),
+    (b"TRACE /health HTTP/1.1\r\nHost: x\r\n\r\n", 501, "not_implemented"),
+    (b"CONNECT localhost:443 HTTP/1.1\r\nHost: x\r\n\r\n", 501, "not_implemented"),
+    (b"get /health HTTP/1.1\r\nHost: x\r\n\r\n", 501, "not_implemented"),
+    (b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505, "http_version_not_supported"),
+    (b"GET /health\r\nHost: x\r\n\r\n", 400, "invalid_request"),
+    (b"GET /hea lth HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"),
+    (b"GET health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"),
+    (b"GET /health HTTP/1.1\r\n\r\n", 400, "invalid_request"),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "invalid_request"),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n", 400, "invalid_request"),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\r\n\r\n", 400, "invalid_request"),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: \x01\r\n\r\n", 400, "invalid_request"),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n", 417, "expectation_failed"),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 400,
+     "invalid_request"),
+    (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}", 400,
+     "invalid_request"),
+])
+def test_malformed_requests_get_json_errors(server, raw, status, code):
+    got = exchange(server, raw[:-4] + b"\r\nX-Request-Id: mine\r\n\r\n"
+                   if raw.endswith(b"\r\n\r\n") else raw)
+    assert len(got) == 1
+    st, headers, body = got[0]
+    assert (st, headers["connection"]) == (status, "close")
+    assert json.loads(body)["error"]["code"] == code
+    if raw.endswith(b"\r\n\r\n"):
+        assert headers["x-request-id"] == "mine"
+
+
+def test_a_body_on_head_cannot_hide_a_request(server):
+    hidden = (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+              b"\r\n2a\r\n" + b'{"model":"all-minilm-l6-v2","input":"hi"}' + b"\r\n0\r\n\r\n")
+    got = exchange(server, b"HEAD /health HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                   % len(hidden) + hidden, bodiless=(0,))
+    assert [g[0] for g in got] == [400]
+
+
+def test_absolute_form_target(server):
+    got = exchange(server, b"GET https://localhost:8443/health HTTP/1.1\r\nHost: x\r\n"
+                           b"Connection: close\r\n\r\n")
+    assert [g[0] for g in got] == [200] and b'"status":"ok"' in got[0][2]
+
+
+def test_connection_close_ends_pipelined_requests(server):
+    got = exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                           b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert [g[0] for g in got] == [200] and b'"status":"ok"' in got[0][2]
+
+
+def test_pipelined_head_waits_for_a_long_reply(make_server):
+    # the next request's head, half sent while an answer is being generated, must not
+    # time out (and take the answer with it): its clock starts when its turn comes
+    server = make_server("[server]\nheader_timeout_ms = 50\n")
+    chat = json.dumps({"model": "smollm2-135m-instruct", "max_tokens": 64, "temperature": 0,
+                       "messages": [{"role": "user", "content": "Count from 1 to 100."}]})
+    s = server.tls_socket(timeout=60)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nCache-Control: no-store\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(chat), chat.encode()) +
+              b"GET /health HTTP/1.1\r\nHo")
+    time.sleep(0.2)
+    s.sendall(b"st: x\r\nConnection: close\r\n\r\n")
+    got = split_responses(read_to_eof(s))
+    s.close()
+    assert [g[0] for g in got] == [200, 200]
+    assert json.loads(got[0][2])["usage"]["completion_tokens"] > 0
+    assert b'"status":"ok"' in got[1][2]
 
 
 def test_http10_request(server):
