@@ -211,7 +211,9 @@ static const char *const synonym_groups[] = {
     "liter litre", "kilometer kilometre km", "centimeter centimetre cm",
     "millimeter millimetre mm", "kilogram kg kilo", "gram g", "pound lb", "ounce oz",
     "foot feet ft", "inch inches", "mile miles mi", "liter l", "milliliter ml",
-    "usa us america", "uk britain", "tall high", "height tall", "height high", "length long",
+    "usa us america american", "uk britain", "javascript js", "typescript ts", "golang go",
+    "postgres postgresql", "kubernetes k8s", "tall high", "height tall", "height high",
+    "length long",
     "weight heavy", "age old", "width wide", "depth deep", "distance far",
     "price cost expensive", "speed fast", "temperature hot", "wash clean", "brew make",
     "cook make prepare", "recipe instructions", "sleep rest", "eat consume", "drink consume",
@@ -289,13 +291,32 @@ static const char qual_preps[] = "in on for of with at during under after before
 static const char past_aux[] = "was were did had";
 static const char now_aux[] = "is are am do does has have will shall can";
 
+/* What follows "how" when it asks for an amount or a time ("how long ago"). */
+static const char how_quantity[] = "long old many much soon often far";
+
+/* Time words read against now: "this year" (or "the year") is not "last year" nor "next
+ * year". 0: now, 1: before, 2: after. */
+static const char *const time_deixis[] = {"this current present", "last previous past",
+                                          "next upcoming coming"};
+static const char time_nouns[] = "year month week day weekend season night morning evening "
+                                 "summer winter spring autumn fall election game match "
+                                 "quarter semester term decade century";
+
+/* Common nouns that complete a name the other side says without them: "the Nile" and "the
+ * Nile River", "Everest" and "Mount Everest". */
+static const char place_nouns[] = "river lake mount mountain mountains ocean sea island "
+                                  "islands city state county bay desert canyon valley falls "
+                                  "peninsula strait gulf street avenue park university "
+                                  "college airport station bridge tower castle palace";
+
 /* What "when" asks for: "what year", "which century". */
 static const char when_units[] = "year date day time century decade month era";
 
 /* Nouns that frame a question rather than narrow it: "the reason cats purr", "the word
  * ubiquitous". */
 static const char frame_nouns[] = "reason purpose meaning definition word term phrase concept "
-                                  "process method kind type sort";
+                                  "process method kind type sort time times people person "
+                                  "someone somebody ago";
 
 /* Words in -ly that are adjectives, not adverbs: "early symptoms" narrows "symptoms",
  * "quickly" in "quickly boil an egg" does not narrow the egg. */
@@ -400,7 +421,11 @@ enum {
     K_NOW,
     K_LYADJ,
     K_FRAME,
-    K_WHEN
+    K_WHEN,
+    K_HOWQTY,
+    K_DEIXIS,
+    K_TIMENOUN,
+    K_PLACE
 };
 
 typedef struct {
@@ -490,6 +515,11 @@ static void lex_build(void)
     lex_add_words(ly_adjectives, K_LYADJ, 0);
     lex_add_words(frame_nouns, K_FRAME, 0);
     lex_add_words(when_units, K_WHEN, 0);
+    lex_add_words(how_quantity, K_HOWQTY, 0);
+    for (size_t i = 0; i < sizeof time_deixis / sizeof *time_deixis; i++)
+        lex_add_words(time_deixis[i], K_DEIXIS, (int)i);
+    lex_add_words(time_nouns, K_TIMENOUN, 0);
+    lex_add_words(place_nouns, K_PLACE, 0);
     for (size_t i = 0; i < sizeof contrast_groups / sizeof *contrast_groups; i++)
         lex_add_words(contrast_groups[i], K_CONTRAST, (int)i);
     for (size_t i = 0; i < sizeof synonym_groups / sizeof *synonym_groups; i++)
@@ -1196,7 +1226,8 @@ enum {
     R_ORDER = 1 << 6,
     R_WH = 1 << 7,
     R_ADD = 1 << 8,
-    R_ALL = 0x1ff,
+    R_TIME = 1 << 9,
+    R_ALL = 0x3ff,
 };
 
 static void say(char *why, size_t whylen, const char *fmt, ...)
@@ -1210,20 +1241,31 @@ static void say(char *why, size_t whylen, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Whether a word, as written, is in the lexicon's list of `kind`. */
+static int word_is(const tok *t, int kind)
+{
+    return lex_has(lex_find(t->s, t->len), kind);
+}
+
 static int syn(const tok *a, const tok *b)
 {
     return a->lex >= 0 && b->lex >= 0 && lex_share(a->lex, b->lex, K_SYN);
 }
 
+/* Orders two words so that the first is not the longer one. */
+static void shorter_first(const char **a, size_t *al, const char **b, size_t *bl)
+{
+    if (*al <= *bl) return;
+    const char *t = *a;
+    size_t tl = *al;
+    *a = *b, *al = *bl;
+    *b = t, *bl = tl;
+}
+
 /* exercise/exercising, install/installation, run/running: one word, two forms. */
 static int same_root(const char *a, size_t al, const char *b, size_t bl)
 {
-    if (al > bl) {
-        const char *t = a;
-        a = b, b = t;
-        size_t tl = al;
-        al = bl, bl = tl;
-    }
+    shorter_first(&a, &al, &b, &bl);
     size_t cp = 0;
     while (cp < al && a[cp] == b[cp])
         cp++;
@@ -1234,11 +1276,34 @@ static int same_root(const char *a, size_t al, const char *b, size_t bl)
     return cp >= 5 && cp + 2 >= al;
 }
 
+/* One slip of the keyboard between two words of letters: two neighbours swapped
+ * ("pyhton"), in words of 5 letters or more; a letter changed ("guacomole"), in words of 8
+ * or more; a letter added or dropped, in words of 7 or more. Shorter words are too often
+ * two words ("weight" and "height"). */
+static int one_typo(const char *a, size_t al, const char *b, size_t bl)
+{
+    shorter_first(&a, &al, &b, &bl);
+    if (bl - al > 1) return 0;
+    for (size_t k = 0; k < al; k++)
+        if (!is_lower((unsigned char)a[k])) return 0;
+    for (size_t k = 0; k < bl; k++)
+        if (!is_lower((unsigned char)b[k])) return 0;
+    size_t i = 0;
+    while (i < al && a[i] == b[i])
+        i++;
+    if (al < bl) return al >= 7 && memcmp(a + i, b + i + 1, al - i) == 0;
+    if (i == al) return 0;
+    if (i + 1 < al && a[i] == b[i + 1] && a[i + 1] == b[i] &&
+        memcmp(a + i + 2, b + i + 2, al - i - 2) == 0)
+        return al >= 5;
+    return al >= 8 && memcmp(a + i + 1, b + i + 1, al - i - 1) == 0;
+}
+
 static int tok_like(const tok *a, const tok *b)
 {
     if (tok_eq(a, b) || syn(a, b)) return 1;
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
-    return same_root(a->n, a->nlen, b->n, b->nlen);
+    return same_root(a->n, a->nlen, b->n, b->nlen) || one_typo(a->s, a->len, b->s, b->len);
 }
 
 static int side_has(const side *sd, const tok *x)
@@ -1457,7 +1522,7 @@ static int entity_found(const tok *x, const side *sd)
 {
     for (int i = 0; i < sd->nt; i++) {
         const tok *y = &sd->t[i];
-        if (tok_eq(x, y) || syn(x, y)) return 1;
+        if (tok_eq(x, y) || syn(x, y) || one_typo(x->s, x->len, y->s, y->len)) return 1;
         if (y->len == x->len && memcmp(y->s, x->s, x->len) == 0) return 1;
         /* "Mac OS" and "macOS": a piece of the other side's compound */
         if (x->len >= 2 && y->len > x->len && !(x->flags & F_QUOTED) &&
@@ -1476,6 +1541,12 @@ static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
         for (int i = 0; i < p->nt; i++) {
             const tok *x = &p->t[i];
             if (!(x->flags & F_ENTITY) || entity_found(x, q)) continue;
+            /* "the Nile" and "the Nile River" */
+            if (word_is(x, K_PLACE) &&
+                ((i > 0 && (p->t[i - 1].flags & F_ENTITY) && entity_found(&p->t[i - 1], q)) ||
+                 (i + 1 < p->nt && (p->t[i + 1].flags & F_ENTITY) &&
+                  entity_found(&p->t[i + 1], q))))
+                continue;
             /* a word of a name that the other side abbreviates: "United Nations" vs "UN" */
             int spelled = 0;
             for (int j = 0; j < q->nt && !spelled; j++) {
@@ -1513,8 +1584,34 @@ static int find_before(const side *sd, const tok *x, int end)
 
 /* "x to y" here and "y to x" there: what follows the directional word on each side comes
  * before it on the other. Also "a stronger than b" vs "b stronger than a". */
+/* "substitute baking soda for baking powder" vs "substitute baking powder for baking
+ * soda", "did Federer beat Nadal" vs "did Nadal beat Federer": the same words, two of them
+ * trading places. */
+static int rule_traded(const side *a, const side *b, char *why, size_t whylen)
+{
+    int ia[MAX_TOK], ib[MAX_TOK], na = 0, nb = 0, d[2], nd = 0;
+    for (int i = 0; i < a->nt; i++)
+        if (!(a->t[i].flags & F_DROP)) ia[na++] = i;
+    for (int i = 0; i < b->nt; i++)
+        if (!(b->t[i].flags & F_DROP)) ib[nb++] = i;
+    if (na != nb) return 1;
+    for (int k = 0; k < na && nd <= 2; k++)
+        if (!tok_like(&a->t[ia[k]], &b->t[ib[k]])) {
+            if (nd < 2) d[nd] = k;
+            nd++;
+        }
+    if (nd != 2) return 1;
+    const tok *x = &a->t[ia[d[0]]], *y = &a->t[ia[d[1]]];
+    if ((x->flags & F_STOP) || (y->flags & F_STOP) || !tok_like(x, &b->t[ib[d[1]]]) ||
+        !tok_like(y, &b->t[ib[d[0]]]))
+        return 1;
+    say(why, whylen, "order reversed: %.*s ... %.*s", (int)x->len, x->s, (int)y->len, y->s);
+    return 0;
+}
+
 static int rule_order(const side *a, const side *b, char *why, size_t whylen)
 {
+    if (!rule_traded(a, b, why, whylen)) return 0;
     for (int i = 0; i < a->nt; i++) {
         if (!(a->t[i].flags & F_DIR)) continue;
         int r = content_near(a, i, +1);
@@ -1538,12 +1635,32 @@ static int rule_order(const side *a, const side *b, char *why, size_t whylen)
 /* "When was it built?" vs "Where was it built?": questions that open on different
  * question words ask for different things. What, which and how open paraphrases of
  * everything ("What year" = "when", "What causes" = "why") and are left alone. */
+static int is_word(const tok *t, const char *w)
+{
+    return t->len == strlen(w) && memcmp(t->s, w, t->len) == 0;
+}
+
+/* Whether a question that opens on "how" asks something else than b's opening question
+ * word: "how was penicillin discovered" is not "who discovered it", nor "how do I use it"
+ * "when should I use it". "How" and "why" often ask one thing ("how come", "how do
+ * rainbows form"), as do "how" and "where" ("how do I find my IP address", "where can I
+ * see it"), and "how long ago" or "how old" may ask "when". 0 when a does not open on
+ * "how". */
+static int how_differs(const side *a, const side *b)
+{
+    if (!a->nt || !b->nt || !is_word(&a->t[0], "how")) return 0;
+    const tok *y = &b->t[0];
+    if (is_word(y, "why") || is_word(y, "where") || is_word(y, "how") || !(y->flags & F_WH))
+        return 0;
+    if (a->nt > 1 && is_word(y, "when") && word_is(&a->t[1], K_HOWQTY)) return 0;
+    return 1;
+}
+
 static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
 {
     const tok *x = a->nt ? &a->t[0] : NULL, *y = b->nt ? &b->t[0] : NULL;
     if (!x || !y || !(x->flags & F_WH) || !(y->flags & F_WH) || tok_eq(x, y)) return 1;
-    if ((x->len == 3 && memcmp(x->s, "how", 3) == 0) ||
-        (y->len == 3 && memcmp(y->s, "how", 3) == 0))
+    if ((is_word(x, "how") && !how_differs(a, b)) || (is_word(y, "how") && !how_differs(b, a)))
         return 1;
     say(why, whylen, "question differs: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
     return 0;
@@ -1558,12 +1675,6 @@ static const tok *unmatched(const side *sd, const int *idx, int from, int to, co
         if (!side_has_like(other, t)) return t;
     }
     return NULL;
-}
-
-/* Whether a word, as written, is in the lexicon's list of `kind`. */
-static int word_is(const tok *t, int kind)
-{
-    return lex_has(lex_find(t->s, t->len), kind);
 }
 
 /* The first auxiliary of a tense (K_PAST, K_NOW) among sd->t[idx[from..to)]; NULL. */
@@ -1686,20 +1797,39 @@ static int glued(const side *q, int j, const side *p)
     return 0;
 }
 
-/* A content word of q that p says nowhere, in no form, and that narrows q's question:
- * it opens a noun phrase just before a word both sides say ("a vegan lasagna", "the early
- * symptoms"; not "the sky appear blue", a verb after its subject), or it follows a
- * preposition ("for kids", "of dictionaries", "on Windows"). Adverbs in -ly ("quickly")
- * and the nouns that frame a question ("the reason cats purr") do not narrow. Index into
- * q->t, or -1. */
+/* Whether q->t[j] is a content word that p says nowhere, in no form, and that may narrow
+ * q's question: adverbs in -ly ("quickly") and the nouns that frame a question ("the
+ * reason cats purr") do not. */
+static int added_word(const side *p, const side *q, int j)
+{
+    const tok *t = &q->t[j];
+    if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t)) return 0;
+    if (t->len > 4 && memcmp(t->s + t->len - 2, "ly", 2) == 0 && !word_is(t, K_LYADJ)) return 0;
+    /* "how long ago" asks "when" */
+    if (j > 0 && is_word(&q->t[j - 1], "how") && word_is(t, K_HOWQTY)) return 0;
+    /* "Lake Baikal" names "Baikal" */
+    if (word_is(t, K_PLACE) && ((j > 0 && side_has_like(p, &q->t[j - 1])) ||
+                                (j + 1 < q->nt && side_has_like(p, &q->t[j + 1]))))
+        return 0;
+    return !word_is(t, K_FRAME) && !glued(q, j, p);
+}
+
+/* The first of q's added words (added_word()) that narrows q's question, or -1: a run of
+ * them opens a noun phrase just before a word both sides say ("a vegan lasagna", "a
+ * gluten-free pizza dough"; not "the sky appear blue", a verb after its subject), or
+ * follows a preposition ("for kids", "of dictionaries", "on Windows"), or there are two
+ * or more ("to see the northern lights", "last year"). */
 static int narrowing(const side *p, const side *q)
 {
+    int first = -1, count = 0;
     for (int j = 0; j < q->nt; j++) {
-        const tok *t = &q->t[j];
-        if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t)) continue;
-        if (t->len > 4 && memcmp(t->s + t->len - 2, "ly", 2) == 0 && !word_is(t, K_LYADJ)) continue;
-        if (word_is(t, K_FRAME) || glued(q, j, p)) continue;
-        const tok *next = j + 1 < q->nt ? &q->t[j + 1] : NULL;
+        if (!added_word(p, q, j)) continue;
+        int e = j;
+        while (e + 1 < q->nt && added_word(p, q, e + 1))
+            e++;
+        count += e - j + 1;
+        if (first < 0) first = j;
+        const tok *next = e + 1 < q->nt ? &q->t[e + 1] : NULL;
         const tok *prev = j > 0 ? &q->t[j - 1] : NULL;
         if (next && !(next->flags & (F_STOP | F_NUM)) && side_has_like(p, next) &&
             (!prev || (prev->flags & F_STOP)))
@@ -1708,8 +1838,9 @@ static int narrowing(const side *p, const side *q)
         while (k >= 0 && (q->t[k].flags & F_DROP))
             k--;
         if (k >= 0 && word_is(&q->t[k], K_PREP)) return j;
+        j = e;
     }
-    return -1;
+    return count >= 2 ? first : -1;
 }
 
 /* One side is the other with a qualifier added: every content word of the shorter one is
@@ -1731,6 +1862,36 @@ static int rule_added(const side *a, const side *b, char *why, size_t whylen)
         if (j < 0) continue;
         say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query", (int)q->t[j].len,
             q->t[j].s);
+        return 0;
+    }
+    return 1;
+}
+
+/* When a side reads the time noun like `noun` (a year, a season): 0 now ("this year",
+ * "the year"), 1 before ("last year"), 2 after ("next year"); -1 when it does not say it. */
+static int deixis_of(const side *sd, const tok *noun)
+{
+    for (int i = 0; i < sd->nt; i++) {
+        if (!tok_eq(&sd->t[i], noun)) continue;
+        for (int k = i - 1; k >= 0 && k >= i - 2; k--)
+            for (int e = lex_find(sd->t[k].s, sd->t[k].len); e >= 0; e = lex[e].next)
+                if (lex[e].kind == K_DEIXIS) return lex[e].group;
+        return 0;
+    }
+    return -1;
+}
+
+/* "Who won this year" vs "who won last year": a time noun both sides say, read at
+ * different times. */
+static int rule_time(const side *a, const side *b, char *why, size_t whylen)
+{
+    static const char *const when[] = {"now", "before", "after"};
+    for (int i = 0; i < a->nt; i++) {
+        const tok *n = &a->t[i];
+        if (!lex_has(lex_find(n->n, n->nlen), K_TIMENOUN)) continue;
+        int da = deixis_of(a, n), db = deixis_of(b, n);
+        if (db < 0 || da == db) continue;
+        say(why, whylen, "time differs: %.*s %s vs %s", (int)n->len, n->s, when[da], when[db]);
         return 0;
     }
     return 1;
@@ -1760,6 +1921,7 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
         return 0;
     if ((rules & R_WH) && !rule_wh(&a, &b, why, whylen)) return 0;
     if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen)) return 0;
+    if ((rules & R_TIME) && !rule_time(&a, &b, why, whylen)) return 0;
     if ((rules & R_ADD) && !rule_added(&a, &b, why, whylen)) return 0;
     say(why, whylen, "%s", "");
     return 1;

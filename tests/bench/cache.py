@@ -10,6 +10,7 @@
    and with 8 concurrent clients.
 
 usage: python cache.py BUILD_DIR PAIRS.tsv [PAIRS.tsv...] [--entries N]   (in .venv)
+(--entries 0: quality only)
 """
 
 import argparse
@@ -38,7 +39,7 @@ def pairs(paths):
             if line.startswith("#") or not line.strip():
                 continue
             label, stored, new = line.rstrip("\n").split("\t")
-            out.append((int(label), stored, new))
+            out.append((int(label), stored, new, os.path.basename(p)))
     return out
 
 
@@ -79,7 +80,7 @@ def quality(binary, data):
             thresholds = [round(0.60 + 0.05 * i, 2) for i in range(8)]
             hits = {t: [] for t in thresholds}
             # one pair at a time in an empty cache, so that pairs do not answer each other
-            for label, stored, new in data:
+            for label, stored, new, _ in data:
                 c.delete("/admin/cache?all=true", headers={"Authorization": f"Bearer {ADMIN}"})
                 body = json.dumps({"model": MODEL, "messages": [{"role": "user",
                                                                  "content": stored}],
@@ -93,14 +94,18 @@ def quality(binary, data):
         finally:
             proc.terminate()
             proc.wait()
-    print(f"quality: {len(data)} pairs ({sum(l for l, _, _ in data)} paraphrases)")
-    print(f"{'threshold':>10} {'precision':>10} {'recall':>8} {'tp':>4} {'fp':>4}")
-    for t in thresholds + ["default"]:
-        tp = sum(1 for l, h in hits[t] if h and l == 1)
-        fp = sum(1 for l, h in hits[t] if h and l == 0)
-        pos = sum(1 for l, _ in hits[t] if l == 1)
-        prec = tp / (tp + fp) if tp + fp else 1.0
-        print(f"{t!s:>10} {prec:>10.3f} {tp / pos:>8.3f} {tp:>4} {fp:>4}")
+    sources = sorted({d[3] for d in data})
+    for src in sources + (["all"] if len(sources) > 1 else []):
+        mine = [i for i, d in enumerate(data) if src in ("all", d[3])]
+        print(f"quality, {src}: {len(mine)} pairs ({sum(data[i][0] for i in mine)} paraphrases)")
+        print(f"{'threshold':>10} {'precision':>10} {'recall':>8} {'tp':>4} {'fp':>4}")
+        for t in thresholds + ["default"]:
+            got = [hits[t][i] for i in mine]
+            tp = sum(1 for l, h in got if h and l == 1)
+            fp = sum(1 for l, h in got if h and l == 0)
+            pos = sum(1 for l, _ in got if l == 1)
+            prec = tp / (tp + fp) if tp + fp else 1.0
+            print(f"{t!s:>10} {prec:>10.3f} {tp / pos:>8.3f} {tp:>4} {fp:>4}")
 
 
 def chat_body(q):
@@ -206,7 +211,8 @@ def main():
     binary = str(pathlib.Path(a.build) / "cachegate")
     data = pairs([p for p in a.pairs if os.path.exists(p)])
     quality(binary, data)
-    latency(binary, a.entries)
+    if a.entries > 0:
+        latency(binary, a.entries)
 
 
 if __name__ == "__main__":

@@ -201,6 +201,46 @@ Test(guard, added_qualifier)
     PASS("How do I iron a shirt?", "How do I quickly iron a shirt?");
     PASS("What is the capital of Peru?", "What is the capital city of Peru?");
     PASS("What's a good lunch?", "What should I eat for a good lunch?");
+    VETO("Give me a brownie recipe.", "Give me a gluten-free brownie recipe.", "gluten");
+    VETO("When is the best time to visit Norway?",
+         "When is the best time to visit Norway to see the midnight sun?", NULL);
+    PASS("What shoes are best for flat feet?", "What shoes are best for people with flat feet?");
+}
+
+Test(guard, traded_places)
+{
+    VETO("Can I use butter instead of margarine?", "Can I use margarine instead of butter?",
+         "order");
+    VETO("Did Ali ever beat Frazier?", "Did Frazier ever beat Ali?", "order");
+    PASS("How do I convert a string to an integer in Java?",
+         "In Java, how do I convert a string to an integer?");
+}
+
+Test(guard, time_read_against_now)
+{
+    VETO("Who won the Super Bowl this year?", "Who won the Super Bowl last year?", "time");
+    VETO("What are the tax brackets for next year?", "What are the tax brackets this year?",
+         "time");
+    VETO("Who won the Super Bowl?", "Who won the Super Bowl last year?", NULL);
+    PASS("What were the best movies of the year?", "What were the best movies this year?");
+}
+
+Test(guard, how_and_other_question_words)
+{
+    VETO("Who invented the telephone?", "How was the telephone invented?", "question");
+    VETO("How do I water succulents?", "When should I water succulents?", "question");
+    PASS("When did the Titanic sink?", "How long ago did the Titanic sink?");
+    PASS("How do I find my IP address?", "Where can I find my IP address?");
+}
+
+Test(guard, slips_and_short_names)
+{
+    PASS("How do I install Python?", "how do i install pyhton");
+    PASS("How do I make spaghetti carbonara?", "how do i make spagetti carbonara");
+    PASS("How do I parse JSON in JavaScript?", "How do I parse JSON in JS?");
+    PASS("How deep is Lake Baikal?", "How deep is Baikal?");
+    /* short words one letter apart are two words */
+    VETO("What is my ideal weight?", "What is my ideal height?", NULL);
 }
 
 Test(guard, order)
