@@ -173,7 +173,13 @@ static void import_embedded(struct gw_cq_item *item)
         return;
     }
     int64_t now = (int64_t)time(NULL) * 1000;
-    int64_t ttl = gw_server_config(srv)->cache_ttl_s;
+    /* the tenant's own TTL, as its live answers get (its capacity the store holds) */
+    int64_t ttl = gw_server_config(srv)->cache_ttl_s, me, mb;
+    struct store_tenant t;
+    if (store_tenant_get_id(st, op->tenant, &t) == STORE_OK) {
+        gw_policy_cache_limits(t.policy, ttl, &ttl, &me, &mb);
+        store_tenant_deinit(&t);
+    }
     for (int i = 0; i < op->nitems; i++) {
         struct gw_import_item *it = &op->items[i];
         struct store_entry e = {
@@ -508,6 +514,10 @@ void gw_handle_admin_usage(struct gw_req *r)
     struct store_tenant t, *all = NULL;
     struct store_usage *u = NULL;
     int n = 0, nt = 0, rc;
+    if (since && !gw_usage_day_ok(since)) {
+        gw_reply_error(r, 400, "since must be a day, YYYY-MM-DD.", "since", "invalid_value");
+        goto out;
+    }
     if (tn) {
         if ((rc = store_tenant_get(st, tn, &t))) {
             reply_store_error(r, rc, "No such tenant.");

@@ -13,11 +13,14 @@
 #include "tenants.h"
 #include "tokenizer.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_CONFIG "conf/cachegate.conf"
 
@@ -70,6 +73,12 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
         perror(path);
         return 1;
     }
+    struct stat fst;
+    if (fstat(fileno(f), &fst) == 0 && S_ISDIR(fst.st_mode)) {
+        fprintf(stderr, "cachegate: %s is a directory, not a file of JSON lines\n", path);
+        fclose(f);
+        return 1;
+    }
     emb_model *emb = NULL;
     gguf_file *gf = NULL;
     tok_vocab *v = NULL;
@@ -93,6 +102,11 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
         fprintf(stderr, "cachegate: no tenant named '%s'\n", tenant_name);
         goto out;
     }
+    /* the tenant's TTL and capacity, as its live answers get them */
+    int64_t ttl_s, max_entries, max_bytes;
+    gw_policy_cache_limits(t.policy, cfg->cache_ttl_s, &ttl_s, &max_entries, &max_bytes);
+    if (max_entries || max_bytes)
+        store_set_limits(st, t.id, max_entries, max_bytes);
     store_tenant_deinit(&t);
     enum { BATCH = 64 };
     struct gw_import_item items[BATCH];
@@ -138,7 +152,7 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
                     .embedding = vecs + (size_t)i * dim, .answer = it->answer,
                     .answer_len = it->answer_len, .finish_reason = "stop",
                     .completion_tokens = it->completion_tokens, .created_ms = now,
-                    .expires_ms = cfg->cache_ttl_s ? now + cfg->cache_ttl_s * 1000 : 0};
+                    .expires_ms = ttl_s ? now + ttl_s * 1000 : 0};
                 if (!erc && store_put(st, &e, NULL, NULL) == STORE_OK)
                     imported++;
                 else
@@ -154,6 +168,10 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
     }
     free(line);
     free(vecs);
+    if (ferror(f)) {
+        fprintf(stderr, "\ncachegate: reading %s: %s\n", path, strerror(errno));
+        failed = 1;
+    }
     if (store_sync(st)) {
         fprintf(stderr, "\ncachegate: committing the entries failed\n");
         goto out;
@@ -213,8 +231,24 @@ int gw_cli_cache(int argc, char **argv)
 /* ------------------------------------------------------------------ tenants, keys, usage */
 
 /* Common options of the administration commands; argv[optind..] are the operands. */
+/* Whether word is one of the space-separated words of list. */
+static int one_of(const char *word, const char *list)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; *p;) {
+        size_t k = strcspn(p, " ");
+        if (k == n && !strncmp(p, word, n))
+            return 1;
+        p += k + (p[k] == ' ');
+    }
+    return 0;
+}
+
+/* Opens the store for a command; writes: the command may create the data directory (a
+ * command that only reads refuses a directory that holds no database, most often a typo
+ * in --data-dir, rather than answer from an empty one it made). */
 static int admin_open(int argc, char **argv, int *first, const char **since, const char **tenant,
-                      store **st)
+                      int writes, store **st)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
                                               {"data-dir", required_argument, NULL, 'd'},
@@ -238,9 +272,16 @@ static int admin_open(int argc, char **argv, int *first, const char **since, con
     int rc = gw_cli_config(config, data_dir, &cfg);
     if (rc)
         return rc;
+    char err[1024];
+    snprintf(err, sizeof err, "%s/cachegate.db", cfg.data_dir);
+    if (!writes && access(err, F_OK) != 0) {
+        fprintf(stderr, "cachegate: %s holds no database (the server or `cachegate tenant "
+                "create` makes one there; is --data-dir right?)\n", cfg.data_dir);
+        gw_config_deinit(&cfg);
+        return 1;
+    }
     /* administration only: works beside a running server on the same directory */
     struct store_options so = {.dir = cfg.data_dir, .dim = 1, .admin_only = 1};
-    char err[1024];
     rc = store_open(&so, NULL, NULL, st, err, sizeof err);
     gw_config_deinit(&cfg);
     if (rc) {
@@ -281,8 +322,13 @@ int gw_cli_tenant(int argc, char **argv)
         return 2;
     }
     const char *verb = argv[1];
+    if (!one_of(verb, "create set list delete")) {
+        fputs(usage, stderr);
+        return 2;
+    }
     store *st = NULL;
-    int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL, &st);
+    int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL,
+                               one_of(verb, "create set"), &st);
     if (rc)
         return rc;
     char **ops = argv + 1 + first;
@@ -366,8 +412,12 @@ int gw_cli_key(int argc, char **argv)
         return 2;
     }
     const char *verb = argv[1];
+    if (!one_of(verb, "create list revoke")) {
+        fputs(usage, stderr);
+        return 2;
+    }
     store *st = NULL;
-    int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL, &st);
+    int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL, 0, &st);
     if (rc)
         return rc;
     char **ops = argv + 1 + first;
@@ -429,9 +479,15 @@ int gw_cli_usage(int argc, char **argv)
 {
     const char *since = NULL, *tenant = NULL;
     store *st = NULL;
-    int first, rc = admin_open(argc, argv, &first, &since, &tenant, &st);
+    int first, rc = admin_open(argc, argv, &first, &since, &tenant, 0, &st);
     if (rc)
         return rc;
+    if (since && !gw_usage_day_ok(since)) {
+        fprintf(stderr, "cachegate usage: --since must be a day, YYYY-MM-DD (got '%s')\n",
+                since);
+        store_close(st);
+        return 2;
+    }
     rc = 1;
     int64_t id = -1;
     struct store_usage *u = NULL;

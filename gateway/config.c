@@ -2,12 +2,17 @@
 
 #include "log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ini.h>
 #include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 enum opt_type { T_STR, T_INT, T_SIZE, T_BOOL, T_ENUM, T_REAL };
 
@@ -34,7 +39,8 @@ static int check_listen(const char *v, char *err, size_t errlen)
     int port;
     if (gw_config_split_listen(v, host, sizeof host, &port) == 0)
         return 0;
-    snprintf(err, errlen, "listen must be HOST:PORT with a port in 0..65535 (0: any free port), got '%s'", v);
+    snprintf(err, errlen,
+             "must be HOST:PORT with a port in 0..65535 (0: any free port), got '%s'", v);
     return -1;
 }
 
@@ -162,8 +168,11 @@ static int apply(struct gw_config *cfg, const struct opt *o, const char *v, char
     void *field = (char *)cfg + o->offset;
     switch (o->type) {
     case T_STR: {
-        if (o->check && o->check(v, err, errlen))
+        char why[320];
+        if (o->check && o->check(v, why, sizeof why)) {
+            snprintf(err, errlen, "%s.%s: %s", o->section, o->key, why);
             return -1;
+        }
         char *s = strdup(v);
         if (!s) {
             snprintf(err, errlen, "out of memory");
@@ -265,7 +274,9 @@ int gw_config_set(struct gw_config *cfg, const char *section, const char *key,
     for (int i = 0; sections[i]; i++)
         known_section |= !strcmp(sections[i], section);
     const struct opt *o = find(section, key);
-    if (!known_section)
+    if (!*section)
+        snprintf(msg, sizeof msg, "key '%s' before any [section]", key);
+    else if (!known_section)
         snprintf(msg, sizeof msg, "unknown section [%s]", section);
     else if (!o)
         snprintf(msg, sizeof msg, "unknown key '%s' in section [%s]", key, section);
@@ -279,6 +290,7 @@ struct load_ctx {
     struct gw_config *cfg;
     char msg[384];
     int failed;
+    unsigned char seen[sizeof opts / sizeof opts[0]];
 };
 
 static int on_ini(void *user, const char *section, const char *key, const char *value)
@@ -287,6 +299,12 @@ static int on_ini(void *user, const char *section, const char *key, const char *
     char err[384];
     if (lc->failed)
         return 1; /* keep the first error; inih reports the first failing line */
+    const struct opt *o = find(section, key);
+    if (o && lc->seen[o - opts]++) {
+        lc->failed = 1;
+        snprintf(lc->msg, sizeof lc->msg, "%s.%s is set a second time", section, key);
+        return 0;
+    }
     if (gw_config_set(lc->cfg, section, key, value, "", err, sizeof err)) {
         lc->failed = 1;
         snprintf(lc->msg, sizeof lc->msg, "%s", err + 2); /* drop the empty "where: " */
@@ -295,16 +313,110 @@ static int on_ini(void *user, const char *section, const char *key, const char *
     return 1;
 }
 
-int gw_config_load(struct gw_config *cfg, const char *path, char *err, size_t errlen)
+/* The longest line the INI reader takes whole (it splits longer ones). */
+#define MAX_LINE 190
+#define MAX_FILE (1 << 20)
+
+/*
+ * Reads the file and refuses what the INI reader would take otherwise than it reads: a
+ * line longer than it reads whole, an indented line (a continuation of the key before),
+ * a ';' or '#' after white space in a value (';' would start a comment, '#' stay in the
+ * value), a section header that does not close, a section that does not exist. Returns
+ * the text (caller frees), or NULL with err set.
+ */
+static char *read_checked(const char *path, char *err, size_t errlen)
 {
-    struct load_ctx lc = {.cfg = cfg};
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
+        return NULL;
     }
-    int rc = ini_parse_file(f, on_ini, &lc);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0)
+        st.st_mode = 0;
+    if (!S_ISREG(st.st_mode) || st.st_size > MAX_FILE) {
+        snprintf(err, errlen, "%s: %s", path,
+                 S_ISDIR(st.st_mode)    ? "is a directory, not a configuration file"
+                 : !S_ISREG(st.st_mode) ? "is not a regular file"
+                                        : "is larger than 1 MiB");
+        fclose(f);
+        return NULL;
+    }
+    char *text = malloc((size_t)st.st_size + 1);
+    size_t n = text ? fread(text, 1, (size_t)st.st_size, f) : 0;
+    int bad = !text || ferror(f);
     fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "%s: cannot read", path);
+        free(text);
+        return NULL;
+    }
+    text[n] = 0;
+    if (memchr(text, 0, n)) {
+        snprintf(err, errlen, "%s: contains a NUL byte; not a text file", path);
+        free(text);
+        return NULL;
+    }
+    int line = 0;
+    char *p = text;
+    if (!memcmp(p, "\xEF\xBB\xBF", 3))
+        p += 3; /* a byte order mark (the INI reader skips it too) */
+    while (*p) {
+        char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        line++;
+        if (len && p[len - 1] == '\r')
+            len--;
+        const char *why = NULL;
+        size_t lead = strspn(p, " \t");
+        char first = lead < len ? p[lead] : 0;
+        if (len > MAX_LINE)
+            why = "line longer than 190 characters";
+        else if (first && first != ';' && first != '#' && lead > 0)
+            why = "indented line (keys and sections start at the beginning of a line; an "
+                  "indented line would continue the value before it)";
+        else if (first == '[') {
+            const char *close = memchr(p, ']', len);
+            char name[64];
+            size_t nl = close ? (size_t)(close - p - 1) : 0;
+            int known = 0;
+            if (close && nl < sizeof name) {
+                memcpy(name, p + 1, nl);
+                name[nl] = 0;
+                for (int i = 0; sections[i]; i++)
+                    known |= !strcmp(sections[i], name);
+            }
+            if (!close)
+                why = "section header without its closing ']'";
+            else if (!known) {
+                snprintf(err, errlen, "%s:%d: unknown section [%.*s]", path, line,
+                         (int)(nl < 40 ? nl : 40), p + 1);
+                free(text);
+                return NULL;
+            }
+        } else if (first && first != ';' && first != '#') {
+            for (size_t i = 1; i < len && !why; i++)
+                if ((p[i] == ';' || p[i] == '#') && (p[i - 1] == ' ' || p[i - 1] == '\t'))
+                    why = "a ';' or '#' after white space (comments go on lines of their own)";
+        }
+        if (why) {
+            snprintf(err, errlen, "%s:%d: %s", path, line, why);
+            free(text);
+            return NULL;
+        }
+        p = eol ? eol + 1 : p + strlen(p);
+    }
+    return text;
+}
+
+int gw_config_load(struct gw_config *cfg, const char *path, char *err, size_t errlen)
+{
+    struct load_ctx lc = {.cfg = cfg};
+    char *text = read_checked(path, err, errlen);
+    if (!text)
+        return -1;
+    int rc = ini_parse_string(text, on_ini, &lc);
+    free(text);
     if (rc == 0 && cfg->engine_kv_cache_dtype == GW_KV_BF16 && cfg->engine_block_size % 2) {
         snprintf(err, errlen, "%s: engine.kv_cache_dtype = bf16 keeps positions in pairs: "
                  "engine.block_size must be even (it is %ld)", path,
@@ -320,6 +432,45 @@ int gw_config_load(struct gw_config *cfg, const char *path, char *err, size_t er
                  rc);
     else
         snprintf(err, errlen, "%s: cannot read", path);
+    return -1;
+}
+
+static int loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+int gw_config_check_serve(const struct gw_config *cfg, char *err, size_t errlen)
+{
+    if (!!*cfg->cert_file != !!*cfg->key_file) {
+        snprintf(err, errlen, "tls.cert_file and tls.key_file must be set together (%s is "
+                 "empty)", *cfg->cert_file ? "tls.key_file" : "tls.cert_file");
+        return -1;
+    }
+    if (cfg->tenants_auth)
+        return 0;
+    char host[256];
+    int port;
+    if (gw_config_split_listen(cfg->listen, host, sizeof host, &port))
+        return 0; /* the key's own check says so */
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai)
+        return 0; /* binding says why */
+    int ok = 1;
+    for (struct addrinfo *a = ai; a; a = a->ai_next)
+        ok &= loopback(a->ai_addr);
+    freeaddrinfo(ai);
+    if (ok)
+        return 0;
+    snprintf(err, errlen, "tenants.auth = off is allowed only on a loopback listener "
+             "(127.0.0.0/8 or ::1), and server.listen is %s: turn auth on (and create keys "
+             "with `cachegate key create`) or listen on 127.0.0.1", cfg->listen);
     return -1;
 }
 

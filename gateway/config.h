@@ -98,6 +98,13 @@ int gw_config_load(struct gw_config *cfg, const char *path, char *err, size_t er
 int gw_config_set(struct gw_config *cfg, const char *section, const char *key,
                   const char *value, const char *where, char *err, size_t errlen);
 
+/*
+ * The rules across keys that serving needs, checked once the command line has overridden
+ * the file: tls.cert_file and tls.key_file set together, and tenants.auth = off only on
+ * a loopback listener (server.listen resolved). Returns 0, or -1 with a message.
+ */
+int gw_config_check_serve(const struct gw_config *cfg, char *err, size_t errlen);
+
 /* Frees the strings; cfg itself is the caller's storage. */
 void gw_config_deinit(struct gw_config *cfg);
 

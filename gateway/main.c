@@ -137,6 +137,12 @@ static int cmd_serve(int argc, char **argv)
     int rc = load_config(argc, argv, &cfg);
     if (rc)
         return rc;
+    if (gw_config_check_serve(&cfg, err, sizeof err)) {
+        gw_log_kv(GW_LOG_ERROR, "configuration error", "error", err, NULL);
+        fprintf(stderr, "cachegate: %s\n", err);
+        gw_config_deinit(&cfg);
+        return 2;
+    }
     rc = 1;
     if (make_dirs(cfg.data_dir, err, sizeof err)) {
         gw_log_kv(GW_LOG_ERROR, "cannot start", "error", err, NULL);

@@ -1312,16 +1312,14 @@ static int register_metrics(gw_server *srv)
 }
 
 /* Without authentication, only this machine may connect. */
-static int loopback(const struct sockaddr *sa)
+/* Info, or the least level logged: what a user must see whatever log.level says (the
+ * port picked, a certificate generated). */
+static int notice_level(void)
 {
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) ||
-               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-    }
-    return 0;
+    int l = GW_LOG_INFO;
+    while (l < GW_LOG_ERROR && !gw_log_enabled(l))
+        l++;
+    return l;
 }
 
 static int bind_listener(gw_server *srv, char *err, size_t errlen)
@@ -1332,6 +1330,8 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
         snprintf(err, errlen, "bad listen address '%s'", srv->cfg->listen);
         return -1;
     }
+    if (gw_config_check_serve(srv->cfg, err, errlen))
+        return -1;
     snprintf(port_s, sizeof port_s, "%d", port);
     struct evutil_addrinfo hints = {0}, *ai = NULL;
     hints.ai_family = AF_UNSPEC;
@@ -1346,17 +1346,6 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
     srv->listener = evconnlistener_new_bind(
         srv->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
         1024, ai->ai_addr, (int)ai->ai_addrlen);
-    if (!srv->cfg->tenants_auth && !loopback(ai->ai_addr)) {
-        snprintf(err, errlen, "tenants.auth = off is allowed only on a loopback listener "
-                              "(127.0.0.0/8 or ::1), and server.listen is %s: turn auth on "
-                              "(and create keys with `cachegate key create`) or listen on "
-                              "127.0.0.1",
-                 srv->cfg->listen);
-        evconnlistener_free(srv->listener);
-        srv->listener = NULL;
-        evutil_freeaddrinfo(ai);
-        return -1;
-    }
     evutil_freeaddrinfo(ai);
     if (!srv->listener) {
         snprintf(err, errlen, "cannot listen on %s: %s", srv->cfg->listen, strerror(errno));
@@ -1393,7 +1382,7 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
     }
     char port_str[16];
     snprintf(port_str, sizeof port_str, "%d", bound);
-    gw_log_kv(GW_LOG_INFO, "listening", "address", where, "port", port_str, "device",
+    gw_log_kv(notice_level(), "listening", "address", where, "port", port_str, "device",
               srv->dev->description, NULL);
     return 0;
 }
@@ -1609,7 +1598,7 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     if (!srv->ssl)
         goto fail;
     if (generated[0])
-        gw_log_kv(GW_LOG_INFO, "generated a self-signed TLS certificate", "path", generated,
+        gw_log_kv(notice_level(), "generated a self-signed TLS certificate", "path", generated,
                   NULL);
 
     /* the changelist folds the event changes of one loop iteration into one epoll_ctl per

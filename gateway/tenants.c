@@ -130,6 +130,34 @@ out:
     return rc;
 }
 
+int gw_usage_day_ok(const char *day)
+{
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (strlen(day) != 10 || day[4] != '-' || day[7] != '-')
+        return 0;
+    for (int i = 0; i < 10; i++)
+        if (i != 4 && i != 7 && (day[i] < '0' || day[i] > '9'))
+            return 0;
+    int y = atoi(day), m = atoi(day + 5), d = atoi(day + 8);
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m >= 1 && m <= 12 && d >= 1 && d <= mdays[m - 1] && (m != 2 || d <= 28 + leap);
+}
+
+void gw_policy_cache_limits(const char *policy, int64_t configured_ttl_s, int64_t *ttl_s,
+                            int64_t *max_entries, int64_t *max_bytes)
+{
+    struct gw_tenant_policy pol;
+    char err[160];
+    *ttl_s = configured_ttl_s;
+    *max_entries = *max_bytes = 0;
+    if (!policy || gw_policy_parse(policy, &pol, err, sizeof err))
+        return;
+    if (pol.ttl_s >= 0)
+        *ttl_s = pol.ttl_s;
+    *max_entries = pol.max_entries;
+    *max_bytes = pol.max_bytes;
+}
+
 /* ------------------------------------------------------------------ keys */
 
 int gw_key_make(store *st, int64_t tenant, char *key, size_t keylen, char *prefix,

@@ -54,6 +54,15 @@ struct gw_tenant {
 /* Parses a policy JSON object ("{}": all defaults). -1 with err on a bad key or value. */
 int gw_policy_parse(const char *json, struct gw_tenant_policy *out, char *err, size_t errlen);
 
+/* What a tenant's policy (JSON) makes of the cache's limits: *ttl_s its ttl_s or the
+ * configured one; *max_entries and *max_bytes its own or 0 (the configured ones). A policy
+ * that does not parse leaves the configured ones. */
+void gw_policy_cache_limits(const char *policy, int64_t configured_ttl_s, int64_t *ttl_s,
+                            int64_t *max_entries, int64_t *max_bytes);
+
+/* 1 when day is a calendar day written YYYY-MM-DD (usage's --since, ?since=). */
+int gw_usage_day_ok(const char *day);
+
 /* Creates a key for tenant: key (>= 52 bytes) gets the secret, prefix its shown part. */
 int gw_key_make(store *st, int64_t tenant, char *key, size_t keylen, char *prefix,
                 size_t prefixlen);

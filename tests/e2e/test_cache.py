@@ -269,6 +269,44 @@ def test_cli_import_then_serve(tmp_path, make_server):
     assert p.returncode == 1 and "in use" in p.stderr
 
 
+def test_imports_take_the_tenants_ttl_and_capacity(tmp_path, make_server):
+    # live answers get a tenant's own ttl_s and max_entries; imported ones did not (a week,
+    # and no limit)
+    data, conf = tmp_path / "data", tmp_path / "empty.conf"
+    conf.write_text("")
+
+    def cli(*args):
+        return subprocess.run([str(BIN), *args, "--data-dir", str(data), "--config", str(conf)],
+                              cwd=ROOT, capture_output=True, text=True)
+
+    assert cli("tenant", "set", "default", '{"max_entries": 2}').returncode == 0
+    f = tmp_path / "three.jsonl"
+    f.write_text("".join(json.dumps({"model": MODEL, "messages": [{"role": "user", "content": q}],
+                                     "answer": "A."}) + "\n"
+                         for q in ("Who painted the Mona Lisa?", "How tall is Mount Fuji?",
+                                   "What is the capital of Peru?")))
+    assert cli("cache", "import", str(f)).returncode == 0
+    server = make_server(CONF)  # on the same data directory
+    c = client(server)
+    hits = [only_if_cached(c, q).status_code for q in ("Who painted the Mona Lisa?",
+                                                      "How tall is Mount Fuji?",
+                                                      "What is the capital of Peru?")]
+    assert sorted(hits) == [200, 200, 504], hits  # two kept, the oldest evicted
+    r = c.put("/admin/tenants?name=default", json={"ttl_s": 1},
+              headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200, r.text
+    import_lines(c, [("How many legs does a spider have?", "Eight.")])
+    assert only_if_cached(c, "How many legs does a spider have?").status_code == 200
+    time.sleep(1.5)
+    assert only_if_cached(c, "How many legs does a spider have?").status_code == 504
+
+
+def test_cli_import_of_a_directory_fails(tmp_path):
+    p = subprocess.run([str(BIN), "cache", "import", str(tmp_path), "--data-dir",
+                        str(tmp_path / "data")], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 1 and "is a directory" in p.stderr
+
+
 def test_kill_9_during_writes_loses_no_completed_entry(make_server):
     server = make_server(CONF)
     c = client(server)

@@ -105,7 +105,7 @@ Test(config, unknown_key)
 
 Test(config, unknown_section)
 {
-    expect_error("[server]\n\n[srever]\nlisten = 127.0.0.1:1\n", "4: unknown section [srever]");
+    expect_error("[server]\n\n[srever]\nlisten = 127.0.0.1:1\n", "3: unknown section [srever]");
 }
 
 Test(config, bad_values)
@@ -116,7 +116,8 @@ Test(config, bad_values)
                  "2: server.max_connections: 0 is out of range 1..1000000");
     expect_error("[server]\ndevice = gpu\n",
                  "2: server.device: 'gpu' is not one of auto, cpu, cuda");
-    expect_error("[server]\nlisten = 127.0.0.1\n", "2: listen must be HOST:PORT");
+    expect_error("[server]\nlisten = 127.0.0.1\n", "2: server.listen: must be HOST:PORT");
+    expect_error("[engine]\nmodel =\n", "2: engine.model: must not be empty");
     expect_error("[log]\nlevel = loud\n", "2: log.level: 'loud' is not one of");
     expect_error("[engine]\nkv_cache_dtype = fp8\n",
                  "2: engine.kv_cache_dtype: 'fp8' is not one of auto, f32, f16, bf16, q8_0");
@@ -131,6 +132,51 @@ Test(config, bad_values)
     expect_error("[engine]\nblock_size = 15\nkv_cache_dtype = bf16\n",
                  " engine.kv_cache_dtype = bf16 keeps positions in pairs: engine.block_size "
                  "must be even (it is 15)");
+}
+
+/* what the INI reader would read otherwise than the file says is refused, not guessed */
+Test(config, lines_read_as_written)
+{
+    /* an indented line would continue the value before it: the admin key "s3cret auth = on" */
+    expect_error("[tenants]\nadmin_key = s3cret\n    auth = on\n", "3: indented line");
+    /* a ';' after white space would end the value there, a '#' stay in it */
+    expect_error("[tenants]\nadmin_key = abc ;def\n", "2: a ';' or '#' after white space");
+    expect_error("[server]\nmax_connections = 5 # five\n", "2: a ';' or '#' after white space");
+    /* a line the reader would split in two */
+    char text[400];
+    snprintf(text, sizeof text, "; %0*d\n[log]\nlevel = warn\n", 200, 0);
+    expect_error(text, "1: line longer than 190 characters");
+    expect_error("[server]\nmax_connections = 5\nmax_connections = 6\n",
+                 "3: server.max_connections is set a second time");
+    expect_error("[server\nmax_connections = 5\n", "1: section header without its closing");
+    expect_error("[bogus]\n", "1: unknown section [bogus]");
+    expect_error("max_connections = 5\n", "1: key 'max_connections' before any [section]");
+    /* comments and blank lines, indented or not, and a byte order mark are fine */
+    write_conf("\xEF\xBB\xBF; top\n  ; indented comment\n\n[server]\n# note\n"
+               "max_connections = 7\r\nadmin_path = a;b\n");
+    struct gw_config c;
+    char err[512] = "";
+    gw_config_defaults(&c);
+    int rc = gw_config_load(&c, path, err, sizeof err);
+    gw_config_deinit(&c);
+    cr_assert_eq(rc, -1); /* admin_path is not a key: the ';' without white space stays */
+    cr_assert(strstr(err, "unknown key 'admin_path'") != NULL, "%s", err);
+    write_conf("\xEF\xBB\xBF; top\n  ; indented comment\n\n[server]\n# note\n"
+               "max_connections = 7\r\n");
+    gw_config_defaults(&c);
+    cr_assert_eq(gw_config_load(&c, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(c.max_connections, 7);
+    gw_config_deinit(&c);
+}
+
+Test(config, a_directory_is_not_a_file)
+{
+    struct gw_config c;
+    char err[256] = "";
+    gw_config_defaults(&c);
+    cr_assert_eq(gw_config_load(&c, "/tmp", err, sizeof err), -1);
+    cr_assert(strstr(err, "/tmp: is a directory") != NULL, "%s", err);
+    gw_config_deinit(&c);
 }
 
 Test(config, first_error_wins)
