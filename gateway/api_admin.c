@@ -233,6 +233,8 @@ void gw_handle_admin_cache_import(struct gw_req *r)
         const char *nl = memchr(body + off, '\n', len - off);
         size_t n = nl ? (size_t)(nl - (body + off)) : len - off;
         lineno++;
+        if (off == 0 && n >= 3 && !memcmp(body, "\xEF\xBB\xBF", 3))
+            off += 3, n -= 3; /* a byte order mark */
         size_t k = n;
         while (k && (body[off + k - 1] == '\r' || body[off + k - 1] == ' '))
             k--;

@@ -125,9 +125,16 @@ void gw_handle_embeddings(struct gw_req *r)
         goto out;
     }
     if (strcmp(json_string_value(model), cfg->embedder_model_name) != 0) {
-        snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server embeds with `%s`.",
-                 json_string_value(model), cfg->embedder_model_name);
-        gw_reply_error(r, 404, msg, "model", "model_not_found");
+        if (!strcmp(json_string_value(model), cfg->engine_model_name)) {
+            snprintf(msg, sizeof msg, "The model `%.200s` is a chat model and does not make "
+                     "embeddings; this server embeds with `%s`.", json_string_value(model),
+                     cfg->embedder_model_name);
+            gw_reply_error(r, 400, msg, "model", "model_not_supported");
+        } else {
+            snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server embeds "
+                     "with `%s`.", json_string_value(model), cfg->embedder_model_name);
+            gw_reply_error(r, 404, msg, "model", "model_not_found");
+        }
         goto out;
     }
     if (gw_tenants_model_ok(tn, r, json_string_value(model)))
@@ -188,11 +195,14 @@ void gw_handle_embeddings(struct gw_req *r)
     for (int i = 0; i < n; i++) {
         json_t *s = json_is_string(input) ? input : json_array_get(input, (size_t)i);
         if (!json_is_string(s) || json_string_length(s) == 0) {
-            snprintf(msg, sizeof msg,
-                     json_is_string(s) ? "input[%d] is an empty string."
-                                       : "input[%d] is not a string (token arrays are not "
-                                         "accepted: send text).",
-                     i);
+            if (s == input)
+                snprintf(msg, sizeof msg, "input is an empty string.");
+            else
+                snprintf(msg, sizeof msg,
+                         json_is_string(s) ? "input[%d] is an empty string."
+                                           : "input[%d] is not a string (token arrays are not "
+                                             "accepted: send text).",
+                         i);
             gw_reply_error(r, 400, msg, "input", NULL);
             embed_req_free(e, 0);
             goto out;

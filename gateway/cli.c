@@ -121,17 +121,20 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
     ssize_t len;
     long lineno = 0, imported = 0, bad = 0;
     int64_t now = (int64_t)time(NULL) * 1000;
-    int failed = 0;
+    int failed = 0, tty = isatty(STDERR_FILENO), shown = 0;
     for (;;) {
         len = getline(&line, &cap, f);
         if (len >= 0) {
             lineno++;
             while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
                 len--;
+            char *text = line;
+            if (lineno == 1 && len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))
+                text += 3, len -= 3; /* a byte order mark */
             if (!len)
                 continue;
             char msg[200];
-            if (gw_cache_import_parse(line, (size_t)len, t.id, v, cfg->engine_model_name,
+            if (gw_cache_import_parse(text, (size_t)len, t.id, v, cfg->engine_model_name,
                                       &items[n], msg, sizeof msg)) {
                 fprintf(stderr, "%s:%ld: %s\n", path, lineno, msg);
                 bad++;
@@ -160,23 +163,27 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
                 gw_import_item_deinit(it);
             }
             n = 0;
-            if (imported % 1024 < BATCH)
-                fprintf(stderr, "\rimported %ld entries", imported);
+            /* progress: one line rewritten on a terminal, a line per 10,240 in a log */
+            if (tty && imported % 1024 < BATCH)
+                fprintf(stderr, "\rimported %ld entries", imported), shown = 1;
+            else if (!tty && imported % 10240 < BATCH && imported >= 10240)
+                fprintf(stderr, "imported %ld entries\n", imported);
         }
         if (len < 0)
             break;
     }
     free(line);
     free(vecs);
+    if (shown)
+        fprintf(stderr, "\n");
     if (ferror(f)) {
-        fprintf(stderr, "\ncachegate: reading %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "cachegate: reading %s: %s\n", path, strerror(errno));
         failed = 1;
     }
     if (store_sync(st)) {
-        fprintf(stderr, "\ncachegate: committing the entries failed\n");
+        fprintf(stderr, "cachegate: committing the entries failed\n");
         goto out;
     }
-    fprintf(stderr, "\r");
     printf("imported %ld entries into tenant '%s'%s", imported, tenant_name,
            bad ? "" : "\n");
     if (bad)

@@ -423,6 +423,11 @@ int gw_config_load(struct gw_config *cfg, const char *path, char *err, size_t er
                  (long)cfg->engine_block_size);
         return -1;
     }
+    if (rc == 0 && !strcmp(cfg->engine_model_name, cfg->embedder_model_name)) {
+        snprintf(err, errlen, "%s: engine.model_name and embedder.model_name are both '%s'; "
+                 "each model needs a name of its own", path, cfg->engine_model_name);
+        return -1;
+    }
     if (rc == 0)
         return 0;
     if (lc.failed)

@@ -891,6 +891,10 @@ json_t *gw_req_json_body(struct gw_req *rc)
         char msg[300];
         if (!len)
             snprintf(msg, sizeof msg, "The request body is empty; send a JSON object.");
+        else if (!j && json_error_code(&je) == json_error_null_character)
+            snprintf(msg, sizeof msg, "The JSON body of your request holds a \\u0000 (a NUL "
+                     "character), which this server does not accept (line %d, column %d).",
+                     je.line, je.column);
         else if (!j)
             snprintf(msg, sizeof msg, "We could not parse the JSON body of your request: %s "
                      "(line %d, column %d).", je.text, je.line, je.column);

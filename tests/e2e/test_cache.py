@@ -301,6 +301,22 @@ def test_imports_take_the_tenants_ttl_and_capacity(tmp_path, make_server):
     assert only_if_cached(c, "How many legs does a spider have?").status_code == 504
 
 
+def test_import_takes_a_byte_order_mark(tmp_path, server):
+    line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi?"}],
+                       "answer": "Hello."})
+    c = client(server)
+    r = c.post("/admin/cache/import", content=("\ufeff" + line).encode(),
+               headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200 and r.json() == {"imported": 1, "errors": []}, r.text
+    f = tmp_path / "bom.jsonl"
+    f.write_bytes(("\ufeff" + line + "\n").encode())
+    server.stop()
+    p = subprocess.run([str(BIN), "cache", "import", str(f), "--data-dir", str(server.data_dir),
+                        "--config", str(server.conf)], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0 and "imported 1 entries" in p.stdout, p.stderr
+    assert "\r" not in p.stderr  # no terminal: no progress line rewritten
+
+
 def test_cli_import_of_a_directory_fails(tmp_path):
     p = subprocess.run([str(BIN), "cache", "import", str(tmp_path), "--data-dir",
                         str(tmp_path / "data")], cwd=ROOT, capture_output=True, text=True)

@@ -69,6 +69,8 @@ def test_long_input_is_truncated(server):
 
 @pytest.mark.parametrize("body,status,param,code", [
     ({"model": "text-embedding-3-small", "input": "a"}, 404, "model", "model_not_found"),
+    ({"model": "smollm2-135m-instruct", "input": "a"}, 400, "model", "model_not_supported"),
+    ({"model": MODEL, "input": ""}, 400, "input", None),
     ({"input": "a"}, 400, "model", None),
     ({"model": MODEL}, 400, "input", None),
     ({"model": MODEL, "input": []}, 400, "input", None),
@@ -84,6 +86,10 @@ def test_invalid_requests(server, body, status, param, code):
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert err["param"] == param and err["code"] == code and err["message"]
+    if body.get("input") == "":
+        assert err["message"] == "input is an empty string."
+    if code == "model_not_supported":
+        assert "chat model" in err["message"] and MODEL in err["message"]
 
 
 def test_invalid_json(server):
@@ -93,6 +99,10 @@ def test_invalid_json(server):
         assert r.json()["error"]["code"] == "invalid_json"
         r = c.post("/v1/embeddings", content=b'[1, 2]')
         assert r.status_code == 400
+        r = c.post("/v1/embeddings", content=b'{"model": "x", "input": "a\\u0000b"}')
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["code"] == "invalid_json"
+        assert "NUL" in err["message"] and "JSON_ALLOW_NUL" not in err["message"]
         assert c.get("/v1/embeddings").status_code == 405
 
 

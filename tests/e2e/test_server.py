@@ -81,6 +81,11 @@ def test_metrics_pass_promtool(server):
     assert 'cachegate_http_requests_total{route="/health",status="200"} 1\n' in text
     assert 'cachegate_http_requests_total{route="unmatched",status="404"} 1\n' in text
     assert 'cachegate_http_request_duration_seconds_bucket{route="/health",status="200",le="+Inf"} 1\n' in text
+    # the engine's series exist before its first request
+    for series in ("cachegate_engine_running_requests 0", "cachegate_engine_waiting_requests 0",
+                   "cachegate_engine_preemptions_total 0",
+                   "cachegate_engine_generated_tokens_total 0"):
+        assert series + "\n" in text, series
     check = subprocess.run([str(PROMTOOL), "check", "metrics"], input=text, text=True,
                            capture_output=True)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -169,6 +169,12 @@ Test(config, lines_read_as_written)
     gw_config_deinit(&c);
 }
 
+Test(config, models_have_names_of_their_own)
+{
+    expect_error("[embedder]\nmodel_name = smollm2-135m-instruct\n",
+                 " engine.model_name and embedder.model_name are both 'smollm2-135m-instruct'");
+}
+
 Test(config, a_directory_is_not_a_file)
 {
     struct gw_config c;
