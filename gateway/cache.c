@@ -688,22 +688,33 @@ void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, con
 
 /* ------------------------------------------------------------------ metrics */
 
+/* The metric slot of a tenant, or -1 when there is no room; -2 when the tenant no longer
+ * exists (deleted by another process: its entries are gone from the database). */
 static int name_slot(gw_cache *c, int64_t tenant)
 {
+    struct store_tenant t;
+    int exists = store_tenant_get_id(c->st, tenant, &t) == STORE_OK;
     for (int i = 0; i < c->nnames; i++)
-        if (c->names[i].id == tenant)
-            return i;
-    if (c->nnames == MAX_NAMES)
+        if (c->names[i].id == tenant) {
+            if (!exists && c->names[i].name[0]) {
+                gw_metric_set(c->m_entries, 0, c->names[i].name);
+                gw_metric_set(c->m_bytes, 0, c->names[i].name);
+                c->names[i].name[0] = 0;
+            }
+            if (exists)
+                store_tenant_deinit(&t);
+            return exists ? i : -2;
+        }
+    if (!exists)
+        return -2;
+    if (c->nnames == MAX_NAMES) {
+        store_tenant_deinit(&t);
         return -1;
+    }
     int i = c->nnames++;
     c->names[i].id = tenant;
-    struct store_tenant t;
-    if (store_tenant_get_id(c->st, tenant, &t) == STORE_OK) {
-        snprintf(c->names[i].name, sizeof c->names[i].name, "%s", t.name);
-        store_tenant_deinit(&t);
-    } else {
-        snprintf(c->names[i].name, sizeof c->names[i].name, "%lld", (long long)tenant);
-    }
+    snprintf(c->names[i].name, sizeof c->names[i].name, "%s", t.name);
+    store_tenant_deinit(&t);
     return i;
 }
 
@@ -716,6 +727,8 @@ void gw_cache_refresh_metrics(gw_cache *c)
     int others = 0;
     for (int i = 0; i < n; i++) {
         int k = name_slot(c, st[i].tenant);
+        if (k == -2)
+            continue;
         /* bounded label cardinality: tenants past the configured number fold into other */
         if (k < 0 || k >= c->cfg->tenants_metrics_max) {
             other_entries += (double)st[i].entries;

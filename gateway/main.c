@@ -504,6 +504,21 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    /* "cachegate tenant list --help": the usage, whatever the command (options end at
+     * "--", and a value such as --prompt's is not an option) */
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-' && argv[i][1] == '-' && !strchr(argv[i], '=') &&
+            strcmp(argv[i], "--chat"))
+            i++; /* its value */
+    }
+    if (!strcmp(cmd, "version") && argc > 2) {
+        fprintf(stderr, "cachegate: version takes no arguments\n");
+        return 2;
+    }
     if (!strcmp(cmd, "serve"))
         return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "device"))

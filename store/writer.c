@@ -203,9 +203,11 @@ static const char *const SQL[] = {
     "DELETE FROM entries WHERE id = ?1",
     "UPDATE entries SET last_hit_ms = max(last_hit_ms, ?2), hit_count = hit_count + ?3 "
     "WHERE id = ?1",
+    /* a tenant deleted (by another process) while its usage was queued gets no row back */
     "INSERT INTO usage_daily (tenant, day, requests, prompt_tokens, completion_tokens, "
-    "cached_tokens, exact_hits, semantic_hits, tokens_saved) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-    "?7, ?8, ?9) ON CONFLICT (tenant, day) DO UPDATE SET requests = requests + ?3, "
+    "cached_tokens, exact_hits, semantic_hits, tokens_saved) SELECT ?1, ?2, ?3, ?4, ?5, ?6, "
+    "?7, ?8, ?9 WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?1) "
+    "ON CONFLICT (tenant, day) DO UPDATE SET requests = requests + ?3, "
     "prompt_tokens = prompt_tokens + ?4, completion_tokens = completion_tokens + ?5, "
     "cached_tokens = cached_tokens + ?6, exact_hits = exact_hits + ?7, "
     "semantic_hits = semantic_hits + ?8, tokens_saved = tokens_saved + ?9",

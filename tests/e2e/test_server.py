@@ -494,6 +494,16 @@ def test_bad_config_fails_with_file_and_line(tmp_path):
     assert f"{tmp_path / 'bad.conf'}:3: unknown key 'max_bdy_bytes' in section [server]" in r.stderr
 
 
+def test_help_on_every_command():
+    for args in (["serve", "--help"], ["embed", "--help"], ["generate", "--help"],
+                 ["cache", "import", "--help"], ["tenant", "list", "--help"],
+                 ["key", "create", "x", "--help"], ["usage", "--help"], ["device", "--help"]):
+        p = subprocess.run([str(BIN), *args], cwd=ROOT, capture_output=True, text=True)
+        assert p.returncode == 0 and "usage: cachegate serve" in p.stdout, args
+    p = subprocess.run([str(BIN), "version", "extra"], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 2
+
+
 def test_bad_override_fails(tmp_path):
     r = start_failing(tmp_path, "", "--device", "tpu")
     assert r.returncode == 2

@@ -221,8 +221,21 @@ def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
     assert cli("key", "revoke", key[:12]).returncode == 0
     time.sleep(1.2)
     assert embed(client(server, key)).status_code == 401
+    line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi?"}],
+                       "answer": "Hello."})
+    assert admin(server).post("/admin/cache/import?tenant=cli-t", content=line).status_code == 200
+
+    def entries():
+        text = admin(server).get("/metrics").text
+        return [l for l in text.splitlines()
+                if l.startswith('cachegate_cache_entries{tenant="cli-t"}')]
+
+    time.sleep(1.2)
+    assert entries() == ['cachegate_cache_entries{tenant="cli-t"} 1']
     assert cli("tenant", "delete", "cli-t").returncode == 0
     assert "cli-t" not in cli("tenant", "list").stdout
+    time.sleep(1.2)  # the server's metrics follow the deletion another process made
+    assert entries() in ([], ['cachegate_cache_entries{tenant="cli-t"} 0'])
 
 
 def test_cli_reads_refuse_a_directory_without_a_database(tmp_path, server):

@@ -346,6 +346,18 @@ Test(store, hits_and_usage_queued_together_add_up)
     cr_assert_eq(rows[0].tokens_saved, 1500);
     cr_assert_eq(rows[1].requests, 1);
     free(rows);
+    /* usage queued for a tenant that is gone by the time it is written (another process
+     * deleted it) gets no row back */
+    int64_t gone;
+    cr_assert_eq(store_tenant_create(s, "brief", &gone), STORE_OK);
+    cr_assert_eq(store_tenant_delete(s, "brief"), STORE_OK);
+    u.tenant = gone;
+    cr_assert_eq(store_usage_add(s, &u), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    rows = NULL;
+    cr_assert_eq(store_usage_list(s, gone, NULL, &rows, &n), STORE_OK);
+    cr_assert_eq(n, 0);
+    free(rows);
     store_close(s);
 }
 
