@@ -347,6 +347,7 @@ int gw_cli_tenant(int argc, char **argv)
         int64_t id;
         if (nops == 2 && gw_policy_parse(ops[1], &pol, err, sizeof err)) {
             fprintf(stderr, "cachegate: %s\n", err);
+            rc = 2; /* a bad argument, as a bad option is */
             goto out;
         }
         int src = store_tenant_create(st, ops[0], &id);
@@ -354,6 +355,7 @@ int gw_cli_tenant(int argc, char **argv)
             fprintf(stderr, "cachegate: %s\n",
                     src == STORE_EEXIST ? "a tenant of that name exists"
                                         : "a tenant name is 1-63 letters, digits, '-', '_', '.'");
+            rc = src == STORE_EINVAL ? 2 : 1;
             goto out;
         }
         if (src || (nops == 2 && store_tenant_set_policy(st, id, ops[1])))
@@ -363,6 +365,7 @@ int gw_cli_tenant(int argc, char **argv)
         int64_t id;
         if (gw_policy_parse(ops[1], &pol, err, sizeof err)) {
             fprintf(stderr, "cachegate: %s\n", err);
+            rc = 2;
             goto out;
         }
         if (tenant_id(st, ops[0], &id))

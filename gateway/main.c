@@ -205,14 +205,19 @@ static int load_tool_config(const char *config, struct gw_config *cfg)
 
 /* The device of a one-shot command: --device, else the config's (auto by default). A
  * failure (device = cuda without one) is one line on stderr. */
+/* The device for a one-shot command: 0, or the exit status after saying why (2: a bad
+ * --device value, 1: the device asked for is not there). */
 static int tool_device(struct gw_config *cfg, const char *device, const char *prog,
                        struct gw_device *dev)
 {
     char err[1024];
-    if ((device && gw_config_set(cfg, "server", "device", device, "--device", err, sizeof err)) ||
-        gw_device_select(cfg->device, dev, err, sizeof err)) {
+    if (device && gw_config_set(cfg, "server", "device", device, "--device", err, sizeof err)) {
         fprintf(stderr, "cachegate %s: %s\n", prog, err);
-        return -1;
+        return 2;
+    }
+    if (gw_device_select(cfg->device, dev, err, sizeof err)) {
+        fprintf(stderr, "cachegate %s: %s\n", prog, err);
+        return 1;
     }
     return 0;
 }
@@ -243,9 +248,10 @@ static int cmd_embed(int argc, char **argv)
         return 2;
     emb_set_log(lib_log_sink, NULL);
     struct gw_device dev;
-    if (tool_device(&cfg, device, "embed", &dev)) {
+    int drc = tool_device(&cfg, device, "embed", &dev);
+    if (drc) {
         gw_config_deinit(&cfg);
-        return 1;
+        return drc;
     }
     struct emb_options eo = {.gpu = dev.cuda ? dev.cuda->emb_create : NULL};
     emb_model *m = NULL;
@@ -392,9 +398,10 @@ static int cmd_generate(int argc, char **argv)
     }
     eng_set_log(lib_log_sink, NULL);
     struct gw_device dev;
-    if (tool_device(&cfg, device, "generate", &dev)) {
+    int drc = tool_device(&cfg, device, "generate", &dev);
+    if (drc) {
         gw_config_deinit(&cfg);
-        return 1;
+        return drc;
     }
     struct progress pr = {.shown = 0};
     clock_gettime(CLOCK_MONOTONIC, &pr.t0);

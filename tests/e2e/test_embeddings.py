@@ -148,3 +148,7 @@ def test_cli_embed_bad_model_dir(tmp_path):
                        text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 1
     assert f"{tmp_path}/config.json" in r.stderr
+    # a bad --device value is a usage error, as it is for serve and device
+    r = subprocess.run([str(BIN), "embed", "--device", "gpu", "x"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and "'gpu' is not one of" in r.stderr

@@ -209,7 +209,10 @@ def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
 
     assert cli("tenant", "create", "cli-t", '{"requests_per_minute": 100}').returncode == 0
     assert cli("tenant", "create", "cli-t").returncode == 1, "names are unique"
-    assert cli("tenant", "create", "bad", '{"nonsense": 1}').returncode == 1
+    # a bad argument is a usage error (2); a name taken is a failure (1)
+    assert cli("tenant", "create", "bad", '{"nonsense": 1}').returncode == 2
+    assert cli("tenant", "create", "a b").returncode == 2
+    assert cli("tenant", "set", "cli-t", "notjson").returncode == 2
     p = cli("key", "create", "cli-t")
     key = p.stdout.strip()
     assert p.returncode == 0 and key.startswith("cg-") and len(key) == 51
