@@ -639,7 +639,9 @@ static int cache_controls(struct gw_req *r, struct gw_cache_ctl *ctl, struct par
     return 0;
 }
 
-static void cache_headers(struct chat_req *c, const char *kind, double similarity)
+/* kind: "exact", "semantic", or NULL (a miss); id: the entry served (for
+ * DELETE /admin/cache?id=). */
+static void cache_headers(struct chat_req *c, const char *kind, double similarity, int64_t id)
 {
     gw_reply_header(c->req, "X-Cache", kind ? "HIT" : "MISS");
     if (kind) {
@@ -647,6 +649,8 @@ static void cache_headers(struct chat_req *c, const char *kind, double similarit
         gw_reply_header(c->req, "X-Cache-Kind", kind);
         snprintf(v, sizeof v, "%.4f", similarity);
         gw_reply_header(c->req, "X-Cache-Similarity", v);
+        snprintf(v, sizeof v, "%lld", (long long)id);
+        gw_reply_header(c->req, "X-Cache-Entry", v);
     }
 }
 
@@ -672,7 +676,7 @@ static size_t piece_len(const char *s, size_t n)
 /* Answers from a cache entry, as JSON or as a stream shaped like a live one. */
 static void reply_hit(struct chat_req *c, const struct store_hit *h, int semantic)
 {
-    cache_headers(c, semantic ? "semantic" : "exact", h->similarity);
+    cache_headers(c, semantic ? "semantic" : "exact", h->similarity, h->id);
     const char *finish = h->finish_reason;
     if (c->stream) {
         gw_reply_sse_start(c->req);
@@ -894,7 +898,7 @@ static void start_engine(struct chat_req *c)
         evtimer_add(c->timeout, &tv);
     }
     if (gw_server_cache(srv) && cfg->cache_enabled)
-        cache_headers(c, NULL, 0);
+        cache_headers(c, NULL, 0, 0);
     if (c->stream)
         gw_reply_sse_start(r);
 }

@@ -1455,6 +1455,13 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     if (sc.max_num_batched_tokens < sc.max_num_seqs)
         sc.max_num_batched_tokens = sc.max_num_seqs;
     l->max_model_len = sched_max_model_len(l->m, sc.max_model_len);
+    if (sc.max_model_len > l->max_model_len) {
+        char asked[24], got[24];
+        snprintf(asked, sizeof asked, "%d", sc.max_model_len);
+        snprintf(got, sizeof got, "%d", l->max_model_len);
+        gw_log_kv(GW_LOG_WARN, "engine.max_model_len is over the model's context; using the "
+                  "context", "asked", asked, "context", got, NULL);
+    }
     l->kv_positions = n_blocks * bs;
     l->w = gw_engw_create(l->m, l->v, &sc, (int)cfg->engine_max_waiting, srv->cq, srv->metrics,
                           msg, sizeof msg);

@@ -301,6 +301,18 @@ def test_imports_take_the_tenants_ttl_and_capacity(tmp_path, make_server):
     assert only_if_cached(c, "How many legs does a spider have?").status_code == 504
 
 
+def test_a_wrong_answer_is_deleted_by_the_id_its_hit_names(server):
+    c = client(server)
+    import_lines(c, [("Who wrote Hamlet?", "Marlowe."), ("Who wrote Macbeth?", "Shakespeare.")])
+    r = only_if_cached(c, "Who wrote Hamlet?")
+    assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "exact"
+    entry = r.headers["X-Cache-Entry"]
+    r = c.delete(f"/admin/cache?id={entry}", headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200 and r.json() == {"deleted": 1}
+    assert only_if_cached(c, "Who wrote Hamlet?").status_code == 504
+    assert only_if_cached(c, "Who wrote Macbeth?").status_code == 200
+
+
 def test_import_takes_a_byte_order_mark(tmp_path, server):
     line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi?"}],
                        "answer": "Hello."})

@@ -494,6 +494,13 @@ def test_bad_config_fails_with_file_and_line(tmp_path):
     assert f"{tmp_path / 'bad.conf'}:3: unknown key 'max_bdy_bytes' in section [server]" in r.stderr
 
 
+def test_max_model_len_over_the_context_is_said(make_server):
+    server = make_server("[engine]\nmax_model_len = 1000000\n")
+    line = server.wait_log(lambda l: "max_model_len" in l.get("msg", ""), timeout=5)
+    assert line and line["level"] == "warn" and line["asked"] == "1000000"
+    assert int(line["context"]) < 1000000
+
+
 def test_help_on_every_command():
     for args in (["serve", "--help"], ["embed", "--help"], ["generate", "--help"],
                  ["cache", "import", "--help"], ["tenant", "list", "--help"],
