@@ -2,6 +2,7 @@
  * cache — keys, lookups and writes of the exact and semantic answer caches (cache.h).
  */
 #include "cache.h"
+#include "tenants.h"
 
 #include "guard.h"
 #include "log.h"
@@ -688,37 +689,30 @@ void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, con
 
 /* ------------------------------------------------------------------ metrics */
 
-/* The metric slot of a tenant, or -1 when there is no room; -2 when the tenant no longer
- * exists (deleted by another process: its entries are gone from the database). */
-static int name_slot(gw_cache *c, int64_t tenant)
+/* The metric slot of a tenant (its eviction counts so far, its last label), or -1 when
+ * there is no room. label NULL: the tenant is gone (deleted, perhaps by another process);
+ * its gauges go to 0 once. */
+static int name_slot(gw_cache *c, int64_t tenant, const char *label)
 {
-    struct store_tenant t;
-    int exists = store_tenant_get_id(c->st, tenant, &t) == STORE_OK;
-    for (int i = 0; i < c->nnames; i++)
-        if (c->names[i].id == tenant) {
-            if (!exists && c->names[i].name[0]) {
-                gw_metric_set(c->m_entries, 0, c->names[i].name);
-                gw_metric_set(c->m_bytes, 0, c->names[i].name);
-                c->names[i].name[0] = 0;
-            }
-            if (exists)
-                store_tenant_deinit(&t);
-            return exists ? i : -2;
-        }
-    if (!exists)
-        return -2;
-    if (c->nnames == MAX_NAMES) {
-        store_tenant_deinit(&t);
-        return -1;
+    int i = 0;
+    while (i < c->nnames && c->names[i].id != tenant)
+        i++;
+    if (i == c->nnames) {
+        if (!label || c->nnames == MAX_NAMES)
+            return -1;
+        c->nnames++;
+        c->names[i].id = tenant;
+        c->names[i].name[0] = 0;
     }
-    int i = c->nnames++;
-    c->names[i].id = tenant;
-    snprintf(c->names[i].name, sizeof c->names[i].name, "%s", t.name);
-    store_tenant_deinit(&t);
+    if (!label && c->names[i].name[0] && strcmp(c->names[i].name, "other")) {
+        gw_metric_set(c->m_entries, 0, c->names[i].name);
+        gw_metric_set(c->m_bytes, 0, c->names[i].name);
+    }
+    snprintf(c->names[i].name, sizeof c->names[i].name, "%s", label ? label : "");
     return i;
 }
 
-void gw_cache_refresh_metrics(gw_cache *c)
+void gw_cache_refresh_metrics(gw_cache *c, gw_tenants *tenants)
 {
     gw_metric_set(c->m_hot, (double)c->hot_used);
     struct store_tenant_stats st[MAX_NAMES];
@@ -726,17 +720,19 @@ void gw_cache_refresh_metrics(gw_cache *c)
     double other_entries = 0, other_bytes = 0;
     int others = 0;
     for (int i = 0; i < n; i++) {
-        int k = name_slot(c, st[i].tenant);
-        if (k == -2)
+        /* the tenants' own labels: tenants past metrics_max_tenants share "other" here as
+         * in their request and token counters */
+        const char *label = gw_tenants_label(tenants, st[i].tenant);
+        int k = name_slot(c, st[i].tenant, label);
+        if (!label)
             continue;
-        /* bounded label cardinality: tenants past the configured number fold into other */
-        if (k < 0 || k >= c->cfg->tenants_metrics_max) {
+        if (!strcmp(label, "other")) {
             other_entries += (double)st[i].entries;
             other_bytes += (double)st[i].bytes;
             others = 1;
         } else {
-            gw_metric_set(c->m_entries, (double)st[i].entries, c->names[k].name);
-            gw_metric_set(c->m_bytes, (double)st[i].bytes, c->names[k].name);
+            gw_metric_set(c->m_entries, (double)st[i].entries, label);
+            gw_metric_set(c->m_bytes, (double)st[i].bytes, label);
         }
         if (k >= 0) {
             gw_metric_add(c->m_evictions, (double)(st[i].evicted_lru - c->names[k].lru), "lru");

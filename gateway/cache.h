@@ -115,8 +115,10 @@ void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, con
                   const char *model, const char *answer, size_t len, int prompt_tokens,
                   int completion_tokens, int64_t ttl_s);
 
-/* Updates the per-tenant gauges and eviction counters from the store (before /metrics). */
-void gw_cache_refresh_metrics(gw_cache *c);
+/* Updates the per-tenant gauges and eviction counters from the store (before /metrics),
+ * labelled as tenants labels its own families. */
+typedef struct gw_tenants gw_tenants;
+void gw_cache_refresh_metrics(gw_cache *c, gw_tenants *tenants);
 
 /* One line of an import: {"model": M, "messages": [...], "answer": A} ("prompt" instead of
  * "messages" keys a completion); optional sampling parameters key like a request's. */

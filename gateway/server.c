@@ -1052,7 +1052,7 @@ static void handle_metrics(struct gw_req *rc)
     gw_metric_set(srv->m_conns, (double)srv->nconns);
     gw_metric_set(srv->m_uptime, since_ms(&srv->t_start) / 1000.0);
     if (srv->cache)
-        gw_cache_refresh_metrics(srv->cache);
+        gw_cache_refresh_metrics(srv->cache, srv->tenants);
     size_t len;
     char *text = gw_metrics_render(srv->metrics, &len);
     if (!text) {

@@ -190,6 +190,12 @@ static struct gw_tenant *find(gw_tenants *t, int64_t id)
     return NULL;
 }
 
+const char *gw_tenants_label(gw_tenants *t, int64_t id)
+{
+    struct gw_tenant *tn = find(t, id);
+    return tn && !tn->deleted ? tn->label : NULL;
+}
+
 static double now_s(void)
 {
     struct timespec ts;

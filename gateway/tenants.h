@@ -80,6 +80,9 @@ struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r);
 /* Rereads tenants (policies) and keys from the store: once a second by itself, and at
  * once from the admin API after a change it made. */
 void gw_tenants_reload(gw_tenants *t);
+/* The metric label of a tenant (its name, or "other" past tenants.metrics_max_tenants);
+ * NULL when no such tenant exists. Every family labelled by tenant uses it. */
+const char *gw_tenants_label(gw_tenants *t, int64_t id);
 /* Whether the tenant's policy lets it use model (a policy without "models": any). */
 int gw_tenant_allows(const struct gw_tenant *tn, const char *model);
 /* 0 when the tenant may use model; else replies 404 and returns -1. */

@@ -260,6 +260,22 @@ def test_cli_reads_refuse_a_directory_without_a_database(tmp_path, server):
     assert admin(server).get("/admin/usage?since=2026-02-28").status_code == 200
 
 
+def test_tenants_past_the_label_limit_share_other_in_every_family(make_server):
+    server = make_server(AUTH_CONF + "metrics_max_tenants = 1\n")  # "default" has the one
+    keys = {name: make_tenant(server, name) for name in ("ta", "tb")}
+    for name in keys:
+        line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi?"}],
+                           "answer": "Hello."})
+        r = admin(server).post(f"/admin/cache/import?tenant={name}", content=line)
+        assert r.status_code == 200
+    time.sleep(1.2)
+    assert embed(client(server, keys["ta"])).status_code == 200
+    text = admin(server).get("/metrics").text
+    assert 'cachegate_cache_entries{tenant="other"} 2' in text
+    assert 'cachegate_tenant_requests_total{tenant="other",result="ok"} 1' in text
+    assert 'tenant="ta"' not in text and 'tenant="tb"' not in text
+
+
 def test_auth_off_on_a_non_loopback_listener_refuses_to_start(tmp_path):
     conf = tmp_path / "c.conf"
     conf.write_text("[tenants]\nauth = off\n")
