@@ -359,7 +359,7 @@ static char *read_checked(const char *path, char *err, size_t errlen)
     }
     int line = 0;
     char *p = text;
-    if (!memcmp(p, "\xEF\xBB\xBF", 3))
+    if (n >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3))
         p += 3; /* a byte order mark (the INI reader skips it too) */
     while (*p) {
         char *eol = strchr(p, '\n');

@@ -175,6 +175,20 @@ Test(config, models_have_names_of_their_own)
                  " engine.model_name and embedder.model_name are both 'smollm2-135m-instruct'");
 }
 
+Test(config, empty_and_tiny_files)
+{
+    static const char *const texts[] = {"", "\n", ";", "[]"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        write_conf(texts[i]);
+        struct gw_config c;
+        char err[256] = "";
+        gw_config_defaults(&c);
+        int rc = gw_config_load(&c, path, err, sizeof err);
+        gw_config_deinit(&c);
+        cr_assert_eq(rc, i == 3 ? -1 : 0, "'%s': %s", texts[i], err); /* "[]": no section */
+    }
+}
+
 Test(config, a_directory_is_not_a_file)
 {
     struct gw_config c;
