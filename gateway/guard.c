@@ -282,10 +282,38 @@ static const char wh_words[] = "who when where why how";
 static const char keep_from_words[] = "keep stop protect";
 static const char cease_words[] = "quit stop cease keep prevent avoid";
 
-/* Prepositions that open a phrase narrowing the question: "snacks for kids", "a list of
- * dictionaries", "reset my password on an iPhone". */
-static const char qual_preps[] = "in on for of with at during under after before by near "
-                                 "inside outside within from";
+/* Prepositions that open a phrase narrowing the question whatever follows ("snacks for
+ * kids", "a diet with diabetes", "pain after surgery"), and those that more often name the
+ * setting the question already implies ("brake fluid in my car", "a foreign key in a
+ * database"): these narrow it only with a qualifier or a group of people ("symptoms in
+ * children"). */
+static const char strong_preps[] = "for with during after before under over";
+static const char weak_preps[] = "in on of at by near inside outside within from";
+
+/* Words that narrow the noun they stand before or the phrase they are in: diets and
+ * preparations, stages and severities, sizes and scopes, conditions. A noun that names a
+ * category ("the movie Inception", "a network switch", "the chemical formula") does not. */
+static const char qualifiers[] =
+    "vegan vegetarian gluten dairy lactose sugar keto paleo organic raw homemade frozen iced "
+    "decaf spicy low high free fat fried grilled baked boiled instant whole "
+    "early late chronic acute severe mild advanced basic beginner intermediate first final "
+    "long short term temporary permanent rare common hereditary "
+    "small large tiny big mini portable wireless electric manual automatic used new old "
+    "broken cheap budget luxury professional commercial private public international "
+    "domestic online offline local remote single multiple all every each only just entire "
+    "partial";
+
+/* One thing, or all of them. */
+static const char scope_one[] = "one single individual particular specific";
+static const char scope_all[] = "all every entire whole each";
+
+/* Groups of people or animals a question may be narrowed to. */
+static const char audiences[] =
+    "child children kid kids toddler toddlers baby babies infant infants teen teens "
+    "teenager teenagers adult adults senior seniors elderly women woman men man girl girls "
+    "boy boys student students beginner beginners expert experts diabetic diabetics "
+    "pregnancy pregnant athlete athletes dog dogs cat cats puppy puppies kitten kittens "
+    "smoker smokers vegetarians vegans employee employees patient patients";
 
 /* Auxiliaries by tense: "who is" and "who was" the president are two questions. */
 static const char past_aux[] = "was were did had";
@@ -417,6 +445,11 @@ enum {
     K_KEEP,
     K_CEASE,
     K_PREP,
+    K_WEAKPREP,
+    K_QUAL,
+    K_AUDIENCE,
+    K_ONE,
+    K_ALL,
     K_PAST,
     K_NOW,
     K_LYADJ,
@@ -509,7 +542,12 @@ static void lex_build(void)
     lex_add_words(wh_words, K_WH, 0);
     lex_add_words(keep_from_words, K_KEEP, 0);
     lex_add_words(cease_words, K_CEASE, 0);
-    lex_add_words(qual_preps, K_PREP, 0);
+    lex_add_words(strong_preps, K_PREP, 0);
+    lex_add_words(weak_preps, K_WEAKPREP, 0);
+    lex_add_words(qualifiers, K_QUAL, 0);
+    lex_add_words(audiences, K_AUDIENCE, 0);
+    lex_add_words(scope_one, K_ONE, 0);
+    lex_add_words(scope_all, K_ALL, 0);
     lex_add_words(past_aux, K_PAST, 0);
     lex_add_words(now_aux, K_NOW, 0);
     lex_add_words(ly_adjectives, K_LYADJ, 0);
@@ -1227,7 +1265,8 @@ enum {
     R_WH = 1 << 7,
     R_ADD = 1 << 8,
     R_TIME = 1 << 9,
-    R_ALL = 0x3ff,
+    R_SCOPE = 1 << 10,
+    R_ALL = 0x7ff,
 };
 
 static void say(char *why, size_t whylen, const char *fmt, ...)
@@ -1814,11 +1853,22 @@ static int added_word(const side *p, const side *q, int j)
     return !word_is(t, K_FRAME) && !glued(q, j, p);
 }
 
-/* The first of q's added words (added_word()) that narrows q's question, or -1: a run of
- * them opens a noun phrase just before a word both sides say ("a vegan lasagna", "a
- * gluten-free pizza dough"; not "the sky appear blue", a verb after its subject), or
- * follows a preposition ("for kids", "of dictionaries", "on Windows"), or there are two
- * or more ("to see the northern lights", "last year"). */
+/* Whether a run of added words q->t[j..e] holds a word of `kind`, in its written or its
+ * singular form. */
+static int run_has(const side *q, int j, int e, int kind)
+{
+    for (int k = j; k <= e; k++)
+        if (word_is(&q->t[k], kind) || lex_has(lex_find(q->t[k].n, q->t[k].nlen), kind)) return 1;
+    return 0;
+}
+
+/* The first of q's added words (added_word()) that narrows q's question, or -1. A run of
+ * them narrows when it holds a qualifier and opens a noun phrase before a word both sides
+ * say ("a vegan lasagna", "the early symptoms"; not "a network switch", "the sky appear
+ * blue"), or follows a preposition that narrows ("snacks for kids"), or a weaker one with
+ * a qualifier or a group of people ("symptoms in children"; not "in my car"), or reads a
+ * time against now ("last year"); or there are three added words or more ("to see the
+ * northern lights"). */
 static int narrowing(const side *p, const side *q)
 {
     int first = -1, count = 0;
@@ -1831,16 +1881,21 @@ static int narrowing(const side *p, const side *q)
         if (first < 0) first = j;
         const tok *next = e + 1 < q->nt ? &q->t[e + 1] : NULL;
         const tok *prev = j > 0 ? &q->t[j - 1] : NULL;
-        if (next && !(next->flags & (F_STOP | F_NUM)) && side_has_like(p, next) &&
+        int qual = run_has(q, j, e, K_QUAL) || run_has(q, j, e, K_AUDIENCE);
+        if (qual && next && !(next->flags & (F_STOP | F_NUM)) && side_has_like(p, next) &&
             (!prev || (prev->flags & F_STOP)))
             return j;
         int k = j - 1;
         while (k >= 0 && (q->t[k].flags & F_DROP))
             k--;
-        if (k >= 0 && word_is(&q->t[k], K_PREP)) return j;
+        if (k >= 0 && (word_is(&q->t[k], K_PREP) || (qual && word_is(&q->t[k], K_WEAKPREP))))
+            return j;
+        if (run_has(q, j, e, K_DEIXIS) &&
+            (run_has(q, j, e, K_TIMENOUN) || (next && word_is(next, K_TIMENOUN))))
+            return j;
         j = e;
     }
-    return count >= 2 ? first : -1;
+    return count >= 3 ? first : -1;
 }
 
 /* One side is the other with a qualifier added: every content word of the shorter one is
@@ -1897,6 +1952,20 @@ static int rule_time(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* "one YouTube channel" vs "all my channels", "a single row" vs "every row": one side
+ * asks about one, the other about all. */
+static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
+{
+    int sa = 0, sb = 0; /* bit 0: one, bit 1: all */
+    for (int i = 0; i < a->nt; i++)
+        sa |= word_is(&a->t[i], K_ONE) | word_is(&a->t[i], K_ALL) << 1;
+    for (int i = 0; i < b->nt; i++)
+        sb |= word_is(&b->t[i], K_ONE) | word_is(&b->t[i], K_ALL) << 1;
+    if (!((sa == 1 && sb == 2) || (sa == 2 && sb == 1))) return 1;
+    say(why, whylen, "scope differs: %s vs %s", sa == 1 ? "one" : "all", sb == 1 ? "one" : "all");
+    return 0;
+}
+
 /* The guard with a choice of rules; the benchmark driver measures each one. */
 static int guard_check(const char *stored, size_t slen, const char *query, size_t qlen,
                        unsigned rules, char *why, size_t whylen)
@@ -1922,6 +1991,7 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
     if ((rules & R_WH) && !rule_wh(&a, &b, why, whylen)) return 0;
     if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen)) return 0;
     if ((rules & R_TIME) && !rule_time(&a, &b, why, whylen)) return 0;
+    if ((rules & R_SCOPE) && !rule_scope(&a, &b, why, whylen)) return 0;
     if ((rules & R_ADD) && !rule_added(&a, &b, why, whylen)) return 0;
     say(why, whylen, "%s", "");
     return 1;

@@ -14,7 +14,10 @@
  *   swap         the two questions are the same words except for one or two aligned
  *                content words (symptoms of the flu / of a cold), or a question word
  *                (when/where)
- *   order        "x to y" on one side, "y to x" on the other
+ *   order        "x to y" on one side, "y to x" on the other; two words trading places
+ *   added        a qualifier one side adds ("vegan lasagna", "symptoms in children")
+ *   tense, time  "who is" vs "who was", "this year" vs "last year"
+ *   scope        one of a thing vs all of them
  *
  * Precision comes before recall: a vetoed hit is a miss, a wrong hit is a wrong answer.
  * Text is compared after light normalization (ASCII lowercase, contractions, possessive

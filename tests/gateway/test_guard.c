@@ -192,8 +192,11 @@ Test(guard, added_qualifier)
     VETO("Give me a recipe for chili.", "Give me a recipe for vegetarian chili.", "vegetarian");
     VETO("What are the signs of dehydration?", "What are the early signs of dehydration?", "early");
     VETO("What are good exercises?", "What are good exercises for seniors?", "seniors");
-    VETO("How do I update my drivers?", "How do I update my drivers on a laptop?", "laptop");
-    VETO("How do I parse a file in Perl?", "How do I parse a file of records in Perl?", "records");
+    VETO("What causes a fever?", "What causes a fever in toddlers?", "toddlers");
+    /* the setting the question already implies is not a narrowing */
+    PASS("What is a foreign key?", "What is a foreign key in a database?");
+    PASS("How do I check my tire pressure?", "How do I check the tire pressure in my car?");
+    PASS("Who directed Jaws?", "Who directed the movie Jaws?");
     /* words that do not narrow: a verb after its subject, a framing noun, an adverb, an
      * added noun that the phrase already implied */
     PASS("Why is grass green?", "What makes grass appear green?");
@@ -203,8 +206,15 @@ Test(guard, added_qualifier)
     PASS("What's a good lunch?", "What should I eat for a good lunch?");
     VETO("Give me a brownie recipe.", "Give me a gluten-free brownie recipe.", "gluten");
     VETO("When is the best time to visit Norway?",
-         "When is the best time to visit Norway to see the midnight sun?", NULL);
+         "When is the best time to visit Norway to watch whales and hike glaciers?", NULL);
     PASS("What shoes are best for flat feet?", "What shoes are best for people with flat feet?");
+}
+
+Test(guard, one_or_all)
+{
+    VETO("How do I delete one branch in git?", "How do I delete all branches in git?", "scope");
+    VETO("How do I mute a single chat?", "How do I mute every chat?", "scope");
+    PASS("How do I delete all branches in git?", "How do I delete every branch in git?");
 }
 
 Test(guard, traded_places)
