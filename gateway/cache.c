@@ -51,6 +51,7 @@ struct gw_cache {
         char name[64];
     } names[MAX_NAMES];
     int nnames;
+    int had_others; /* the last refresh reported tenants under "other" */
 };
 
 static int64_t now_ms(void)
@@ -742,10 +743,11 @@ void gw_cache_refresh_metrics(gw_cache *c, gw_tenants *tenants)
             c->names[k].expired = st[i].expired;
         }
     }
-    if (others) {
+    if (others || c->had_others) { /* to 0 when the last of them goes */
         gw_metric_set(c->m_entries, other_entries, "other");
         gw_metric_set(c->m_bytes, other_bytes, "other");
     }
+    c->had_others = others;
 }
 
 /* ------------------------------------------------------------------ imports */

@@ -370,7 +370,9 @@ static char *read_checked(const char *path, char *err, size_t errlen)
         const char *why = NULL;
         size_t lead = strspn(p, " \t");
         char first = lead < len ? p[lead] : 0;
-        if (len > MAX_LINE)
+        if (memchr(p, '\r', len))
+            why = "a carriage return inside a line (lines end with a line feed)";
+        else if (len > MAX_LINE)
             why = "line longer than 190 characters";
         else if (first && first != ';' && first != '#' && lead > 0)
             why = "indented line (keys and sections start at the beginning of a line; an "
@@ -386,8 +388,13 @@ static char *read_checked(const char *path, char *err, size_t errlen)
                 for (int i = 0; sections[i]; i++)
                     known |= !strcmp(sections[i], name);
             }
+            size_t after = close ? (size_t)(close - p) + 1 : len;
+            while (after < len && (p[after] == ' ' || p[after] == '\t'))
+                after++;
             if (!close)
                 why = "section header without its closing ']'";
+            else if (after < len)
+                why = "text after a section header (keys go on lines of their own)";
             else if (!known) {
                 snprintf(err, errlen, "%s:%d: unknown section [%.*s]", path, line,
                          (int)(nl < 40 ? nl : 40), p + 1);

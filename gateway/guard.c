@@ -297,11 +297,14 @@ static const char qualifiers[] =
     "vegan vegetarian gluten dairy lactose sugar keto paleo organic raw homemade frozen iced "
     "decaf spicy low high free fat fried grilled baked boiled instant whole "
     "early late chronic acute severe mild advanced basic beginner intermediate first final "
-    "long short term temporary permanent rare common hereditary "
-    "small large tiny big mini portable wireless electric manual automatic used new old "
+    "long short term temporary permanent rare hereditary "
+    "small large tiny big mini portable wireless electric manual automatic used "
     "broken cheap budget luxury professional commercial private public international "
     "domestic online offline local remote single multiple all every each only just entire "
     "partial";
+
+/* Words that join two things without ordering them. */
+static const char join_words[] = "and or vs versus nor";
 
 /* One thing, or all of them. */
 static const char scope_one[] = "one single individual particular specific";
@@ -450,6 +453,7 @@ enum {
     K_AUDIENCE,
     K_ONE,
     K_ALL,
+    K_JOIN,
     K_PAST,
     K_NOW,
     K_LYADJ,
@@ -548,6 +552,7 @@ static void lex_build(void)
     lex_add_words(audiences, K_AUDIENCE, 0);
     lex_add_words(scope_one, K_ONE, 0);
     lex_add_words(scope_all, K_ALL, 0);
+    lex_add_words(join_words, K_JOIN, 0);
     lex_add_words(past_aux, K_PAST, 0);
     lex_add_words(now_aux, K_NOW, 0);
     lex_add_words(ly_adjectives, K_LYADJ, 0);
@@ -1315,34 +1320,11 @@ static int same_root(const char *a, size_t al, const char *b, size_t bl)
     return cp >= 5 && cp + 2 >= al;
 }
 
-/* One slip of the keyboard between two words of letters: two neighbours swapped
- * ("pyhton"), in words of 5 letters or more; a letter changed ("guacomole"), in words of 8
- * or more; a letter added or dropped, in words of 7 or more. Shorter words are too often
- * two words ("weight" and "height"). */
-static int one_typo(const char *a, size_t al, const char *b, size_t bl)
-{
-    shorter_first(&a, &al, &b, &bl);
-    if (bl - al > 1) return 0;
-    for (size_t k = 0; k < al; k++)
-        if (!is_lower((unsigned char)a[k])) return 0;
-    for (size_t k = 0; k < bl; k++)
-        if (!is_lower((unsigned char)b[k])) return 0;
-    size_t i = 0;
-    while (i < al && a[i] == b[i])
-        i++;
-    if (al < bl) return al >= 7 && memcmp(a + i, b + i + 1, al - i) == 0;
-    if (i == al) return 0;
-    if (i + 1 < al && a[i] == b[i + 1] && a[i + 1] == b[i] &&
-        memcmp(a + i + 2, b + i + 2, al - i - 2) == 0)
-        return al >= 5;
-    return al >= 8 && memcmp(a + i + 1, b + i + 1, al - i - 1) == 0;
-}
-
 static int tok_like(const tok *a, const tok *b)
 {
     if (tok_eq(a, b) || syn(a, b)) return 1;
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
-    return same_root(a->n, a->nlen, b->n, b->nlen) || one_typo(a->s, a->len, b->s, b->len);
+    return same_root(a->n, a->nlen, b->n, b->nlen);
 }
 
 static int side_has(const side *sd, const tok *x)
@@ -1561,7 +1543,7 @@ static int entity_found(const tok *x, const side *sd)
 {
     for (int i = 0; i < sd->nt; i++) {
         const tok *y = &sd->t[i];
-        if (tok_eq(x, y) || syn(x, y) || one_typo(x->s, x->len, y->s, y->len)) return 1;
+        if (tok_eq(x, y) || syn(x, y)) return 1;
         if (y->len == x->len && memcmp(y->s, x->s, x->len) == 0) return 1;
         /* "Mac OS" and "macOS": a piece of the other side's compound */
         if (x->len >= 2 && y->len > x->len && !(x->flags & F_QUOTED) &&
@@ -1640,6 +1622,12 @@ static int rule_traded(const side *a, const side *b, char *why, size_t whylen)
             nd++;
         }
     if (nd != 2) return 1;
+    /* neighbours ("eggs raw", "yesterday's match") and the two sides of "x and y", "x or
+     * y", "x vs y" read the same either way */
+    int joined = 1;
+    for (int k = d[0] + 1; k < d[1]; k++)
+        joined &= word_is(&a->t[ia[k]], K_JOIN);
+    if (joined) return 1;
     const tok *x = &a->t[ia[d[0]]], *y = &a->t[ia[d[1]]];
     if ((x->flags & F_STOP) || (y->flags & F_STOP) || !tok_like(x, &b->t[ib[d[1]]]) ||
         !tok_like(y, &b->t[ib[d[0]]]))
@@ -1928,9 +1916,12 @@ static int deixis_of(const side *sd, const tok *noun)
 {
     for (int i = 0; i < sd->nt; i++) {
         if (!tok_eq(&sd->t[i], noun)) continue;
-        for (int k = i - 1; k >= 0 && k >= i - 2; k--)
+        /* "last night's game": the word before is another time noun's */
+        for (int k = i - 1; k >= 0 && k >= i - 2; k--) {
+            if (lex_has(lex_find(sd->t[k].n, sd->t[k].nlen), K_TIMENOUN)) break;
             for (int e = lex_find(sd->t[k].s, sd->t[k].len); e >= 0; e = lex[e].next)
                 if (lex[e].kind == K_DEIXIS) return lex[e].group;
+        }
         return 0;
     }
     return -1;

@@ -260,27 +260,34 @@ static const char *header_value(const char *line, size_t len, const char *name)
 
 static int plain_id(const char *s);
 
-/* The X-Request-Id of the head held back, when plain, else a new one. */
+/* The X-Request-Id of the head held back, when plain, else a new one. The head may be
+ * incomplete (a 431): nothing is read past c->head_len. */
 static void head_request_id(struct conn *c, char *id, size_t len)
 {
+    static const char name[] = "X-Request-Id:";
+    const size_t nl = sizeof name - 1;
     const char *p = memchr(c->head, '\n', c->head_len), *end = c->head + c->head_len;
     while (p && p + 1 < end) {
-        const char *line = p + 1, *v;
+        const char *line = p + 1;
         p = memchr(line, '\n', (size_t)(end - line));
         size_t ll = (size_t)((p ? p : end) - line);
-        if ((v = header_value(line, ll, "X-Request-Id"))) {
-            char given[64];
-            size_t n = strcspn(v, " \t\r\n");
-            if (n < sizeof given) {
-                memcpy(given, v, n);
-                given[n] = 0;
-                if (plain_id(given)) {
-                    snprintf(id, len, "%s", given);
-                    return;
-                }
+        if (ll <= nl || strncasecmp(line, name, nl) != 0)
+            continue;
+        size_t a = nl, b;
+        while (a < ll && (line[a] == ' ' || line[a] == '\t'))
+            a++;
+        for (b = a; b < ll && line[b] != ' ' && line[b] != '\t' && line[b] != '\r'; b++)
+            ;
+        char given[64];
+        if (b - a < sizeof given) {
+            memcpy(given, line + a, b - a);
+            given[b - a] = 0;
+            if (plain_id(given)) {
+                snprintf(id, len, "%s", given);
+                return;
             }
-            break;
         }
+        break;
     }
     next_request_id(c->srv, id, len);
 }
@@ -386,6 +393,8 @@ static int check_request_line(struct conn *c, int *method, int *http11)
     for (size_t i = 0; i < tl; i++)
         if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] == 0x7f)
             return bad_request(c, "Malformed request target");
+    if (t[0] == '/' && tl > 1 && t[1] == '/')
+        return bad_request(c, "The request target may not start with \"//\"");
     if (t[0] == '/')
         return 0;
     size_t scheme = tl > 7 && strncasecmp(t, "http://", 7) == 0    ? 7

@@ -288,6 +288,8 @@ def test_pipelined_replies_keep_their_order(server):
     (b"GET /health\r\nHost: x\r\n\r\n", 400, "invalid_request"),
     (b"GET /hea lth HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"),
     (b"GET health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"),
+    (b"GET //a:b/ HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"),
+    (b"GET //x/admin/tenants HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"),
     (b"GET /health HTTP/1.1\r\n\r\n", 400, "invalid_request"),
     (b"GET /health HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "invalid_request"),
     (b"GET /health HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n", 400, "invalid_request"),
@@ -308,6 +310,16 @@ def test_malformed_requests_get_json_errors(server, raw, status, code):
     assert json.loads(body)["error"]["code"] == code
     if raw.endswith(b"\r\n\r\n"):
         assert headers["x-request-id"] == "mine"
+
+
+def test_a_full_head_with_a_request_id_is_refused_cleanly(make_server):
+    # the 431 looks for the client's X-Request-Id in a head that never ended
+    server = make_server("[server]\nmax_header_bytes = 1K\n")
+    pre = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-Id: "
+    got = exchange(server, pre + b"a" * (1024 - len(pre)))
+    assert [g[0] for g in got] == [431]
+    with client(server) as c:
+        assert c.get("/health").status_code == 200  # still serving
 
 
 def test_a_body_on_head_cannot_hide_a_request(server):

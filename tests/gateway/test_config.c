@@ -150,6 +150,8 @@ Test(config, lines_read_as_written)
                  "3: server.max_connections is set a second time");
     expect_error("[server\nmax_connections = 5\n", "1: section header without its closing");
     expect_error("[bogus]\n", "1: unknown section [bogus]");
+    expect_error("[server] device = bogus\n", "1: text after a section header");
+    expect_error("[server]\rdevice = bogus\r", "1: a carriage return inside a line");
     expect_error("max_connections = 5\n", "1: key 'max_connections' before any [section]");
     /* comments and blank lines, indented or not, and a byte order mark are fine */
     write_conf("\xEF\xBB\xBF; top\n  ; indented comment\n\n[server]\n# note\n"

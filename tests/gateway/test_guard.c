@@ -219,6 +219,11 @@ Test(guard, one_or_all)
 
 Test(guard, traded_places)
 {
+    /* the two sides of "x and y", "x or y", neighbours */
+    PASS("What is the difference between affect and effect?",
+         "What's the difference between effect and affect?");
+    PASS("Is a tomato a fruit or a vegetable?", "Is a tomato a vegetable or a fruit?");
+    PASS("Who won the match yesterday?", "Who won yesterday's match?");
     VETO("Can I use butter instead of margarine?", "Can I use margarine instead of butter?",
          "order");
     VETO("Did Ali ever beat Frazier?", "Did Frazier ever beat Ali?", "order");
@@ -233,6 +238,8 @@ Test(guard, time_read_against_now)
          "time");
     VETO("Who won the Super Bowl?", "Who won the Super Bowl last year?", NULL);
     PASS("What were the best movies of the year?", "What were the best movies this year?");
+    PASS("Who won the game last night?", "Who won last night's game?");
+    PASS("How do I create a branch in git?", "How do I create a new branch in git?");
 }
 
 Test(guard, how_and_other_question_words)
@@ -243,14 +250,13 @@ Test(guard, how_and_other_question_words)
     PASS("How do I find my IP address?", "Where can I find my IP address?");
 }
 
-Test(guard, slips_and_short_names)
+Test(guard, short_names)
 {
-    PASS("How do I install Python?", "how do i install pyhton");
-    PASS("How do I make spaghetti carbonara?", "how do i make spagetti carbonara");
     PASS("How do I parse JSON in JavaScript?", "How do I parse JSON in JS?");
     PASS("How deep is Lake Baikal?", "How deep is Baikal?");
-    /* short words one letter apart are two words */
+    /* words one letter apart are two words */
     VETO("What is my ideal weight?", "What is my ideal height?", NULL);
+    VETO("Is ethanol safe to drink?", "Is methanol safe to drink?", NULL);
 }
 
 Test(guard, order)
