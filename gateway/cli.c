@@ -463,7 +463,10 @@ int gw_cli_key(int argc, char **argv)
         }
         free(k);
     } else if (!strcmp(verb, "revoke") && nops == 1) {
-        int src = store_key_revoke(st, ops[0]);
+        /* the prefix a list shows, or the whole key (its first 12 characters are the prefix) */
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "%.12s", ops[0]);
+        int src = store_key_revoke(st, strlen(ops[0]) == 51 ? prefix : ops[0]);
         if (src == STORE_ENOTFOUND) {
             fprintf(stderr, "cachegate: no live key with prefix '%s'\n", ops[0]);
             goto out;

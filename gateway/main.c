@@ -366,15 +366,26 @@ static int cmd_generate(int argc, char **argv)
         case 's': system = optarg; break;
         case 'p': prompt = optarg; break;
         case 'n': if (int_arg(optarg, 0, 1 << 20, &gp.max_tokens)) goto bad; break;
-        case 't': gp.sampling.temperature = strtof(optarg, &end); if (*end) goto bad; break;
-        case 'P': gp.sampling.top_p = strtof(optarg, &end); if (*end) goto bad; break;
+        case 't':
+            gp.sampling.temperature = strtof(optarg, &end);
+            if (*end || end == optarg) goto bad;
+            break;
+        case 'P':
+            gp.sampling.top_p = strtof(optarg, &end);
+            if (*end || end == optarg) goto bad;
+            break;
         case 'S': if (u64_arg(optarg, &gp.sampling.seed)) goto bad; gp.sampling.has_seed = 1; break;
         case 'T': threads = optarg; break;
         case 'D': device = optarg; break;
         default: usage(stderr); return 2;
         }
     }
-    if (!prompt || optind < argc) {
+    if (optind < argc) {
+        fprintf(stderr, "cachegate generate: unexpected argument '%s' (quote the prompt)\n",
+                argv[optind]);
+        return 2;
+    }
+    if (!prompt) {
         fprintf(stderr, "cachegate generate: --prompt TEXT is required\n");
         return 2;
     }

@@ -73,7 +73,10 @@ def test_bad_arguments_are_usage_errors():
                         (("--max-tokens", "99999999999"), "bad value '99999999999'"),
                         (("--seed", "99999999999999999999999"), "bad value"),
                         (("--seed", "-3"), "bad value '-3'"),
-                        (("--system", "Be brief."), "--system goes with --chat")):
+                        (("--system", "Be brief."), "--system goes with --chat"),
+                        (("--temperature", ""), "bad value ''"),
+                        (("--top-p", ""), "bad value ''"),
+                        (("unquoted",), "unexpected argument 'unquoted'")):
         r = generate(*base, *extra)
         assert r.returncode == 2 and says in r.stderr, (extra, r.stderr)
 
