@@ -174,10 +174,10 @@ static void import_embedded(struct gw_cq_item *item)
     }
     int64_t now = (int64_t)time(NULL) * 1000;
     /* the tenant's own TTL, as its live answers get (its capacity the store holds) */
-    int64_t ttl = gw_server_config(srv)->cache_ttl_s, me, mb;
+    int64_t ttl = gw_server_config(srv)->cache_ttl_s;
     struct store_tenant t;
     if (store_tenant_get_id(st, op->tenant, &t) == STORE_OK) {
-        gw_policy_cache_limits(t.policy, ttl, &ttl, &me, &mb);
+        gw_policy_cache_limits(t.policy, ttl, &ttl, NULL, NULL);
         store_tenant_deinit(&t);
     }
     for (int i = 0; i < op->nitems; i++) {

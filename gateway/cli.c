@@ -280,8 +280,7 @@ static int admin_open(int argc, char **argv, int *first, const char **since, con
     if (rc)
         return rc;
     char err[1024];
-    snprintf(err, sizeof err, "%s/cachegate.db", cfg.data_dir);
-    if (!writes && access(err, F_OK) != 0) {
+    if (!writes && !store_exists(cfg.data_dir)) {
         fprintf(stderr, "cachegate: %s holds no database (the server or `cachegate tenant "
                 "create` makes one there; is --data-dir right?)\n", cfg.data_dir);
         gw_config_deinit(&cfg);

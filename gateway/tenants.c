@@ -148,14 +148,12 @@ void gw_policy_cache_limits(const char *policy, int64_t configured_ttl_s, int64_
 {
     struct gw_tenant_policy pol;
     char err[160];
-    *ttl_s = configured_ttl_s;
-    *max_entries = *max_bytes = 0;
-    if (!policy || gw_policy_parse(policy, &pol, err, sizeof err))
-        return;
-    if (pol.ttl_s >= 0)
-        *ttl_s = pol.ttl_s;
-    *max_entries = pol.max_entries;
-    *max_bytes = pol.max_bytes;
+    int ok = policy && gw_policy_parse(policy, &pol, err, sizeof err) == 0;
+    *ttl_s = ok && pol.ttl_s >= 0 ? pol.ttl_s : configured_ttl_s;
+    if (max_entries)
+        *max_entries = ok ? pol.max_entries : 0;
+    if (max_bytes)
+        *max_bytes = ok ? pol.max_bytes : 0;
 }
 
 /* ------------------------------------------------------------------ keys */

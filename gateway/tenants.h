@@ -55,8 +55,8 @@ struct gw_tenant {
 int gw_policy_parse(const char *json, struct gw_tenant_policy *out, char *err, size_t errlen);
 
 /* What a tenant's policy (JSON) makes of the cache's limits: *ttl_s its ttl_s or the
- * configured one; *max_entries and *max_bytes its own or 0 (the configured ones). A policy
- * that does not parse leaves the configured ones. */
+ * configured one; *max_entries and *max_bytes (either may be NULL) its own or 0 (the
+ * configured ones). A policy that does not parse leaves the configured ones. */
 void gw_policy_cache_limits(const char *policy, int64_t configured_ttl_s, int64_t *ttl_s,
                             int64_t *max_entries, int64_t *max_bytes);
 

@@ -344,6 +344,18 @@ uint64_t store_generation(store *s, int64_t tenant)
     return sl ? __atomic_load_n(&sl->removals, __ATOMIC_ACQUIRE) : 0;
 }
 
+static void db_path(char *out, size_t len, const char *dir)
+{
+    snprintf(out, len, "%s/cachegate.db", dir);
+}
+
+int store_exists(const char *dir)
+{
+    char path[4096];
+    db_path(path, sizeof path, dir);
+    return access(path, F_OK) == 0;
+}
+
 int store_open(const struct store_options *o, store_progress_fn progress, void *parg,
                store **out, char *err, size_t errlen)
 {
@@ -388,7 +400,7 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
         goto fail;
     }
 database:
-    snprintf(s->db_path, sizeof s->db_path, "%s/cachegate.db", o->dir);
+    db_path(s->db_path, sizeof s->db_path, o->dir);
     if (store_db_open(s->db_path, 0, &s->wdb) || store_db_open(s->db_path, 0, &s->adb)) {
         rc = seterr(err, errlen, STORE_EIO, "cannot open the database %s", s->db_path);
         goto fail;

@@ -56,6 +56,9 @@ struct store_options {
 typedef void (*store_progress_fn)(void *arg, int64_t tenant, int64_t done, int64_t total,
                                   int rebuilt);
 
+/* 1 when dir holds a store's database (one that store_open() would open, not create). */
+int store_exists(const char *dir);
+
 int store_open(const struct store_options *o, store_progress_fn progress, void *parg,
                store **out, char *err, size_t errlen);
 /* Commits what is queued, saves the indexes, joins the threads. Accepts NULL. */
