@@ -16,8 +16,6 @@
 #include <utf8proc.h>
 #include <xxhash.h>
 
-#define MAX_NAMES 64
-
 /* A slot of the in-memory exact cache (event loop only); a hash has HOT_WAYS slots. */
 #define HOT_WAYS 4
 struct hot {
@@ -45,12 +43,15 @@ struct gw_cache {
     store_reader *worker_reader; /* embedder worker thread: semantic searches */
     gw_metric *m_lookups, *m_similarity, *m_entries, *m_bytes, *m_saved, *m_evictions, *m_hot,
         *m_writes;
-    /* tenant id -> name, for metric labels; and eviction counts already reported */
-    struct {
+    /* tenant id -> name, for metric labels; and eviction counts already reported (a tenant
+     * that is gone loses its place); stats: the store's figures, read into this buffer */
+    struct tenant_name {
         int64_t id, lru, expired;
         char name[64];
-    } names[MAX_NAMES];
-    int nnames;
+    } *names;
+    int nnames, capnames;
+    struct store_tenant_stats *stats;
+    int capstats;
     int had_others; /* the last refresh reported tenants under "other" */
 };
 
@@ -402,6 +403,8 @@ void gw_cache_destroy(gw_cache *c)
         store_hit_deinit(&c->hot[i].hit);
     free(c->hot);
     store_hit_deinit(&c->spare);
+    free(c->names);
+    free(c->stats);
     free(c);
 }
 
@@ -691,33 +694,60 @@ void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, con
 /* ------------------------------------------------------------------ metrics */
 
 /* The metric slot of a tenant (its eviction counts so far, its last label), or -1 when
- * there is no room. label NULL: the tenant is gone (deleted, perhaps by another process);
- * its gauges go to 0 once. */
+ * there is none. label NULL: the tenant is gone (deleted, perhaps by another process); its
+ * gauges go to 0 and it gives its slot up. */
 static int name_slot(gw_cache *c, int64_t tenant, const char *label)
 {
     int i = 0;
     while (i < c->nnames && c->names[i].id != tenant)
         i++;
-    if (i == c->nnames) {
-        if (!label || c->nnames == MAX_NAMES)
+    if (!label) {
+        if (i == c->nnames)
             return -1;
+        if (c->names[i].name[0] && strcmp(c->names[i].name, "other")) {
+            gw_metric_set(c->m_entries, 0, c->names[i].name);
+            gw_metric_set(c->m_bytes, 0, c->names[i].name);
+        }
+        c->names[i] = c->names[--c->nnames];
+        return -1;
+    }
+    if (i == c->nnames) {
+        if (c->nnames == c->capnames) {
+            int cap = c->capnames ? c->capnames * 2 : 16;
+            struct tenant_name *a = realloc(c->names, sizeof *a * (size_t)cap);
+            if (!a)
+                return -1;
+            c->names = a;
+            c->capnames = cap;
+        }
         c->nnames++;
-        c->names[i].id = tenant;
-        c->names[i].name[0] = 0;
+        c->names[i] = (struct tenant_name){.id = tenant};
     }
-    if (!label && c->names[i].name[0] && strcmp(c->names[i].name, "other")) {
-        gw_metric_set(c->m_entries, 0, c->names[i].name);
-        gw_metric_set(c->m_bytes, 0, c->names[i].name);
-    }
-    snprintf(c->names[i].name, sizeof c->names[i].name, "%s", label ? label : "");
+    snprintf(c->names[i].name, sizeof c->names[i].name, "%s", label);
     return i;
+}
+
+/* The store's figures for every tenant with an index, in c->stats; how many (0 when out of
+ * memory). */
+static int read_stats(gw_cache *c)
+{
+    for (;;) {
+        int n = store_stats(c->st, c->stats, c->capstats);
+        if (n <= c->capstats)
+            return n;
+        struct store_tenant_stats *a = realloc(c->stats, sizeof *a * (size_t)n);
+        if (!a)
+            return 0;
+        c->stats = a;
+        c->capstats = n;
+    }
 }
 
 void gw_cache_refresh_metrics(gw_cache *c, gw_tenants *tenants)
 {
     gw_metric_set(c->m_hot, (double)c->hot_used);
-    struct store_tenant_stats st[MAX_NAMES];
-    int n = store_stats(c->st, st, MAX_NAMES);
+    int n = read_stats(c);
+    const struct store_tenant_stats *st = c->stats;
     double other_entries = 0, other_bytes = 0;
     int others = 0;
     for (int i = 0; i < n; i++) {

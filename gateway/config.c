@@ -458,6 +458,17 @@ static int loopback(const struct sockaddr *sa)
     return 0;
 }
 
+int gw_config_check_address(const struct gw_config *cfg, const struct sockaddr *sa, char *err,
+                            size_t errlen)
+{
+    if (cfg->tenants_auth || loopback(sa))
+        return 0;
+    snprintf(err, errlen, "tenants.auth = off is allowed only on a loopback listener "
+             "(127.0.0.0/8 or ::1), and server.listen is %s: turn auth on (and create keys "
+             "with `cachegate key create`) or listen on 127.0.0.1", cfg->listen);
+    return -1;
+}
+
 int gw_config_check_serve(const struct gw_config *cfg, char *err, size_t errlen)
 {
     if (!!*cfg->cert_file != !!*cfg->key_file) {
@@ -472,18 +483,17 @@ int gw_config_check_serve(const struct gw_config *cfg, char *err, size_t errlen)
     if (gw_config_split_listen(cfg->listen, host, sizeof host, &port))
         return 0; /* the key's own check says so */
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
-    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai)
-        return 0; /* binding says why */
-    int ok = 1;
-    for (struct addrinfo *a = ai; a; a = a->ai_next)
-        ok &= loopback(a->ai_addr);
+    int gai = getaddrinfo(host, NULL, &hints, &ai);
+    if (gai != 0 || !ai) { /* not known to be loopback: refused */
+        snprintf(err, errlen, "tenants.auth = off needs a loopback listener, and server.listen "
+                 "%s cannot be resolved (%s)", cfg->listen, gai ? gai_strerror(gai) : "none");
+        return -1;
+    }
+    int rc = 0;
+    for (struct addrinfo *a = ai; a && !rc; a = a->ai_next)
+        rc = gw_config_check_address(cfg, a->ai_addr, err, errlen);
     freeaddrinfo(ai);
-    if (ok)
-        return 0;
-    snprintf(err, errlen, "tenants.auth = off is allowed only on a loopback listener "
-             "(127.0.0.0/8 or ::1), and server.listen is %s: turn auth on (and create keys "
-             "with `cachegate key create`) or listen on 127.0.0.1", cfg->listen);
-    return -1;
+    return rc;
 }
 
 void gw_config_deinit(struct gw_config *cfg)

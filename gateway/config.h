@@ -105,6 +105,12 @@ int gw_config_set(struct gw_config *cfg, const char *section, const char *key,
  */
 int gw_config_check_serve(const struct gw_config *cfg, char *err, size_t errlen);
 
+/* The same rule for one address about to be bound (resolving may answer otherwise the
+ * second time): 0 when auth is on or the address is loopback, else -1 with a message. */
+struct sockaddr;
+int gw_config_check_address(const struct gw_config *cfg, const struct sockaddr *sa, char *err,
+                            size_t errlen);
+
 /* Frees the strings; cfg itself is the caller's storage. */
 void gw_config_deinit(struct gw_config *cfg);
 

@@ -1356,6 +1356,11 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
                  evutil_gai_strerror(gai));
         return -1;
     }
+    /* the address bound, not only the one the configuration check resolved earlier */
+    if (gw_config_check_address(srv->cfg, ai->ai_addr, err, errlen)) {
+        evutil_freeaddrinfo(ai);
+        return -1;
+    }
     srv->listener = evconnlistener_new_bind(
         srv->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
         1024, ai->ai_addr, (int)ai->ai_addrlen);

@@ -496,6 +496,7 @@ int store_stats(store *s, struct store_tenant_stats *out, int cap)
         pthread_rwlock_unlock(&sl->lock);
         n++;
     }
+    n = s->nslots;
     pthread_mutex_unlock(&s->slots_mu);
     return n;
 }

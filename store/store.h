@@ -132,7 +132,8 @@ struct store_tenant_stats {
     int hnsw;                     /* the index is HNSW (else flat) */
     int64_t tombstones;
 };
-/* Fills up to cap tenants' stats (those with an index); returns how many. */
+/* Fills up to cap tenants' stats (those with an index); returns how many tenants there are,
+ * which may be more than cap. */
 int store_stats(store *s, struct store_tenant_stats *out, int cap);
 
 /* ------------------------------------------------------------------ readers */

@@ -276,6 +276,42 @@ def test_tenants_past_the_label_limit_share_other_in_every_family(make_server):
     assert 'tenant="ta"' not in text and 'tenant="tb"' not in text
 
 
+def test_cache_metrics_follow_any_number_of_tenants_and_their_churn(make_server):
+    server = make_server(AUTH_CONF + "metrics_max_tenants = 200\n")
+    a = admin(server)
+    line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi?"}],
+                       "answer": "Hello."})
+    names = [f"t{i:03d}" for i in range(80)]
+    for name in names:
+        assert a.post("/admin/tenants", json={"name": name}).status_code == 201
+        assert a.post(f"/admin/cache/import?tenant={name}", content=line).status_code == 200
+    time.sleep(1.5)
+    text = a.get("/metrics").text
+    for name in names:  # every tenant's gauge, not the first 64
+        assert f'cachegate_cache_entries{{tenant="{name}"}} 1' in text, name
+
+    def expired():
+        for l in a.get("/metrics").text.splitlines():
+            if l.startswith('cachegate_cache_evictions_total{reason="expired"}'):
+                return float(l.split()[-1])
+        return 0.0
+
+    for name in names:
+        assert a.delete(f"/admin/tenants?name={name}").status_code in (200, 204)
+    time.sleep(1.5)
+    text = a.get("/metrics").text
+    assert 'cachegate_cache_entries{tenant="t079"} 1' not in text
+    before = expired()
+    # a tenant made after that churn still has its expiries counted
+    assert a.post("/admin/tenants", json={"name": "late", "policy": {"ttl_s": 1}}).status_code \
+        == 201
+    assert a.post("/admin/cache/import?tenant=late", content=line).status_code == 200
+    deadline = time.monotonic() + 15
+    while expired() < before + 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert expired() == before + 1
+
+
 def test_auth_off_on_a_non_loopback_listener_refuses_to_start(tmp_path):
     conf = tmp_path / "c.conf"
     conf.write_text("[tenants]\nauth = off\n")

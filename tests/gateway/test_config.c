@@ -6,6 +6,8 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 static char path[64];
@@ -243,6 +245,36 @@ Test(config, split_listen)
     cr_assert_eq(gw_config_split_listen("host:65536", host, sizeof host, &port), -1);
     cr_assert_eq(gw_config_split_listen(":80", host, sizeof host, &port), -1);
     cr_assert_eq(gw_config_split_listen("h:8x", host, sizeof host, &port), -1);
+}
+
+/* auth off is for a loopback listener only: each address bound is checked, and a name
+ * that cannot be resolved is refused rather than let through to the bind */
+Test(config, auth_off_needs_a_loopback_address)
+{
+    struct gw_config c;
+    char err[512] = "";
+    gw_config_defaults(&c);
+    cr_assert_eq(gw_config_set(&c, "tenants", "auth", "off", "t", err, sizeof err), 0);
+    struct sockaddr_in v4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET, "127.0.0.9", &v4.sin_addr);
+    cr_assert_eq(gw_config_check_address(&c, (struct sockaddr *)&v4, err, sizeof err), 0);
+    inet_pton(AF_INET6, "::ffff:127.0.0.1", &v6.sin6_addr);
+    cr_assert_eq(gw_config_check_address(&c, (struct sockaddr *)&v6, err, sizeof err), 0);
+    inet_pton(AF_INET, "10.0.0.1", &v4.sin_addr);
+    cr_assert_eq(gw_config_check_address(&c, (struct sockaddr *)&v4, err, sizeof err), -1);
+    cr_assert(strstr(err, "only on a loopback listener"), "%s", err);
+    inet_pton(AF_INET6, "::", &v6.sin6_addr);
+    cr_assert_eq(gw_config_check_address(&c, (struct sockaddr *)&v6, err, sizeof err), -1);
+    cr_assert_eq(
+        gw_config_set(&c, "server", "listen", "no-such-host.invalid:8443", "t", err, sizeof err),
+        0);
+    cr_assert_eq(gw_config_check_serve(&c, err, sizeof err), -1);
+    cr_assert(strstr(err, "cannot be resolved"), "%s", err);
+    cr_assert_eq(gw_config_set(&c, "tenants", "auth", "on", "t", err, sizeof err), 0);
+    cr_assert_eq(gw_config_check_address(&c, (struct sockaddr *)&v4, err, sizeof err), 0);
+    cr_assert_eq(gw_config_check_serve(&c, err, sizeof err), 0, "auth on: binding says why");
+    gw_config_deinit(&c);
 }
 
 /* engine.kv_cache_dtype as the pool's storage: auto is f16; a device stores f16 only, so
