@@ -30,6 +30,7 @@ static int admin_ok(struct gw_req *r)
     if (auth && !strncasecmp(auth, "Bearer ", 7) && strlen(auth + 7) == kl &&
         CRYPTO_memcmp(auth + 7, key, kl) == 0)
         return 1;
+    gw_tenants_auth_failed(gw_server_tenants(gw_req_server(r)));
     gw_reply_error(r, 401, "Incorrect or missing admin key.", NULL, "invalid_api_key");
     return 0;
 }
@@ -362,10 +363,14 @@ void gw_handle_admin_tenants(struct gw_req *r)
         if (!b)
             goto out;
         json_t *nm = json_object_get(b, "name"), *p = json_object_get(b, "policy");
-        char *ptext = p ? json_dumps(p, JSON_COMPACT) : strdup("{}");
+        if (json_is_null(p)) /* null: left out */
+            p = NULL;
+        char *ptext = json_is_object(p) ? json_dumps(p, JSON_COMPACT) : strdup("{}");
         int64_t id;
         if (!json_is_string(nm)) {
             gw_reply_error(r, 400, "name must be a string.", "name", NULL);
+        } else if (p && !json_is_object(p)) {
+            gw_reply_error(r, 400, "policy must be a JSON object.", "policy", NULL);
         } else if (!ptext || gw_policy_parse(ptext, &pol, err, sizeof err)) {
             gw_reply_error(r, 400, ptext ? err : "Out of memory.", "policy", NULL);
         } else if ((rc = store_tenant_create(st, json_string_value(nm), &id)) ||
@@ -490,6 +495,9 @@ void gw_handle_admin_keys(struct gw_req *r)
         const char *prefix = evhttp_find_header(&q, "prefix");
         if (!prefix)
             gw_reply_error(r, 400, "Say which key: ?prefix=PREFIX.", "prefix", NULL);
+        else if (strlen(prefix) > 12 && !strncmp(prefix, "cg-", 3)) /* not in a URL */
+            gw_reply_error(r, 400, "Send the key's prefix (its first 12 characters), not the "
+                           "whole key: URLs end up in logs.", "prefix", NULL);
         else if ((rc = store_key_revoke(st, prefix)))
             reply_store_error(r, rc, "No live key has that prefix.");
         else {

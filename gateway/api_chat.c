@@ -436,7 +436,7 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
 static void stream_error(struct chat_req *c, int status, const char *msg)
 {
     c->use.failed = 1;
-    gw_reply_sse_json(c->req, oai_error(msg, oai_error_type(status), NULL, NULL));
+    gw_reply_sse_json(c->req, oai_error(msg, oai_error_type(status, NULL), NULL, NULL));
     gw_reply_sse_end(c->req);
 }
 
@@ -514,8 +514,12 @@ static void on_event(struct gw_gen_event *ev)
     struct chat_req *c = (struct chat_req *)ev->job;
     if (!c->req || gw_req_gone(c->req)) {
         c->req = NULL; /* the client left; the request is freed, the engine cancelled */
-        if (ev->done)
+        if (ev->done) { /* what the engine spent is charged, as for an answer read out */
+            c->use.prompt = ev->prompt_tokens;
+            c->use.completion = ev->completion_tokens;
+            c->use.cached = ev->cached_tokens;
             chat_req_free(c);
+        }
         free(ev);
         return;
     }
@@ -702,6 +706,7 @@ static void reply_hit(struct chat_req *c, const struct store_hit *h, int semanti
 
 static void reply_not_cached(struct chat_req *c)
 {
+    gw_cache_note_unmet(gw_server_cache(gw_req_server(c->req)));
     gw_reply_header(c->req, "X-Cache", "MISS");
     chat_error(c, 504, "No cached answer matches this request (Cache-Control: "
                            "only-if-cached).", NULL, "cache_miss");

@@ -30,10 +30,11 @@ struct embed_req {
     int *ntokens;
 };
 
-static void embed_req_free(struct embed_req *e, int tokens)
+/* failed: the tenant's outcome is "error" */
+static void embed_req_free(struct embed_req *e, long tokens, int failed)
 {
     if (e->tn) {
-        struct gw_usage_one u = {.prompt = tokens};
+        struct gw_usage_one u = {.prompt = (int)tokens, .failed = failed};
         gw_tenants_done(e->tenants, e->tn, &u);
     }
     json_decref(e->body);
@@ -74,14 +75,17 @@ static json_t *vector_json(const float *v, int dim, int base64)
 static void on_embedded(struct gw_cq_item *item)
 {
     struct embed_req *e = gw_cq_container(item, struct embed_req, job.item);
-    if (gw_req_gone(e->req)) {
-        embed_req_free(e, 0);
+    if (gw_req_gone(e->req)) { /* the work done is charged all the same */
+        long tokens = 0;
+        for (int i = 0; !e->job.rc && i < e->job.n; i++)
+            tokens += e->ntokens[i];
+        embed_req_free(e, tokens, 0);
         return;
     }
     gw_server *srv = gw_req_server(e->req);
     if (e->job.rc) {
         gw_reply_error(e->req, 500, emb_strerror(e->job.rc), NULL, "embedding_failed");
-        embed_req_free(e, 0);
+        embed_req_free(e, 0, 1);
         return;
     }
     int dim = emb_dim(gw_server_embedder(srv));
@@ -105,7 +109,7 @@ static void on_embedded(struct gw_cq_item *item)
     json_object_set_new(o, "usage", usage);
     /* 9 significant digits round-trip a float32 */
     gw_reply_json(e->req, 200, o, JSON_REAL_PRECISION(9));
-    embed_req_free(e, tokens);
+    embed_req_free(e, tokens, 0);
 }
 
 void gw_handle_embeddings(struct gw_req *r)
@@ -189,7 +193,7 @@ void gw_handle_embeddings(struct gw_req *r)
     e->out = malloc(sizeof *e->out * (size_t)n * (size_t)dim);
     e->ntokens = malloc(sizeof *e->ntokens * (size_t)n);
     if (!e->texts || !e->lens || !e->out || !e->ntokens) {
-        embed_req_free(e, 0);
+        embed_req_free(e, 0, 0);
         goto oom;
     }
     for (int i = 0; i < n; i++) {
@@ -204,14 +208,14 @@ void gw_handle_embeddings(struct gw_req *r)
                                              "accepted: send text).",
                          i);
             gw_reply_error(r, 400, msg, "input", NULL);
-            embed_req_free(e, 0);
+            embed_req_free(e, 0, 0);
             goto out;
         }
         e->texts[i] = json_string_value(s);
         e->lens[i] = json_string_length(s);
     }
     if (gw_tenants_admit(gw_server_tenants(srv), tn, r)) {
-        embed_req_free(e, 0);
+        embed_req_free(e, 0, 0);
         goto out;
     }
     e->tn = tn;

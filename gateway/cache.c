@@ -42,7 +42,7 @@ struct gw_cache {
     struct store_hit *lent; /* what gw_cache_exact() last lent: spare or a slot's */
     store_reader *worker_reader; /* embedder worker thread: semantic searches */
     gw_metric *m_lookups, *m_similarity, *m_entries, *m_bytes, *m_saved, *m_evictions, *m_hot,
-        *m_writes;
+        *m_writes, *m_unmet;
     /* tenant id -> name, for metric labels; and eviction counts already reported (a tenant
      * that is gone loses its place); stats: the store's figures, read into this buffer */
     struct tenant_name {
@@ -390,6 +390,10 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
                                         "reason");
     c->m_writes = gw_metrics_counter(m, "cachegate_cache_writes_total",
                                      "Answers written to the cache, by result.", "result");
+    c->m_unmet = gw_metrics_counter(m, "cachegate_cache_only_if_cached_misses_total",
+                                    "Requests with Cache-Control: only-if-cached that no cached "
+                                    "answer met (answered 504).",
+                                    NULL);
     return c;
 }
 
@@ -692,6 +696,11 @@ void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, con
 }
 
 /* ------------------------------------------------------------------ metrics */
+
+void gw_cache_note_unmet(gw_cache *c)
+{
+    gw_metric_add(c->m_unmet, 1);
+}
 
 /* The metric slot of a tenant (its eviction counts so far, its last label), or -1 when
  * there is none. label NULL: the tenant is gone (deleted, perhaps by another process); its

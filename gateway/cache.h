@@ -115,6 +115,10 @@ void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, con
                   const char *model, const char *answer, size_t len, int prompt_tokens,
                   int completion_tokens, int64_t ttl_s);
 
+/* Counts a request with Cache-Control: only-if-cached that no answer met (a 504 the client
+ * asked for, which the server-error alert leaves out). */
+void gw_cache_note_unmet(gw_cache *c);
+
 /* Updates the per-tenant gauges and eviction counters from the store (before /metrics),
  * labelled as tenants labels its own families. */
 typedef struct gw_tenants gw_tenants;

@@ -146,6 +146,10 @@ static gw_metric *reg_add(gw_metrics *r, enum kind kind, const char *name, const
     *r->tail = m;
     r->tail = &m->next;
     pthread_mutex_unlock(&r->mu);
+    /* a series without labels exists from the start, at 0: rate() sees its first rise and a
+     * dashboard shows 0, not "no data" */
+    if (!m->nlabels && kind != K_HISTOGRAM)
+        gw_metric_add(m, 0);
     return m;
 fail:
     metric_free(m);

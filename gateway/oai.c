@@ -21,8 +21,10 @@ json_t *oai_error(const char *message, const char *type, const char *param, cons
     return o;
 }
 
-const char *oai_error_type(int status)
+const char *oai_error_type(int status, const char *code)
 {
+    if (code && !strcmp(code, "insufficient_quota")) /* OpenAI's type for a spent quota */
+        return "insufficient_quota";
     if (status == 401)
         return "authentication_error";
     if (status == 403)
@@ -36,7 +38,7 @@ const char *oai_error_type(int status)
 
 char *oai_error_dumps(int status, const char *message, const char *param, const char *code)
 {
-    json_t *o = oai_error(message, oai_error_type(status), param, code);
+    json_t *o = oai_error(message, oai_error_type(status, code), param, code);
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return s;

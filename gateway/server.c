@@ -874,7 +874,7 @@ static void send_json(struct gw_req *rc, int status, json_t *body /* takes owner
 void gw_reply_error(struct gw_req *rc, int status, const char *message, const char *param,
                     const char *code)
 {
-    send_json(rc, status, oai_error(message, oai_error_type(status), param, code));
+    send_json(rc, status, oai_error(message, oai_error_type(status, code), param, code));
 }
 
 const char *gw_req_body(struct gw_req *rc, size_t *len)

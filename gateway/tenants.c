@@ -31,7 +31,6 @@ struct gw_tenants {
     int nt, capt;
     struct key_row *keys; /* sorted by sha */
     int nkeys;
-    int labelled; /* tenants given their own metric label so far */
     gw_metric *m_requests, *m_tokens, *m_auth_fail;
 };
 
@@ -95,6 +94,10 @@ int gw_policy_parse(const char *text, struct gw_tenant_policy *p, char *err, siz
         d = -1;
         if (get_num(o, ints[i].key, 0, 1e15, &d, err, errlen))
             goto out;
+        if (d != floor(d)) { /* 0.5 a minute would be cut to 0, which means no limit */
+            snprintf(err, errlen, "policy: %s must be a whole number", ints[i].key);
+            goto out;
+        }
         if (d >= 0)
             *ints[i].field = (int64_t)d;
     }
@@ -113,6 +116,11 @@ int gw_policy_parse(const char *text, struct gw_tenant_policy *p, char *err, siz
         json_t *m;
         if (!json_is_array(models) || json_array_size(models) > 8) {
             snprintf(err, errlen, "policy: models must be an array of at most 8 names");
+            goto out;
+        }
+        if (!json_array_size(models)) { /* taken for "every model" it would open them all */
+            snprintf(err, errlen, "policy: models must name at least one model (leave the "
+                     "key out to allow every model)");
             goto out;
         }
         json_array_foreach(models, i, m)
@@ -227,6 +235,30 @@ static int64_t month_usage(store *st, int64_t tenant)
     return sum;
 }
 
+static int cmp_tenant_id(const void *a, const void *b)
+{
+    const struct gw_tenant *x = *(struct gw_tenant *const *)a, *y = *(struct gw_tenant *const *)b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The metrics_max_tenants oldest live tenants (ids grow with creation) have labels of their
+ * own and the rest share "other": the same after a restart, and a deleted tenant's label
+ * goes to the next in line. */
+static void assign_labels(gw_tenants *t)
+{
+    struct gw_tenant **live = malloc(sizeof *live * (size_t)(t->nt ? t->nt : 1));
+    if (!live)
+        return; /* the labels stay as they were */
+    int n = 0;
+    for (int i = 0; i < t->nt; i++)
+        if (!t->t[i]->deleted)
+            live[n++] = t->t[i];
+    qsort(live, (size_t)n, sizeof *live, cmp_tenant_id);
+    for (int i = 0; i < n; i++)
+        live[i]->label = i < t->cfg->tenants_metrics_max ? live[i]->name : "other";
+    free(live);
+}
+
 void gw_tenants_reload(gw_tenants *t)
 {
     struct store_tenant *list;
@@ -252,8 +284,7 @@ void gw_tenants_reload(gw_tenants *t)
                 tn->req_bucket = tn->tok_bucket = HUGE_VAL; /* full: refill() caps them */
                 tn->month = this_month(NULL);
                 tn->month_used = month_usage(t->st, tn->id);
-                tn->label = t->labelled < t->cfg->tenants_metrics_max ? tn->name : "other";
-                t->labelled++;
+                tn->label = "other"; /* until assign_labels() */
                 t->t[t->nt++] = tn;
             }
             snprintf(tn->name, sizeof tn->name, "%s", list[i].name);
@@ -270,6 +301,7 @@ void gw_tenants_reload(gw_tenants *t)
         for (int i = 0; i < n; i++)
             store_tenant_deinit(&list[i]);
         free(list);
+        assign_labels(t);
     }
     uint8_t(*sha)[32];
     int64_t *tenants;
@@ -350,6 +382,11 @@ void gw_tenants_destroy(gw_tenants *t)
 
 /* ------------------------------------------------------------------ requests */
 
+void gw_tenants_auth_failed(gw_tenants *t)
+{
+    gw_metric_add(t->m_auth_fail, 1);
+}
+
 struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
 {
     if (!t->cfg->tenants_auth)
@@ -367,7 +404,7 @@ struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
                 return tn;
         }
     }
-    gw_metric_add(t->m_auth_fail, 1);
+    gw_tenants_auth_failed(t);
     gw_reply_error(r, 401,
                    auth ? "Incorrect API key provided."
                         : "You didn't provide an API key. Send it as Authorization: Bearer KEY.",
@@ -407,8 +444,9 @@ static void refill(gw_tenants *t, struct gw_tenant *tn)
     tn->refill_s = now;
     int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
     int64_t tpm = limit(tn->pol.tpm, t->cfg->tenants_tpm);
-    tn->req_bucket = fmin((double)rpm, tn->req_bucket + dt * (double)rpm / 60);
-    tn->tok_bucket = fmin((double)tpm, tn->tok_bucket + dt * (double)tpm / 60);
+    /* no limit: kept full, so a limit set later starts with its whole allowance */
+    tn->req_bucket = rpm ? fmin((double)rpm, tn->req_bucket + dt * (double)rpm / 60) : HUGE_VAL;
+    tn->tok_bucket = tpm ? fmin((double)tpm, tn->tok_bucket + dt * (double)tpm / 60) : HUGE_VAL;
     int month = this_month(NULL);
     if (month != tn->month) {
         tn->month = month;

@@ -77,6 +77,8 @@ void gw_tenants_destroy(gw_tenants *t); /* accepts NULL */
  * the server runs.
  */
 struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r);
+/* Counts a refused key (a tenant's or the admin's) in cachegate_auth_failures_total. */
+void gw_tenants_auth_failed(gw_tenants *t);
 /* Rereads tenants (policies) and keys from the store: once a second by itself, and at
  * once from the admin API after a change it made. */
 void gw_tenants_reload(gw_tenants *t);

@@ -25,7 +25,8 @@ void store_tenant_deinit(struct store_tenant *t)
 static int valid_name(const char *name)
 {
     size_t n = strlen(name);
-    if (n == 0 || n >= 64)
+    if (n == 0 || n >= 64 || !strcmp(name, "other")) /* other: the metric label of the tenants
+                                                       * past tenants.metrics_max_tenants */
         return 0;
     for (const char *p = name; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||

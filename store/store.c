@@ -444,7 +444,11 @@ void store_close(store *s)
         struct slot *sl = s->slots[i];
         if (sl->rebuild_thread_live)
             pthread_join(sl->rebuild_thread, NULL);
-        if (sl->dirty && !sl->stale && sl->ix && s->wdb) {
+        if (s->wdb && !sl->entries) { /* nothing to search (a tenant deleted, say) */
+            char path[4096];
+            index_path(s, sl->tenant, path, sizeof path);
+            unlink(path);
+        } else if (sl->dirty && !sl->stale && sl->ix && s->wdb) {
             char path[4096];
             index_path(s, sl->tenant, path, sizeof path);
             sidx_save(sl->ix, path); /* a failed save only costs a rebuild at next open */

@@ -197,9 +197,11 @@ int store_sync(store *s)
 
 static const char *const SQL[] = {
     "SELECT id, bytes FROM entries WHERE tenant = ?1 AND exact = ?2",
+    /* nor an answer that was still being written when its tenant was deleted */
     "INSERT INTO entries (tenant, partition, exact, model, query, embedding, answer, "
     "prompt_tokens, completion_tokens, finish_reason, created_ms, last_hit_ms, expires_ms, "
-    "bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)",
+    "bytes) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13 "
+    "WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?1)",
     "DELETE FROM entries WHERE id = ?1",
     "UPDATE entries SET last_hit_ms = max(last_hit_ms, ?2), hit_count = hit_count + ?3 "
     "WHERE id = ?1",
@@ -344,6 +346,10 @@ static int apply_put(store *s, struct batch *b, struct op *o)
     sqlite3_bind_int64(st, 13, bytes);
     if (step_done(st))
         return -1;
+    if (!sqlite3_changes(s->wdb)) { /* the tenant is gone: nothing written */
+        o->id = 0;
+        return 0;
+    }
     o->id = sqlite3_last_insert_rowid(s->wdb);
     struct slot *sl = store_slot(s, e->tenant, 1);
     if (!sl)

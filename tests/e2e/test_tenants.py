@@ -133,6 +133,7 @@ def test_monthly_quota_and_usage(server):
     assert embed(c).status_code == 200  # 6 >= 5
     r = embed(c)
     assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota"
+    assert r.json()["error"]["type"] == "insufficient_quota"  # as OpenAI's body says it
     assert int(r.headers["Retry-After"]) > 0
     time.sleep(1.5)  # usage is written in batches, about once a second
     rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
@@ -143,6 +144,79 @@ def test_monthly_quota_and_usage(server):
     text = client(server).get("/metrics").text
     assert 'cachegate_tenant_requests_total{tenant="a",result="quota_exceeded"} 1' in text
     assert 'cachegate_tenant_requests_total{tenant="a",result="ok"} 2' in text
+
+
+def test_a_client_that_leaves_mid_stream_is_charged_for_what_was_generated(server):
+    key = make_tenant(server, "a")
+    body = {"model": MODEL, "stream": True, "max_tokens": 200, "temperature": 0,
+            "messages": [{"role": "user", "content": "Write a long story about a dragon."}]}
+    with client(server, key) as c:
+        with c.stream("POST", "/v1/chat/completions", json=body,
+                      headers={"Cache-Control": "no-store"}) as r:
+            assert r.status_code == 200
+            chunks = 0
+            for line in r.iter_lines():
+                chunks += line.startswith("data: ")
+                if chunks == 12:
+                    break
+    deadline = time.monotonic() + 15
+    rows = []
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
+        if rows:
+            break
+    assert rows and rows[0]["requests"] == 1, rows
+    assert rows[0]["prompt_tokens"] > 0 and rows[0]["completion_tokens"] >= 10, rows
+    text = admin(server).get("/metrics").text
+    assert 'cachegate_tenant_tokens_total{tenant="a",kind="completion"} 0' not in text
+
+
+def test_a_limit_set_on_a_tenant_in_use_starts_with_its_whole_allowance(server):
+    key = make_tenant(server, "a")
+    c = client(server, key)
+    assert [embed(c).status_code for _ in range(3)] == [200] * 3
+    r = admin(server).put("/admin/tenants?name=a", content='{"requests_per_minute": 60}')
+    assert r.status_code == 200
+    assert [embed(c).status_code for _ in range(5)] == [200] * 5
+
+
+def test_policies_are_checked_whole(server):
+    a = admin(server)
+    for policy, says in (({"requests_per_minute": 0.5}, "whole number"),
+                         ({"concurrent_requests": 1.5}, "whole number"),
+                         ({"models": []}, "at least one model"),
+                         ("{}", "JSON object")):
+        r = a.post("/admin/tenants", json={"name": "p", "policy": policy})
+        assert r.status_code == 400 and says in r.json()["error"]["message"], r.text
+        assert r.json()["error"]["param"] == "policy"
+    r = a.put("/admin/tenants?name=default", content='{"tokens_per_minute": 2.5}')
+    assert r.status_code == 400 and "whole number" in r.text
+    p = subprocess.run([str(BIN), "tenant", "create", "q", '{"requests_per_minute": 0.5}',
+                        "--data-dir", str(server.data_dir), "--config", str(server.conf)],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 2 and "whole number" in p.stderr
+    assert a.post("/admin/tenants", json={"name": "p", "policy": None}).status_code == 201
+    r = a.post("/admin/tenants", json={"name": "other"})
+    assert r.status_code == 400, "other is the metrics' label of the tenants past the limit"
+
+
+def test_admin_key_failures_are_counted_and_whole_keys_stay_out_of_urls(server):
+    def failures():
+        for l in client(server).get("/metrics").text.splitlines():
+            if l.startswith("cachegate_auth_failures_total"):
+                return float(l.split()[-1])
+        return None
+
+    assert failures() == 0, "the series exists from the start"
+    for h in ({}, {"Authorization": "Bearer guess"}):
+        assert client(server).get("/admin/tenants", headers=h).status_code == 401
+    assert failures() == 2
+    key = make_tenant(server, "a")
+    r = admin(server).delete(f"/admin/keys?prefix={key}")
+    assert r.status_code == 400 and "prefix" in r.json()["error"]["message"]
+    assert embed(client(server, key)).status_code == 200
+    assert admin(server).delete(f"/admin/keys?prefix={key[:12]}").status_code == 200
 
 
 def test_cache_hits_count_as_requests_with_tokens_saved(server):
@@ -168,6 +242,7 @@ def test_an_error_after_admission_counts_as_an_error_not_ok(server):
     assert r.status_code == 504 and r.json()["error"]["code"] == "cache_miss"
     text = client(server).get("/metrics").text
     assert 'cachegate_tenant_requests_total{tenant="a",result="error"} 1' in text
+    assert "cachegate_cache_only_if_cached_misses_total 1" in text  # for the 5xx alert
     assert 'cachegate_tenant_requests_total{tenant="a",result="ok"}' not in text
 
 
@@ -274,6 +349,30 @@ def test_tenants_past_the_label_limit_share_other_in_every_family(make_server):
     assert 'cachegate_cache_entries{tenant="other"} 2' in text
     assert 'cachegate_tenant_requests_total{tenant="other",result="ok"} 1' in text
     assert 'tenant="ta"' not in text and 'tenant="tb"' not in text
+
+
+def test_metric_labels_go_to_the_oldest_tenants_and_follow_deletions(make_server):
+    server = make_server(AUTH_CONF + "metrics_max_tenants = 3\n")  # default, then two
+    a = admin(server)
+    keys = {}
+    for name in ("zed", "amy", "bob"):  # created in that order; names sort otherwise
+        keys[name] = make_tenant(server, name)
+
+    def labels():
+        for name in keys:
+            assert embed(client(server, keys[name])).status_code == 200
+        text = a.get("/metrics").text
+        return {l.split('"')[1] for l in text.splitlines()
+                if l.startswith("cachegate_tenant_requests_total{")}
+
+    assert labels() == {"zed", "amy", "other"}
+    server.stop()
+    server = make_server(AUTH_CONF + "metrics_max_tenants = 3\n")  # the same data dir
+    a = admin(server)
+    assert labels() == {"zed", "amy", "other"}, "the same after a restart"
+    assert a.delete("/admin/tenants?name=zed").status_code == 200
+    del keys["zed"]
+    assert labels() >= {"amy", "bob"}, "zed's label went to the next in line"
 
 
 def test_cache_metrics_follow_any_number_of_tenants_and_their_churn(make_server):

@@ -30,6 +30,21 @@ Test(metrics, counter_and_gauge_text)
     gw_metrics_destroy(r);
 }
 
+Test(metrics, unlabelled_series_start_at_zero)
+{
+    gw_metrics *r = gw_metrics_create();
+    cr_assert_not_null(gw_metrics_counter(r, "x_refused_total", "Refused.", NULL));
+    cr_assert_not_null(gw_metrics_counter(r, "x_by_kind_total", "By kind.", "kind"));
+    char *text = gw_metrics_render(r, NULL);
+    cr_assert_str_eq(text, "# HELP x_refused_total Refused.\n"
+                           "# TYPE x_refused_total counter\n"
+                           "x_refused_total 0\n"
+                           "# HELP x_by_kind_total By kind.\n"
+                           "# TYPE x_by_kind_total counter\n");
+    free(text);
+    gw_metrics_destroy(r);
+}
+
 Test(metrics, histogram_is_cumulative)
 {
     static const double bounds[] = {0.1, 1, 10};

@@ -378,6 +378,9 @@ static void note_generation(void *arg, int rc, int64_t id)
 Test(store, generations_move_with_removals_per_tenant)
 {
     store *s = open_store(3, 0, NULL);
+    int64_t two;
+    cr_assert_eq(store_tenant_create(s, "two", &two), STORE_OK);
+    cr_assert_eq(two, 2, "after default");
     put(s, 1, 10, 0, "a", 0);
     put(s, 2, 20, 1, "b", 0);
     put(s, 2, 21, 2, "c", 0);
@@ -407,4 +410,30 @@ Test(store, generations_move_with_removals_per_tenant)
     cr_assert_neq(store_generation(s, 1), g1, "an eviction");
     cr_assert_eq(store_generation(s, 99), 0, "a tenant never seen");
     store_close(s);
+}
+
+/* an answer still on its way to the writer when its tenant is deleted is not written: no
+ * row nor index entry outlives the tenant, and its index file goes at close */
+Test(store, answers_for_a_deleted_tenant_are_not_written)
+{
+    store *s = open_store(0, 0, NULL);
+    int64_t id;
+    cr_assert_eq(store_tenant_create(s, "brief", &id), STORE_OK);
+    put(s, id, 1, 1, "kept", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(has_exact(s, id, 1, NULL, 0));
+    cr_assert_eq(store_tenant_delete(s, "brief"), STORE_OK);
+    put(s, id, 2, 2, "late", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(!has_exact(s, id, 2, NULL, 0));
+    cr_assert_eq(nearest(s, id, 2, NULL, 0, NULL), 0);
+    struct store_tenant_stats st[4];
+    int n = store_stats(s, st, 4);
+    for (int i = 0; i < n; i++)
+        if (st[i].tenant == id)
+            cr_assert_eq(st[i].entries, 0);
+    store_close(s);
+    char path[600];
+    snprintf(path, sizeof path, "%s/index/%lld.faiss", dir, (long long)id);
+    cr_assert_eq(access(path, F_OK), -1, "%s is left", path);
 }
