@@ -837,6 +837,11 @@ static void handle(struct gw_req *r, int chat)
             else
                 gw_cache_exact_prompt_tokens(cache, c->job.n_prompt);
         }
+        /* a request the engine would refuse is refused from the cache too */
+        if (c->job.n_prompt && context_exceeded(gw_server_llm(srv), c, &p)) {
+            chat_error(c, 400, p.msg, p.param, "context_length_exceeded");
+            goto out;
+        }
         c->use = (struct gw_usage_one){.hit = 1, .saved = h->completion_tokens};
         gw_cache_served(cache, h, 0);
         reply_hit(c, h, 0);
@@ -852,7 +857,8 @@ static void handle(struct gw_req *r, int chat)
     }
     json_decref(b);
     b = NULL;
-    if (c->cacheable && !c->ctl.no_cache) {
+    /* a completion's prompt is continued character for character: the exact cache only */
+    if (c->cacheable && !c->ctl.no_cache && chat) {
         c->sem.tenant = c->tenant;
         c->sem.key = &c->key;
         c->sem.threshold = c->ctl.threshold >= 0 ? c->ctl.threshold : cfg->cache_threshold;

@@ -309,12 +309,16 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
     if (canon.oom)
         goto oom;
     out->partition = XXH3_64bits(canon.p, canon.len);
-    size_t nlen;
-    char *norm = gw_cache_normalize(query, qlen, &nlen);
-    if (!norm)
-        goto oom;
-    out->exact = XXH3_64bits_withSeed(norm, nlen, out->partition);
-    free(norm);
+    if (chat) { /* a question: its wording's white space and composition do not matter */
+        size_t nlen;
+        char *norm = gw_cache_normalize(query, qlen, &nlen);
+        if (!norm)
+            goto oom;
+        out->exact = XXH3_64bits_withSeed(norm, nlen, out->partition);
+        free(norm);
+    } else { /* a prompt to continue: every byte does */
+        out->exact = XXH3_64bits_withSeed(query, qlen, out->partition);
+    }
     out->query = query;
     out->query_len = qlen;
     oai_buf_deinit(&canon);

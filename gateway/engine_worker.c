@@ -109,6 +109,9 @@ static void *run(void *arg)
         int stop = w->stop;
         struct gw_gen_job *in = w->incoming;
         w->incoming = w->incoming_tail = NULL;
+        /* the jobs taken wait in the scheduler from now on: counted there until the step
+         * below says how many it runs, so that submit's limit holds during that step */
+        atomic_fetch_add(&w->sched_waiting, w->n_incoming);
         w->n_incoming = 0;
         w->cancels = 0;
         pthread_mutex_unlock(&w->mu);

@@ -135,6 +135,38 @@ def test_only_if_cached_is_a_504_that_never_runs_the_engine(server):
     assert "cachegate_engine_time_to_first_token_seconds_count 1" not in metrics
 
 
+def test_a_completion_prompt_is_cached_exactly_as_written(server):
+    c = client(server)
+    lines = "\n".join(json.dumps({"model": MODEL, "prompt": p, "answer": a}) for p, a in
+                      (("The sky is", " blue."), ("Once upon a time", " there was a king.")))
+    r = c.post("/admin/cache/import", content=lines,
+               headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200 and r.json()["imported"] == 2, r.text
+
+    def cached(prompt):
+        return c.post("/v1/completions", json={"model": MODEL, "prompt": prompt},
+                      headers={"Cache-Control": "only-if-cached"})
+
+    r = cached("The sky is")
+    assert r.status_code == 200 and r.json()["choices"][0]["text"] == " blue."
+    # white space changes what the model continues, and a near prompt is another prompt
+    for other in ("The sky is ", "The sky is\n", "  The   sky is", "Once upon a time,",
+                  "once upon a time"):
+        r = cached(other)
+        assert r.status_code == 504 and r.json()["error"]["code"] == "cache_miss", other
+
+
+def test_an_exact_hit_is_refused_like_its_request(server):
+    c = client(server)
+    import_lines(c, [("What is the capital of France?", "Paris.")])
+    assert only_if_cached(c, "What is the capital of France?").status_code == 200
+    for headers in ({"Cache-Control": "only-if-cached"}, {}):
+        r = chat(c, "What is the capital of France?", headers, max_tokens=8190)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["code"] == "context_length_exceeded"
+        assert r.json()["error"]["param"] == "max_tokens"
+
+
 def test_no_store_no_cache_and_max_tokens(server):
     c = client(server)
     q = "What is the capital of France?"

@@ -384,14 +384,16 @@ def test_full_queue_answers_429(make_server):
             assert json.loads(body)["error"]["code"] == "rate_limit_exceeded"
 
 
-def test_queue_takes_the_running_batch_and_max_waiting(make_server):
-    """max_waiting counts requests beyond what the running batch takes: of 12 arriving at
-    once with room for 4 running and 2 waiting, at least those 6 are answered (requests
-    the engine thread had not yet picked up counted as waiting before, and only about
-    max_waiting got through); the rest get 429 with Retry-After."""
-    server = make_server("[engine]\nmax_num_seqs = 4\nmax_waiting = 2\n")
+@pytest.mark.parametrize("seqs,waiting,sent", [(4, 2, 12), (1, 1, 8)])
+def test_queue_takes_the_running_batch_and_max_waiting(make_server, seqs, waiting, sent):
+    """max_waiting counts requests beyond what the running batch takes: of requests arriving
+    at once, exactly max_num_seqs + max_waiting are answered (requests the engine thread
+    had not yet picked up counted as waiting before, and only about max_waiting got
+    through; then those it had picked up counted nowhere during its step, and more got
+    through); the rest get 429 with Retry-After."""
+    server = make_server(f"[engine]\nmax_num_seqs = {seqs}\nmax_waiting = {waiting}\n")
     results = []
-    start = threading.Barrier(12)
+    start = threading.Barrier(sent)
 
     def one():
         with client(server) as c:
@@ -402,13 +404,13 @@ def test_queue_takes_the_running_batch_and_max_waiting(make_server):
                              "messages": [{"role": "user", "content": "Tell me a story."}]})
             results.append((r.status_code, r.headers.get("retry-after")))
 
-    threads = [threading.Thread(target=one) for _ in range(12)]
+    threads = [threading.Thread(target=one) for _ in range(sent)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     ok = sum(1 for s, _ in results if s == 200)
-    assert 6 <= ok < 12, results
+    assert ok == seqs + waiting, results
     assert all(s == 429 and ra == "1" for s, ra in results if s != 200), results
 
 

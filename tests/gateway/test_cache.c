@@ -96,6 +96,29 @@ Test(cache_key, the_final_message_is_normalized_for_the_exact_key)
     gw_cache_key_deinit(&c);
 }
 
+/* a completion continues its prompt as written: white space is part of the key */
+Test(cache_key, a_completion_prompt_keys_byte_for_byte)
+{
+    const char *prompts[] = {"The sky is", "The sky is ", "The sky is\\n", "  The   sky is",
+                             "def f(x):\\n    return", "def f(x): return"};
+    struct gw_cache_key k[6];
+    for (int i = 0; i < 6; i++) {
+        char body[128];
+        snprintf(body, sizeof body, "{\"model\":\"m\",\"prompt\":\"%s\"}", prompts[i]);
+        k[i] = key_of(body, 0, 1);
+    }
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < i; j++) {
+            cr_assert_eq(k[i].partition, k[j].partition);
+            cr_assert_neq(k[i].exact, k[j].exact, "'%s' and '%s'", prompts[i], prompts[j]);
+        }
+    struct gw_cache_key again = key_of("{\"prompt\":\"The sky is\",\"model\":\"m\"}", 0, 1);
+    cr_assert_eq(again.exact, k[0].exact);
+    gw_cache_key_deinit(&again);
+    for (int i = 0; i < 6; i++)
+        gw_cache_key_deinit(&k[i]);
+}
+
 Test(cache_key, a_conversation_not_ending_with_the_user_is_not_cacheable)
 {
     json_t *b = json_loads("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
