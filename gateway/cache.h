@@ -34,8 +34,8 @@ struct gw_cache_key {
 /*
  * Keys of a chat (chat = 1: body has messages) or completion (prompt) request body. The
  * exact key takes a chat's final user message normalized (NFC, white space collapsed) and a
- * completion's prompt as it is. Returns 0; 1 when the request has no final user message to key on (not cacheable);
- * -1 when out of memory. ns: the tenant's namespace.
+ * completion's prompt as it is. Returns 0; 1 when the request has no final user message to
+ * key on (not cacheable); -1 when out of memory. ns: the tenant's namespace.
  */
 int gw_cache_key_make(json_t *body, int chat, int64_t ns, struct gw_cache_key *out);
 void gw_cache_key_deinit(struct gw_cache_key *k);
