@@ -173,7 +173,7 @@ static void import_embedded(struct gw_cq_item *item)
         admin_op_free(op);
         return;
     }
-    int64_t now = (int64_t)time(NULL) * 1000;
+    int64_t now = store_now_ms(); /* as hits record theirs: to the millisecond */
     /* the tenant's own TTL, as its live answers get (its capacity the store holds) */
     int64_t ttl = gw_server_config(srv)->cache_ttl_s;
     struct store_tenant t;

@@ -250,31 +250,14 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     return 0;
 }
 
-/* content: a string, or an array of {"type":"text","text":...} parts, joined. */
-static char *content_text(json_t *content, struct parsed *p, int i)
-{
-    size_t len;
-    long bad;
-    char *t = gw_message_text(content, &len, &bad);
-    if (t || bad == -2)
-        return t;
-    if (bad < 0)
-        snprintf(p->msg, sizeof p->msg, "messages[%d].content must be a string or an array of "
-                                        "text parts.", i);
-    else
-        snprintf(p->msg, sizeof p->msg, "messages[%d].content[%ld] must be a text part "
-                 "({\"type\": \"text\", \"text\": a string}); images, audio and files are not "
-                 "supported.", i, bad);
-    p->param = "messages";
-    return NULL;
-}
-
-/* The prompt's token ids for a chat request. */
+/* The prompt's token ids for a chat request whose messages gw_messages_check() took. */
 static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct parsed *p)
 {
     json_t *msgs = json_object_get(b, "messages");
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return bad(p, "messages", "messages must be a non-empty array.");
+    if (gw_messages_check(msgs, p->msg, sizeof p->msg)) {
+        p->param = "messages";
+        return -1;
+    }
     size_t n = json_array_size(msgs);
     struct eng_chat_msg *m = calloc(n, sizeof *m);
     char **texts = calloc(n, sizeof *texts);
@@ -286,15 +269,12 @@ static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct par
     for (size_t i = 0; i < n; i++) {
         json_t *msg = json_array_get(msgs, i);
         const char *role = json_string_value(json_object_get(msg, "role"));
-        if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
-                      strcmp(role, "developer"))) {
-            snprintf(p->msg, sizeof p->msg, "messages[%zu].role must be system, developer, "
-                                            "user or assistant.", i);
-            p->param = "messages";
+        size_t len;
+        long why;
+        if (!(texts[i] = gw_message_text(json_object_get(msg, "content"), &len, &why))) {
+            bad(p, NULL, "out of memory"); /* the check took its content */
             goto out;
         }
-        if (!(texts[i] = content_text(json_object_get(msg, "content"), p, (int)i)))
-            goto out;
         /* "developer" is the newer name of the system role */
         m[i] = (struct eng_chat_msg){strcmp(role, "developer") ? role : "system", texts[i],
                                      strlen(texts[i])};
@@ -799,6 +779,11 @@ static void handle(struct gw_req *r, int chat)
         goto out;
     if (parse_common(b, cfg, c, &p) || cache_controls(r, &c->ctl, &p)) {
         gw_reply_error(r, 400, p.msg, p.param, NULL);
+        goto out;
+    }
+    /* before the caches: a request the engine refuses is refused whatever they hold */
+    if (chat && gw_messages_check(json_object_get(b, "messages"), p.msg, sizeof p.msg)) {
+        gw_reply_error(r, 400, p.msg, "messages", NULL);
         goto out;
     }
     if (gw_tenants_admit(tenants, tn, r))

@@ -104,6 +104,45 @@ char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
     return src;
 }
 
+int gw_messages_check(json_t *msgs, char *msg, size_t len)
+{
+    if (!json_is_array(msgs) || !json_array_size(msgs)) {
+        snprintf(msg, len, "messages must be a non-empty array.");
+        return -1;
+    }
+    size_t i, j;
+    json_t *m, *part;
+    json_array_foreach(msgs, i, m)
+    {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (!role || (strcmp(role, "system") && strcmp(role, "user") &&
+                      strcmp(role, "assistant") && strcmp(role, "developer"))) {
+            snprintf(msg, len, "messages[%zu].role must be system, developer, user or "
+                     "assistant.", i);
+            return -1;
+        }
+        json_t *content = json_object_get(m, "content");
+        if (json_is_string(content))
+            continue;
+        if (!json_is_array(content)) {
+            snprintf(msg, len, "messages[%zu].content must be a string or an array of text "
+                     "parts.", i);
+            return -1;
+        }
+        json_array_foreach(content, j, part)
+        {
+            const char *type = json_string_value(json_object_get(part, "type"));
+            if (!type || strcmp(type, "text") || !json_is_string(json_object_get(part, "text"))) {
+                snprintf(msg, len, "messages[%zu].content[%zu] must be a text part ({\"type\": "
+                         "\"text\", \"text\": a string}); images, audio and files are not "
+                         "supported.", i, j);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 char *gw_message_text(json_t *content, size_t *len, long *bad)
 {
     *bad = -1;
@@ -184,7 +223,12 @@ static const struct canon_key {
 static int canon_param(struct oai_buf *b, const char *key, json_t *v)
 {
     if (json_is_number(v)) {
-        oai_buf_real(b, json_number_value(v), 0);
+        /* 1 keys like 1.0; an integer a double cannot hold (a seed past 2^53) as it is */
+        json_int_t i = json_is_integer(v) ? json_integer_value(v) : 0;
+        if (i > (1LL << 53) || i < -(1LL << 53))
+            oai_buf_int(b, (long long)i);
+        else
+            oai_buf_real(b, json_number_value(v), 0);
         return 0;
     }
     int stop = json_is_string(v) && !strcmp(key, "stop");
@@ -823,6 +867,8 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
     }
     const char *param;
     if (oai_params_check(j, chat, &param, err, errlen)) /* refused in a request */
+        goto out;
+    if (chat && gw_messages_check(json_object_get(j, "messages"), err, errlen))
         goto out;
     int krc = gw_cache_key_make(j, chat, ns, &out->key);
     if (krc) {

@@ -47,6 +47,11 @@ void gw_cache_key_deinit(struct gw_cache_key *k);
  */
 char *gw_message_text(json_t *content, size_t *len, long *bad);
 
+/* Whether a chat request's messages are ones the engine takes: a non-empty array of system,
+ * developer, user or assistant messages with text content. 0, or -1 with msg (the param is
+ * "messages"). Checked before the caches are asked, and on imported lines. */
+int gw_messages_check(json_t *msgs, char *msg, size_t len);
+
 /* Request-level controls, from Cache-Control and the X-Cache-* request headers. */
 struct gw_cache_ctl {
     int no_cache;       /* skip the lookup; still store */

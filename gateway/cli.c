@@ -120,7 +120,7 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
     size_t cap = 0;
     ssize_t len;
     long lineno = 0, imported = 0, bad = 0;
-    int64_t now = (int64_t)time(NULL) * 1000;
+    int64_t now = store_now_ms(); /* as hits record theirs: to the millisecond */
     int failed = 0, tty = isatty(STDERR_FILENO), shown = 0;
     for (;;) {
         len = getline(&line, &cap, f);

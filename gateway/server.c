@@ -1521,6 +1521,13 @@ static void index_progress(void *arg, int64_t tenant, int64_t done, int64_t tota
               "tenant", t, "done", d, "total", n, NULL);
 }
 
+/* A write the store could not make, from its writer thread (or at close). */
+static void store_failed(void *arg, const char *what)
+{
+    (void)arg;
+    gw_log_kv(GW_LOG_ERROR, "cache store write failed", "error", what, NULL);
+}
+
 /* The store in data_dir and the answer caches over it. */
 static int open_cache(gw_server *srv, char *err, size_t errlen)
 {
@@ -1531,6 +1538,7 @@ static int open_cache(gw_server *srv, char *err, size_t errlen)
         .max_entries = cfg->cache_max_entries,
         .max_bytes = cfg->cache_max_bytes,
         .hnsw_min_entries = cfg->cache_hnsw_min_entries,
+        .on_error = store_failed,
     };
     char msg[1024];
     int rc = store_open(&so, index_progress, NULL, &srv->st, msg, sizeof msg);

@@ -272,7 +272,8 @@ static int load_indexes(store *s, store_progress_fn progress, void *parg, char *
         sqlite3_prepare_v2(s->wdb, "SELECT id FROM entries WHERE tenant = ? ORDER BY id", -1,
                            &ids_st, NULL) != SQLITE_OK)
         goto fail;
-    while (sqlite3_step(st) == SQLITE_ROW) {
+    int src;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t tenant = sqlite3_column_int64(st, 0), count = sqlite3_column_int64(st, 1);
         struct slot *sl = store_slot(s, tenant, 1);
         if (!sl) {
@@ -289,8 +290,11 @@ static int load_indexes(store *s, store_progress_fn progress, void *parg, char *
         int64_t n = 0;
         sqlite3_reset(ids_st);
         sqlite3_bind_int64(ids_st, 1, tenant);
-        while (sqlite3_step(ids_st) == SQLITE_ROW && n < count)
+        int irc;
+        while ((irc = sqlite3_step(ids_st)) == SQLITE_ROW && n < count)
             ids[n++] = sqlite3_column_int64(ids_st, 0);
+        if (irc != SQLITE_DONE && irc != SQLITE_ROW) /* a damaged page, say: not a short list */
+            goto fail;
         enum sidx_kind kind = store_wanted_kind(s, count, SIDX_FLAT);
         char path[4096];
         index_path(s, tenant, path, sizeof path);
@@ -311,10 +315,15 @@ static int load_indexes(store *s, store_progress_fn progress, void *parg, char *
         sidx_free(sl->ix);
         sl->ix = ix;
     }
-    rc = STORE_OK;
+    if (src == SQLITE_DONE) /* not a read that stopped early on an error */
+        rc = STORE_OK;
 fail:
     if (rc == STORE_EIO)
-        seterr(err, errlen, rc, "reading the cache entries: %s", sqlite3_errmsg(s->wdb));
+        seterr(err, errlen, rc, "reading the cache entries: %s%s", sqlite3_errmsg(s->wdb),
+               sqlite3_errcode(s->wdb) == SQLITE_CORRUPT
+                   ? " (the database is damaged: restore it from a backup, or recover what "
+                     "it holds with sqlite3's .recover)"
+                   : "");
     free(ids);
     sqlite3_finalize(st);
     sqlite3_finalize(ids_st);
@@ -451,7 +460,14 @@ void store_close(store *s)
         } else if (sl->dirty && !sl->stale && sl->ix && s->wdb) {
             char path[4096];
             index_path(s, sl->tenant, path, sizeof path);
-            sidx_save(sl->ix, path); /* a failed save only costs a rebuild at next open */
+            /* a failed save only costs a rebuild at the next open */
+            if (sidx_save(sl->ix, path) && s->opt.on_error) {
+                char what[600];
+                snprintf(what, sizeof what, "the index of tenant %lld was not saved to %.400s "
+                         "(%s); it is rebuilt from the database at the next start",
+                         (long long)sl->tenant, path, sidx_last_error());
+                s->opt.on_error(s->opt.on_error_arg, what);
+            }
         }
         slot_free(sl);
     }

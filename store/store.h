@@ -50,6 +50,10 @@ struct store_options {
      * Cache entries cannot be written or searched; deleting a tenant deletes its entries
      * in SQL (a running server's index skips the missing rows). */
     int admin_only;
+    /* Told, from the thread that met it, of a failure no caller sees otherwise: a batch of
+     * writes rolled back (the disk full, say), an index not saved at close. May be NULL. */
+    void (*on_error)(void *arg, const char *what);
+    void *on_error_arg;
 };
 
 /* Progress of index loading/rebuilding on open, for a caller that shows it. May be NULL. */
@@ -104,6 +108,9 @@ int store_put(store *s, const struct store_entry *e, store_done_fn done, void *a
  * flush (so LRU eviction, which runs in a put's batch, sees them). */
 #define STORE_TOUCH_DELAY_MS 10000
 int store_touch(store *s, int64_t id, int64_t now_ms);
+
+/* The wall clock in milliseconds, as entries' times (created, last hit, expiry) are kept. */
+int64_t store_now_ms(void);
 /* Records an entry's prompt length (imports store 0 until a hit counts it); batched. */
 int store_set_prompt_tokens(store *s, int64_t id, int prompt_tokens);
 /* Deletes one entry (tenant < 0: of any tenant), every entry of a tenant (id < 0), or

@@ -105,7 +105,6 @@ struct store {
         *st_lru, *st_expired, *st_tenant_ids, *st_prompt_tokens;
 };
 
-int64_t store_now_ms(void);
 int store_db_open(const char *path, int readonly, sqlite3 **out);
 struct slot *store_slot(store *s, int64_t tenant, int create);
 enum sidx_kind store_wanted_kind(store *s, int64_t entries, enum sidx_kind now);

@@ -6,6 +6,7 @@
  */
 #include "store_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -625,6 +626,15 @@ static void run_batch(store *s, struct op *ops, int touches)
     else
         rc = -1;
     if (rc) {
+        if (s->opt.on_error) {
+            size_t n = 0;
+            for (struct op *o = ops; o; o = o->next)
+                n += o->kind != OP_FLUSH;
+            char what[400];
+            snprintf(what, sizeof what, "a batch of %zu writes was rolled back: %s", n,
+                     b.failed ? "out of memory" : sqlite3_errmsg(s->wdb));
+            s->opt.on_error(s->opt.on_error_arg, what);
+        }
         sqlite3_exec(s->wdb, "ROLLBACK", NULL, NULL, NULL);
         recount(s);
     } else {

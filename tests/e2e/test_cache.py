@@ -301,6 +301,46 @@ def test_cli_import_then_serve(tmp_path, make_server):
     assert p.returncode == 1 and "in use" in p.stderr
 
 
+def test_an_import_no_request_could_reach_is_refused(server):
+    c = client(server)
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "tool", "content": "t"},
+            {"role": "user", "content": "Tool role context?"}]
+    lines = [{"model": MODEL, "messages": msgs, "answer": "No."},
+             {"model": MODEL, "messages": [{"role": "function", "content": "f"},
+                                           {"role": "user", "content": "Hi?"}], "answer": "Hi."},
+             {"model": MODEL, "messages": [{"role": "user", "content": [
+                 {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}],
+              "answer": "A cat."}]
+    r = c.post("/admin/cache/import", content="\n".join(json.dumps(l) for l in lines),
+               headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 400 and r.json()["imported"] == 0, r.text  # nothing imported
+    assert [e["line"] for e in r.json()["errors"]] == [1, 2, 3]
+    assert "role must be" in r.json()["errors"][0]["message"]
+    # the request itself: refused before the caches are asked
+    r = c.post("/v1/chat/completions", json={"model": MODEL, "messages": msgs},
+               headers={"Cache-Control": "only-if-cached"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
+
+
+def test_an_import_is_newer_than_a_hit_before_it(server):
+    """Capacity evicts the least recently hit: an entry imported after another's hit stays
+    (imports were timed to the second, hits to the millisecond, so an import in the same
+    second as a hit counted as older and was evicted at once)."""
+    c = client(server)
+    r = c.put("/admin/tenants?name=default", content='{"max_entries": 1}',
+              headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200
+    import_lines(c, [("What is the capital of Peru?", "Lima.")])
+    wait_cached(c, "What is the capital of Peru?")
+    time.sleep(1.5 - time.time() % 1)  # half way through a second
+    assert only_if_cached(c, "What is the capital of Peru?").status_code == 200
+    time.sleep(0.05)
+    import_lines(c, [("What is the capital of Chile?", "Santiago.")])
+    time.sleep(1.5)  # the writer's capacity check and sweep
+    assert only_if_cached(c, "What is the capital of Chile?").status_code == 200
+    assert only_if_cached(c, "What is the capital of Peru?").status_code == 504
+
+
 def test_imports_take_the_tenants_ttl_and_capacity(tmp_path, make_server):
     # live answers get a tenant's own ttl_s and max_entries; imported ones did not (a week,
     # and no limit)

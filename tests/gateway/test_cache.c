@@ -96,6 +96,23 @@ Test(cache_key, the_final_message_is_normalized_for_the_exact_key)
     gw_cache_key_deinit(&c);
 }
 
+/* seeds past 2^53 sample differently and must not share an answer */
+Test(cache_key, large_seeds_key_apart)
+{
+    struct gw_cache_key a = key_of(BASE ",\"seed\":9007199254740992}", 1, 1);
+    struct gw_cache_key b = key_of(BASE ",\"seed\":9007199254740993}", 1, 1);
+    struct gw_cache_key c = key_of(BASE ",\"seed\":-9223372036854775807}", 1, 1);
+    struct gw_cache_key d = key_of(BASE ",\"seed\":-9223372036854775806}", 1, 1);
+    cr_assert_neq(a.partition, b.partition);
+    cr_assert_neq(c.partition, d.partition);
+    struct gw_cache_key e = key_of(BASE ",\"seed\":7}", 1, 1);
+    struct gw_cache_key f = key_of(BASE ",\"seed\":7.0}", 1, 1);
+    cr_assert_eq(e.partition, f.partition, "a small integer keys like its real");
+    struct gw_cache_key *all[] = {&a, &b, &c, &d, &e, &f};
+    for (int i = 0; i < 6; i++)
+        gw_cache_key_deinit(all[i]);
+}
+
 /* a completion continues its prompt as written: white space is part of the key */
 Test(cache_key, a_completion_prompt_keys_byte_for_byte)
 {

@@ -437,3 +437,66 @@ Test(store, answers_for_a_deleted_tenant_are_not_written)
     snprintf(path, sizeof path, "%s/index/%lld.faiss", dir, (long long)id);
     cr_assert_eq(access(path, F_OK), -1, "%s is left", path);
 }
+
+/* a damaged database is a clear error at open, not a store that starts empty (its read of
+ * the entries used to stop at the bad page as if the table ended there) */
+Test(store, a_damaged_database_is_an_error_at_open)
+{
+    store *s = open_store(0, 0, NULL);
+    char answer[400];
+    memset(answer, 'x', sizeof answer - 1);
+    answer[sizeof answer - 1] = 0;
+    for (int i = 0; i < 600; i++)
+        put(s, 1, (uint64_t)i + 1, i, answer, 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    store_close(s);
+    char path[600];
+    snprintf(path, sizeof path, "%s/cachegate.db", dir);
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    cr_assert_gt(size, 200000, "%ld bytes", size);
+    static char zeros[50000];
+    fseek(f, size / 2, SEEK_SET);
+    cr_assert_eq(fwrite(zeros, 1, sizeof zeros, f), sizeof zeros);
+    fclose(f);
+    struct store_options o = {.dir = dir, .dim = DIM};
+    char err[512] = "";
+    s = NULL;
+    int rc = store_open(&o, NULL, NULL, &s, err, sizeof err);
+    cr_assert_neq(rc, STORE_OK, "opened a damaged database");
+    cr_assert(strstr(err, "damaged") || strstr(err, "malformed"), "%s", err);
+    store_close(s);
+}
+
+static void note_error(void *arg, const char *what)
+{
+    snprintf(arg, 256, "%s", what);
+}
+
+/* a write that fails in the writer thread (a full disk, here a trigger that refuses) is
+ * told to the owner, who logs it: the callers of store_put() see nothing */
+Test(store, a_failed_batch_is_told)
+{
+    char told[256] = "";
+    struct store_options o = {.dir = dir, .dim = DIM, .on_error = note_error,
+                              .on_error_arg = told};
+    char err[512];
+    store *s = NULL;
+    cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_OK, "%s", err);
+    char path[600];
+    snprintf(path, sizeof path, "%s/cachegate.db", dir);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON entries BEGIN "
+                                  "SELECT RAISE(ABORT, 'no space left (test)'); END",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(db);
+    put(s, 1, 1, 1, "lost", 0);
+    store_sync(s); /* fails too when it ran in the put's batch */
+    cr_assert(strstr(told, "rolled back") && strstr(told, "no space left (test)"), "%s", told);
+    cr_assert(!has_exact(s, 1, 1, NULL, 0));
+    store_close(s);
+}
