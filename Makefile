@@ -248,10 +248,12 @@ bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VEN
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 	.venv/bin/python tests/bench/cache.py $(BUILD) ../shared/data/paraphrase-dev.tsv \
 	    tests/bench/paraphrase-extra.tsv tests/bench/paraphrase-fresh.tsv \
-	    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv
+	    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv \
+	    tests/bench/paraphrase-fresh3.tsv
 	$(GPTCACHE_VENV)/bin/python tests/bench/gptcache_peer.py ../shared/data/paraphrase-dev.tsv \
 	    tests/bench/paraphrase-extra.tsv tests/bench/paraphrase-fresh.tsv \
-	    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv
+	    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv \
+	    tests/bench/paraphrase-fresh3.tsv
 
 # the GPU's checks and timings in one call (fails without a GPU)
 bench-gpu: deps all

@@ -228,7 +228,7 @@ static const char *const synonym_groups[] = {
     "drawback disadvantage downside", "risk danger hazard", "sign symptom",
     "illness disease sickness", "medicine medication drug", "job position role",
     "salary pay wage", "money cash", "house home", "room chamber", "road street", "city town",
-    "country nation", "shirt top", "dress gown", "dog puppy", "cat kitten", "fast speedy",
+    "country nation", "shirt top", "dress gown", "fast speedy",
     "slow sluggish", "strong powerful", "weak feeble", "calm relaxed", "angry mad",
     "scared afraid frightened", "tired exhausted sleepy", "clever smart", "stupid dumb",
     "funny humorous", "strange weird odd", "beautiful pretty lovely", "ugly unattractive",
@@ -287,7 +287,7 @@ static const char cease_words[] = "quit stop cease keep prevent avoid";
  * setting the question already implies ("brake fluid in my car", "a foreign key in a
  * database"): these narrow it only with a qualifier or a group of people ("symptoms in
  * children"). */
-static const char strong_preps[] = "for with during after before under over";
+static const char strong_preps[] = "for with during after before under over per";
 static const char weak_preps[] = "in on of at by near inside outside within from";
 
 /* Words that narrow the noun they stand before or the phrase they are in: diets and
@@ -301,10 +301,19 @@ static const char qualifiers[] =
     "small large tiny big mini portable wireless electric manual automatic used "
     "broken cheap budget luxury professional commercial private public international "
     "domestic online offline local remote single multiple all every each only just entire "
-    "partial";
+    "partial dark next former future previous last nautical square cubic metric imperial "
+    "fluid troy";
 
 /* Words that join two things without ordering them. */
 static const char join_words[] = "and or vs versus nor";
+
+/* What an answer is measured in: "in one sentence", "in three bullet points". */
+static const char format_nouns[] = "sentence sentences paragraph paragraphs word words bullet "
+                                   "bullets line lines";
+
+/* Words that open a clause narrowing the question: "how much did it cost when it
+ * launched", "can I take it if I am pregnant". */
+static const char subordinators[] = "when if while unless whenever once until";
 
 /* One thing, or all of them. */
 static const char scope_one[] = "one single individual particular specific";
@@ -460,6 +469,8 @@ enum {
     K_FRAME,
     K_WHEN,
     K_HOWQTY,
+    K_SUBORD,
+    K_FORMAT,
     K_DEIXIS,
     K_TIMENOUN,
     K_PLACE
@@ -559,6 +570,8 @@ static void lex_build(void)
     lex_add_words(frame_nouns, K_FRAME, 0);
     lex_add_words(when_units, K_WHEN, 0);
     lex_add_words(how_quantity, K_HOWQTY, 0);
+    lex_add_words(subordinators, K_SUBORD, 0);
+    lex_add_words(format_nouns, K_FORMAT, 0);
     for (size_t i = 0; i < sizeof time_deixis / sizeof *time_deixis; i++)
         lex_add_words(time_deixis[i], K_DEIXIS, (int)i);
     lex_add_words(time_nouns, K_TIMENOUN, 0);
@@ -1286,6 +1299,11 @@ static void say(char *why, size_t whylen, const char *fmt, ...)
 }
 
 /* Whether a word, as written, is in the lexicon's list of `kind`. */
+static int is_word(const tok *t, const char *w)
+{
+    return t->len == strlen(w) && memcmp(t->s, w, t->len) == 0;
+}
+
 static int word_is(const tok *t, int kind)
 {
     return lex_has(lex_find(t->s, t->len), kind);
@@ -1324,6 +1342,10 @@ static int tok_like(const tok *a, const tok *b)
 {
     if (tok_eq(a, b) || syn(a, b)) return 1;
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
+    if ((a->flags | b->flags) & (F_CAP | F_ENTITY | F_ACRO)) { /* Austria is not Australia */
+        const tok *x = a->nlen <= b->nlen ? a : b, *y = x == a ? b : a;
+        return x->nlen >= 3 && !memcmp(x->n, y->n, x->nlen); /* Austria and Austrian */
+    }
     return same_root(a->n, a->nlen, b->n, b->nlen);
 }
 
@@ -1348,6 +1370,24 @@ static int num_in(const side *sd, const char *k)
     return 0;
 }
 
+/* The same numbers in another order: "a 4 by 8 sheet for a 3 by 5 table" is not "a 3 by 5
+ * sheet for a 4 by 8 table", nor "from 10 to 20" "from 20 to 10". */
+static int number_order(const side *a, const side *b, char *why, size_t whylen)
+{
+    int ia = 0, ib = 0;
+    for (;;) {
+        while (ia < a->nnum && a->numweak[ia])
+            ia++;
+        while (ib < b->nnum && b->numweak[ib])
+            ib++;
+        if (ia == a->nnum || ib == b->nnum) return 1; /* one is shorter: the sets agreed */
+        if (strcmp(a->nums[ia], b->nums[ib])) break;
+        ia++, ib++;
+    }
+    say(why, whylen, "numbers in another order: %s vs %s", a->nums[ia], b->nums[ib]);
+    return 0;
+}
+
 static int rule_numbers(const side *a, const side *b, char *why, size_t whylen)
 {
     const char *xa = NULL, *xb = NULL;
@@ -1355,7 +1395,7 @@ static int rule_numbers(const side *a, const side *b, char *why, size_t whylen)
         if (!num_in(b, a->nums[i]) && !(a->numweak[i] && b->nnum == 0)) xa = a->nums[i];
     for (int i = 0; i < b->nnum && !xb; i++)
         if (!num_in(a, b->nums[i]) && !(b->numweak[i] && a->nnum == 0)) xb = b->nums[i];
-    if (!xa && !xb) return 1;
+    if (!xa && !xb) return number_order(a, b, why, whylen);
     say(why, whylen, "numbers differ: %s vs %s", xa ? xa : "none", xb ? xb : "none");
     return 0;
 }
@@ -1624,10 +1664,11 @@ static int rule_traded(const side *a, const side *b, char *why, size_t whylen)
     if (nd != 2) return 1;
     /* neighbours ("eggs raw", "yesterday's match") and the two sides of "x and y", "x or
      * y", "x vs y" read the same either way */
-    int joined = 1;
+    /* ... but "a square a rectangle", with an article between, are not neighbours */
+    int joined = ia[d[1]] == ia[d[0]] + 1, joins = 0, others = 0;
     for (int k = d[0] + 1; k < d[1]; k++)
-        joined &= word_is(&a->t[ia[k]], K_JOIN);
-    if (joined) return 1;
+        word_is(&a->t[ia[k]], K_JOIN) ? joins++ : others++;
+    if (joined || (joins && !others)) return 1;
     const tok *x = &a->t[ia[d[0]]], *y = &a->t[ia[d[1]]];
     if ((x->flags & F_STOP) || (y->flags & F_STOP) || !tok_like(x, &b->t[ib[d[1]]]) ||
         !tok_like(y, &b->t[ib[d[0]]]))
@@ -1636,9 +1677,35 @@ static int rule_traded(const side *a, const side *b, char *why, size_t whylen)
     return 0;
 }
 
+/* 1 for "from", 2 for a word that goes towards ("to", "into"), 0 otherwise. */
+static int direction(const tok *t)
+{
+    if (!(t->flags & F_DIR)) return 0;
+    if (is_word(t, "from")) return 1;
+    return is_word(t, "to") || is_word(t, "into") || is_word(t, "onto") ||
+                   is_word(t, "towards") || is_word(t, "toward")
+               ? 2
+               : 0;
+}
+
 static int rule_order(const side *a, const side *b, char *why, size_t whylen)
 {
     if (!rule_traded(a, b, why, whylen)) return 0;
+    /* "into Spanish" and "from Spanish": the same word, reached the other way */
+    for (int i = 0; i < a->nt; i++) {
+        int da = direction(&a->t[i]), r = da ? content_near(a, i, +1) : -1;
+        if (r < 0 || r != i + 1) continue;
+        for (int k = 0; k + 1 < b->nt; k++) {
+            int db = direction(&b->t[k]);
+            if (db && db != da && tok_eq(&b->t[k + 1], &a->t[r]) && !side_has(b, &a->t[i]) &&
+                !side_has(a, &b->t[k])) {
+                say(why, whylen, "direction differs: %.*s %.*s vs %.*s %.*s", (int)a->t[i].len,
+                    a->t[i].s, (int)a->t[r].len, a->t[r].s, (int)b->t[k].len, b->t[k].s,
+                    (int)b->t[k + 1].len, b->t[k + 1].s);
+                return 0;
+            }
+        }
+    }
     for (int i = 0; i < a->nt; i++) {
         if (!(a->t[i].flags & F_DIR)) continue;
         int r = content_near(a, i, +1);
@@ -1662,10 +1729,6 @@ static int rule_order(const side *a, const side *b, char *why, size_t whylen)
 /* "When was it built?" vs "Where was it built?": questions that open on different
  * question words ask for different things. What, which and how open paraphrases of
  * everything ("What year" = "when", "What causes" = "why") and are left alone. */
-static int is_word(const tok *t, const char *w)
-{
-    return t->len == strlen(w) && memcmp(t->s, w, t->len) == 0;
-}
 
 /* Whether a question that opens on "how" asks something else than b's opening question
  * word: "how was penicillin discovered" is not "who discovered it", nor "how do I use it"
@@ -1683,9 +1746,36 @@ static int how_differs(const side *a, const side *b)
     return 1;
 }
 
+/* What a question opening on "how" and a word of amount asks, with "how much time" and
+ * "how many hours" asking "how long", and "how many times" "how often": 1 long, 2 often,
+ * 0 another amount (its word says which). */
+static int how_asks(const side *sd)
+{
+    static const char *const units[] = {"time", "hour", "hours", "minute", "minutes", "day",
+                                        "days", "week", "weeks", "year", "years", "month",
+                                        "months", "second", "seconds", NULL};
+    if (is_word(&sd->t[1], "long")) return 1;
+    if (is_word(&sd->t[1], "often")) return 2;
+    if (sd->nt < 3 || (!is_word(&sd->t[1], "much") && !is_word(&sd->t[1], "many"))) return 0;
+    if (is_word(&sd->t[1], "many") && is_word(&sd->t[2], "times")) return 2;
+    for (int i = 0; units[i]; i++)
+        if (is_word(&sd->t[2], units[i])) return 1;
+    return 0;
+}
+
 static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
 {
     const tok *x = a->nt ? &a->t[0] : NULL, *y = b->nt ? &b->t[0] : NULL;
+    /* both asking of the verb that follows ("how long does it take"), not of a noun ("how
+     * much sleep" is "how many hours of sleep") */
+    if (x && y && is_word(x, "how") && is_word(y, "how") && a->nt > 2 && b->nt > 2 &&
+        word_is(&a->t[1], K_HOWQTY) && word_is(&b->t[1], K_HOWQTY) &&
+        ((a->t[2].flags & F_STOP) || how_asks(a)) && ((b->t[2].flags & F_STOP) || how_asks(b)) &&
+        !tok_eq(&a->t[1], &b->t[1]) && !(how_asks(a) && how_asks(a) == how_asks(b))) {
+        say(why, whylen, "question differs: how %.*s vs how %.*s", (int)a->t[1].len,
+            a->t[1].s, (int)b->t[1].len, b->t[1].s);
+        return 0; /* "how long does it take" and "how much does it cost" */
+    }
     if (!x || !y || !(x->flags & F_WH) || !(y->flags & F_WH) || tok_eq(x, y)) return 1;
     if ((is_word(x, "how") && !how_differs(a, b)) || (is_word(y, "how") && !how_differs(b, a)))
         return 1;
@@ -1873,11 +1963,18 @@ static int narrowing(const side *p, const side *q)
         if (qual && next && !(next->flags & (F_STOP | F_NUM)) && side_has_like(p, next) &&
             (!prev || (prev->flags & F_STOP)))
             return j;
-        int k = j - 1;
-        while (k >= 0 && (q->t[k].flags & F_DROP))
+        int k = j - 1; /* the word before, past articles and numbers ("in one sentence") */
+        while (k >= 0 && (q->t[k].flags & (F_DROP | F_NUM)))
             k--;
-        if (k >= 0 && (word_is(&q->t[k], K_PREP) || (qual && word_is(&q->t[k], K_WEAKPREP))))
+        /* "at night", "in winter": a time of its own narrows like a qualifier */
+        int when = (run_has(q, j, e, K_TIMENOUN) || run_has(q, j, e, K_FORMAT)) && k >= 0 &&
+                   !is_word(&q->t[k], "of");
+        if (k >= 0 && (word_is(&q->t[k], K_PREP) ||
+                       ((qual || when) && word_is(&q->t[k], K_WEAKPREP))))
             return j;
+        /* "when it launched", "if I am pregnant": a clause of its own */
+        for (int c = j - 1; c >= 0 && c >= j - 3 && (q->t[c].flags & F_STOP); c--)
+            if (word_is(&q->t[c], K_SUBORD)) return j;
         if (run_has(q, j, e, K_DEIXIS) &&
             (run_has(q, j, e, K_TIMENOUN) || (next && word_is(next, K_TIMENOUN))))
             return j;
@@ -1952,9 +2049,32 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
         sa |= word_is(&a->t[i], K_ONE) | word_is(&a->t[i], K_ALL) << 1;
     for (int i = 0; i < b->nt; i++)
         sb |= word_is(&b->t[i], K_ONE) | word_is(&b->t[i], K_ALL) << 1;
-    if (!((sa == 1 && sb == 2) || (sa == 2 && sb == 1))) return 1;
-    say(why, whylen, "scope differs: %s vs %s", sa == 1 ? "one" : "all", sb == 1 ? "one" : "all");
-    return 0;
+    if ((sa == 1 && sb == 2) || (sa == 2 && sb == 1)) {
+        say(why, whylen, "scope differs: %s vs %s", sa == 1 ? "one" : "all",
+            sb == 1 ? "one" : "all");
+        return 0;
+    }
+    /* "rename a file" vs "rename all files": all of a plural the other side says once */
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        if (!(pass ? sb : sa) || (pass ? sa : sb)) continue;
+        for (int i = 0; i + 1 < p->nt; i++) {
+            if (!word_is(&p->t[i], K_ALL)) continue;
+            int r = content_near(p, i, +1); /* its noun: "all files", "all Docker containers" */
+            if (r >= 0 && r + 1 < p->nt && p->t[r].nlen == p->t[r].len &&
+                !(p->t[r + 1].flags & F_STOP))
+                r++;
+            const tok *n = r >= 0 ? &p->t[r] : NULL;
+            if (!n || n->nlen == n->len) continue; /* not a plural */
+            for (int k = 0; k < q->nt; k++)
+                if (q->t[k].len == q->t[k].nlen && q->t[k].nlen == n->nlen &&
+                    !memcmp(q->t[k].n, n->n, n->nlen)) {
+                    say(why, whylen, "scope differs: all %.*s vs one", (int)n->len, n->s);
+                    return 0;
+                }
+        }
+    }
+    return 1;
 }
 
 /* The guard with a choice of rules; the benchmark driver measures each one. */

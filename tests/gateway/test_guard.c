@@ -270,6 +270,70 @@ Test(guard, order)
     PASS("Convert pounds to kilograms", "How do I convert pounds into kilograms?");
 }
 
+Test(guard, numbers_in_another_order)
+{
+    VETO("Is a 4 by 8 sheet enough for a 3 by 5 table?",
+         "Is a 3 by 5 sheet enough for a 4 by 8 table?", "another order");
+    VETO("Convert 20 to 10 on the scale", "Convert 10 to 20 on the scale", "order");
+    PASS("How many grams are in 2 cups of flour?", "2 cups of flour is how many grams?");
+    PASS("What is 3 times 4?", "What's 3 times 4?");
+}
+
+Test(guard, direction_and_amounts)
+{
+    VETO("Translate 'good morning' into Spanish.", "Translate 'good morning' from Spanish.",
+         "direction");
+    VETO("How long does it take to fly from London to Paris?",
+         "How much does it cost to fly from London to Paris?", "how long vs how much");
+    PASS("How long does a flight from London to Paris take?",
+         "How many hours is the flight from London to Paris?");
+    PASS("How often should I feed my puppy?", "How many times a day should a puppy be fed?");
+    VETO("Convert 10 miles to kilometers.", "Convert 10 miles per hour to kilometers per hour.",
+         "hour");
+    VETO("What is the GDP of Germany?", "What is the GDP per capita of Germany?", "capita");
+}
+
+Test(guard, added_clauses_formats_and_measures)
+{
+    VETO("How much does a streaming subscription cost?",
+         "How much did a streaming subscription cost when it launched?", "launched");
+    VETO("Summarize the plot of Macbeth.", "Summarize the plot of Macbeth in one sentence.",
+         "sentence");
+    VETO("How many meters are in a mile?", "How many meters are in a nautical mile?",
+         "nautical");
+    VETO("Is chocolate healthy?", "Is dark chocolate healthy?", "dark");
+    VETO("How do I delete the first line of a file?",
+         "How do I delete the first and last lines of a file?", "last");
+    PASS("How much sleep does a teenager need?",
+         "How many hours of sleep does a teenager need?");
+}
+
+Test(guard, one_or_all_of_a_plural)
+{
+    VETO("How do I delete a branch in git?", "How do I delete all branches in git?", "scope");
+    VETO("How do I restart a Docker container?", "How do I restart all Docker containers?",
+         "scope");
+    PASS("How do I list all files in a folder?", "How do I list the files in a folder?");
+}
+
+Test(guard, names_and_nouns_trading_places)
+{
+    VETO("What is the population of Slovenia?", "What is the population of Slovakia?", NULL);
+    VETO("What is the capital of Australia?", "What is the capital of Austria?", NULL);
+    PASS("What language is spoken in Austria?", "What language do Austrians speak?");
+    VETO("Is a square a rectangle?", "Is a rectangle a square?", "order");
+    VETO("How much should I feed my dog?", "How much should I feed my puppy?", NULL);
+}
+
+Test(guard, added_times_and_roles)
+{
+    VETO("Why is the sky blue?", "Why is the sky blue at night?", "night");
+    VETO("Who is the president of France?", "Who is the next president of France?", "next");
+    VETO("Who was the prime minister of Italy?", "Who was the former prime minister of Italy?",
+         "former");
+    PASS("When is the best time to prune roses?", "What time of year should roses be pruned?");
+}
+
 Test(guard, empty_and_null)
 {
     char why[64];
