@@ -199,6 +199,15 @@ out:
     return rc;
 }
 
+/* The program's name for getopt's messages below argv[0] ("cachegate tenant"): that and
+ * argv[1], the verb ("cachegate tenant list"), put in argv[1]. */
+static void name_verb(char **argv)
+{
+    static char prog[96];
+    snprintf(prog, sizeof prog, "%.48s %.40s", argv[0], argv[1]);
+    argv[1] = prog;
+}
+
 int gw_cli_cache(int argc, char **argv)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
@@ -211,6 +220,7 @@ int gw_cli_cache(int argc, char **argv)
                         "[--config FILE]\n");
         return 2;
     }
+    name_verb(argv);
     argc--;
     argv++;
     int ch;
@@ -333,6 +343,7 @@ int gw_cli_tenant(int argc, char **argv)
         return 2;
     }
     store *st = NULL;
+    name_verb(argv);
     int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL,
                                one_of(verb, "create set"), &st);
     if (rc)
@@ -426,6 +437,7 @@ int gw_cli_key(int argc, char **argv)
         return 2;
     }
     store *st = NULL;
+    name_verb(argv);
     int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL, 0, &st);
     if (rc)
         return rc;

@@ -533,6 +533,10 @@ int main(int argc, char **argv)
             strcmp(argv[i], "--chat"))
             i++; /* its value */
     }
+    /* getopt names argv[0] in its messages: "cachegate serve: unrecognized option" */
+    static char prog[64];
+    snprintf(prog, sizeof prog, "cachegate %.40s", cmd);
+    argv[1] = prog;
     if (!strcmp(cmd, "version") && argc > 2) {
         fprintf(stderr, "cachegate: version takes no arguments\n");
         return 2;

@@ -335,6 +335,16 @@ def test_cli_reads_refuse_a_directory_without_a_database(tmp_path, server):
     assert admin(server).get("/admin/usage?since=2026-02-28").status_code == 200
 
 
+def test_cli_option_errors_name_the_command(tmp_path):
+    for args, name in ((["tenant", "list", "--bogus"], "cachegate tenant list"),
+                       (["cache", "import", "--bogus"], "cachegate cache import"),
+                       (["generate", "--bogus"], "cachegate generate"),
+                       (["usage", "--bogus"], "cachegate usage")):
+        p = subprocess.run([str(BIN), *args], cwd=ROOT, capture_output=True, text=True)
+        assert p.returncode == 2, args
+        assert p.stderr.startswith(f"{name}: unrecognized option '--bogus'"), p.stderr
+
+
 def test_tenants_past_the_label_limit_share_other_in_every_family(make_server):
     server = make_server(AUTH_CONF + "metrics_max_tenants = 1\n")  # "default" has the one
     keys = {name: make_tenant(server, name) for name in ("ta", "tb")}
