@@ -1712,6 +1712,13 @@ void gw_server_destroy(gw_server *srv)
 {
     if (!srv)
         return;
+    /* requests still running (the grace period ran out, or a second signal came) lose their
+     * client now: marked gone before evhttp frees their evhttp_request, so that the work
+     * the threads below still post finds them gone and does not reply. (Their conn_free()
+     * may never run: the loop that would finalize the filters has stopped.) */
+    for (struct conn *c = srv->conns; c; c = c->next)
+        if (c->cur)
+            req_finish(c->cur, 1);
     if (srv->http)
         evhttp_free(srv->http); /* frees every connection, and so every conn */
     gw_embedw_destroy(srv->embw); /* posts what it still held */

@@ -484,6 +484,31 @@ def test_shutdown_grace_period_bounds_the_wait(make_server):
     s.close()
 
 
+@pytest.mark.parametrize("second_signal,stream", [(False, True), (False, False),
+                                                  (True, True)])
+def test_shutdown_cuts_a_long_answer_cleanly(make_server, second_signal, stream):
+    """An answer still running when the grace period ends (or a second signal comes) is cut
+    and the process exits as documented; replying to it after its connection was freed
+    crashed the server (SIGSEGV) before its store was closed."""
+    server = make_server("[server]\nshutdown_grace_ms = %d\n[cache]\nenabled = false\n"
+                         % (30000 if second_signal else 500))
+    body = json.dumps({"model": "smollm2-135m-instruct", "max_tokens": 400, "stream": stream,
+                       "messages": [{"role": "user", "content": "Write a long story."}]})
+    s = server.tls_socket(timeout=30)
+    s.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+               "application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
+    if stream:
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")  # the answer has begun
+    else:
+        time.sleep(0.5)
+    server.signal(signal.SIGTERM)
+    if second_signal:
+        assert server.wait_log(lambda l: "SIGTERM" in l.get("msg", ""), timeout=5)
+        server.signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=20) == (1 if second_signal else 0)
+    s.close()
+
+
 def start_failing(tmp_path, conf_text, *extra):
     conf = tmp_path / "bad.conf"
     conf.write_text(conf_text)
