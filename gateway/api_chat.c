@@ -180,6 +180,8 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     gp->sampling.top_p = (float)number_or(b, "top_p", 1);
     gp->sampling.presence_penalty = (float)number_or(b, "presence_penalty", 0);
     gp->sampling.frequency_penalty = (float)number_or(b, "frequency_penalty", 0);
+    gp->sampling.top_k = (int)number_or(b, "top_k", 0);
+    gp->sampling.min_p = (float)number_or(b, "min_p", 0);
     if (parse_logit_bias(b, tok_n_vocab(gw_server_llm(gw_req_server(c->req))->v), c, p))
         return -1;
     json_t *seed = json_object_get(b, "seed");

@@ -210,12 +210,13 @@ static const struct canon_key {
     double def; /* C_PARAM: the default a number keys like absence at; < 0: none */
 } canon_keys[] = {
     {"context", C_CONTEXT, 0},         {"frequency_penalty", C_PARAM, 0},
-    {"logit_bias", C_PARAM, -1},       {"model", C_MODEL, 0},
+    {"logit_bias", C_PARAM, -1},       {"min_p", C_PARAM, 0},
+    {"model", C_MODEL, 0},
     {"ns", C_NS, 0},                   {"presence_penalty", C_PARAM, 0},
     {"response_format", C_PARAM, -1},  {"route", C_ROUTE, 0},
     {"seed", C_PARAM, -1},             {"stop", C_PARAM, -1},
     {"temperature", C_PARAM, 1},       {"tool_choice", C_PARAM, -1},
-    {"tools", C_PARAM, -1},            {"top_k", C_PARAM, -1},
+    {"tools", C_PARAM, -1},            {"top_k", C_PARAM, 0},
     {"top_p", C_PARAM, 1},
 };
 

@@ -169,7 +169,9 @@ static void line_end(struct oai_buf *b, int level)
 
 void gw_log_kv(int level, const char *msg, ...)
 {
-    if (!gw_log_enabled(level))
+    int always = level & GW_LOG_ALWAYS;
+    level &= ~GW_LOG_ALWAYS;
+    if (!always && !gw_log_enabled(level))
         return;
     char stack[1024];
     struct oai_buf b;

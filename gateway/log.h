@@ -15,6 +15,10 @@
 
 enum gw_log_level { GW_LOG_DEBUG = 0, GW_LOG_INFO, GW_LOG_WARN, GW_LOG_ERROR };
 
+/* Or'ed into a level for gw_log_kv(): the line is written whatever log.level says, with its
+ * own level (what an operator needs at any level: the port chosen, a certificate made). */
+#define GW_LOG_ALWAYS 0x100
+
 /* Parses "debug", "info", "warn" or "error"; returns -1 for anything else. */
 int gw_log_level_parse(const char *name);
 const char *gw_log_level_name(int level);

@@ -274,7 +274,8 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
     } num[] = {{"temperature", 0, 2},
                {"top_p", 0, 1},
                {"presence_penalty", -2, 2},
-               {"frequency_penalty", -2, 2}};
+               {"frequency_penalty", -2, 2},
+               {"min_p", 0, 1}};
     for (size_t i = 0; i < sizeof num / sizeof *num; i++) {
         json_t *v = json_object_get(b, num[i].key);
         if (!v || json_is_null(v))
@@ -293,6 +294,11 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
     json_t *seed = json_object_get(b, "seed");
     if (seed && !json_is_null(seed) && !json_is_integer(seed))
         return refuse(param, msg, len, "seed", "seed must be an integer.");
+    json_t *tk = json_object_get(b, "top_k"); /* vLLM's and llama.cpp's extension */
+    if (tk && !json_is_null(tk) &&
+        (!json_is_integer(tk) || json_integer_value(tk) < 0 || json_integer_value(tk) > 1 << 20))
+        return refuse(param, msg, len, "top_k", "top_k must be an integer from 0 (off) to "
+                                                "1048576.");
     /* the OpenAI schema's parameters this server does not implement */
     static const char *const chat_keys[] = {"logprobs", "top_logprobs", "tools", "functions",
                                             "tool_choice", "response_format", "audio",
@@ -302,7 +308,9 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
     const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys
                           : sizeof completion_keys / sizeof *completion_keys;
     for (size_t i = 0; i < n; i++)
-        if (!nothing(keys[i], json_object_get(b, keys[i]))) {
+        if (!nothing(keys[i], json_object_get(b, keys[i])) ||
+            /* a completion's logprobs: 0 asks for the chosen tokens' log-probabilities */
+            (!chat && !strcmp(keys[i], "logprobs") && json_is_integer(json_object_get(b, keys[i])))) {
             snprintf(msg, len, "%s is not supported by this server.", keys[i]);
             *param = keys[i];
             return -1;

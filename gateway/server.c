@@ -1325,16 +1325,6 @@ static int register_metrics(gw_server *srv)
 }
 
 /* Without authentication, only this machine may connect. */
-/* Info, or the least level logged: what a user must see whatever log.level says (the
- * port picked, a certificate generated). */
-static int notice_level(void)
-{
-    int l = GW_LOG_INFO;
-    while (l < GW_LOG_ERROR && !gw_log_enabled(l))
-        l++;
-    return l;
-}
-
 static int bind_listener(gw_server *srv, char *err, size_t errlen)
 {
     char host[256], port_s[16];
@@ -1400,7 +1390,7 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
     }
     char port_str[16];
     snprintf(port_str, sizeof port_str, "%d", bound);
-    gw_log_kv(notice_level(), "listening", "address", where, "port", port_str, "device",
+    gw_log_kv(GW_LOG_INFO | GW_LOG_ALWAYS, "listening", "address", where, "port", port_str, "device",
               srv->dev->description, NULL);
     return 0;
 }
@@ -1631,7 +1621,7 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     if (!srv->ssl)
         goto fail;
     if (generated[0])
-        gw_log_kv(notice_level(), "generated a self-signed TLS certificate", "path", generated,
+        gw_log_kv(GW_LOG_INFO | GW_LOG_ALWAYS, "generated a self-signed TLS certificate", "path", generated,
                   NULL);
 
     /* the changelist folds the event changes of one loop iteration into one epoll_ctl per

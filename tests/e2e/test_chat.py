@@ -137,6 +137,23 @@ def test_seeded_sampling_is_reproducible(server):
     assert a == b
 
 
+def test_top_k_and_min_p_are_applied(server):
+    """top_k 1, or min_p 1, leaves the most likely token only: whatever the temperature and
+    the seed, the answer is the greedy one (they were taken and ignored before)."""
+    with client(server) as c:
+        def text(**kw):
+            r = c.post("/v1/completions", json={"model": MODEL, "prompt": "Once upon a time",
+                                                "max_tokens": 12, **kw})
+            assert r.status_code == 200, r.text
+            return r.json()["choices"][0]["text"]
+
+        greedy = text(temperature=0)
+        for seed in (0, 1, 2):
+            assert text(temperature=1.5, seed=seed, top_k=1) == greedy
+            assert text(temperature=1.5, seed=seed, min_p=1) == greedy
+        assert len({text(temperature=1.5, seed=s) for s in (0, 1, 2)}) > 1
+
+
 @pytest.mark.parametrize("extra,param", [
     ({"max_tokens": 2 ** 31 - 1}, "max_tokens"),
     ({"stream_options": {"include_usage": True}}, "stream_options"),
@@ -147,6 +164,10 @@ def test_seeded_sampling_is_reproducible(server):
     ({"tool_choice": "required"}, "tool_choice"),
     ({"response_format": {"type": "json_object"}}, "response_format"),
     ({"modalities": ["text", "audio"]}, "modalities"),
+    ({"top_k": -5}, "top_k"),
+    ({"top_k": "a"}, "top_k"),
+    ({"min_p": 2}, "min_p"),
+    ({"min_p": -1}, "min_p"),
 ])
 def test_unsupported_or_bad_chat_parameters(server, extra, param):
     """A parameter this server does not implement is refused naming it, not ignored (a
@@ -172,7 +193,8 @@ def test_neutral_values_of_unsupported_parameters_pass(server):
     assert t.choices[0].text
     with client(server) as h:
         for extra, param in (({"echo": True}, "echo"), ({"best_of": 2}, "best_of"),
-                             ({"logprobs": 2}, "logprobs"), ({"suffix": "x"}, "suffix")):
+                             ({"logprobs": 2}, "logprobs"), ({"logprobs": 0}, "logprobs"),
+                             ({"suffix": "x"}, "suffix")):
             r = h.post("/v1/completions", json={"model": MODEL, "prompt": "Hello", **extra})
             assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
 

@@ -219,7 +219,8 @@ static char *reference_canon(json_t *b, int chat, int64_t ns)
         double def;
     } params[] = {
         {"temperature", 1}, {"top_p", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
-        {"top_k", -1},      {"seed", -1}, {"stop", -1},            {"tools", -1},
+        {"top_k", 0},       {"seed", -1}, {"stop", -1},            {"tools", -1},
+        {"min_p", 0},
         {"tool_choice", -1}, {"response_format", -1}, {"logit_bias", -1},
     };
     json_t *canon = json_object();
@@ -279,7 +280,7 @@ Test(cache_key, partition_keys_match_the_canonical_json_of_the_request)
         BASE ",\"temperature\":0.7,\"top_p\":0.9,\"presence_penalty\":-1.5,"
              "\"frequency_penalty\":2,\"top_k\":40,\"seed\":123456789}",
         BASE ",\"temperature\":1.0,\"top_p\":1,\"presence_penalty\":0,\"frequency_penalty\":0.0}",
-        BASE ",\"seed\":-3,\"top_k\":1e300,\"temperature\":1e-7}",
+        BASE ",\"seed\":-3,\"top_k\":1e300,\"temperature\":1e-7,\"min_p\":0.05}",
         BASE ",\"stop\":\"\\n\\n\"}",
         BASE ",\"stop\":[\"END\",\"\\u00e9\\u0000x\",\"\\ud83d\\ude00\"]}",
         BASE ",\"stop\":null,\"seed\":null,\"tools\":null}",

@@ -68,6 +68,23 @@ Test(log, lines_are_json_with_time_level_and_fields)
     free(s);
 }
 
+/* what an operator needs at any level (the port chosen) is written with its own level */
+Test(log, always_lines_pass_the_filter_with_their_own_level)
+{
+    gw_log_set_level(GW_LOG_ERROR);
+    gw_log_kv(GW_LOG_INFO, "filtered", NULL);
+    gw_log_kv(GW_LOG_INFO | GW_LOG_ALWAYS, "listening", "port", "8443", NULL);
+    char *s = written();
+    cr_assert_eq(lines(s), 1, "%s", s);
+    json_error_t e;
+    json_t *o = json_loads(s, 0, &e);
+    cr_assert_not_null(o, "%s", s);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "level")), "info");
+    cr_assert_str_eq(json_string_value(json_object_get(o, "msg")), "listening");
+    json_decref(o);
+    free(s);
+}
+
 static int held_calls;
 static void on_held(void *arg)
 {
