@@ -337,9 +337,10 @@ void gw_handle_admin_tenants(struct gw_req *r)
     if (!admin_query(r, &q))
         return;
     store *st = admin_store(r);
+    const struct gw_config *cfg = gw_server_config(gw_req_server(r));
     const char *name = evhttp_find_header(&q, "name");
     const char *method = gw_req_method(r);
-    char err[200];
+    char err[400];
     struct gw_tenant_policy pol;
     int rc;
     if (!strcmp(method, "GET")) {
@@ -371,7 +372,8 @@ void gw_handle_admin_tenants(struct gw_req *r)
             gw_reply_error(r, 400, "name must be a string.", "name", NULL);
         } else if (p && !json_is_object(p)) {
             gw_reply_error(r, 400, "policy must be a JSON object.", "policy", NULL);
-        } else if (!ptext || gw_policy_parse(ptext, &pol, err, sizeof err)) {
+        } else if (!ptext || gw_policy_check(ptext, cfg->engine_model_name,
+                                             cfg->embedder_model_name, &pol, err, sizeof err)) {
             gw_reply_error(r, 400, ptext ? err : "Out of memory.", "policy", NULL);
         } else if ((rc = store_tenant_create(st, json_string_value(nm), &id)) ||
                    (rc = store_tenant_set_policy(st, id, ptext))) {
@@ -394,7 +396,8 @@ void gw_handle_admin_tenants(struct gw_req *r)
         const char *body = gw_req_body(r, &len);
         char *text = strndup(body, len);
         struct store_tenant t;
-        if (!text || gw_policy_parse(text, &pol, err, sizeof err))
+        if (!text || gw_policy_check(text, cfg->engine_model_name, cfg->embedder_model_name,
+                                     &pol, err, sizeof err))
             gw_reply_error(r, 400, text ? err : "Out of memory.", "policy", NULL);
         else if ((rc = store_tenant_get(st, name, &t)))
             reply_store_error(r, rc, "No such tenant.");

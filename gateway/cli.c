@@ -216,7 +216,7 @@ int gw_cli_cache(int argc, char **argv)
                                               {NULL, 0, NULL, 0}};
     const char *config = NULL, *data_dir = NULL, *tenant = "default";
     if (argc < 2 || strcmp(argv[1], "import")) {
-        fprintf(stderr, "usage: cachegate cache import FILE [--tenant NAME] [--data-dir DIR] "
+        fprintf(stderr, "usage: cachegate cache import FILE|- [--tenant NAME] [--data-dir DIR] "
                         "[--config FILE]\n");
         return 2;
     }
@@ -240,6 +240,12 @@ int gw_cli_cache(int argc, char **argv)
     int rc = gw_cli_config(config, data_dir, &cfg);
     if (rc)
         return rc;
+    if (strcmp(tenant, "default") && !store_exists(cfg.data_dir)) { /* no tenants there */
+        fprintf(stderr, "cachegate: %s holds no database, so no tenant '%s' (create it with "
+                "`cachegate tenant create`; is --data-dir right?)\n", cfg.data_dir, tenant);
+        gw_config_deinit(&cfg);
+        return 1;
+    }
     rc = import_file(&cfg, argv[optind], tenant);
     gw_config_deinit(&cfg);
     return rc;
@@ -247,7 +253,6 @@ int gw_cli_cache(int argc, char **argv)
 
 /* ------------------------------------------------------------------ tenants, keys, usage */
 
-/* Common options of the administration commands; argv[optind..] are the operands. */
 /* Whether word is one of the space-separated words of list. */
 static int one_of(const char *word, const char *list)
 {
@@ -264,6 +269,10 @@ static int one_of(const char *word, const char *list)
 /* Opens the store for a command; writes: the command may create the data directory (a
  * command that only reads refuses a directory that holds no database, most often a typo
  * in --data-dir, rather than answer from an empty one it made). */
+/* The models the configuration serves, which a tenant's policy may name (admin_open()). */
+static char served[2][256];
+
+/* Common options of the administration commands; argv[optind..] are the operands. */
 static int admin_open(int argc, char **argv, int *first, const char **since, const char **tenant,
                       int writes, store **st)
 {
@@ -296,6 +305,8 @@ static int admin_open(int argc, char **argv, int *first, const char **since, con
         gw_config_deinit(&cfg);
         return 1;
     }
+    snprintf(served[0], sizeof served[0], "%s", cfg.engine_model_name);
+    snprintf(served[1], sizeof served[1], "%s", cfg.embedder_model_name);
     /* administration only: works beside a running server on the same directory */
     struct store_options so = {.dir = cfg.data_dir, .dim = 1, .admin_only = 1};
     rc = store_open(&so, NULL, NULL, st, err, sizeof err);
@@ -350,12 +361,12 @@ int gw_cli_tenant(int argc, char **argv)
         return rc;
     char **ops = argv + 1 + first;
     int nops = argc - 1 - first;
-    char err[200];
+    char err[400];
     struct gw_tenant_policy pol;
     rc = 1;
     if (!strcmp(verb, "create") && (nops == 1 || nops == 2)) {
         int64_t id;
-        if (nops == 2 && gw_policy_parse(ops[1], &pol, err, sizeof err)) {
+        if (nops == 2 && gw_policy_check(ops[1], served[0], served[1], &pol, err, sizeof err)) {
             fprintf(stderr, "cachegate: %s\n", err);
             rc = 2; /* a bad argument, as a bad option is */
             goto out;
@@ -373,7 +384,7 @@ int gw_cli_tenant(int argc, char **argv)
         printf("created tenant '%s'\n", ops[0]);
     } else if (!strcmp(verb, "set") && nops == 2) {
         int64_t id;
-        if (gw_policy_parse(ops[1], &pol, err, sizeof err)) {
+        if (gw_policy_check(ops[1], served[0], served[1], &pol, err, sizeof err)) {
             fprintf(stderr, "cachegate: %s\n", err);
             rc = 2;
             goto out;
@@ -425,7 +436,7 @@ out:
 
 int gw_cli_key(int argc, char **argv)
 {
-    const char *usage = "usage: cachegate key create TENANT | list TENANT | revoke PREFIX"
+    const char *usage = "usage: cachegate key create TENANT | list TENANT | revoke PREFIX|KEY"
                         "   [--data-dir DIR] [--config FILE]\n";
     if (argc < 2) {
         fputs(usage, stderr);
@@ -484,7 +495,8 @@ int gw_cli_key(int argc, char **argv)
         }
         if (src)
             goto fail;
-        printf("revoked %s (a running server stops accepting it within a second)\n", ops[0]);
+        printf("revoked %.12s (a running server stops accepting it within a second)\n",
+               ops[0]); /* the prefix: a whole key is not echoed */
     } else {
         fputs(usage, stderr);
         rc = 2;

@@ -138,6 +138,20 @@ out:
     return rc;
 }
 
+int gw_policy_check(const char *text, const char *chat_model, const char *embed_model,
+                    struct gw_tenant_policy *p, char *err, size_t errlen)
+{
+    if (gw_policy_parse(text, p, err, errlen))
+        return -1;
+    for (int i = 0; i < p->nmodels; i++)
+        if (strcmp(p->models[i], chat_model) && strcmp(p->models[i], embed_model)) {
+            snprintf(err, errlen, "policy: models names '%s', which this server does not "
+                     "serve (its models: %s, %s)", p->models[i], chat_model, embed_model);
+            return -1;
+        }
+    return 0;
+}
+
 int gw_usage_day_ok(const char *day)
 {
     static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};

@@ -53,6 +53,10 @@ struct gw_tenant {
 
 /* Parses a policy JSON object ("{}": all defaults). -1 with err on a bad key or value. */
 int gw_policy_parse(const char *json, struct gw_tenant_policy *out, char *err, size_t errlen);
+/* gw_policy_parse(), and the models it names are the ones served (a policy naming only
+ * another would leave its tenant nothing). For a policy being set. */
+int gw_policy_check(const char *json, const char *chat_model, const char *embed_model,
+                    struct gw_tenant_policy *out, char *err, size_t errlen);
 
 /* What a tenant's policy (JSON) makes of the cache's limits: *ttl_s its ttl_s or the
  * configured one; *max_entries and *max_bytes (either may be NULL) its own or 0 (the

@@ -407,6 +407,17 @@ def test_cli_import_of_a_directory_fails(tmp_path):
     assert p.returncode == 1 and "is a directory" in p.stderr
 
 
+def test_cli_import_for_a_tenant_of_a_directory_without_a_database_fails(tmp_path):
+    f = tmp_path / "one.jsonl"
+    f.write_text(json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi?"}],
+                             "answer": "Hello."}) + "\n")
+    typo = tmp_path / "no-such-dir"
+    p = subprocess.run([str(BIN), "cache", "import", str(f), "--tenant", "team-b",
+                        "--data-dir", str(typo)], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 1 and "holds no database" in p.stderr
+    assert not typo.exists(), "a --data-dir typo made a database there"
+
+
 def test_kill_9_during_writes_loses_no_completed_entry(make_server):
     server = make_server(CONF)
     c = client(server)

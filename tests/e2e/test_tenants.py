@@ -249,16 +249,18 @@ def test_an_error_after_admission_counts_as_an_error_not_ok(server):
 def test_allowed_models_policy(server):
     """A tenant's "models" policy holds on every route that names a model: chat,
     embeddings, and the model list, which shows only those it may use."""
-    key = make_tenant(server, "a", {"models": ["some-other-model"]})
+    r = admin(server).post("/admin/tenants", json={"name": "x",
+                                                   "policy": {"models": ["some-other-model"]}})
+    assert r.status_code == 400 and "does not serve" in r.json()["error"]["message"]
+    key = make_tenant(server, "a", {"models": ["all-minilm-l6-v2"]})
     only_chat = make_tenant(server, "b", {"models": ["smollm2-135m-instruct"]})
     time.sleep(1.2)
     c = client(server, key)
     r = chat(c, "hi")
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
-    r = embed(c)
-    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
-    assert c.get("/v1/models").json()["data"] == []
-    assert c.get("/v1/models/all-minilm-l6-v2").status_code == 404
+    assert embed(c).status_code == 200
+    assert [m["id"] for m in c.get("/v1/models").json()["data"]] == ["all-minilm-l6-v2"]
+    assert c.get("/v1/models/smollm2-135m-instruct").status_code == 404
     b = client(server, only_chat)
     assert [m["id"] for m in b.get("/v1/models").json()["data"]] == ["smollm2-135m-instruct"]
     assert b.get("/v1/models/smollm2-135m-instruct").status_code == 200
@@ -288,6 +290,7 @@ def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
     assert cli("tenant", "create", "bad", '{"nonsense": 1}').returncode == 2
     assert cli("tenant", "create", "a b").returncode == 2
     assert cli("tenant", "set", "cli-t", "notjson").returncode == 2
+    assert cli("tenant", "set", "cli-t", '{"models": ["gpt-4"]}').returncode == 2
     p = cli("key", "create", "cli-t")
     key = p.stdout.strip()
     assert p.returncode == 0 and key.startswith("cg-") and len(key) == 51
@@ -296,7 +299,8 @@ def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
     listed = cli("key", "list", "cli-t").stdout
     assert key[:12] in listed and key not in listed
     assert "cli-t" in cli("tenant", "list").stdout
-    assert cli("key", "revoke", key).returncode == 0  # the whole key, or its prefix
+    p = cli("key", "revoke", key)  # the whole key, or its prefix
+    assert p.returncode == 0 and key[:12] in p.stdout and key not in p.stdout
     time.sleep(1.2)
     assert embed(client(server, key)).status_code == 401
     line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi?"}],
