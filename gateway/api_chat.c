@@ -817,11 +817,15 @@ static void handle(struct gw_req *r, int chat)
     const struct store_hit *h;
     if (c->cacheable && !c->ctl.no_cache &&
         gw_cache_exact(cache, c->tenant, &c->key, c->job.params.max_tokens, &h)) {
-        c->job.n_prompt = h->prompt_tokens;
-        if (!h->prompt_tokens) { /* imported: count once, then the entry knows */
+        /* the entry's prompt length is this request's when it asked in the same bytes */
+        int same = h->query_len == c->key.query_len &&
+                   !memcmp(h->query, c->key.query, h->query_len);
+        c->job.n_prompt = same ? h->prompt_tokens : 0;
+        if (!c->job.n_prompt) { /* imported (counted once, then the entry knows), or asked
+                                 * in other white space: this request's own count */
             if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p))
                 c->job.n_prompt = 0;
-            else
+            else if (same)
                 gw_cache_exact_prompt_tokens(cache, c->job.n_prompt);
         }
         /* a request the engine would refuse is refused from the cache too */

@@ -195,7 +195,7 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
  * JSON_ENSURE_ASCII) writes it, so that keys stored by earlier versions still match:
  *   context: [[role, text], ...] every message but the last (chat only; developer is
  *            written system), model, ns (the tenant's namespace), route ("chat" or
- *            "completion"), and the sampling parameters below that are present and not
+ *            "completion-raw"), and the sampling parameters below that are present and not
  *            null. Top-level numbers are written as reals, so that 1 and 1.0 key alike; a
  *            number equal to its default, and a neutral value (oai_param_neutral()), key like
  *            absence; a stop string is written as a one-element array.
@@ -304,7 +304,7 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
         json_t *p = json_object_get(b, "prompt");
         if (json_is_array(p) && json_array_size(p) == 1)
             p = json_array_get(p, 0);
-        if (!json_is_string(p))
+        if (!json_is_string(p) || !json_string_length(p)) /* "" is refused, not answered */
             goto out;
         qlen = json_string_length(p);
         if (!(query = malloc(qlen + 1)))
@@ -342,7 +342,9 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
             break;
         }
         case C_NS: oai_buf_int(&canon, ns); break;
-        case C_ROUTE: oai_buf_puts(&canon, chat ? "\"chat\"" : "\"completion\""); break;
+        /* "completion-raw": completions keyed their prompt normalized once, and those
+         * entries must not answer the prompts they were normalized to */
+        case C_ROUTE: oai_buf_puts(&canon, chat ? "\"chat\"" : "\"completion-raw\""); break;
         case C_PARAM: prc = canon_param(&canon, ck->key, v); break;
         }
         if (prc < 0)
@@ -876,7 +878,7 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
         snprintf(err, errlen, krc < 0 ? "out of memory"
                               : chat ? "\"messages\" must end with a user message with text "
                                        "content"
-                                     : "needs \"messages\" or a string \"prompt\"");
+                                     : "needs \"messages\" or a non-empty string \"prompt\"");
         goto out;
     }
     out->model = strdup(json_string_value(model));

@@ -307,6 +307,11 @@ static const char qualifiers[] =
 /* Words that join two things without ordering them. */
 static const char join_words[] = "and or vs versus nor";
 
+/* Times of day or year that set a question apart when added: "why is the sky blue at
+ * night", "tires in winter" (not a unit: "how much water in a day"). */
+static const char time_settings[] = "night nights nighttime morning mornings evening evenings "
+                                    "afternoon winter summer spring autumn weekend weekends";
+
 /* What an answer is measured in: "in one sentence", "in three bullet points". */
 static const char format_nouns[] = "sentence sentences paragraph paragraphs word words bullet "
                                    "bullets line lines";
@@ -471,6 +476,7 @@ enum {
     K_HOWQTY,
     K_SUBORD,
     K_FORMAT,
+    K_SETTING,
     K_DEIXIS,
     K_TIMENOUN,
     K_PLACE
@@ -572,6 +578,7 @@ static void lex_build(void)
     lex_add_words(how_quantity, K_HOWQTY, 0);
     lex_add_words(subordinators, K_SUBORD, 0);
     lex_add_words(format_nouns, K_FORMAT, 0);
+    lex_add_words(time_settings, K_SETTING, 0);
     for (size_t i = 0; i < sizeof time_deixis / sizeof *time_deixis; i++)
         lex_add_words(time_deixis[i], K_DEIXIS, (int)i);
     lex_add_words(time_nouns, K_TIMENOUN, 0);
@@ -1370,8 +1377,27 @@ static int num_in(const side *sd, const char *k)
     return 0;
 }
 
-/* The same numbers in another order: "a 4 by 8 sheet for a 3 by 5 table" is not "a 3 by 5
- * sheet for a 4 by 8 table", nor "from 10 to 20" "from 20 to 10". */
+/* The content word right after the first token holding number k ("8 sheet"), or NULL. */
+static const tok *after_number(const side *sd, int k)
+{
+    for (int i = 0; i + 1 < sd->nt; i++)
+        if (sd->t[i].num == k) {
+            const tok *n = &sd->t[i + 1];
+            return (n->flags & (F_STOP | F_NUM)) ? NULL : n;
+        }
+    return NULL;
+}
+
+static int num_index(const side *sd, const char *k)
+{
+    for (int i = 0; i < sd->nnum; i++)
+        if (strcmp(sd->nums[i], k) == 0) return i;
+    return -1;
+}
+
+/* The same numbers in another order, tied to other words: "a 4 by 8 sheet for a 3 by 5
+ * table" is not "a 3 by 5 sheet for a 4 by 8 table". A number that keeps its word ("in
+ * 2020, who won the 100m sprint", "10 minus 5" and "5 from 10") is a sentence reordered. */
 static int number_order(const side *a, const side *b, char *why, size_t whylen)
 {
     int ia = 0, ib = 0;
@@ -1384,8 +1410,15 @@ static int number_order(const side *a, const side *b, char *why, size_t whylen)
         if (strcmp(a->nums[ia], b->nums[ib])) break;
         ia++, ib++;
     }
-    say(why, whylen, "numbers in another order: %s vs %s", a->nums[ia], b->nums[ib]);
-    return 0;
+    for (int k = 0; k < a->nnum; k++) {
+        int kb = num_index(b, a->nums[k]);
+        const tok *x = after_number(a, k), *y = kb >= 0 ? after_number(b, kb) : NULL;
+        if (!x || !y || tok_like(x, y)) continue;
+        say(why, whylen, "numbers in another order: %s %.*s vs %s %.*s", a->nums[k],
+            (int)x->len, x->s, a->nums[k], (int)y->len, y->s);
+        return 0;
+    }
+    return 1;
 }
 
 static int rule_numbers(const side *a, const side *b, char *why, size_t whylen)
@@ -1746,16 +1779,20 @@ static int how_differs(const side *a, const side *b)
     return 1;
 }
 
-/* What a question opening on "how" and a word of amount asks, with "how much time" and
- * "how many hours" asking "how long", and "how many times" "how often": 1 long, 2 often,
- * 0 another amount (its word says which). */
+/* What a question opening on "how" and a word of amount asks, with "how soon", "how much
+ * time" and "how many hours" asking "how long", "how many times" "how often" and "how many
+ * years old" "how old": 1 long, 2 often, 3 old, 0 another amount (its word says which). */
 static int how_asks(const side *sd)
 {
     static const char *const units[] = {"time", "hour", "hours", "minute", "minutes", "day",
                                         "days", "week", "weeks", "year", "years", "month",
                                         "months", "second", "seconds", NULL};
-    if (is_word(&sd->t[1], "long")) return 1;
+    if (is_word(&sd->t[1], "long") || is_word(&sd->t[1], "soon")) return 1;
     if (is_word(&sd->t[1], "often")) return 2;
+    if (is_word(&sd->t[1], "old")) return 3;
+    if (sd->nt > 3 && is_word(&sd->t[1], "many") && is_word(&sd->t[2], "years") &&
+        is_word(&sd->t[3], "old"))
+        return 3; /* "how many years old" */
     if (sd->nt < 3 || (!is_word(&sd->t[1], "much") && !is_word(&sd->t[1], "many"))) return 0;
     if (is_word(&sd->t[1], "many") && is_word(&sd->t[2], "times")) return 2;
     for (int i = 0; units[i]; i++)
@@ -1967,10 +2004,12 @@ static int narrowing(const side *p, const side *q)
         while (k >= 0 && (q->t[k].flags & (F_DROP | F_NUM)))
             k--;
         /* "at night", "in winter": a time of its own narrows like a qualifier */
-        int when = (run_has(q, j, e, K_TIMENOUN) || run_has(q, j, e, K_FORMAT)) && k >= 0 &&
+        int when = (run_has(q, j, e, K_SETTING) || run_has(q, j, e, K_FORMAT)) && k >= 0 &&
                    !is_word(&q->t[k], "of");
-        if (k >= 0 && (word_is(&q->t[k], K_PREP) ||
-                       ((qual || when) && word_is(&q->t[k], K_WEAKPREP))))
+        /* "per day" on an amount is the rate the question implies; "per capita" narrows */
+        int rate = k >= 0 && is_word(&q->t[k], "per") && run_has(q, j, e, K_TIMENOUN);
+        if (k >= 0 && !rate &&
+            (word_is(&q->t[k], K_PREP) || ((qual || when) && word_is(&q->t[k], K_WEAKPREP))))
             return j;
         /* "when it launched", "if I am pregnant": a clause of its own */
         for (int c = j - 1; c >= 0 && c >= j - 3 && (q->t[c].flags & F_STOP); c--)
@@ -2068,7 +2107,9 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
             if (!n || n->nlen == n->len) continue; /* not a plural */
             for (int k = 0; k < q->nt; k++)
                 if (q->t[k].len == q->t[k].nlen && q->t[k].nlen == n->nlen &&
-                    !memcmp(q->t[k].n, n->n, n->nlen)) {
+                    !memcmp(q->t[k].n, n->n, n->nlen) &&
+                    /* not a noun's modifier: "column widths", "duplicate items" */
+                    (k + 1 == q->nt || (q->t[k + 1].flags & (F_STOP | F_NUM)))) {
                     say(why, whylen, "scope differs: all %.*s vs one", (int)n->len, n->s);
                     return 0;
                 }

@@ -1714,6 +1714,8 @@ void gw_server_destroy(gw_server *srv)
     gw_embedw_destroy(srv->embw); /* posts what it still held */
     gw_engw_destroy(srv->llm.w);
     gw_cq_destroy(srv->cq);       /* runs those completions; their clients are gone */
+    if (srv->st) /* the writes they queued report to the cache: done while it lives */
+        store_sync(srv->st);
     gw_cache_destroy(srv->cache);
     gw_tenants_destroy(srv->tenants);
     store_close(srv->st);         /* commits the answers still queued, saves the indexes */

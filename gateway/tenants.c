@@ -299,18 +299,27 @@ void gw_tenants_reload(gw_tenants *t)
                 tn->month = this_month(NULL);
                 tn->month_used = month_usage(t->st, tn->id);
                 tn->label = "other"; /* until assign_labels() */
+                char none[8];
+                gw_policy_parse("{}", &tn->pol, none, sizeof none); /* the defaults */
                 t->t[t->nt++] = tn;
             }
             snprintf(tn->name, sizeof tn->name, "%s", list[i].name);
             tn->deleted = 0;
-            char err[160];
+            char err[400];
             struct gw_tenant_policy pol;
-            if (gw_policy_parse(list[i].policy, &pol, err, sizeof err) == 0) {
-                /* capacity overrides go to the store only when they change */
-                if (pol.max_entries != tn->pol.max_entries || pol.max_bytes != tn->pol.max_bytes)
-                    store_set_limits(t->st, tn->id, pol.max_entries, pol.max_bytes);
-                tn->pol = pol;
+            int bad = gw_policy_parse(list[i].policy, &pol, err, sizeof err) != 0;
+            if (bad) { /* stored by an older version that took it: the defaults, said once */
+                if (!tn->policy_refused)
+                    gw_log_kv(GW_LOG_ERROR, "tenant policy refused; the defaults apply until "
+                              "it is set again", "tenant", tn->name, "error", err, NULL);
+                char none[8];
+                gw_policy_parse("{}", &pol, none, sizeof none);
             }
+            tn->policy_refused = bad;
+            /* capacity overrides go to the store only when they change */
+            if (pol.max_entries != tn->pol.max_entries || pol.max_bytes != tn->pol.max_bytes)
+                store_set_limits(t->st, tn->id, pol.max_entries, pol.max_bytes);
+            tn->pol = pol;
         }
         for (int i = 0; i < n; i++)
             store_tenant_deinit(&list[i]);

@@ -15,6 +15,7 @@
 #include "index.h"
 #include "store_impl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -259,6 +260,28 @@ fail:
 }
 
 /* On open: each tenant's index from its file when it matches the rows, else rebuilt. */
+/* Removes the index files of tenants with no entries (deleted by `cachegate tenant delete`
+ * beside a server, or before a crash): nothing would ever load or remove them. */
+static void drop_stray_indexes(store *s)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/index", s->opt.dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long long tenant = strtoll(e->d_name, &end, 10);
+        if (end == e->d_name || strcmp(end, ".faiss") || store_slot(s, tenant, 0))
+            continue;
+        char path[4096];
+        index_path(s, tenant, path, sizeof path);
+        unlink(path);
+    }
+    closedir(d);
+}
+
 static int load_indexes(store *s, store_progress_fn progress, void *parg, char *err,
                         size_t errlen)
 {
@@ -315,8 +338,10 @@ static int load_indexes(store *s, store_progress_fn progress, void *parg, char *
         sidx_free(sl->ix);
         sl->ix = ix;
     }
-    if (src == SQLITE_DONE) /* not a read that stopped early on an error */
+    if (src == SQLITE_DONE) { /* not a read that stopped early on an error */
         rc = STORE_OK;
+        drop_stray_indexes(s);
+    }
 fail:
     if (rc == STORE_EIO)
         seterr(err, errlen, rc, "reading the cache entries: %s%s", sqlite3_errmsg(s->wdb),

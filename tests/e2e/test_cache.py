@@ -138,10 +138,12 @@ def test_only_if_cached_is_a_504_that_never_runs_the_engine(server):
 def test_a_completion_prompt_is_cached_exactly_as_written(server):
     c = client(server)
     lines = "\n".join(json.dumps({"model": MODEL, "prompt": p, "answer": a}) for p, a in
-                      (("The sky is", " blue."), ("Once upon a time", " there was a king.")))
+                      (("The sky is", " blue."), ("Once upon a time", " there was a king."),
+                       ("", "Anything."), ([""], "Anything.")))
     r = c.post("/admin/cache/import", content=lines,
                headers={"Authorization": f"Bearer {ADMIN}"})
     assert r.status_code == 200 and r.json()["imported"] == 2, r.text
+    assert [e["line"] for e in r.json()["errors"]] == [3, 4]  # an empty prompt is refused
 
     def cached(prompt):
         return c.post("/v1/completions", json={"model": MODEL, "prompt": prompt},
@@ -299,6 +301,27 @@ def test_cli_import_then_serve(tmp_path, make_server):
     p = subprocess.run([str(BIN), "cache", "import", str(f), "--data-dir", str(data),
                         "--config", str(conf)], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 1 and "in use" in p.stderr
+
+
+def test_an_exact_hit_counts_its_own_prompt(server):
+    """Requests in other white space share an exact entry: each is counted (and held to the
+    context) by its own prompt, and a padded one does not leave its count in the entry."""
+    c = client(server)
+    q = "What is the capital of France?"
+    import_lines(c, [(q, "Paris.")])
+    padded = q + " \n" * 2000
+    r = only_if_cached(c, padded)
+    assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "exact"
+    long_n = r.json()["usage"]["prompt_tokens"]
+    r = only_if_cached(c, q)
+    assert r.status_code == 200
+    n = r.json()["usage"]["prompt_tokens"]
+    assert n < 60 and long_n > n + 500, (n, long_n)
+    # room for the clean question's answer, not for the padded one's
+    r = only_if_cached(c, q, max_tokens=8192 - n - 8)
+    assert r.status_code == 200, r.text
+    r = only_if_cached(c, padded, max_tokens=8192 - n - 8)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
 
 
 def test_an_import_no_request_could_reach_is_refused(server):

@@ -421,8 +421,9 @@ def test_queue_takes_the_running_batch_and_max_waiting(make_server, seqs, waitin
         with client(server) as c:
             c.get("/health")  # connected before the barrier
             start.wait()
+            # long enough that none ends before all have arrived
             r = c.post("/v1/chat/completions",
-                       json={"model": MODEL, "max_tokens": 48, "temperature": 0,
+                       json={"model": MODEL, "max_tokens": 96, "temperature": 0,
                              "messages": [{"role": "user", "content": "Tell me a story."}]})
             results.append((r.status_code, r.headers.get("retry-after")))
 

@@ -3,6 +3,7 @@ the answer caches and of the prefix cache, rate limits and quotas (429 with Retr
 usage accounting, per-tenant policy, and the admin API and CLI. Two tenants, a and b."""
 
 import json
+import sqlite3
 import subprocess
 import time
 
@@ -199,6 +200,27 @@ def test_policies_are_checked_whole(server):
     assert a.post("/admin/tenants", json={"name": "p", "policy": None}).status_code == 201
     r = a.post("/admin/tenants", json={"name": "other"})
     assert r.status_code == 400, "other is the metrics' label of the tenants past the limit"
+
+
+def test_a_stored_policy_now_refused_gives_the_defaults_not_none(make_server):
+    """A policy an older version stored and this one refuses ({"requests_per_minute": 0.5})
+    leaves the tenant on the configured defaults, said in the log; it used to leave every
+    field 0: no limits, threshold 0, every model."""
+    conf = AUTH_CONF + "requests_per_minute = 3\n"
+    server = make_server(conf)
+    key = make_tenant(server, "old")
+    server.stop()
+    db = sqlite3.connect(server.data_dir / "cachegate.db")
+    db.execute("UPDATE tenants SET policy = ? WHERE name = 'old'",
+               ('{"requests_per_minute": 0.5, "models": []}',))
+    db.commit()
+    db.close()
+    server = make_server(conf)
+    assert server.wait_log(lambda l: l.get("msg", "").startswith("tenant policy refused") and
+                           l.get("tenant") == "old", timeout=5)
+    c = client(server, key)
+    codes = [embed(c).status_code for _ in range(5)]
+    assert codes[:3] == [200] * 3 and codes[3:] == [429] * 2, codes
 
 
 def test_admin_key_failures_are_counted_and_whole_keys_stay_out_of_urls(server):

@@ -225,7 +225,7 @@ static char *reference_canon(json_t *b, int chat, int64_t ns)
     };
     json_t *canon = json_object();
     json_object_set_new(canon, "ns", json_integer(ns));
-    json_object_set_new(canon, "route", json_string(chat ? "chat" : "completion"));
+    json_object_set_new(canon, "route", json_string(chat ? "chat" : "completion-raw"));
     json_t *model = json_object_get(b, "model");
     json_object_set_new(canon, "model",
                         json_string(json_is_string(model) ? json_string_value(model) : ""));

@@ -276,6 +276,11 @@ Test(guard, numbers_in_another_order)
          "Is a 3 by 5 sheet enough for a 4 by 8 table?", "another order");
     VETO("Convert 20 to 10 on the scale", "Convert 10 to 20 on the scale", "order");
     PASS("How many grams are in 2 cups of flour?", "2 cups of flour is how many grams?");
+    /* a number that keeps its word is a sentence reordered */
+    PASS("Who won the 100m sprint in 2020?", "In 2020, who won the 100m sprint?");
+    PASS("How long do I cook a 5 lb chicken at 350 degrees?",
+         "At 350 degrees, how long do I cook a 5 lb chicken?");
+    PASS("What is 10 minus 5?", "What do you get if you subtract 5 from 10?");
     PASS("What is 3 times 4?", "What's 3 times 4?");
 }
 
@@ -288,6 +293,12 @@ Test(guard, direction_and_amounts)
     PASS("How long does a flight from London to Paris take?",
          "How many hours is the flight from London to Paris?");
     PASS("How often should I feed my puppy?", "How many times a day should a puppy be fed?");
+    PASS("How soon can I get a refund?", "How long does it take to get a refund?");
+    PASS("How old do you have to be to vote?", "How many years old do you need to be to vote?");
+    /* a rate in time is what an amount question implies */
+    PASS("How much water should I drink?", "How much water should I drink per day?");
+    PASS("What is the average salary of a nurse?",
+         "What is the average salary of a nurse per year?");
     VETO("Convert 10 miles to kilometers.", "Convert 10 miles per hour to kilometers per hour.",
          "hour");
     VETO("What is the GDP of Germany?", "What is the GDP per capita of Germany?", "capita");
@@ -314,6 +325,8 @@ Test(guard, one_or_all_of_a_plural)
     VETO("How do I restart a Docker container?", "How do I restart all Docker containers?",
          "scope");
     PASS("How do I list all files in a folder?", "How do I list the files in a folder?");
+    PASS("How do I make all columns the same width in Excel?",
+         "How do I make Excel column widths equal?");
 }
 
 Test(guard, names_and_nouns_trading_places)

@@ -500,3 +500,27 @@ Test(store, a_failed_batch_is_told)
     cr_assert(!has_exact(s, 1, 1, NULL, 0));
     store_close(s);
 }
+
+/* an index file whose tenant has no entries (deleted by the CLI beside a server) goes at
+ * the next open; the others stay */
+Test(store, stray_index_files_go_at_open)
+{
+    store *s = open_store(0, 0, NULL);
+    put(s, 1, 1, 1, "kept", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    store_close(s);
+    char kept[600], stray[600];
+    snprintf(kept, sizeof kept, "%s/index/1.faiss", dir);
+    snprintf(stray, sizeof stray, "%s/index/77.faiss", dir);
+    cr_assert_eq(access(kept, F_OK), 0);
+    FILE *f = fopen(stray, "w");
+    cr_assert_not_null(f);
+    fputs("left by a deleted tenant", f);
+    fclose(f);
+    int how = 0;
+    s = open_store(0, 0, &how);
+    cr_assert_eq(access(stray, F_OK), -1, "%s is left", stray);
+    cr_assert_eq(access(kept, F_OK), 0);
+    cr_assert(has_exact(s, 1, 1, NULL, 0));
+    store_close(s);
+}
