@@ -359,6 +359,8 @@ static int completion_prompt(gw_server *srv, json_t *b, struct chat_req *c, stru
         c->job.prompt = ids;
         c->job.n_prompt++;
     }
+    if (!c->job.n_prompt) /* control bytes the vocabulary has no token for */
+        return bad(p, "prompt", "The prompt has no text the model's vocabulary can encode.");
     return 0;
 }
 

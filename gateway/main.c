@@ -222,6 +222,17 @@ static int tool_device(struct gw_config *cfg, const char *device, const char *pr
     return 0;
 }
 
+/* Whatever stdout still holds, written: 0, or 1 after saying why it could not be. */
+static int stdout_done(const char *prog, int failed)
+{
+    if (!failed && (fflush(stdout) || ferror(stdout)))
+        failed = errno ? errno : EIO;
+    if (!failed)
+        return 0;
+    fprintf(stderr, "cachegate %s: cannot write the output: %s\n", prog, strerror(failed));
+    return 1;
+}
+
 static int cmd_embed(int argc, char **argv)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
@@ -284,6 +295,8 @@ static int cmd_embed(int argc, char **argv)
     free(out);
     free(lens);
     emb_model_destroy(m);
+    if (!rc && stdout_done("embed", 0))
+        rc = -1;
     return rc ? 1 : 0;
 }
 
@@ -309,13 +322,17 @@ static void on_progress(void *ud, double f)
     p->shown = 1;
 }
 
+/* Streams generated text; a failed write (a full disk, a closed pipe) cancels the rest,
+ * with errno kept in *ud. */
 static int write_stdout(void *ud, const char *text, size_t len)
 {
-    (void)ud;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
+    if (fwrite(text, 1, len, stdout) != len || fflush(stdout)) {
+        *(int *)ud = errno ? errno : EIO;
+        return 1;
+    }
     return 0;
 }
+
 
 /* A whole decimal number from lo to hi, or -1. */
 static int int_arg(const char *s, long lo, long hi, int *out)
@@ -385,8 +402,9 @@ static int cmd_generate(int argc, char **argv)
                 argv[optind]);
         return 2;
     }
-    if (!prompt) {
-        fprintf(stderr, "cachegate generate: --prompt TEXT is required\n");
+    if (!prompt || !*prompt) {
+        fprintf(stderr, "cachegate generate: --prompt TEXT is required%s\n",
+                prompt ? " (and not empty)" : "");
         return 2;
     }
     if (system && !chat) {
@@ -487,17 +505,30 @@ static int cmd_generate(int argc, char **argv)
         }
     }
     if (n == 0) {
-        fprintf(stderr, "cachegate generate: the prompt is empty\n");
+        fprintf(stderr, "cachegate generate: the prompt has no text the model's vocabulary "
+                        "can encode\n");
+        goto out;
+    }
+    const int ctx = eng_model_hparams(m)->n_ctx_train;
+    if (n > ctx) {
+        fprintf(stderr, "cachegate generate: the prompt takes %d tokens; the model's context "
+                        "is %d\n", n, ctx);
         goto out;
     }
     struct eng_gen_stats st;
-    int grc = eng_generate(m, v, ids, n, &gp, write_stdout, NULL, &st);
+    int werr = 0;
+    int grc = eng_generate(m, v, ids, n, &gp, write_stdout, &werr, &st);
+    if (werr) {
+        rc = stdout_done("generate", werr);
+        goto out;
+    }
     if (grc) {
         fprintf(stderr, "\ncachegate generate: %s\n", eng_strerror(grc));
         goto out;
     }
     printf("\n");
-    fflush(stdout);
+    if (stdout_done("generate", 0))
+        goto out;
     fprintf(stderr, "prompt: %d tokens, %.1f tokens/s; generated: %d tokens, %.1f tokens/s; "
                     "finish_reason: %s\n",
             st.prompt_tokens, st.prefill_s > 0 ? st.prompt_tokens / st.prefill_s : 0.0,

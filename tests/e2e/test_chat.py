@@ -239,6 +239,13 @@ def test_context_length_is_checked_before_the_engine(make_server):
     assert "KV cache holds 64 positions" in r.json()["error"]["message"]
 
 
+def test_a_prompt_with_no_encodable_text_names_the_prompt(server):
+    with client(server) as c:
+        r = c.post("/v1/completions", json={"model": MODEL, "prompt": "\u0004\u0006"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+    assert "vocabulary" in r.json()["error"]["message"]
+
+
 @pytest.mark.parametrize("body,status,param,code", [
     ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, 404, "model",
      "model_not_found"),

@@ -94,3 +94,24 @@ def test_config_names_the_chat_format(tmp_path):
     n_named = int(re.search(r"prompt: (\d+) tokens", named.stderr).group(1))
     # ChatML with SmolLM2's default system prompt is far longer than "[INST] Hi [/INST]"
     assert n_named < n_auto
+
+
+def test_output_that_cannot_be_written_fails():
+    """A full disk (or a closed pipe) is a failure, not a silent success."""
+    for cmd in (["generate", "--model", str(MODEL), "--prompt", "Once upon a time",
+                 "--temperature", "0", "--max-tokens", "8"], ["embed", "hello"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([str(BIN), *cmd], stdout=full, stderr=subprocess.PIPE,
+                               text=True, cwd=ROOT, timeout=120)
+        assert r.returncode == 1, cmd
+        assert "cannot write the output" in r.stderr, r.stderr
+
+
+def test_prompts_that_cannot_run_say_why():
+    r = generate("--model", str(MODEL), "--prompt", "")
+    assert r.returncode == 2 and "not empty" in r.stderr
+    r = generate("--model", str(MODEL), "--prompt", "hello " * 9000)
+    assert r.returncode == 1 and "the model's context is 8192" in r.stderr, r.stderr
+    r = subprocess.run([str(BIN).encode(), b"generate", b"--model", str(MODEL).encode(),
+                        b"--prompt", b"\xff"], capture_output=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 1 and b"no text the model's vocabulary can encode" in r.stderr
