@@ -27,39 +27,39 @@ const char *eng_finish_name(enum eng_finish f)
 int eng_chat_tokenize(const tok_vocab *v, const struct eng_chat_prompt *p, int32_t **ids,
                       int *n)
 {
-    int cap = 256, len = 0, rc = 0;
+    /* the template's segments are where special tokens are read; the whole text is one
+     * encoding, so that words run across a template's text and a message's */
+    struct tok_span *spans = malloc(sizeof *spans * (size_t)(p->nseg ? p->nseg : 1));
+    if (!spans)
+        return ENG_ENOMEM;
+    int ns = 0;
+    size_t len = 0;
+    for (int i = 0; i < p->nseg; i++) {
+        if (p->seg[i].special)
+            spans[ns++] = (struct tok_span){p->seg[i].off, p->seg[i].len};
+        if (p->seg[i].off + p->seg[i].len > len)
+            len = p->seg[i].off + p->seg[i].len;
+    }
+    int cap = 256, got = 0, rc;
     int32_t *out = malloc(sizeof *out * (size_t)cap);
+    while (out && (rc = tok_encode_spans(v, p->text, len, spans, ns, out, cap, &got)) ==
+                      ENG_EFULL) {
+        cap = got + 1; /* got is the count needed */
+        int32_t *o = realloc(out, sizeof *o * (size_t)cap);
+        if (!o)
+            free(out);
+        out = o;
+    }
+    free(spans);
     if (!out)
         return ENG_ENOMEM;
-    for (int i = 0; i < p->nseg; i++) {
-        for (;;) {
-            int got = 0;
-            rc = tok_encode(v, p->text + p->seg[i].off, p->seg[i].len, p->seg[i].special,
-                            out + len, cap - len, &got);
-            if (rc == 0) {
-                len += got;
-                break;
-            }
-            if (rc != ENG_EFULL)
-                goto fail;
-            /* got is the count needed */
-            int need = len + (got > 0 ? got : cap);
-            while (cap < need + 1)
-                cap *= 2;
-            int32_t *o = realloc(out, sizeof *o * (size_t)cap);
-            if (!o) {
-                rc = ENG_ENOMEM;
-                goto fail;
-            }
-            out = o;
-        }
+    if (rc) {
+        free(out);
+        return rc;
     }
     *ids = out;
-    *n = len;
+    *n = got;
     return 0;
-fail:
-    free(out);
-    return rc;
 }
 
 struct emitter {

@@ -1071,16 +1071,29 @@ static int32_t special_at(const tok_vocab *v, const char *s, size_t left)
     return -1;
 }
 
-int tok_encode(const tok_vocab *v, const char *text, size_t len, int allow_special, int32_t *ids,
-               int cap, int *n)
+/* Encodes text, reading special tokens only inside the spans (all of it when spans is
+ * NULL and nspans < 0; nowhere when nspans is 0). */
+static int encode(const tok_vocab *v, const char *text, size_t len, const struct tok_span *spans,
+                  int nspans, int32_t *ids, int cap, int *n)
 {
     *n = 0;
     if (len > MAX_TEXT || cap < 0 || (len && !text) || (cap && !ids)) return ENG_EINVAL;
     struct work w = {.v = v, .ids = ids, .cap = cap};
-    int rc = 0, after_special = 1;
+    int rc = 0, after_special = 1, k = 0;
     size_t start = 0;
-    for (size_t i = 0; allow_special && i < len;) {
-        int32_t id = special_at(v, text + i, len - i);
+    for (size_t i = 0; nspans && i < len;) {
+        size_t end = len; /* where the span holding i ends */
+        if (nspans > 0) {
+            while (k < nspans && spans[k].off + spans[k].len <= i)
+                k++;
+            if (k == nspans) break;
+            if (i < spans[k].off) {
+                i = spans[k].off;
+                continue;
+            }
+            end = spans[k].off + spans[k].len;
+        }
+        int32_t id = special_at(v, text + i, end - i);
         if (id < 0) {
             i++;
             continue;
@@ -1100,6 +1113,23 @@ out:
     free(w.heap);
     free(w.sym);
     return rc;
+}
+
+int tok_encode(const tok_vocab *v, const char *text, size_t len, int allow_special, int32_t *ids,
+               int cap, int *n)
+{
+    return encode(v, text, len, NULL, allow_special ? -1 : 0, ids, cap, n);
+}
+
+int tok_encode_spans(const tok_vocab *v, const char *text, size_t len,
+                     const struct tok_span *spans, int nspans, int32_t *ids, int cap, int *n)
+{
+    if (nspans < 0 || (nspans && !spans)) return ENG_EINVAL;
+    for (int k = 0; k < nspans; k++)
+        if (spans[k].off + spans[k].len > len || (k && spans[k].off < spans[k - 1].off +
+                                                               spans[k - 1].len))
+            return ENG_EINVAL;
+    return encode(v, text, len, spans, nspans, ids, cap, n);
 }
 
 /* ---- decoding ----------------------------------------------------------------------- */

@@ -96,6 +96,20 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, int allow_speci
                int cap, int *n /* out */);
 
 /*
+ * tok_encode() of a text whose special tokens are read only inside the spans (a chat
+ * template's own text; sorted, not overlapping), the text between two special tokens
+ * split into words as one run whichever spans it crosses: a template's "user\n" and a
+ * message's leading white space tokenize together, as the model's own template renders
+ * them. ENG_EINVAL for spans out of order or past len.
+ */
+struct tok_span {
+    size_t off, len;
+};
+int tok_encode_spans(const tok_vocab *v, const char *text, size_t len,
+                     const struct tok_span *spans, int nspans, int32_t *ids, int cap,
+                     int *n /* out */);
+
+/*
  * Streaming decoder. Feed ids one at a time; the output never ends inside a UTF-8
  * character: bytes of a character split across tokens are held back until the token that
  * completes it (a held sequence that can no longer complete is emitted as it is). At the
