@@ -333,7 +333,6 @@ static int write_stdout(void *ud, const char *text, size_t len)
     return 0;
 }
 
-
 /* A whole decimal number from lo to hi, or -1. */
 static int int_arg(const char *s, long lo, long hi, int *out)
 {
@@ -509,12 +508,19 @@ static int cmd_generate(int argc, char **argv)
                         "can encode\n");
         goto out;
     }
-    const int ctx = eng_model_hparams(m)->n_ctx_train;
+    /* the model's context, or engine.max_model_len when the configuration sets less */
+    int ctx = eng_model_hparams(m)->n_ctx_train, capped = 0;
+    if (cfg.engine_max_model_len > 0 && cfg.engine_max_model_len < ctx) {
+        ctx = (int)cfg.engine_max_model_len;
+        capped = 1;
+    }
     if (n > ctx) {
-        fprintf(stderr, "cachegate generate: the prompt takes %d tokens; the model's context "
-                        "is %d\n", n, ctx);
+        fprintf(stderr, "cachegate generate: the prompt takes %d tokens; %s is %d\n", n,
+                capped ? "engine.max_model_len" : "the model's context", ctx);
         goto out;
     }
+    if (gp.max_tokens > ctx - n)
+        gp.max_tokens = ctx - n; /* then it ends with length */
     struct eng_gen_stats st;
     int werr = 0;
     int grc = eng_generate(m, v, ids, n, &gp, write_stdout, &werr, &st);

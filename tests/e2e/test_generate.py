@@ -115,3 +115,15 @@ def test_prompts_that_cannot_run_say_why():
     r = subprocess.run([str(BIN).encode(), b"generate", b"--model", str(MODEL).encode(),
                         b"--prompt", b"\xff"], capture_output=True, cwd=ROOT, timeout=120)
     assert r.returncode == 1 and b"no text the model's vocabulary can encode" in r.stderr
+
+
+def test_max_model_len_from_the_config_bounds_generate(tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text("[engine]\nmax_model_len = 40\n")
+    r = generate("--model", str(MODEL), "--config", str(conf), "--prompt", "Once upon a time",
+                 "--temperature", "0", "--max-tokens", "500")
+    assert r.returncode == 0, r.stderr
+    assert "prompt: 4 tokens" in r.stderr and "generated: 36 tokens" in r.stderr
+    assert "finish_reason: length" in r.stderr
+    r = generate("--model", str(MODEL), "--config", str(conf), "--prompt", "hello " * 60)
+    assert r.returncode == 1 and "engine.max_model_len is 40" in r.stderr, r.stderr
