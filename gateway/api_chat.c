@@ -252,14 +252,11 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     return 0;
 }
 
-/* The prompt's token ids for a chat request whose messages gw_messages_check() took. */
+/* The prompt's token ids for a chat request whose messages gw_messages_check() took (in
+ * handle(), before the caches). */
 static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct parsed *p)
 {
     json_t *msgs = json_object_get(b, "messages");
-    if (gw_messages_check(msgs, p->msg, sizeof p->msg)) {
-        p->param = "messages";
-        return -1;
-    }
     size_t n = json_array_size(msgs);
     struct eng_chat_msg *m = calloc(n, sizeof *m);
     char **texts = calloc(n, sizeof *texts);

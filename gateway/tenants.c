@@ -249,6 +249,13 @@ static int64_t month_usage(store *st, int64_t tenant)
     return sum;
 }
 
+/* The policy "{}" gives: everything from the configuration. */
+static void policy_defaults(struct gw_tenant_policy *p)
+{
+    char none[8];
+    gw_policy_parse("{}", p, none, sizeof none);
+}
+
 static int cmp_tenant_id(const void *a, const void *b)
 {
     const struct gw_tenant *x = *(struct gw_tenant *const *)a, *y = *(struct gw_tenant *const *)b;
@@ -299,8 +306,7 @@ void gw_tenants_reload(gw_tenants *t)
                 tn->month = this_month(NULL);
                 tn->month_used = month_usage(t->st, tn->id);
                 tn->label = "other"; /* until assign_labels() */
-                char none[8];
-                gw_policy_parse("{}", &tn->pol, none, sizeof none); /* the defaults */
+                policy_defaults(&tn->pol);
                 t->t[t->nt++] = tn;
             }
             snprintf(tn->name, sizeof tn->name, "%s", list[i].name);
@@ -312,8 +318,7 @@ void gw_tenants_reload(gw_tenants *t)
                 if (!tn->policy_refused)
                     gw_log_kv(GW_LOG_ERROR, "tenant policy refused; the defaults apply until "
                               "it is set again", "tenant", tn->name, "error", err, NULL);
-                char none[8];
-                gw_policy_parse("{}", &pol, none, sizeof none);
+                policy_defaults(&pol);
             }
             tn->policy_refused = bad;
             /* capacity overrides go to the store only when they change */
