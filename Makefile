@@ -61,6 +61,9 @@ BIN := $(BUILD)/cachegate
 # run by make test-gpu only
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
 GPU_TEST_BIN := $(GPU_TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# GPU benchmarks (make bench-gpu): built by make with everything else (defined before all:,
+# whose prerequisites expand where it is read), run on a GPU only
+GPU_BENCH := $(BUILD)/bench/bench_gpu $(BUILD)/bench/bench_gpu_embed
 UNIT_SRC := $(filter-out $(GPU_TEST_SRC),$(wildcard tests/*/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -175,6 +178,8 @@ endif
 test-gpu: deps all $(GPU_TEST_BIN)
 	$(BIN) device --device cuda
 	@set -e; for t in $(GPU_TEST_BIN); do echo "== $$t"; $$t --jobs 1; done
+	CACHEGATE_E2E_DEVICE=cuda CACHEGATE_BIN=$(BIN) $(PYTEST) -q tests/e2e/test_chat.py \
+	    tests/e2e/test_generate.py tests/e2e/test_cache.py tests/e2e/test_embeddings.py
 
 # The CUDA sources, unchanged, on a CPU: tests/cudaemu/ emulates the CUDA runtime, cuBLAS, CUB
 # and the GPU's threads (g++ only), gen.py rewrites the launches and __shared__, and the result
@@ -228,8 +233,7 @@ $(BUILD)/bench/bench_engine: tests/bench/bench_engine.c $(ENG_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(ENG_LIB) $(LDFLAGS) $(GW_LIBS)
 
-# GPU benchmarks (make bench-gpu): built by make with everything else, run on a GPU only
-GPU_BENCH := $(BUILD)/bench/bench_gpu $(BUILD)/bench/bench_gpu_embed
+# GPU benchmarks (make bench-gpu): their rules are below
 $(BUILD)/bench/bench_gpu: tests/bench/bench_gpu.c $(ENG_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Igateway -o $@ $< $(ENG_LIB) $(LDFLAGS) $(BLAS_LIBS) -ldl -lm

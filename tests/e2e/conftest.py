@@ -16,6 +16,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("CACHEGATE_BIN", ROOT / "build" / "cachegate"))
 PROMTOOL = ROOT / "build" / "tools" / "promtool"
+# where the servers run their models: cpu, or cuda for make test-gpu's run of the chat tests
+DEVICE = os.environ.get("CACHEGATE_E2E_DEVICE", "cpu")
 
 
 class Server:
@@ -26,7 +28,7 @@ class Server:
         self.conf = tmp_path / "cachegate.conf"
         self.conf.write_text(conf_text)
         cmd = [str(BIN), "serve", "--config", str(self.conf), "--listen", "127.0.0.1:0",
-               "--data-dir", str(self.data_dir), "--device", "cpu", *args]
+               "--data-dir", str(self.data_dir), "--device", DEVICE, *args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
         self.lines = []
         self._cond = threading.Condition()

@@ -11,6 +11,11 @@ import httpx
 import openai
 import pytest
 
+from conftest import DEVICE
+
+# settings of the CPU backend alone (cpu_matmul, a KV pool sized by cpu_kv_cache_bytes in f32)
+cpu_only = pytest.mark.skipif(DEVICE != "cpu", reason=f"a CPU backend setting ({DEVICE} run)")
+
 MODEL = "smollm2-135m-instruct"
 
 
@@ -316,7 +321,7 @@ def has_avx2():
         return any(line.startswith("flags") and "avx2" in line.split() for line in f)
 
 
-@pytest.mark.parametrize("matmul", ["f32", "int8"])
+@pytest.mark.parametrize("matmul", ["f32", pytest.param("int8", marks=cpu_only)])
 def test_concurrent_requests_match_sequential(make_server, matmul):
     """Greedy answers are the same alone and in a busy batch, with F32 products and with
     engine.cpu_matmul = int8 (8-bit activations, where the processor has AVX2; the
@@ -562,6 +567,7 @@ def test_idle_timeout_does_not_cut_a_waiting_stream(make_server):
     assert done and done[0].choices[0].finish_reason == "length"
 
 
+@cpu_only
 def test_f16_kv_cache_holds_twice_the_blocks_and_answers(make_server):
     """engine.kv_cache_dtype = f16, the default, and bf16: the same memory budget holds
     twice the KV blocks of f32, q8_0 nearly twice those of f16 (a byte a value plus a
