@@ -178,8 +178,7 @@ endif
 test-gpu: deps all $(GPU_TEST_BIN)
 	$(BIN) device --device cuda
 	@set -e; for t in $(GPU_TEST_BIN); do echo "== $$t"; $$t --jobs 1; done
-	CACHEGATE_E2E_DEVICE=cuda CACHEGATE_BIN=$(BIN) $(PYTEST) -q tests/e2e/test_chat.py \
-	    tests/e2e/test_generate.py tests/e2e/test_cache.py tests/e2e/test_embeddings.py
+	CACHEGATE_E2E_DEVICE=cuda CACHEGATE_BIN=$(BIN) $(PYTEST) -q tests/e2e
 
 # The CUDA sources, unchanged, on a CPU: tests/cudaemu/ emulates the CUDA runtime, cuBLAS, CUB
 # and the GPU's threads (g++ only), gen.py rewrites the launches and __shared__, and the result
