@@ -64,6 +64,15 @@ struct eng_sample_row {
     int top_k;         /* <= 0: off */
     float top_p;       /* >= 1: off */
     float u;
+    int adj_first, n_adj; /* this row's amounts in sample()'s adj: [adj_first, +n_adj) */
+};
+
+/* An amount added to one token's logit before its row is sampled: logit_bias, and the
+ * presence and frequency penalties as their negation. A row's amounts are added in their
+ * order, one by one, as the CPU sampler adds them (sampler.h). */
+struct eng_logit_adj {
+    int32_t token;
+    float add;
 };
 
 struct eng_backend_i {
@@ -78,8 +87,10 @@ struct eng_backend_i {
     /* As eng_forward() (model.h), keys and values in the storage of kv_init(). logits may
      * be NULL: the rows then stay on the device for sample(). */
     int (*forward)(void *ctx, const struct eng_seq *seqs, int n_seqs, float *logits);
-    /* Optional (NULL: the caller samples on the host from logits). */
-    int (*sample)(void *ctx, const struct eng_sample_row *rows, int n, int32_t *tokens);
+    /* Optional (NULL: the caller samples on the host from logits). adj: [n_adj], the
+     * amounts the rows name; the logits of the last forward are left as they are. */
+    int (*sample)(void *ctx, const struct eng_sample_row *rows, int n,
+                  const struct eng_logit_adj *adj, int n_adj, int32_t *tokens);
     void (*destroy)(void *ctx);
     /* "cuda:0 NVIDIA H100 ..." */
     const char *(*describe)(void *ctx);

@@ -40,6 +40,7 @@
 using namespace engk;
 
 static_assert(sizeof(struct eng_sample_row) == sizeof(eng_sample_row_d), "sample row layout");
+static_assert(sizeof(struct eng_logit_adj) == sizeof(eng_logit_adj_d), "logit amount layout");
 
 #define N_BUCKETS 9 // decode graphs for 1, 2, 4, .., 256 sequences
 #define GRAPH_MAX_SEQS 256
@@ -118,6 +119,12 @@ struct sampler {
     int *offsets;              // [SORT_ROWS + 1]
     void *tmp;
     size_t tmp_bytes;
+    // rows with logit amounts: their logits copied, then changed
+    float *gathered;      // [cap_gathered]
+    size_t cap_gathered;  // floats
+    int *src;             // [cap_rows]: the logits row each gathered row copies
+    eng_logit_adj_d *adj; // [cap_adj]
+    int cap_adj;
 };
 
 struct cuda_ctx {
@@ -721,13 +728,16 @@ static int sampler_grow(sampler *s, int n, int V, errbuf *E)
         cudaFree(s->rows);
         cudaFree(s->out);
         cudaFree(s->which);
+        cudaFree(s->src);
         s->rows = nullptr;
         s->out = nullptr;
         s->which = nullptr;
+        s->src = nullptr;
         s->cap_rows = 0;
         CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->rows, (size_t)n * sizeof *s->rows));
         CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->out, (size_t)n * sizeof *s->out));
         CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->which, (size_t)n * sizeof *s->which));
+        CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->src, (size_t)n * sizeof *s->src));
         s->cap_rows = n;
     }
     if (!s->keys_in || !s->keys_out || !s->ids_in || !s->ids_out || !s->offsets) {
@@ -762,27 +772,94 @@ static void sampler_free(sampler *s)
     cudaFree(s->ids_out);
     cudaFree(s->offsets);
     cudaFree(s->tmp);
+    cudaFree(s->gathered);
+    cudaFree(s->src);
+    cudaFree(s->adj);
     memset(s, 0, sizeof *s);
 }
 
-// rows[i].row indexes logits ([..][V] on the device) directly.
-static int run_sample(cudaStream_t st, sampler *s, const float *logits, int V,
-                      const struct eng_sample_row *rows, int n, int32_t *tokens, errbuf *E)
+// Room for n gathered rows and n_adj amounts.
+static int sampler_grow_adj(sampler *s, int n, int V, int n_adj, errbuf *E)
 {
-    int rc = 0, n_sorted = 0;
-    int *which_h = nullptr;
+    int rc = 0;
+    if ((size_t)n * V > s->cap_gathered) {
+        cudaFree(s->gathered);
+        s->gathered = nullptr;
+        s->cap_gathered = 0;
+        CK("cudaMalloc (sampler)",
+           cudaMalloc((void **)&s->gathered, (size_t)n * V * sizeof *s->gathered));
+        s->cap_gathered = (size_t)n * V;
+    }
+    if (n_adj > s->cap_adj) {
+        cudaFree(s->adj);
+        s->adj = nullptr;
+        s->cap_adj = 0;
+        CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->adj, (size_t)n_adj * sizeof *s->adj));
+        s->cap_adj = n_adj;
+    }
+    return 0;
+fail:
+    return rc;
+}
+
+// rows[i].row indexes logits ([..][V] on the device) directly; rows[i]'s amounts are
+// adj[adj_first, +n_adj) (checked here). With any amount, every row is sampled from a
+// changed copy of its logits (gathered), the forward's logits left as they were.
+static int run_sample(cudaStream_t st, sampler *s, const float *logits, int V,
+                      const struct eng_sample_row *rows, int n, const struct eng_logit_adj *adj,
+                      int n_adj, int32_t *tokens, errbuf *E)
+{
+    int rc = 0, n_sorted = 0, adjusted = 0;
+    int *which_h = nullptr, *src_h;
+    struct eng_sample_row *local;
     if (n <= 0) return 0;
     if ((size_t)SORT_ROWS * V > INT_MAX)
         return set_err(E, ENG_ENOTSUP, "sample: vocabulary too large");
+    if (n_adj < 0 || (n_adj > 0 && !adj)) return set_err(E, ENG_EINVAL, "sample: bad amounts");
+    for (int i = 0; i < n; i++) {
+        const struct eng_sample_row *r = &rows[i];
+        if (r->n_adj < 0 || r->adj_first < 0 || (r->n_adj && r->adj_first > n_adj - r->n_adj))
+            return set_err(E, ENG_EINVAL, "sample: row %d names amounts [%d, +%d) of %d", i,
+                           r->adj_first, r->n_adj, n_adj);
+        for (int j = r->adj_first; j < r->adj_first + r->n_adj; j++)
+            if (adj[j].token < 0 || adj[j].token >= V)
+                return set_err(E, ENG_EINVAL, "sample: token %d out of the vocabulary",
+                               (int)adj[j].token);
+        adjusted |= r->n_adj > 0;
+    }
     if ((rc = sampler_grow(s, n, V, E))) return rc;
-    which_h = (int *)malloc((size_t)n * sizeof *which_h);
+    if (adjusted && (rc = sampler_grow_adj(s, n, V, n_adj, E))) return rc;
+    // which, then src and local: one allocation
+    which_h = (int *)malloc((size_t)n * (2 * sizeof(int) + sizeof *local));
     if (!which_h) return set_err(E, ENG_ENOMEM, "sample: out of host memory");
+    src_h = which_h + n;
+    local = (struct eng_sample_row *)(src_h + n);
     for (int i = 0; i < n; i++)
         if (rows[i].temperature > 0.0f &&
             ((rows[i].top_k > 0 && rows[i].top_k < V) || rows[i].top_p < 1.0f))
             which_h[n_sorted++] = i;
+    if (adjusted) {
+        for (int i = 0; i < n; i++) {
+            src_h[i] = rows[i].row;
+            local[i] = rows[i];
+            local[i].row = i;
+        }
+        rows = local;
+        CK("cudaMemcpyAsync (sample rows)",
+           cudaMemcpyAsync(s->src, src_h, (size_t)n * sizeof *src_h, cudaMemcpyHostToDevice, st));
+        CK("cudaMemcpyAsync (logit amounts)",
+           cudaMemcpyAsync(s->adj, adj, (size_t)n_adj * sizeof *adj, cudaMemcpyHostToDevice, st));
+    }
     CK("cudaMemcpyAsync (sample rows)",
        cudaMemcpyAsync(s->rows, rows, (size_t)n * sizeof *rows, cudaMemcpyHostToDevice, st));
+    if (adjusted) {
+        gather_rows_k<<<grid_for((size_t)n * V, 256), 256, 0, st>>>(logits, V, s->src, n,
+                                                                    s->gathered);
+        LK("gather_rows_k");
+        adjust_k<<<grid_for((size_t)n, 64), 64, 0, st>>>(s->gathered, V, s->rows, n, s->adj);
+        LK("adjust_k");
+        logits = s->gathered;
+    }
     if (n_sorted)
         CK("cudaMemcpyAsync (sample rows)",
            cudaMemcpyAsync(s->which, which_h, (size_t)n_sorted * sizeof(int),
@@ -825,7 +902,8 @@ fail:
     return rc;
 }
 
-static int be_sample(void *vctx, const struct eng_sample_row *rows, int n, int32_t *tokens)
+static int be_sample(void *vctx, const struct eng_sample_row *rows, int n,
+                     const struct eng_logit_adj *adj, int n_adj, int32_t *tokens)
 {
     cuda_ctx *c = (cuda_ctx *)vctx;
     errbuf *E = &c->E;
@@ -845,7 +923,7 @@ static int be_sample(void *vctx, const struct eng_sample_row *rows, int n, int32
         local[i] = rows[i];
         local[i].row -= c->lo;
     }
-    int rc = run_sample(c->st, &c->smp, c->logits, c->hp.n_vocab, local, n, tokens, E);
+    int rc = run_sample(c->st, &c->smp, c->logits, c->hp.n_vocab, local, n, adj, n_adj, tokens, E);
     free(local);
     return rc;
 }
@@ -1483,8 +1561,8 @@ done:
 }
 
 static int op_sample(const float *logits, int n_rows, int n_vocab,
-                     const struct eng_sample_row *rows, int n, int32_t *tokens, char *err,
-                     size_t errlen)
+                     const struct eng_sample_row *rows, int n, const struct eng_logit_adj *adj,
+                     int n_adj, int32_t *tokens, char *err, size_t errlen)
 {
     op_env o;
     int rc = op_begin(&o);
@@ -1502,7 +1580,7 @@ static int op_sample(const float *logits, int n_rows, int n_vocab,
             goto done;
         }
     OP_TRY(dl = (float *)op_upload(&o, logits, (size_t)n_rows * n_vocab * sizeof(float)));
-    rc = run_sample(o.st, &s, dl, n_vocab, rows, n, tokens, &o.E);
+    rc = run_sample(o.st, &s, dl, n_vocab, rows, n, adj, n_adj, tokens, &o.E);
 done:
     sampler_free(&s);
     return op_end(&o, rc, err, errlen);

@@ -786,7 +786,39 @@ struct eng_sample_row_d { // engine/backend.h's eng_sample_row, the same layout
     int top_k;
     float top_p;
     float u;
+    int adj_first, n_adj;
 };
+
+struct eng_logit_adj_d { // engine/backend.h's eng_logit_adj, the same layout
+    int32_t token;
+    float add;
+};
+
+// Row j of out ([n][V]) from row src[j] of logits, for adjust_k to change without
+// touching the forward's logits (two sampled rows may read one). grid-stride over n * V.
+__global__ void gather_rows_k(const float *__restrict__ logits, int V,
+                              const int *__restrict__ src, int n, float *__restrict__ out)
+{
+    const size_t total = (size_t)n * V;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = logits[(size_t)src[i / V] * V + i % V];
+}
+
+// Adds each row's amounts to its logits one after another, in their order: the CPU
+// sampler's float additions (a token named twice gets both, NaN and inf included). One
+// thread a row; a row holds a request's logit_bias and the penalties of its tokens so far.
+__global__ void adjust_k(float *__restrict__ logits, int V,
+                         const eng_sample_row_d *__restrict__ rows, int n,
+                         const eng_logit_adj_d *__restrict__ adj)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const eng_sample_row_d rw = rows[i];
+        float *lg = logits + (size_t)rw.row * V;
+        for (int j = rw.adj_first; j < rw.adj_first + rw.n_adj; j++)
+            lg[adj[j].token] += adj[j].add;
+    }
+}
 
 // Every row: the greedy answer, or the plain temperature draw; rows with top_k or top_p on
 // and a finite vmax are left to sample_sorted_k (out[i] untouched). grid: n; block: 1024.

@@ -544,11 +544,12 @@ int eng_model_samples_on_device(const eng_model *m)
     return m->be && m->be->sample;
 }
 
-int eng_model_sample(eng_model *m, const struct eng_sample_row *rows, int n, int32_t *tokens)
+int eng_model_sample(eng_model *m, const struct eng_sample_row *rows, int n,
+                     const struct eng_logit_adj *adj, int n_adj, int32_t *tokens)
 {
     if (!eng_model_samples_on_device(m))
         return ENG_ENOTSUP;
-    int rc = m->be->sample(m->be_ctx, rows, n, tokens);
+    int rc = m->be->sample(m->be_ctx, rows, n, adj, n_adj, tokens);
     if (rc == ENG_EDEVICE)
         eng_log(ENG_LOG_ERROR, "%s: %s", m->be->name, m->be->last_error(m->be_ctx));
     return rc;

@@ -106,7 +106,8 @@ int eng_model_samples_on_device(const eng_model *m);
 /* Samples rows of the last forward pass (called with logits NULL) on the device;
  * ENG_ENOTSUP when the backend cannot (the caller then asks for logits). */
 struct eng_sample_row;
+struct eng_logit_adj;
 int eng_model_sample(eng_model *m, const struct eng_sample_row *rows, int n,
-                     int32_t *tokens /* out */);
+                     const struct eng_logit_adj *adj, int n_adj, int32_t *tokens /* out */);
 
 #endif

@@ -51,7 +51,8 @@ struct eng_cuda_test_ops {
                      float *out, char *err, size_t errlen);
     /* The sampler of eng_backend_i.sample on host logits [n_rows][n_vocab]. */
     int (*sample)(const float *logits, int n_rows, int n_vocab, const struct eng_sample_row *rows,
-                  int n, int32_t *tokens /* out */, char *err, size_t errlen);
+                  int n, const struct eng_logit_adj *adj, int n_adj, int32_t *tokens /* out */,
+                  char *err, size_t errlen);
     /* Device-to-device cudaMemcpy of `bytes`, reps times: bytes read + written per second. */
     int (*bandwidth)(size_t bytes, int reps, double *bytes_per_s /* out */, char *err,
                      size_t errlen);

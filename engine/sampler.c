@@ -464,16 +464,27 @@ static int32_t argmax(const float *logits, int n)
     return i;
 }
 
+static int has_penalties(const eng_sampler *s)
+{
+    return s->p.presence_penalty != 0.0f || s->p.frequency_penalty != 0.0f;
+}
+
+/* what the penalties take from token t's logit; one function, so that a device sampler
+ * is given the same float (eng_sampler_device_row()) */
+static float penalty(const eng_sampler *s, int32_t t)
+{
+    return s->p.presence_penalty + s->p.frequency_penalty * (float)s->count[t];
+}
+
 /* logit_bias, then the penalties: both add to the logits of a few tokens */
 static void apply_penalties(const eng_sampler *s, float *logits)
 {
     for (int i = 0; i < s->p.n_logit_bias; i++)
         logits[s->bias[i].token] += s->bias[i].bias;
-    float pres = s->p.presence_penalty, freq = s->p.frequency_penalty;
-    if (pres == 0.0f && freq == 0.0f) return;
+    if (!has_penalties(s)) return;
     for (int i = 0; i < s->n_seen; i++) {
         int32_t t = s->seen[i];
-        logits[t] -= pres + freq * (float)s->count[t];
+        logits[t] -= penalty(s, t);
     }
 }
 
@@ -540,12 +551,25 @@ int32_t eng_sampler_sample(eng_sampler *s, float *logits)
 
 int eng_sampler_device_ok(const eng_sampler *s)
 {
-    return s->p.presence_penalty == 0.0f && s->p.frequency_penalty == 0.0f &&
-           s->p.min_p == 0.0f && s->p.n_logit_bias == 0;
+    return s->p.min_p == 0.0f;
 }
 
-void eng_sampler_device_row(eng_sampler *s, struct eng_sample_row *row)
+int eng_sampler_device_adj(const eng_sampler *s)
 {
+    return s->p.n_logit_bias + (has_penalties(s) ? s->n_seen : 0);
+}
+
+void eng_sampler_device_row(eng_sampler *s, struct eng_sample_row *row,
+                            struct eng_logit_adj *adj)
+{
+    /* apply_penalties()'s order; x -= y is x += -y exactly */
+    int n = 0;
+    for (int i = 0; i < s->p.n_logit_bias; i++)
+        adj[n++] = (struct eng_logit_adj){s->bias[i].token, s->bias[i].bias};
+    if (has_penalties(s))
+        for (int i = 0; i < s->n_seen; i++)
+            adj[n++] = (struct eng_logit_adj){s->seen[i], -penalty(s, s->seen[i])};
+    row->n_adj = n;
     row->temperature = s->p.temperature;
     row->top_k = s->p.top_k;
     row->top_p = s->p.top_p;

@@ -79,12 +79,18 @@ void eng_sampler_reset(eng_sampler *s);
 int32_t eng_sampler_sample(eng_sampler *s, float *logits);
 
 /* For a backend that samples on its device (backend.h): eng_sampler_device_ok() is 1
- * when this sampler needs nothing such a backend lacks (no penalty, no min_p, no
- * logit_bias);
- * eng_sampler_device_row() then sets row's parameters and, for a sampled step, draws the
- * step's random number as eng_sampler_sample() would. row->row is left to the caller. */
+ * when this sampler needs nothing such a backend lacks (min_p);
+ * eng_sampler_device_adj() is how many logit amounts (logit_bias, then the penalties of
+ * the tokens accepted so far) its next step adds;
+ * eng_sampler_device_row() then sets row's parameters, writes those amounts to adj as
+ * eng_sampler_sample() would add them (row->n_adj of them), and, for a sampled step, draws
+ * the step's random number as eng_sampler_sample() would. row->row and row->adj_first are
+ * left to the caller. */
 int eng_sampler_device_ok(const eng_sampler *s);
+int eng_sampler_device_adj(const eng_sampler *s);
 struct eng_sample_row;
-void eng_sampler_device_row(eng_sampler *s, struct eng_sample_row *row /* out */);
+struct eng_logit_adj;
+void eng_sampler_device_row(eng_sampler *s, struct eng_sample_row *row /* out */,
+                            struct eng_logit_adj *adj /* out: [eng_sampler_device_adj(s)] */);
 
 #endif

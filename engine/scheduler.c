@@ -48,6 +48,8 @@ struct sched {
     float *logits; /* [max_num_seqs][n_vocab] */
     /* [max_num_seqs]: rows sampled on the model's device, when its backend can (else NULL) */
     struct eng_sample_row *dev_rows;
+    struct eng_logit_adj *dev_adj; /* [dev_adj_cap]: the rows' logit amounts (sampler.h) */
+    size_t dev_adj_cap;
     int32_t *row_tokens;     /* [max_num_seqs]: the token sampled from each row of logits */
     eng_sampler **row_smp;   /* [max_num_seqs]: each row's sampler, sampling on the host */
     struct eng_seq *batch;
@@ -193,6 +195,7 @@ void sched_destroy(sched *s)
     kvc_destroy(s->kv);
     free(s->logits);
     free(s->dev_rows);
+    free(s->dev_adj);
     free(s->row_tokens);
     free(s->row_smp);
     free(s->batch);
@@ -501,19 +504,33 @@ int sched_step(sched *s)
         return s->running.n + s->waiting.n;
     }
     /* on a device that samples, the logits stay there when every row can be sampled so */
-    int on_device = s->dev_rows != NULL, n_rows = 0;
-    for (int i = 0; i < nb && on_device; i++)
-        on_device = s->batch[i].logits != ENG_LOGITS_LAST ||
-                    eng_sampler_device_ok(s->batch_seq[i]->smp);
+    int on_device = s->dev_rows != NULL, n_rows = 0, n_adj = 0;
+    size_t need = 0;
     for (int i = 0; i < nb && on_device; i++)
         if (s->batch[i].logits == ENG_LOGITS_LAST) {
-            eng_sampler_device_row(s->batch_seq[i]->smp, &s->dev_rows[n_rows]);
-            s->dev_rows[n_rows].row = n_rows;
-            n_rows++;
+            on_device = eng_sampler_device_ok(s->batch_seq[i]->smp);
+            need += (size_t)eng_sampler_device_adj(s->batch_seq[i]->smp);
+        }
+    if (on_device && need > s->dev_adj_cap) {
+        struct eng_logit_adj *grown = realloc(s->dev_adj, need * sizeof *grown);
+        if (grown) {
+            s->dev_adj = grown;
+            s->dev_adj_cap = need;
+        } else {
+            on_device = 0; /* the host sampler needs no more memory */
+        }
+    }
+    for (int i = 0; i < nb && on_device; i++)
+        if (s->batch[i].logits == ENG_LOGITS_LAST) {
+            struct eng_sample_row *r = &s->dev_rows[n_rows];
+            eng_sampler_device_row(s->batch_seq[i]->smp, r, s->dev_adj + n_adj);
+            r->row = n_rows++;
+            r->adj_first = n_adj;
+            n_adj += r->n_adj;
         }
     int rc = eng_forward(s->m, s->kv, s->batch, nb, on_device ? NULL : s->logits);
     if (!rc && on_device && n_rows)
-        rc = eng_model_sample(s->m, s->dev_rows, n_rows, s->row_tokens);
+        rc = eng_model_sample(s->m, s->dev_rows, n_rows, s->dev_adj, n_adj, s->row_tokens);
     else if (!rc && !on_device)
         sample_rows(s, nb);
     if (rc) {

@@ -79,7 +79,7 @@ static double decode(kvc_pool *kv, int B, int V)
     }
     for (int b = 0; b < B; b++) {
         toks[(size_t)b * stride + CTX] = 1;
-        rows[b] = (struct eng_sample_row){b, 0.0f, 0, 1.0f, 0.0f};
+        rows[b] = (struct eng_sample_row){b, 0.0f, 0, 1.0f, 0.0f, 0, 0};
     }
     double t0 = 0;
     for (int step = 0; step < WARMUP + STEPS; step++) {
@@ -91,7 +91,7 @@ static double decode(kvc_pool *kv, int B, int V)
                                        tables + (size_t)b * per, ENG_LOGITS_LAST};
         if (fwd(seqs, B))
             goto out;
-        if (vt->sample(ctx, rows, B, next)) {
+        if (vt->sample(ctx, rows, B, NULL, 0, next)) {
             fprintf(stderr, "bench_gpu: sample: %s\n", vt->last_error(ctx));
             goto out;
         }

@@ -3,8 +3,8 @@
  * keeps its "device memory" in host memory and runs the CPU backend there. It checks that
  * the weights it receives have the model's shapes, that the KV storage follows the pool
  * (kv_init on a new pool), that the scheduler leaves the logits on the device and samples
- * there when every row allows it (and on the host when a penalty needs it), and that
- * greedy output is the CPU backend's. */
+ * there when every row allows it, logit_bias and penalties given as amounts to add (and
+ * on the host when min_p needs it), and that greedy output is the CPU backend's. */
 #include "backend.h"
 #include "engine.h"
 #include "generate.h"
@@ -26,7 +26,8 @@ struct standin {
     kvc_pool *kv;
     float *logits; /* the last forward's rows, [max][n_vocab] */
     int rows, n_vocab;
-    int kv_inits, forwards, forwards_without_logits, samples;
+    int kv_inits, forwards, forwards_without_logits, samples, amounts;
+    float *row; /* [n_vocab]: a row with its amounts added */
     struct eng_hparams hp;
 };
 
@@ -69,13 +70,19 @@ static int s_forward(void *ctx, const struct eng_seq *seqs, int n, float *logits
     return rc;
 }
 
-static int s_sample(void *ctx, const struct eng_sample_row *rows, int n, int32_t *tokens)
+static int s_sample(void *ctx, const struct eng_sample_row *rows, int n,
+                    const struct eng_logit_adj *adj, int n_adj, int32_t *tokens)
 {
     struct standin *d = ctx;
     for (int i = 0; i < n; i++) {
         cr_assert(rows[i].row >= 0 && rows[i].row < d->rows);
         cr_assert_eq(rows[i].temperature, 0.0f, "the tests ask only for greedy rows");
-        const float *l = d->logits + (size_t)rows[i].row * d->n_vocab;
+        cr_assert(rows[i].adj_first >= 0 && rows[i].adj_first + rows[i].n_adj <= n_adj);
+        float *l = d->row;
+        memcpy(l, d->logits + (size_t)rows[i].row * d->n_vocab, sizeof(float) * d->n_vocab);
+        for (int j = rows[i].adj_first; j < rows[i].adj_first + rows[i].n_adj; j++)
+            l[adj[j].token] += adj[j].add;
+        d->amounts += rows[i].n_adj;
         int best = 0;
         for (int v = 1; v < d->n_vocab; v++)
             best = l[v] > l[best] ? v : best;
@@ -91,6 +98,7 @@ static void s_destroy(void *ctx)
     kvc_destroy(d->kv);
     eng_model_destroy(d->cpu);
     free(d->logits);
+    free(d->row);
     free(d);
     the = NULL;
 }
@@ -138,8 +146,11 @@ static int s_create(const struct eng_weights *w, void (*progress)(void *, double
     cr_assert(d);
     d->hp = *hp;
     d->n_vocab = hp->n_vocab;
+    d->row = malloc(sizeof(float) * (size_t)hp->n_vocab);
+    cr_assert(d->row);
     int rc = eng_model_load(MODEL, NULL, &d->cpu, err, errlen);
     if (rc) {
+        free(d->row);
         free(d);
         return rc;
     }
@@ -246,7 +257,8 @@ Test(backend, forward_matches_the_cpu_and_kv_follows_the_pool)
     kvc_destroy(dk2);
 }
 
-static void run(eng_model *m, float penalty, struct out *outs)
+/* greedy answers to three prompts; sampling: NULL, or its penalties, logit_bias, min_p */
+static void run(eng_model *m, const struct eng_sampling *sampling, struct out *outs)
 {
     static const char *prompts[] = {"The capital of France is", "def fibonacci(n):",
                                     "Water boils at a temperature of"};
@@ -254,7 +266,8 @@ static void run(eng_model *m, float penalty, struct out *outs)
     sched *s;
     cr_assert_eq(sched_create(m, vocab, &cfg, &events, &s), 0);
     struct eng_gen_params p = greedy_params(16);
-    p.sampling.frequency_penalty = penalty;
+    if (sampling)
+        p.sampling = *sampling;
     for (int i = 0; i < 3; i++) {
         int32_t ids[64];
         int n;
@@ -274,22 +287,60 @@ static void run(eng_model *m, float penalty, struct out *outs)
 Test(backend, scheduler_samples_on_the_device_when_it_can)
 {
     struct out host[3] = {0}, on_dev[3] = {0};
-    run(cpu, 0, host);
+    run(cpu, NULL, host);
     int samples = the->samples, without = the->forwards_without_logits;
-    run(dev, 0, on_dev);
+    run(dev, NULL, on_dev);
     cr_assert_gt(the->samples, samples + 3, "greedy rows sampled on the device");
     cr_assert_gt(the->forwards_without_logits, without, "logits left on the device");
     for (int i = 0; i < 3; i++)
         cr_assert_str_eq(on_dev[i].text, host[i].text, "prompt %d", i);
 }
 
-Test(backend, a_penalty_brings_the_logits_to_the_host)
+static struct eng_sampling greedy_with(float presence, float frequency, float min_p,
+                                       const struct eng_logit_bias *bias, int n_bias)
 {
+    struct eng_sampling p;
+    eng_sampling_default(&p);
+    p.temperature = 0;
+    p.presence_penalty = presence;
+    p.frequency_penalty = frequency;
+    p.min_p = min_p;
+    p.logit_bias = bias;
+    p.n_logit_bias = n_bias;
+    return p;
+}
+
+Test(backend, penalties_and_logit_bias_are_applied_on_the_device)
+{
+    /* the end tokens barred, a common word pushed, repeats penalised: answers that differ
+     * from the plain ones, the same on the device as on the host */
+    static const struct eng_logit_bias bias[] = {{0, -100.0f}, {2, -100.0f}, {260, 4.0f}};
+    struct eng_sampling sp = greedy_with(0.3f, 0.5f, 0.0f, bias, 3);
+    struct out plain[3] = {0}, host[3] = {0}, on_dev[3] = {0};
+    run(cpu, NULL, plain);
+    run(cpu, &sp, host);
+    int samples = the->samples, without = the->forwards_without_logits, amounts = the->amounts;
+    run(dev, &sp, on_dev);
+    cr_assert_gt(the->samples, samples + 3, "rows with amounts sampled on the device");
+    cr_assert_gt(the->forwards_without_logits, without, "logits left on the device");
+    /* 3 biases a row, and a penalty for each distinct token so far */
+    cr_assert_gt(the->amounts - amounts, 3 * (the->samples - samples));
+    int changed = 0;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_str_eq(on_dev[i].text, host[i].text, "prompt %d", i);
+        changed += strcmp(host[i].text, plain[i].text) != 0;
+    }
+    cr_assert_gt(changed, 0, "the amounts change what is chosen");
+}
+
+Test(backend, min_p_brings_the_logits_to_the_host)
+{
+    struct eng_sampling sp = greedy_with(0, 0, 0.05f, NULL, 0);
     struct out host[3] = {0}, on_dev[3] = {0};
-    run(cpu, 0.5f, host);
+    run(cpu, &sp, host);
     int samples = the->samples, without = the->forwards_without_logits;
-    run(dev, 0.5f, on_dev);
-    cr_assert_eq(the->samples, samples, "a penalised row is sampled on the host");
+    run(dev, &sp, on_dev);
+    cr_assert_eq(the->samples, samples, "a min_p row is sampled on the host");
     cr_assert_eq(the->forwards_without_logits, without);
     for (int i = 0; i < 3; i++)
         cr_assert_str_eq(on_dev[i].text, host[i].text, "prompt %d", i);

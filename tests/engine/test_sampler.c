@@ -3,6 +3,7 @@
  * distribution against softmax (chi-square and largest difference, printed), temperature,
  * seeds, a token sequence computed outside C (golden_sequence), and the time per step on a
  * vocabulary of 150k. */
+#include "backend.h"
 #include "engine.h"
 #include "sampler.h"
 
@@ -264,7 +265,15 @@ Test(sampler, logit_bias_by_hand)
     cr_assert_float_eq(l[6], 1.2f, 1e-6f);
     cr_assert_float_eq(l[5], 1.8f, 1e-6f);
     cr_assert(l[0] == 1.0f && l[7] == 0.9f);
-    cr_assert_eq(eng_sampler_device_ok(s), 0); /* no device sampler applies a bias */
+    /* a device sampler is given the biases as amounts to add, in their order */
+    struct eng_sample_row row;
+    struct eng_logit_adj adj[8];
+    cr_assert_eq(eng_sampler_device_ok(s), 1);
+    cr_assert_eq(eng_sampler_device_adj(s), 3);
+    eng_sampler_device_row(s, &row, adj);
+    cr_assert_eq(row.n_adj, 3);
+    cr_assert(adj[0].token == 3 && adj[0].add == -100.0f && adj[1].token == 6 &&
+              adj[1].add == -0.5f && adj[2].token == 5 && adj[2].add == 3.0f);
     /* biases and penalties add up: after accepting 5 twice, 5 is 1.8 - 0.5 - 2 * 0.4 = 0.5 */
     eng_sampler_destroy(s);
     p.presence_penalty = 0.5f;
@@ -273,9 +282,27 @@ Test(sampler, logit_bias_by_hand)
     s = make(&p, 8);
     eng_sampler_accept(s, 5);
     eng_sampler_accept(s, 5);
+    eng_sampler_accept(s, 0);
     memcpy(l, L8, sizeof l);
     cr_assert_eq(eng_sampler_sample(s, l), 6);
     cr_assert_float_eq(l[5], 0.5f, 1e-6f);
+    /* the device's amounts: the biases, then minus each accepted token's penalty; added one
+     * by one they give the CPU sampler's logits bit for bit */
+    cr_assert_eq(eng_sampler_device_adj(s), 5);
+    eng_sampler_device_row(s, &row, adj);
+    cr_assert_eq(row.n_adj, 5);
+    cr_assert(adj[3].token == 5 && adj[3].add == -(0.5f + 0.4f * 2.0f));
+    cr_assert(adj[4].token == 0 && adj[4].add == -(0.5f + 0.4f * 1.0f));
+    float by_amounts[8];
+    memcpy(by_amounts, L8, sizeof by_amounts);
+    for (int i = 0; i < row.n_adj; i++)
+        by_amounts[adj[i].token] += adj[i].add;
+    cr_assert_eq(memcmp(by_amounts, l, sizeof l), 0);
+    /* min_p is applied on the host */
+    eng_sampler_destroy(s);
+    p.min_p = 0.1f;
+    s = make(&p, 8);
+    cr_assert_eq(eng_sampler_device_ok(s), 0);
     eng_sampler_destroy(s);
 
     /* sampled: a banned token is never drawn, the rest keep softmax's proportions */

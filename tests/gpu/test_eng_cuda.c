@@ -357,16 +357,18 @@ Test(ops, sampling)
     for (int i = 0; i < V; i++)
         lg[(size_t)3 * V + i] = -INFINITY;
     struct eng_sample_row rows[] = {
-        {0, 0.0f, 0, 1.0f, 0.5f},  {1, 0.0f, 0, 1.0f, 0.5f},   {2, 0.0f, 0, 1.0f, 0.5f},
-        {3, 0.0f, 0, 1.0f, 0.5f},  {4, 1.0f, 0, 1.0f, 0.3f},   {5, 0.7f, 0, 1.0f, 0.999f},
-        {6, 1.0f, 40, 1.0f, 0.5f}, {7, 1.3f, 0, 0.9f, 0.25f},  {8, 0.8f, 100, 0.8f, 0.75f},
-        {9, 1.0f, 1, 1.0f, 0.9f},  {10, 2.0f, 0, 0.95f, 0.0f}, {11, 0.5f, V - 1, 0.5f, 0.6f},
-        {2, 1.0f, 0, 1.0f, 0.4f},  {1, 1.0f, 5, 0.9f, 0.1f},
+        {0, 0.0f, 0, 1.0f, 0.5f, 0, 0},      {1, 0.0f, 0, 1.0f, 0.5f, 0, 0},
+        {2, 0.0f, 0, 1.0f, 0.5f, 0, 0},      {3, 0.0f, 0, 1.0f, 0.5f, 0, 0},
+        {4, 1.0f, 0, 1.0f, 0.3f, 0, 0},      {5, 0.7f, 0, 1.0f, 0.999f, 0, 0},
+        {6, 1.0f, 40, 1.0f, 0.5f, 0, 0},     {7, 1.3f, 0, 0.9f, 0.25f, 0, 0},
+        {8, 0.8f, 100, 0.8f, 0.75f, 0, 0},   {9, 1.0f, 1, 1.0f, 0.9f, 0, 0},
+        {10, 2.0f, 0, 0.95f, 0.0f, 0, 0},    {11, 0.5f, V - 1, 0.5f, 0.6f, 0, 0},
+        {2, 1.0f, 0, 1.0f, 0.4f, 0, 0},      {1, 1.0f, 5, 0.9f, 0.1f, 0, 0},
     };
     const int n = sizeof rows / sizeof rows[0];
     int32_t got[sizeof rows / sizeof rows[0]];
     char err[512];
-    cr_assert_eq(ops()->sample(lg, R, V, rows, n, got, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ops()->sample(lg, R, V, rows, n, NULL, 0, got, err, sizeof err), 0, "%s", err);
     struct eng_sampling sp;
     eng_sampling_default(&sp);
     sp.temperature = 0;
@@ -385,6 +387,60 @@ Test(ops, sampling)
     }
     cr_assert_eq(got[1], 500, "ties go to the lower id");
     cr_assert_eq(got[3], 0);
+
+    /* With amounts (logit_bias, then penalties; sampler.h): each row is sampled from a copy
+     * of its logits with its amounts added in order, so greedy rows pick what the CPU
+     * sampler picks, drawn rows follow the changed row, and two rows reading one logits row
+     * each get only their own amounts. */
+    struct eng_logit_bias bias[] = {{500, -100.0f}, {70000, -100.0f}, {1234, 30.0f}};
+    struct eng_sampling bp;
+    eng_sampling_default(&bp);
+    bp.temperature = 0;
+    bp.logit_bias = bias;
+    bp.n_logit_bias = 3;
+    bp.presence_penalty = 0.7f;
+    bp.frequency_penalty = 0.9f;
+    eng_sampler *b;
+    cr_assert_eq(eng_sampler_create(&bp, V, &b), 0);
+    eng_sampler_accept(b, 1234);
+    eng_sampler_accept(b, 1234);
+    eng_sampler_accept(b, 99);
+    const int na = eng_sampler_device_adj(b);
+    cr_assert_eq(na, 5);
+    struct eng_logit_adj adj[5];
+    struct eng_sample_row tmpl;
+    eng_sampler_device_row(b, &tmpl, adj);
+    struct eng_sample_row ar[] = {
+        {1, 0.0f, 0, 1.0f, 0.5f, 0, na},  {1, 1.0f, 0, 1.0f, 0.3f, 0, 0},
+        {0, 0.0f, 0, 1.0f, 0.5f, 0, 0},   {5, 0.8f, 40, 0.9f, 0.6f, 0, na},
+        {6, 1.0f, 0, 1.0f, 0.8f, 2, 3},   {1, 1.0f, 1, 1.0f, 0.5f, 0, na},
+    };
+    const int an = sizeof ar / sizeof ar[0];
+    int32_t agot[sizeof ar / sizeof ar[0]];
+    cr_assert_eq(ops()->sample(lg, R, V, ar, an, adj, na, agot, err, sizeof err), 0, "%s", err);
+    for (int i = 0; i < an; i++) {
+        memcpy(copy, lg + (size_t)ar[i].row * V, sizeof(float) * V);
+        for (int j = ar[i].adj_first; j < ar[i].adj_first + ar[i].n_adj; j++)
+            copy[adj[j].token] += adj[j].add;
+        if (ar[i].temperature <= 0 || ar[i].top_k == 1) {
+            /* the CPU sampler adds the same amounts itself */
+            memcpy(copy, lg + (size_t)ar[i].row * V, sizeof(float) * V);
+            int32_t want = eng_sampler_sample(ar[i].n_adj ? b : s, copy);
+            cr_assert_eq(agot[i], want, "row %d: gpu %d, cpu sampler %d", i, agot[i], want);
+        } else {
+            check_draw(copy, V, &ar[i], agot[i]);
+        }
+    }
+    cr_assert_eq(agot[0], 1234, "the bias beats the tie at 50 less the penalties");
+    cr_assert_eq(agot[5], 1234);
+    cr_assert(agot[1] != 1234 && agot[2] == got[0], "rows without amounts are unchanged");
+    /* amounts outside the list or tokens outside the vocabulary are refused */
+    struct eng_sample_row bad = {0, 0.0f, 0, 1.0f, 0.5f, 3, 3};
+    cr_assert_neq(ops()->sample(lg, R, V, &bad, 1, adj, na, agot, err, sizeof err), 0);
+    struct eng_logit_adj out_of_vocab = {V, 1.0f};
+    bad.adj_first = 0, bad.n_adj = 1;
+    cr_assert_neq(ops()->sample(lg, R, V, &bad, 1, &out_of_vocab, 1, agot, err, sizeof err), 0);
+    eng_sampler_destroy(b);
     eng_sampler_destroy(s);
     free(copy), free(lg);
 }
@@ -479,8 +535,9 @@ Test(backend, decode_graphs_match_kernel_by_kernel)
             struct eng_sample_row r[3];
             int32_t t[3];
             for (int s = 0; s < n; s++)
-                r[s] = (struct eng_sample_row){s, 0.0f, 0, 1.0f, 0.0f};
-            cr_assert_eq(a.vt->sample(a.ctx, r, n, t), 0, "%s", a.vt->last_error(a.ctx));
+                r[s] = (struct eng_sample_row){s, 0.0f, 0, 1.0f, 0.0f, 0, 0};
+            cr_assert_eq(a.vt->sample(a.ctx, r, n, NULL, 0, t), 0, "%s",
+                         a.vt->last_error(a.ctx));
             for (int s = 0; s < n; s++)
                 cr_assert_eq(t[s], toks[s][seqs[s].pos0], "sequence %d", s);
         }
