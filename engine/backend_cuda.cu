@@ -129,7 +129,8 @@ struct sampler {
 
 struct cuda_ctx {
     struct eng_hparams hp;
-    int HQ, HK, NQKV, group, qt; // qt: query tokens per prefill tile
+    int HQ, HK, NQKV, group, qt; // qt: query tokens per prefill tile, at most
+    int tile_qt;                 // this forward's (prefill_qt())
     int n_sm;                    // multiprocessors
     int pdl;                     // programmatic dependent launch (sm_90 and later)
     cudaStream_t st;
@@ -347,6 +348,27 @@ static int decode_splits(int nd, int nk, int n_sm)
     if (blocks <= 0) return 1;
     const long z = (want + blocks - 1) / blocks;
     return z < 1 ? 1 : z > DEC_MAX_SPLITS ? DEC_MAX_SPLITS : (int)z;
+}
+
+// Query tokens a prefill tile takes: max_qt (PRE_ROWS rows of query heads), or fewer when
+// the pass's tiles would not fill the multiprocessors twice over. A tile reads every key up to
+// its last token, so a few new tokens over a long cached prefix (a question after a shared
+// system prompt) ran on a few blocks, each over the whole context: 46 tokens after 1,024
+// cached took nearly as long as all 1,070. Smaller tiles read the keys more often (from L2)
+// but side by side; a row's arithmetic does not depend on its tile.
+static int prefill_qt(const struct eng_seq *seqs, int n_seqs, int max_qt, int nk, int n_sm,
+                      int decode_ok)
+{
+    int qt = max_qt;
+    while (seqs && qt > 1) {
+        long tiles = 0;
+        for (int s = 0; s < n_seqs; s++)
+            if (seqs[s].n_new > 1 || (seqs[s].n_new == 1 && !decode_ok))
+                tiles += (seqs[s].n_new + qt - 1) / qt;
+        if (tiles == 0 || tiles * nk >= 2L * n_sm) break; // two waves, as decode_splits()
+        qt = (qt + 1) / 2;
+    }
+    return qt;
 }
 
 // floats of attn_decode_k's partial states for nd items
@@ -573,7 +595,7 @@ static int enqueue_layers(cuda_ctx *c, const plan_counts &pc, const plan_ptrs &p
                  hp->n_head_kv, hp->head_dim, hp->n_rot, c->rope_inv, p.tok_slot, kc, vc);
         LK("rope_kv_k");
         launch_attention(st, pc, p, c->qkv, c->NQKV, kc, vc, bs, hp->n_head_kv, hp->head_dim,
-                         c->group, c->qt, c->att, c->HQ, nsplit, c->part, pdl);
+                         c->group, c->tile_qt, c->att, c->HQ, nsplit, c->part, pdl);
         LK("attention");
         BK("GEMM (wo)", gemm(c->blas, st, pdl, L->wo, D, c->HQ, c->att, T, c->x, 1));
         launch_k(pdl, rmsnorm_k<__half>, T, 256, 0, st, c->x, nullptr, L->ffn_norm, c->xn, D,
@@ -626,8 +648,10 @@ static int be_forward(void *vctx, const struct eng_seq *seqs, int n_seqs, float 
     E->msg[0] = 0;
     if (!c->kc) return set_err(E, ENG_EINVAL, "forward before kv_init");
     const int decode_ok = c->group <= DECODE_MAX_GROUP;
+    // a decode graph's tiles are one token each: any tile_qt replays right
+    c->tile_qt = prefill_qt(seqs, n_seqs, c->qt, hp->n_head_kv, c->n_sm, decode_ok);
     plan_counts pc;
-    if ((rc = plan_count(seqs, n_seqs, V, bs, c->ks.n_blocks, c->qt, decode_ok, 1, E, &pc)))
+    if ((rc = plan_count(seqs, n_seqs, V, bs, c->ks.n_blocks, c->tile_qt, decode_ok, 1, E, &pc)))
         return rc;
     int graph = c->graphs_on && decode_ok && n_seqs <= GRAPH_MAX_SEQS && pc.T == n_seqs;
     for (int s = 0; graph && s < n_seqs; s++)
@@ -655,7 +679,7 @@ static int be_forward(void *vctx, const struct eng_seq *seqs, int n_seqs, float 
          (rc = grow(c, (void **)&c->part, &c->cap_part, part, "cudaMalloc (attention partials)"))))
         return rc;
     if (c->stale) drop_graphs(c);
-    plan_fill(seqs, n_seqs, bs, c->ks.n_blocks, c->qt, decode_ok, pc, c->meta_h);
+    plan_fill(seqs, n_seqs, bs, c->ks.n_blocks, c->tile_qt, decode_ok, pc, c->meta_h);
     const plan_ptrs p = plan_at(c->meta_d, pc);
     const int pdl = plan_pdl(c, pc);
     c->lo = c->hi = 0;
@@ -1470,7 +1494,10 @@ static int op_attention(const float *k_layer, const float *v_layer, const struct
         goto done;
     }
     {
-        const int decode_ok = group <= DECODE_MAX_GROUP, qt = PRE_ROWS / group;
+        cudaDeviceProp prop;
+        CK("cudaGetDeviceProperties", cudaGetDeviceProperties(&prop, 0));
+        const int decode_ok = group <= DECODE_MAX_GROUP, max_qt = PRE_ROWS / group;
+        const int qt = prefill_qt(seqs, n_seqs, max_qt, nk, prop.multiProcessorCount, decode_ok);
         if ((rc = plan_count(seqs, n_seqs, 0, bs, ks->n_blocks, qt, decode_ok, 0, E, &pc)))
             goto done;
         kh = (float *)malloc(cache * sizeof(float));
@@ -1515,8 +1542,6 @@ static int op_attention(const float *k_layer, const float *v_layer, const struct
         LK("rope_kv_k");
         // decode items as the forward cuts them for this batch, and whole (one range): both
         // must give the same output up to the F16 rounding of the result
-        cudaDeviceProp prop;
-        CK("cudaGetDeviceProperties", cudaGetDeviceProperties(&prop, 0));
         const int nsplit = decode_splits(pc.nd, nk, prop.multiProcessorCount);
         float *dpart = nullptr;
         const size_t np = decode_part_floats(pc.nd, n_head, hd, nsplit);
@@ -1549,6 +1574,43 @@ static int op_attention(const float *k_layer, const float *v_layer, const struct
                 rc = set_err(E, ENG_EDEVICE,
                              "attention: decode in %d ranges differs from whole by %g", nsplit,
                              worst);
+        }
+        // prompt tokens in the tiles the forward takes for this batch, and in the largest:
+        // a row's arithmetic is the same in both, so the outputs must be equal bit for bit
+        if (!rc && qt < max_qt && pc.ntiles > 0) {
+            plan_counts pw;
+            int *wide_h = nullptr, *wide_d;
+            float *whole = nullptr;
+            if ((rc = plan_count(seqs, n_seqs, 0, bs, ks->n_blocks, max_qt, decode_ok, 0, E,
+                                 &pw)))
+                goto done;
+            wide_h = (int *)malloc(plan_ints(pw) * sizeof(int));
+            whole = (float *)malloc((size_t)pc.T * HQ * sizeof(float));
+            if (!wide_h || !whole) {
+                free(wide_h), free(whole);
+                rc = set_err(E, ENG_ENOMEM, "attention: out of host memory");
+                goto done;
+            }
+            plan_fill(seqs, n_seqs, bs, ks->n_blocks, max_qt, decode_ok, pw, wide_h);
+            wide_d = (int *)op_upload(&o, wide_h, plan_ints(pw) * sizeof(int));
+            if (wide_d)
+                launch_attention(o.st, pw, plan_at(wide_d, pw), dqkv, NQKV, dk, dv, bs, nk, hd,
+                                 group, max_qt, dout, HQ, nsplit, dpart, 0);
+            if (!wide_d || cudaGetLastError() != cudaSuccess ||
+                (rc = op_download_f16(&o, whole, dout, (size_t)pc.T * HQ))) {
+                free(wide_h), free(whole);
+                rc = rc ? rc : set_err(E, ENG_EDEVICE, "attention: tiles of %d failed", max_qt);
+                goto done;
+            }
+            free(wide_h);
+            size_t differ = 0;
+            for (size_t i = 0; i < (size_t)pc.T * HQ; i++)
+                differ += memcmp(&out[i], &whole[i], sizeof(float)) != 0;
+            free(whole);
+            if (differ)
+                rc = set_err(E, ENG_EDEVICE,
+                             "attention: %zu outputs differ between tiles of %d and of %d tokens",
+                             differ, qt, max_qt);
         }
     }
 fail:
