@@ -364,7 +364,7 @@ static int prefill_qt(const struct eng_seq *seqs, int n_seqs, int max_qt, int nk
         long tiles = 0;
         for (int s = 0; s < n_seqs; s++)
             if (seqs[s].n_new > 1 || (seqs[s].n_new == 1 && !decode_ok))
-                tiles += (seqs[s].n_new + qt - 1) / qt;
+                tiles += ((long)seqs[s].n_new + qt - 1) / qt;
         if (tiles == 0 || tiles * nk >= 2L * n_sm) break; // two waves, as decode_splits()
         qt = (qt + 1) / 2;
     }
@@ -648,7 +648,7 @@ static int be_forward(void *vctx, const struct eng_seq *seqs, int n_seqs, float 
     E->msg[0] = 0;
     if (!c->kc) return set_err(E, ENG_EINVAL, "forward before kv_init");
     const int decode_ok = c->group <= DECODE_MAX_GROUP;
-    // a decode graph's tiles are one token each: any tile_qt replays right
+    // graphs are of one-token decodes, which take no tiles: tile_qt is in none of them
     c->tile_qt = prefill_qt(seqs, n_seqs, c->qt, hp->n_head_kv, c->n_sm, decode_ok);
     plan_counts pc;
     if ((rc = plan_count(seqs, n_seqs, V, bs, c->ks.n_blocks, c->tile_qt, decode_ok, 1, E, &pc)))
@@ -876,6 +876,11 @@ static int run_sample(cudaStream_t st, sampler *s, const float *logits, int V,
     }
     CK("cudaMemcpyAsync (sample rows)",
        cudaMemcpyAsync(s->rows, rows, (size_t)n * sizeof *rows, cudaMemcpyHostToDevice, st));
+    // copies from pageable memory wait for the stream: all of them before the kernels
+    if (n_sorted)
+        CK("cudaMemcpyAsync (sample rows)",
+           cudaMemcpyAsync(s->which, which_h, (size_t)n_sorted * sizeof(int),
+                           cudaMemcpyHostToDevice, st));
     if (adjusted) {
         gather_rows_k<<<grid_for((size_t)n * V, 256), 256, 0, st>>>(logits, V, s->src, n,
                                                                     s->gathered);
@@ -884,10 +889,6 @@ static int run_sample(cudaStream_t st, sampler *s, const float *logits, int V,
         LK("adjust_k");
         logits = s->gathered;
     }
-    if (n_sorted)
-        CK("cudaMemcpyAsync (sample rows)",
-           cudaMemcpyAsync(s->which, which_h, (size_t)n_sorted * sizeof(int),
-                           cudaMemcpyHostToDevice, st));
     sample_k<<<n, SAMPLE_THREADS, 0, st>>>(logits, V, s->rows, s->out);
     LK("sample_k");
     for (int j0 = 0; j0 < n_sorted; j0 += SORT_ROWS) {

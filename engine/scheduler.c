@@ -523,7 +523,8 @@ int sched_step(sched *s)
     for (int i = 0; i < nb && on_device; i++)
         if (s->batch[i].logits == ENG_LOGITS_LAST) {
             struct eng_sample_row *r = &s->dev_rows[n_rows];
-            eng_sampler_device_row(s->batch_seq[i]->smp, r, s->dev_adj + n_adj);
+            /* no amounts yet: dev_adj may still be NULL, and is not written */
+            eng_sampler_device_row(s->batch_seq[i]->smp, r, s->dev_adj ? s->dev_adj + n_adj : NULL);
             r->row = n_rows++;
             r->adj_first = n_adj;
             n_adj += r->n_adj;
