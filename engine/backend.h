@@ -65,6 +65,7 @@ struct eng_sample_row {
     float top_p;       /* >= 1: off */
     float u;
     int adj_first, n_adj; /* this row's amounts in sample()'s adj: [adj_first, +n_adj) */
+    float min_p;          /* keeps weights >= min_p of the largest; 0: off */
 };
 
 /* An amount added to one token's logit before its row is sampled: logit_bias, and the

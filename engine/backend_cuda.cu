@@ -859,8 +859,8 @@ static int run_sample(cudaStream_t st, sampler *s, const float *logits, int V,
     src_h = which_h + n;
     local = (struct eng_sample_row *)(src_h + n);
     for (int i = 0; i < n; i++)
-        if (rows[i].temperature > 0.0f &&
-            ((rows[i].top_k > 0 && rows[i].top_k < V) || rows[i].top_p < 1.0f))
+        if (rows[i].temperature > 0.0f && ((rows[i].top_k > 0 && rows[i].top_k < V) ||
+                                           rows[i].top_p < 1.0f || rows[i].min_p > 0.0f))
             which_h[n_sorted++] = i;
     if (adjusted) {
         for (int i = 0; i < n; i++) {

@@ -787,6 +787,7 @@ struct eng_sample_row_d { // engine/backend.h's eng_sample_row, the same layout
     float top_p;
     float u;
     int adj_first, n_adj;
+    float min_p;
 };
 
 struct eng_logit_adj_d { // engine/backend.h's eng_logit_adj, the same layout
@@ -873,7 +874,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         if (threadIdx.x == 0) out[blockIdx.x] = greedy;
         return;
     }
-    const bool filtered = (rw.top_k > 0 && rw.top_k < V) || rw.top_p < 1.0f;
+    const bool filtered = (rw.top_k > 0 && rw.top_k < V) || rw.top_p < 1.0f || rw.min_p > 0.0f;
     if (filtered) return;
     const int tok = draw_chunked(
         [=](int i) {
@@ -973,6 +974,20 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         __syncthreads();
         m = s_m;
         __syncthreads(); // pre is reused by the draw
+    }
+    if (rw.min_p > 0.0f) {
+        // weights >= min_p (the largest is 1): a prefix of the sorted row, the first at least
+        const int ck = (m + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
+        lo = min(m, (int)threadIdx.x * ck);
+        hi = min(m, lo + ck);
+        int kept = 0;
+        for (int i = lo; i < hi; i++)
+            kept += w(i) >= rw.min_p;
+        const int n_kept = RedI(tmp.red).Sum(kept);
+        if (threadIdx.x == 0) s_m = n_kept > 0 ? n_kept : 1;
+        __syncthreads();
+        m = s_m;
+        __syncthreads(); // tmp is reused by the draw
     }
     const int pick = draw_chunked(w, m, rw.u, pre);
     if (threadIdx.x == 0) out[ri] = ir[pick];

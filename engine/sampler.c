@@ -549,11 +549,6 @@ int32_t eng_sampler_sample(eng_sampler *s, float *logits)
     return c[draw(w, nc, u, s->bsum, block_sums(w, nc, s->bsum))].id;
 }
 
-int eng_sampler_device_ok(const eng_sampler *s)
-{
-    return s->p.min_p == 0.0f;
-}
-
 int eng_sampler_device_adj(const eng_sampler *s)
 {
     return s->p.n_logit_bias + (has_penalties(s) ? s->n_seen : 0);
@@ -573,6 +568,7 @@ void eng_sampler_device_row(eng_sampler *s, struct eng_sample_row *row,
     row->temperature = s->p.temperature;
     row->top_k = s->p.top_k;
     row->top_p = s->p.top_p;
+    row->min_p = s->p.min_p;
     row->u = 0.0f;
     if (s->p.temperature > 0.0f) {
         float u = (float)rng_uniform(s->rng);

@@ -78,15 +78,13 @@ void eng_sampler_reset(eng_sampler *s);
  * or none is finite, the token is the argmax: the lowest id at +inf, or 0. */
 int32_t eng_sampler_sample(eng_sampler *s, float *logits);
 
-/* For a backend that samples on its device (backend.h): eng_sampler_device_ok() is 1
- * when this sampler needs nothing such a backend lacks (min_p);
+/* For a backend that samples on its device (backend.h):
  * eng_sampler_device_adj() is how many logit amounts (logit_bias, then the penalties of
  * the tokens accepted so far) its next step adds;
  * eng_sampler_device_row() then sets row's parameters, writes those amounts to adj as
  * eng_sampler_sample() would add them (row->n_adj of them), and, for a sampled step, draws
  * the step's random number as eng_sampler_sample() would. row->row and row->adj_first are
  * left to the caller. */
-int eng_sampler_device_ok(const eng_sampler *s);
 int eng_sampler_device_adj(const eng_sampler *s);
 struct eng_sample_row;
 struct eng_logit_adj;

@@ -503,14 +503,12 @@ int sched_step(sched *s)
         }
         return s->running.n + s->waiting.n;
     }
-    /* on a device that samples, the logits stay there when every row can be sampled so */
+    /* on a device that samples, the logits stay there */
     int on_device = s->dev_rows != NULL, n_rows = 0, n_adj = 0;
     size_t need = 0;
     for (int i = 0; i < nb && on_device; i++)
-        if (s->batch[i].logits == ENG_LOGITS_LAST) {
-            on_device = eng_sampler_device_ok(s->batch_seq[i]->smp);
+        if (s->batch[i].logits == ENG_LOGITS_LAST)
             need += (size_t)eng_sampler_device_adj(s->batch_seq[i]->smp);
-        }
     if (on_device && need > s->dev_adj_cap) {
         struct eng_logit_adj *grown = realloc(s->dev_adj, need * sizeof *grown);
         if (grown) {

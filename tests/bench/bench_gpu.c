@@ -79,7 +79,7 @@ static double decode(kvc_pool *kv, int B, int V)
     }
     for (int b = 0; b < B; b++) {
         toks[(size_t)b * stride + CTX] = 1;
-        rows[b] = (struct eng_sample_row){b, 0.0f, 0, 1.0f, 0.0f, 0, 0};
+        rows[b] = (struct eng_sample_row){b, 0.0f, 0, 1.0f, 0.0f, 0, 0, 0.0f};
     }
     double t0 = 0;
     for (int step = 0; step < WARMUP + STEPS; step++) {

@@ -3,8 +3,8 @@
  * keeps its "device memory" in host memory and runs the CPU backend there. It checks that
  * the weights it receives have the model's shapes, that the KV storage follows the pool
  * (kv_init on a new pool), that the scheduler leaves the logits on the device and samples
- * there when every row allows it, logit_bias and penalties given as amounts to add (and
- * on the host when min_p needs it), and that greedy output is the CPU backend's. */
+ * there, logit_bias and penalties given as amounts to add and min_p with the row, and
+ * that greedy output is the CPU backend's. */
 #include "backend.h"
 #include "engine.h"
 #include "generate.h"
@@ -27,6 +27,7 @@ struct standin {
     float *logits; /* the last forward's rows, [max][n_vocab] */
     int rows, n_vocab;
     int kv_inits, forwards, forwards_without_logits, samples, amounts;
+    float min_p_seen;
     float *row; /* [n_vocab]: a row with its amounts added */
     struct eng_hparams hp;
 };
@@ -83,6 +84,7 @@ static int s_sample(void *ctx, const struct eng_sample_row *rows, int n,
         for (int j = rows[i].adj_first; j < rows[i].adj_first + rows[i].n_adj; j++)
             l[adj[j].token] += adj[j].add;
         d->amounts += rows[i].n_adj;
+        d->min_p_seen = rows[i].min_p;
         int best = 0;
         for (int v = 1; v < d->n_vocab; v++)
             best = l[v] > l[best] ? v : best;
@@ -333,15 +335,16 @@ Test(backend, penalties_and_logit_bias_are_applied_on_the_device)
     cr_assert_gt(changed, 0, "the amounts change what is chosen");
 }
 
-Test(backend, min_p_brings_the_logits_to_the_host)
+Test(backend, min_p_is_applied_on_the_device)
 {
     struct eng_sampling sp = greedy_with(0, 0, 0.05f, NULL, 0);
     struct out host[3] = {0}, on_dev[3] = {0};
     run(cpu, &sp, host);
     int samples = the->samples, without = the->forwards_without_logits;
     run(dev, &sp, on_dev);
-    cr_assert_eq(the->samples, samples, "a min_p row is sampled on the host");
-    cr_assert_eq(the->forwards_without_logits, without);
+    cr_assert_gt(the->samples, samples + 3, "min_p rows sampled on the device");
+    cr_assert_gt(the->forwards_without_logits, without);
+    cr_assert_eq(the->min_p_seen, 0.05f, "the rows carry min_p");
     for (int i = 0; i < 3; i++)
         cr_assert_str_eq(on_dev[i].text, host[i].text, "prompt %d", i);
 }

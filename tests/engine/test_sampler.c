@@ -268,7 +268,6 @@ Test(sampler, logit_bias_by_hand)
     /* a device sampler is given the biases as amounts to add, in their order */
     struct eng_sample_row row;
     struct eng_logit_adj adj[8];
-    cr_assert_eq(eng_sampler_device_ok(s), 1);
     cr_assert_eq(eng_sampler_device_adj(s), 3);
     eng_sampler_device_row(s, &row, adj);
     cr_assert_eq(row.n_adj, 3);
@@ -298,11 +297,14 @@ Test(sampler, logit_bias_by_hand)
     for (int i = 0; i < row.n_adj; i++)
         by_amounts[adj[i].token] += adj[i].add;
     cr_assert_eq(memcmp(by_amounts, l, sizeof l), 0);
-    /* min_p is applied on the host */
+    /* and the row carries the filters */
     eng_sampler_destroy(s);
     p.min_p = 0.1f;
+    p.top_k = 5;
+    p.top_p = 0.9f;
     s = make(&p, 8);
-    cr_assert_eq(eng_sampler_device_ok(s), 0);
+    eng_sampler_device_row(s, &row, adj);
+    cr_assert(row.min_p == 0.1f && row.top_k == 5 && row.top_p == 0.9f);
     eng_sampler_destroy(s);
 
     /* sampled: a banned token is never drawn, the rest keep softmax's proportions */

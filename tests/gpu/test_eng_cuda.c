@@ -302,7 +302,7 @@ static void check_draw(const float *lg, int V, const struct eng_sample_row *r, i
         if (v > vmax) vmax = v;
         c[i] = (struct ranked){v == 0.0f ? 0.0f : v, i};
     }
-    int filtered = (r->top_k > 0 && r->top_k < V) || r->top_p < 1.0f;
+    int filtered = (r->top_k > 0 && r->top_k < V) || r->top_p < 1.0f || r->min_p > 0.0f;
     if (filtered) {
         qsort(c, V, sizeof *c, by_rank);
         while (K < V && c[K].v > -INFINITY)
@@ -324,8 +324,16 @@ static void check_draw(const float *lg, int V, const struct eng_sample_row *r, i
             acc += w[m++];
         /* near the edge, either side is right */
         total = acc;
-    } else if (filtered) {
-        /* nothing */
+    }
+    if (r->min_p > 0.0f) {
+        /* weights >= min_p of the largest (1): a prefix */
+        int keep = 0;
+        while (keep < m && w[keep] >= r->min_p)
+            keep++;
+        m = keep > 0 ? keep : 1;
+        total = 0;
+        for (int i = 0; i < m; i++)
+            total += w[i];
     }
     double at = r->u * total, before = 0;
     int pos = -1;
@@ -357,13 +365,16 @@ Test(ops, sampling)
     for (int i = 0; i < V; i++)
         lg[(size_t)3 * V + i] = -INFINITY;
     struct eng_sample_row rows[] = {
-        {0, 0.0f, 0, 1.0f, 0.5f, 0, 0},      {1, 0.0f, 0, 1.0f, 0.5f, 0, 0},
-        {2, 0.0f, 0, 1.0f, 0.5f, 0, 0},      {3, 0.0f, 0, 1.0f, 0.5f, 0, 0},
-        {4, 1.0f, 0, 1.0f, 0.3f, 0, 0},      {5, 0.7f, 0, 1.0f, 0.999f, 0, 0},
-        {6, 1.0f, 40, 1.0f, 0.5f, 0, 0},     {7, 1.3f, 0, 0.9f, 0.25f, 0, 0},
-        {8, 0.8f, 100, 0.8f, 0.75f, 0, 0},   {9, 1.0f, 1, 1.0f, 0.9f, 0, 0},
-        {10, 2.0f, 0, 0.95f, 0.0f, 0, 0},    {11, 0.5f, V - 1, 0.5f, 0.6f, 0, 0},
-        {2, 1.0f, 0, 1.0f, 0.4f, 0, 0},      {1, 1.0f, 5, 0.9f, 0.1f, 0, 0},
+        {0, 0.0f, 0, 1.0f, 0.5f, 0, 0, 0.0f},      {1, 0.0f, 0, 1.0f, 0.5f, 0, 0, 0.0f},
+        {2, 0.0f, 0, 1.0f, 0.5f, 0, 0, 0.0f},      {3, 0.0f, 0, 1.0f, 0.5f, 0, 0, 0.0f},
+        {4, 1.0f, 0, 1.0f, 0.3f, 0, 0, 0.0f},      {5, 0.7f, 0, 1.0f, 0.999f, 0, 0, 0.0f},
+        {6, 1.0f, 40, 1.0f, 0.5f, 0, 0, 0.0f},     {7, 1.3f, 0, 0.9f, 0.25f, 0, 0, 0.0f},
+        {8, 0.8f, 100, 0.8f, 0.75f, 0, 0, 0.0f},   {9, 1.0f, 1, 1.0f, 0.9f, 0, 0, 0.0f},
+        {10, 2.0f, 0, 0.95f, 0.0f, 0, 0, 0.0f},    {11, 0.5f, V - 1, 0.5f, 0.6f, 0, 0, 0.0f},
+        {2, 1.0f, 0, 1.0f, 0.4f, 0, 0, 0.0f},      {1, 1.0f, 5, 0.9f, 0.1f, 0, 0, 0.0f},
+        /* min_p alone, after top_p, after top_k, and 1 (the most likely token alone) */
+        {4, 1.0f, 0, 1.0f, 0.7f, 0, 0, 0.5f},      {7, 1.3f, 0, 0.9f, 0.45f, 0, 0, 0.3f},
+        {8, 0.8f, 100, 1.0f, 0.2f, 0, 0, 0.9f},    {5, 1.0f, 0, 1.0f, 0.99f, 0, 0, 1.0f},
     };
     const int n = sizeof rows / sizeof rows[0];
     int32_t got[sizeof rows / sizeof rows[0]];
@@ -387,6 +398,10 @@ Test(ops, sampling)
     }
     cr_assert_eq(got[1], 500, "ties go to the lower id");
     cr_assert_eq(got[3], 0);
+    int best5 = 0;
+    for (int i = 1; i < V; i++)
+        best5 = lg[(size_t)5 * V + i] > lg[(size_t)5 * V + best5] ? i : best5;
+    cr_assert_eq(got[n - 1], best5, "min_p 1 keeps the most likely token alone");
 
     /* With amounts (logit_bias, then penalties; sampler.h): each row is sampled from a copy
      * of its logits with its amounts added in order, so greedy rows pick what the CPU
@@ -411,9 +426,9 @@ Test(ops, sampling)
     struct eng_sample_row tmpl;
     eng_sampler_device_row(b, &tmpl, adj);
     struct eng_sample_row ar[] = {
-        {1, 0.0f, 0, 1.0f, 0.5f, 0, na},  {1, 1.0f, 0, 1.0f, 0.3f, 0, 0},
-        {0, 0.0f, 0, 1.0f, 0.5f, 0, 0},   {5, 0.8f, 40, 0.9f, 0.6f, 0, na},
-        {6, 1.0f, 0, 1.0f, 0.8f, 2, 3},   {1, 1.0f, 1, 1.0f, 0.5f, 0, na},
+        {1, 0.0f, 0, 1.0f, 0.5f, 0, na, 0.0f},  {1, 1.0f, 0, 1.0f, 0.3f, 0, 0, 0.0f},
+        {0, 0.0f, 0, 1.0f, 0.5f, 0, 0, 0.0f},   {5, 0.8f, 40, 0.9f, 0.6f, 0, na, 0.0f},
+        {6, 1.0f, 0, 1.0f, 0.8f, 2, 3, 0.0f},   {1, 1.0f, 1, 1.0f, 0.5f, 0, na, 0.0f},
     };
     const int an = sizeof ar / sizeof ar[0];
     int32_t agot[sizeof ar / sizeof ar[0]];
@@ -435,7 +450,7 @@ Test(ops, sampling)
     cr_assert_eq(agot[5], 1234);
     cr_assert(agot[1] != 1234 && agot[2] == got[0], "rows without amounts are unchanged");
     /* amounts outside the list or tokens outside the vocabulary are refused */
-    struct eng_sample_row bad = {0, 0.0f, 0, 1.0f, 0.5f, 3, 3};
+    struct eng_sample_row bad = {0, 0.0f, 0, 1.0f, 0.5f, 3, 3, 0.0f};
     cr_assert_neq(ops()->sample(lg, R, V, &bad, 1, adj, na, agot, err, sizeof err), 0);
     struct eng_logit_adj out_of_vocab = {V, 1.0f};
     bad.adj_first = 0, bad.n_adj = 1;
@@ -535,7 +550,7 @@ Test(backend, decode_graphs_match_kernel_by_kernel)
             struct eng_sample_row r[3];
             int32_t t[3];
             for (int s = 0; s < n; s++)
-                r[s] = (struct eng_sample_row){s, 0.0f, 0, 1.0f, 0.0f, 0, 0};
+                r[s] = (struct eng_sample_row){s, 0.0f, 0, 1.0f, 0.0f, 0, 0, 0.0f};
             cr_assert_eq(a.vt->sample(a.ctx, r, n, NULL, 0, t), 0, "%s",
                          a.vt->last_error(a.ctx));
             for (int s = 0; s < n; s++)
