@@ -495,6 +495,7 @@ static void on_event(struct gw_gen_event *ev)
     struct chat_req *c = (struct chat_req *)ev->job;
     if (!c->req || gw_req_gone(c->req)) {
         c->req = NULL; /* the client left; the request is freed, the engine cancelled */
+        c->use.cancelled = 1;
         if (ev->done) { /* what the engine spent is charged, as for an answer read out */
             c->use.prompt = ev->prompt_tokens;
             c->use.completion = ev->completion_tokens;
@@ -723,6 +724,7 @@ static void on_semantic(struct gw_cache_sem *s)
 {
     struct chat_req *c = gw_cq_container(s, struct chat_req, sem);
     if (!c->req || gw_req_gone(c->req)) {
+        c->use.cancelled = 1;
         chat_req_free(c);
         return;
     }

@@ -440,7 +440,9 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
                                         "Entries removed: lru (over capacity) or expired.",
                                         "reason");
     c->m_writes = gw_metrics_counter(m, "cachegate_cache_writes_total",
-                                     "Answers written to the cache, by result.", "result");
+                                     "Answers written to the cache, by result (ok, error, "
+                                     "dropped: its tenant was deleted first).",
+                                     "result");
     c->m_unmet = gw_metrics_counter(m, "cachegate_cache_only_if_cached_misses_total",
                                     "Requests with Cache-Control: only-if-cached that no cached "
                                     "answer met (answered 504).",
@@ -670,10 +672,10 @@ struct put_job {
 
 static void put_written(void *arg, int rc, int64_t id)
 {
-    (void)id;
     gw_cache *c = arg;
-    /* writer thread; the metrics registry is thread-safe */
-    gw_metric_add(c->m_writes, 1, rc ? "error" : "ok");
+    /* writer thread; the metrics registry is thread-safe. id 0: the tenant was deleted
+     * while its answer waited to be written */
+    gw_metric_add(c->m_writes, 1, rc ? "error" : id ? "ok" : "dropped");
 }
 
 static void put_job_free(struct put_job *p)

@@ -383,7 +383,9 @@ gw_tenants *gw_tenants_create(const struct gw_config *cfg, store *st, struct eve
     }
     t->m_requests = gw_metrics_counter(m, "cachegate_tenant_requests_total",
                                        "Requests per tenant, by outcome (ok, error: an error "
-                                       "reply after admission, rate_limited, quota_exceeded).",
+                                       "reply after admission, cancelled: the client left "
+                                       "before the whole answer, rate_limited, "
+                                       "quota_exceeded).",
                                        "tenant,result");
     t->m_tokens = gw_metrics_counter(m, "cachegate_tenant_tokens_total",
                                      "Tokens per tenant: prompt and completion (spent), "
@@ -533,7 +535,8 @@ void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_
     if (limit(tn->pol.tpm, t->cfg->tenants_tpm))
         tn->tok_bucket -= spent;
     tn->month_used += spent;
-    gw_metric_add(t->m_requests, 1, tn->label, u->failed ? "error" : "ok");
+    gw_metric_add(t->m_requests, 1, tn->label,
+                  u->failed ? "error" : u->cancelled ? "cancelled" : "ok");
     gw_metric_add(t->m_tokens, u->prompt, tn->label, "prompt");
     gw_metric_add(t->m_tokens, u->completion, tn->label, "completion");
     gw_metric_add(t->m_tokens, u->saved, tn->label, "saved");

@@ -103,6 +103,7 @@ struct gw_usage_one {
     int hit;                        /* 0 engine, 1 exact hit, 2 semantic hit */
     int saved;                      /* completion tokens a hit saved */
     int failed;                     /* it ended in an error reply */
+    int cancelled;                  /* its client left before the whole answer was sent */
 };
 void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_one *u);
 

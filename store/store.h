@@ -97,7 +97,8 @@ struct store_hit {
 void store_hit_deinit(struct store_hit *h);
 
 /* Called on the writer thread once the operation committed (rc STORE_OK) or failed.
- * id: the new entry's id (put), or the number of entries deleted (delete). */
+ * id: the new entry's id (put; 0 when its tenant was gone and nothing was written), or the
+ * number of entries deleted (delete). */
 typedef void (*store_done_fn)(void *arg, int rc, int64_t id);
 
 /* Queues an insert; an entry with the same tenant and exact hash is replaced. Everything

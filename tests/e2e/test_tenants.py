@@ -171,6 +171,8 @@ def test_a_client_that_leaves_mid_stream_is_charged_for_what_was_generated(serve
     assert rows[0]["prompt_tokens"] > 0 and rows[0]["completion_tokens"] >= 10, rows
     text = admin(server).get("/metrics").text
     assert 'cachegate_tenant_tokens_total{tenant="a",kind="completion"} 0' not in text
+    assert 'cachegate_tenant_requests_total{tenant="a",result="cancelled"} 1' in text
+    assert 'cachegate_tenant_requests_total{tenant="a",result="ok"}' not in text
 
 
 def test_a_limit_set_on_a_tenant_in_use_starts_with_its_whole_allowance(server):

@@ -1,5 +1,8 @@
-/* cache keys: what splits partitions and what keys alike. */
+/* cache keys: what splits partitions and what keys alike; what the writes count. */
 #include "cache.h"
+#include "config.h"
+#include "metrics.h"
+#include "store.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -339,4 +342,43 @@ Test(cache_key, ascii_and_unicode_queries_normalize_alike)
     char *d = gw_cache_normalize(q, strlen(q), &n);
     cr_assert_str_eq(d, "caf\xc3\xa9 now");
     free(d);
+}
+
+/* An answer whose tenant is deleted before it is written is dropped by the store; the
+ * writes counter says "dropped", not "ok". */
+Test(cache_writes, an_answer_for_a_deleted_tenant_counts_as_dropped)
+{
+    char dir[] = "/tmp/cachegate-writes-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    enum { DIM = 8 };
+    struct store_options so = {.dir = dir, .dim = DIM};
+    store *st;
+    char err[256];
+    cr_assert_eq(store_open(&so, NULL, NULL, &st, err, sizeof err), STORE_OK, "%s", err);
+    struct gw_config cfg;
+    gw_config_defaults(&cfg);
+    gw_metrics *m = gw_metrics_create();
+    gw_cache *c = gw_cache_create(&cfg, st, NULL, DIM, m, err, sizeof err);
+    cr_assert(c, "%s", err);
+    int64_t kept, gone;
+    cr_assert_eq(store_tenant_create(st, "kept", &kept), STORE_OK);
+    cr_assert_eq(store_tenant_create(st, "gone", &gone), STORE_OK);
+    struct gw_cache_key k = key_of(BASE "}", 1, 0);
+    const float vec[DIM] = {1, 0, 0, 0, 0, 0, 0, 0};
+    gw_cache_put(c, kept, &k, vec, "m", "Paris.", 6, 10, 2, 0);
+    cr_assert_eq(store_tenant_delete(st, "gone"), STORE_OK);
+    gw_cache_put(c, gone, &k, vec, "m", "Paris.", 6, 10, 2, 0);
+    cr_assert_eq(store_sync(st), STORE_OK);
+    char *text = gw_metrics_render(m, NULL);
+    cr_assert(strstr(text, "cachegate_cache_writes_total{result=\"ok\"} 1\n"), "%s", text);
+    cr_assert(strstr(text, "cachegate_cache_writes_total{result=\"dropped\"} 1\n"), "%s", text);
+    free(text);
+    gw_cache_key_deinit(&k);
+    gw_cache_destroy(c);
+    store_close(st);
+    gw_metrics_destroy(m);
+    gw_config_deinit(&cfg);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
 }

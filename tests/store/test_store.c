@@ -66,8 +66,8 @@ static store *open_store(int64_t max_entries, int64_t hnsw, int *rebuilt)
     return s;
 }
 
-static void put(store *s, int64_t tenant, uint64_t exact, int a, const char *answer,
-                int64_t expires)
+static void put_cb(store *s, int64_t tenant, uint64_t exact, int a, const char *answer,
+                   int64_t expires, store_done_fn done, void *arg)
 {
     float v[DIM];
     vec_for(a, v);
@@ -79,7 +79,26 @@ static void put(store *s, int64_t tenant, uint64_t exact, int a, const char *ans
                             .finish_reason = "stop", .prompt_tokens = 3,
                             .completion_tokens = 5, .created_ms = now_ms(),
                             .expires_ms = expires};
-    cr_assert_eq(store_put(s, &e, NULL, NULL), STORE_OK);
+    cr_assert_eq(store_put(s, &e, done, arg), STORE_OK);
+}
+
+static void put(store *s, int64_t tenant, uint64_t exact, int a, const char *answer,
+                int64_t expires)
+{
+    put_cb(s, tenant, exact, a, answer, expires, NULL, NULL);
+}
+
+/* a put's outcome as its callback gave it */
+struct written {
+    int rc;
+    int64_t id;
+};
+
+static void on_written(void *arg, int rc, int64_t id)
+{
+    struct written *w = arg;
+    w->rc = rc;
+    w->id = id;
 }
 
 static int has_exact(store *s, int64_t tenant, uint64_t exact, char *answer, size_t len)
@@ -418,14 +437,18 @@ Test(store, answers_for_a_deleted_tenant_are_not_written)
 {
     store *s = open_store(0, 0, NULL);
     int64_t id;
+    struct written kept = {-1, -1}, late = {-1, -1};
     cr_assert_eq(store_tenant_create(s, "brief", &id), STORE_OK);
-    put(s, id, 1, 1, "kept", 0);
+    put_cb(s, id, 1, 1, "kept", 0, on_written, &kept);
     cr_assert_eq(store_sync(s), STORE_OK);
     cr_assert(has_exact(s, id, 1, NULL, 0));
+    cr_assert(kept.rc == STORE_OK && kept.id > 0, "written: id %lld", (long long)kept.id);
     cr_assert_eq(store_tenant_delete(s, "brief"), STORE_OK);
-    put(s, id, 2, 2, "late", 0);
+    put_cb(s, id, 2, 2, "late", 0, on_written, &late);
     cr_assert_eq(store_sync(s), STORE_OK);
     cr_assert(!has_exact(s, id, 2, NULL, 0));
+    /* the callback says so: no id (the cache counts it as dropped) */
+    cr_assert(late.rc == STORE_OK && late.id == 0, "dropped: id %lld", (long long)late.id);
     cr_assert_eq(nearest(s, id, 2, NULL, 0, NULL), 0);
     struct store_tenant_stats st[4];
     int n = store_stats(s, st, 4);
