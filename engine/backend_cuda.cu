@@ -120,11 +120,10 @@ struct sampler {
     void *tmp;
     size_t tmp_bytes;
     // rows with logit amounts: their logits copied, then changed
-    float *gathered;      // [cap_gathered]
-    size_t cap_gathered;  // floats
+    float *gathered;      // gathered_bytes of them
     int *src;             // [cap_rows]: the logits row each gathered row copies
-    eng_logit_adj_d *adj; // [cap_adj]
-    int cap_adj;
+    eng_logit_adj_d *adj; // adj_bytes of them
+    size_t gathered_bytes, adj_bytes;
 };
 
 struct cuda_ctx {
@@ -470,21 +469,28 @@ static cublasStatus_t gemm(cublasHandle_t h, cudaStream_t st, int pdl, const __h
 
 // Grows a device buffer to at least `bytes` (contents lost); marks the graphs stale when it
 // moves.
-static int grow(cuda_ctx *ctx, void **p, size_t *cap, size_t bytes, const char *what)
+// *p holds at least bytes (*cap of them), reallocated without copying.
+static int grow_buf(errbuf *E, void **p, size_t *cap, size_t bytes, const char *what)
 {
-    errbuf *E = &ctx->E;
     int rc = 0;
     if (bytes <= *cap && *p) return 0;
     cudaFree(*p);
     *p = nullptr;
     *cap = 0;
-    ctx->stale = 1;
     CK(what, cudaMalloc(p, bytes));
     *cap = bytes;
     return 0;
 fail:
     *p = nullptr;
     return rc;
+}
+
+// grow_buf() for a buffer the decode graphs may refer to: they are dropped when it moves.
+static int grow(cuda_ctx *ctx, void **p, size_t *cap, size_t bytes, const char *what)
+{
+    if (bytes <= *cap && *p) return 0;
+    ctx->stale = 1;
+    return grow_buf(&ctx->E, p, cap, bytes, what);
 }
 
 static int ensure_acts(cuda_ctx *c, int T, int sel_rows, int lrows)
@@ -805,25 +811,11 @@ static void sampler_free(sampler *s)
 // Room for n gathered rows and n_adj amounts.
 static int sampler_grow_adj(sampler *s, int n, int V, int n_adj, errbuf *E)
 {
-    int rc = 0;
-    if ((size_t)n * V > s->cap_gathered) {
-        cudaFree(s->gathered);
-        s->gathered = nullptr;
-        s->cap_gathered = 0;
-        CK("cudaMalloc (sampler)",
-           cudaMalloc((void **)&s->gathered, (size_t)n * V * sizeof *s->gathered));
-        s->cap_gathered = (size_t)n * V;
-    }
-    if (n_adj > s->cap_adj) {
-        cudaFree(s->adj);
-        s->adj = nullptr;
-        s->cap_adj = 0;
-        CK("cudaMalloc (sampler)", cudaMalloc((void **)&s->adj, (size_t)n_adj * sizeof *s->adj));
-        s->cap_adj = n_adj;
-    }
-    return 0;
-fail:
-    return rc;
+    int rc = grow_buf(E, (void **)&s->gathered, &s->gathered_bytes,
+                      (size_t)n * V * sizeof *s->gathered, "cudaMalloc (sampler)");
+    return rc ? rc
+              : grow_buf(E, (void **)&s->adj, &s->adj_bytes, (size_t)n_adj * sizeof *s->adj,
+                         "cudaMalloc (sampler)");
 }
 
 // rows[i].row indexes logits ([..][V] on the device) directly; rows[i]'s amounts are
@@ -859,8 +851,8 @@ static int run_sample(cudaStream_t st, sampler *s, const float *logits, int V,
     src_h = which_h + n;
     local = (struct eng_sample_row *)(src_h + n);
     for (int i = 0; i < n; i++)
-        if (rows[i].temperature > 0.0f && ((rows[i].top_k > 0 && rows[i].top_k < V) ||
-                                           rows[i].top_p < 1.0f || rows[i].min_p > 0.0f))
+        if (rows[i].temperature > 0.0f &&
+            sample_filtered(rows[i].top_k, rows[i].top_p, rows[i].min_p, V))
             which_h[n_sorted++] = i;
     if (adjusted) {
         for (int i = 0; i < n; i++) {

@@ -821,8 +821,16 @@ __global__ void adjust_k(float *__restrict__ logits, int V,
     }
 }
 
-// Every row: the greedy answer, or the plain temperature draw; rows with top_k or top_p on
-// and a finite vmax are left to sample_sorted_k (out[i] untouched). grid: n; block: 1024.
+// Whether a drawn row is filtered (top_k, top_p or min_p on): sample_k leaves it to the
+// sort and sample_sorted_k, which the host runs for such rows.
+__host__ __device__ __forceinline__ bool sample_filtered(int top_k, float top_p, float min_p,
+                                                         int V)
+{
+    return (top_k > 0 && top_k < V) || top_p < 1.0f || min_p > 0.0f;
+}
+
+// Every row: the greedy answer, or the plain temperature draw; filtered rows with a finite
+// vmax are left to sample_sorted_k (out[i] untouched). grid: n; block: 1024.
 __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_k(const float *__restrict__ logits, int V, const eng_sample_row_d *__restrict__ rows,
              int32_t *__restrict__ out)
@@ -874,8 +882,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         if (threadIdx.x == 0) out[blockIdx.x] = greedy;
         return;
     }
-    const bool filtered = (rw.top_k > 0 && rw.top_k < V) || rw.top_p < 1.0f || rw.min_p > 0.0f;
-    if (filtered) return;
+    if (sample_filtered(rw.top_k, rw.top_p, rw.min_p, V)) return;
     const int tok = draw_chunked(
         [=](int i) {
             const float v = lg[i] / temp;
