@@ -1,7 +1,8 @@
 /*
  * The administration API, for the holder of tenants.admin_key:
  *   POST   /admin/cache/import   body: JSON lines {"model", "messages" | "prompt", "answer"}
- *                                [?tenant=NAME]; answers once every line is committed
+ *                                [?tenant=NAME]; answers once every line is committed (404
+ *                                if the tenant was deleted meanwhile: nothing is kept)
  *   DELETE /admin/cache?id=N | ?tenant=NAME | ?all=true
  */
 #include "http_impl.h"
@@ -56,7 +57,8 @@ struct admin_op {
     struct gw_req *req;
     gw_cq *cq;
     int rc;
-    int64_t n; /* deleted, or lines imported */
+    int64_t n; /* deleted, or lines imported (counted as the writer writes them) */
+    int64_t dropped; /* import: lines not written, their tenant deleted first */
     /* import */
     struct gw_embed_job job;
     struct gw_import_item *items;
@@ -98,6 +100,10 @@ static void op_reply(struct gw_cq_item *item)
     if (!gw_req_gone(op->req)) {
         if (op->rc) {
             gw_reply_error(op->req, 500, store_strerror(op->rc), NULL, NULL);
+        } else if (op->dropped) {
+            /* deleting a tenant deletes its entries too, so none of the import is kept */
+            gw_reply_error(op->req, 404, "The tenant was deleted during the import; nothing "
+                           "was kept.", "tenant", "not_found");
         } else {
             json_t *o = json_object();
             json_object_set_new(o, op->errors ? "imported" : "deleted", json_integer(op->n));
@@ -157,6 +163,16 @@ out:
     evhttp_clear_headers(&q);
 }
 
+/* writer thread: one imported line written (id > 0), or dropped (0: its tenant was gone) */
+static void import_written(void *arg, int rc, int64_t id)
+{
+    struct admin_op *op = arg;
+    if (rc == STORE_OK && id > 0)
+        op->n++;
+    else if (rc == STORE_OK)
+        op->dropped++;
+}
+
 /* Embedded: queue every item, then a flush whose completion replies. */
 static void import_embedded(struct gw_cq_item *item)
 {
@@ -190,8 +206,7 @@ static void import_embedded(struct gw_cq_item *item)
             .answer_len = it->answer_len, .finish_reason = "stop", .prompt_tokens = 0,
             .completion_tokens = it->completion_tokens, .created_ms = now,
             .expires_ms = ttl ? now + ttl * 1000 : 0};
-        if (store_put(st, &e, NULL, NULL) == STORE_OK)
-            op->n++;
+        store_put(st, &e, import_written, op); /* a line not queued is not counted */
     }
     op->item.fn = op_reply;
     op->cq = gw_server_cq(srv);

@@ -66,6 +66,19 @@ int gw_cli_open_store(const struct gw_config *cfg, int dim, store **out)
 
 /* Imports JSON lines into a tenant: embedded in batches by the configured embedder, their
  * answers' tokens counted with the chat model's vocabulary. */
+/* The lines an import's writer wrote, and those it dropped (their tenant deleted first). */
+struct import_count {
+    int64_t n, dropped;
+};
+
+/* writer thread */
+static void import_written(void *arg, int rc, int64_t id)
+{
+    struct import_count *c = arg;
+    if (rc == STORE_OK)
+        __atomic_add_fetch(id > 0 ? &c->n : &c->dropped, 1, __ATOMIC_RELEASE);
+}
+
 static int import_file(const struct gw_config *cfg, const char *path, const char *tenant_name)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
@@ -119,7 +132,8 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
-    long lineno = 0, imported = 0, bad = 0;
+    long lineno = 0, imported = 0, bad = 0; /* imported: queued; written.n: written */
+    struct import_count written = {0, 0};
     int64_t now = store_now_ms(); /* as hits record theirs: to the millisecond */
     int failed = 0, tty = isatty(STDERR_FILENO), shown = 0;
     for (;;) {
@@ -156,7 +170,7 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
                     .answer_len = it->answer_len, .finish_reason = "stop",
                     .completion_tokens = it->completion_tokens, .created_ms = now,
                     .expires_ms = ttl_s ? now + ttl_s * 1000 : 0};
-                if (!erc && store_put(st, &e, NULL, NULL) == STORE_OK)
+                if (!erc && store_put(st, &e, import_written, &written) == STORE_OK)
                     imported++;
                 else
                     failed = 1;
@@ -184,7 +198,14 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
         fprintf(stderr, "cachegate: committing the entries failed\n");
         goto out;
     }
-    printf("imported %ld entries into tenant '%s'%s", imported, tenant_name,
+    if (__atomic_load_n(&written.dropped, __ATOMIC_ACQUIRE)) {
+        /* deleting a tenant deletes its entries too, so none of the import is kept */
+        fprintf(stderr, "cachegate: tenant '%s' was deleted during the import; nothing was "
+                        "kept\n", tenant_name);
+        goto out;
+    }
+    printf("imported %lld entries into tenant '%s'%s",
+           (long long)__atomic_load_n(&written.n, __ATOMIC_ACQUIRE), tenant_name,
            bad ? "" : "\n");
     if (bad)
         printf("; %ld lines skipped (see above)\n", bad);

@@ -2,11 +2,15 @@
 misses and hits, paraphrases and hard negatives, streamed replays through the openai SDK,
 Cache-Control, imports (HTTP and CLI), deletion, metrics, and durability across kill -9."""
 
+import array
+import fcntl
 import json
+import os
 import signal
 import sqlite3
 import subprocess
 import threading
+import termios
 import time
 
 import httpx
@@ -439,6 +443,75 @@ def test_cli_import_for_a_tenant_of_a_directory_without_a_database_fails(tmp_pat
                         "--data-dir", str(typo)], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 1 and "holds no database" in p.stderr
     assert not typo.exists(), "a --data-dir typo made a database there"
+
+
+def test_cli_import_into_a_tenant_deleted_meanwhile_keeps_nothing_and_says_so(tmp_path):
+    """The import reads its lines from a pipe; the tenant is deleted (beside it, as the CLI
+    allows) after the import has checked it and before its lines are written. It said it had
+    imported them."""
+    data, conf = tmp_path / "data", tmp_path / "empty.conf"
+    conf.write_text("")
+
+    def cli(*args, **kw):
+        return subprocess.run([str(BIN), *args, "--data-dir", str(data), "--config", str(conf)],
+                              cwd=ROOT, capture_output=True, text=True, **kw)
+
+    assert cli("tenant", "create", "team-a").returncode == 0
+    fifo = tmp_path / "lines"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([str(BIN), "cache", "import", str(fifo), "--tenant", "team-a",
+                          "--data-dir", str(data), "--config", str(conf)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    w = os.open(fifo, os.O_WRONLY)
+    lines = "".join(json.dumps({"model": MODEL, "messages": [{"role": "user", "content": q}],
+                                "answer": "A."}) + "\n"
+                    for q in ("Who painted the Mona Lisa?", "How tall is Mount Fuji?"))
+    os.write(w, lines.encode())
+    deadline = time.time() + 120
+    while True:  # the lines read: the import is past its check of the tenant
+        unread = array.array("i", [0])
+        fcntl.ioctl(w, termios.FIONREAD, unread)
+        if not unread[0]:
+            break
+        assert time.time() < deadline and p.poll() is None, p.stderr.read()
+        time.sleep(0.05)
+    d = cli("tenant", "delete", "team-a")
+    assert d.returncode == 0, d.stderr
+    os.close(w)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, (out, err)
+    assert "imported" not in out and "was deleted during the import" in err, (out, err)
+
+
+def test_an_import_racing_its_tenants_deletion_does_not_say_it_was_kept(tmp_path, make_server):
+    """A large import is being embedded when the tenant is deleted: the reply must not
+    count lines that were dropped (it said all 1,500 were imported)."""
+    server = make_server(CONF)
+    c = client(server)
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    assert c.post("/admin/tenants", json={"name": "team-a"}, headers=admin).status_code == 201
+    body = "\n".join(json.dumps({"model": MODEL, "messages": [
+        {"role": "user", "content": f"What is item number {i} of the long list of things?"}],
+        "answer": "A."}) for i in range(1500))
+    got = {}
+
+    def send():
+        got["r"] = c.post("/admin/cache/import?tenant=team-a", content=body, headers=admin)
+        got["at"] = time.monotonic()
+
+    t = threading.Thread(target=send)
+    t.start()
+    time.sleep(0.3)  # the request read; embedding 1,500 questions takes seconds on a CPU
+    asked = time.monotonic()
+    with client(server) as c2:
+        r = c2.delete("/admin/tenants?name=team-a", headers=admin)
+    assert r.status_code == 200, r.text
+    t.join(timeout=300)
+    r = got["r"]
+    if got["at"] < asked:  # done before the deletion was asked (a fast GPU): no race
+        assert r.status_code == 200 and r.json()["imported"] == 1500, r.text
+        return
+    assert r.status_code == 404 and r.json()["error"]["param"] == "tenant", r.text
 
 
 def test_kill_9_during_writes_loses_no_completed_entry(make_server):
