@@ -197,12 +197,13 @@ static void import_embedded(struct gw_cq_item *item)
         gw_policy_cache_limits(t.policy, ttl, &ttl, NULL, NULL);
         store_tenant_deinit(&t);
     }
-    for (int i = 0; i < op->nitems; i++) {
+    for (int i = 0, j = 0; i < op->nitems; i++) {
         struct gw_import_item *it = &op->items[i];
         struct store_entry e = {
             .tenant = op->tenant, .partition = it->key.partition, .exact = it->key.exact,
             .model = it->model, .query = it->key.query, .query_len = it->key.query_len,
-            .embedding = op->vecs + (size_t)i * dim, .answer = it->answer,
+            .embedding = it->key.searchable ? op->vecs + (size_t)j++ * dim : NULL,
+            .answer = it->answer,
             .answer_len = it->answer_len, .finish_reason = "stop", .prompt_tokens = 0,
             .completion_tokens = it->completion_tokens, .created_ms = now,
             .expires_ms = ttl ? now + ttl * 1000 : 0};
@@ -283,18 +284,24 @@ void gw_handle_admin_cache_import(struct gw_req *r)
     op->vecs = malloc(sizeof(float) * (size_t)dim * (size_t)op->nitems);
     if (!op->texts || !op->lens || !op->ntok || !op->vecs)
         goto oom;
+    int n = 0; /* the questions to embed: completions' prompts are found by exact key only */
     for (int i = 0; i < op->nitems; i++) {
-        op->texts[i] = op->items[i].key.query;
-        op->lens[i] = op->items[i].key.query_len;
+        if (!op->items[i].key.searchable)
+            continue;
+        op->texts[n] = op->items[i].key.query;
+        op->lens[n++] = op->items[i].key.query_len;
     }
     op->job.item.fn = import_embedded;
-    op->job.n = op->nitems;
+    op->job.n = n;
     op->job.texts = op->texts;
     op->job.lens = op->lens;
     op->job.out = op->vecs;
     op->job.ntokens = op->ntok;
     gw_req_defer(r);
-    gw_embedw_submit(gw_server_embed_worker(srv), &op->job);
+    if (n)
+        gw_embedw_submit(gw_server_embed_worker(srv), &op->job);
+    else
+        gw_cq_post(gw_server_cq(srv), &op->job.item);
     evhttp_clear_headers(&q);
     return;
 oom:

@@ -368,6 +368,7 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
     }
     out->query = query;
     out->query_len = qlen;
+    out->searchable = chat;
     oai_buf_deinit(&canon);
     return 0;
 oom:
@@ -732,8 +733,11 @@ void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, con
         .completion_tokens = completion_tokens, .created_ms = now,
         .expires_ms = ttl_s ? now + ttl_s * 1000 : 0,
     };
-    if (vec) {
-        memcpy(p->vec, vec, sizeof(float) * (size_t)c->dim);
+    if (vec || !k->searchable) { /* a prompt to continue is found by its exact key only */
+        if (vec)
+            memcpy(p->vec, vec, sizeof(float) * (size_t)c->dim);
+        else
+            p->e.embedding = NULL;
         put_commit(p);
         return;
     }

@@ -29,6 +29,7 @@ struct gw_cache_key {
     uint64_t partition, exact;
     char *query; /* the final user message as asked (owned) */
     size_t query_len;
+    int searchable; /* a chat's question: stored with its embedding, for semantic lookups */
 };
 
 /*
@@ -115,7 +116,8 @@ void gw_cache_served(gw_cache *c, const struct store_hit *h, int semantic);
 
 /*
  * Stores a finished answer (finish_reason "stop"). vec: the query's embedding, copied, or
- * NULL to have it embedded first. ttl_s < 0: the configured TTL.
+ * NULL to have it embedded first (a key that is not searchable is stored without one).
+ * ttl_s < 0: the configured TTL.
  */
 void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, const float *vec,
                   const char *model, const char *answer, size_t len, int prompt_tokens,

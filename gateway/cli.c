@@ -125,7 +125,7 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
     struct gw_import_item items[BATCH];
     const char *texts[BATCH];
     size_t lens[BATCH];
-    int dim = emb_dim(emb), n = 0;
+    int dim = emb_dim(emb), n = 0, ns = 0; /* lines in the batch, and questions of them */
     float *vecs = malloc(sizeof(float) * (size_t)dim * BATCH);
     if (!vecs)
         goto out;
@@ -154,19 +154,22 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
                 bad++;
                 continue;
             }
-            texts[n] = items[n].key.query;
-            lens[n] = items[n].key.query_len;
+            if (items[n].key.searchable) { /* completions' prompts: by exact key only */
+                texts[ns] = items[n].key.query;
+                lens[ns++] = items[n].key.query_len;
+            }
             if (++n < BATCH)
                 continue;
         }
         if (n) {
-            int erc = emb_encode(emb, texts, lens, n, vecs, NULL);
-            for (int i = 0; i < n; i++) {
+            int erc = ns ? emb_encode(emb, texts, lens, ns, vecs, NULL) : 0;
+            for (int i = 0, j = 0; i < n; i++) {
                 struct gw_import_item *it = &items[i];
                 struct store_entry e = {
                     .tenant = t.id, .partition = it->key.partition, .exact = it->key.exact,
                     .model = it->model, .query = it->key.query, .query_len = it->key.query_len,
-                    .embedding = vecs + (size_t)i * dim, .answer = it->answer,
+                    .embedding = it->key.searchable ? vecs + (size_t)j++ * dim : NULL,
+                    .answer = it->answer,
                     .answer_len = it->answer_len, .finish_reason = "stop",
                     .completion_tokens = it->completion_tokens, .created_ms = now,
                     .expires_ms = ttl_s ? now + ttl_s * 1000 : 0};
@@ -176,7 +179,7 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
                     failed = 1;
                 gw_import_item_deinit(it);
             }
-            n = 0;
+            n = ns = 0;
             /* progress: one line rewritten on a terminal, a line per 10,240 in a log */
             if (tty && imported % 1024 < BATCH)
                 fprintf(stderr, "\rimported %ld entries", imported), shown = 1;

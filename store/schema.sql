@@ -44,7 +44,8 @@ CREATE TABLE usage_daily (
 );
 
 -- Cached answers. partition and exact: 64-bit hashes of the canonical request (see the
--- gateway's cache key); embedding: float32[dim] of the final user message, L2-normalized;
+-- gateway's cache key); embedding: float32[dim] of the final user message, L2-normalized,
+-- or empty for an entry found by its exact key only (a completion's prompt);
 -- bytes: what the entry counts against its tenant's capacity. AUTOINCREMENT: an id is
 -- never reused, so an index snapshot can tell new rows from old ones.
 CREATE TABLE entries (

@@ -292,8 +292,11 @@ static int load_indexes(store *s, store_progress_fn progress, void *parg, char *
                            "SELECT tenant, count(*), coalesce(sum(bytes), 0) FROM entries "
                            "GROUP BY tenant",
                            -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(s->wdb, "SELECT id FROM entries WHERE tenant = ? ORDER BY id", -1,
-                           &ids_st, NULL) != SQLITE_OK)
+        /* the indexed ones: not entries stored without an embedding */
+        sqlite3_prepare_v2(s->wdb,
+                           "SELECT id FROM entries WHERE tenant = ?1 AND length(embedding) = ?2 "
+                           "ORDER BY id",
+                           -1, &ids_st, NULL) != SQLITE_OK)
         goto fail;
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
@@ -313,6 +316,7 @@ static int load_indexes(store *s, store_progress_fn progress, void *parg, char *
         int64_t n = 0;
         sqlite3_reset(ids_st);
         sqlite3_bind_int64(ids_st, 1, tenant);
+        sqlite3_bind_int64(ids_st, 2, (int64_t)sizeof(float) * s->opt.dim);
         int irc;
         while ((irc = sqlite3_step(ids_st)) == SQLITE_ROW && n < count)
             ids[n++] = sqlite3_column_int64(ids_st, 0);

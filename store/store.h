@@ -76,7 +76,7 @@ struct store_entry {
     const char *model;
     const char *query; /* the final user message, as asked */
     size_t query_len;
-    const float *embedding; /* [dim], L2-normalized */
+    const float *embedding; /* [dim], L2-normalized; NULL: found by its exact key only */
     const char *answer;
     size_t answer_len;
     const char *finish_reason;

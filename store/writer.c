@@ -70,10 +70,10 @@ static char *put_str(char **w, const char *src, size_t len)
 
 int store_put(store *s, const struct store_entry *e, store_done_fn done, void *arg)
 {
-    if (!e->embedding || !e->model || !e->query || !e->answer || !e->finish_reason)
+    if (!e->model || !e->query || !e->answer || !e->finish_reason)
         return STORE_EINVAL;
     size_t ml = strlen(e->model), fl = strlen(e->finish_reason);
-    size_t vec = sizeof(float) * (size_t)s->opt.dim;
+    size_t vec = e->embedding ? sizeof(float) * (size_t)s->opt.dim : 0;
     /* one allocation: op, embedding, then the strings */
     struct op *o = calloc(1, sizeof *o + vec + ml + fl + e->query_len + e->answer_len + 4);
     if (!o)
@@ -83,8 +83,9 @@ int store_put(store *s, const struct store_entry *e, store_done_fn done, void *a
     o->arg = arg;
     o->e = *e;
     float *v = (float *)(o + 1);
-    memcpy(v, e->embedding, vec);
-    o->e.embedding = v;
+    if (vec)
+        memcpy(v, e->embedding, vec);
+    o->e.embedding = vec ? v : NULL;
     char *w = (char *)v + vec;
     o->e.model = put_str(&w, e->model, ml);
     o->e.finish_reason = put_str(&w, e->finish_reason, fl);
@@ -329,7 +330,7 @@ static int apply_put(store *s, struct batch *b, struct op *o)
     sqlite3_reset(f);
     if (old >= 0 && remove_row(s, b, e->tenant, old, old_bytes))
         return -1;
-    size_t vec = sizeof(float) * (size_t)s->opt.dim;
+    size_t vec = e->embedding ? sizeof(float) * (size_t)s->opt.dim : 0;
     int64_t bytes = (int64_t)(e->query_len + e->answer_len + vec);
     sqlite3_stmt *st = s->st_insert;
     sqlite3_bind_int64(st, 1, e->tenant);
@@ -337,7 +338,10 @@ static int apply_put(store *s, struct batch *b, struct op *o)
     sqlite3_bind_int64(st, 3, (int64_t)e->exact);
     sqlite3_bind_text(st, 4, e->model, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 5, e->query, (int)e->query_len, SQLITE_STATIC);
-    sqlite3_bind_blob(st, 6, e->embedding, (int)vec, SQLITE_STATIC);
+    if (vec)
+        sqlite3_bind_blob(st, 6, e->embedding, (int)vec, SQLITE_STATIC);
+    else /* an empty blob (the column is NOT NULL): found by its exact key only */
+        sqlite3_bind_zeroblob(st, 6, 0);
     sqlite3_bind_text(st, 7, e->answer, (int)e->answer_len, SQLITE_STATIC);
     sqlite3_bind_int(st, 8, e->prompt_tokens);
     sqlite3_bind_int(st, 9, e->completion_tokens);
@@ -357,7 +361,8 @@ static int apply_put(store *s, struct batch *b, struct op *o)
         return -1;
     sl->entries++;
     sl->bytes += bytes;
-    note(b, e->tenant, o->id, e->embedding);
+    if (vec)
+        note(b, e->tenant, o->id, e->embedding);
     note_tenant(b, e->tenant);
     return 0;
 }

@@ -162,6 +162,45 @@ def test_a_completion_prompt_is_cached_exactly_as_written(server):
         assert r.status_code == 504 and r.json()["error"]["code"] == "cache_miss", other
 
 
+def embedded_texts(c):
+    for line in c.get("/metrics").text.splitlines():
+        if line.startswith("cachegate_embed_texts_total "):
+            return float(line.split()[1])
+    raise AssertionError("no cachegate_embed_texts_total in /metrics")
+
+
+def test_completions_are_stored_without_embedding_their_prompts(server):
+    """Nothing searches a completion's prompt by meaning, so storing one (live or imported)
+    must not cost the embedder a pass (each took one, up to 512 tokens of prompt)."""
+    c = client(server)
+    before = embedded_texts(c)
+    body = {"model": MODEL, "prompt": "The capital of France is", "stop": ["."],
+            "max_tokens": 24, "temperature": 0}
+    r = c.post("/v1/completions", json=body)
+    assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "stop", r.text
+    deadline = time.monotonic() + 15
+    while True:  # stored after its response
+        hit = c.post("/v1/completions", json=body, headers={"Cache-Control": "only-if-cached"})
+        if hit.status_code == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert hit.status_code == 200 and hit.headers["X-Cache-Kind"] == "exact", hit.text
+    assert hit.json()["choices"][0]["text"] == r.json()["choices"][0]["text"]
+    r = c.post("/admin/cache/import", content=json.dumps(
+        {"model": MODEL, "prompt": "Roses are red,", "answer": " violets are blue."}),
+        headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200 and r.json()["imported"] == 1, r.text
+    r = c.post("/v1/completions", json={"model": MODEL, "prompt": "Roses are red,"},
+               headers={"Cache-Control": "only-if-cached"})
+    assert r.status_code == 200 and r.json()["choices"][0]["text"] == " violets are blue."
+    assert embedded_texts(c) == before
+    # a chat's question still is, to be found by its meaning
+    import_lines(c, [("What is the capital of Peru?", "Lima.")])
+    assert embedded_texts(c) == before + 1
+    r = only_if_cached(c, "what is the capital of peru")
+    assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "semantic", r.text
+
+
 def test_an_exact_hit_is_refused_like_its_request(server):
     c = client(server)
     import_lines(c, [("What is the capital of France?", "Paris.")])

@@ -162,6 +162,54 @@ Test(store, put_then_exact_and_vector_lookups)
     store_close(s);
 }
 
+/* A completion's prompt is found by its exact key only: stored without an embedding, it
+ * is in no index, counts no vector's bytes, and the index file still matches at open. */
+Test(store, entries_without_an_embedding_are_found_by_exact_key_only)
+{
+    store *s = open_store(0, 0, NULL);
+    put(s, 1, 100, 1, "one", 0);
+    const char *q = "Once upon a time";
+    struct store_entry e = {.tenant = 1, .partition = 8, .exact = 200, .model = "m", .query = q,
+                            .query_len = strlen(q), .answer = "two", .answer_len = 3,
+                            .finish_reason = "stop", .completion_tokens = 1,
+                            .created_ms = now_ms()};
+    struct written w = {-1, -1};
+    cr_assert_eq(store_put(s, &e, on_written, &w), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert_eq(w.rc, STORE_OK);
+    cr_assert_gt(w.id, 0);
+    char a[64];
+    cr_assert(has_exact(s, 1, 200, a, sizeof a));
+    cr_assert_str_eq(a, "two");
+    cr_assert_eq(nearest(s, 1, 2, a, sizeof a, NULL), 1, "only the embedded entry is indexed");
+    cr_assert_str_eq(a, "one");
+    struct store_tenant_stats st[1];
+    cr_assert_eq(store_stats(s, st, 1), 1);
+    cr_assert_eq(st[0].entries, 2);
+    cr_assert_eq(st[0].bytes, (int64_t)(strlen("question 1") + 3 + sizeof(float) * DIM) +
+                                  (int64_t)(strlen(q) + 3));
+    store_close(s);
+    int how = 0;
+    s = open_store(0, 0, &how);
+    cr_assert_eq(how, 2, "the index file matches the embedded entries: loaded, not rebuilt");
+    cr_assert(has_exact(s, 1, 200, NULL, 0));
+    cr_assert_eq(nearest(s, 1, 2, NULL, 0, NULL), 1);
+    /* removed like any other entry */
+    cr_assert_eq(store_delete(s, 1, w.id, NULL, NULL), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(!has_exact(s, 1, 200, NULL, 0));
+    cr_assert_eq(nearest(s, 1, 2, NULL, 0, NULL), 1);
+    store_close(s);
+    char path[300];
+    snprintf(path, sizeof path, "%s/index/1.faiss", dir);
+    cr_assert_eq(unlink(path), 0);
+    how = 0;
+    s = open_store(0, 0, &how);
+    cr_assert_eq(how, 1);
+    cr_assert_eq(nearest(s, 1, 2, NULL, 0, NULL), 1);
+    store_close(s);
+}
+
 Test(store, expired_entries_are_never_served_and_are_swept)
 {
     store *s = open_store(0, 0, NULL);
