@@ -354,6 +354,16 @@ static const char place_nouns[] = "river lake mount mountain mountains ocean sea
                                   "peninsula strait gulf street avenue park university "
                                   "college airport station bridge tower castle palace";
 
+/* What is done to a number, each group one operation in its spellings: a side that adds,
+ * drops or changes one asks for another result ("the square root of 16" vs "the square of
+ * 16", "the natural log of 10" vs "the log of 10"). */
+static const char *const math_ops[] = {
+    "root roots sqrt cbrt", "log logs logarithm logarithms", "ln", "natural", "factorial",
+    "reciprocal", "inverse", "derivative differentiate", "integral integrate",
+    "square squared sqrt", "cube cubed cbrt", "exponential exp", "power", "percent percentage", "absolute", "cosine cos",
+    "sine sin", "tangent tan", "binary", "hexadecimal hex", "octal",
+};
+
 /* What "when" asks for: "what year", "which century". */
 static const char when_units[] = "year date day time century decade month era";
 
@@ -479,7 +489,8 @@ enum {
     K_SETTING,
     K_DEIXIS,
     K_TIMENOUN,
-    K_PLACE
+    K_PLACE,
+    K_MATHOP
 };
 
 typedef struct {
@@ -583,6 +594,8 @@ static void lex_build(void)
         lex_add_words(time_deixis[i], K_DEIXIS, (int)i);
     lex_add_words(time_nouns, K_TIMENOUN, 0);
     lex_add_words(place_nouns, K_PLACE, 0);
+    for (size_t i = 0; i < sizeof math_ops / sizeof *math_ops; i++)
+        lex_add_words(math_ops[i], K_MATHOP, (int)i);
     for (size_t i = 0; i < sizeof contrast_groups / sizeof *contrast_groups; i++)
         lex_add_words(contrast_groups[i], K_CONTRAST, (int)i);
     for (size_t i = 0; i < sizeof synonym_groups / sizeof *synonym_groups; i++)
@@ -857,6 +870,8 @@ static void classify(side *sd, tok *t)
 {
     int ies;
     size_t nl = plural_stem(t->s, t->len, &ies);
+    if (nl != t->len && !ies && lex_find(t->s, t->len) >= 0 && lex_find(t->s, nl) >= 0)
+        nl = t->len; /* both are words of their own: https is not a plural of http */
     if (ies) {
         char *b = side_alloc(sd, nl);
         if (!b) return;
@@ -1291,7 +1306,8 @@ enum {
     R_ADD = 1 << 8,
     R_TIME = 1 << 9,
     R_SCOPE = 1 << 10,
-    R_ALL = 0x7ff,
+    R_OP = 1 << 11,
+    R_ALL = 0xfff,
 };
 
 static void say(char *why, size_t whylen, const char *fmt, ...)
@@ -2022,6 +2038,53 @@ static int narrowing(const side *p, const side *q)
     return count >= 3 ? first : -1;
 }
 
+/* Whether a word names operation g (of math_ops; sqrt names two: square and root). */
+static int names_op(const tok *t, int g)
+{
+    for (int e = lex_find(t->s, t->len); e >= 0; e = lex[e].next)
+        if (lex[e].kind == K_MATHOP && lex[e].group == g) return 1;
+    return 0;
+}
+
+/* Counts of each operation a side names: 0 when it names none. */
+static int math_ops_of(const side *sd, uint8_t *count)
+{
+    int any = 0;
+    memset(count, 0, sizeof math_ops / sizeof *math_ops);
+    for (int i = 0; i < sd->nt; i++)
+        for (int e = lex_find(sd->t[i].s, sd->t[i].len); e >= 0; e = lex[e].next)
+            if (lex[e].kind == K_MATHOP && count[lex[e].group] < 255)
+                count[lex[e].group]++, any = 1;
+    return any;
+}
+
+/* A question about a number that applies another operation to it: one side names an
+ * operation (root, log, factorial, ...) more or less often than the other. */
+static int rule_operation(const side *a, const side *b, char *why, size_t whylen)
+{
+    enum { N = sizeof math_ops / sizeof *math_ops };
+    uint8_t ca[N], cb[N];
+    int num = 0;
+    for (int i = 0; i < a->nt && !num; i++)
+        num = (a->t[i].flags & F_NUM) != 0;
+    for (int i = 0; i < b->nt && !num; i++)
+        num = (b->t[i].flags & F_NUM) != 0;
+    int has_a = math_ops_of(a, ca), has_b = math_ops_of(b, cb);
+    if (!num || (!has_a && !has_b)) return 1;
+    for (int g = 0; g < N; g++) {
+        if (ca[g] == cb[g]) continue;
+        const side *sd = ca[g] > cb[g] ? a : b;
+        for (int i = 0; i < sd->nt; i++)
+            if (names_op(&sd->t[i], g)) {
+                say(why, whylen, "operation differs: %s says \"%.*s\"",
+                    sd == a ? "stored" : "query", (int)sd->t[i].len, sd->t[i].s);
+                break;
+            }
+        return 0;
+    }
+    return 1;
+}
+
 /* One side is the other with a qualifier added: every content word of the shorter one is
  * in the longer one, which says more, in a way that narrows the question ("a recipe for
  * lasagna" vs "a recipe for vegan lasagna", "symptoms of diabetes" vs "symptoms of
@@ -2145,6 +2208,7 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
     if ((rules & R_TIME) && !rule_time(&a, &b, why, whylen)) return 0;
     if ((rules & R_SCOPE) && !rule_scope(&a, &b, why, whylen)) return 0;
     if ((rules & R_ADD) && !rule_added(&a, &b, why, whylen)) return 0;
+    if ((rules & R_OP) && !rule_operation(&a, &b, why, whylen)) return 0;
     say(why, whylen, "%s", "");
     return 1;
 }

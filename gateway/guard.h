@@ -18,6 +18,7 @@
  *   added        a qualifier one side adds ("vegan lasagna", "symptoms in children")
  *   tense, time  "who is" vs "who was", "this year" vs "last year"
  *   scope        one of a thing vs all of them
+ *   operation    another operation on a number ("the square root of 16" vs "the square")
  *
  * Precision comes before recall: a vetoed hit is a miss, a wrong hit is a wrong answer.
  * Text is compared after light normalization (ASCII lowercase, contractions, possessive

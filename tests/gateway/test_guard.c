@@ -347,6 +347,29 @@ Test(guard, added_times_and_roles)
     PASS("When is the best time to prune roses?", "What time of year should roses be pruned?");
 }
 
+Test(guard, operations_on_a_number)
+{
+    VETO("What is the square root of 16?", "What is the square of 16?", "root");
+    VETO("What is the cube root of 27?", "What is the cube of 27?", "root");
+    VETO("What is the natural log of 10?", "What is the log of 10?", "natural");
+    VETO("What is the factorial of 5?", "What is 5 squared?", "operation");
+    VETO("What is 255 in binary?", "What is 255 in hexadecimal?", NULL);
+    PASS("What is the square root of 16?", "what's the square root of 16");
+    PASS("What is the square root of 144?", "sqrt of 144?");
+    PASS("What is 5 squared?", "What is the square of 5?");
+    PASS("What is the log of 100?", "What is the logarithm of 100?");
+    PASS("What is the natural log of 10?", "what's the natural logarithm of 10");
+    /* no number: the words are not operations on one */
+    PASS("What is the root cause of inflation?", "What is the root cause of inflation today?");
+}
+
+Test(guard, a_word_that_looks_like_a_plural_of_another)
+{
+    VETO("Is HTTPS secure?", "Is HTTP secure?", NULL);
+    VETO("What is the default port for HTTPS?", "What is the default port for HTTP?", NULL);
+    PASS("How do I delete rows in Excel?", "How to delete a row in Excel");
+}
+
 Test(guard, empty_and_null)
 {
     char why[64];
