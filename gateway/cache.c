@@ -85,18 +85,32 @@ char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
     } else {
         src = (char *)nfc;
     }
-    /* collapse runs of ASCII white space to one space, trim both ends, in place */
+    /* collapse runs of ASCII white space to one space, trim both ends, in place; a run that
+     * breaks a line and indents the next by two columns or more keeps the break and that
+     * indentation (code, YAML, nested lists: how far a line is indented changes what it
+     * says) */
     size_t w = 0;
-    int space = 0;
+    utf8proc_ssize_t run = -1; /* where the current run of white space began */
     for (utf8proc_ssize_t i = 0; i < n; i++) {
         char ch = src[i];
         if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v') {
-            space = w > 0;
+            if (run < 0)
+                run = i;
             continue;
         }
-        if (space)
-            src[w++] = ' ';
-        space = 0;
+        if (run >= 0 && w > 0) {
+            utf8proc_ssize_t k = i; /* the indentation: what follows the run's last break */
+            while (k > run && src[k - 1] != '\n' && src[k - 1] != '\r')
+                k--;
+            if (k > run && (i - k >= 2 || (i - k == 1 && src[k] == '\t'))) {
+                src[w++] = '\n';
+                memmove(src + w, src + k, (size_t)(i - k)); /* w <= k: moves left */
+                w += (size_t)(i - k);
+            } else {
+                src[w++] = ' ';
+            }
+        }
+        run = -1;
         src[w++] = ch;
     }
     src[w] = 0;

@@ -150,7 +150,8 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
                           size_t errlen);
 void gw_import_item_deinit(struct gw_import_item *it);
 
-/* Normalizes a final user message for the exact key (NFC, white space). malloc'd. */
+/* Normalizes a final user message for the exact key (NFC, white space collapsed but for
+ * lines indented by two columns or more). malloc'd. */
 char *gw_cache_normalize(const char *text, size_t len, size_t *outlen);
 
 #endif

@@ -1307,7 +1307,8 @@ enum {
     R_TIME = 1 << 9,
     R_SCOPE = 1 << 10,
     R_OP = 1 << 11,
-    R_ALL = 0xfff,
+    R_CODE = 1 << 12,
+    R_ALL = 0x1fff,
 };
 
 static void say(char *why, size_t whylen, const char *fmt, ...)
@@ -2085,6 +2086,107 @@ static int rule_operation(const side *a, const side *b, char *why, size_t whylen
     return 1;
 }
 
+/* ---- code and arithmetic, read from the raw text ---- */
+
+enum { CODE_MAX = 64 }; /* operators and indented lines compared; more are vetoed */
+
+static int is_op_char(char c)
+{
+    return c && strchr("+*/=<>^%&|~", c) != NULL;
+}
+
+/* The operators of a text in order: runs of + * / = < > ^ % & | ~, with "!" before "=" and
+ * "-" not between two letters (not "e-mail"). Each is packed into a uint32_t (up to 4
+ * characters; longer runs keep their first 4). Returns how many, or CODE_MAX + 1. */
+static int operators_of(const char *s, size_t n, uint32_t *out)
+{
+    int k = 0;
+    for (size_t i = 0; i < n;) {
+        int minus = s[i] == '-' && !(i > 0 && i + 1 < n && is_alpha((unsigned char)s[i - 1]) &&
+                                     is_alpha((unsigned char)s[i + 1]));
+        int bang = s[i] == '!' && i + 1 < n && s[i + 1] == '=';
+        if (!is_op_char(s[i]) && !minus && !bang) {
+            i++;
+            continue;
+        }
+        uint32_t v = 0;
+        int len = 0;
+        while (i < n && (is_op_char(s[i]) || s[i] == '-' || (s[i] == '!' && i + 1 < n &&
+                                                             s[i + 1] == '='))) {
+            if (len < 4) v |= (uint32_t)(unsigned char)s[i] << (8 * len++);
+            i++;
+        }
+        if (k == CODE_MAX) return CODE_MAX + 1;
+        out[k++] = v;
+    }
+    return k;
+}
+
+/* The indentation of each line indented by two columns or more (a tab counts 4), as its
+ * rank among the text's distinct indentations (so 2-space and 4-space styles compare
+ * alike). Returns how many, or CODE_MAX + 1. */
+static int indents_of(const char *s, size_t n, int *out)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\n' && s[i] != '\r') continue;
+        size_t j = i + 1;
+        int width = 0;
+        while (j < n && (s[j] == ' ' || s[j] == '\t'))
+            width += s[j++] == '\t' ? 4 : 1;
+        if (j == n || s[j] == '\n' || s[j] == '\r' || width < 2) continue;
+        if (k == CODE_MAX) return CODE_MAX + 1;
+        out[k++] = width;
+    }
+    int distinct[CODE_MAX], nd = 0; /* the widths, sorted, each once */
+    for (int i = 0; i < k; i++) {
+        int j = 0;
+        while (j < nd && distinct[j] < out[i])
+            j++;
+        if (j < nd && distinct[j] == out[i]) continue;
+        memmove(distinct + j + 1, distinct + j, sizeof *distinct * (size_t)(nd - j));
+        distinct[j] = out[i];
+        nd++;
+    }
+    for (int i = 0; i < k; i++) {
+        int r = 0;
+        while (distinct[r] != out[i])
+            r++;
+        out[i] = r + 1;
+    }
+    return k;
+}
+
+/* Code or arithmetic that differs where words do not: both sides use operators, not the
+ * same ones ("2+3" vs "2*3", "a == b" vs "a === b", "7 / 2" vs "7 // 2"), or their lines
+ * are indented differently (in Python a return moved into an if). */
+static int rule_code(const char *a, size_t an, const char *b, size_t bn, char *why,
+                     size_t whylen)
+{
+    uint32_t oa[CODE_MAX], ob[CODE_MAX];
+    int na = operators_of(a, an, oa), nb = operators_of(b, bn, ob);
+    if (na > CODE_MAX || nb > CODE_MAX) {
+        say(why, whylen, "too much code to compare");
+        return 0;
+    }
+    if (na && nb && (na != nb || memcmp(oa, ob, sizeof *oa * (size_t)na))) {
+        say(why, whylen, "operators differ");
+        return 0;
+    }
+    int ia[CODE_MAX], ib[CODE_MAX];
+    na = indents_of(a, an, ia);
+    nb = indents_of(b, bn, ib);
+    if (na > CODE_MAX || nb > CODE_MAX) {
+        say(why, whylen, "too much code to compare");
+        return 0;
+    }
+    if (na != nb || memcmp(ia, ib, sizeof *ia * (size_t)na)) {
+        say(why, whylen, "indentation differs");
+        return 0;
+    }
+    return 1;
+}
+
 /* One side is the other with a qualifier added: every content word of the shorter one is
  * in the longer one, which says more, in a way that narrows the question ("a recipe for
  * lasagna" vs "a recipe for vegan lasagna", "symptoms of diabetes" vs "symptoms of
@@ -2209,6 +2311,9 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
     if ((rules & R_SCOPE) && !rule_scope(&a, &b, why, whylen)) return 0;
     if ((rules & R_ADD) && !rule_added(&a, &b, why, whylen)) return 0;
     if ((rules & R_OP) && !rule_operation(&a, &b, why, whylen)) return 0;
+    if ((rules & R_CODE) && !rule_code(stored ? stored : "", stored ? slen : 0,
+                                       query ? query : "", query ? qlen : 0, why, whylen))
+        return 0;
     say(why, whylen, "%s", "");
     return 1;
 }

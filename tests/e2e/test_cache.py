@@ -201,6 +201,23 @@ def test_completions_are_stored_without_embedding_their_prompts(server):
     assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "semantic", r.text
 
 
+def test_code_that_differs_only_in_layout_or_operators_is_not_served(server):
+    """Collapsing white space made these one exact key, and the embedding sees the same
+    words: a moved return, another operator."""
+    c = client(server)
+    q = "What does f(False) return?\n\ndef f(x):\n    if x:\n        print(1)\n    return 2"
+    import_lines(c, [(q, "It returns 2."), ("What does print(2+3) output in Python?", "5")])
+    r = only_if_cached(c, q.replace("\n    return 2", "\n        return 2"))
+    assert r.status_code == 504, r.text
+    r = only_if_cached(c, q.replace("    ", "  "))  # the same program, 2-space indents
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == \
+        "It returns 2."
+    r = only_if_cached(c, "What does print(2*3) output in Python?")
+    assert r.status_code == 504, r.text
+    r = only_if_cached(c, "What does print(2 + 3) output in Python?")
+    assert r.status_code == 200, r.text
+
+
 def test_an_exact_hit_is_refused_like_its_request(server):
     c = client(server)
     import_lines(c, [("What is the capital of France?", "Paris.")])

@@ -342,6 +342,22 @@ Test(cache_key, ascii_and_unicode_queries_normalize_alike)
     char *d = gw_cache_normalize(q, strlen(q), &n);
     cr_assert_str_eq(d, "caf\xc3\xa9 now");
     free(d);
+    /* indentation of two columns or more is kept with its line break: in Python the two
+     * bodies below return different things */
+    q = "What does f(False) return?\n\ndef f(x):\n    if x:\n        print(1)\n    return 2 ";
+    char *e = gw_cache_normalize(q, strlen(q), &n);
+    cr_assert_str_eq(e, "What does f(False) return? def f(x):\n    if x:\n        print(1)\n"
+                        "    return 2");
+    q = "What does f(False) return?\n\ndef f(x):\n    if x:\n        print(1)\n        return 2";
+    char *f = gw_cache_normalize(q, strlen(q), &n);
+    cr_assert_str_neq(e, f);
+    free(f);
+    free(e);
+    q = "a\n\t b\r\n\tc \n d";
+    char *g = gw_cache_normalize(q, strlen(q), &n);
+    cr_assert_str_eq(g, "a\n\t b\n\tc d");
+    cr_assert_eq(n, strlen(g));
+    free(g);
 }
 
 /* An answer whose tenant is deleted before it is written is dropped by the store; the

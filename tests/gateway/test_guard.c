@@ -363,6 +363,27 @@ Test(guard, operations_on_a_number)
     PASS("What is the root cause of inflation?", "What is the root cause of inflation today?");
 }
 
+Test(guard, code_and_arithmetic)
+{
+    VETO("What does print(2+3) output in Python?", "What does print(2*3) output in Python?",
+         "operators");
+    VETO("Is a == b true when a = 1 and b = 1.0 in JS?",
+         "Is a === b true when a = 1 and b = 1.0 in JS?", "operators");
+    VETO("What is 7 / 2 in Python 3?", "What is 7 // 2 in Python 3?", "operators");
+    VETO("What is 2 ** 10 in Python?", "What is 2 ^ 10 in Python?", "operators");
+    /* a return moved into the if: the words are the same, the program is not */
+    VETO("What does f(False) return?\n\ndef f(x):\n    if x:\n        print(1)\n    return 2",
+         "What does f(False) return?\n\ndef f(x):\n    if x:\n        print(1)\n        return 2",
+         "indentation");
+    PASS("What does print(2+3) output in Python?", "what does print(2+3) output in python");
+    PASS("What is 2+3?", "What's 2 + 3?");
+    /* another indentation style, the same structure */
+    PASS("What does this print?\nfor i in range(3):\n  print(i)",
+         "What will this print?\nfor i in range(3):\n    print(i)");
+    /* hyphenated words and a one-sided sign are not code */
+    PASS("What is a well-known e-mail client?", "What is a well known email client?");
+}
+
 Test(guard, a_word_that_looks_like_a_plural_of_another)
 {
     VETO("Is HTTPS secure?", "Is HTTP secure?", NULL);
