@@ -822,13 +822,26 @@ static void on_complete(struct evhttp_request *req, void *arg)
         event_active(c->resume, EV_READ, 0);
 }
 
+/* The headers of every response. evhttp adds Date to HTTP/1.1 responses only. */
+static void common_headers(struct gw_req *rc, struct evkeyvalq *h)
+{
+    evhttp_add_header(h, "X-Request-Id", rc->id);
+    evhttp_add_header(h, "Server", "cachegate/" GW_VERSION);
+    if (rc->req->major == 1 && rc->req->minor == 0) {
+        char date[64];
+        time_t now = time(NULL);
+        struct tm tm;
+        if (gmtime_r(&now, &tm) && strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm))
+            evhttp_add_header(h, "Date", date);
+    }
+}
+
 static void send_body(struct gw_req *rc, int status, const char *ctype, const char *body,
                       size_t len)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
     evhttp_add_header(h, "Content-Type", ctype);
-    evhttp_add_header(h, "X-Request-Id", rc->id);
-    evhttp_add_header(h, "Server", "cachegate/" GW_VERSION);
+    common_headers(rc, h);
     if (rc->srv->draining)
         evhttp_add_header(h, "Connection", "close");
     struct evbuffer *b = evbuffer_new();
@@ -975,8 +988,13 @@ void gw_reply_sse_start(struct gw_req *rc)
     struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
     evhttp_add_header(h, "Content-Type", "text/event-stream");
     evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_add_header(h, "X-Request-Id", rc->id);
-    evhttp_add_header(h, "Server", "cachegate/" GW_VERSION);
+    common_headers(rc, h);
+    if (rc->req->major == 1 && rc->req->minor == 0) {
+        /* HTTP/1.0 has no chunks: the stream ends with the connection (evhttp would frame
+         * a keep-alive reply with Content-Length: 0 and then send the events anyway) */
+        evhttp_remove_header(evhttp_request_get_input_headers(rc->req), "Connection");
+        evhttp_add_header(h, "Connection", "close");
+    }
     rc->status = 200;
     evhttp_send_reply_start(rc->req, 200, NULL);
 }

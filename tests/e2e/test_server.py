@@ -370,7 +370,30 @@ def test_http10_request(server):
         data += chunk
     s.close()
     assert data.startswith(b"HTTP/1.0 200 OK\r\n")
+    assert b"\r\nDate: " in data.partition(b"\r\n\r\n")[0]
     assert data.endswith(b'"device":"cpu"}' if DEVICE == "cpu" else b')"}')
+
+
+def test_http10_keep_alive_stream_ends_with_the_connection(server):
+    """HTTP/1.0 has no chunked framing: a stream asked with keep-alive was framed with
+    Content-Length: 0 and then sent anyway on a connection kept open."""
+    body = json.dumps({"model": "smollm2-135m-instruct", "stream": True, "max_tokens": 8,
+                       "temperature": 0, "messages": [{"role": "user", "content": "Hi"}]})
+    s = server.tls_socket(timeout=60)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\nConnection: keep-alive\r\n"
+              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+              % (len(body), body.encode()))
+    data = b""
+    while chunk := s.recv(65536):  # the server closes: that ends the stream
+        data += chunk
+    s.close()
+    head, _, events = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {k.lower(): v for k, v in (l.split(": ", 1) for l in lines[1:])}
+    assert lines[0] == "HTTP/1.0 200 OK", lines
+    assert "content-length" not in headers and headers["connection"] == "close", headers
+    assert "date" in headers  # RFC 9110: an origin server with a clock sends one
+    assert events.startswith(b"data: {") and events.endswith(b"data: [DONE]\n\n"), events
 
 
 def test_tls_1_2_and_1_3_accepted(server):
