@@ -185,7 +185,7 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
             *bad = (long)i;
             return NULL;
         }
-        total += json_string_length(t);
+        total += json_string_length(t) + (i > 0); /* a line break between parts */
     }
     char *out = malloc(total + 1), *w = out;
     if (!out) {
@@ -195,6 +195,8 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
     json_array_foreach(content, i, part)
     {
         json_t *t = json_object_get(part, "text");
+        if (i > 0) /* as vLLM joins them: "Summarize:" and "Part one." do not run together */
+            *w++ = '\n';
         memcpy(w, json_string_value(t), json_string_length(t));
         w += json_string_length(t);
     }

@@ -1,5 +1,6 @@
 #include "oai.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +260,11 @@ static int nothing(const char *key, json_t *v)
            (json_is_string(v) && !json_string_length(v)) || oai_param_neutral(key, v);
 }
 
+int oai_integral(double v)
+{
+    return v == floor(v) && v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+}
+
 static int refuse(const char **param, char *msg, size_t len, const char *key, const char *why)
 {
     *param = key;
@@ -288,11 +294,9 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
             return -1;
         }
     }
-    json_t *tp = json_object_get(b, "top_p");
-    if (json_is_number(tp) && json_number_value(tp) <= 0)
-        return refuse(param, msg, len, "top_p", "top_p must be greater than 0.");
     json_t *seed = json_object_get(b, "seed");
-    if (seed && !json_is_null(seed) && !json_is_integer(seed))
+    if (seed && !json_is_null(seed) && !json_is_integer(seed) &&
+        !(json_is_real(seed) && oai_integral(json_real_value(seed))))
         return refuse(param, msg, len, "seed", "seed must be an integer.");
     json_t *tk = json_object_get(b, "top_k"); /* vLLM's and llama.cpp's extension */
     if (tk && !json_is_null(tk) &&

@@ -19,6 +19,9 @@ const char *oai_error_type(int status, const char *code);
 /* Serialized error body for a status, malloc'd (caller frees). */
 char *oai_error_dumps(int status, const char *message, const char *param, const char *code);
 
+/* Whether a JSON real holds an integer (a seed given as 1.0). */
+int oai_integral(double v);
+
 /* Whether v, the value of request parameter key, asks for what its absence does: an empty
  * array or object (tools, stop, logit_bias), tool_choice "none" or "auto" (no tools run),
  * response_format {"type": "text"}. */

@@ -142,6 +142,28 @@ def test_seeded_sampling_is_reproducible(server):
     assert a == b
 
 
+def test_top_p_0_takes_the_most_likely_token_and_a_seed_may_be_written_as_a_real(server):
+    """OpenAI's range for top_p is [0, 1]: 0 keeps the most likely token alone (it was a
+    400). A seed of 7.0 is the seed 7 (it was a 400); 7.5 is no seed."""
+    c = sdk(server)
+    greedy = ask(c, "Tell me a word.", temperature=0, max_tokens=12).choices[0].message.content
+    for seed in (1, 2):
+        r = ask(c, "Tell me a word.", temperature=1.5, top_p=0, seed=seed, max_tokens=12,
+                extra_headers={"Cache-Control": "no-cache, no-store"})
+        assert r.choices[0].message.content == greedy
+    kw = dict(temperature=1.0, max_tokens=16, extra_headers={"Cache-Control": "no-store"})
+    a = ask(c, "Tell me a story.", seed=7, **kw).choices[0].message.content
+    with client(server) as h:
+        r = h.post("/v1/chat/completions", json={
+            "model": MODEL, "messages": [{"role": "user", "content": "Tell me a story."}],
+            "temperature": 1.0, "max_tokens": 16, "seed": 7.0},
+            headers={"Cache-Control": "no-store"})
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == a
+        r = h.post("/v1/chat/completions", json={
+            "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "seed": 7.5})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "seed", r.text
+
+
 def test_top_k_and_min_p_are_applied(server):
     """top_k 1, or min_p 1, leaves the most likely token only: whatever the temperature and
     the seed, the answer is the greedy one (they were taken and ignored before)."""

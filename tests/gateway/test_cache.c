@@ -329,6 +329,28 @@ Test(cache_key, partition_keys_match_the_canonical_json_of_the_request)
     }
 }
 
+/* Text parts are joined by line breaks, as vLLM joins them: words at the seams do not
+ * run together ("Summarize:" "Part one." was "Summarize:Part one.") */
+Test(cache_key, text_parts_are_joined_by_line_breaks)
+{
+    json_t *c = json_loads("[{\"type\":\"text\",\"text\":\"Summarize:\"},"
+                           "{\"type\":\"text\",\"text\":\"Part one.\"},"
+                           "{\"type\":\"text\",\"text\":\"\"}]", 0, NULL);
+    cr_assert(c);
+    size_t len;
+    long bad = 0;
+    char *t = gw_message_text(c, &len, &bad);
+    cr_assert_str_eq(t, "Summarize:\nPart one.\n");
+    cr_assert_eq(len, strlen(t));
+    free(t);
+    json_decref(c);
+    c = json_loads("[{\"type\":\"text\",\"text\":\"One part\"}]", 0, NULL);
+    t = gw_message_text(c, &len, &bad);
+    cr_assert_str_eq(t, "One part");
+    free(t);
+    json_decref(c);
+}
+
 Test(cache_key, ascii_and_unicode_queries_normalize_alike)
 {
     size_t n;
