@@ -26,6 +26,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <openssl/err.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <signal.h>
@@ -218,6 +219,26 @@ static void on_ssl_output(struct evbuffer *buf, const struct evbuffer_cb_info *i
 }
 
 static void req_finish(struct gw_req *rc, int client_gone);
+
+/* A client that spoke plain HTTP to the TLS port (OpenSSL refuses its "GET" or "POST" as
+ * a handshake) gets a plain 400 saying so, as nginx answers it, instead of a bare close
+ * that clients report as an empty reply. OpenSSL's info callback: it runs as the handshake
+ * fails, while the socket is still open for writing. */
+static void on_ssl_info(const SSL *ssl, int where, int ret)
+{
+    if (!(where & SSL_CB_EXIT) || ret > 0) return;
+    unsigned long e = ERR_peek_last_error();
+    if (ERR_GET_LIB(e) != ERR_LIB_SSL || ERR_GET_REASON(e) != SSL_R_HTTP_REQUEST) return;
+    int fd = SSL_get_fd(ssl);
+    if (fd < 0) return;
+    static const char reply[] =
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 54\r\n"
+        "Server: cachegate/" GW_VERSION "\r\nConnection: close\r\n\r\n"
+        "This port speaks HTTPS: use https:// in the address.\r\n";
+    ssize_t n = send(fd, reply, sizeof reply - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n; /* best effort: the connection is going anyway */
+    gw_log(GW_LOG_DEBUG, "a plain HTTP request on the TLS port: answered 400");
+}
 
 /* The filter's free_context: runs when evhttp has freed the connection (the filter
  * frees the TLS bufferevent and closes the socket). */
@@ -685,6 +706,7 @@ static struct bufferevent *on_bev(struct event_base *base, void *arg)
     if (!c->head || !c->timer || !c->kick || !c->resume || !ssl)
         goto fail;
     SSL_set_ex_data(ssl, ssl_conn_index, c);
+    SSL_set_info_callback(ssl, on_ssl_info);
     c->ssl_bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
                                                 BEV_OPT_CLOSE_ON_FREE);
     if (!c->ssl_bev)

@@ -396,6 +396,23 @@ def test_http10_keep_alive_stream_ends_with_the_connection(server):
     assert events.startswith(b"data: {") and events.endswith(b"data: [DONE]\n\n"), events
 
 
+def test_plain_http_on_the_tls_port_is_told_to_use_https(server):
+    """A client given http:// instead of https:// got an empty reply (curl: "Empty reply
+    from server", the SDK: "Connection error.")."""
+    for request in (b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Length: 2\r\n\r\n{}"):
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s.sendall(request)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        s.close()
+        assert data.startswith(b"HTTP/1.1 400 Bad Request\r\n"), data
+        assert data.endswith(b"use https:// in the address.\r\n"), data
+    assert httpx.get(server.base_url + "/health", verify=server.ssl_context()).status_code == 200
+
+
 def test_tls_1_2_and_1_3_accepted(server):
     for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
         s = server.tls_socket(server.ssl_context(minimum_version=v, maximum_version=v))
