@@ -311,8 +311,17 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
     const char *const *keys = chat ? chat_keys : completion_keys;
     const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys
                           : sizeof completion_keys / sizeof *completion_keys;
+    /* tools that tool_choice "none" forbids calling: the answer is text, as this server's
+     * always is (agent frameworks send their tools with every request) */
+    const char *choice = json_string_value(json_object_get(b, "tool_choice"));
+    int no_calls = chat && choice && !strcmp(choice, "none");
+    json_t *tools = json_object_get(b, "tools");
+    if (no_calls && tools && !json_is_null(tools) && !json_is_array(tools))
+        return refuse(param, msg, len, "tools", "tools must be an array.");
     for (size_t i = 0; i < n; i++)
-        if (!nothing(keys[i], json_object_get(b, keys[i])) ||
+        if (no_calls && !strcmp(keys[i], "tools"))
+            continue;
+        else if (!nothing(keys[i], json_object_get(b, keys[i])) ||
             /* a completion's logprobs: 0 asks for the chosen tokens' log-probabilities */
             (!chat && !strcmp(keys[i], "logprobs") && json_is_integer(json_object_get(b, keys[i])))) {
             snprintf(msg, len, "%s is not supported by this server.", keys[i]);

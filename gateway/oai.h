@@ -32,7 +32,8 @@ int oai_param_neutral(const char *key, json_t *v);
  * completion request body b: a sampling number of the wrong type or out of its range
  * (temperature, top_p, the penalties; seed an integer), or a parameter of the OpenAI schema
  * that the server does not implement (logprobs, tools, a JSON response_format, echo, ...)
- * set to anything but absence, null, false, 0, "" or a neutral value. 0 when there is none;
+ * set to anything but absence, null, false, 0, "" or a neutral value (tools pass when
+ * tool_choice is "none": none is called). 0 when there is none;
  * else -1 with *param and msg naming the first. Requests are refused for it, and answers
  * imported into the cache that no request could reach.
  */

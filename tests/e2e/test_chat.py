@@ -188,6 +188,9 @@ def test_top_k_and_min_p_are_applied(server):
     ({"logprobs": True}, "logprobs"),
     ({"top_logprobs": 2}, "top_logprobs"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+      "tool_choice": "auto"}, "tools"),
+    ({"tools": "f", "tool_choice": "none"}, "tools"),
     ({"tool_choice": "required"}, "tool_choice"),
     ({"response_format": {"type": "json_object"}}, "response_format"),
     ({"modalities": ["text", "audio"]}, "modalities"),
@@ -215,6 +218,14 @@ def test_neutral_values_of_unsupported_parameters_pass(server):
                                   response_format={"type": "text"},
                                   messages=[{"role": "user", "content": "hi"}])
     assert r.choices[0].message.content
+    # tools that tool_choice "none" forbids calling: answered in text (agent frameworks send
+    # their tools with every request)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    r = c.chat.completions.create(model=MODEL, max_tokens=4, temperature=0, tools=tools,
+                                  tool_choice="none",
+                                  messages=[{"role": "user", "content": "hi"}])
+    assert r.choices[0].message.content and not r.choices[0].message.tool_calls
     t = c.completions.create(model=MODEL, prompt="Hello", max_tokens=4, temperature=0,
                              echo=False, best_of=1, suffix=None)
     assert t.choices[0].text
