@@ -360,7 +360,7 @@ static const char place_nouns[] = "river lake mount mountain mountains ocean sea
 static const char *const math_ops[] = {
     "root roots sqrt cbrt", "log logs logarithm logarithms", "ln", "natural", "factorial",
     "reciprocal", "inverse", "derivative differentiate", "integral integrate",
-    "square squared sqrt", "cube cubed cbrt", "exponential exp", "power", "percent percentage", "absolute", "cosine cos",
+    "square squared sqrt", "cube cubed cbrt", "exponential exp", "absolute", "cosine cos",
     "sine sin", "tangent tan", "binary", "hexadecimal hex", "octal",
 };
 

@@ -358,6 +358,8 @@ Test(guard, operations_on_a_number)
     PASS("What is the square root of 144?", "sqrt of 144?");
     PASS("What is 5 squared?", "What is the square of 5?");
     PASS("What is the log of 100?", "What is the logarithm of 100?");
+    PASS("What is 10% of 50?", "What is 10 percent of 50?");
+    PASS("What is 2 to the power of 10?", "What is 2^10?");
     PASS("What is the natural log of 10?", "what's the natural logarithm of 10");
     /* no number: the words are not operations on one */
     PASS("What is the root cause of inflation?", "What is the root cause of inflation today?");
