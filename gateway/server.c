@@ -313,6 +313,14 @@ static void head_request_id(struct conn *c, char *id, size_t len)
     next_request_id(c->srv, id, len);
 }
 
+/* Now as a Date header gives it (RFC 9110's IMF-fixdate); 0 if the clock fails. */
+static int http_date(char *out, size_t len)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    return gmtime_r(&now, &tm) && strftime(out, len, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
 /* Answers a request the filter refused and closes the connection after it. */
 static void conn_reject(struct conn *c, int status, const char *reason, const char *message,
                         const char *code)
@@ -323,12 +331,15 @@ static void conn_reject(struct conn *c, int status, const char *reason, const ch
     /* a reply to HEAD has the length of the body it would have, and no body */
     int head_method = c->head_len > 5 && memcmp(c->head, "HEAD ", 5) == 0;
     struct evbuffer *out = bufferevent_get_output(c->ssl_bev);
+    char date[64];
+    if (!http_date(date, sizeof date))
+        date[0] = 0;
     evbuffer_add_printf(out,
                         "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
                         "Content-Length: %zu\r\nX-Request-Id: %s\r\nServer: cachegate/" GW_VERSION
-                        "\r\nConnection: close\r\n\r\n%s",
-                        status, reason, body ? strlen(body) : 0, id,
-                        body && !head_method ? body : "");
+                        "\r\n%s%s%sConnection: close\r\n\r\n%s",
+                        status, reason, body ? strlen(body) : 0, id, date[0] ? "Date: " : "",
+                        date, date[0] ? "\r\n" : "", body && !head_method ? body : "");
     free(body);
 
     /* method and path for the access log, from the request line held back */
@@ -849,13 +860,9 @@ static void common_headers(struct gw_req *rc, struct evkeyvalq *h)
 {
     evhttp_add_header(h, "X-Request-Id", rc->id);
     evhttp_add_header(h, "Server", "cachegate/" GW_VERSION);
-    if (rc->req->major == 1 && rc->req->minor == 0) {
-        char date[64];
-        time_t now = time(NULL);
-        struct tm tm;
-        if (gmtime_r(&now, &tm) && strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm))
-            evhttp_add_header(h, "Date", date);
-    }
+    char date[64];
+    if (rc->req->major == 1 && rc->req->minor == 0 && http_date(date, sizeof date))
+        evhttp_add_header(h, "Date", date);
 }
 
 static void send_body(struct gw_req *rc, int status, const char *ctype, const char *body,

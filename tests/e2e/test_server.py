@@ -149,6 +149,7 @@ def test_body_too_large_413(make_server):
         err = assert_openai_error(r, 413, "request_too_large")
         assert "65537" in err["message"] and "65536" in err["message"]
         assert r.headers["connection"] == "close"
+        assert r.headers["date"].endswith(" GMT")  # refused before evhttp, dated all the same
         # at the limit, the body is read and the request routed as usual
         r = c.post("/v1/models", content=b"x" * (64 * 1024))
         assert r.status_code == 405
