@@ -12,6 +12,7 @@
 #include "tls.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -42,7 +43,15 @@
 #define DRAIN_TICK_MS 50
 
 /* Framing state of the request currently arriving on a connection. */
-enum frame { F_HEAD, F_BODY, F_REJECTED };
+enum frame {
+    F_HEAD,
+    F_BODY,       /* body_left bytes of a Content-Length body */
+    F_CHUNK_SIZE, /* a chunked body's next size line */
+    F_CHUNK_DATA, /* body_left bytes of a chunk */
+    F_CHUNK_END,  /* the line break after a chunk's data */
+    F_TRAILER,    /* trailer lines up to the blank line that ends the body */
+    F_REJECTED
+};
 
 struct gw_req;
 
@@ -57,6 +66,8 @@ struct conn {
     char *head; /* [max_header_bytes], the head being received */
     size_t head_len;
     uint64_t body_left;
+    uint64_t body_total; /* a chunked body's data so far */
+    size_t passed_head_len; /* the head passed on last, still in head[] while its body comes */
     uint64_t started, completed; /* requests whose first byte arrived / that were answered */
     uint64_t passed;             /* requests handed to evhttp */
     struct event *resume;        /* passes a held pipelined request on: see on_complete() */
@@ -448,10 +459,11 @@ static int check_request_line(struct conn *c, int *method, int *http11)
 }
 
 /* Looks at a complete head: 0 to pass it to evhttp with *body (out) bytes of body. */
-static int check_head(struct conn *c, uint64_t *body)
+static int check_head(struct conn *c, uint64_t *body, int *chunked)
 {
     const struct gw_config *cfg = c->srv->cfg;
     int method, http11, have_len = 0, hosts = 0;
+    *chunked = 0;
     uint64_t len = 0;
     if (check_request_line(c, &method, &http11) != 0)
         return -1;
@@ -495,12 +507,17 @@ static int check_head(struct conn *c, uint64_t *body)
                 return -1;
             }
         }
-        if (header_value(line, ll, "Transfer-Encoding")) {
-            conn_reject(c, 411, "Length Required",
-                        "Request bodies must be sent with Content-Length; chunked transfer "
-                        "encoding is not accepted",
-                        "length_required");
-            return -1;
+        if ((v = header_value(line, ll, "Transfer-Encoding"))) {
+            size_t vl = (size_t)(line + ll - v);
+            while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+                vl--;
+            if (vl != 7 || strncasecmp(v, "chunked", 7) != 0 || *chunked) {
+                conn_reject(c, 501, "Not Implemented",
+                            "Only \"Transfer-Encoding: chunked\" is supported for request bodies",
+                            "not_implemented");
+                return -1;
+            }
+            *chunked = 1;
         }
         if ((v = header_value(line, ll, "Content-Length"))) {
             char *e;
@@ -517,7 +534,12 @@ static int check_head(struct conn *c, uint64_t *body)
     if (http11 && hosts != 1)
         return bad_request(c, hosts ? "More than one Host header"
                                     : "An HTTP/1.1 request needs a Host header");
-    if (len > 0 && !http_methods[method].body) {
+    if (*chunked && (have_len || !http11))
+        /* both framings, or chunks HTTP/1.0 does not have: one side would read another
+         * request's bytes as this one's body (RFC 9112 6.1) */
+        return bad_request(c, have_len ? "Both Content-Length and Transfer-Encoding"
+                                       : "Transfer-Encoding in an HTTP/1.0 request");
+    if ((len > 0 || *chunked) && !http_methods[method].body) {
         char msg[96];
         snprintf(msg, sizeof msg, "A %s request has no body; send Content-Length: 0 or none",
                  http_methods[method].name);
@@ -540,6 +562,87 @@ static void arm(struct conn *c, int64_t ms)
     evtimer_add(c->timer, &tv);
 }
 
+/* The longest line of a chunked body's framing: a chunk's size with its extensions, or a
+ * trailer field. */
+#define CHUNK_LINE_MAX 1024
+
+/*
+ * One line of a chunked body's framing (RFC 9112 7.1), passed on to evhttp, which decodes
+ * the body: a chunk's size (in hex, extensions after ';' ignored), the line break after a
+ * chunk's data, or a trailer line. The filter only follows it, to know where the body ends
+ * and to hold it to server.max_body_bytes. 1 when a line was taken, 0 when its end has not
+ * arrived yet, -1 after refusing the request.
+ */
+static int chunk_line_take(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
+{
+    size_t eol = 0;
+    struct evbuffer_ptr at = evbuffer_search_eol(src, NULL, &eol, EVBUFFER_EOL_CRLF);
+    if (at.pos < 0) {
+        if (evbuffer_get_length(src) > CHUNK_LINE_MAX)
+            return bad_request(c, "A chunk size or trailer line is too long");
+        return 0;
+    }
+    size_t n = (size_t)at.pos;
+    if (n > CHUNK_LINE_MAX)
+        return bad_request(c, "A chunk size or trailer line is too long");
+    char line[CHUNK_LINE_MAX + 1];
+    evbuffer_copyout(src, line, n);
+    line[n] = 0;
+    /* nothing refused reaches evhttp: it would answer it itself, and close under our reply */
+    if (c->frame == F_CHUNK_END) {
+        if (n)
+            return bad_request(c, "A chunk's data is longer than its size");
+        evbuffer_remove_buffer(src, dst, n + eol);
+        c->frame = F_CHUNK_SIZE;
+        return 1;
+    }
+    if (c->frame == F_TRAILER) {
+        const char *colon = memchr(line, ':', n);
+        for (const char *q = line; colon && q < colon; q++)
+            if (!tchar((unsigned char)*q))
+                colon = NULL;
+        if (n && (!colon || colon == line))
+            return bad_request(c, "Malformed trailer line; expected \"Name: value\"");
+        evbuffer_remove_buffer(src, dst, n + eol);
+        if (!n) { /* the blank line: the body is complete */
+            c->frame = F_HEAD;
+            evtimer_del(c->timer);
+        }
+        return 1;
+    }
+    evbuffer_drain(src, n + eol); /* passed on below, without extensions (evhttp refuses
+                                   * them) */
+    char *e;
+    errno = 0;
+    unsigned long long size = strtoull(line, &e, 16);
+    while (*e == ' ' || *e == '\t')
+        e++;
+    if (!isxdigit((unsigned char)line[0]) || errno || (*e && *e != ';'))
+        return bad_request(c, "Invalid chunk size");
+    const int64_t max = c->srv->cfg->max_body_bytes;
+    if (size > (uint64_t)max || c->body_total + size > (uint64_t)max) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "Request body of more than %lld bytes exceeds the limit of "
+                 "%lld bytes", (long long)max, (long long)max);
+        conn_reject(c, 413, "Payload Too Large", msg, "request_too_large");
+        return -1;
+    }
+    evbuffer_add_printf(dst, "%llx\r\n", size);
+    c->body_total += size;
+    c->body_left = size;
+    c->frame = size ? F_CHUNK_DATA : F_TRAILER;
+    return 1;
+}
+
+static int chunk_line(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
+{
+    c->head_len = c->passed_head_len; /* a refusal logs the request line and id of the head */
+    int r = chunk_line_take(c, src, dst);
+    if (r >= 0)
+        c->head_len = 0;
+    return r;
+}
+
 /* The filter between OpenSSL and evhttp: frames requests, see the module comment. */
 static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct evbuffer *dst,
                                                   ev_ssize_t limit,
@@ -557,15 +660,26 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
             evbuffer_drain(src, avail);
             break;
         }
-        if (c->frame == F_BODY) {
+        if (c->frame == F_BODY || c->frame == F_CHUNK_DATA) {
             size_t n = avail < c->body_left ? avail : (size_t)c->body_left;
             evbuffer_remove_buffer(src, dst, n);
             moved = 1;
             c->body_left -= n;
-            if (c->body_left == 0) {
+            if (c->body_left == 0 && c->frame == F_CHUNK_DATA) {
+                c->frame = F_CHUNK_END;
+            } else if (c->body_left == 0) {
                 c->frame = F_HEAD;
                 evtimer_del(c->timer);
             }
+            continue;
+        }
+        if (c->frame == F_CHUNK_SIZE || c->frame == F_CHUNK_END || c->frame == F_TRAILER) {
+            int r = chunk_line(c, src, dst);
+            if (r < 0)
+                continue; /* now F_REJECTED */
+            if (r == 0)
+                break; /* the rest of the line is still on its way */
+            moved = 1;
             continue;
         }
         if (c->head_len == 0 && c->passed > c->completed)
@@ -610,15 +724,18 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
         evbuffer_drain(src, endpos - old);
         c->head_len = endpos;
         uint64_t body;
-        if (check_head(c, &body) != 0)
+        int chunked;
+        if (check_head(c, &body, &chunked) != 0)
             continue; /* now F_REJECTED */
         evbuffer_add(dst, c->head, c->head_len);
         c->passed++;
         moved = 1;
+        c->passed_head_len = c->head_len;
         c->head_len = 0;
         c->body_left = body;
-        if (body > 0) {
-            c->frame = F_BODY;
+        c->body_total = 0;
+        if (body > 0 || chunked) {
+            c->frame = chunked ? F_CHUNK_SIZE : F_BODY;
             arm(c, cfg->body_timeout_ms);
         } else {
             evtimer_del(c->timer);

@@ -7,10 +7,12 @@
  *
  * The framing filter sees every request byte before evhttp does. It holds a request's
  * head back until it is complete, so that it can enforce the header and body timeouts,
- * check the head against HTTP/1.1's grammar and answer what it refuses (400, 411, 413,
- * 414, 417, 431, 501, 505) itself with the OpenAI error body, and count the requests in
- * flight on each connection for a graceful shutdown. It frames bodies exactly as evhttp
- * does (POST, PUT and PATCH have one; a body on any other method is refused), and passes
+ * check the head against HTTP/1.1's grammar and answer what it refuses (400, 413, 414,
+ * 417, 431, 501, 505) itself with the OpenAI error body, and count the requests in flight
+ * on each connection for a graceful shutdown. It frames bodies exactly as evhttp does
+ * (POST, PUT and PATCH have one; a body on any other method is refused), by Content-Length
+ * or by following a chunked body's framing (whose size lines it passes on without chunk
+ * extensions, which evhttp refuses), and passes
  * one request at a time: the next one's head waits, unread, until the reply before it
  * has been sent, so replies, refusals included, leave in order, a "Connection: close"
  * ends the connection after its own reply, and a pipelined head's timeout starts only

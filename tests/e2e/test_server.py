@@ -166,14 +166,26 @@ def test_413_sent_before_the_body_is_read(make_server):
     s.close()
 
 
-def test_chunked_body_411(server):
-    s = server.tls_socket()
-    s.sendall(b"POST /v1/models HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-              b"2\r\n{}\r\n0\r\n\r\n")
-    status, _, body = read_http_response(s)
-    assert status == 411
-    assert b'"code":"length_required"' in body
-    s.close()
+def test_chunked_request_bodies(make_server):
+    """Clients that stream their bodies (a generator in httpx or requests, Node streams)
+    send them chunked; they were refused with 411."""
+    server = make_server("[server]\nmax_body_bytes = 1K\n")
+    emb = b'{"model":"all-minilm-l6-v2","input":"hi"}'
+    chunked = (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"a;ext=1\r\n" + emb[:10] + b"\r\n%x\r\n" % (len(emb) - 10) + emb[10:] +
+               b"\r\n0\r\nX-Trailer: t\r\n\r\n")
+    got = exchange(server, chunked + b"GET /health HTTP/1.1\r\nHost: x\r\n"
+                                     b"Connection: close\r\n\r\n")
+    assert [g[0] for g in got] == [200, 200], got
+    assert len(json.loads(got[0][2])["data"][0]["embedding"]) == 384
+    with client(server) as c:
+        r = c.post("/v1/embeddings", content=(p for p in (emb[:7], emb[7:])))
+        assert r.status_code == 200, r.text
+        assert c.get("/health").status_code == 200  # the same connection goes on
+        big = (b'{"model":"all-minilm-l6-v2","input":"' + b"x" * 600,
+               b"x" * 600 + b'"}')
+        r = c.post("/v1/embeddings", content=(p for p in big))
+        assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
 
 
 def test_head_too_large_431(make_server):
@@ -267,7 +279,7 @@ def test_pipelined_replies_keep_their_order(server):
     emb = b'{"model":"all-minilm-l6-v2","input":"hi"}'
     cases = [
         (get + b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: second\r\n"
-               b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 411),
+               b"Transfer-Encoding: gzip\r\n\r\n0\r\n\r\n", 501),
         (get + b"GET /health HTTP/7.7\r\nHost: x\r\nX-Request-Id: second\r\n\r\n", 505),
         (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: first\r\n"
          b"Content-Length: %d\r\n\r\n%s" % (len(emb), emb) +
@@ -301,6 +313,21 @@ def test_pipelined_replies_keep_their_order(server):
     (b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 400,
      "invalid_request"),
     (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}", 400,
+     "invalid_request"),
+    (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+     501, "not_implemented"),
+    (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     b"Content-Length: 2\r\n\r\n", 400, "invalid_request"),
+    (b"POST /v1/embeddings HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
+     "invalid_request"),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
+     "invalid_request"),
+    (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "invalid_request"),
+    (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}}\r\n", 400, "invalid_request"),
+    (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nno colon\r\n", 400,
      "invalid_request"),
 ])
 def test_malformed_requests_get_json_errors(server, raw, status, code):
