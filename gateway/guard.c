@@ -869,6 +869,16 @@ static tok *push_tok(side *sd, const char *s, size_t n, unsigned flags)
 static void classify(side *sd, tok *t)
 {
     int ies;
+    /* irregular plurals read as their singular, as -s plurals are */
+    static const char *const irregular[][2] = {
+        {"children", "child"}, {"men", "man"},     {"women", "woman"}, {"people", "person"},
+        {"feet", "foot"},      {"teeth", "tooth"}, {"mice", "mouse"},  {"geese", "goose"}};
+    for (size_t i = 0; i < sizeof irregular / sizeof *irregular; i++)
+        if (t->len == strlen(irregular[i][0]) && !memcmp(t->s, irregular[i][0], t->len)) {
+            t->s = irregular[i][1];
+            t->len = (uint16_t)strlen(irregular[i][1]);
+            break;
+        }
     size_t nl = plural_stem(t->s, t->len, &ies);
     if (nl != t->len && !ies && lex_find(t->s, t->len) >= 0 && lex_find(t->s, nl) >= 0)
         nl = t->len; /* both are words of their own: https is not a plural of http */
@@ -1016,6 +1026,11 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
             t->flags = (uint16_t)((t->flags | F_NUM) & ~F_ACRO);
             t->num = (int16_t)sd->nnum;
             add_num_value(sd, roman_value((const char *)p + a, n), 0);
+        } else if (n == 1 && p[a] == 'I' && sd->nt >= 2 && sd->t[sd->nt - 2].len == 3 &&
+                   !memcmp(sd->t[sd->nt - 2].s, "war", 3)) {
+            t->flags |= F_NUM; /* World War I: the numeral, not the pronoun */
+            t->num = (int16_t)sd->nnum;
+            add_num_value(sd, 1, 0);
         }
         if (t->len == 1 && t->s[0] == 'i') t->flags &= (uint16_t) ~(F_CAP | F_ACRO);
     }
@@ -1362,9 +1377,25 @@ static int same_root(const char *a, size_t al, const char *b, size_t bl)
     return cp >= 5 && cp + 2 >= al;
 }
 
+/* employer/employee, trainer/trainee: the one who does and the one it is done to. */
+static int doer_and_done_to(const tok *a, const tok *b)
+{
+    for (int r = 0; r < 2; r++) {
+        const tok *x = r ? b : a, *y = r ? a : b;
+        if (x->nlen > 4 && y->nlen > 4 && !memcmp(x->n + x->nlen - 2, "ee", 2) &&
+            (!memcmp(y->n + y->nlen - 2, "er", 2) || !memcmp(y->n + y->nlen - 2, "or", 2)))
+            return 1;
+    }
+    return 0;
+}
+
 static int tok_like(const tok *a, const tok *b)
 {
     if (tok_eq(a, b) || syn(a, b)) return 1;
+    /* listed opposites share a root often (employer, employee): they are not one word */
+    if ((a->lex >= 0 && b->lex >= 0 && lex_share(a->lex, b->lex, K_CONTRAST)) ||
+        doer_and_done_to(a, b))
+        return 0;
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
     if ((a->flags | b->flags) & (F_CAP | F_ENTITY | F_ACRO)) { /* Austria is not Australia */
         const tok *x = a->nlen <= b->nlen ? a : b, *y = x == a ? b : a;
@@ -1405,6 +1436,21 @@ static const tok *after_number(const side *sd, int k)
     return NULL;
 }
 
+/* The word after a number written in digits, an acronym among them ("100 US dollars"), or
+ * NULL. */
+static const tok *unit_of_number(const side *sd, int k)
+{
+    for (int i = 0; i + 1 < sd->nt; i++)
+        if (sd->t[i].num == k) {
+            if (!is_digit((unsigned char)sd->t[i].s[0])) return NULL;
+            const tok *n = &sd->t[i + 1];
+            return (n->flags & F_NUM) || ((n->flags & F_STOP) && !(n->flags & F_ACRO)) ? NULL : n;
+        }
+    return NULL;
+}
+
+static int side_has_like(const side *sd, const tok *x);
+
 static int num_index(const side *sd, const char *k)
 {
     for (int i = 0; i < sd->nnum; i++)
@@ -1418,6 +1464,16 @@ static int num_index(const side *sd, const char *k)
 static int number_order(const side *a, const side *b, char *why, size_t whylen)
 {
     int ia = 0, ib = 0;
+    /* "how many dollars is 100 euros" vs "how many euros is 100 US dollars": one number,
+     * the units traded */
+    for (int k = 0; k < a->nnum; k++) {
+        int kb = num_index(b, a->nums[k]);
+        const tok *x = unit_of_number(a, k), *y = kb >= 0 ? unit_of_number(b, kb) : NULL;
+        if (!x || !y || tok_like(x, y) || !side_has_like(a, y) || !side_has_like(b, x)) continue;
+        say(why, whylen, "numbers in another order: %s %.*s vs %s %.*s", a->nums[k],
+            (int)x->len, x->s, a->nums[k], (int)y->len, y->s);
+        return 0;
+    }
     for (;;) {
         while (ia < a->nnum && a->numweak[ia])
             ia++;
@@ -1473,20 +1529,28 @@ static int negated_at(const side *sd, int j)
     return 0;
 }
 
+/* Whether sd has x or a synonym of it ("kilograms" for "kg"). */
+static int side_has_syn(const side *sd, const tok *x)
+{
+    for (int i = 0; i < sd->nt; i++)
+        if (tok_eq(&sd->t[i], x) || syn(&sd->t[i], x)) return 1;
+    return 0;
+}
+
 static int rule_contrast(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int i = 0; i < a->nt; i++) {
         const tok *x = &a->t[i];
         /* "not good" vs "bad" is left to the negation rule */
-        if (x->lex < 0 || !lex_has(x->lex, K_CONTRAST) || side_has(b, x) || negated_at(a, i) ||
-            joined_in(x, b))
+        if (x->lex < 0 || !lex_has(x->lex, K_CONTRAST) || side_has_syn(b, x) ||
+            negated_at(a, i) || joined_in(x, b))
             continue;
         for (int j = 0; j < b->nt; j++) {
             const tok *y = &b->t[j];
             if (y->lex < 0 || !lex_has(y->lex, K_CONTRAST) || tok_eq(x, y) || syn(x, y) ||
                 negated_at(b, j) || joined_in(y, a))
                 continue;
-            if (!lex_share(x->lex, y->lex, K_CONTRAST) || side_has(a, y)) continue;
+            if (!lex_share(x->lex, y->lex, K_CONTRAST) || side_has_syn(a, y)) continue;
             say(why, whylen, "opposites: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
             return 0;
         }
@@ -1550,6 +1614,8 @@ static int negation_spelled(const side *p, int i, const side *q)
         for (int k = 0; k < q->nt; k++) {
             const tok *x = &q->t[k];
             if (negated_form(x, r)) return 1;
+            /* "without eggs" and "egg-free" */
+            if (k + 1 < q->nt && is_word(&q->t[k + 1], "free") && tok_like(x, r)) return 1;
             /* "not good" and "bad" */
             if (x->lex >= 0 && r->lex >= 0 && !tok_eq(x, r) && !syn(x, r) &&
                 lex_share(x->lex, r->lex, K_CONTRAST))
@@ -1817,9 +1883,60 @@ static int how_asks(const side *sd)
     return 0;
 }
 
+static int is_do(const tok *t)
+{
+    return is_word(t, "do") || is_word(t, "does") || is_word(t, "did");
+}
+
+/* How a question asks for a person or thing, its words at ix[0, n) (articles left out): 1
+ * of the one who acts ("who killed Caesar", "what eats owls"), 2 of the one acted on ("who
+ * did Caesar kill", "what do owls eat"), 0 neither. */
+static int wh_role(const side *sd, const int *ix, int n)
+{
+    if (n < 3) return 0;
+    const tok *w = &sd->t[ix[0]], *t1 = &sd->t[ix[1]], *t2 = &sd->t[ix[2]];
+    int who = is_word(w, "who") || is_word(w, "whom");
+    if (!who && !is_word(w, "what") && !is_word(w, "which")) return 0;
+    if (is_do(t1)) return 2;
+    if (t1->flags & F_STOP) return 0;
+    if (who) return 1;
+    if (is_do(t2)) return 2; /* "which animals do rabbits eat" */
+    return (t2->flags & F_STOP) ? 0 : 1;
+}
+
+/* Every content word of p is like one of q. */
+static int words_within(const side *p, const side *q)
+{
+    for (int i = 0; i < p->nt; i++) {
+        const tok *t = &p->t[i];
+        if (!(t->flags & (F_STOP | F_NUM | F_NEG)) && !side_has_like(q, t)) return 0;
+    }
+    return 1;
+}
+
 static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
 {
     const tok *x = a->nt ? &a->t[0] : NULL, *y = b->nt ? &b->t[0] : NULL;
+    /* "how do I cook salmon" vs "how long do I cook salmon": a way against an amount */
+    if (x && y && is_word(x, "how") && is_word(y, "how") && a->nt > 1 && b->nt > 1 &&
+        word_is(&a->t[1], K_HOWQTY) != word_is(&b->t[1], K_HOWQTY)) {
+        const side *q = word_is(&a->t[1], K_HOWQTY) ? a : b, *o = q == a ? b : a;
+        if (o->t[1].flags & F_STOP) {
+            say(why, whylen, "question differs: how vs how %.*s", (int)q->t[1].len, q->t[1].s);
+            return 0;
+        }
+    }
+    /* the same words, the roles turned: "who killed Caesar" vs "who did Caesar kill" */
+    int ia[MAX_TOK], ib[MAX_TOK], na = 0, nb = 0;
+    for (int i = 0; i < a->nt; i++)
+        if (!(a->t[i].flags & F_DROP)) ia[na++] = i;
+    for (int i = 0; i < b->nt; i++)
+        if (!(b->t[i].flags & F_DROP)) ib[nb++] = i;
+    int ra = wh_role(a, ia, na), rb = wh_role(b, ib, nb);
+    if (ra && rb && ra != rb && words_within(a, b) && words_within(b, a)) {
+        say(why, whylen, "roles differ: who acts vs who is acted on");
+        return 0;
+    }
     /* both asking of the verb that follows ("how long does it take"), not of a noun ("how
      * much sleep" is "how many hours of sleep") */
     if (x && y && is_word(x, "how") && is_word(y, "how") && a->nt > 2 && b->nt > 2 &&
@@ -2020,6 +2137,13 @@ static int narrowing(const side *p, const side *q)
         int k = j - 1; /* the word before, past articles and numbers ("in one sentence") */
         while (k >= 0 && (q->t[k].flags & (F_DROP | F_NUM)))
             k--;
+        /* "in one month", "within a week": a time frame narrows what is asked ("learn
+         * guitar"), not in a rate question ("how much protein in a day") */
+        if (k >= 0 && run_has(q, j, e, K_TIMENOUN) &&
+            (is_word(&q->t[k], "in") || is_word(&q->t[k], "within")) &&
+            !(q->nt > 1 && is_word(&q->t[0], "how") &&
+              (is_word(&q->t[1], "much") || is_word(&q->t[1], "many"))))
+            return j;
         /* "at night", "in winter": a time of its own narrows like a qualifier */
         int when = (run_has(q, j, e, K_SETTING) || run_has(q, j, e, K_FORMAT)) && k >= 0 &&
                    !is_word(&q->t[k], "of");

@@ -386,6 +386,37 @@ Test(guard, code_and_arithmetic)
     PASS("What is a well-known e-mail client?", "What is a well known email client?");
 }
 
+Test(guard, who_acts_and_who_is_acted_on)
+{
+    VETO("Who killed Julius Caesar?", "Who did Julius Caesar kill?", "roles");
+    VETO("What do owls eat?", "What eats owls?", "roles");
+    VETO("Who did Apple sue in 2011?", "Who sued Apple in 2011?", NULL);
+    VETO("Does my employer pay for health insurance?",
+         "Does my employee pay for health insurance?", NULL);
+    VETO("How many US dollars is 100 euros?", "How many euros is 100 US dollars?", "order");
+    PASS("Who killed Julius Caesar?", "Who was it that killed Julius Caesar?");
+    PASS("What do owls eat?", "What do owls usually eat?");
+}
+
+Test(guard, a_way_against_an_amount_or_a_time_frame)
+{
+    VETO("How do I cook salmon in the oven?", "How long do I cook salmon in the oven?", "how");
+    VETO("How do I feed a goldfish?", "How much do I feed a goldfish?", "how");
+    VETO("How can I learn guitar?", "How can I learn guitar in one month?", "month");
+    PASS("How long do I cook salmon in the oven?", "How long should salmon cook in the oven?");
+    PASS("How much protein should I eat?", "How much protein should I eat in a day?");
+}
+
+Test(guard, spellings_of_one_thing)
+{
+    PASS("What's a normal resting heart rate for children?",
+         "What's a normal resting heart rate for kids?");
+    PASS("How do I unclog a drain without chemicals?",
+         "What's a chemical-free way to unclog a drain?");
+    PASS("When did World War I end?", "When did World War 1 end?");
+    VETO("When did World War II end?", "When did World War I end?", "numbers");
+}
+
 Test(guard, a_word_that_looks_like_a_plural_of_another)
 {
     VETO("Is HTTPS secure?", "Is HTTP secure?", NULL);
