@@ -352,7 +352,8 @@ static json_t *tenant_json(const struct store_tenant *t)
     return o;
 }
 
-/* GET: list; POST {"name", "policy"?}: create; PUT ?name= body policy; DELETE ?name= */
+/* GET: list (?name=: one); POST {"name", "policy"?}: create; PUT ?name= body policy;
+ * DELETE ?name= */
 void gw_handle_admin_tenants(struct gw_req *r)
 {
     struct evkeyvalq q = {0};
@@ -374,10 +375,16 @@ void gw_handle_admin_tenants(struct gw_req *r)
         }
         json_t *a = json_array();
         for (int i = 0; i < n; i++) {
-            json_array_append_new(a, tenant_json(&t[i]));
+            if (!name || !strcmp(name, t[i].name)) /* ?name=: that tenant only */
+                json_array_append_new(a, tenant_json(&t[i]));
             store_tenant_deinit(&t[i]);
         }
         free(t);
+        if (name && !json_array_size(a)) {
+            json_decref(a);
+            gw_reply_error(r, 404, "No such tenant.", "name", "not_found");
+            goto out;
+        }
         json_t *o = json_object();
         json_object_set_new(o, "data", a);
         gw_reply_json(r, 200, o, 0);
@@ -389,8 +396,19 @@ void gw_handle_admin_tenants(struct gw_req *r)
         if (json_is_null(p)) /* null: left out */
             p = NULL;
         char *ptext = json_is_object(p) ? json_dumps(p, JSON_COMPACT) : strdup("{}");
+        const char *key, *unknown = NULL;
+        json_t *v;
+        json_object_foreach(b, key, v)
+        {
+            if (strcmp(key, "name") && strcmp(key, "policy"))
+                unknown = key;
+        }
         int64_t id;
-        if (!json_is_string(nm)) {
+        if (unknown) { /* a policy key one level too high ("ttl_s" beside "name") */
+            snprintf(err, sizeof err, "Unknown field '%.100s': the body is {\"name\", "
+                     "\"policy\"}.", unknown);
+            gw_reply_error(r, 400, err, unknown, NULL);
+        } else if (!json_is_string(nm)) {
             gw_reply_error(r, 400, "name must be a string.", "name", NULL);
         } else if (p && !json_is_object(p)) {
             gw_reply_error(r, 400, "policy must be a JSON object.", "policy", NULL);

@@ -318,6 +318,11 @@ static int admin_open(int argc, char **argv, int *first, const char **since, con
         }
     }
     *first = optind;
+    if (since && *since && !gw_usage_day_ok(*since)) { /* before any file is opened */
+        fprintf(stderr, "cachegate usage: --since must be a day, YYYY-MM-DD (got '%s')\n",
+                *since);
+        return 2;
+    }
     struct gw_config cfg;
     int rc = gw_cli_config(config, data_dir, &cfg);
     if (rc)
@@ -542,12 +547,6 @@ int gw_cli_usage(int argc, char **argv)
     int first, rc = admin_open(argc, argv, &first, &since, &tenant, 0, &st);
     if (rc)
         return rc;
-    if (since && !gw_usage_day_ok(since)) {
-        fprintf(stderr, "cachegate usage: --since must be a day, YYYY-MM-DD (got '%s')\n",
-                since);
-        store_close(st);
-        return 2;
-    }
     rc = 1;
     int64_t id = -1;
     struct store_usage *u = NULL;

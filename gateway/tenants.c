@@ -57,6 +57,10 @@ int gw_policy_parse(const char *text, struct gw_tenant_policy *p, char *err, siz
                                    .monthly_tokens = -1};
     json_error_t je;
     json_t *o = json_loads(text && *text ? text : "{}", 0, &je);
+    if (!o) {
+        snprintf(err, errlen, "policy: not valid JSON: %s (column %d)", je.text, je.column);
+        return -1;
+    }
     if (!json_is_object(o)) {
         snprintf(err, errlen, "policy: not a JSON object");
         json_decref(o);
@@ -141,6 +145,11 @@ out:
 int gw_policy_check(const char *text, const char *chat_model, const char *embed_model,
                     struct gw_tenant_policy *p, char *err, size_t errlen)
 {
+    size_t n = text ? strspn(text, " \t\r\n") : 0;
+    if (!text || !text[n]) { /* an empty body or variable would have erased every limit */
+        snprintf(err, errlen, "policy: empty; give {} to clear a tenant's policy");
+        return -1;
+    }
     if (gw_policy_parse(text, p, err, errlen))
         return -1;
     for (int i = 0; i < p->nmodels; i++)

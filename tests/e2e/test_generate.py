@@ -76,6 +76,7 @@ def test_bad_arguments_are_usage_errors():
                         (("--system", "Be brief."), "--system goes with --chat"),
                         (("--temperature", ""), "bad value ''"),
                         (("--top-p", ""), "bad value ''"),
+                        (("--top-p", "1.5"), "top-p in [0, 1]"),
                         (("unquoted",), "unexpected argument 'unquoted'")):
         r = generate(*base, *extra)
         assert r.returncode == 2 and says in r.stderr, (extra, r.stderr)

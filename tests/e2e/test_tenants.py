@@ -314,6 +314,12 @@ def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
     assert cli("tenant", "create", "bad", '{"nonsense": 1}').returncode == 2
     assert cli("tenant", "create", "a b").returncode == 2
     assert cli("tenant", "set", "cli-t", "notjson").returncode == 2
+    # an empty policy (an unset shell variable) would have erased every limit
+    p = cli("tenant", "set", "cli-t", "")
+    assert p.returncode == 2 and "give {}" in p.stderr, p.stderr
+    p = cli("tenant", "set", "cli-t", '{"ttl_s": 5,}')
+    assert p.returncode == 2 and "not valid JSON" in p.stderr, p.stderr
+    assert '"requests_per_minute":100' in cli("tenant", "list").stdout.replace(" ", "")
     assert cli("tenant", "set", "cli-t", '{"models": ["gpt-4"]}').returncode == 2
     p = cli("key", "create", "cli-t")
     key = p.stdout.strip()
@@ -344,6 +350,21 @@ def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
     assert entries() in ([], ['cachegate_cache_entries{tenant="cli-t"} 0'])
 
 
+def test_admin_tenant_inputs_that_would_lose_a_policy_are_refused(server):
+    a = admin(server)
+    assert a.post("/admin/tenants", json={"name": "pol", "policy": {
+        "requests_per_minute": 5}}).status_code == 201
+    r = a.put("/admin/tenants?name=pol", content=b"")  # curl -X PUT without -d
+    assert r.status_code == 400 and r.json()["error"]["param"] == "policy", r.text
+    r = a.post("/admin/tenants", json={"name": "pol2", "ttl_s": 60})  # beside name, not in
+    assert r.status_code == 400 and "ttl_s" in r.json()["error"]["message"], r.text
+    r = a.get("/admin/tenants?name=pol")
+    assert r.status_code == 200 and [t["name"] for t in r.json()["data"]] == ["pol"]
+    assert r.json()["data"][0]["policy"] == {"requests_per_minute": 5}
+    r = a.get("/admin/tenants?name=nobody")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
 def test_cli_reads_refuse_a_directory_without_a_database(tmp_path, server):
     typo = tmp_path / "no-such-dir"
     for args in (("tenant", "list"), ("key", "list", "default"), ("usage",)):
@@ -358,6 +379,10 @@ def test_cli_reads_refuse_a_directory_without_a_database(tmp_path, server):
                         str(server.data_dir), "--config", str(server.conf)], cwd=ROOT,
                        capture_output=True, text=True)
     assert p.returncode == 2 and "YYYY-MM-DD" in p.stderr
+    # --since missing its day takes the next option: a usage error, before any file is read
+    p = subprocess.run([str(BIN), "usage", "--since", "--data-dir", str(typo)], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "YYYY-MM-DD" in p.stderr, p.stderr
     r = admin(server).get("/admin/usage?since=2026-13-01")
     assert r.status_code == 400 and r.json()["error"]["param"] == "since"
     assert admin(server).get("/admin/usage?since=2026-02-28").status_code == 200
