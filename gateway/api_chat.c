@@ -802,8 +802,11 @@ static void handle(struct gw_req *r, int chat)
     /* the tenant's policy under the request's own headers */
     if (c->ctl.threshold < 0 && tn->pol.threshold >= 0)
         c->ctl.threshold = tn->pol.threshold;
-    if (c->ctl.ttl_s < 0 && tn->pol.ttl_s >= 0)
-        c->ctl.ttl_s = tn->pol.ttl_s;
+    /* the tenant's TTL (its policy's, or cache.ttl_s) is a retention limit: X-Cache-TTL may
+     * shorten it, not lengthen it (0, never expiring, is the longest) */
+    int64_t keep = tn->pol.ttl_s >= 0 ? tn->pol.ttl_s : cfg->cache_ttl_s;
+    if (c->ctl.ttl_s < 0 || (keep > 0 && (c->ctl.ttl_s == 0 || c->ctl.ttl_s > keep)))
+        c->ctl.ttl_s = keep;
     make_id(c->id, chat ? "chatcmpl-" : "cmpl-");
     c->created = (long)time(NULL);
     c->t0 = now_s();

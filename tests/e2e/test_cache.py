@@ -264,6 +264,22 @@ def test_ttl_header_expires_entries(server):
     assert chat(c, q, {"X-Cache-TTL": "soon"}).status_code == 400
 
 
+def test_the_ttl_header_cannot_outlast_the_tenants_ttl(server):
+    """A tenant's ttl_s is the operator's retention limit: a client's X-Cache-TTL shortens
+    it and never lengthens it (a header of 1000000, or 0 for never, kept the answer)."""
+    c = client(server)
+    r = c.put("/admin/tenants?name=default", json={"ttl_s": 2},
+              headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200, r.text
+    for i, ttl in enumerate(("1000000", "0")):
+        q = ("What is the capital of France?", "What is the capital of Italy?")[i]
+        r = chat(c, q, {"X-Cache-TTL": ttl}, max_tokens=100, temperature=0)
+        assert r.json()["choices"][0]["finish_reason"] == "stop"
+        wait_cached(c, q, max_tokens=100, temperature=0)
+        time.sleep(2.5)
+        assert only_if_cached(c, q, max_tokens=100, temperature=0).status_code == 504, ttl
+
+
 def test_admin_routes_need_the_admin_key_and_delete(server, make_server):
     c = client(server)
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "q"}],
