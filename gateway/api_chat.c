@@ -23,6 +23,7 @@
 
 struct chat_req {
     struct gw_gen_job job;
+    int64_t reserved; /* tokens_per_minute tokens reserved at admission */
     struct gw_req *req;
     int chat;   /* chat.completion or text_completion */
     int stream, include_usage, started;
@@ -82,8 +83,10 @@ static void make_id(char out[48], const char *prefix)
 
 static void chat_req_free(struct chat_req *c)
 {
-    if (c->tn)
+    if (c->tn) {
+        c->use.reserved = c->reserved;
         gw_tenants_done(c->tenants, c->tn, &c->use);
+    }
     if (c->timeout)
         event_free(c->timeout);
     free(c->job.prompt);
@@ -794,7 +797,11 @@ static void handle(struct gw_req *r, int chat)
         gw_reply_error(r, 400, p.msg, "messages", NULL);
         goto out;
     }
-    if (gw_tenants_admit(tenants, tn, r))
+    /* what it may use: its prompt (about 4 bytes a token of the body) and max_tokens */
+    size_t body_len;
+    gw_req_body(r, &body_len);
+    if (gw_tenants_admit(tenants, tn, r, (int64_t)(body_len / 4) + c->job.params.max_tokens,
+                         &c->reserved))
         goto out;
     c->tenants = tenants;
     c->tn = tn;

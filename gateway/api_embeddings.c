@@ -28,13 +28,15 @@ struct embed_req {
     size_t *lens;
     float *out;
     int *ntokens;
+    int64_t reserved; /* tokens_per_minute tokens reserved at admission */
 };
 
 /* failed: the tenant's outcome is "error" */
 static void embed_req_free(struct embed_req *e, long tokens, int failed)
 {
     if (e->tn) {
-        struct gw_usage_one u = {.prompt = (int)tokens, .failed = failed};
+        struct gw_usage_one u = {.prompt = (int)tokens, .failed = failed,
+                                 .reserved = e->reserved};
         gw_tenants_done(e->tenants, e->tn, &u);
     }
     json_decref(e->body);
@@ -214,7 +216,11 @@ void gw_handle_embeddings(struct gw_req *r)
         e->texts[i] = json_string_value(s);
         e->lens[i] = json_string_length(s);
     }
-    if (gw_tenants_admit(gw_server_tenants(srv), tn, r)) {
+    size_t chars = 0; /* what it may use: about 4 bytes a token */
+    for (int i = 0; i < n; i++)
+        chars += e->lens[i];
+    if (gw_tenants_admit(gw_server_tenants(srv), tn, r, (int64_t)(chars / 4 + (size_t)n),
+                         &e->reserved)) {
         embed_req_free(e, 0, 0);
         goto out;
     }

@@ -503,8 +503,10 @@ static int refuse(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, double 
     return -1;
 }
 
-int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r)
+int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t estimate,
+                     int64_t *reserved)
 {
+    *reserved = 0;
     refill(t, tn);
     int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
     int64_t tpm = limit(tn->pol.tpm, t->cfg->tenants_tpm);
@@ -524,14 +526,20 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r)
     if (rpm && tn->req_bucket < 1)
         return refuse(t, tn, r, (1 - tn->req_bucket) * 60 / (double)rpm, "rate_limit_exceeded",
                       "Rate limit reached for requests per minute.");
-    if (tpm && tn->tok_bucket <= 0)
-        return refuse(t, tn, r, (1 - tn->tok_bucket) * 60 / (double)tpm, "rate_limit_exceeded",
-                      "Rate limit reached for tokens per minute.");
+    /* room for what it may use, or the whole allowance for a request that may use more */
+    double need = tpm ? fmax(1, fmin((double)estimate, (double)tpm)) : 0;
+    if (tpm && tn->tok_bucket < need)
+        return refuse(t, tn, r, (need - tn->tok_bucket) * 60 / (double)tpm,
+                      "rate_limit_exceeded", "Rate limit reached for tokens per minute.");
     if (conc && tn->inflight >= conc)
         return refuse(t, tn, r, 1, "rate_limit_exceeded",
                       "Too many concurrent requests for this API key's tenant.");
     if (rpm)
         tn->req_bucket -= 1;
+    if (tpm) {
+        *reserved = (int64_t)need;
+        tn->tok_bucket -= need;
+    }
     tn->inflight++;
     return 0;
 }
@@ -541,8 +549,8 @@ void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_
     refill(t, tn);
     tn->inflight--;
     int spent = u->prompt + u->completion;
-    if (limit(tn->pol.tpm, t->cfg->tenants_tpm))
-        tn->tok_bucket -= spent;
+    if (limit(tn->pol.tpm, t->cfg->tenants_tpm)) /* what it used, less what it reserved */
+        tn->tok_bucket -= spent - (double)u->reserved;
     tn->month_used += spent;
     gw_metric_add(t->m_requests, 1, tn->label,
                   u->failed ? "error" : u->cancelled ? "cancelled" : "ok");

@@ -95,8 +95,13 @@ int gw_tenant_allows(const struct gw_tenant *tn, const char *model);
 /* 0 when the tenant may use model; else replies 404 and returns -1. */
 int gw_tenants_model_ok(struct gw_tenant *tn, struct gw_req *r, const char *model);
 /* Admits a request under the tenant's limits; else replies 429 (with Retry-After) and
- * returns -1. Every admitted request ends with exactly one gw_tenants_done(). */
-int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r);
+ * returns -1. Every admitted request ends with exactly one gw_tenants_done(). estimate: the
+ * tokens it may use (its prompt's, roughly, and the max_tokens it asks for); under
+ * tokens_per_minute they are reserved at once (up to the whole allowance), so that a burst
+ * of requests admitted together cannot overrun the limit, and settled against what the
+ * request used when it ends. *reserved (for its gw_usage_one): what was taken. */
+int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t estimate,
+                     int64_t *reserved);
 
 struct gw_usage_one {
     int prompt, completion, cached; /* tokens the engine used (0 for a cache hit) */
@@ -104,6 +109,7 @@ struct gw_usage_one {
     int saved;                      /* completion tokens a hit saved */
     int failed;                     /* it ended in an error reply */
     int cancelled;                  /* its client left before the whole answer was sent */
+    int64_t reserved;               /* tokens gw_tenants_admit() reserved */
 };
 void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_one *u);
 

@@ -5,6 +5,7 @@ usage accounting, per-tenant policy, and the admin API and CLI. Two tenants, a a
 import json
 import sqlite3
 import subprocess
+import threading
 import time
 
 import httpx
@@ -124,6 +125,33 @@ def test_rate_limit_429_with_retry_after_then_success(server):
     kb = make_tenant(server, "b")
     time.sleep(1.2)
     assert embed(client(server, kb)).status_code == 200
+
+
+def test_tokens_per_minute_holds_under_a_burst(server):
+    """Tokens were charged only when requests ended, so 8 requests admitted together used
+    8.8 times a limit of 50 and locked the tenant out for 8 minutes. What a request may use
+    (its prompt and max_tokens) is reserved when it is admitted."""
+    key = make_tenant(server, "a", {"tokens_per_minute": 50})
+    time.sleep(1.2)
+    results = []
+
+    def one():
+        with client(server, key) as c:
+            results.append(chat(c, "Say hi.", max_tokens=16, temperature=0,
+                                headers={"Cache-Control": "no-cache, no-store"}))
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ok = [r for r in results if r.status_code == 200]
+    refused = [r for r in results if r.status_code == 429]
+    assert len(ok) + len(refused) == 8 and 1 <= len(ok) <= 2, [r.status_code for r in results]
+    used = sum(r.json()["usage"]["total_tokens"] for r in ok)
+    assert used <= 100, used
+    assert all(r.json()["error"]["code"] == "rate_limit_exceeded" for r in refused)
+    assert all(1 <= int(r.headers["Retry-After"]) <= 60 for r in refused)
 
 
 def test_monthly_quota_and_usage(server):
