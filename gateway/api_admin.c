@@ -17,8 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-/* 1 when the request carries the admin key; otherwise replies and returns 0. */
-static int admin_ok(struct gw_req *r)
+int gw_admin_ok(struct gw_req *r)
 {
     const char *key = gw_server_config(gw_req_server(r))->admin_key;
     if (!key || !*key) {
@@ -117,7 +116,7 @@ static void op_reply(struct gw_cq_item *item)
 
 void gw_handle_admin_cache_delete(struct gw_req *r)
 {
-    if (!admin_ok(r))
+    if (!gw_admin_ok(r))
         return;
     struct evkeyvalq q = {0};
     const char *qs = gw_req_query(r);
@@ -219,7 +218,7 @@ static void import_embedded(struct gw_cq_item *item)
 
 void gw_handle_admin_cache_import(struct gw_req *r)
 {
-    if (!admin_ok(r))
+    if (!gw_admin_ok(r))
         return;
     gw_server *srv = gw_req_server(r);
     struct evkeyvalq q = {0};
@@ -334,7 +333,7 @@ static void reply_store_error(struct gw_req *r, int rc, const char *what)
 /* The admin key's check and the query string's parameters (cleared by the caller). */
 static int admin_query(struct gw_req *r, struct evkeyvalq *q)
 {
-    if (!admin_ok(r))
+    if (!gw_admin_ok(r))
         return 0;
     const char *qs = gw_req_query(r);
     if (qs)

@@ -131,6 +131,7 @@ static const struct opt opts[] = {
      NULL},
     {"tenants", "metrics_max_tenants", T_INT, OFF(tenants_metrics_max), "20", 1, 10000, NULL,
      NULL},
+    {"tenants", "metrics_auth", T_BOOL, OFF(metrics_auth), "false", 0, 0, NULL, NULL},
 };
 
 /* Sections that exist for the keys later features add; a key in them is still checked. */
@@ -474,6 +475,11 @@ int gw_config_check_serve(const struct gw_config *cfg, char *err, size_t errlen)
     if (!!*cfg->cert_file != !!*cfg->key_file) {
         snprintf(err, errlen, "tls.cert_file and tls.key_file must be set together (%s is "
                  "empty)", *cfg->cert_file ? "tls.key_file" : "tls.cert_file");
+        return -1;
+    }
+    if (cfg->metrics_auth && !*cfg->admin_key) {
+        snprintf(err, errlen, "tenants.metrics_auth = true asks /metrics for the admin key, "
+                 "and tenants.admin_key is empty");
         return -1;
     }
     if (cfg->tenants_auth)

@@ -80,6 +80,7 @@ struct gw_config {
     int64_t tenants_concurrency, tenants_monthly_tokens;
     int tenants_share_prefix;    /* tenants share the global prefix-cache namespace */
     int64_t tenants_metrics_max; /* tenants with their own metric labels; the rest: other */
+    int metrics_auth;            /* /metrics asks for the admin key */
 };
 
 /* Fills cfg with every default. Never fails for the built-in table. */

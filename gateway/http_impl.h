@@ -82,6 +82,9 @@ void gw_reply_sse_json(struct gw_req *r, json_t *body);
 void gw_reply_sse_end(struct gw_req *r);
 /* Adds Retry-After to the reply about to be sent. */
 void gw_reply_retry_after(struct gw_req *r, int seconds);
+/* 1 when the request carries the admin key (tenants.admin_key); otherwise replies (401, or
+ * 403 with the admin API off) and returns 0. */
+int gw_admin_ok(struct gw_req *r);
 /* After gw_req_defer(): 1 (and r is freed) when the client has gone away. */
 int gw_req_gone(struct gw_req *r);
 

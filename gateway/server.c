@@ -1222,6 +1222,8 @@ static void handle_health(struct gw_req *rc)
 static void handle_metrics(struct gw_req *rc)
 {
     gw_server *srv = rc->srv;
+    if (srv->cfg->metrics_auth && !gw_admin_ok(rc)) /* tenants' names and traffic */
+        return;
     gw_metric_set(srv->m_conns, (double)srv->nconns);
     gw_metric_set(srv->m_uptime, since_ms(&srv->t_start) / 1000.0);
     if (srv->cache)

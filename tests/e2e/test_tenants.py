@@ -502,6 +502,24 @@ def test_cache_metrics_follow_any_number_of_tenants_and_their_churn(make_server)
     assert expired() == before + 1
 
 
+def test_metrics_may_ask_for_the_admin_key(make_server, tmp_path):
+    """/metrics names every tenant and its traffic; tenants.metrics_auth keeps it to the
+    holder of the admin key."""
+    server = make_server(AUTH_CONF + "metrics_auth = true\n")
+    key = make_tenant(server, "a")
+    r = client(server).get("/metrics")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+    assert client(server, key).get("/metrics").status_code == 401  # a tenant's key is not it
+    r = admin(server).get("/metrics")
+    assert r.status_code == 200 and "cachegate_auth_failures_total 2" in r.text, r.text
+    conf = tmp_path / "c.conf"
+    conf.write_text("[tenants]\nmetrics_auth = true\n")
+    p = subprocess.run([str(BIN), "serve", "--config", str(conf), "--listen", "127.0.0.1:0",
+                        "--data-dir", str(tmp_path / "d")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "admin_key is empty" in p.stderr, p.stderr
+
+
 def test_auth_off_on_a_non_loopback_listener_refuses_to_start(tmp_path):
     conf = tmp_path / "c.conf"
     conf.write_text("[tenants]\nauth = off\n")
