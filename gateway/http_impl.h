@@ -85,6 +85,9 @@ void gw_reply_retry_after(struct gw_req *r, int seconds);
 /* 1 when the request carries the admin key (tenants.admin_key); otherwise replies (401, or
  * 403 with the admin API off) and returns 0. */
 int gw_admin_ok(struct gw_req *r);
+/* Names the tenant a request is served for, and the prefix of its key (NULL: none), in
+ * its access log line. */
+void gw_req_set_tenant(struct gw_req *r, const char *tenant, const char *key);
 /* After gw_req_defer(): 1 (and r is freed) when the client has gone away. */
 int gw_req_gone(struct gw_req *r);
 

@@ -211,7 +211,7 @@ void gw_log(int level, const char *fmt, ...)
 }
 
 void gw_log_access(const char *request_id, const char *method, const char *route, int status,
-                   double latency_ms, const char *peer)
+                   double latency_ms, const char *peer, const char *tenant, const char *key)
 {
     if (!gw_log_enabled(GW_LOG_INFO))
         return;
@@ -232,6 +232,14 @@ void gw_log_access(const char *request_id, const char *method, const char *route
     if (peer) {
         put_key(&b, "peer");
         put_str(&b, peer);
+    }
+    if (tenant) {
+        put_key(&b, "tenant");
+        put_str(&b, tenant);
+    }
+    if (key) {
+        put_key(&b, "key");
+        put_str(&b, key);
     }
     line_end(&b, GW_LOG_INFO);
 }

@@ -95,6 +95,8 @@ struct gw_req {
     struct event *hangup; /* while deferred: watches for the client hanging up */
     int own_req; /* evhttp detached req from its connection: we free it */
     int long_timeout; /* the connection's timeout was raised while deferred */
+    char tenant[64];  /* who asked, for the access log ("" before or without auth) */
+    char key[16];     /* the prefix of the key it came with (never more of it) */
 };
 
 struct route {
@@ -360,7 +362,7 @@ static void conn_reject(struct conn *c, int status, const char *reason, const ch
     memcpy(line, c->head, n);
     line[n] = 0;
     sscanf(line, "%15s %63s", method, path);
-    gw_log_access(id, method, path, status, 0, NULL);
+    gw_log_access(id, method, path, status, 0, NULL, NULL, NULL);
     char st[8];
     snprintf(st, sizeof st, "%d", status);
     gw_metric_add(c->srv->m_requests, 1, "unmatched", st);
@@ -916,7 +918,8 @@ static void req_finish(struct gw_req *rc, int client_gone)
     snprintf(st, sizeof st, "%d", status);
     gw_metric_add(srv->m_requests, 1, rc->route, st);
     gw_metric_observe(srv->m_latency, ms / 1000.0, rc->route, st);
-    gw_log_access(rc->id, rc->method, rc->route, status, ms, NULL);
+    gw_log_access(rc->id, rc->method, rc->route, status, ms, NULL,
+                  rc->tenant[0] ? rc->tenant : NULL, rc->key[0] ? rc->key : NULL);
     if (rc->conn) {
         rc->conn->completed++;
         rc->conn->cur = NULL;
@@ -1127,6 +1130,12 @@ void gw_reply_retry_after(struct gw_req *rc, int seconds)
     char v[16];
     snprintf(v, sizeof v, "%d", seconds);
     evhttp_add_header(evhttp_request_get_output_headers(rc->req), "Retry-After", v);
+}
+
+void gw_req_set_tenant(struct gw_req *rc, const char *tenant, const char *key)
+{
+    snprintf(rc->tenant, sizeof rc->tenant, "%s", tenant ? tenant : "");
+    snprintf(rc->key, sizeof rc->key, "%.12s", key ? key : ""); /* as keys are listed */
 }
 
 void gw_reply_sse_start(struct gw_req *rc)

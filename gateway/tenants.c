@@ -428,19 +428,31 @@ void gw_tenants_auth_failed(gw_tenants *t)
 
 struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
 {
-    if (!t->cfg->tenants_auth)
-        return find(t, 1);
-    const char *auth = gw_req_header(r, "Authorization");
-    if (auth && !strncasecmp(auth, "Bearer ", 7)) {
+    if (!t->cfg->tenants_auth) {
+        struct gw_tenant *tn = find(t, 1);
+        if (tn)
+            gw_req_set_tenant(r, tn->name, NULL);
+        return tn;
+    }
+    /* Authorization: Bearer KEY, or the api-key (Azure's SDKs) or x-api-key header */
+    const char *auth = gw_req_header(r, "Authorization"), *key = NULL;
+    if (auth && !strncasecmp(auth, "Bearer ", 7))
+        for (key = auth + 7; *key == ' ';)
+            key++;
+    else if (!auth && !(key = gw_req_header(r, "api-key")))
+        key = gw_req_header(r, "x-api-key");
+    if (key && *key) {
         struct key_row probe;
-        SHA256((const unsigned char *)auth + 7, strlen(auth + 7), probe.sha);
+        SHA256((const unsigned char *)key, strlen(key), probe.sha);
         struct key_row *k = bsearch(&probe, t->keys, (size_t)t->nkeys, sizeof *t->keys, cmp_key);
         /* the bsearch compared digests, which say nothing about the key; confirm anyway in
          * constant time */
         if (k && CRYPTO_memcmp(k->sha, probe.sha, 32) == 0) {
             struct gw_tenant *tn = find(t, k->tenant);
-            if (tn && !tn->deleted)
+            if (tn && !tn->deleted) {
+                gw_req_set_tenant(r, tn->name, key);
                 return tn;
+            }
         }
     }
     gw_tenants_auth_failed(t);

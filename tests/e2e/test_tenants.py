@@ -109,6 +109,28 @@ def test_prefix_cache_is_not_shared_across_tenants_unless_both_share(make_server
     assert cached(kd, "Do you sell gears?") > 0, "two tenants that share, share"
 
 
+def test_keys_in_the_headers_sdks_use_and_the_access_log_names_the_tenant(server):
+    """Azure's SDKs send api-key, others x-api-key, and some clients two spaces after
+    Bearer: all were 401. The access log said nothing of who asked."""
+    key = make_tenant(server, "a")
+    body = {"model": "all-minilm-l6-v2", "input": "hello"}
+    with httpx.Client(base_url=server.base_url, verify=server.ssl_context()) as c:
+        for h in ({"api-key": key}, {"x-api-key": key}, {"Authorization": "Bearer  " + key}):
+            r = c.post("/v1/embeddings", json=body, headers={**h, "X-Request-Id": "who-1"})
+            assert r.status_code == 200, (h, r.text)
+        r = c.post("/v1/embeddings", json=body, headers={"x-api-key": "cg-" + "0" * 48})
+        assert r.status_code == 401
+
+    def mine():
+        return [l for l in server.lines
+                if l.get("msg") == "request" and l.get("request_id") == "who-1"]
+
+    server.wait_log(lambda _: len(mine()) == 3)  # the access log is written in batches
+    for line in mine():
+        assert line["tenant"] == "a" and line["key"] == key[:12], line
+    assert key[12:] not in json.dumps(server.lines)
+
+
 def test_rate_limit_429_with_retry_after_then_success(server):
     key = make_tenant(server, "a", {"requests_per_minute": 10})
     time.sleep(1.2)
