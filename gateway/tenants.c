@@ -505,9 +505,47 @@ static void refill(gw_tenants *t, struct gw_tenant *tn)
     }
 }
 
+/* A duration as OpenAI's x-ratelimit-reset-* headers write it: "0.5s", "12s", "6m0s". */
+static void reset_text(double s, char *out, size_t len)
+{
+    if (s < 60)
+        snprintf(out, len, "%.3gs", fmax(0, s));
+    else
+        snprintf(out, len, "%dm%ds", (int)(s / 60), (int)fmod(s, 60));
+}
+
+/* One pair of limit and bucket as OpenAI's x-ratelimit-{limit,remaining,reset}-KIND headers:
+ * what it allows a minute, what is left now, and when it is whole again. */
+static void ratelimit_headers(struct gw_req *r, const char *kind, int64_t per_minute,
+                              double bucket)
+{
+    char name[48], v[32];
+    snprintf(name, sizeof name, "x-ratelimit-limit-%s", kind);
+    snprintf(v, sizeof v, "%lld", (long long)per_minute);
+    gw_reply_header(r, name, v);
+    snprintf(name, sizeof name, "x-ratelimit-remaining-%s", kind);
+    snprintf(v, sizeof v, "%lld", (long long)fmax(0, floor(bucket)));
+    gw_reply_header(r, name, v);
+    snprintf(name, sizeof name, "x-ratelimit-reset-%s", kind);
+    reset_text(((double)per_minute - bucket) * 60 / (double)per_minute, v, sizeof v);
+    gw_reply_header(r, name, v);
+}
+
+/* The headers of the limits a tenant has, as they stand. */
+static void limit_headers(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r)
+{
+    int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
+    int64_t tpm = limit(tn->pol.tpm, t->cfg->tenants_tpm);
+    if (rpm)
+        ratelimit_headers(r, "requests", rpm, tn->req_bucket);
+    if (tpm)
+        ratelimit_headers(r, "tokens", tpm, tn->tok_bucket);
+}
+
 static int refuse(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, double wait_s,
                   const char *code, const char *msg)
 {
+    limit_headers(t, tn, r);
     gw_metric_add(t->m_requests, 1, tn->label,
                   strcmp(code, "insufficient_quota") ? "rate_limited" : "quota_exceeded");
     gw_reply_retry_after(r, (int)ceil(fmax(1, wait_s)));
@@ -553,6 +591,7 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
         tn->tok_bucket -= need;
     }
     tn->inflight++;
+    limit_headers(t, tn, r);
     return 0;
 }
 

@@ -135,10 +135,16 @@ def test_rate_limit_429_with_retry_after_then_success(server):
     key = make_tenant(server, "a", {"requests_per_minute": 10})
     time.sleep(1.2)
     c = client(server, key)
-    codes = [embed(c).status_code for _ in range(12)]
-    assert codes[:10] == [200] * 10 and 429 in codes[10:], codes
+    first = embed(c)  # OpenAI's headers, by which clients pace themselves
+    assert first.headers["x-ratelimit-limit-requests"] == "10"
+    assert first.headers["x-ratelimit-remaining-requests"] == "9"
+    assert first.headers["x-ratelimit-reset-requests"].endswith("s")
+    assert "x-ratelimit-limit-tokens" not in first.headers  # no token limit set
+    codes = [embed(c).status_code for _ in range(11)]
+    assert codes[:9] == [200] * 9 and 429 in codes[9:], codes
     r = embed(c)
     assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limit_exceeded"
+    assert r.headers["x-ratelimit-remaining-requests"] == "0"
     wait = int(r.headers["Retry-After"])
     assert 1 <= wait <= 6
     time.sleep(wait + 0.1)
@@ -173,6 +179,7 @@ def test_tokens_per_minute_holds_under_a_burst(server):
     used = sum(r.json()["usage"]["total_tokens"] for r in ok)
     assert used <= 100, used
     assert all(r.json()["error"]["code"] == "rate_limit_exceeded" for r in refused)
+    assert all(r.headers["x-ratelimit-limit-tokens"] == "50" for r in ok + refused)
     assert all(1 <= int(r.headers["Retry-After"]) <= 60 for r in refused)
 
 
