@@ -709,18 +709,19 @@ static int context_exceeded(const struct gw_llm *llm, struct chat_req *c, struct
 {
     const int n = c->job.n_prompt, max = llm->max_model_len, want = c->job.params.max_tokens;
     const char *what = c->chat ? "messages" : "prompt", *mk = c->max_tokens_key;
+    const char *take = c->chat ? "take" : "takes";
     p->param = what;
     if (n >= max) {
         snprintf(p->msg, sizeof p->msg, "This model's maximum context length is %d tokens; "
-                 "the %s take %d, leaving no room for an answer. Shorten the %s.", max, what,
-                 n, what);
+                 "the %s %s %d, leaving no room for an answer. Shorten the %s.", max, what,
+                 take, n, what);
     } else if (n + 1 > llm->kv_positions) {
-        snprintf(p->msg, sizeof p->msg, "The %s take %d tokens; the engine's KV cache holds "
-                 "%d positions in all. Shorten the %s.", what, n, llm->kv_positions, what);
+        snprintf(p->msg, sizeof p->msg, "The %s %s %d tokens; the engine's KV cache holds "
+                 "%d positions in all. Shorten the %s.", what, take, n, llm->kv_positions, what);
     } else if (mk && n + want > max) {
         snprintf(p->msg, sizeof p->msg, "This model's maximum context length is %d tokens; "
-                 "the %s take %d and %s asks for %d more. Lower %s or shorten the %s.", max,
-                 what, n, mk, want, mk, what);
+                 "the %s %s %d and %s asks for %d more. Lower %s or shorten the %s.", max,
+                 what, take, n, mk, want, mk, what);
         p->param = mk;
     } else {
         return 0;
@@ -781,8 +782,12 @@ static void handle(struct gw_req *r, int chat)
     }
     if (strcmp(json_string_value(model), cfg->engine_model_name) != 0) {
         char msg[320];
-        snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server runs `%s`.",
-                 json_string_value(model), cfg->engine_model_name);
+        if (tn->pol.nmodels) /* a tenant kept to some models is not told of others */
+            snprintf(msg, sizeof msg, "The model `%.200s` does not exist or you do not have "
+                     "access to it.", json_string_value(model));
+        else
+            snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server runs "
+                     "`%s`.", json_string_value(model), cfg->engine_model_name);
         gw_reply_error(r, 404, msg, "model", "model_not_found");
         goto out;
     }

@@ -131,7 +131,11 @@ void gw_handle_embeddings(struct gw_req *r)
         goto out;
     }
     if (strcmp(json_string_value(model), cfg->embedder_model_name) != 0) {
-        if (!strcmp(json_string_value(model), cfg->engine_model_name)) {
+        if (tn->pol.nmodels) { /* a tenant kept to some models is not told of others */
+            snprintf(msg, sizeof msg, "The model `%.200s` does not exist or you do not have "
+                     "access to it.", json_string_value(model));
+            gw_reply_error(r, 404, msg, "model", "model_not_found");
+        } else if (!strcmp(json_string_value(model), cfg->engine_model_name)) {
             snprintf(msg, sizeof msg, "The model `%.200s` is a chat model and does not make "
                      "embeddings; this server embeds with `%s`.", json_string_value(model),
                      cfg->embedder_model_name);

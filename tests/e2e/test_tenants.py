@@ -346,6 +346,16 @@ def test_allowed_models_policy(server):
     assert [m["id"] for m in b.get("/v1/models").json()["data"]] == ["smollm2-135m-instruct"]
     assert b.get("/v1/models/smollm2-135m-instruct").status_code == 200
     assert embed(b).status_code == 404
+    # a model it may not use, or one that does not exist: the server's models go unnamed
+    for r, asked in ((chat(c, "hi"), "smollm2"),
+                     (b.post("/v1/chat/completions", json={
+                         "model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}),
+                      "gpt-4"),
+                     (embed(b), "minilm"),
+                     (c.post("/v1/embeddings", json={"model": "gpt-4", "input": "x"}), "gpt-4")):
+        msg = r.json()["error"]["message"]
+        assert r.status_code == 404, msg
+        assert not [m for m in ("smollm2", "minilm") if m != asked and m in msg], msg
 
 
 def test_keys_are_stored_hashed_and_never_logged(server):
