@@ -590,10 +590,25 @@ static void sem_search(struct gw_embed_job *j)
         s->rc = j->rc;
         return;
     }
-    struct store_hit hits[64];
+    enum { MAX_CANDIDATES = 64 };
+    struct store_hit hits[MAX_CANDIDATES];
     int n = 0;
     int k = (int)c->cfg->cache_candidates;
     s->rc = store_search(c->worker_reader, s->tenant, s->vec, k, now_ms(), hits, &n);
+    /* the nearest k all reach the threshold and none is of this partition: the same
+     * question stored under other system prompts can crowd out this one's; look further */
+    while (!s->rc && n == k && k < MAX_CANDIDATES && hits[n - 1].similarity >= s->threshold) {
+        int mine = 0;
+        for (int i = 0; i < n && !mine; i++)
+            mine = hits[i].partition == s->key->partition;
+        if (mine)
+            break;
+        for (int i = 0; i < n; i++)
+            store_hit_deinit(&hits[i]);
+        k = k * 4 < MAX_CANDIDATES ? k * 4 : MAX_CANDIDATES;
+        n = 0;
+        s->rc = store_search(c->worker_reader, s->tenant, s->vec, k, now_ms(), hits, &n);
+    }
     for (int i = 0; i < n; i++) {
         struct store_hit *h = &hits[i];
         if (s->hit || h->partition != s->key->partition)

@@ -218,6 +218,29 @@ def test_code_that_differs_only_in_layout_or_operators_is_not_served(server):
     assert r.status_code == 200, r.text
 
 
+def test_a_paraphrase_is_found_past_the_same_question_under_other_system_prompts(server):
+    """The nearest candidates are taken from the tenant's whole index before partitions
+    are compared: twelve other system prompts holding the question itself crowded out the
+    paraphrase stored under this one."""
+    c = client(server)
+    lines = [json.dumps({"model": MODEL, "messages": [
+        {"role": "system", "content": f"You are assistant number {i}."},
+        {"role": "user", "content": "What is the capital city of France?"}],
+        "answer": f"Other {i}."}) for i in range(12)]
+    lines.append(json.dumps({"model": MODEL, "messages": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "What's the capital of France?"}], "answer": "Paris."}))
+    r = c.post("/admin/cache/import", content="\n".join(lines),
+               headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200 and r.json()["imported"] == 13, r.text
+    body = {"model": MODEL, "messages": [{"role": "system", "content": "You are terse."},
+                                         {"role": "user",
+                                          "content": "What is the capital city of France?"}]}
+    r = c.post("/v1/chat/completions", json=body, headers={"Cache-Control": "only-if-cached"})
+    assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "semantic", r.text
+    assert r.json()["choices"][0]["message"]["content"] == "Paris."
+
+
 def test_an_exact_hit_is_refused_like_its_request(server):
     c = client(server)
     import_lines(c, [("What is the capital of France?", "Paris.")])
