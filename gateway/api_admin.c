@@ -58,6 +58,7 @@ struct admin_op {
     int rc;
     int64_t n; /* deleted, or lines imported (counted as the writer writes them) */
     int64_t dropped; /* import: lines not written, their tenant deleted first */
+    int refs;        /* the event loop's, and one per put whose callback has not run */
     /* import */
     struct gw_embed_job job;
     struct gw_import_item *items;
@@ -81,6 +82,14 @@ static void admin_op_free(struct admin_op *op)
     free(op->ntok);
     json_decref(op->errors);
     free(op);
+}
+
+/* Drops a reference; the last one frees the op. The writer thread holds one per queued put
+ * until that put's callback has run, so an op the loop is done with outlives them. */
+static void op_unref(struct admin_op *op)
+{
+    if (__atomic_sub_fetch(&op->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        admin_op_free(op);
 }
 
 /* writer thread */
@@ -111,7 +120,7 @@ static void op_reply(struct gw_cq_item *item)
             gw_reply_json(op->req, 200, o, 0);
         }
     }
-    admin_op_free(op);
+    op_unref(op);
 }
 
 void gw_handle_admin_cache_delete(struct gw_req *r)
@@ -143,6 +152,8 @@ void gw_handle_admin_cache_delete(struct gw_req *r)
         goto out;
     }
     struct admin_op *op = calloc(1, sizeof *op);
+    if (op)
+        op->refs = 1;
     gw_server *srv = gw_req_server(r);
     if (!op) {
         gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
@@ -170,6 +181,7 @@ static void import_written(void *arg, int rc, int64_t id)
         op->n++;
     else if (rc == STORE_OK)
         op->dropped++;
+    op_unref(op);
 }
 
 /* Embedded: queue every item, then a flush whose completion replies. */
@@ -177,7 +189,7 @@ static void import_embedded(struct gw_cq_item *item)
 {
     struct admin_op *op = gw_cq_container(item, struct admin_op, job.item);
     if (gw_req_gone(op->req)) {
-        admin_op_free(op);
+        op_unref(op);
         return;
     }
     gw_server *srv = gw_req_server(op->req);
@@ -185,7 +197,7 @@ static void import_embedded(struct gw_cq_item *item)
     int dim = emb_dim(gw_server_embedder(srv));
     if (op->job.rc) {
         gw_reply_error(op->req, 500, emb_strerror(op->job.rc), NULL, NULL);
-        admin_op_free(op);
+        op_unref(op);
         return;
     }
     int64_t now = store_now_ms(); /* as hits record theirs: to the millisecond */
@@ -206,13 +218,15 @@ static void import_embedded(struct gw_cq_item *item)
             .answer_len = it->answer_len, .finish_reason = "stop", .prompt_tokens = 0,
             .completion_tokens = it->completion_tokens, .created_ms = now,
             .expires_ms = ttl ? now + ttl * 1000 : 0};
-        store_put(st, &e, import_written, op); /* a line not queued is not counted */
+        __atomic_add_fetch(&op->refs, 1, __ATOMIC_ACQ_REL); /* before its callback can run */
+        if (store_put(st, &e, import_written, op) != STORE_OK)
+            op_unref(op); /* not queued: not counted, and no callback */
     }
     op->item.fn = op_reply;
     op->cq = gw_server_cq(srv);
     if (store_flush(st, op_committed, op)) {
         gw_reply_error(op->req, 503, "The store is closing.", NULL, NULL);
-        admin_op_free(op);
+        op_unref(op);
     }
 }
 
@@ -224,6 +238,8 @@ void gw_handle_admin_cache_import(struct gw_req *r)
     struct evkeyvalq q = {0};
     const char *qs = gw_req_query(r);
     struct admin_op *op = calloc(1, sizeof *op);
+    if (op)
+        op->refs = 1;
     if (!op || (qs && evhttp_parse_query_str(qs, &q))) {
         gw_reply_error(r, op ? 400 : 503, op ? "The query string does not parse." : "Out of "
                                                                                     "memory.",
@@ -306,7 +322,7 @@ void gw_handle_admin_cache_import(struct gw_req *r)
 oom:
     gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
 fail_replied:
-    admin_op_free(op);
+    op_unref(op);
     evhttp_clear_headers(&q);
 }
 

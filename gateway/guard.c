@@ -197,7 +197,7 @@ static const char *const synonym_groups[] = {
     "wrong incorrect mistaken", "near close nearby", "shut close", "high tall", "rich wealthy",
     "fridge refrigerator", "tv television", "phone telephone cellphone " "smartphone mobile",
     "internet web online", "website site", "email mail", "app application program software",
-    "folder directory", "hi hello hey", "people persons folks", "world earth planet globe",
+    "folder directory", "hi hello hey", "people persons person folks", "world earth planet globe",
     "sea ocean", "autumn fall", "sofa couch", "trash garbage rubbish", "pants trousers",
     "vacation holiday", "elevator lift", "apartment flat", "truck lorry", "soccer football",
     "gas petrol gasoline", "attorney lawyer", "baby infant", "infinite endless",
@@ -1026,8 +1026,9 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
             t->flags = (uint16_t)((t->flags | F_NUM) & ~F_ACRO);
             t->num = (int16_t)sd->nnum;
             add_num_value(sd, roman_value((const char *)p + a, n), 0);
-        } else if (n == 1 && p[a] == 'I' && sd->nt >= 2 && sd->t[sd->nt - 2].len == 3 &&
-                   !memcmp(sd->t[sd->nt - 2].s, "war", 3)) {
+        } else if (n == 1 && p[a] == 'I' && sd->nt >= 3 && sd->t[sd->nt - 2].len == 3 &&
+                   !memcmp(sd->t[sd->nt - 2].s, "war", 3) && sd->t[sd->nt - 3].len == 5 &&
+                   !memcmp(sd->t[sd->nt - 3].s, "world", 5)) {
             t->flags |= F_NUM; /* World War I: the numeral, not the pronoun */
             t->num = (int16_t)sd->nnum;
             add_num_value(sd, 1, 0);
@@ -1444,6 +1445,9 @@ static const tok *unit_of_number(const side *sd, int k)
         if (sd->t[i].num == k) {
             if (!is_digit((unsigned char)sd->t[i].s[0])) return NULL;
             const tok *n = &sd->t[i + 1];
+            /* "100 US dollars": the noun an acronym qualifies */
+            if ((n->flags & F_ACRO) && i + 2 < sd->nt && !(sd->t[i + 2].flags & (F_STOP | F_NUM)))
+                n = &sd->t[i + 2];
             return (n->flags & F_NUM) || ((n->flags & F_STOP) && !(n->flags & F_ACRO)) ? NULL : n;
         }
     return NULL;
@@ -2289,7 +2293,8 @@ static int rule_code(const char *a, size_t an, const char *b, size_t bn, char *w
 {
     uint32_t oa[CODE_MAX], ob[CODE_MAX];
     int na = operators_of(a, an, oa), nb = operators_of(b, bn, ob);
-    if (na > CODE_MAX || nb > CODE_MAX) {
+    /* operators are compared when both sides have some; past CODE_MAX they cannot be */
+    if (na && nb && (na > CODE_MAX || nb > CODE_MAX)) {
         say(why, whylen, "too much code to compare");
         return 0;
     }
@@ -2300,7 +2305,7 @@ static int rule_code(const char *a, size_t an, const char *b, size_t bn, char *w
     int ia[CODE_MAX], ib[CODE_MAX];
     na = indents_of(a, an, ia);
     nb = indents_of(b, bn, ib);
-    if (na > CODE_MAX || nb > CODE_MAX) {
+    if ((na || nb) && (na > CODE_MAX || nb > CODE_MAX)) {
         say(why, whylen, "too much code to compare");
         return 0;
     }

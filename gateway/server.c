@@ -605,21 +605,31 @@ static int chunk_line_take(struct conn *c, struct evbuffer *src, struct evbuffer
                 colon = NULL;
         if (n && (!colon || colon == line))
             return bad_request(c, "Malformed trailer line; expected \"Name: value\"");
-        evbuffer_remove_buffer(src, dst, n + eol);
-        if (!n) { /* the blank line: the body is complete */
-            c->frame = F_HEAD;
-            evtimer_del(c->timer);
+        c->body_left += n + eol; /* the trailer's bytes so far, held to the head's limit */
+        if (c->body_left > (uint64_t)c->srv->cfg->max_header_bytes) {
+            conn_reject(c, 431, "Request Header Fields Too Large",
+                        "The chunked body's trailer exceeds server.max_header_bytes",
+                        "request_header_too_large");
+            return -1;
         }
+        if (n) { /* trailer fields are not headers (RFC 9110 6.5): dropped, not passed on */
+            evbuffer_drain(src, n + eol);
+            return 1;
+        }
+        evbuffer_remove_buffer(src, dst, n + eol); /* the blank line: the body is complete */
+        c->frame = F_HEAD;
+        evtimer_del(c->timer);
         return 1;
     }
     evbuffer_drain(src, n + eol); /* passed on below, without extensions (evhttp refuses
                                    * them) */
-    char *e;
-    errno = 0;
-    unsigned long long size = strtoull(line, &e, 16);
+    size_t digits = strspn(line, "0123456789abcdefABCDEF"); /* no sign, no 0x */
+    const char *e = line + digits;
     while (*e == ' ' || *e == '\t')
         e++;
-    if (!isxdigit((unsigned char)line[0]) || errno || (*e && *e != ';'))
+    errno = 0;
+    unsigned long long size = strtoull(line, NULL, 16);
+    if (!digits || errno || (*e && *e != ';'))
         return bad_request(c, "Invalid chunk size");
     const int64_t max = c->srv->cfg->max_body_bytes;
     if (size > (uint64_t)max || c->body_total + size > (uint64_t)max) {
@@ -679,8 +689,9 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
             int r = chunk_line(c, src, dst);
             if (r < 0)
                 continue; /* now F_REJECTED */
-            if (r == 0)
-                break; /* the rest of the line is still on its way */
+            if (r == 0) /* the rest of the line is still on its way; BEV_OK with the part
+                         * left in src would have the filter call again at once, forever */
+                return moved ? BEV_OK : BEV_NEED_MORE;
             moved = 1;
             continue;
         }

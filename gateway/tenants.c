@@ -439,7 +439,7 @@ struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
     if (auth && !strncasecmp(auth, "Bearer ", 7))
         for (key = auth + 7; *key == ' ';)
             key++;
-    else if (!auth && !(key = gw_req_header(r, "api-key")))
+    else if (!auth && (!(key = gw_req_header(r, "api-key")) || !*key))
         key = gw_req_header(r, "x-api-key");
     if (key && *key) {
         struct key_row probe;
@@ -457,8 +457,9 @@ struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
     }
     gw_tenants_auth_failed(t);
     gw_reply_error(r, 401,
-                   auth ? "Incorrect API key provided."
-                        : "You didn't provide an API key. Send it as Authorization: Bearer KEY.",
+                   (key && *key) || auth
+                       ? "Incorrect API key provided."
+                       : "You didn't provide an API key. Send it as Authorization: Bearer KEY.",
                    NULL, "invalid_api_key");
     return NULL;
 }
@@ -508,8 +509,10 @@ static void refill(gw_tenants *t, struct gw_tenant *tn)
 /* A duration as OpenAI's x-ratelimit-reset-* headers write it: "0.5s", "12s", "6m0s". */
 static void reset_text(double s, char *out, size_t len)
 {
-    if (s < 60)
-        snprintf(out, len, "%.3gs", fmax(0, s));
+    if (s < 0.001)
+        snprintf(out, len, "0s");
+    else if (s < 60)
+        snprintf(out, len, "%.3gs", s);
     else
         snprintf(out, len, "%dm%ds", (int)(s / 60), (int)fmod(s, 60));
 }

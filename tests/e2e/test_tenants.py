@@ -119,7 +119,9 @@ def test_keys_in_the_headers_sdks_use_and_the_access_log_names_the_tenant(server
             r = c.post("/v1/embeddings", json=body, headers={**h, "X-Request-Id": "who-1"})
             assert r.status_code == 200, (h, r.text)
         r = c.post("/v1/embeddings", json=body, headers={"x-api-key": "cg-" + "0" * 48})
-        assert r.status_code == 401
+        assert r.status_code == 401 and "Incorrect API key" in r.json()["error"]["message"]
+        r = c.post("/v1/embeddings", json=body, headers={"api-key": "", "x-api-key": key})
+        assert r.status_code == 200, r.text
 
     def mine():
         return [l for l in server.lines

@@ -394,6 +394,7 @@ Test(guard, who_acts_and_who_is_acted_on)
     VETO("Does my employer pay for health insurance?",
          "Does my employee pay for health insurance?", NULL);
     VETO("How many US dollars is 100 euros?", "How many euros is 100 US dollars?", "order");
+    VETO("How many dollars is 100 euros?", "How many euros is 100 US dollars?", "order");
     PASS("Who killed Julius Caesar?", "Who was it that killed Julius Caesar?");
     PASS("What do owls eat?", "What do owls usually eat?");
 }
@@ -414,6 +415,9 @@ Test(guard, spellings_of_one_thing)
     PASS("How do I unclog a drain without chemicals?",
          "What's a chemical-free way to unclog a drain?");
     PASS("When did World War I end?", "When did World War 1 end?");
+    PASS("How many people live in Tokyo?", "How many folks live in Tokyo?");
+    PASS("What happened after the war I read about?",
+         "What happened after the war that I read about?");
     VETO("When did World War II end?", "When did World War I end?", "numbers");
 }
 
