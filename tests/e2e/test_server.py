@@ -203,6 +203,34 @@ def test_chunked_request_bodies(make_server):
         assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
 
 
+def test_chunked_bodies_cut_anywhere_between_writes(server):
+    """Each request, chunked in pieces of random sizes and written in random cuts (each
+    write a TLS record of its own), is answered; the server keeps serving between writes."""
+    import random
+    rnd = random.Random(7)
+    emb = b'{"model":"all-minilm-l6-v2","input":"a question about chunked bodies"}'
+    for _ in range(12):
+        body, left = b"", emb
+        while left:
+            n = rnd.randint(1, 9)
+            ext = b";x=%d" % n if rnd.random() < 0.3 else b""
+            body += b"%x%s\r\n%s\r\n" % (n if n <= len(left) else len(left), ext, left[:n])
+            left = left[n:]
+        body += b"0\r\n" + (b"T: v\r\n" if rnd.random() < 0.5 else b"") + b"\r\n"
+        raw = (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n" + body)
+        cuts = sorted(rnd.sample(range(1, len(raw)), 4))
+        s = server.tls_socket(timeout=30)
+        for a, b in zip([0] + cuts, cuts + [len(raw)]):
+            s.sendall(raw[a:b])
+            time.sleep(0.02)
+        got = split_responses(read_to_eof(s))
+        s.close()
+        assert [g[0] for g in got] == [200], (raw, got)
+    with client(server) as c:
+        assert c.get("/health").status_code == 200
+
+
 def test_head_too_large_431(make_server):
     server = make_server("[server]\nmax_header_bytes = 2K\n")
     with client(server) as c:
