@@ -23,7 +23,7 @@
 
 struct chat_req {
     struct gw_gen_job job;
-    int64_t reserved; /* tokens_per_minute tokens reserved at admission */
+    int64_t reserved[2]; /* tokens reserved at admission: a minute's, the month's */
     struct gw_req *req;
     int chat;   /* chat.completion or text_completion */
     int stream, include_usage, started;
@@ -84,7 +84,8 @@ static void make_id(char out[48], const char *prefix)
 static void chat_req_free(struct chat_req *c)
 {
     if (c->tn) {
-        c->use.reserved = c->reserved;
+        c->use.reserved = c->reserved[0];
+        c->use.reserved_month = c->reserved[1];
         gw_tenants_done(c->tenants, c->tn, &c->use);
     }
     if (c->timeout)
@@ -806,7 +807,7 @@ static void handle(struct gw_req *r, int chat)
     size_t body_len;
     gw_req_body(r, &body_len);
     if (gw_tenants_admit(tenants, tn, r, (int64_t)(body_len / 4) + c->job.params.max_tokens,
-                         &c->reserved))
+                         c->reserved))
         goto out;
     c->tenants = tenants;
     c->tn = tn;

@@ -28,7 +28,7 @@ struct embed_req {
     size_t *lens;
     float *out;
     int *ntokens;
-    int64_t reserved; /* tokens_per_minute tokens reserved at admission */
+    int64_t reserved[2]; /* tokens reserved at admission: a minute's, the month's */
 };
 
 /* failed: the tenant's outcome is "error" */
@@ -36,7 +36,8 @@ static void embed_req_free(struct embed_req *e, long tokens, int failed)
 {
     if (e->tn) {
         struct gw_usage_one u = {.prompt = (int)tokens, .failed = failed,
-                                 .reserved = e->reserved};
+                                 .reserved = e->reserved[0],
+                                 .reserved_month = e->reserved[1]};
         gw_tenants_done(e->tenants, e->tn, &u);
     }
     json_decref(e->body);
@@ -224,7 +225,7 @@ void gw_handle_embeddings(struct gw_req *r)
     for (int i = 0; i < n; i++)
         chars += e->lens[i];
     if (gw_tenants_admit(gw_server_tenants(srv), tn, r, (int64_t)(chars / 4 + (size_t)n),
-                         &e->reserved)) {
+                         e->reserved)) {
         embed_req_free(e, 0, 0);
         goto out;
     }

@@ -557,15 +557,17 @@ static int refuse(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, double 
 }
 
 int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t estimate,
-                     int64_t *reserved)
+                     int64_t reserved[2])
 {
-    *reserved = 0;
+    reserved[0] = reserved[1] = 0;
     refill(t, tn);
     int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
     int64_t tpm = limit(tn->pol.tpm, t->cfg->tenants_tpm);
     int64_t conc = limit(tn->pol.concurrency, t->cfg->tenants_concurrency);
     int64_t quota = limit(tn->pol.monthly_tokens, t->cfg->tenants_monthly_tokens);
-    if (quota && tn->month_used >= quota) {
+    /* what the month has left, less what admitted requests may still use of it */
+    int64_t month_left = quota - tn->month_used - tn->month_reserved;
+    if (quota && month_left <= 0) {
         time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
@@ -590,8 +592,12 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
     if (rpm)
         tn->req_bucket -= 1;
     if (tpm) {
-        *reserved = (int64_t)need;
+        reserved[0] = (int64_t)need;
         tn->tok_bucket -= need;
+    }
+    if (quota) { /* so that a burst admitted together stays within the month's quota */
+        reserved[1] = estimate < 1 ? 1 : estimate < month_left ? estimate : month_left;
+        tn->month_reserved += reserved[1];
     }
     tn->inflight++;
     limit_headers(t, tn, r);
@@ -606,6 +612,7 @@ void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_
     if (limit(tn->pol.tpm, t->cfg->tenants_tpm)) /* what it used, less what it reserved */
         tn->tok_bucket -= spent - (double)u->reserved;
     tn->month_used += spent;
+    tn->month_reserved -= u->reserved_month;
     gw_metric_add(t->m_requests, 1, tn->label,
                   u->failed ? "error" : u->cancelled ? "cancelled" : "ok");
     gw_metric_add(t->m_tokens, u->prompt, tn->label, "prompt");

@@ -49,6 +49,7 @@ struct gw_tenant {
     double req_bucket, tok_bucket, refill_s;
     int inflight;
     int64_t month_used;
+    int64_t month_reserved; /* what admitted requests may still use of the quota */
     int month; /* year * 12 + month of month_used */
 };
 
@@ -99,9 +100,11 @@ int gw_tenants_model_ok(struct gw_tenant *tn, struct gw_req *r, const char *mode
  * tokens it may use (its prompt's, roughly, and the max_tokens it asks for); under
  * tokens_per_minute they are reserved at once (up to the whole allowance), so that a burst
  * of requests admitted together cannot overrun the limit, and settled against what the
- * request used when it ends. *reserved (for its gw_usage_one): what was taken. */
+ * request used when it ends; under monthly_tokens likewise, up to what the month has left
+ * (a request is admitted while some is left). reserved (for its gw_usage_one): what was
+ * taken of each. */
 int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t estimate,
-                     int64_t *reserved);
+                     int64_t reserved[2] /* out: a minute's, the month's */);
 
 struct gw_usage_one {
     int prompt, completion, cached; /* tokens the engine used (0 for a cache hit) */
@@ -109,7 +112,8 @@ struct gw_usage_one {
     int saved;                      /* completion tokens a hit saved */
     int failed;                     /* it ended in an error reply */
     int cancelled;                  /* its client left before the whole answer was sent */
-    int64_t reserved;               /* tokens gw_tenants_admit() reserved */
+    int64_t reserved;               /* tokens gw_tenants_admit() reserved a minute */
+    int64_t reserved_month;         /* and of the monthly quota */
 };
 void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_one *u);
 

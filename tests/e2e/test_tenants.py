@@ -157,12 +157,9 @@ def test_rate_limit_429_with_retry_after_then_success(server):
     assert embed(client(server, kb)).status_code == 200
 
 
-def test_tokens_per_minute_holds_under_a_burst(server):
-    """Tokens were charged only when requests ended, so 8 requests admitted together used
-    8.8 times a limit of 50 and locked the tenant out for 8 minutes. What a request may use
-    (its prompt and max_tokens) is reserved when it is admitted."""
-    key = make_tenant(server, "a", {"tokens_per_minute": 50})
-    time.sleep(1.2)
+def burst(server, key, n):
+    """n short chats sent together with the tenant's key: those answered and those
+    refused with 429; no other outcome."""
     results = []
 
     def one():
@@ -170,19 +167,40 @@ def test_tokens_per_minute_holds_under_a_burst(server):
             results.append(chat(c, "Say hi.", max_tokens=16, temperature=0,
                                 headers={"Cache-Control": "no-cache, no-store"}))
 
-    threads = [threading.Thread(target=one) for _ in range(8)]
+    threads = [threading.Thread(target=one) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     ok = [r for r in results if r.status_code == 200]
     refused = [r for r in results if r.status_code == 429]
-    assert len(ok) + len(refused) == 8 and 1 <= len(ok) <= 2, [r.status_code for r in results]
+    assert len(ok) + len(refused) == n, [r.status_code for r in results]
+    return ok, refused
+
+
+def test_tokens_per_minute_holds_under_a_burst(server):
+    """Tokens were charged only when requests ended, so 8 requests admitted together used
+    8.8 times a limit of 50 and locked the tenant out for 8 minutes. What a request may use
+    (its prompt and max_tokens) is reserved when it is admitted."""
+    key = make_tenant(server, "a", {"tokens_per_minute": 50})
+    time.sleep(1.2)
+    ok, refused = burst(server, key, 8)
+    assert 1 <= len(ok) <= 2, len(ok)
     used = sum(r.json()["usage"]["total_tokens"] for r in ok)
     assert used <= 100, used
     assert all(r.json()["error"]["code"] == "rate_limit_exceeded" for r in refused)
     assert all(r.headers["x-ratelimit-limit-tokens"] == "50" for r in ok + refused)
     assert all(1 <= int(r.headers["Retry-After"]) <= 60 for r in refused)
+
+
+def test_a_monthly_quota_holds_under_a_burst(server):
+    """Like tokens_per_minute, the month's quota was charged only when requests ended: a
+    burst admitted together ran past it by the whole burst."""
+    key = make_tenant(server, "m", {"monthly_tokens": 60})
+    time.sleep(1.2)
+    ok, refused = burst(server, key, 6)
+    assert 1 <= len(ok) <= 2, len(ok)
+    assert all(r.json()["error"]["code"] == "insufficient_quota" for r in refused)
 
 
 def test_monthly_quota_and_usage(server):
