@@ -71,6 +71,7 @@ static const struct opt opts[] = {
     {"server", "max_connections", T_INT, OFF(max_connections), "1024", 1, 1000000, NULL, NULL},
     {"server", "shutdown_grace_ms", T_INT, OFF(shutdown_grace_ms), "10000", 0, HOUR_MS, NULL,
      NULL},
+    {"server", "cors_origins", T_STR, OFF(cors_origins), "", 0, 0, NULL, NULL},
     {"tls", "cert_file", T_STR, OFF(cert_file), "", 0, 0, NULL, NULL},
     {"tls", "key_file", T_STR, OFF(key_file), "", 0, 0, NULL, NULL},
     {"log", "level", T_ENUM, OFF(log_level), "info", 0, 0, level_names, NULL},

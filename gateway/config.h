@@ -34,6 +34,7 @@ struct gw_config {
     int64_t idle_timeout_ms;
     int64_t max_connections;
     int64_t shutdown_grace_ms;
+    char *cors_origins; /* browser origins allowed (comma-separated, or *); empty: none */
     /* [tls] */
     char *cert_file; /* empty: a self-signed certificate is generated in data_dir */
     char *key_file;

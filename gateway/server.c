@@ -986,9 +986,66 @@ static void on_complete(struct evhttp_request *req, void *arg)
         event_active(c->resume, EV_READ, 0);
 }
 
+/* The request's Origin when server.cors_origins allows it (a browser page may read the
+ * response), else NULL. */
+static const char *cors_origin(struct gw_req *rc)
+{
+    const char *list = rc->srv->cfg->cors_origins;
+    const char *origin = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Origin");
+    if (!origin || !*list)
+        return NULL;
+    size_t ol = strlen(origin);
+    for (const char *p = list; *p;) {
+        p += strspn(p, " ,");
+        size_t n = strcspn(p, ",");
+        size_t m = n;
+        while (m && p[m - 1] == ' ')
+            m--;
+        if ((m == 1 && *p == '*') || (m == ol && !strncasecmp(p, origin, ol)))
+            return origin;
+        p += n;
+    }
+    return NULL;
+}
+
+/* What a browser page may read of a response from an allowed origin. */
+static void cors_headers(struct gw_req *rc, struct evkeyvalq *h)
+{
+    const char *origin = cors_origin(rc);
+    if (!origin)
+        return;
+    evhttp_add_header(h, "Access-Control-Allow-Origin", origin);
+    evhttp_add_header(h, "Vary", "Origin");
+    evhttp_add_header(h, "Access-Control-Expose-Headers",
+                      "X-Request-Id, X-Cache, X-Cache-Kind, X-Cache-Similarity, X-Cache-Entry, "
+                      "Retry-After, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, "
+                      "x-ratelimit-reset-requests, x-ratelimit-limit-tokens, "
+                      "x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens");
+}
+
+/* A browser's preflight (OPTIONS with Access-Control-Request-Method) from an allowed
+ * origin: 204 with what the route allows. 0 when the request is not one. */
+static int cors_preflight(struct gw_req *rc, const char *allow)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(rc->req);
+    if (evhttp_request_get_command(rc->req) != EVHTTP_REQ_OPTIONS ||
+        !evhttp_find_header(in, "Access-Control-Request-Method") || !cors_origin(rc))
+        return 0;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
+    const char *asked = evhttp_find_header(in, "Access-Control-Request-Headers");
+    evhttp_add_header(h, "Access-Control-Allow-Methods", allow);
+    /* the SDKs send headers of their own (x-stainless-...): what the page asks for */
+    evhttp_add_header(h, "Access-Control-Allow-Headers",
+                      asked ? asked : "Authorization, Content-Type");
+    evhttp_add_header(h, "Access-Control-Max-Age", "600");
+    gw_reply_body(rc, 204, "text/plain", "", 0);
+    return 1;
+}
+
 /* The headers of every response. evhttp adds Date to HTTP/1.1 responses only. */
 static void common_headers(struct gw_req *rc, struct evkeyvalq *h)
 {
+    cors_headers(rc, h);
     evhttp_add_header(h, "X-Request-Id", rc->id);
     evhttp_add_header(h, "Server", "cachegate/" GW_VERSION);
     char date[64];
@@ -1407,6 +1464,8 @@ static void on_request(struct evhttp_request *req, void *arg)
                             : strcmp(routes[i].path, path))
             continue;
         rc->route = routes[i].label ? routes[i].label : routes[i].path;
+        if (cors_preflight(rc, routes[i].allow))
+            return;
         if (!(routes[i].methods & cmd)) {
             char msg[160];
             evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", routes[i].allow);

@@ -231,6 +231,37 @@ def test_chunked_bodies_cut_anywhere_between_writes(server):
         assert c.get("/health").status_code == 200
 
 
+def test_cors_for_the_browser_origins_configured(make_server):
+    """A chat page in a browser calls the API from another origin: its preflight gets what
+    the route allows, and its responses may be read. Off by default."""
+    cors = make_server("[server]\ncors_origins = https://chat.example, https://b.example\n")
+    page = {"Origin": "https://chat.example"}
+    with client(cors) as c:
+        r = c.options("/v1/chat/completions", headers={
+            **page, "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os"})
+        assert r.status_code == 204, r.text
+        assert r.headers["access-control-allow-origin"] == "https://chat.example"
+        assert "POST" in r.headers["access-control-allow-methods"]
+        assert r.headers["access-control-allow-headers"] == \
+            "authorization, content-type, x-stainless-os"
+        r = c.post("/v1/embeddings", headers=page,
+                   json={"model": "all-minilm-l6-v2", "input": "hi"})
+        assert r.status_code == 200
+        assert r.headers["access-control-allow-origin"] == "https://chat.example"
+        assert "X-Cache" in r.headers["access-control-expose-headers"]
+        other = {"Origin": "https://evil.example"}
+        r = c.get("/health", headers=other)
+        assert "access-control-allow-origin" not in r.headers
+        r = c.options("/v1/chat/completions",
+                      headers={**other, "Access-Control-Request-Method": "POST"})
+        assert r.status_code == 405 and "access-control-allow-origin" not in r.headers
+    cors.stop()
+    with client(make_server()) as c:  # the default: no origin is allowed
+        r = c.get("/health", headers=page)
+        assert "access-control-allow-origin" not in r.headers
+
+
 def test_head_too_large_431(make_server):
     server = make_server("[server]\nmax_header_bytes = 2K\n")
     with client(server) as c:
