@@ -50,6 +50,14 @@ void eng_sampling_default(struct eng_sampling *p)
     *p = (struct eng_sampling){.temperature = 1.0f, .top_p = 1.0f};
 }
 
+void eng_sampling_top_p_zero(struct eng_sampling *p)
+{
+    if (p->top_p == 0.0f) {
+        p->top_p = 1.0f;
+        p->top_k = 1;
+    }
+}
+
 int eng_sampling_check(const struct eng_sampling *p)
 {
     if (!p) return ENG_EINVAL;

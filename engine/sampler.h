@@ -62,6 +62,8 @@ typedef struct eng_sampler eng_sampler;
 void eng_sampling_default(struct eng_sampling *p /* out */);
 /* 0, or ENG_EINVAL when a parameter is out of its range (NaN included). */
 int eng_sampling_check(const struct eng_sampling *p);
+/* Reads top_p 0 as OpenAI does, the most likely token alone: top_k 1, top_p off. */
+void eng_sampling_top_p_zero(struct eng_sampling *p);
 
 /* Copies p and its logit_bias. ENG_EINVAL (bad p, a biased token outside [0, n_vocab),
  * n_vocab < 1), ENG_ENOMEM, ENG_EIO (getrandom failed). */

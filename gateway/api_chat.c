@@ -188,10 +188,7 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     gp->sampling.min_p = (float)number_or(b, "min_p", 0);
     if (parse_logit_bias(b, tok_n_vocab(gw_server_llm(gw_req_server(c->req))->v), c, p))
         return -1;
-    if (gp->sampling.top_p == 0.0f) { /* OpenAI's 0: the most likely token alone */
-        gp->sampling.top_p = 1.0f;
-        gp->sampling.top_k = 1;
-    }
+    eng_sampling_top_p_zero(&gp->sampling);
     json_t *seed = json_object_get(b, "seed");
     if (json_is_integer(seed) || json_is_real(seed)) { /* a real one is integral (checked) */
         gp->sampling.seed = json_is_integer(seed) ? (uint64_t)json_integer_value(seed)

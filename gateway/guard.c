@@ -2223,6 +2223,17 @@ static int is_op_char(char c)
     return c && strchr("+*/=<>^%&|~", c) != NULL;
 }
 
+/* Whether s[i] is an operator's character: one of is_op_char's, "!" before "=", or "-"
+ * inside a run of them or not between two letters (not "e-mail"). */
+static int op_at(const char *s, size_t n, size_t i, int in_run)
+{
+    if (is_op_char(s[i])) return 1;
+    if (s[i] == '!') return i + 1 < n && s[i + 1] == '=';
+    if (s[i] != '-') return 0;
+    return in_run || !(i > 0 && i + 1 < n && is_alpha((unsigned char)s[i - 1]) &&
+                       is_alpha((unsigned char)s[i + 1]));
+}
+
 /* The operators of a text in order: runs of + * / = < > ^ % & | ~, with "!" before "=" and
  * "-" not between two letters (not "e-mail"). Each is packed into a uint32_t (up to 4
  * characters; longer runs keep their first 4). Returns how many, or CODE_MAX + 1. */
@@ -2230,17 +2241,13 @@ static int operators_of(const char *s, size_t n, uint32_t *out)
 {
     int k = 0;
     for (size_t i = 0; i < n;) {
-        int minus = s[i] == '-' && !(i > 0 && i + 1 < n && is_alpha((unsigned char)s[i - 1]) &&
-                                     is_alpha((unsigned char)s[i + 1]));
-        int bang = s[i] == '!' && i + 1 < n && s[i + 1] == '=';
-        if (!is_op_char(s[i]) && !minus && !bang) {
+        if (!op_at(s, n, i, 0)) {
             i++;
             continue;
         }
         uint32_t v = 0;
         int len = 0;
-        while (i < n && (is_op_char(s[i]) || s[i] == '-' || (s[i] == '!' && i + 1 < n &&
-                                                             s[i + 1] == '='))) {
+        while (i < n && op_at(s, n, i, 1)) {
             if (len < 4) v |= (uint32_t)(unsigned char)s[i] << (8 * len++);
             i++;
         }
@@ -2325,12 +2332,7 @@ static int rule_added(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
-        int subset = 1;
-        for (int i = 0; i < p->nt && subset; i++) {
-            const tok *t = &p->t[i];
-            if (!(t->flags & (F_STOP | F_NUM | F_NEG)) && !side_has_like(q, t)) subset = 0;
-        }
-        if (!subset) continue;
+        if (!words_within(p, q)) continue;
         int j = narrowing(p, q);
         if (j < 0) continue;
         say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query", (int)q->t[j].len,

@@ -410,10 +410,7 @@ static int cmd_generate(int argc, char **argv)
         fprintf(stderr, "cachegate generate: --system goes with --chat\n");
         return 2;
     }
-    if (gp.sampling.top_p == 0.0f) { /* as the API reads 0: the most likely token alone */
-        gp.sampling.top_p = 1.0f;
-        gp.sampling.top_k = 1;
-    }
+    eng_sampling_top_p_zero(&gp.sampling); /* as the API reads 0 */
     if (eng_sampling_check(&gp.sampling)) {
         fprintf(stderr, "cachegate generate: temperature must be in 0..2 and top-p in [0, 1]\n");
         return 2;

@@ -991,8 +991,10 @@ static void on_complete(struct evhttp_request *req, void *arg)
 static const char *cors_origin(struct gw_req *rc)
 {
     const char *list = rc->srv->cfg->cors_origins;
+    if (!*list) /* off: every response asks nothing more */
+        return NULL;
     const char *origin = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Origin");
-    if (!origin || !*list)
+    if (!origin)
         return NULL;
     size_t ol = strlen(origin);
     for (const char *p = list; *p;) {
