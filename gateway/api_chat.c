@@ -2,13 +2,15 @@
  * POST /v1/chat/completions and POST /v1/completions, served by the engine, in the
  * OpenAI schema: JSON, or Server-Sent Events whose chunks have the shape the official
  * SDKs parse (role in the first delta, finish_reason in the last, an optional usage
- * chunk, then "data: [DONE]").
+ * chunk, then "data: [DONE]"). POST /v1/responses too: responses.c reads it as the chat
+ * request that asks the same and writes its response objects and events.
  */
 #include "http_impl.h"
 
 #include "chat.h"
 #include "engine.h"
 #include "oai.h"
+#include "responses.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -25,7 +27,11 @@ struct chat_req {
     struct gw_gen_job job;
     int64_t reserved[2]; /* tokens reserved at admission: a minute's, the month's */
     struct gw_req *req;
-    int chat;   /* chat.completion or text_completion */
+    int chat;   /* chat.completion (also for a response) or text_completion */
+    int resp;   /* the Responses API's request (chat too) */
+    char msg_id[48];
+    json_t *echo;         /* the settings a response repeats */
+    struct gw_response rs; /* its ids and stream state */
     int stream, include_usage, started;
     const char *max_tokens_key; /* the parameter that set max_tokens, or NULL: the default */
     char id[48];
@@ -97,6 +103,7 @@ static void chat_req_free(struct chat_req *c)
     free(c->text);
     gw_cache_key_deinit(&c->key);
     gw_cache_sem_deinit(&c->sem);
+    json_decref(c->echo);
     free(c);
 }
 
@@ -420,8 +427,14 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
 }
 
 /* An error after a stream's headers: an event {"error": {...}}, then "data: [DONE]". */
+static void resp_failed(struct chat_req *c, const char *msg);
+
 static void stream_error(struct chat_req *c, int status, const char *msg)
 {
+    if (c->resp) {
+        resp_failed(c, msg);
+        return;
+    }
     c->use.failed = 1;
     gw_reply_sse_json(c->req, oai_error(msg, oai_error_type(status, NULL), NULL, NULL));
     gw_reply_sse_end(c->req);
@@ -496,6 +509,110 @@ static void append_text(struct chat_req *c, const char *text, size_t len)
     c->len += len;
 }
 
+/* ------------------------------------------------------------------ the Responses API */
+
+static void resp_send(struct chat_req *c, const char *type, json_t *fields)
+{
+    gw_reply_sse_event(c->req, type, gw_response_event(&c->rs, type, fields));
+}
+
+/* The fields that place an event in the one text part of the one message. */
+static json_t *part_fields(struct chat_req *c)
+{
+    json_t *f = json_object();
+    json_object_set_new(f, "item_id", json_string(c->msg_id));
+    json_object_set_new(f, "output_index", json_integer(0));
+    json_object_set_new(f, "content_index", json_integer(0));
+    return f;
+}
+
+static json_t *one_field(const char *key, json_t *v)
+{
+    json_t *f = json_object();
+    json_object_set_new(f, key, v);
+    return f;
+}
+
+/* The events before the first text: the response created and in progress, its message
+ * item and text part added. */
+static void resp_begin(struct chat_req *c)
+{
+    json_t *o = gw_response_object(&c->rs, "in_progress", NULL, 0, NULL, NULL);
+    resp_send(c, "response.created", one_field("response", json_incref(o)));
+    resp_send(c, "response.in_progress", one_field("response", o));
+    json_t *f = one_field("output_index", json_integer(0));
+    json_object_set_new(f, "item", gw_response_message(&c->rs, "in_progress", NULL, 0));
+    resp_send(c, "response.output_item.added", f);
+    f = part_fields(c);
+    json_object_set_new(f, "part", gw_response_text_part(NULL, 0));
+    resp_send(c, "response.content_part.added", f);
+    c->started = 1;
+}
+
+static void resp_delta(struct chat_req *c, const char *text, size_t len)
+{
+    if (!c->started)
+        resp_begin(c);
+    json_t *f = part_fields(c), *d = json_stringn(text, len);
+    json_object_set_new(f, "delta", d ? d : json_string(""));
+    json_object_set_new(f, "logprobs", json_array());
+    resp_send(c, "response.output_text.delta", f);
+}
+
+static struct gw_response_usage resp_usage(struct usage u)
+{
+    return (struct gw_response_usage){u.prompt, u.completion, u.cached};
+}
+
+/* The events after the last text, then the end of the stream: the text, part and item
+ * done, and the response completed, or incomplete when max_output_tokens cut it. */
+static void resp_end(struct chat_req *c, const char *text, size_t len, const char *finish,
+                     struct usage u)
+{
+    if (!c->started)
+        resp_begin(c);
+    const char *status = strcmp(finish, "length") ? "completed" : "incomplete";
+    json_t *f = part_fields(c), *t = json_stringn(text, len);
+    json_object_set_new(f, "text", t ? t : json_string(""));
+    json_object_set_new(f, "logprobs", json_array());
+    resp_send(c, "response.output_text.done", f);
+    f = part_fields(c);
+    json_object_set_new(f, "part", gw_response_text_part(text, len));
+    resp_send(c, "response.content_part.done", f);
+    f = one_field("output_index", json_integer(0));
+    json_object_set_new(f, "item", gw_response_message(&c->rs, status, text, len));
+    resp_send(c, "response.output_item.done", f);
+    struct gw_response_usage ru = resp_usage(u);
+    resp_send(c, *status == 'c' ? "response.completed" : "response.incomplete",
+              one_field("response", gw_response_object(&c->rs, status, text, len, &ru, NULL)));
+    gw_reply_sse_finish(c->req);
+}
+
+/* An error after the stream's headers: response.failed, then the end. */
+static void resp_failed(struct chat_req *c, const char *msg)
+{
+    c->use.failed = 1;
+    if (!c->started)
+        resp_begin(c);
+    resp_send(c, "response.failed",
+              one_field("response", gw_response_object(&c->rs, "failed", NULL, 0, NULL, msg)));
+    gw_reply_sse_finish(c->req);
+}
+
+/* A whole response as JSON. */
+static void reply_response(struct chat_req *c, const char *text, size_t len, const char *finish,
+                           struct usage u)
+{
+    struct gw_response_usage ru = resp_usage(u);
+    gw_reply_json(c->req, 200,
+                  gw_response_object(&c->rs, strcmp(finish, "length") ? "completed"
+                                                                       : "incomplete",
+                                     text, len, &ru, NULL),
+                  0);
+}
+
+/* ------------------------------------------------------------------ the engine's events */
+
 static void on_event(struct gw_gen_event *ev)
 {
     struct chat_req *c = (struct chat_req *)ev->job;
@@ -523,9 +640,11 @@ static void on_event(struct gw_gen_event *ev)
             gw_metric_observe(llm->tpot, (t - c->t_first) / (ev->completion_tokens - 1));
     }
     if (!ev->done) {
-        if (c->stream)
+        if (c->stream && c->resp)
+            resp_delta(c, ev->text, ev->len);
+        else if (c->stream)
             send_chunk(c, ev->text, ev->len, NULL);
-        if (!c->stream || c->store)
+        if (!c->stream || c->store || c->resp) /* a response's last events repeat it */
             append_text(c, ev->text, ev->len);
         free(ev);
         return;
@@ -534,7 +653,10 @@ static void on_event(struct gw_gen_event *ev)
     c->use.completion = ev->completion_tokens;
     c->use.cached = ev->cached_tokens;
     const char *finish = ev->finish == ENG_FINISH_LENGTH || c->timed_out ? "length" : "stop";
-    if (c->timed_out && !c->stream) {
+    const struct usage u = {ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens};
+    if (c->timed_out && c->stream && c->resp) {
+        resp_failed(c, "The generation exceeded engine.request_timeout_ms.");
+    } else if (c->timed_out && !c->stream) {
         chat_error(c, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
                        "timeout");
     } else if (ev->err) {
@@ -547,6 +669,8 @@ static void on_event(struct gw_gen_event *ev)
             stream_error(c, status, msg);
         else
             chat_error(c, status, msg, NULL, NULL);
+    } else if (c->stream && c->resp) {
+        resp_end(c, c->text ? c->text : "", c->len, finish, u);
     } else if (c->stream) {
         if (!c->started)
             send_chunk(c, NULL, 0, NULL);
@@ -558,9 +682,10 @@ static void on_event(struct gw_gen_event *ev)
             gw_reply_sse_json(c->req, o);
         }
         gw_reply_sse_end(c->req);
+    } else if (c->resp) {
+        reply_response(c, c->text ? c->text : "", c->len, finish, u);
     } else {
-        reply_answer(c, c->text ? c->text : "", c->len, finish,
-                     (struct usage){ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens});
+        reply_answer(c, c->text ? c->text : "", c->len, finish, u);
     }
     /* only a complete answer is stored, once its response is out */
     if (c->store && !ev->err && !c->timed_out && ev->finish != ENG_FINISH_LENGTH) {
@@ -670,6 +795,21 @@ static void reply_hit(struct chat_req *c, const struct store_hit *h, int semanti
 {
     cache_headers(c, semantic ? "semantic" : "exact", h->similarity, h->id);
     const char *finish = h->finish_reason;
+    const struct usage u = {c->job.n_prompt, h->completion_tokens, 0};
+    if (c->stream && c->resp) {
+        gw_reply_sse_start(c->req);
+        for (size_t off = 0; off < h->answer_len;) {
+            size_t n = piece_len(h->answer + off, h->answer_len - off);
+            resp_delta(c, h->answer + off, n);
+            off += n;
+        }
+        resp_end(c, h->answer, h->answer_len, finish, u);
+        return;
+    }
+    if (c->resp) {
+        reply_response(c, h->answer, h->answer_len, finish, u);
+        return;
+    }
     if (c->stream) {
         gw_reply_sse_start(c->req);
         send_chunk(c, NULL, 0, NULL);
@@ -688,8 +828,7 @@ static void reply_hit(struct chat_req *c, const struct store_hit *h, int semanti
         gw_reply_sse_end(c->req);
         return;
     }
-    reply_answer(c, h->answer, h->answer_len, finish,
-                 (struct usage){c->job.n_prompt, h->completion_tokens, 0});
+    reply_answer(c, h->answer, h->answer_len, finish, u);
 }
 
 static void reply_not_cached(struct chat_req *c)
@@ -706,8 +845,8 @@ static void start_engine(struct chat_req *c);
 static int context_exceeded(const struct gw_llm *llm, struct chat_req *c, struct parsed *p)
 {
     const int n = c->job.n_prompt, max = llm->max_model_len, want = c->job.params.max_tokens;
-    const char *what = c->chat ? "messages" : "prompt", *mk = c->max_tokens_key;
-    const char *take = c->chat ? "take" : "takes";
+    const char *what = c->resp ? "input" : c->chat ? "messages" : "prompt";
+    const char *mk = c->max_tokens_key, *take = c->chat && !c->resp ? "take" : "takes";
     p->param = what;
     if (n >= max) {
         snprintf(p->msg, sizeof p->msg, "This model's maximum context length is %d tokens; "
@@ -753,7 +892,14 @@ static void on_semantic(struct gw_cache_sem *s)
     start_engine(c);
 }
 
-static void handle(struct gw_req *r, int chat)
+/* The parameter named in an error: a response's conversation is its input. */
+static const char *param_of(const struct chat_req *c, const char *param)
+{
+    return c->resp && param && !strcmp(param, "messages") ? "input" : param;
+}
+
+/* chat: a chat request (resp: in the Responses API's form) or a completion. */
+static void handle(struct gw_req *r, int chat, int resp)
 {
     gw_server *srv = gw_req_server(r);
     const struct gw_config *cfg = gw_server_config(srv);
@@ -773,6 +919,16 @@ static void handle(struct gw_req *r, int chat)
     }
     c->req = r;
     c->chat = chat;
+    c->resp = resp;
+    if (resp) { /* read as the chat request that asks the same */
+        json_t *cb = gw_responses_request(b, &c->echo, &p.param, p.msg, sizeof p.msg);
+        if (!cb) {
+            gw_reply_error(r, 400, p.msg, p.param, NULL);
+            goto out;
+        }
+        json_decref(b);
+        b = cb;
+    }
     json_t *model = json_object_get(b, "model");
     if (!json_is_string(model)) {
         gw_reply_error(r, 400, "You must provide a model parameter (a string).", "model", NULL);
@@ -795,9 +951,11 @@ static void handle(struct gw_req *r, int chat)
         gw_reply_error(r, 400, p.msg, p.param, NULL);
         goto out;
     }
+    if (resp && c->max_tokens_key)
+        c->max_tokens_key = "max_output_tokens";
     /* before the caches: a request the engine refuses is refused whatever they hold */
     if (chat && gw_messages_check(json_object_get(b, "messages"), p.msg, sizeof p.msg)) {
-        gw_reply_error(r, 400, p.msg, "messages", NULL);
+        gw_reply_error(r, 400, p.msg, param_of(c, "messages"), NULL);
         goto out;
     }
     /* what it may use: its prompt (about 4 bytes a token of the body) and max_tokens */
@@ -817,8 +975,13 @@ static void handle(struct gw_req *r, int chat)
     int64_t keep = tn->pol.ttl_s >= 0 ? tn->pol.ttl_s : cfg->cache_ttl_s;
     if (c->ctl.ttl_s < 0 || (keep > 0 && (c->ctl.ttl_s == 0 || c->ctl.ttl_s > keep)))
         c->ctl.ttl_s = keep;
-    make_id(c->id, chat ? "chatcmpl-" : "cmpl-");
+    make_id(c->id, resp ? "resp_" : chat ? "chatcmpl-" : "cmpl-");
     c->created = (long)time(NULL);
+    if (resp) {
+        make_id(c->msg_id, "msg_");
+        c->rs = (struct gw_response){c->id, c->msg_id, cfg->engine_model_name, c->echo,
+                                     c->created, 0};
+    }
     c->t0 = now_s();
     c->tenant = tn->id;
     gw_cache *cache = gw_server_cache(srv);
@@ -849,7 +1012,7 @@ static void handle(struct gw_req *r, int chat)
         }
         /* a request the engine would refuse is refused from the cache too */
         if (c->job.n_prompt && context_exceeded(gw_server_llm(srv), c, &p)) {
-            chat_error(c, 400, p.msg, p.param, "context_length_exceeded");
+            chat_error(c, 400, p.msg, param_of(c, p.param), "context_length_exceeded");
             goto out;
         }
         c->use = (struct gw_usage_one){.hit = 1, .saved = h->completion_tokens};
@@ -858,11 +1021,11 @@ static void handle(struct gw_req *r, int chat)
         goto out;
     }
     if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p)) {
-        chat_error(c, 400, p.msg, p.param, NULL);
+        chat_error(c, 400, p.msg, param_of(c, p.param), NULL);
         goto out;
     }
     if (context_exceeded(gw_server_llm(srv), c, &p)) {
-        chat_error(c, 400, p.msg, p.param, "context_length_exceeded");
+        chat_error(c, 400, p.msg, param_of(c, p.param), "context_length_exceeded");
         goto out;
     }
     json_decref(b);
@@ -926,10 +1089,15 @@ static void start_engine(struct chat_req *c)
 
 void gw_handle_chat_completions(struct gw_req *r)
 {
-    handle(r, 1);
+    handle(r, 1, 0);
 }
 
 void gw_handle_completions(struct gw_req *r)
 {
-    handle(r, 0);
+    handle(r, 0, 0);
+}
+
+void gw_handle_responses(struct gw_req *r)
+{
+    handle(r, 1, 1);
 }

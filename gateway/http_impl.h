@@ -79,7 +79,10 @@ void gw_req_on_gone(struct gw_req *r, void (*fn)(void *arg), void *arg);
  * and the end ("data: [DONE]"). */
 void gw_reply_sse_start(struct gw_req *r);
 void gw_reply_sse_json(struct gw_req *r, json_t *body);
-void gw_reply_sse_end(struct gw_req *r);
+/* an event with its name (NULL: none); takes body */
+void gw_reply_sse_event(struct gw_req *r, const char *event, json_t *body);
+void gw_reply_sse_end(struct gw_req *r); /* "data: [DONE]", then the end */
+void gw_reply_sse_finish(struct gw_req *r); /* the end alone (the Responses API's streams) */
 /* Adds Retry-After to the reply about to be sent. */
 void gw_reply_retry_after(struct gw_req *r, int seconds);
 /* 1 when the request carries the admin key (tenants.admin_key); otherwise replies (401, or
@@ -96,6 +99,8 @@ void gw_handle_embeddings(struct gw_req *r);
 /* POST /v1/chat/completions, POST /v1/completions (api_chat.c) */
 void gw_handle_chat_completions(struct gw_req *r);
 void gw_handle_completions(struct gw_req *r);
+/* POST /v1/responses (api_chat.c, with responses.c) */
+void gw_handle_responses(struct gw_req *r);
 /* DELETE /admin/cache, POST /admin/cache/import (api_admin.c) */
 void gw_handle_admin_cache_delete(struct gw_req *r);
 void gw_handle_admin_cache_import(struct gw_req *r);

@@ -1224,18 +1224,30 @@ void gw_reply_sse_start(struct gw_req *rc)
     evhttp_send_reply_start(rc->req, 200, NULL);
 }
 
-void gw_reply_sse_json(struct gw_req *rc, json_t *body)
+void gw_reply_sse_event(struct gw_req *rc, const char *event, json_t *body)
 {
     char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(body);
     struct evbuffer *b = evbuffer_new();
     if (s && b) {
+        if (event)
+            evbuffer_add_printf(b, "event: %s\n", event);
         evbuffer_add_printf(b, "data: %s\n\n", s);
         evhttp_send_reply_chunk(rc->req, b);
     }
     if (b)
         evbuffer_free(b);
     free(s);
+}
+
+void gw_reply_sse_json(struct gw_req *rc, json_t *body)
+{
+    gw_reply_sse_event(rc, NULL, body);
+}
+
+void gw_reply_sse_finish(struct gw_req *rc)
+{
+    evhttp_send_reply_end(rc->req);
 }
 
 void gw_reply_sse_end(struct gw_req *rc)
@@ -1246,7 +1258,7 @@ void gw_reply_sse_end(struct gw_req *rc)
         evhttp_send_reply_chunk(rc->req, b);
         evbuffer_free(b);
     }
-    evhttp_send_reply_end(rc->req);
+    gw_reply_sse_finish(rc);
 }
 
 struct event_base *gw_server_base(gw_server *srv)
@@ -1382,6 +1394,7 @@ static const struct route routes[] = {
     {"/v1/embeddings", EVHTTP_REQ_POST, "POST", gw_handle_embeddings, NULL},
     {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions, NULL},
     {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions, NULL},
+    {"/v1/responses", EVHTTP_REQ_POST, "POST", gw_handle_responses, NULL},
     {"/admin/cache", EVHTTP_REQ_DELETE, "DELETE", gw_handle_admin_cache_delete, NULL},
     {"/admin/cache/import", EVHTTP_REQ_POST, "POST", gw_handle_admin_cache_import, NULL},
     {"/admin/tenants", EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE,

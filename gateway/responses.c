@@ -1,0 +1,375 @@
+#include "responses.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static json_t *refuse(json_t *out, const char **param, char *msg, size_t len, const char *key,
+                      const char *why)
+{
+    json_decref(out);
+    *param = key;
+    snprintf(msg, len, "%s", why);
+    return NULL;
+}
+
+static int absent(json_t *v)
+{
+    return !v || json_is_null(v);
+}
+
+/* An object all of whose members are null (as {} is): it asks for nothing. */
+static int all_null(json_t *v)
+{
+    const char *k;
+    json_t *m;
+    json_object_foreach(v, k, m)
+    {
+        if (!json_is_null(m))
+            return 0;
+    }
+    return 1;
+}
+
+/* Input item i as a chat message, appended to msgs; -1 with msg when it is not one. */
+static int input_item(json_t *item, size_t i, json_t *msgs, char *msg, size_t len)
+{
+    const char *type = json_string_value(json_object_get(item, "type"));
+    if (!json_is_object(item) || (json_object_get(item, "type") && !type)) {
+        snprintf(msg, len, "input[%zu] must be a message object ({\"role\", \"content\"}).", i);
+        return -1;
+    }
+    if (type && strcmp(type, "message")) {
+        snprintf(msg, len, "input[%zu]: items of type \"%.40s\" are not supported; only "
+                 "messages are (this server calls no tools and keeps no reasoning).", i, type);
+        return -1;
+    }
+    const char *role = json_string_value(json_object_get(item, "role"));
+    if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
+                  strcmp(role, "developer"))) {
+        snprintf(msg, len, "input[%zu].role must be user, assistant, system or developer.", i);
+        return -1;
+    }
+    json_t *content = json_object_get(item, "content");
+    json_t *m = json_object();
+    json_object_set_new(m, "role", json_string(role));
+    if (json_is_string(content)) {
+        json_object_set(m, "content", content);
+        json_array_append_new(msgs, m);
+        return 0;
+    }
+    if (!json_is_array(content)) {
+        json_decref(m);
+        snprintf(msg, len, "input[%zu].content must be a string or an array of text parts.", i);
+        return -1;
+    }
+    /* parts as chat's text parts, which are joined the same way and key the caches alike */
+    json_t *parts = json_array();
+    size_t j;
+    json_t *part;
+    json_array_foreach(content, j, part)
+    {
+        const char *pt = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        if (!pt || (strcmp(pt, "input_text") && strcmp(pt, "output_text")) ||
+            !json_is_string(text)) {
+            json_decref(parts);
+            json_decref(m);
+            snprintf(msg, len, "input[%zu].content[%zu] must be a text part ({\"type\": "
+                     "\"input_text\" or \"output_text\", \"text\": a string}); images, audio "
+                     "and files are not supported.", i, j);
+            return -1;
+        }
+        json_t *p = json_object();
+        json_object_set_new(p, "type", json_string("text"));
+        json_object_set(p, "text", text);
+        json_array_append_new(parts, p);
+    }
+    json_object_set_new(m, "content", parts);
+    json_array_append_new(msgs, m);
+    return 0;
+}
+
+/* The parameters a response repeats, with OpenAI's values for those not given. */
+static json_t *echo_of(json_t *b)
+{
+    json_t *e = json_object();
+    static const char *const keys[] = {"instructions", "max_output_tokens", "metadata",
+                                       "parallel_tool_calls", "temperature", "tool_choice",
+                                       "tools", "top_p", "user"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        json_t *v = json_object_get(b, keys[i]);
+        if (absent(v)) {
+            if (!strcmp(keys[i], "metadata"))
+                v = json_object();
+            else if (!strcmp(keys[i], "parallel_tool_calls"))
+                v = json_true();
+            else if (!strcmp(keys[i], "temperature") || !strcmp(keys[i], "top_p"))
+                v = json_real(1.0);
+            else if (!strcmp(keys[i], "tool_choice"))
+                v = json_string("auto");
+            else if (!strcmp(keys[i], "tools"))
+                v = json_array();
+            else
+                v = json_null();
+            json_object_set_new(e, keys[i], v);
+        } else {
+            json_object_set(e, keys[i], v);
+        }
+    }
+    return e;
+}
+
+json_t *gw_responses_request(json_t *b, json_t **echo, const char **param, char *msg,
+                             size_t len)
+{
+    *echo = NULL;
+    *param = NULL;
+    json_t *out = json_object();
+    /* what needs state or features this server does not keep */
+    if (!absent(json_object_get(b, "previous_response_id")))
+        return refuse(out, param, msg, len, "previous_response_id",
+                      "previous_response_id is not supported: this server does not store "
+                      "responses. Send the whole conversation in input.");
+    if (!absent(json_object_get(b, "conversation")))
+        return refuse(out, param, msg, len, "conversation",
+                      "conversation is not supported: this server does not store "
+                      "conversations. Send the whole conversation in input.");
+    if (!absent(json_object_get(b, "prompt")))
+        return refuse(out, param, msg, len, "prompt",
+                      "prompt (a stored prompt template) is not supported; send input.");
+    json_t *v = json_object_get(b, "background");
+    if (!absent(v) && !json_is_false(v))
+        return refuse(out, param, msg, len, "background", "background is not supported.");
+    v = json_object_get(b, "reasoning");
+    if (!absent(v) && !(json_is_object(v) && all_null(v)))
+        return refuse(out, param, msg, len, "reasoning",
+                      "reasoning is not supported: this model does not reason.");
+    v = json_object_get(b, "truncation");
+    if (!absent(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "disabled")))
+        return refuse(out, param, msg, len, "truncation",
+                      "Only truncation \"disabled\" is supported: a conversation longer than "
+                      "the model's context is refused, not cut.");
+    v = json_object_get(b, "include");
+    if (!absent(v) && !(json_is_array(v) && !json_array_size(v)))
+        return refuse(out, param, msg, len, "include", "include is not supported.");
+    v = json_object_get(b, "top_logprobs");
+    if (!absent(v) && !(json_is_integer(v) && !json_integer_value(v)))
+        return refuse(out, param, msg, len, "top_logprobs", "top_logprobs is not supported.");
+    v = json_object_get(b, "text");
+    if (!absent(v)) {
+        json_t *f = json_object_get(v, "format"), *verb = json_object_get(v, "verbosity");
+        const char *ft = json_string_value(json_object_get(f, "type"));
+        const char *vs = json_string_value(verb);
+        if (!json_is_object(v) || !(absent(f) || (ft && !strcmp(ft, "text"))) ||
+            !(absent(verb) || (vs && !strcmp(vs, "medium"))))
+            return refuse(out, param, msg, len, "text",
+                          "text: only the format {\"type\": \"text\"} (and verbosity "
+                          "\"medium\") is supported.");
+    }
+    const char *choice = json_string_value(json_object_get(b, "tool_choice"));
+    v = json_object_get(b, "tool_choice");
+    if (!absent(v) && !(choice && (!strcmp(choice, "auto") || !strcmp(choice, "none"))))
+        return refuse(out, param, msg, len, "tool_choice",
+                      "tool_choice: only \"auto\" and \"none\" are supported.");
+    v = json_object_get(b, "tools");
+    if (!absent(v) && !json_is_array(v))
+        return refuse(out, param, msg, len, "tools", "tools must be an array.");
+    if (json_array_size(v) && !(choice && !strcmp(choice, "none")))
+        return refuse(out, param, msg, len, "tools",
+                      "tools are not supported by this server (with tool_choice \"none\" "
+                      "they are taken, and the answer is text).");
+    v = json_object_get(b, "parallel_tool_calls");
+    if (!absent(v) && !json_is_boolean(v))
+        return refuse(out, param, msg, len, "parallel_tool_calls",
+                      "parallel_tool_calls must be a boolean.");
+    v = json_object_get(b, "store");
+    if (!absent(v) && !json_is_boolean(v))
+        return refuse(out, param, msg, len, "store", "store must be a boolean.");
+    v = json_object_get(b, "metadata");
+    if (!absent(v)) {
+        const char *k;
+        json_t *m;
+        if (!json_is_object(v) || json_object_size(v) > 16)
+            return refuse(out, param, msg, len, "metadata",
+                          "metadata must be an object of at most 16 string values.");
+        json_object_foreach(v, k, m)
+        {
+            if (!json_is_string(m) || strlen(k) > 64 || json_string_length(m) > 512)
+                return refuse(out, param, msg, len, "metadata",
+                              "metadata values must be strings of at most 512 characters, "
+                              "their keys of at most 64.");
+        }
+    }
+    static const char *const strings[] = {"instructions", "user", "safety_identifier",
+                                          "prompt_cache_key", "service_tier"};
+    for (size_t i = 0; i < sizeof strings / sizeof *strings; i++) {
+        v = json_object_get(b, strings[i]);
+        if (!absent(v) && !json_is_string(v)) {
+            snprintf(msg, len, "%s must be a string.", strings[i]);
+            json_decref(out);
+            *param = strings[i];
+            return NULL;
+        }
+    }
+    v = json_object_get(b, "max_output_tokens");
+    if (!absent(v) && (!json_is_integer(v) || json_integer_value(v) < 1 ||
+                       json_integer_value(v) > 1 << 20))
+        return refuse(out, param, msg, len, "max_output_tokens",
+                      "max_output_tokens must be an integer from 1 to 1048576.");
+    v = json_object_get(b, "stream_options");
+    if (!absent(v) && !json_is_object(v))
+        return refuse(out, param, msg, len, "stream_options",
+                      "stream_options must be an object.");
+    /* the conversation */
+    json_t *msgs = json_array();
+    json_object_set_new(out, "messages", msgs);
+    const char *instr = json_string_value(json_object_get(b, "instructions"));
+    if (instr && *instr) {
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("system"));
+        json_object_set(m, "content", json_object_get(b, "instructions"));
+        json_array_append_new(msgs, m);
+    }
+    json_t *input = json_object_get(b, "input");
+    if (json_is_string(input) && json_string_length(input)) {
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("user"));
+        json_object_set(m, "content", input);
+        json_array_append_new(msgs, m);
+    } else if (json_is_array(input) && json_array_size(input)) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(input, i, item)
+        {
+            if (input_item(item, i, msgs, msg, len)) {
+                json_decref(out);
+                *param = "input";
+                return NULL;
+            }
+        }
+    } else {
+        return refuse(out, param, msg, len, "input",
+                      "input must be a non-empty string or a non-empty array of messages.");
+    }
+    /* the parameters chat completions has under the same names (checked there) */
+    static const char *const same[] = {"model",    "temperature",      "top_p",
+                                       "top_k",    "min_p",            "seed",
+                                       "stop",     "presence_penalty", "frequency_penalty",
+                                       "logit_bias", "user",           "stream"};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
+        if ((v = json_object_get(b, same[i])))
+            json_object_set(out, same[i], v);
+    if (!absent(v = json_object_get(b, "max_output_tokens")))
+        json_object_set(out, "max_tokens", v);
+    if (choice && !strcmp(choice, "none")) /* keys the caches as chat's tools would */
+        json_object_set(out, "tool_choice", json_object_get(b, "tool_choice"));
+    *echo = echo_of(b);
+    return out;
+}
+
+/* ------------------------------------------------------------------ objects */
+
+static json_t *string_n(const char *s, size_t n)
+{
+    json_t *t = s ? json_stringn(s, n) : NULL;
+    return t ? t : json_string(""); /* text that is not UTF-8 (never the engine's) */
+}
+
+json_t *gw_response_text_part(const char *text, size_t len)
+{
+    json_t *p = json_object();
+    json_object_set_new(p, "type", json_string("output_text"));
+    json_object_set_new(p, "annotations", json_array());
+    json_object_set_new(p, "logprobs", json_array());
+    json_object_set_new(p, "text", string_n(text, len));
+    return p;
+}
+
+json_t *gw_response_message(const struct gw_response *r, const char *status, const char *text,
+                            size_t len)
+{
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(r->msg_id));
+    json_object_set_new(m, "type", json_string("message"));
+    json_object_set_new(m, "status", json_string(status));
+    json_object_set_new(m, "role", json_string("assistant"));
+    json_t *content = json_array();
+    if (strcmp(status, "in_progress"))
+        json_array_append_new(content, gw_response_text_part(text, len));
+    json_object_set_new(m, "content", content);
+    return m;
+}
+
+json_t *gw_response_object(const struct gw_response *r, const char *status, const char *text,
+                           size_t len, const struct gw_response_usage *u, const char *error)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(r->id));
+    json_object_set_new(o, "object", json_string("response"));
+    json_object_set_new(o, "created_at", json_integer(r->created_at));
+    json_object_set_new(o, "status", json_string(status));
+    json_object_set_new(o, "background", json_false());
+    json_t *err = json_null();
+    if (error) {
+        err = json_object();
+        json_object_set_new(err, "code", json_string("server_error"));
+        json_object_set_new(err, "message", json_string(error));
+    }
+    json_object_set_new(o, "error", err);
+    json_t *inc = json_null();
+    if (!strcmp(status, "incomplete")) {
+        inc = json_object();
+        json_object_set_new(inc, "reason", json_string("max_output_tokens"));
+    }
+    json_object_set_new(o, "incomplete_details", inc);
+    json_object_set(o, "instructions", json_object_get(r->echo, "instructions"));
+    json_object_set(o, "max_output_tokens", json_object_get(r->echo, "max_output_tokens"));
+    json_object_set_new(o, "model", json_string(r->model));
+    json_t *output = json_array();
+    if (text && !error)
+        json_array_append_new(output, gw_response_message(r, status, text, len));
+    json_object_set_new(o, "output", output);
+    json_object_set(o, "parallel_tool_calls", json_object_get(r->echo, "parallel_tool_calls"));
+    json_object_set_new(o, "previous_response_id", json_null());
+    json_t *reasoning = json_object();
+    json_object_set_new(reasoning, "effort", json_null());
+    json_object_set_new(reasoning, "summary", json_null());
+    json_object_set_new(o, "reasoning", reasoning);
+    json_object_set_new(o, "store", json_false()); /* nothing is kept to retrieve */
+    json_object_set(o, "temperature", json_object_get(r->echo, "temperature"));
+    json_t *fmt = json_object(), *textcfg = json_object();
+    json_object_set_new(fmt, "type", json_string("text"));
+    json_object_set_new(textcfg, "format", fmt);
+    json_object_set_new(o, "text", textcfg);
+    json_object_set(o, "tool_choice", json_object_get(r->echo, "tool_choice"));
+    json_object_set(o, "tools", json_object_get(r->echo, "tools"));
+    json_object_set(o, "top_p", json_object_get(r->echo, "top_p"));
+    json_object_set_new(o, "truncation", json_string("disabled"));
+    json_t *usage = json_null();
+    if (u) {
+        usage = json_object();
+        json_object_set_new(usage, "input_tokens", json_integer(u->input));
+        json_t *d = json_object();
+        json_object_set_new(d, "cached_tokens", json_integer(u->cached));
+        json_object_set_new(usage, "input_tokens_details", d);
+        json_object_set_new(usage, "output_tokens", json_integer(u->output));
+        d = json_object();
+        json_object_set_new(d, "reasoning_tokens", json_integer(0));
+        json_object_set_new(usage, "output_tokens_details", d);
+        json_object_set_new(usage, "total_tokens", json_integer((json_int_t)u->input + u->output));
+    }
+    json_object_set_new(o, "usage", usage);
+    json_object_set(o, "user", json_object_get(r->echo, "user"));
+    json_object_set(o, "metadata", json_object_get(r->echo, "metadata"));
+    return o;
+}
+
+json_t *gw_response_event(struct gw_response *r, const char *type, json_t *fields)
+{
+    json_t *e = json_object();
+    json_object_set_new(e, "type", json_string(type));
+    json_object_set_new(e, "sequence_number", json_integer(r->seq++));
+    json_object_update(e, fields);
+    json_decref(fields);
+    return e;
+}

@@ -1,0 +1,62 @@
+/*
+ * POST /v1/responses, OpenAI's Responses API, as a form of the chat completions that
+ * api_chat.c serves. A request is read once into the chat completions body that asks the
+ * same (instructions as the first system message, input items as messages,
+ * max_output_tokens as max_tokens), so the two routes share the engine, the answer caches
+ * and their keys: a question asked through one is a cache hit through the other. This module
+ * reads the request and writes the response objects and stream events; api_chat.c runs it.
+ *
+ * Not implemented, and refused with a 400 naming the parameter rather than ignored:
+ * previous_response_id and conversation (responses are not stored: send the conversation
+ * in input), tools unless tool_choice is "none", other output formats, reasoning, images
+ * and files, truncation "auto", background. Event loop only.
+ */
+#ifndef GW_RESPONSES_H
+#define GW_RESPONSES_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/*
+ * The chat completions body for the Responses body b (borrowed), or NULL with *param (the
+ * parameter at fault, may be NULL) and msg when b asks for what this server does not do.
+ * *echo (out, owned by the caller) gets the request's settings that a response object
+ * repeats. On success the caller owns the returned body.
+ */
+json_t *gw_responses_request(json_t *b, json_t **echo, const char **param, char *msg,
+                             size_t len);
+
+struct gw_response_usage {
+    int input, output, cached;
+};
+
+/* What one response is: its ids, the settings it repeats (borrowed echo), when. */
+struct gw_response {
+    const char *id, *msg_id, *model;
+    json_t *echo;
+    long created_at;
+    int seq; /* the next stream event's sequence_number */
+};
+
+/*
+ * The response object. status: "in_progress", "completed", "incomplete" (max_output_tokens
+ * was reached) or "failed" (error, a message). text: the answer (NULL: no output item yet);
+ * u: NULL until it ended. The caller owns the result.
+ */
+json_t *gw_response_object(const struct gw_response *r, const char *status, const char *text,
+                           size_t len, const struct gw_response_usage *u, const char *error);
+
+/*
+ * A stream event of type `type` with the response's next sequence number; fields (taken)
+ * are its other members. The caller owns the result.
+ */
+json_t *gw_response_event(struct gw_response *r, const char *type, json_t *fields);
+
+/* The message item: status "in_progress" (no content yet), "completed" or "incomplete". */
+json_t *gw_response_message(const struct gw_response *r, const char *status, const char *text,
+                            size_t len);
+
+/* The output_text part of text (NULL: empty). */
+json_t *gw_response_text_part(const char *text, size_t len);
+
+#endif

@@ -1,0 +1,196 @@
+"""End-to-end tests of POST /v1/responses (OpenAI's Responses API) through the official
+openai SDK and raw HTTP on the default model: the same answers as chat completions, the
+stream's events in OpenAI's order, max_output_tokens, the answer caches shared with chat
+completions, and clear refusals of what the server does not do."""
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+MODEL = "smollm2-135m-instruct"
+NO_CACHE = "[cache]\nenabled = false\n"
+
+
+def sdk(server):
+    http = httpx.Client(verify=server.ssl_context(), timeout=120)
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", http_client=http)
+
+
+def client(server):
+    return httpx.Client(base_url=server.base_url, verify=server.ssl_context(), timeout=120)
+
+
+def chat_when_cached(c, content, timeout=15, **kw):
+    """Answers are stored after their response: the chat request once the cache has it."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": content}], **kw}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = c.post("/v1/chat/completions", json=body,
+                   headers={"Cache-Control": "only-if-cached"})
+        if r.status_code == 200:
+            return r
+        time.sleep(0.1)
+    raise AssertionError(f"never cached: {content!r}")
+
+
+def test_response_answers_as_chat_completions_do(make_server):
+    s = sdk(make_server(NO_CACHE))
+    r = s.responses.create(model=MODEL, input="What is the capital of France?",
+                           temperature=0, max_output_tokens=40)
+    assert r.object == "response" and r.id.startswith("resp_") and r.model == MODEL
+    assert r.status == "completed" and r.error is None and r.incomplete_details is None
+    assert len(r.output) == 1 and r.output[0].type == "message"
+    assert r.output[0].role == "assistant" and r.output[0].id.startswith("msg_")
+    assert "Paris" in r.output_text
+    c = s.chat.completions.create(model=MODEL, temperature=0, max_tokens=40, messages=[
+        {"role": "user", "content": "What is the capital of France?"}])
+    assert r.output_text == c.choices[0].message.content
+    u = r.usage
+    assert u.input_tokens == c.usage.prompt_tokens
+    assert u.output_tokens == c.usage.completion_tokens
+    assert u.total_tokens == u.input_tokens + u.output_tokens
+    assert u.output_tokens_details.reasoning_tokens == 0
+    # the settings asked for are repeated, the others have OpenAI's values
+    assert r.max_output_tokens == 40 and r.temperature == 0 and r.top_p == 1
+    assert r.tools == [] and r.tool_choice == "auto" and r.store is False
+
+
+def test_instructions_and_input_items_are_a_conversation(make_server):
+    s = sdk(make_server(NO_CACHE))
+    history = [{"role": "user", "content": "My name is Ada."},
+               {"role": "assistant", "content": "Hello Ada!"},
+               {"role": "user", "content": "What is my name?"}]
+    r = s.responses.create(
+        model=MODEL, temperature=0, max_output_tokens=24,
+        instructions="You are a terse assistant.",
+        input=[{"role": "user", "content": [{"type": "input_text", "text": "My name is Ada."}]},
+               {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+                "content": [{"type": "output_text", "text": "Hello Ada!", "annotations": []}]},
+               {"role": "user", "content": "What is my name?"}])
+    c = s.chat.completions.create(
+        model=MODEL, temperature=0, max_tokens=24,
+        messages=[{"role": "system", "content": "You are a terse assistant."}] + history)
+    assert r.output_text == c.choices[0].message.content
+    assert r.instructions == "You are a terse assistant."
+    assert r.usage.input_tokens == c.usage.prompt_tokens
+
+
+def test_stream_events_in_order(make_server):
+    server = make_server(NO_CACHE)
+    events = list(sdk(server).responses.create(
+        model=MODEL, input="What is the capital of France?", temperature=0,
+        max_output_tokens=40, stream=True))
+    types = [e.type for e in events]
+    assert types[:4] == ["response.created", "response.in_progress",
+                         "response.output_item.added", "response.content_part.added"]
+    assert types[-4:] == ["response.output_text.done", "response.content_part.done",
+                          "response.output_item.done", "response.completed"]
+    deltas = [e for e in events if e.type == "response.output_text.delta"]
+    assert len(deltas) > 1 and types[4:-4] == ["response.output_text.delta"] * len(deltas)
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    text = "".join(e.delta for e in deltas)
+    assert "Paris" in text
+    final = events[-1].response
+    assert final.status == "completed" and final.output_text == text
+    assert events[-4].text == text and events[-2].item.content[0].text == text
+    assert final.usage.output_tokens > 0 and events[0].response.status == "in_progress"
+    # the stream helper of the SDK accumulates the same answer
+    with sdk(server).responses.stream(model=MODEL, input="What is the capital of France?",
+                                      temperature=0, max_output_tokens=40) as st:
+        assert st.get_final_response().output_text == text
+    # on the wire: named events, no "data: [DONE]" (OpenAI ends these streams without it)
+    with client(server).stream("POST", "/v1/responses", json={
+            "model": MODEL, "input": "Hi", "max_output_tokens": 4, "stream": True}) as w:
+        assert w.headers["content-type"].startswith("text/event-stream")
+        raw = w.read().decode()
+    blocks = [b for b in raw.split("\n\n") if b]
+    assert "[DONE]" not in raw
+    for b in blocks:
+        name, data = b.split("\n")
+        assert name.startswith("event: ") and data.startswith("data: ")
+        assert json.loads(data[6:])["type"] == name[7:]
+
+
+def test_max_output_tokens_makes_it_incomplete(make_server):
+    s = sdk(make_server(NO_CACHE))
+    r = s.responses.create(model=MODEL, input="Tell me a long story about a dragon.",
+                           max_output_tokens=5, temperature=0)
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage.output_tokens == 5 and r.output[0].status == "incomplete"
+    events = list(s.responses.create(model=MODEL, input="Tell me a long story about a dragon.",
+                                     max_output_tokens=5, temperature=0, stream=True))
+    assert events[-1].type == "response.incomplete"
+    assert events[-1].response.output_text == r.output_text
+
+
+def test_cache_is_shared_with_chat_completions(make_server):
+    server = make_server()
+    c = client(server)
+    q = "What is the capital of France?"
+    first = c.post("/v1/chat/completions", json={
+        "model": MODEL, "messages": [{"role": "user", "content": q}], "max_tokens": 40,
+        "temperature": 0})
+    assert first.status_code == 200 and first.headers["x-cache"] == "MISS"
+    answer = first.json()["choices"][0]["message"]["content"]
+    s = sdk(server)
+    chat_when_cached(c, q, max_tokens=40, temperature=0)
+    raw = s.responses.with_raw_response.create(model=MODEL, input=q, max_output_tokens=40,
+                                               temperature=0)
+    assert raw.headers["x-cache"] == "HIT" and raw.headers["x-cache-kind"] == "exact"
+    assert raw.parse().output_text == answer and raw.parse().status == "completed"
+    # a paraphrase through the Responses API finds it by meaning, streamed too
+    events = list(s.responses.create(model=MODEL, input="What's the capital city of France?",
+                                     max_output_tokens=40, temperature=0, stream=True))
+    assert events[-1].type == "response.completed"
+    assert events[-1].response.output_text == answer
+    # and a response's answer is a hit for chat completions
+    r = s.responses.create(model=MODEL, input="Name a primary color.", max_output_tokens=60,
+                           temperature=0)
+    assert r.status == "completed"  # an answer cut by max_output_tokens is not stored
+    again = chat_when_cached(c, "Name a primary color.", max_tokens=60, temperature=0)
+    assert again.json()["choices"][0]["message"]["content"] == r.output_text
+
+
+@pytest.mark.parametrize("extra, param", [
+    ({"previous_response_id": "resp_123"}, "previous_response_id"),
+    ({"conversation": "conv_1"}, "conversation"),
+    ({"input": [{"role": "user", "content": [
+        {"type": "input_image", "image_url": "https://example.com/a.png"}]}]}, "input"),
+    ({"input": [{"type": "function_call_output", "call_id": "c1", "output": "4"}]}, "input"),
+    ({"input": []}, "input"),
+    ({"input": [{"role": "tool", "content": "x"}]}, "input"),
+    ({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "tools"),
+    ({"text": {"format": {"type": "json_object"}}}, "text"),
+    ({"reasoning": {"effort": "high"}}, "reasoning"),
+    ({"truncation": "auto"}, "truncation"),
+    ({"max_output_tokens": 0}, "max_output_tokens"),
+    ({"temperature": 3}, "temperature"),
+    ({"include": ["message.output_text.logprobs"]}, "include"),
+    ({"background": True}, "background"),
+    ({"metadata": {"k": 1}}, "metadata"),
+])
+def test_refusals_name_the_parameter(server, extra, param):
+    body = {"model": MODEL, "input": "Hi", **extra}
+    with pytest.raises(openai.BadRequestError) as e:
+        sdk(server).responses.create(**body)
+    assert e.value.status_code == 400 and e.value.body["param"] == param, e.value.body
+    assert e.value.body["message"]
+
+
+def test_accepted_neutral_settings_and_errors(server):
+    s = sdk(server)
+    # what agent frameworks send along: neutral values, tools that tool_choice "none" forbids
+    r = s.responses.create(model=MODEL, input="Hi", max_output_tokens=4, store=True,
+                           parallel_tool_calls=True, metadata={"trace": "t1"},
+                           text={"format": {"type": "text"}}, truncation="disabled",
+                           tool_choice="none", user="u1",
+                           tools=[{"type": "function", "name": "f", "parameters": {}}])
+    assert r.metadata == {"trace": "t1"} and r.user == "u1" and r.store is False
+    with pytest.raises(openai.NotFoundError):
+        s.responses.create(model="no-such-model", input="Hi")
+    with pytest.raises(openai.BadRequestError) as e:
+        s.responses.create(model=MODEL, input="word " * 9000, max_output_tokens=4)
+    assert e.value.body["param"] == "input" and e.value.code == "context_length_exceeded"
