@@ -8,6 +8,7 @@
 #include "http_impl.h"
 
 #include "log.h"
+#include "oai.h"
 
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -287,6 +288,16 @@ void gw_handle_admin_cache_import(struct gw_req *r)
     }
     if (!op->nitems) {
         json_t *o = json_object();
+        json_t *first = json_array_get(op->errors, 0);
+        if (first) { /* the OpenAI error body too, which the SDKs and clients read */
+            char msg[400];
+            snprintf(msg, sizeof msg, "No line could be imported (%zu errors); line %lld: %s",
+                     json_array_size(op->errors),
+                     (long long)json_integer_value(json_object_get(first, "line")),
+                     json_string_value(json_object_get(first, "message")));
+            json_decref(o);
+            o = oai_error(msg, "invalid_request_error", NULL, NULL);
+        }
         json_object_set_new(o, "imported", json_integer(0));
         json_object_set(o, "errors", op->errors);
         gw_reply_json(r, json_array_size(op->errors) ? 400 : 200, o, 0);

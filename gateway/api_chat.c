@@ -678,7 +678,7 @@ static void on_event(struct gw_gen_event *ev)
         if (c->include_usage) {
             json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
             json_object_set_new(o, "choices", json_array());
-            json_object_set_new(o, "usage", usage_json(ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens));
+            json_object_set_new(o, "usage", usage_json(u.prompt, u.completion, u.cached));
             gw_reply_sse_json(c->req, o);
         }
         gw_reply_sse_end(c->req);
