@@ -1384,6 +1384,16 @@ static void handle_model(struct gw_req *rc)
     free(id);
 }
 
+/* GET or DELETE /v1/responses/{id}: nothing is stored to retrieve (responses say
+ * "store": false), which the 404 says rather than "no such route". */
+static void handle_response_by_id(struct gw_req *rc)
+{
+    if (!gw_tenants_auth(rc->srv->tenants, rc))
+        return;
+    gw_reply_error(rc, 404, "This server does not store responses, so none can be retrieved "
+                   "or deleted (each response says \"store\": false).", NULL, "not_found");
+}
+
 #define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)
 
 static const struct route routes[] = {
@@ -1395,6 +1405,8 @@ static const struct route routes[] = {
     {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions, NULL},
     {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions, NULL},
     {"/v1/responses", EVHTTP_REQ_POST, "POST", gw_handle_responses, NULL},
+    {"/v1/responses/", GET_HEAD | EVHTTP_REQ_DELETE, "GET, HEAD, DELETE", handle_response_by_id,
+     "/v1/responses/{id}"},
     {"/admin/cache", EVHTTP_REQ_DELETE, "DELETE", gw_handle_admin_cache_delete, NULL},
     {"/admin/cache/import", EVHTTP_REQ_POST, "POST", gw_handle_admin_cache_import, NULL},
     {"/admin/tenants", EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE,

@@ -191,6 +191,11 @@ def test_accepted_neutral_settings_and_errors(server):
     assert r.metadata == {"trace": "t1"} and r.user == "u1" and r.store is False
     with pytest.raises(openai.NotFoundError):
         s.responses.create(model="no-such-model", input="Hi")
+    # nothing is stored to retrieve, and the 404 says so
+    for call in (s.responses.retrieve, s.responses.delete):
+        with pytest.raises(openai.NotFoundError) as e:
+            call(r.id)
+        assert "does not store responses" in e.value.message
     with pytest.raises(openai.BadRequestError) as e:
         s.responses.create(model=MODEL, input="word " * 9000, max_output_tokens=4)
     assert e.value.body["param"] == "input" and e.value.code == "context_length_exceeded"
