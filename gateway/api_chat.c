@@ -9,12 +9,14 @@
 
 #include "chat.h"
 #include "engine.h"
+#include "log.h"
 #include "oai.h"
 #include "responses.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <event2/http.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,7 @@ struct chat_req {
     int resp;   /* the Responses API's request (chat too) */
     char msg_id[48];
     json_t *echo;         /* the settings a response repeats */
+    json_t *convo;        /* the messages to store with its answer; NULL: not stored */
     struct gw_response rs; /* its ids and stream state */
     int stream, include_usage, started;
     const char *max_tokens_key; /* the parameter that set max_tokens, or NULL: the default */
@@ -104,6 +107,7 @@ static void chat_req_free(struct chat_req *c)
     gw_cache_key_deinit(&c->key);
     gw_cache_sem_deinit(&c->sem);
     json_decref(c->echo);
+    json_decref(c->convo);
     free(c);
 }
 
@@ -559,9 +563,31 @@ static void resp_delta(struct chat_req *c, const char *text, size_t len)
     resp_send(c, "response.output_text.delta", f);
 }
 
-static struct gw_response_usage resp_usage(struct usage u)
+/* The finished response object (finish "length": incomplete), stored with the conversation
+ * through its answer unless the request said "store": false. */
+static json_t *resp_final(struct chat_req *c, const char *text, size_t len, const char *finish,
+                          struct usage u)
 {
-    return (struct gw_response_usage){u.prompt, u.completion, u.cached};
+    struct gw_response_usage ru = {u.prompt, u.completion, u.cached};
+    json_t *o = gw_response_object(&c->rs, strcmp(finish, "length") ? "completed" : "incomplete",
+                                   text, len, &ru, NULL);
+    if (c->convo && json_is_true(json_object_get(c->echo, "store"))) {
+        json_t *m = json_object(), *t = json_stringn(text, len);
+        json_object_set_new(m, "role", json_string("assistant"));
+        json_object_set_new(m, "content", t ? t : json_string(""));
+        json_array_append_new(c->convo, m);
+        char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        char *msgs = json_dumps(c->convo, JSON_COMPACT);
+        gw_server *srv = gw_req_server(c->req);
+        if (!body || !msgs ||
+            gw_cache_response_put(gw_server_cache(srv), c->tenant, c->id, body, msgs,
+                                  gw_server_config(srv)->responses_ttl_s))
+            gw_log(GW_LOG_WARN, "response %s was not stored (out of memory, or closing)",
+                   c->id);
+        free(body);
+        free(msgs);
+    }
+    return o;
 }
 
 /* The events after the last text, then the end of the stream: the text, part and item
@@ -572,6 +598,7 @@ static void resp_end(struct chat_req *c, const char *text, size_t len, const cha
     if (!c->started)
         resp_begin(c);
     const char *status = strcmp(finish, "length") ? "completed" : "incomplete";
+    json_t *done = resp_final(c, text, len, finish, u);
     json_t *f = part_fields(c), *t = json_stringn(text, len);
     json_object_set_new(f, "text", t ? t : json_string(""));
     json_object_set_new(f, "logprobs", json_array());
@@ -582,9 +609,8 @@ static void resp_end(struct chat_req *c, const char *text, size_t len, const cha
     f = one_field("output_index", json_integer(0));
     json_object_set_new(f, "item", gw_response_message(&c->rs, status, text, len));
     resp_send(c, "response.output_item.done", f);
-    struct gw_response_usage ru = resp_usage(u);
     resp_send(c, *status == 'c' ? "response.completed" : "response.incomplete",
-              one_field("response", gw_response_object(&c->rs, status, text, len, &ru, NULL)));
+              one_field("response", done));
     gw_reply_sse_finish(c->req);
 }
 
@@ -603,12 +629,7 @@ static void resp_failed(struct chat_req *c, const char *msg)
 static void reply_response(struct chat_req *c, const char *text, size_t len, const char *finish,
                            struct usage u)
 {
-    struct gw_response_usage ru = resp_usage(u);
-    gw_reply_json(c->req, 200,
-                  gw_response_object(&c->rs, strcmp(finish, "length") ? "completed"
-                                                                       : "incomplete",
-                                     text, len, &ru, NULL),
-                  0);
+    gw_reply_json(c->req, 200, resp_final(c, text, len, finish, u), 0);
 }
 
 /* ------------------------------------------------------------------ the engine's events */
@@ -898,6 +919,47 @@ static const char *param_of(const struct chat_req *c, const char *param)
     return c->resp && param && !strcmp(param, "messages") ? "input" : param;
 }
 
+/* A Responses API body *b read as the chat request that asks the same, continuing the
+ * stored response it names as previous_response_id (the tenant's own). -1 after replying. */
+static int resp_request(struct chat_req *c, struct gw_tenant *tn, json_t **b)
+{
+    struct parsed p = {0};
+    json_t *history = NULL;
+    const char *prev = json_string_value(json_object_get(*b, "previous_response_id"));
+    if (prev) {
+        char *msgs = NULL;
+        gw_cache *cache = gw_server_cache(gw_req_server(c->req));
+        int rc = gw_cache_response_get(cache, tn->id, prev, NULL, &msgs);
+        if (rc == STORE_ENOTFOUND) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "Previous response with id '%.200s' not found (or "
+                     "expired).", prev);
+            gw_reply_error(c->req, 404, msg, "previous_response_id",
+                           "previous_response_not_found");
+            return -1;
+        }
+        history = msgs ? json_loads(msgs, 0, NULL) : NULL;
+        free(msgs);
+        if (!json_is_array(history)) {
+            json_decref(history);
+            gw_reply_error(c->req, 500, rc ? store_strerror(rc)
+                                           : "The previous response's messages are damaged.",
+                           NULL, NULL);
+            return -1;
+        }
+    }
+    json_t *cb = gw_responses_request(*b, history, &c->echo, &c->convo, &p.param, p.msg,
+                                      sizeof p.msg);
+    json_decref(history);
+    if (!cb) {
+        gw_reply_error(c->req, 400, p.msg, p.param, NULL);
+        return -1;
+    }
+    json_decref(*b);
+    *b = cb;
+    return 0;
+}
+
 /* chat: a chat request (resp: in the Responses API's form) or a completion. */
 static void handle(struct gw_req *r, int chat, int resp)
 {
@@ -920,15 +982,8 @@ static void handle(struct gw_req *r, int chat, int resp)
     c->req = r;
     c->chat = chat;
     c->resp = resp;
-    if (resp) { /* read as the chat request that asks the same */
-        json_t *cb = gw_responses_request(b, &c->echo, &p.param, p.msg, sizeof p.msg);
-        if (!cb) {
-            gw_reply_error(r, 400, p.msg, p.param, NULL);
-            goto out;
-        }
-        json_decref(b);
-        b = cb;
-    }
+    if (resp && resp_request(c, tn, &b))
+        goto out;
     json_t *model = json_object_get(b, "model");
     if (!json_is_string(model)) {
         gw_reply_error(r, 400, "You must provide a model parameter (a string).", "model", NULL);
@@ -1100,4 +1155,41 @@ void gw_handle_completions(struct gw_req *r)
 void gw_handle_responses(struct gw_req *r)
 {
     handle(r, 1, 1);
+}
+
+/* GET /v1/responses/{id}: the stored response; DELETE: it goes. Only the tenant's own. */
+void gw_handle_response_by_id(struct gw_req *r)
+{
+    gw_server *srv = gw_req_server(r);
+    struct gw_tenant *tn = gw_tenants_auth(gw_server_tenants(srv), r);
+    if (!tn)
+        return;
+    char *id = evhttp_uridecode(gw_req_path(r) + strlen("/v1/responses/"), 0, NULL);
+    if (!id) {
+        gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+        return;
+    }
+    gw_cache *cache = gw_server_cache(srv);
+    char *body = NULL;
+    int del = !strcmp(gw_req_method(r), "DELETE");
+    int rc = del ? gw_cache_response_delete(cache, tn->id, id)
+                 : gw_cache_response_get(cache, tn->id, id, &body, NULL);
+    if (rc == STORE_ENOTFOUND) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "Response with id '%.200s' not found (or expired, or "
+                 "created with \"store\": false).", id);
+        gw_reply_error(r, 404, msg, NULL, "not_found");
+    } else if (rc) {
+        gw_reply_error(r, 500, store_strerror(rc), NULL, NULL);
+    } else if (del) {
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_string(id));
+        json_object_set_new(o, "object", json_string("response"));
+        json_object_set_new(o, "deleted", json_true());
+        gw_reply_json(r, 200, o, 0);
+    } else {
+        gw_reply_body(r, 200, "application/json", body, strlen(body));
+    }
+    free(body);
+    free(id);
 }

@@ -944,3 +944,22 @@ void gw_import_item_deinit(struct gw_import_item *it)
     free(it->answer);
     it->model = it->answer = NULL;
 }
+
+/* ------------------------------------------------------------------ stored responses */
+
+int gw_cache_response_get(gw_cache *c, int64_t tenant, const char *id, char **body,
+                          char **messages)
+{
+    return store_response_get(c->loop_reader, tenant, id, store_now_ms(), body, messages);
+}
+
+int gw_cache_response_put(gw_cache *c, int64_t tenant, const char *id, const char *body,
+                          const char *messages, int64_t ttl_s)
+{
+    return store_response_put(c->st, tenant, id, body, messages, ttl_s * 1000);
+}
+
+int gw_cache_response_delete(gw_cache *c, int64_t tenant, const char *id)
+{
+    return store_response_delete(c->st, tenant, id);
+}

@@ -53,6 +53,17 @@ char *gw_message_text(json_t *content, size_t *len, long *bad);
  * "messages"). Checked before the caches are asked, and on imported lines. */
 int gw_messages_check(json_t *msgs, char *msg, size_t len);
 
+/*
+ * The Responses API's stored responses, within a tenant (event loop only): get (body and
+ * messages malloc'd, either may be NULL if not wanted; STORE_ENOTFOUND), put (queued to the
+ * store's writer, expiring after ttl_s, 0: never), delete (synchronous; STORE_ENOTFOUND).
+ */
+int gw_cache_response_get(gw_cache *c, int64_t tenant, const char *id, char **body,
+                          char **messages);
+int gw_cache_response_put(gw_cache *c, int64_t tenant, const char *id, const char *body,
+                          const char *messages, int64_t ttl_s);
+int gw_cache_response_delete(gw_cache *c, int64_t tenant, const char *id);
+
 /* Request-level controls, from Cache-Control and the X-Cache-* request headers. */
 struct gw_cache_ctl {
     int no_cache;       /* skip the lookup; still store */

@@ -72,6 +72,8 @@ static const struct opt opts[] = {
     {"server", "shutdown_grace_ms", T_INT, OFF(shutdown_grace_ms), "10000", 0, HOUR_MS, NULL,
      NULL},
     {"server", "cors_origins", T_STR, OFF(cors_origins), "", 0, 0, NULL, NULL},
+    {"server", "responses_ttl_s", T_INT, OFF(responses_ttl_s), "2592000", 0,
+     100LL * 365 * 86400, NULL, NULL},
     {"tls", "cert_file", T_STR, OFF(cert_file), "", 0, 0, NULL, NULL},
     {"tls", "key_file", T_STR, OFF(key_file), "", 0, 0, NULL, NULL},
     {"log", "level", T_ENUM, OFF(log_level), "info", 0, 0, level_names, NULL},

@@ -35,6 +35,7 @@ struct gw_config {
     int64_t max_connections;
     int64_t shutdown_grace_ms;
     char *cors_origins; /* browser origins allowed (comma-separated, or *); empty: none */
+    int64_t responses_ttl_s; /* stored responses of the Responses API expire; 0: never */
     /* [tls] */
     char *cert_file; /* empty: a self-signed certificate is generated in data_dir */
     char *key_file;

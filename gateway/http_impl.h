@@ -50,6 +50,8 @@ gw_tenants *gw_server_tenants(gw_server *srv);
 const char *gw_req_header(struct gw_req *r, const char *name);
 /* "GET", "POST", ... */
 const char *gw_req_method(struct gw_req *r);
+/* The URI's path, as sent (percent-encoded). */
+const char *gw_req_path(struct gw_req *r);
 /* The URI's query string (after '?'), or NULL. */
 const char *gw_req_query(struct gw_req *r);
 /* Adds a header to the reply about to be sent (before it starts). */
@@ -101,6 +103,7 @@ void gw_handle_chat_completions(struct gw_req *r);
 void gw_handle_completions(struct gw_req *r);
 /* POST /v1/responses (api_chat.c, with responses.c) */
 void gw_handle_responses(struct gw_req *r);
+void gw_handle_response_by_id(struct gw_req *r); /* GET, DELETE /v1/responses/{id} */
 /* DELETE /admin/cache, POST /admin/cache/import (api_admin.c) */
 void gw_handle_admin_cache_delete(struct gw_req *r);
 void gw_handle_admin_cache_import(struct gw_req *r);

@@ -93,16 +93,17 @@ static int input_item(json_t *item, size_t i, json_t *msgs, char *msg, size_t le
 static json_t *echo_of(json_t *b)
 {
     json_t *e = json_object();
-    static const char *const keys[] = {"instructions", "max_output_tokens", "metadata",
-                                       "parallel_tool_calls", "temperature", "tool_choice",
-                                       "tools", "top_p", "user"};
+    static const char *const keys[] = {"instructions",    "max_output_tokens", "metadata",
+                                       "parallel_tool_calls", "previous_response_id",
+                                       "store",           "temperature",       "tool_choice",
+                                       "tools",           "top_p",             "user"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         json_t *v = json_object_get(b, keys[i]);
         if (absent(v)) {
             if (!strcmp(keys[i], "metadata"))
                 v = json_object();
-            else if (!strcmp(keys[i], "parallel_tool_calls"))
-                v = json_true();
+            else if (!strcmp(keys[i], "parallel_tool_calls") || !strcmp(keys[i], "store"))
+                v = json_true(); /* OpenAI stores a response unless asked not to */
             else if (!strcmp(keys[i], "temperature") || !strcmp(keys[i], "top_p"))
                 v = json_real(1.0);
             else if (!strcmp(keys[i], "tool_choice"))
@@ -119,25 +120,25 @@ static json_t *echo_of(json_t *b)
     return e;
 }
 
-json_t *gw_responses_request(json_t *b, json_t **echo, const char **param, char *msg,
-                             size_t len)
+json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t **convo,
+                             const char **param, char *msg, size_t len)
 {
-    *echo = NULL;
+    *echo = *convo = NULL;
     *param = NULL;
     json_t *out = json_object();
     /* what needs state or features this server does not keep */
-    if (!absent(json_object_get(b, "previous_response_id")))
+    json_t *v = json_object_get(b, "previous_response_id");
+    if (!absent(v) && !json_is_string(v))
         return refuse(out, param, msg, len, "previous_response_id",
-                      "previous_response_id is not supported: this server does not store "
-                      "responses. Send the whole conversation in input.");
+                      "previous_response_id must be a string.");
     if (!absent(json_object_get(b, "conversation")))
         return refuse(out, param, msg, len, "conversation",
-                      "conversation is not supported: this server does not store "
-                      "conversations. Send the whole conversation in input.");
+                      "conversation objects are not supported; continue a response with "
+                      "previous_response_id, or send the whole conversation in input.");
     if (!absent(json_object_get(b, "prompt")))
         return refuse(out, param, msg, len, "prompt",
                       "prompt (a stored prompt template) is not supported; send input.");
-    json_t *v = json_object_get(b, "background");
+    v = json_object_get(b, "background");
     if (!absent(v) && !json_is_false(v))
         return refuse(out, param, msg, len, "background", "background is not supported.");
     v = json_object_get(b, "reasoning");
@@ -220,9 +221,35 @@ json_t *gw_responses_request(json_t *b, json_t **echo, const char **param, char 
     if (!absent(v) && !json_is_object(v))
         return refuse(out, param, msg, len, "stream_options",
                       "stream_options must be an object.");
-    /* the conversation */
+    /* the conversation: what it continues and its input (to be stored), after the
+     * instructions */
     json_t *msgs = json_array();
     json_object_set_new(out, "messages", msgs);
+    json_t *conv = json_array();
+    json_array_extend(conv, history);
+    json_t *input = json_object_get(b, "input");
+    if (json_is_string(input) && json_string_length(input)) {
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("user"));
+        json_object_set(m, "content", input);
+        json_array_append_new(conv, m);
+    } else if (json_is_array(input) && json_array_size(input)) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(input, i, item)
+        {
+            if (input_item(item, i, conv, msg, len)) {
+                json_decref(conv);
+                json_decref(out);
+                *param = "input";
+                return NULL;
+            }
+        }
+    } else {
+        json_decref(conv);
+        return refuse(out, param, msg, len, "input",
+                      "input must be a non-empty string or a non-empty array of messages.");
+    }
     const char *instr = json_string_value(json_object_get(b, "instructions"));
     if (instr && *instr) {
         json_t *m = json_object();
@@ -230,27 +257,8 @@ json_t *gw_responses_request(json_t *b, json_t **echo, const char **param, char 
         json_object_set(m, "content", json_object_get(b, "instructions"));
         json_array_append_new(msgs, m);
     }
-    json_t *input = json_object_get(b, "input");
-    if (json_is_string(input) && json_string_length(input)) {
-        json_t *m = json_object();
-        json_object_set_new(m, "role", json_string("user"));
-        json_object_set(m, "content", input);
-        json_array_append_new(msgs, m);
-    } else if (json_is_array(input) && json_array_size(input)) {
-        size_t i;
-        json_t *item;
-        json_array_foreach(input, i, item)
-        {
-            if (input_item(item, i, msgs, msg, len)) {
-                json_decref(out);
-                *param = "input";
-                return NULL;
-            }
-        }
-    } else {
-        return refuse(out, param, msg, len, "input",
-                      "input must be a non-empty string or a non-empty array of messages.");
-    }
+    json_array_extend(msgs, conv);
+    *convo = conv;
     /* the parameters chat completions has under the same names (checked there) */
     static const char *const same[] = {"model",    "temperature",      "top_p",
                                        "top_k",    "min_p",            "seed",
@@ -330,12 +338,12 @@ json_t *gw_response_object(const struct gw_response *r, const char *status, cons
         json_array_append_new(output, gw_response_message(r, status, text, len));
     json_object_set_new(o, "output", output);
     json_object_set(o, "parallel_tool_calls", json_object_get(r->echo, "parallel_tool_calls"));
-    json_object_set_new(o, "previous_response_id", json_null());
+    json_object_set(o, "previous_response_id", json_object_get(r->echo, "previous_response_id"));
     json_t *reasoning = json_object();
     json_object_set_new(reasoning, "effort", json_null());
     json_object_set_new(reasoning, "summary", json_null());
     json_object_set_new(o, "reasoning", reasoning);
-    json_object_set_new(o, "store", json_false()); /* nothing is kept to retrieve */
+    json_object_set(o, "store", json_object_get(r->echo, "store"));
     json_object_set(o, "temperature", json_object_get(r->echo, "temperature"));
     json_t *fmt = json_object(), *textcfg = json_object();
     json_object_set_new(fmt, "type", json_string("text"));

@@ -6,10 +6,13 @@
  * and their keys: a question asked through one is a cache hit through the other. This module
  * reads the request and writes the response objects and stream events; api_chat.c runs it.
  *
+ * A response is stored (unless the request says "store": false) with the conversation
+ * through its answer, as chat messages, which a request naming it as previous_response_id
+ * continues (api_chat.c looks it up; instructions are not inherited, as at OpenAI).
+ *
  * Not implemented, and refused with a 400 naming the parameter rather than ignored:
- * previous_response_id and conversation (responses are not stored: send the conversation
- * in input), tools unless tool_choice is "none", other output formats, reasoning, images
- * and files, truncation "auto", background. Event loop only.
+ * conversation objects, tools unless tool_choice is "none", other output formats,
+ * reasoning, images and files, truncation "auto", background. Event loop only.
  */
 #ifndef GW_RESPONSES_H
 #define GW_RESPONSES_H
@@ -20,11 +23,13 @@
 /*
  * The chat completions body for the Responses body b (borrowed), or NULL with *param (the
  * parameter at fault, may be NULL) and msg when b asks for what this server does not do.
- * *echo (out, owned by the caller) gets the request's settings that a response object
- * repeats. On success the caller owns the returned body.
+ * history (borrowed, may be NULL): the messages of the response b continues, put between
+ * the instructions and the input. On success the caller owns the returned body, *echo (the
+ * request's settings that a response object repeats) and *convo (the messages to store
+ * with the answer: history and input, without the instructions).
  */
-json_t *gw_responses_request(json_t *b, json_t **echo, const char **param, char *msg,
-                             size_t len);
+json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t **convo,
+                             const char **param, char *msg, size_t len);
 
 struct gw_response_usage {
     int input, output, cached;

@@ -1384,16 +1384,6 @@ static void handle_model(struct gw_req *rc)
     free(id);
 }
 
-/* GET or DELETE /v1/responses/{id}: nothing is stored to retrieve (responses say
- * "store": false), which the 404 says rather than "no such route". */
-static void handle_response_by_id(struct gw_req *rc)
-{
-    if (!gw_tenants_auth(rc->srv->tenants, rc))
-        return;
-    gw_reply_error(rc, 404, "This server does not store responses, so none can be retrieved "
-                   "or deleted (each response says \"store\": false).", NULL, "not_found");
-}
-
 #define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)
 
 static const struct route routes[] = {
@@ -1405,7 +1395,7 @@ static const struct route routes[] = {
     {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions, NULL},
     {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions, NULL},
     {"/v1/responses", EVHTTP_REQ_POST, "POST", gw_handle_responses, NULL},
-    {"/v1/responses/", GET_HEAD | EVHTTP_REQ_DELETE, "GET, HEAD, DELETE", handle_response_by_id,
+    {"/v1/responses/", GET_HEAD | EVHTTP_REQ_DELETE, "GET, HEAD, DELETE", gw_handle_response_by_id,
      "/v1/responses/{id}"},
     {"/admin/cache", EVHTTP_REQ_DELETE, "DELETE", gw_handle_admin_cache_delete, NULL},
     {"/admin/cache/import", EVHTTP_REQ_POST, "POST", gw_handle_admin_cache_import, NULL},
@@ -1838,6 +1828,13 @@ void gw_reply_header(struct gw_req *rc, const char *name, const char *value)
 const char *gw_req_method(struct gw_req *rc)
 {
     return rc->method;
+}
+
+const char *gw_req_path(struct gw_req *rc)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(rc->req);
+    const char *p = uri ? evhttp_uri_get_path(uri) : NULL;
+    return p ? p : "";
 }
 
 const char *gw_req_query(struct gw_req *rc)

@@ -166,6 +166,17 @@ int store_tenant_delete(store *s, const char *name)
     return rc;
 }
 
+/* Runs a bound statement that changes one row, and finalizes it: STORE_ENOTFOUND when it
+ * changed none (admin_mu held). */
+static int step_one_row(store *s, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : STORE_EIO;
+    if (!rc && sqlite3_changes(s->adb) == 0)
+        rc = STORE_ENOTFOUND;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int store_tenant_set_policy(store *s, int64_t id, const char *json)
 {
     sqlite3_stmt *st;
@@ -174,10 +185,7 @@ int store_tenant_set_policy(store *s, int64_t id, const char *json)
     if (!rc) {
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_text(st, 2, json, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : STORE_EIO;
-        if (!rc && sqlite3_changes(s->adb) == 0)
-            rc = STORE_ENOTFOUND;
-        sqlite3_finalize(st);
+        rc = step_one_row(s, st);
     }
     pthread_mutex_unlock(&s->admin_mu);
     return rc;
@@ -275,10 +283,7 @@ int store_key_revoke(store *s, const char *prefix)
     if (!rc) {
         sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, store_now_ms());
-        rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : STORE_EIO;
-        if (!rc && sqlite3_changes(s->adb) == 0)
-            rc = STORE_ENOTFOUND;
-        sqlite3_finalize(st);
+        rc = step_one_row(s, st);
     }
     pthread_mutex_unlock(&s->admin_mu);
     return rc;
@@ -372,5 +377,21 @@ int store_usage_list(store *s, int64_t tenant, const char *since, struct store_u
         *out = NULL;
         *n = 0;
     }
+    return rc;
+}
+
+/* ------------------------------------------------------------------ responses */
+
+int store_response_delete(store *s, int64_t tenant, const char *id)
+{
+    sqlite3_stmt *st;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s, "DELETE FROM responses WHERE id = ?1 AND tenant = ?2", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, tenant);
+        rc = step_one_row(s, st);
+    }
+    pthread_mutex_unlock(&s->admin_mu);
     return rc;
 }

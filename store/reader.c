@@ -10,7 +10,7 @@
 struct store_reader {
     store *s;
     sqlite3 *db;
-    sqlite3_stmt *exact, *byid;
+    sqlite3_stmt *exact, *byid, *resp;
 };
 
 #define COLUMNS                                                                                \
@@ -34,7 +34,11 @@ int store_reader_open(store *s, store_reader **out)
         sqlite3_prepare_v3(r->db,
                            "SELECT " COLUMNS " FROM entries WHERE id = ?1 AND tenant = ?2 "
                            "AND (expires_ms = 0 OR expires_ms > ?3)",
-                           -1, SQLITE_PREPARE_PERSISTENT, &r->byid, NULL) != SQLITE_OK)
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->byid, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(r->db,
+                           "SELECT body, messages FROM responses WHERE id = ?1 AND tenant = ?2 "
+                           "AND (expires_ms = 0 OR expires_ms > ?3)",
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->resp, NULL) != SQLITE_OK)
         goto fail;
     *out = r;
     return STORE_OK;
@@ -49,6 +53,7 @@ void store_reader_close(store_reader *r)
         return;
     sqlite3_finalize(r->exact);
     sqlite3_finalize(r->byid);
+    sqlite3_finalize(r->resp);
     sqlite3_close(r->db);
     free(r);
 }
@@ -151,4 +156,34 @@ int store_search(store_reader *r, int64_t tenant, const float *vec, int k, int64
         }
     }
     return STORE_OK;
+}
+
+int store_response_get(store_reader *r, int64_t tenant, const char *id, int64_t now_ms,
+                       char **body, char **messages)
+{
+    char **out[2] = {body, messages};
+    for (int i = 0; i < 2; i++)
+        if (out[i])
+            *out[i] = NULL;
+    sqlite3_bind_text(r->resp, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(r->resp, 2, tenant);
+    sqlite3_bind_int64(r->resp, 3, now_ms);
+    int step = sqlite3_step(r->resp), rc = STORE_OK;
+    if (step == SQLITE_ROW) {
+        for (int i = 0; i < 2 && !rc; i++) {
+            size_t n;
+            if (out[i] && !(*out[i] = col_dup(r->resp, i, &n)))
+                rc = STORE_ENOMEM;
+        }
+    } else {
+        rc = step == SQLITE_DONE ? STORE_ENOTFOUND : STORE_EIO;
+    }
+    sqlite3_reset(r->resp);
+    sqlite3_clear_bindings(r->resp);
+    for (int i = 0; i < 2 && rc; i++)
+        if (out[i]) {
+            free(*out[i]);
+            *out[i] = NULL;
+        }
+    return rc;
 }

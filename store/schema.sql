@@ -69,3 +69,18 @@ CREATE TABLE entries (
 CREATE UNIQUE INDEX entries_exact ON entries (tenant, exact);
 CREATE INDEX entries_lru ON entries (tenant, last_hit_ms);
 CREATE INDEX entries_expiry ON entries (expires_ms);
+
+-- migration: 2
+-- Responses of the Responses API, kept so that a request can continue one
+-- (previous_response_id) and a client can read one back. body: the response object (JSON);
+-- messages: the conversation through its answer as chat messages (JSON), without its
+-- instructions, which a continuation does not inherit. expires_ms: 0 never.
+CREATE TABLE responses (
+    id         TEXT PRIMARY KEY,
+    tenant     INTEGER NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    body       TEXT NOT NULL,
+    messages   TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX responses_expiry ON responses (expires_ms) WHERE expires_ms > 0;

@@ -156,6 +156,24 @@ int store_get_exact(store_reader *r, int64_t tenant, uint64_t exact, int64_t now
 int store_search(store_reader *r, int64_t tenant, const float *vec, int k, int64_t now_ms,
                  struct store_hit *out, int *n /* out */);
 
+/* ------------------------------------------------------------------ responses */
+
+/*
+ * The Responses API's stored responses, by id within their tenant. A put is queued to the
+ * writer (strings copied; a tenant deleted meanwhile gets no row); expired ones are never
+ * returned and are deleted within about a second of expiring; a tenant's go with it.
+ * ttl_ms: 0 never expires.
+ */
+int store_response_put(store *s, int64_t tenant, const char *id, const char *body,
+                       const char *messages, int64_t ttl_ms);
+/* body and messages (out, malloc'd, NUL-terminated; either may be NULL if not wanted), or
+ * STORE_ENOTFOUND. */
+int store_response_get(store_reader *r, int64_t tenant, const char *id, int64_t now_ms,
+                       char **body, char **messages);
+/* Synchronous (administration connection): STORE_ENOTFOUND when the tenant has no such
+ * response. */
+int store_response_delete(store *s, int64_t tenant, const char *id);
+
 /* ------------------------------------------------------------------ tenants and keys */
 
 struct store_tenant {

@@ -48,7 +48,7 @@ struct slot {
 #define STORE_TOUCH_SLOTS 16384 /* a power of two; at most half are used */
 #define STORE_USAGE_SLOTS 32
 
-enum op_kind { OP_PUT, OP_TOUCH, OP_DELETE, OP_FLUSH, OP_USAGE, OP_PROMPT_TOKENS };
+enum op_kind { OP_PUT, OP_TOUCH, OP_DELETE, OP_FLUSH, OP_USAGE, OP_PROMPT_TOKENS, OP_RESPONSE };
 
 struct op {
     struct op *next;
@@ -61,6 +61,8 @@ struct op {
     /* OP_PUT: the entry, with its strings and embedding in one allocation after it */
     struct store_entry e;
     struct store_usage u;
+    /* OP_RESPONSE: id, body and messages in the allocation after it; value: expires_ms */
+    const char *rid, *rbody, *rmsgs;
 };
 
 struct store {
@@ -102,7 +104,7 @@ struct store {
     int writer_running;
     /* writer's prepared statements */
     sqlite3_stmt *st_find_exact, *st_insert, *st_delete_id, *st_touch, *st_usage,
-        *st_lru, *st_expired, *st_tenant_ids, *st_prompt_tokens;
+        *st_lru, *st_expired, *st_tenant_ids, *st_prompt_tokens, *st_resp_put, *st_resp_expired;
 };
 
 int store_db_open(const char *path, int readonly, sqlite3 **out);

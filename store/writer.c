@@ -133,6 +133,23 @@ int store_delete(store *s, int64_t tenant, int64_t id, store_done_fn done, void 
     return simple_op(s, OP_DELETE, tenant, id, 0, done, arg);
 }
 
+int store_response_put(store *s, int64_t tenant, const char *id, const char *body,
+                       const char *messages, int64_t ttl_ms)
+{
+    size_t il = strlen(id), bl = strlen(body), ml = strlen(messages);
+    struct op *o = calloc(1, sizeof *o + il + bl + ml + 3);
+    if (!o)
+        return STORE_ENOMEM;
+    o->kind = OP_RESPONSE;
+    o->tenant = tenant;
+    o->value = ttl_ms > 0 ? store_now_ms() + ttl_ms : 0;
+    char *w = (char *)(o + 1);
+    o->rid = put_str(&w, id, il);
+    o->rbody = put_str(&w, body, bl);
+    o->rmsgs = put_str(&w, messages, ml);
+    return enqueue(s, o);
+}
+
 int store_flush(store *s, store_done_fn done, void *arg)
 {
     return simple_op(s, OP_FLUSH, 0, 0, 0, done, arg);
@@ -219,13 +236,18 @@ static const char *const SQL[] = {
     "SELECT id, tenant, bytes FROM entries WHERE expires_ms > 0 AND expires_ms <= ?1 LIMIT 4096",
     "SELECT id, tenant, bytes FROM entries WHERE (?1 < 0 OR tenant = ?1) AND (?2 < 0 OR id = ?2)",
     "UPDATE entries SET prompt_tokens = ?2 WHERE id = ?1",
+    /* a tenant deleted while its response was queued gets no row */
+    "INSERT OR REPLACE INTO responses (id, tenant, created_ms, expires_ms, body, messages) "
+    "SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?2)",
+    "DELETE FROM responses WHERE expires_ms > 0 AND expires_ms <= ?1",
 };
 
 int store_writer_prepare(store *s)
 {
     sqlite3_stmt **st[] = {&s->st_find_exact, &s->st_insert,  &s->st_delete_id,
                            &s->st_touch,      &s->st_usage,   &s->st_lru,
-                           &s->st_expired,    &s->st_tenant_ids, &s->st_prompt_tokens};
+                           &s->st_expired,    &s->st_tenant_ids, &s->st_prompt_tokens,
+                           &s->st_resp_put,   &s->st_resp_expired};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         if (sqlite3_prepare_v3(s->wdb, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, st[i], NULL) !=
             SQLITE_OK)
@@ -237,7 +259,7 @@ void store_writer_finalize(store *s)
 {
     sqlite3_stmt *st[] = {s->st_find_exact, s->st_insert,  s->st_delete_id, s->st_touch,
                           s->st_usage,      s->st_lru,     s->st_expired,   s->st_tenant_ids,
-                          s->st_prompt_tokens};
+                          s->st_prompt_tokens, s->st_resp_put, s->st_resp_expired};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         sqlite3_finalize(st[i]);
     free(s->wt);
@@ -615,6 +637,15 @@ static void run_batch(store *s, struct op *ops, int touches)
             sqlite3_bind_int64(s->st_prompt_tokens, 2, o->value);
             rc = step_done(s->st_prompt_tokens);
             break;
+        case OP_RESPONSE:
+            sqlite3_bind_text(s->st_resp_put, 1, o->rid, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s->st_resp_put, 2, o->tenant);
+            sqlite3_bind_int64(s->st_resp_put, 3, now);
+            sqlite3_bind_int64(s->st_resp_put, 4, o->value);
+            sqlite3_bind_text(s->st_resp_put, 5, o->rbody, -1, SQLITE_STATIC);
+            sqlite3_bind_text(s->st_resp_put, 6, o->rmsgs, -1, SQLITE_STATIC);
+            rc = step_done(s->st_resp_put);
+            break;
         case OP_FLUSH: break;
         }
     }
@@ -625,6 +656,10 @@ static void run_batch(store *s, struct op *ops, int touches)
         sqlite3_bind_int64(s->st_expired, 1, now);
         int64_t dummy = 0;
         rc = remove_selected(s, &b, s->st_expired, &dummy) < 0 ? -1 : 0;
+        if (!rc) {
+            sqlite3_bind_int64(s->st_resp_expired, 1, now);
+            rc = step_done(s->st_resp_expired);
+        }
     }
     if (!rc && !b.failed)
         rc = sqlite3_exec(s->wdb, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;

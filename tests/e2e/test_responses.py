@@ -1,7 +1,8 @@
 """End-to-end tests of POST /v1/responses (OpenAI's Responses API) through the official
 openai SDK and raw HTTP on the default model: the same answers as chat completions, the
 stream's events in OpenAI's order, max_output_tokens, the answer caches shared with chat
-completions, and clear refusals of what the server does not do."""
+completions, stored responses (previous_response_id, retrieve, delete, across a restart),
+and clear refusals of what the server does not do."""
 
 import json
 import time
@@ -55,7 +56,7 @@ def test_response_answers_as_chat_completions_do(make_server):
     assert u.output_tokens_details.reasoning_tokens == 0
     # the settings asked for are repeated, the others have OpenAI's values
     assert r.max_output_tokens == 40 and r.temperature == 0 and r.top_p == 1
-    assert r.tools == [] and r.tool_choice == "auto" and r.store is False
+    assert r.tools == [] and r.tool_choice == "auto" and r.store is True
 
 
 def test_instructions_and_input_items_are_a_conversation(make_server):
@@ -155,7 +156,7 @@ def test_cache_is_shared_with_chat_completions(make_server):
 
 
 @pytest.mark.parametrize("extra, param", [
-    ({"previous_response_id": "resp_123"}, "previous_response_id"),
+    ({"previous_response_id": 123}, "previous_response_id"),
     ({"conversation": "conv_1"}, "conversation"),
     ({"input": [{"role": "user", "content": [
         {"type": "input_image", "image_url": "https://example.com/a.png"}]}]}, "input"),
@@ -188,14 +189,58 @@ def test_accepted_neutral_settings_and_errors(server):
                            text={"format": {"type": "text"}}, truncation="disabled",
                            tool_choice="none", user="u1",
                            tools=[{"type": "function", "name": "f", "parameters": {}}])
-    assert r.metadata == {"trace": "t1"} and r.user == "u1" and r.store is False
+    assert r.metadata == {"trace": "t1"} and r.user == "u1" and r.store is True
     with pytest.raises(openai.NotFoundError):
         s.responses.create(model="no-such-model", input="Hi")
-    # nothing is stored to retrieve, and the 404 says so
-    for call in (s.responses.retrieve, s.responses.delete):
-        with pytest.raises(openai.NotFoundError) as e:
-            call(r.id)
-        assert "does not store responses" in e.value.message
     with pytest.raises(openai.BadRequestError) as e:
         s.responses.create(model=MODEL, input="word " * 9000, max_output_tokens=4)
     assert e.value.body["param"] == "input" and e.value.code == "context_length_exceeded"
+
+
+def test_stored_responses_continue_read_back_and_delete(make_server, tmp_path):
+    server = make_server(NO_CACHE)
+    s = sdk(server)
+    first = s.responses.create(model=MODEL, input="My name is Ada.", temperature=0,
+                               max_output_tokens=24, instructions="Be brief.")
+    # the next turn names the first: its conversation, answer included, is continued
+    # (instructions are not inherited, as at OpenAI)
+    second = s.responses.create(model=MODEL, input="What is my name?", temperature=0,
+                                max_output_tokens=24, previous_response_id=first.id)
+    assert second.previous_response_id == first.id
+    c = s.chat.completions.create(model=MODEL, temperature=0, max_tokens=24, messages=[
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": first.output_text},
+        {"role": "user", "content": "What is my name?"}])
+    assert second.output_text == c.choices[0].message.content
+    assert second.usage.input_tokens == c.usage.prompt_tokens
+    # a stream's response is stored too, and a chain goes on
+    events = list(s.responses.create(model=MODEL, input="And what did I ask?", temperature=0,
+                                     max_output_tokens=8, previous_response_id=second.id,
+                                     stream=True))
+    third = events[-1].response
+    assert third.usage.input_tokens > second.usage.input_tokens + second.usage.output_tokens
+    # read back as it was answered
+    got = s.responses.retrieve(first.id)
+    assert got.model_dump() == first.model_dump()
+    assert s.responses.retrieve(third.id).output_text == third.output_text
+    # kept across a restart (in the data directory)
+    server.stop()
+    again = make_server(NO_CACHE)  # the same data directory
+    s = sdk(again)
+    assert s.responses.retrieve(second.id).output_text == second.output_text
+    # deleted: gone, and no longer continued
+    d = client(again).delete(f"/v1/responses/{first.id}")
+    assert d.json() == {"id": first.id, "object": "response", "deleted": True}
+    with pytest.raises(openai.NotFoundError):
+        s.responses.retrieve(first.id)
+    with pytest.raises(openai.NotFoundError) as e:
+        s.responses.create(model=MODEL, input="Hi", previous_response_id=first.id)
+    assert e.value.code == "previous_response_not_found"
+    assert e.value.body["param"] == "previous_response_id"
+    with pytest.raises(openai.NotFoundError):
+        s.responses.delete(first.id)
+    # "store": false keeps nothing
+    r = s.responses.create(model=MODEL, input="Hi", max_output_tokens=4, store=False)
+    assert r.store is False
+    with pytest.raises(openai.NotFoundError):
+        s.responses.retrieve(r.id)

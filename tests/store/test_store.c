@@ -595,3 +595,57 @@ Test(store, stray_index_files_go_at_open)
     cr_assert(has_exact(s, 1, 1, NULL, 0));
     store_close(s);
 }
+
+/* A stored response as store_response_get() reads it: 1 with its body, 0 when not found. */
+static int response(store *s, int64_t tenant, const char *id, char *body, size_t len)
+{
+    store_reader *r;
+    cr_assert_eq(store_reader_open(s, &r), STORE_OK);
+    char *b = NULL, *m = NULL;
+    int rc = store_response_get(r, tenant, id, now_ms(), &b, &m);
+    store_reader_close(r);
+    cr_assert(rc == STORE_OK || rc == STORE_ENOTFOUND, "rc %d", rc);
+    if (rc == STORE_OK) {
+        cr_assert_str_eq(m, "[{\"role\":\"user\",\"content\":\"Hi\"}]");
+        if (body)
+            snprintf(body, len, "%s", b);
+    }
+    free(b);
+    free(m);
+    return rc == STORE_OK;
+}
+
+Test(store, responses_by_tenant_expiry_deletion_and_tenant_deletion)
+{
+    store *s = open_store(0, 0, NULL);
+    int64_t acme;
+    cr_assert_eq(store_tenant_create(s, "acme", &acme), STORE_OK);
+    const char *msgs = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
+    cr_assert_eq(store_response_put(s, 1, "resp_a", "{\"id\":\"resp_a\"}", msgs, 0), STORE_OK);
+    cr_assert_eq(store_response_put(s, acme, "resp_b", "{\"id\":\"resp_b\"}", msgs, 0), 0);
+    cr_assert_eq(store_response_put(s, 1, "resp_c", "{}", msgs, 1), STORE_OK); /* 1 ms */
+    cr_assert_eq(store_sync(s), STORE_OK);
+    char body[64];
+    cr_assert(response(s, 1, "resp_a", body, sizeof body));
+    cr_assert_str_eq(body, "{\"id\":\"resp_a\"}");
+    cr_assert(!response(s, acme, "resp_a", NULL, 0), "another tenant's response");
+    cr_assert(response(s, acme, "resp_b", NULL, 0));
+    usleep(5 * 1000);
+    cr_assert(!response(s, 1, "resp_c", NULL, 0), "expired");
+    /* a later put of one id replaces it */
+    cr_assert_eq(store_response_put(s, 1, "resp_a", "{\"v\":2}", msgs, 0), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(response(s, 1, "resp_a", body, sizeof body));
+    cr_assert_str_eq(body, "{\"v\":2}");
+    cr_assert_eq(store_response_delete(s, acme, "resp_a"), STORE_ENOTFOUND);
+    cr_assert_eq(store_response_delete(s, 1, "resp_a"), STORE_OK);
+    cr_assert(!response(s, 1, "resp_a", NULL, 0));
+    cr_assert_eq(store_response_delete(s, 1, "resp_a"), STORE_ENOTFOUND);
+    /* a deleted tenant's responses go with it, and one queued after is not written */
+    cr_assert_eq(store_tenant_delete(s, "acme"), STORE_OK);
+    cr_assert(!response(s, acme, "resp_b", NULL, 0));
+    cr_assert_eq(store_response_put(s, acme, "resp_d", "{}", msgs, 0), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(!response(s, acme, "resp_d", NULL, 0));
+    store_close(s);
+}
