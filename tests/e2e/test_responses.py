@@ -219,6 +219,9 @@ def test_stored_responses_continue_read_back_and_delete(make_server, tmp_path):
                                      stream=True))
     third = events[-1].response
     assert third.usage.input_tokens > second.usage.input_tokens + second.usage.output_tokens
+    # the engine's prefix cache holds the turn before, answer included (whole blocks of 16)
+    cached = third.usage.input_tokens_details.cached_tokens
+    assert cached >= second.usage.input_tokens + second.usage.output_tokens - 16, cached
     # read back as it was answered
     got = s.responses.retrieve(first.id)
     assert got.model_dump() == first.model_dump()
