@@ -580,6 +580,53 @@ void gw_cache_exact_prompt_tokens(gw_cache *c, int prompt_tokens)
     store_set_prompt_tokens(c->st, c->lent->id, prompt_tokens);
 }
 
+/*
+ * Worker thread: whether candidate h asks what s asks, beyond their similarity as wholes
+ * (which reached the threshold). When the two share whole sentences around their
+ * difference (a template: the same retrieved context around another question), the
+ * sentences that differ are embedded and compared alone, and the guard reads them alone:
+ * the shared context would otherwise make any two questions over it look alike. 0 with
+ * why when not.
+ */
+static int same_question(gw_cache *c, struct gw_cache_sem *s, const struct store_hit *h,
+                         char *why, size_t whylen)
+{
+    const char *a = h->query, *b = s->key->query;
+    size_t alen = h->query_len, blen = s->key->query_len;
+    struct gw_core core;
+    if (gw_guard_core(a, alen, b, blen, &core)) {
+        const char *texts[2] = {a + core.aoff, b + core.boff};
+        size_t lens[2] = {core.alen, core.blen};
+        float *v = malloc(sizeof(float) * 2 * (size_t)c->dim);
+        int rc = v ? emb_encode(gw_embedw_model(c->embw), texts, lens, 2, v, NULL) : -1;
+        double sim = 0;
+        for (int i = 0; !rc && i < c->dim; i++)
+            sim += (double)v[i] * v[c->dim + i];
+        free(v);
+        if (rc || sim < s->threshold) {
+            snprintf(why, whylen, rc ? "the differing sentences could not be embedded"
+                                     : "the differing sentences: similarity %.3f below %.3f",
+                     sim, s->threshold);
+            return 0;
+        }
+        char g[80];
+        if (c->cfg->cache_guard && !gw_guard_code_compatible(a, alen, b, blen, g, sizeof g)) {
+            snprintf(why, whylen, "guard: %s", g);
+            return 0;
+        }
+        a = texts[0];
+        b = texts[1];
+        alen = lens[0];
+        blen = lens[1];
+    }
+    char g[80];
+    if (c->cfg->cache_guard && !gw_guard_compatible(a, alen, b, blen, g, sizeof g)) {
+        snprintf(why, whylen, "guard: %s", g);
+        return 0;
+    }
+    return 1;
+}
+
 /* Worker thread: search the tenant's index and pick the first acceptable candidate. */
 static void sem_search(struct gw_embed_job *j)
 {
@@ -625,13 +672,8 @@ static void sem_search(struct gw_embed_job *j)
             snprintf(s->why, sizeof s->why, "the stored answer exceeds max_tokens");
             continue;
         }
-        char why[80];
-        if (c->cfg->cache_guard &&
-            !gw_guard_compatible(h->query, h->query_len, s->key->query, s->key->query_len, why,
-                                 sizeof why)) {
-            snprintf(s->why, sizeof s->why, "guard: %s", why);
+        if (!same_question(c, s, h, s->why, sizeof s->why))
             continue;
-        }
         s->entry = *h;
         memset(h, 0, sizeof *h);
         s->hit = 1;

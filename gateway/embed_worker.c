@@ -217,3 +217,8 @@ void gw_embedw_destroy(gw_embedw *w)
     free(w->ntok);
     free(w);
 }
+
+emb_model *gw_embedw_model(gw_embedw *w)
+{
+    return w->model;
+}

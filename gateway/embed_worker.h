@@ -39,6 +39,9 @@ typedef struct gw_embedw gw_embedw;
 gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t max_wait_us,
                             gw_metrics *metrics);
 
+/* The model the worker runs: only the worker's thread may use it (a job's post may). */
+emb_model *gw_embedw_model(gw_embedw *w);
+
 /* Event-loop thread. The job must stay valid until its item.fn runs. */
 void gw_embedw_submit(gw_embedw *w, struct gw_embed_job *job);
 

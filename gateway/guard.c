@@ -2454,3 +2454,61 @@ int gw_guard_compatible(const char *stored, size_t slen, const char *query, size
 {
     return guard_check(stored, slen, query, qlen, R_ALL, why, whylen);
 }
+
+int gw_guard_code_compatible(const char *stored, size_t slen, const char *query, size_t qlen,
+                             char *why, size_t whylen)
+{
+    say(why, whylen, "%s", "");
+    return rule_code(stored ? stored : "", stored ? slen : 0, query ? query : "",
+                     query ? qlen : 0, why, whylen);
+}
+
+/* ------------------------------------------------------------------ templates */
+
+/* A sentence or line ends at t[i]: a line break, or . ? ! before white space or the end. */
+static int ends_sentence(const char *t, size_t len, size_t i)
+{
+    if (t[i] == '\n')
+        return 1;
+    return (t[i] == '.' || t[i] == '?' || t[i] == '!') &&
+           (i + 1 == len || t[i + 1] == ' ' || t[i + 1] == '\t' || t[i + 1] == '\n' ||
+            t[i + 1] == '\r');
+}
+
+int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct gw_core *out)
+{
+    size_t p = 0, s = 0, shorter = alen < blen ? alen : blen;
+    while (p < shorter && a[p] == b[p])
+        p++;
+    while (s < shorter - p && a[alen - 1 - s] == b[blen - 1 - s])
+        s++;
+    if (p == shorter && alen == blen)
+        return 0; /* the same text */
+    /* back to the start of the sentence the first difference is in (both texts agree up
+     * to p, but what follows a '.' there may not) */
+    size_t start = p;
+    while (start > 0 && !(ends_sentence(a, alen, start - 1) && ends_sentence(b, blen, start - 1)))
+        start--;
+    /* and past a label both share ("Question: ", "Query: "): the question word comes first */
+    for (size_t i = start; i + 1 < p; i++)
+        if (a[i] == ':' && (a[i + 1] == ' ' || a[i + 1] == '\t'))
+            start = i + 1;
+    while (start < p && (a[start] == ' ' || a[start] == '\t' || a[start] == '\r' ||
+                         a[start] == '\n'))
+        start++;
+    /* on to the end of the sentence the last difference is in: the same place in the
+     * suffix both share */
+    size_t k = 0;
+    while (k < s && !(ends_sentence(a, alen, alen - s + k) && ends_sentence(b, blen, blen - s + k)))
+        k++;
+    size_t tail = k < s ? s - k - 1 : 0; /* shared bytes after the sentences */
+    size_t aend = alen - tail, bend = blen - tail;
+    if (aend <= start || bend <= start)
+        return 0; /* one text adds to the other: compared whole */
+    size_t outside = start + tail, span = aend - start > bend - start ? aend - start : bend - start;
+    /* a template: sentences shared around the question, at least as long as it */
+    if (outside < 40 || outside < span)
+        return 0;
+    *out = (struct gw_core){start, aend - start, start, bend - start};
+    return 1;
+}

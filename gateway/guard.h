@@ -43,4 +43,26 @@
 int gw_guard_compatible(const char *stored, size_t slen, const char *query, size_t qlen, char *why,
                         size_t whylen);
 
+/*
+ * Where two texts that share whole sentences or lines differ: a template, the same
+ * context around another question (retrieval-augmented prompts put the retrieved passages
+ * and the question in one message). Their similarity as wholes is mostly the shared
+ * context's, so the question is to be compared alone: the sentences (or lines) from the
+ * first difference to the last, in each text. 1 with out set when the shared sentences
+ * around them are at least as long as they are (and 40 bytes); 0 when the texts are to be
+ * compared whole (one sentence each, or one adds to the other).
+ */
+struct gw_core {
+    size_t aoff, alen, boff, blen;
+};
+int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct gw_core *out);
+
+/*
+ * The rule on code and arithmetic alone (operators, lines' indentation), on whole texts:
+ * for texts compared by their differing sentences, whose layout only the lines around
+ * them show (a return moved into an if). Same contract as gw_guard_compatible().
+ */
+int gw_guard_code_compatible(const char *stored, size_t slen, const char *query, size_t qlen,
+                             char *why, size_t whylen);
+
 #endif

@@ -218,6 +218,30 @@ def test_code_that_differs_only_in_layout_or_operators_is_not_served(server):
     assert r.status_code == 200, r.text
 
 
+# the prompt LangChain's retrieval QA chain writes: the retrieved context and the question
+# in one user message
+def rag_prompt(context, question):
+    return ("Use the following pieces of context to answer the question at the end. If you "
+            "don't know the answer, just say that you don't know, don't try to make up an "
+            f"answer.\n\n{context}\n\nQuestion: {question}\nHelpful Answer:")
+
+
+def test_questions_over_one_retrieved_context_are_told_apart(server):
+    """Another question over the same context is not a paraphrase (as wholes such prompts
+    were 0.94 alike, and the answer to "when" served "who"); a paraphrase of the question
+    still hits."""
+    c = client(server)
+    ctx = ("The Eiffel Tower is in Paris. It was completed in 1889 and is 330 metres tall. "
+           "It was designed by Gustave Eiffel's company.")
+    import_lines(c, [(rag_prompt(ctx, "When was the Eiffel Tower completed?"), "In 1889.")])
+    for other in ["Who designed the Eiffel Tower?", "How tall is the Eiffel Tower?"]:
+        r = only_if_cached(c, rag_prompt(ctx, other))
+        assert r.status_code == 504, (other, r.headers.get("X-Cache-Similarity"))
+    r = only_if_cached(c, rag_prompt(ctx, "In what year was the Eiffel Tower completed?"))
+    assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "semantic", r.text
+    assert r.json()["choices"][0]["message"]["content"] == "In 1889."
+
+
 def test_a_paraphrase_is_found_past_the_same_question_under_other_system_prompts(server):
     """The nearest candidates are taken from the tenant's whole index before partitions
     are compared: twelve other system prompts holding the question itself crowded out the

@@ -5,6 +5,7 @@
 
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -535,4 +536,51 @@ Test(guard, cost_per_pair)
     cr_expect_eq(ok, n);
     /* generous: sanitizer builds are ~10x slower than -O2 */
     cr_expect_lt(us, 200.0, "%.2f us per pair", us);
+}
+
+/* The sentences in which a and b differ, when they share sentences around them; "" when
+ * they are to be compared whole. */
+static const char *core(const char *a, const char *b)
+{
+    static char out[512];
+    struct gw_core c;
+    if (!gw_guard_core(a, strlen(a), b, strlen(b), &c))
+        return "";
+    snprintf(out, sizeof out, "%.*s|%.*s", (int)c.alen, a + c.aoff, (int)c.blen, b + c.boff);
+    return out;
+}
+
+Test(guard, a_template_is_compared_by_its_question)
+{
+#define CTX "The Eiffel Tower is in Paris. It was completed in 1889 and is 330 metres tall. "
+    /* retrieval-augmented prompts: the same context around another question, its label
+     * shared */
+    cr_assert_str_eq(core("Use the context.\n\n" CTX "\n\nQuestion: When was it completed?\n"
+                          "Helpful Answer:",
+                          "Use the context.\n\n" CTX "\n\nQuestion: Who designed it?\n"
+                          "Helpful Answer:"),
+                     "When was it completed?|Who designed it?");
+    cr_assert_str_eq(core("Context:\n" CTX "\nQuery: How tall is it?\nAnswer: ",
+                          "Context:\n" CTX "\nQuery: How high is it exactly?\nAnswer: "),
+                     "How tall is it?|How high is it exactly?");
+    /* the question first, the context after; a sentence that differs inside the context */
+    cr_assert_str_eq(core("Explain this code:\nx = compute(a, b)\nprint(x)\nreturn x + 1\n",
+                          "Optimize this code:\nx = compute(a, b)\nprint(x)\nreturn x + 1\n"),
+                     "Explain this code:\n|Optimize this code:\n");
+    cr_assert_str_eq(core(CTX "It is made of iron. Is it old?", CTX "It is made of steel. Is "
+                                                                    "it old?"),
+                     "It is made of iron.|It is made of steel.");
+    /* compared whole: single questions, a short shared part, one text adding to the other,
+     * the same text */
+    cr_assert_str_eq(core("What is the capital of France?", "What's the capital of France?"),
+                     "");
+    cr_assert_str_eq(core("Hi. What is 2+2?", "Hi. What is 3+3?"), "");
+    cr_assert_str_eq(core(CTX, CTX "Is it old?"), "");
+    cr_assert_str_eq(core(CTX, CTX), "");
+    cr_assert_str_eq(core("", ""), "");
+    /* numbers inside a sentence do not end it */
+    cr_assert_str_eq(core(CTX "Pi is 3.14 and e is 2.71. What is pi?", CTX "Pi is 3.14 and e "
+                                                                          "is 2.71. What is e?"),
+                     "What is pi?|What is e?");
+#undef CTX
 }
