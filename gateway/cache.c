@@ -135,6 +135,16 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
                      "assistant.", i);
             return -1;
         }
+        /* an earlier turn's tool calls would be dropped from what the model reads */
+        static const char *const calls[] = {"tool_calls", "function_call"};
+        for (int k = 0; k < 2; k++) {
+            json_t *tc = json_object_get(m, calls[k]);
+            if (tc && !json_is_null(tc) && !(json_is_array(tc) && !json_array_size(tc))) {
+                snprintf(msg, len, "messages[%zu].%s: tool calls are not supported by this "
+                         "server (it calls no tools).", i, calls[k]);
+                return -1;
+            }
+        }
         json_t *content = json_object_get(m, "content");
         if (json_is_string(content))
             continue;

@@ -289,6 +289,17 @@ def test_a_prompt_with_no_encodable_text_names_the_prompt(server):
      "model_not_found"),
     ({"model": MODEL, "messages": []}, 400, "messages", None),
     ({"model": MODEL, "messages": [{"role": "robot", "content": "hi"}]}, 400, "messages", None),
+    # an earlier turn's tool calls are refused, not dropped from what the model reads
+    ({"model": MODEL, "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "weather", "arguments": "{}"}}]},
+        {"role": "user", "content": "And?"}]}, 400, "messages", None),
+    ({"model": MODEL, "messages": [
+        {"role": "assistant", "content": None,
+         "function_call": {"name": "weather", "arguments": "{}"}},
+        {"role": "user", "content": "And?"}]}, 400, "messages", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 2}, 400, "n", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "temperature": 3}, 400,
      "temperature", None),
@@ -318,6 +329,8 @@ def test_invalid_requests(server, body, status, param, code):
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert err["param"] == param and err["code"] == code and err["message"]
+    if "tool_calls" in str(body) or "function_call" in str(body):
+        assert "tool calls are not supported" in err["message"]
 
 
 def special_ids():
