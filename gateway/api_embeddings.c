@@ -31,6 +31,50 @@ struct embed_req {
     int64_t reserved[2]; /* tokens reserved at admission: a minute's, the month's */
 };
 
+/* An input of token ids (one array of them, or an array of such arrays, as OpenAI takes)
+ * replaced in body by the texts they decode to, with OpenAI's tokenizer; *input
+ * follows. -1 with msg (empty: out of memory) when an id is not one of its tokens. Without
+ * a tokenizer nothing changes (the strings' check refuses the arrays). */
+static int decode_token_ids(gw_server *srv, json_t *body, json_t **input, char *msg,
+                            size_t len)
+{
+    const gw_otok *t = gw_server_openai_tokenizer(srv);
+    json_t *in = *input;
+    msg[0] = 0;
+    if (!t || !json_array_size(in))
+        return 0;
+    int flat = json_is_integer(json_array_get(in, 0)); /* one text as ids */
+    for (size_t i = 0; i < (flat ? 1 : json_array_size(in)); i++) {
+        json_t *ids = flat ? in : json_array_get(in, i);
+        if (!json_is_array(ids) || !json_array_size(ids))
+            continue; /* a string, or refused by the strings' check */
+        char *text;
+        size_t tl, bad;
+        int rc = gw_otok_decode(t, ids, &text, &tl, &bad);
+        if (rc == -1) {
+            char where[48];
+            if (flat)
+                snprintf(where, sizeof where, "input[%zu]", bad);
+            else
+                snprintf(where, sizeof where, "input[%zu][%zu]", i, bad);
+            snprintf(msg, len, "%s is not a token id of OpenAI's cl100k_base (0 to %d).", where,
+                     gw_otok_size(t) - 1);
+            return -1;
+        }
+        json_t *s = rc ? NULL : json_stringn(text, tl);
+        free(text);
+        if (!s)
+            return -1;
+        if (flat) {
+            json_object_set_new(body, "input", s);
+            *input = json_object_get(body, "input");
+            return 0;
+        }
+        json_array_set_new(in, i, s);
+    }
+    return 0;
+}
+
 /* failed: the tenant's outcome is "error" */
 static void embed_req_free(struct embed_req *e, long tokens, int failed)
 {
@@ -178,6 +222,12 @@ void gw_handle_embeddings(struct gw_req *r)
     }
 
     json_t *input = json_object_get(body, "input");
+    /* token ids (of OpenAI's cl100k_base): decoded to the text they stand for */
+    if (decode_token_ids(srv, body, &input, msg, sizeof msg)) {
+        gw_reply_error(r, msg[0] ? 400 : 503, msg[0] ? msg : "Out of memory; try again.",
+                       msg[0] ? "input" : NULL, NULL);
+        goto out;
+    }
     int n;
     if (json_is_string(input))
         n = 1;
@@ -211,8 +261,11 @@ void gw_handle_embeddings(struct gw_req *r)
             else
                 snprintf(msg, sizeof msg,
                          json_is_string(s) ? "input[%d] is an empty string."
-                                           : "input[%d] is not a string (token arrays are not "
-                                             "accepted: send text).",
+                                           : json_is_array(s) ? "input[%d]: token ids are not "
+                                             "accepted (embedder.openai_tokenizer is empty): "
+                                             "send text (LangChain: OpenAIEmbeddings("
+                                             "check_embedding_ctx_length=False))."
+                                           : "input[%d] is not a string.",
                          i);
             gw_reply_error(r, 400, msg, "input", NULL);
             embed_req_free(e, 0, 0);

@@ -61,6 +61,7 @@ struct gw_config {
     /* [embedder] */
     char *embedder_model;      /* safetensors directory */
     char *embedder_model_name;
+    char *embedder_openai_tokenizer; /* tiktoken file for token-id inputs; empty: none */
     int64_t embedder_max_batch;   /* texts per forward pass */
     int64_t embedder_max_wait_us; /* how long a pass waits for more texts */
     int64_t embedder_threads;     /* 0: one per core */

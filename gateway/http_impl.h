@@ -17,6 +17,7 @@
 #include "embedder.h"
 #include "engine_worker.h"
 #include "model.h"
+#include "openai_tok.h"
 #include "tokenizer.h"
 
 #include <jansson.h>
@@ -27,6 +28,8 @@ struct gw_req;
 gw_server *gw_req_server(struct gw_req *r);
 const struct gw_config *gw_server_config(gw_server *srv);
 emb_model *gw_server_embedder(gw_server *srv);
+/* embedder.openai_tokenizer, loaded; NULL when none is configured or it failed to load. */
+const gw_otok *gw_server_openai_tokenizer(gw_server *srv);
 gw_embedw *gw_server_embed_worker(gw_server *srv);
 
 /* The chat model and its engine thread. */

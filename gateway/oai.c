@@ -96,9 +96,7 @@ void oai_buf_puts(struct oai_buf *b, const char *s)
     oai_buf_put(b, s, strlen(s));
 }
 
-/* The code point at s[0..n) and its length; 0 when the bytes are not UTF-8 as jansson
- * accepts it (no overlong forms, no surrogates, nothing past U+10FFFF). */
-static size_t utf8_next(const unsigned char *s, size_t n, unsigned *cp)
+size_t oai_utf8_next(const unsigned char *s, size_t n, unsigned *cp)
 {
     unsigned c = s[0];
     size_t len;
@@ -157,7 +155,7 @@ int oai_buf_str(struct oai_buf *b, const char *str, size_t n, int ascii)
     size_t extra = 2;
     for (size_t i = 0; i < n;) {
         unsigned cp;
-        size_t k = utf8_next(s + i, n - i, &cp);
+        size_t k = oai_utf8_next(s + i, n - i, &cp);
         if (!k)
             return -1;
         if (cp < 0x20 || cp == '"' || cp == '\\')
@@ -172,7 +170,7 @@ int oai_buf_str(struct oai_buf *b, const char *str, size_t n, int ascii)
     *w++ = '"';
     for (size_t i = 0; i < n;) {
         unsigned cp;
-        size_t k = utf8_next(s + i, n - i, &cp);
+        size_t k = oai_utf8_next(s + i, n - i, &cp);
         if (cp >= 0x20 && cp != '"' && cp != '\\' && (cp < 0x80 || !ascii)) {
             memcpy(w, s + i, k);
             w += k;

@@ -22,6 +22,10 @@ char *oai_error_dumps(int status, const char *message, const char *param, const 
 /* Whether a JSON real holds an integer (a seed given as 1.0). */
 int oai_integral(double v);
 
+/* The code point at s[0..n) and its length; 0 when the bytes are not UTF-8 as jansson
+ * accepts it (no overlong forms, no surrogates, nothing past U+10FFFF). */
+size_t oai_utf8_next(const unsigned char *s, size_t n, unsigned *cp);
+
 /* Whether v, the value of request parameter key, asks for what its absence does: an empty
  * array or object (tools, stop, logit_bias), tool_choice "none" or "auto" (no tools run),
  * response_format {"type": "text"}. */

@@ -120,6 +120,7 @@ struct gw_server {
     gw_cq *cq;
     emb_model *emb;
     gw_embedw *embw;
+    gw_otok *otok; /* OpenAI's token ids to text, for /v1/embeddings; NULL: none */
     store *st;
     gw_cache *cache;
     gw_tenants *tenants;
@@ -1294,6 +1295,11 @@ emb_model *gw_server_embedder(gw_server *srv)
     return srv->emb;
 }
 
+const gw_otok *gw_server_openai_tokenizer(gw_server *srv)
+{
+    return srv->otok;
+}
+
 gw_embedw *gw_server_embed_worker(gw_server *srv)
 {
     return srv->embw;
@@ -1928,6 +1934,12 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
         snprintf(err, errlen, "cannot start the embedder worker");
         goto fail;
     }
+    if (cfg->embedder_openai_tokenizer[0] &&
+        gw_otok_load(cfg->embedder_openai_tokenizer, &srv->otok, emsg, sizeof emsg)) {
+        snprintf(err, errlen, "loading embedder.openai_tokenizer (empty it to refuse token-id "
+                 "inputs): %s", emsg);
+        goto fail;
+    }
     if (open_cache(srv, err, errlen) || load_llm(srv, err, errlen))
         goto fail;
     srv->http = evhttp_new(srv->base);
@@ -1989,6 +2001,7 @@ void gw_server_destroy(gw_server *srv)
     gw_tenants_destroy(srv->tenants);
     store_close(srv->st);         /* commits the answers still queued, saves the indexes */
     emb_model_destroy(srv->emb);
+    gw_otok_destroy(srv->otok);
     tok_destroy(srv->llm.v);
     eng_model_destroy(srv->llm.m);
     free(srv->llm.default_system);

@@ -75,7 +75,10 @@ def test_long_input_is_truncated(server):
     ({"model": MODEL}, 400, "input", None),
     ({"model": MODEL, "input": []}, 400, "input", None),
     ({"model": MODEL, "input": [""]}, 400, "input", None),
-    ({"model": MODEL, "input": [[1, 2, 3]]}, 400, "input", None),
+    ({"model": MODEL, "input": [[1, 2, 100300]]}, 400, "input", None),  # past cl100k_base
+    ({"model": MODEL, "input": [1, -2]}, 400, "input", None),
+    ({"model": MODEL, "input": [[1, "a"]]}, 400, "input", None),
+    ({"model": MODEL, "input": [[]]}, 400, "input", None),
     ({"model": MODEL, "input": "a", "dimensions": 256}, 400, "dimensions", None),
     ({"model": MODEL, "input": "a", "encoding_format": "int8"}, 400, "encoding_format", None),
     ({"model": MODEL, "input": "a", "user": 7}, 400, "user", None),
@@ -90,6 +93,41 @@ def test_invalid_requests(server, body, status, param, code):
         assert err["message"] == "input is an empty string."
     if code == "model_not_supported":
         assert "chat model" in err["message"] and MODEL in err["message"]
+
+
+def test_openai_token_ids_are_embedded_as_their_text(server, monkeypatch):
+    """LangChain's OpenAIEmbeddings sends token ids of OpenAI's cl100k_base by default
+    (tiktoken, an independent implementation, makes them here from the vocabulary file
+    the server reads): each array is embedded as the text it stands for."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(ROOT / "models/openai-tokenizers"))
+    import tiktoken
+    enc = tiktoken.get_encoding("cl100k_base")
+    texts = ["What is the capital of France?", "Crème brûlée, naïve café", "東京の天気は？ 🌧️",
+             "  spaces\tand\nlines  "]
+    ids = enc.encode_batch(texts)
+    assert all(len(i) > 1 for i in ids)
+    s = sdk(server)
+    by_ids = s.embeddings.create(model=MODEL, input=ids)
+    by_text = s.embeddings.create(model=MODEL, input=texts)
+    for a, b in zip(by_ids.data, by_text.data):
+        assert max(abs(x - y) for x, y in zip(a.embedding, b.embedding)) < 1e-5
+    assert by_ids.usage.prompt_tokens == by_text.usage.prompt_tokens  # the model's own count
+    # one text as one flat array of ids
+    one = s.embeddings.create(model=MODEL, input=ids[1])
+    assert len(one.data) == 1
+    assert max(abs(x - y) for x, y in zip(one.data[0].embedding, by_text.data[1].embedding)) < 1e-5
+    # ids cut inside a character (a chunk of a longer text): the broken bytes are left out
+    cut = enc.encode("é")  # one character, whose bytes may take two tokens
+    r = s.embeddings.create(model=MODEL, input=[enc.encode("café au lait") + cut[:1]])
+    assert len(r.data[0].embedding) == 384
+
+
+def test_token_ids_are_refused_without_the_tokenizer(make_server):
+    server = make_server("[embedder]\nopenai_tokenizer =\n")
+    with client(server) as c:
+        r = c.post("/v1/embeddings", json={"model": MODEL, "input": [[1, 2, 3]]})
+    assert r.status_code == 400
+    assert "check_embedding_ctx_length=False" in r.json()["error"]["message"]
 
 
 def test_invalid_json(server):
