@@ -61,7 +61,7 @@ static const struct opt opts[] = {
     {"server", "listen", T_STR, OFF(listen), "127.0.0.1:8443", 0, 0, NULL, check_listen},
     {"server", "data_dir", T_STR, OFF(data_dir), "./var", 0, 0, NULL, check_nonempty},
     {"server", "device", T_ENUM, OFF(device), "auto", 0, 0, device_names, NULL},
-    {"server", "max_body_bytes", T_SIZE, OFF(max_body_bytes), "1M", 1, 1024 * MIB, NULL, NULL},
+    {"server", "max_body_bytes", T_SIZE, OFF(max_body_bytes), "4M", 1, 1024 * MIB, NULL, NULL},
     {"server", "max_header_bytes", T_SIZE, OFF(max_header_bytes), "16K", 1 * KIB, 1 * MIB, NULL,
      NULL},
     {"server", "header_timeout_ms", T_INT, OFF(header_timeout_ms), "10000", 1, HOUR_MS, NULL,

@@ -156,6 +156,17 @@ def test_body_too_large_413(make_server):
         assert c.get("/health").status_code == 200
 
 
+def test_the_default_body_limit_takes_an_embeddings_batch(server):
+    """LangChain sends up to 1,000 texts an embeddings request: 1,000 chunks of its
+    splitter's 1,000 characters passed the old 1 MiB limit by a few bytes only."""
+    with client(server) as c:
+        body = {"model": "none", "input": ["word " * 400] * 1000}  # 2 MB of JSON
+        r = c.post("/v1/embeddings", json=body)
+        assert r.status_code == 404, r.text  # read and routed: no such model
+        r = c.post("/v1/models", content=b"x" * (4 * 1024 * 1024 + 1))
+        assert_openai_error(r, 413, "request_too_large")
+
+
 def test_413_sent_before_the_body_is_read(make_server):
     server = make_server("[server]\nmax_body_bytes = 1K\n")
     s = server.tls_socket()

@@ -37,7 +37,7 @@ Test(config, defaults)
     cr_assert_eq(c.device, GW_DEVICE_AUTO);
     cr_assert_eq(c.engine_kv_cache_dtype, GW_KV_AUTO);
     cr_assert_eq(c.engine_cpu_matmul, GW_MATMUL_F32);
-    cr_assert_eq(c.max_body_bytes, 1024 * 1024);
+    cr_assert_eq(c.max_body_bytes, 4 * 1024 * 1024);
     cr_assert_eq(c.max_header_bytes, 16 * 1024);
     cr_assert_eq(c.shutdown_grace_ms, 10000);
     cr_assert_str_eq(c.cert_file, "");
