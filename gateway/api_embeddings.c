@@ -261,10 +261,13 @@ void gw_handle_embeddings(struct gw_req *r)
             else
                 snprintf(msg, sizeof msg,
                          json_is_string(s) ? "input[%d] is an empty string."
+                                           : json_is_array(s) && !json_array_size(s)
+                                             ? "input[%d] is an empty array."
                                            : json_is_array(s) ? "input[%d]: token ids are not "
-                                             "accepted (embedder.openai_tokenizer is empty): "
-                                             "send text (LangChain: OpenAIEmbeddings("
-                                             "check_embedding_ctx_length=False))."
+                                             "accepted (embedder.openai_tokenizer is not "
+                                             "loaded): send text (LangChain: "
+                                             "OpenAIEmbeddings(check_embedding_ctx_length="
+                                             "False))."
                                            : "input[%d] is not a string.",
                          i);
             gw_reply_error(r, 400, msg, "input", NULL);

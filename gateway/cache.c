@@ -605,6 +605,12 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, const struct store
     size_t alen = h->query_len, blen = s->key->query_len;
     struct gw_core core;
     if (gw_guard_core(a, alen, b, blen, &core)) {
+        /* the same question after other context: its answer may be another */
+        const char *tail = b + core.boff + core.blen;
+        if (memchr(tail, '?', blen - core.boff - core.blen)) {
+            snprintf(why, whylen, "the context differs before the same question");
+            return 0;
+        }
         const char *texts[2] = {a + core.aoff, b + core.boff};
         size_t lens[2] = {core.alen, core.blen};
         float *v = malloc(sizeof(float) * 2 * (size_t)c->dim);

@@ -2484,6 +2484,16 @@ int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct
         s++;
     if (p == shorter && alen == blen)
         return 0; /* the same text */
+    /* one text adds to the other (what differs is nothing, or white space, on one side):
+     * compared whole */
+    for (int side = 0; side < 2; side++) {
+        const char *t = side ? b : a;
+        size_t end = (side ? blen : alen) - s, i = p;
+        while (i < end && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n'))
+            i++;
+        if (i == end)
+            return 0;
+    }
     /* back to the start of the sentence the first difference is in (both texts agree up
      * to p, but what follows a '.' there may not) */
     size_t start = p;
@@ -2503,8 +2513,6 @@ int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct
         k++;
     size_t tail = k < s ? s - k - 1 : 0; /* shared bytes after the sentences */
     size_t aend = alen - tail, bend = blen - tail;
-    if (aend <= start || bend <= start)
-        return 0; /* one text adds to the other: compared whole */
     size_t outside = start + tail, span = aend - start > bend - start ? aend - start : bend - start;
     /* a template: sentences shared around the question, at least as long as it */
     if (outside < 40 || outside < span)

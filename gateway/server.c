@@ -1934,12 +1934,11 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
         snprintf(err, errlen, "cannot start the embedder worker");
         goto fail;
     }
+    /* optional: a configuration from before it, beside models without it, still starts */
     if (cfg->embedder_openai_tokenizer[0] &&
-        gw_otok_load(cfg->embedder_openai_tokenizer, &srv->otok, emsg, sizeof emsg)) {
-        snprintf(err, errlen, "loading embedder.openai_tokenizer (empty it to refuse token-id "
-                 "inputs): %s", emsg);
-        goto fail;
-    }
+        gw_otok_load(cfg->embedder_openai_tokenizer, &srv->otok, emsg, sizeof emsg))
+        gw_log_kv(GW_LOG_WARN, "embedder.openai_tokenizer not loaded: token-id inputs to "
+                  "/v1/embeddings are refused", "error", emsg, NULL);
     if (open_cache(srv, err, errlen) || load_llm(srv, err, errlen))
         goto fail;
     srv->http = evhttp_new(srv->base);

@@ -240,6 +240,19 @@ def test_questions_over_one_retrieved_context_are_told_apart(server):
     r = only_if_cached(c, rag_prompt(ctx, "In what year was the Eiffel Tower completed?"))
     assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "semantic", r.text
     assert r.json()["choices"][0]["message"]["content"] == "In 1889."
+    # the same question over other context is not served either: its answer may differ
+    other = ctx.replace("completed in 1889", "completed in 1890")
+    r = only_if_cached(c, rag_prompt(other, "When was the Eiffel Tower completed?"))
+    assert r.status_code == 504, r.headers.get("X-Cache-Similarity")
+    other = ctx.replace("It was designed", "Its lift was rebuilt in 1983. It was designed")
+    r = only_if_cached(c, rag_prompt(other, "When was the Eiffel Tower completed?"))
+    assert r.status_code == 504, r.headers.get("X-Cache-Similarity")
+    news = ("Revenue grew in every quarter of the year. The flight was delayed by the storm. "
+            "Staff numbers were stable.")
+    q = "Based on the context, what happened to the flight?"
+    import_lines(c, [(rag_prompt(news, q), "The flight was delayed.")])
+    r = only_if_cached(c, rag_prompt(news.replace("delayed by", "cancelled because of"), q))
+    assert r.status_code == 504, r.headers.get("X-Cache-Similarity")
 
 
 def test_a_paraphrase_is_found_past_the_same_question_under_other_system_prompts(server):

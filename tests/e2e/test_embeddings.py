@@ -122,12 +122,18 @@ def test_openai_token_ids_are_embedded_as_their_text(server, monkeypatch):
     assert len(r.data[0].embedding) == 384
 
 
-def test_token_ids_are_refused_without_the_tokenizer(make_server):
-    server = make_server("[embedder]\nopenai_tokenizer =\n")
+@pytest.mark.parametrize("setting", ["", "/nonexistent/cl100k_base.tiktoken"])
+def test_token_ids_are_refused_without_the_tokenizer(make_server, setting):
+    """Empty, or missing (a configuration from before the setting, beside models without
+    the file): the server starts, says so, and refuses token ids naming the way out."""
+    server = make_server(f"[embedder]\nopenai_tokenizer = {setting}\n")
     with client(server) as c:
         r = c.post("/v1/embeddings", json={"model": MODEL, "input": [[1, 2, 3]]})
-    assert r.status_code == 400
-    assert "check_embedding_ctx_length=False" in r.json()["error"]["message"]
+        assert r.status_code == 400
+        assert "check_embedding_ctx_length=False" in r.json()["error"]["message"]
+        assert c.post("/v1/embeddings", json={"model": MODEL, "input": "a"}).status_code == 200
+    warned = [l for l in server.lines if "openai_tokenizer" in str(l.get("msg", ""))]
+    assert bool(warned) == bool(setting), server.lines
 
 
 def test_invalid_json(server):

@@ -576,6 +576,12 @@ Test(guard, a_template_is_compared_by_its_question)
                      "");
     cr_assert_str_eq(core("Hi. What is 2+2?", "Hi. What is 3+3?"), "");
     cr_assert_str_eq(core(CTX, CTX "Is it old?"), "");
+    cr_assert_str_eq(core(CTX "Question: Who built it?\nAnswer:",
+                          CTX "Question: Who built it? Thanks!\nAnswer:"),
+                     "");
+    cr_assert_str_eq(core(CTX "B.\nQuestion: Who built it?", CTX "X. B.\nQuestion: Who built "
+                                                                  "it?"),
+                     "");
     cr_assert_str_eq(core(CTX, CTX), "");
     cr_assert_str_eq(core("", ""), "");
     /* numbers inside a sentence do not end it */
