@@ -34,6 +34,7 @@ struct chat_req {
     char msg_id[48];
     json_t *echo;         /* the settings a response repeats */
     json_t *convo;        /* the messages to store with its answer; NULL: not stored */
+    size_t history_bytes; /* of the stored conversation it continues */
     struct gw_response rs; /* its ids and stream state */
     int stream, include_usage, started;
     const char *max_tokens_key; /* the parameter that set max_tokens, or NULL: the default */
@@ -939,6 +940,7 @@ static int resp_request(struct chat_req *c, struct gw_tenant *tn, json_t **b)
             return -1;
         }
         history = msgs ? json_loads(msgs, 0, NULL) : NULL;
+        c->history_bytes = msgs ? strlen(msgs) : 0;
         free(msgs);
         if (!json_is_array(history)) {
             json_decref(history);
@@ -1013,9 +1015,11 @@ static void handle(struct gw_req *r, int chat, int resp)
         gw_reply_error(r, 400, p.msg, param_of(c, "messages"), NULL);
         goto out;
     }
-    /* what it may use: its prompt (about 4 bytes a token of the body) and max_tokens */
+    /* what it may use: its prompt (about 4 bytes a token of the body, and of the stored
+     * conversation a response continues) and max_tokens */
     size_t body_len;
     gw_req_body(r, &body_len);
+    body_len += c->history_bytes;
     if (gw_tenants_admit(tenants, tn, r, (int64_t)(body_len / 4) + c->job.params.max_tokens,
                          c->reserved))
         goto out;
@@ -1140,6 +1144,8 @@ static void start_engine(struct chat_req *c)
         cache_headers(c, NULL, 0, 0);
     if (c->stream)
         gw_reply_sse_start(r);
+    if (c->stream && c->resp) /* created and in progress at once, as OpenAI says them */
+        resp_begin(c);
 }
 
 void gw_handle_chat_completions(struct gw_req *r)
@@ -1167,6 +1173,14 @@ void gw_handle_response_by_id(struct gw_req *r)
     char *id = evhttp_uridecode(gw_req_path(r) + strlen("/v1/responses/"), 0, NULL);
     if (!id) {
         gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+        return;
+    }
+    if (strchr(id, '/')) { /* /v1/responses/{id}/input_items, /cancel, ... */
+        char msg[300];
+        snprintf(msg, sizeof msg, "Unknown route: %s %.200s (of a response, only GET and "
+                 "DELETE /v1/responses/{id} are served).", gw_req_method(r), gw_req_path(r));
+        gw_reply_error(r, 404, msg, NULL, "not_found");
+        free(id);
         return;
     }
     gw_cache *cache = gw_server_cache(srv);

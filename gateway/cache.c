@@ -9,6 +9,7 @@
 #include "oai.h"
 #include "tokenizer.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,11 @@ struct hot {
 struct gw_cache {
     const struct gw_config *cfg;
     store *st;
+    /* stored responses queued to the writer and not yet committed, by "tenant/id":
+     * {"body", "messages", "deleted"}, which a read or a deletion meanwhile must see (the
+     * writer's callback takes them out once committed) */
+    pthread_mutex_t resp_mu;
+    json_t *resp_pending;
     gw_embedw *embw;
     int dim;
     store_reader *loop_reader;   /* event loop: exact lookups */
@@ -426,6 +432,8 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
     c->cfg = cfg;
     c->st = st;
     c->embw = embw;
+    pthread_mutex_init(&c->resp_mu, NULL);
+    c->resp_pending = json_object();
     c->dim = dim;
     int rc = store_reader_open(st, &c->loop_reader);
     if (!rc)
@@ -487,6 +495,8 @@ void gw_cache_destroy(gw_cache *c)
         store_hit_deinit(&c->hot[i].hit);
     free(c->hot);
     store_hit_deinit(&c->spare);
+    json_decref(c->resp_pending);
+    pthread_mutex_destroy(&c->resp_mu);
     free(c->names);
     free(c->stats);
     free(c);
@@ -1005,19 +1015,110 @@ void gw_import_item_deinit(struct gw_import_item *it)
 
 /* ------------------------------------------------------------------ stored responses */
 
+struct resp_put {
+    gw_cache *c;
+    int64_t tenant;
+    char key[160], id[];
+};
+
+static void resp_key(char *key, size_t len, int64_t tenant, const char *id)
+{
+    snprintf(key, len, "%lld/%s", (long long)tenant, id);
+}
+
+/* writer thread: the response is committed (or failed); deleted meanwhile, it goes now */
+static void resp_written(void *arg, int rc, int64_t id)
+{
+    (void)id;
+    struct resp_put *p = arg;
+    gw_cache *c = p->c;
+    pthread_mutex_lock(&c->resp_mu);
+    int deleted = json_is_true(json_object_get(json_object_get(c->resp_pending, p->key),
+                                               "deleted"));
+    json_object_del(c->resp_pending, p->key);
+    pthread_mutex_unlock(&c->resp_mu);
+    if (deleted && !rc)
+        store_response_delete(c->st, p->tenant, p->id);
+    free(p);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
 int gw_cache_response_get(gw_cache *c, int64_t tenant, const char *id, char **body,
                           char **messages)
 {
+    char key[160];
+    resp_key(key, sizeof key, tenant, id);
+    pthread_mutex_lock(&c->resp_mu);
+    json_t *e = json_object_get(c->resp_pending, key);
+    int rc = STORE_OK;
+    if (e && json_is_true(json_object_get(e, "deleted"))) {
+        rc = STORE_ENOTFOUND;
+    } else if (e) {
+        char **out[2] = {body, messages};
+        static const char *const keys[2] = {"body", "messages"};
+        for (int i = 0; i < 2; i++)
+            if (out[i] && !(*out[i] = dup_or_null(json_string_value(json_object_get(e, keys[i])))))
+                rc = STORE_ENOMEM;
+        if (rc) {
+            for (int i = 0; i < 2; i++)
+                if (out[i]) {
+                    free(*out[i]);
+                    *out[i] = NULL;
+                }
+        }
+    }
+    pthread_mutex_unlock(&c->resp_mu);
+    if (e)
+        return rc;
     return store_response_get(c->loop_reader, tenant, id, store_now_ms(), body, messages);
 }
 
 int gw_cache_response_put(gw_cache *c, int64_t tenant, const char *id, const char *body,
                           const char *messages, int64_t ttl_s)
 {
-    return store_response_put(c->st, tenant, id, body, messages, ttl_s * 1000);
+    size_t il = strlen(id);
+    struct resp_put *p = malloc(sizeof *p + il + 1);
+    json_t *e = json_object();
+    if (!p || !e || json_object_set_new(e, "body", json_string(body)) ||
+        json_object_set_new(e, "messages", json_string(messages))) {
+        free(p);
+        json_decref(e);
+        return STORE_ENOMEM;
+    }
+    p->c = c;
+    p->tenant = tenant;
+    memcpy(p->id, id, il + 1);
+    resp_key(p->key, sizeof p->key, tenant, id);
+    pthread_mutex_lock(&c->resp_mu);
+    int rc = json_object_set_new(c->resp_pending, p->key, e) ? STORE_ENOMEM : STORE_OK;
+    pthread_mutex_unlock(&c->resp_mu);
+    if (!rc)
+        rc = store_response_put(c->st, tenant, id, body, messages, ttl_s * 1000, resp_written,
+                                p);
+    if (rc) {
+        pthread_mutex_lock(&c->resp_mu);
+        json_object_del(c->resp_pending, p->key);
+        pthread_mutex_unlock(&c->resp_mu);
+        free(p);
+    }
+    return rc;
 }
 
 int gw_cache_response_delete(gw_cache *c, int64_t tenant, const char *id)
 {
-    return store_response_delete(c->st, tenant, id);
+    char key[160];
+    resp_key(key, sizeof key, tenant, id);
+    pthread_mutex_lock(&c->resp_mu);
+    json_t *e = json_object_get(c->resp_pending, key);
+    int rc = STORE_OK;
+    if (e && json_is_true(json_object_get(e, "deleted")))
+        rc = STORE_ENOTFOUND;
+    else if (e) /* deleted once committed (resp_written) */
+        json_object_set_new(e, "deleted", json_true());
+    pthread_mutex_unlock(&c->resp_mu);
+    return e ? rc : store_response_delete(c->st, tenant, id);
 }

@@ -160,12 +160,12 @@ int store_search(store_reader *r, int64_t tenant, const float *vec, int k, int64
 
 /*
  * The Responses API's stored responses, by id within their tenant. A put is queued to the
- * writer (strings copied; a tenant deleted meanwhile gets no row); expired ones are never
- * returned and are deleted within about a second of expiring; a tenant's go with it.
- * ttl_ms: 0 never expires.
+ * writer (strings copied; a tenant deleted meanwhile gets no row), and done (may be NULL)
+ * runs on the writer thread once it is committed; expired ones are never returned and are
+ * deleted within about a second of expiring; a tenant's go with it. ttl_ms: 0 never expires.
  */
 int store_response_put(store *s, int64_t tenant, const char *id, const char *body,
-                       const char *messages, int64_t ttl_ms);
+                       const char *messages, int64_t ttl_ms, store_done_fn done, void *arg);
 /* body and messages (out, malloc'd, NUL-terminated; either may be NULL if not wanted), or
  * STORE_ENOTFOUND. */
 int store_response_get(store_reader *r, int64_t tenant, const char *id, int64_t now_ms,

@@ -134,13 +134,15 @@ int store_delete(store *s, int64_t tenant, int64_t id, store_done_fn done, void 
 }
 
 int store_response_put(store *s, int64_t tenant, const char *id, const char *body,
-                       const char *messages, int64_t ttl_ms)
+                       const char *messages, int64_t ttl_ms, store_done_fn done, void *arg)
 {
     size_t il = strlen(id), bl = strlen(body), ml = strlen(messages);
     struct op *o = calloc(1, sizeof *o + il + bl + ml + 3);
     if (!o)
         return STORE_ENOMEM;
     o->kind = OP_RESPONSE;
+    o->done = done;
+    o->arg = arg;
     o->tenant = tenant;
     o->value = ttl_ms > 0 ? store_now_ms() + ttl_ms : 0;
     char *w = (char *)(o + 1);

@@ -85,6 +85,7 @@ def test_stream_events_in_order(make_server):
         model=MODEL, input="What is the capital of France?", temperature=0,
         max_output_tokens=40, stream=True))
     types = [e.type for e in events]
+    assert events[0].response.status == "in_progress" and events[0].response.output == []
     assert types[:4] == ["response.created", "response.in_progress",
                          "response.output_item.added", "response.content_part.added"]
     assert types[-4:] == ["response.output_text.done", "response.content_part.done",
@@ -242,8 +243,31 @@ def test_stored_responses_continue_read_back_and_delete(make_server, tmp_path):
     assert e.value.body["param"] == "previous_response_id"
     with pytest.raises(openai.NotFoundError):
         s.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError) as e:
+        s.responses.input_items.list(second.id)
+    assert "Unknown route" in e.value.message
     # "store": false keeps nothing
     r = s.responses.create(model=MODEL, input="Hi", max_output_tokens=4, store=False)
     assert r.store is False
     with pytest.raises(openai.NotFoundError):
         s.responses.retrieve(r.id)
+
+
+def test_a_response_is_there_as_soon_as_it_is_answered(make_server):
+    """Responses are written by the store's writer thread after the reply: a client that
+    reads one back, continues it or deletes it at once must find it all the same (one in
+    seven reads found nothing)."""
+    s = sdk(make_server(NO_CACHE))
+    for i in range(20):
+        r = s.responses.create(model=MODEL, input=f"Say {i}.", max_output_tokens=2)
+        assert s.responses.retrieve(r.id).id == r.id
+        s.responses.create(model=MODEL, input="Go on.", max_output_tokens=1,
+                           previous_response_id=r.id)
+    doomed = [s.responses.create(model=MODEL, input="Bye.", max_output_tokens=1)
+              for _ in range(5)]
+    for r in doomed:
+        s.responses.delete(r.id)
+    time.sleep(1.5)  # the writer has committed, then deleted, every one of them
+    for r in doomed:
+        with pytest.raises(openai.NotFoundError):
+            s.responses.retrieve(r.id)

@@ -615,15 +615,21 @@ static int response(store *s, int64_t tenant, const char *id, char *body, size_t
     return rc == STORE_OK;
 }
 
+static int put_response(store *s, int64_t tenant, const char *id, const char *body,
+                        int64_t ttl_ms)
+{
+    return store_response_put(s, tenant, id, body, "[{\"role\":\"user\",\"content\":\"Hi\"}]",
+                              ttl_ms, NULL, NULL);
+}
+
 Test(store, responses_by_tenant_expiry_deletion_and_tenant_deletion)
 {
     store *s = open_store(0, 0, NULL);
     int64_t acme;
     cr_assert_eq(store_tenant_create(s, "acme", &acme), STORE_OK);
-    const char *msgs = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
-    cr_assert_eq(store_response_put(s, 1, "resp_a", "{\"id\":\"resp_a\"}", msgs, 0), STORE_OK);
-    cr_assert_eq(store_response_put(s, acme, "resp_b", "{\"id\":\"resp_b\"}", msgs, 0), 0);
-    cr_assert_eq(store_response_put(s, 1, "resp_c", "{}", msgs, 1), STORE_OK); /* 1 ms */
+    cr_assert_eq(put_response(s, 1, "resp_a", "{\"id\":\"resp_a\"}", 0), STORE_OK);
+    cr_assert_eq(put_response(s, acme, "resp_b", "{\"id\":\"resp_b\"}", 0), 0);
+    cr_assert_eq(put_response(s, 1, "resp_c", "{}", 1), STORE_OK); /* 1 ms */
     cr_assert_eq(store_sync(s), STORE_OK);
     char body[64];
     cr_assert(response(s, 1, "resp_a", body, sizeof body));
@@ -633,7 +639,7 @@ Test(store, responses_by_tenant_expiry_deletion_and_tenant_deletion)
     usleep(5 * 1000);
     cr_assert(!response(s, 1, "resp_c", NULL, 0), "expired");
     /* a later put of one id replaces it */
-    cr_assert_eq(store_response_put(s, 1, "resp_a", "{\"v\":2}", msgs, 0), STORE_OK);
+    cr_assert_eq(put_response(s, 1, "resp_a", "{\"v\":2}", 0), STORE_OK);
     cr_assert_eq(store_sync(s), STORE_OK);
     cr_assert(response(s, 1, "resp_a", body, sizeof body));
     cr_assert_str_eq(body, "{\"v\":2}");
@@ -644,7 +650,7 @@ Test(store, responses_by_tenant_expiry_deletion_and_tenant_deletion)
     /* a deleted tenant's responses go with it, and one queued after is not written */
     cr_assert_eq(store_tenant_delete(s, "acme"), STORE_OK);
     cr_assert(!response(s, acme, "resp_b", NULL, 0));
-    cr_assert_eq(store_response_put(s, acme, "resp_d", "{}", msgs, 0), STORE_OK);
+    cr_assert_eq(put_response(s, acme, "resp_d", "{}", 0), STORE_OK);
     cr_assert_eq(store_sync(s), STORE_OK);
     cr_assert(!response(s, acme, "resp_d", NULL, 0));
     store_close(s);
