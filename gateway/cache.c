@@ -608,46 +608,62 @@ void gw_cache_exact_prompt_tokens(gw_cache *c, int prompt_tokens)
  * the shared context would otherwise make any two questions over it look alike. 0 with
  * why when not.
  */
+/* The embedding of the query's differing sentences, kept across the candidates of one
+ * search (they usually differ from it in the same place). */
+struct span_vec {
+    size_t off, len;
+    float *v; /* [dim]; NULL: none yet */
+};
+
 static int same_question(gw_cache *c, struct gw_cache_sem *s, const struct store_hit *h,
-                         char *why, size_t whylen)
+                         struct span_vec *qv, char *why, size_t whylen)
 {
     const char *a = h->query, *b = s->key->query;
     size_t alen = h->query_len, blen = s->key->query_len;
+    const int guard = c->cfg->cache_guard;
+    char g[80];
     struct gw_core core;
-    if (gw_guard_core(a, alen, b, blen, &core)) {
-        /* the same question after other context: its answer may be another */
-        const char *tail = b + core.boff + core.blen;
-        if (memchr(tail, '?', blen - core.boff - core.blen)) {
-            snprintf(why, whylen, "the context differs before the same question");
-            return 0;
-        }
-        const char *texts[2] = {a + core.aoff, b + core.boff};
-        size_t lens[2] = {core.alen, core.blen};
-        float *v = malloc(sizeof(float) * 2 * (size_t)c->dim);
-        int rc = v ? emb_encode(gw_embedw_model(c->embw), texts, lens, 2, v, NULL) : -1;
-        double sim = 0;
-        for (int i = 0; !rc && i < c->dim; i++)
-            sim += (double)v[i] * v[c->dim + i];
-        free(v);
-        if (rc || sim < s->threshold) {
-            snprintf(why, whylen, rc ? "the differing sentences could not be embedded"
-                                     : "the differing sentences: similarity %.3f below %.3f",
-                     sim, s->threshold);
-            return 0;
-        }
-        char g[80];
-        if (c->cfg->cache_guard && !gw_guard_code_compatible(a, alen, b, blen, g, sizeof g)) {
+    if (!gw_guard_core(a, alen, b, blen, &core)) {
+        if (guard && !gw_guard_compatible(a, alen, b, blen, g, sizeof g)) {
             snprintf(why, whylen, "guard: %s", g);
             return 0;
         }
-        a = texts[0];
-        b = texts[1];
-        alen = lens[0];
-        blen = lens[1];
+        return 1;
     }
-    char g[80];
-    if (c->cfg->cache_guard && !gw_guard_compatible(a, alen, b, blen, g, sizeof g)) {
+    /* the same question after other context: its answer may be another */
+    const char *tail = b + core.boff + core.blen;
+    if (memchr(tail, '?', blen - core.boff - core.blen)) {
+        snprintf(why, whylen, "the context differs before the same question");
+        return 0;
+    }
+    /* the cheap checks first: the code rule on the wholes, the guard on the sentences */
+    if (guard && (!gw_guard_code_compatible(a, alen, b, blen, g, sizeof g) ||
+                  !gw_guard_compatible(a + core.aoff, core.alen, b + core.boff, core.blen, g,
+                                       sizeof g))) {
         snprintf(why, whylen, "guard: %s", g);
+        return 0;
+    }
+    const size_t dim = (size_t)c->dim;
+    int fresh = !qv->v || qv->off != core.boff || qv->len != core.blen;
+    if (!qv->v && !(qv->v = malloc(sizeof(float) * dim)))
+        return 0;
+    float *v = malloc(sizeof(float) * 2 * dim);
+    const char *texts[2] = {a + core.aoff, b + core.boff};
+    size_t lens[2] = {core.alen, core.blen};
+    int rc = v ? emb_encode(gw_embedw_model(c->embw), texts, lens, fresh ? 2 : 1, v, NULL) : -1;
+    if (!rc && fresh) {
+        memcpy(qv->v, v + dim, sizeof(float) * dim);
+        qv->off = core.boff;
+        qv->len = core.blen;
+    }
+    double sim = 0;
+    for (size_t i = 0; !rc && i < dim; i++)
+        sim += (double)v[i] * qv->v[i];
+    free(v);
+    if (rc || sim < s->threshold) {
+        snprintf(why, whylen, rc ? "the differing sentences could not be embedded"
+                                 : "the differing sentences: similarity %.3f below %.3f",
+                 sim, s->threshold);
         return 0;
     }
     return 1;
@@ -682,6 +698,7 @@ static void sem_search(struct gw_embed_job *j)
         n = 0;
         s->rc = store_search(c->worker_reader, s->tenant, s->vec, k, now_ms(), hits, &n);
     }
+    struct span_vec qv = {0, 0, NULL};
     for (int i = 0; i < n; i++) {
         struct store_hit *h = &hits[i];
         if (s->hit || h->partition != s->key->partition)
@@ -698,12 +715,13 @@ static void sem_search(struct gw_embed_job *j)
             snprintf(s->why, sizeof s->why, "the stored answer exceeds max_tokens");
             continue;
         }
-        if (!same_question(c, s, h, s->why, sizeof s->why))
+        if (!same_question(c, s, h, &qv, s->why, sizeof s->why))
             continue;
         s->entry = *h;
         memset(h, 0, sizeof *h);
         s->hit = 1;
     }
+    free(qv.v);
     for (int i = 0; i < n; i++)
         store_hit_deinit(&hits[i]);
 }
