@@ -558,8 +558,8 @@ static void resp_delta(struct chat_req *c, const char *text, size_t len)
 {
     if (!c->started)
         resp_begin(c);
-    json_t *f = part_fields(c), *d = json_stringn(text, len);
-    json_object_set_new(f, "delta", d ? d : json_string(""));
+    json_t *f = part_fields(c);
+    json_object_set_new(f, "delta", gw_response_string(text, len));
     json_object_set_new(f, "logprobs", json_array());
     resp_send(c, "response.output_text.delta", f);
 }
@@ -573,9 +573,9 @@ static json_t *resp_final(struct chat_req *c, const char *text, size_t len, cons
     json_t *o = gw_response_object(&c->rs, strcmp(finish, "length") ? "completed" : "incomplete",
                                    text, len, &ru, NULL);
     if (c->convo && json_is_true(json_object_get(c->echo, "store"))) {
-        json_t *m = json_object(), *t = json_stringn(text, len);
+        json_t *m = json_object();
         json_object_set_new(m, "role", json_string("assistant"));
-        json_object_set_new(m, "content", t ? t : json_string(""));
+        json_object_set_new(m, "content", gw_response_string(text, len));
         json_array_append_new(c->convo, m);
         char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         char *msgs = json_dumps(c->convo, JSON_COMPACT);
@@ -600,8 +600,8 @@ static void resp_end(struct chat_req *c, const char *text, size_t len, const cha
         resp_begin(c);
     const char *status = strcmp(finish, "length") ? "completed" : "incomplete";
     json_t *done = resp_final(c, text, len, finish, u);
-    json_t *f = part_fields(c), *t = json_stringn(text, len);
-    json_object_set_new(f, "text", t ? t : json_string(""));
+    json_t *f = part_fields(c);
+    json_object_set_new(f, "text", gw_response_string(text, len));
     json_object_set_new(f, "logprobs", json_array());
     resp_send(c, "response.output_text.done", f);
     f = part_fields(c);

@@ -179,13 +179,6 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
         return refuse(out, param, msg, len, "tools",
                       "tools are not supported by this server (with tool_choice \"none\" "
                       "they are taken, and the answer is text).");
-    v = json_object_get(b, "parallel_tool_calls");
-    if (!absent(v) && !json_is_boolean(v))
-        return refuse(out, param, msg, len, "parallel_tool_calls",
-                      "parallel_tool_calls must be a boolean.");
-    v = json_object_get(b, "store");
-    if (!absent(v) && !json_is_boolean(v))
-        return refuse(out, param, msg, len, "store", "store must be a boolean.");
     v = json_object_get(b, "metadata");
     if (!absent(v)) {
         const char *k;
@@ -201,15 +194,19 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
                               "their keys of at most 64.");
         }
     }
-    static const char *const strings[] = {"instructions", "user", "safety_identifier",
-                                          "prompt_cache_key", "service_tier"};
-    for (size_t i = 0; i < sizeof strings / sizeof *strings; i++) {
-        v = json_object_get(b, strings[i]);
-        if (!absent(v) && !json_is_string(v)) {
-            snprintf(msg, len, "%s must be a string.", strings[i]);
-            json_decref(out);
-            *param = strings[i];
-            return NULL;
+    static const struct {
+        const char *key;
+        int boolean; /* else a string */
+    } typed[] = {{"instructions", 0},     {"user", 0},         {"safety_identifier", 0},
+                 {"prompt_cache_key", 0}, {"service_tier", 0}, {"parallel_tool_calls", 1},
+                 {"store", 1}};
+    for (size_t i = 0; i < sizeof typed / sizeof *typed; i++) {
+        v = json_object_get(b, typed[i].key);
+        if (!absent(v) && !(typed[i].boolean ? json_is_boolean(v) : json_is_string(v))) {
+            char why[64];
+            snprintf(why, sizeof why, "%s must be a %s.", typed[i].key,
+                     typed[i].boolean ? "boolean" : "string");
+            return refuse(out, param, msg, len, typed[i].key, why);
         }
     }
     v = json_object_get(b, "max_output_tokens");
@@ -277,7 +274,7 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
 
 /* ------------------------------------------------------------------ objects */
 
-static json_t *string_n(const char *s, size_t n)
+json_t *gw_response_string(const char *s, size_t n)
 {
     json_t *t = s ? json_stringn(s, n) : NULL;
     return t ? t : json_string(""); /* text that is not UTF-8 (never the engine's) */
@@ -289,7 +286,7 @@ json_t *gw_response_text_part(const char *text, size_t len)
     json_object_set_new(p, "type", json_string("output_text"));
     json_object_set_new(p, "annotations", json_array());
     json_object_set_new(p, "logprobs", json_array());
-    json_object_set_new(p, "text", string_n(text, len));
+    json_object_set_new(p, "text", gw_response_string(text, len));
     return p;
 }
 

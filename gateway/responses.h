@@ -61,6 +61,9 @@ json_t *gw_response_event(struct gw_response *r, const char *type, json_t *field
 json_t *gw_response_message(const struct gw_response *r, const char *status, const char *text,
                             size_t len);
 
+/* text as a JSON string; "" for NULL or for bytes that are not UTF-8 (never the engine's). */
+json_t *gw_response_string(const char *s, size_t n);
+
 /* The output_text part of text (NULL: empty). */
 json_t *gw_response_text_part(const char *text, size_t len);
 
