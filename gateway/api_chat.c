@@ -25,6 +25,10 @@
 
 #define MAX_STOP 4
 
+struct usage {
+    int prompt, completion, cached;
+};
+
 struct chat_req {
     struct gw_gen_job job;
     int64_t reserved[2]; /* tokens reserved at admission: a minute's, the month's */
@@ -58,6 +62,20 @@ struct chat_req {
     gw_tenants *tenants;
     struct gw_tenant *tn;
     struct gw_usage_one use;
+    /* a completion of several prompts (batch_run()): the request's own chat_req runs one
+     * kid a prompt, each answered as the choice of its index, and replies when all are */
+    struct chat_req *parent; /* a kid's */
+    int index;               /* a kid's choice */
+    struct chat_req **kids;  /* the parent's */
+    int nkids, left;         /* kids, and those not answered yet */
+    const struct gw_llm *llm;
+    int ended;              /* the parent's reply is out (or its client gone) */
+    int err_status;         /* the parent's first error, replied when the kids are done */
+    const char *err_code;
+    char err_msg[320];
+    int done;               /* a kid answered: finish, got */
+    const char *finish;
+    struct usage got; /* as the reply reports it */
 };
 
 static double now_s(void)
@@ -105,6 +123,9 @@ static void chat_req_free(struct chat_req *c)
         free(c->stops[i]);
     free(c->bias);
     free(c->text);
+    for (int i = 0; i < c->nkids; i++)
+        chat_req_free(c->kids[i]);
+    free(c->kids);
     gw_cache_key_deinit(&c->key);
     gw_cache_sem_deinit(&c->sem);
     json_decref(c->echo);
@@ -344,6 +365,15 @@ static int prompt_ids(const struct gw_llm *llm, json_t *pr, struct chat_req *c,
     return 0;
 }
 
+/* prompt as several prompts (strings, or arrays of token ids), answered as a choice each;
+ * NULL when it is one prompt (checked by completion_prompt()). */
+static json_t *several_prompts(json_t *b)
+{
+    json_t *pr = json_object_get(b, "prompt");
+    json_t *first = json_array_get(pr, 0);
+    return json_array_size(pr) > 1 && !json_is_integer(first) ? pr : NULL;
+}
+
 static int completion_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct parsed *p)
 {
     json_t *pr = json_object_get(b, "prompt");
@@ -353,9 +383,6 @@ static int completion_prompt(gw_server *srv, json_t *b, struct chat_req *c, stru
         pr = one; /* a batch of one prompt */
     if (json_is_array(pr) && json_array_size(pr) > 0 && json_is_integer(json_array_get(pr, 0)))
         return prompt_ids(llm, pr, c, p);
-    if (json_is_array(pr) && json_array_size(pr) > 1)
-        return bad(p, "prompt", "One prompt per request is supported (n = 1); send the others "
-                                "as requests of their own.");
     if (!json_is_string(pr) || json_string_length(pr) == 0)
         return bad(p, "prompt", "prompt must be a non-empty string or an array of token ids.");
     struct eng_chat_prompt raw = {.text = (char *)json_string_value(pr),
@@ -409,7 +436,7 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
 {
     json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
     json_t *ch = json_object();
-    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "index", json_integer(c->index));
     if (c->chat) {
         json_t *delta = json_object();
         if (!c->started)
@@ -444,10 +471,6 @@ static void stream_error(struct chat_req *c, int status, const char *msg)
     gw_reply_sse_json(c->req, oai_error(msg, oai_error_type(status, NULL), NULL, NULL));
     gw_reply_sse_end(c->req);
 }
-
-struct usage {
-    int prompt, completion, cached;
-};
 
 /* The JSON reply of a whole answer, written as json_dumps writes the same object (compact,
  * in this order). Text that is not UTF-8 leaves its key out, as a json_t would. */
@@ -635,9 +658,15 @@ static void reply_response(struct chat_req *c, const char *text, size_t len, con
 
 /* ------------------------------------------------------------------ the engine's events */
 
+static void kid_event(struct chat_req *c, struct gw_gen_event *ev);
+
 static void on_event(struct gw_gen_event *ev)
 {
     struct chat_req *c = (struct chat_req *)ev->job;
+    if (c->parent) {
+        kid_event(c, ev);
+        return;
+    }
     if (!c->req || gw_req_gone(c->req)) {
         c->req = NULL; /* the client left; the request is freed, the engine cancelled */
         c->use.cancelled = 1;
@@ -710,7 +739,7 @@ static void on_event(struct gw_gen_event *ev)
         reply_answer(c, c->text ? c->text : "", c->len, finish, u);
     }
     /* only a complete answer is stored, once its response is out */
-    if (c->store && !ev->err && !c->timed_out && ev->finish != ENG_FINISH_LENGTH) {
+    if (c->store && !ev->err && !c->timed_out && ev->finish == ENG_FINISH_STOP) {
         gw_server *srv = gw_req_server(c->req);
         gw_cache_put(gw_server_cache(srv), c->tenant, &c->key, c->sem.vec,
                      gw_server_config(srv)->engine_model_name, c->text ? c->text : "", c->len,
@@ -812,6 +841,19 @@ static size_t piece_len(const char *s, size_t n)
     return i ? i : n;
 }
 
+/* A cached answer as a stream's chunks, shaped like a live one's: the role (chat), the text
+ * in pieces, then the finish reason. */
+static void replay_chunks(struct chat_req *c, const char *text, size_t len, const char *finish)
+{
+    send_chunk(c, NULL, 0, NULL);
+    for (size_t off = 0; off < len;) {
+        size_t n = piece_len(text + off, len - off);
+        send_chunk(c, text + off, n, NULL);
+        off += n;
+    }
+    send_chunk(c, NULL, 0, finish);
+}
+
 /* Answers from a cache entry, as JSON or as a stream shaped like a live one. */
 static void reply_hit(struct chat_req *c, const struct store_hit *h, int semantic)
 {
@@ -834,13 +876,7 @@ static void reply_hit(struct chat_req *c, const struct store_hit *h, int semanti
     }
     if (c->stream) {
         gw_reply_sse_start(c->req);
-        send_chunk(c, NULL, 0, NULL);
-        for (size_t off = 0; off < h->answer_len;) {
-            size_t n = piece_len(h->answer + off, h->answer_len - off);
-            send_chunk(c, h->answer + off, n, NULL);
-            off += n;
-        }
-        send_chunk(c, NULL, 0, finish);
+        replay_chunks(c, h->answer, h->answer_len, finish);
         if (c->include_usage) {
             json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
             json_object_set_new(o, "choices", json_array());
@@ -862,6 +898,7 @@ static void reply_not_cached(struct chat_req *c)
 }
 
 static void start_engine(struct chat_req *c);
+static void batch_run(struct chat_req *c, json_t *b, json_t *prompts);
 
 /* A prompt (with max_tokens, when the request sets it) longer than the engine runs. */
 static int context_exceeded(const struct gw_llm *llm, struct chat_req *c, struct parsed *p)
@@ -886,6 +923,54 @@ static int context_exceeded(const struct gw_llm *llm, struct chat_req *c, struct
         return 0;
     }
     return -1;
+}
+
+/* The request's cache key, when the cache is on and the request has one (c->cacheable).
+ * -1: out of memory. */
+static int cache_key(struct chat_req *c, json_t *b)
+{
+    gw_server *srv = gw_req_server(c->req);
+    if (!gw_server_config(srv)->cache_enabled || !gw_server_cache(srv))
+        return 0;
+    int krc = gw_cache_key_make(b, c->chat, c->tenant, &c->key);
+    if (krc < 0)
+        return -1;
+    c->cacheable = krc == 0;
+    c->store = c->cacheable && !c->ctl.no_store;
+    return 0;
+}
+
+/* The exact cache's entry that answers c, counted as served, with c->job.n_prompt set; or
+ * NULL. An exact hit is found before the prompt is tokenized: the entry knows its prompt's
+ * length, unless it was imported. *refused: the engine would refuse the request (too long
+ * for its context; p says why), and so the cache does too. */
+static const struct store_hit *exact_hit(struct chat_req *c, json_t *b, struct parsed *p,
+                                         int *refused)
+{
+    gw_server *srv = gw_req_server(c->req);
+    gw_cache *cache = gw_server_cache(srv);
+    const struct store_hit *h;
+    *refused = 0;
+    if (!c->cacheable || c->ctl.no_cache ||
+        !gw_cache_exact(cache, c->tenant, &c->key, c->job.params.max_tokens, &h))
+        return NULL;
+    /* the entry's prompt length is this request's when it asked in the same bytes */
+    int same = h->query_len == c->key.query_len && !memcmp(h->query, c->key.query, h->query_len);
+    c->job.n_prompt = same ? h->prompt_tokens : 0;
+    if (!c->job.n_prompt) { /* imported (counted once, then the entry knows), or asked in
+                             * other white space: this request's own count */
+        if (c->chat ? chat_prompt(srv, b, c, p) : completion_prompt(srv, b, c, p))
+            c->job.n_prompt = 0;
+        else if (same)
+            gw_cache_exact_prompt_tokens(cache, c->job.n_prompt);
+    }
+    if (c->job.n_prompt && context_exceeded(gw_server_llm(srv), c, p)) {
+        *refused = 1;
+        return NULL;
+    }
+    c->use = (struct gw_usage_one){.hit = 1, .saved = h->completion_tokens};
+    gw_cache_served(cache, h, 0);
+    return h;
 }
 
 static void on_semantic(struct gw_cache_sem *s)
@@ -1017,10 +1102,20 @@ static void handle(struct gw_req *r, int chat, int resp)
     }
     /* what it may use: its prompt (about 4 bytes a token of the body, and of the stored
      * conversation a response continues) and max_tokens */
+    json_t *prompts = chat ? NULL : several_prompts(b);
+    const int64_t answers = prompts ? (int64_t)json_array_size(prompts) : 1;
+    if (answers > cfg->engine_max_num_seqs + cfg->engine_max_waiting) {
+        snprintf(p.msg, sizeof p.msg, "At most %lld prompts a request are served (the engine "
+                 "runs engine.max_num_seqs and queues engine.max_waiting).",
+                 (long long)(cfg->engine_max_num_seqs + cfg->engine_max_waiting));
+        gw_reply_error(r, 400, p.msg, "prompt", NULL);
+        goto out;
+    }
     size_t body_len;
     gw_req_body(r, &body_len);
     body_len += c->history_bytes;
-    if (gw_tenants_admit(tenants, tn, r, (int64_t)(body_len / 4) + c->job.params.max_tokens,
+    if (gw_tenants_admit(tenants, tn, r,
+                         (int64_t)(body_len / 4) + answers * c->job.params.max_tokens,
                          c->reserved))
         goto out;
     c->tenants = tenants;
@@ -1043,39 +1138,22 @@ static void handle(struct gw_req *r, int chat, int resp)
     }
     c->t0 = now_s();
     c->tenant = tn->id;
-    gw_cache *cache = gw_server_cache(srv);
-    if (cfg->cache_enabled && cache) {
-        int krc = gw_cache_key_make(b, chat, c->tenant, &c->key);
-        if (krc < 0) {
-            chat_error(c, 503, "Out of memory; try again.", NULL, NULL);
-            goto out;
-        }
-        c->cacheable = krc == 0;
-        c->store = c->cacheable && !c->ctl.no_store;
+    if (prompts) {
+        batch_run(c, b, prompts);
+        return;
     }
-    /* an exact hit is answered before the prompt is tokenized: the entry knows its prompt's
-     * length, unless it was imported */
-    const struct store_hit *h;
-    if (c->cacheable && !c->ctl.no_cache &&
-        gw_cache_exact(cache, c->tenant, &c->key, c->job.params.max_tokens, &h)) {
-        /* the entry's prompt length is this request's when it asked in the same bytes */
-        int same = h->query_len == c->key.query_len &&
-                   !memcmp(h->query, c->key.query, h->query_len);
-        c->job.n_prompt = same ? h->prompt_tokens : 0;
-        if (!c->job.n_prompt) { /* imported (counted once, then the entry knows), or asked
-                                 * in other white space: this request's own count */
-            if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p))
-                c->job.n_prompt = 0;
-            else if (same)
-                gw_cache_exact_prompt_tokens(cache, c->job.n_prompt);
-        }
-        /* a request the engine would refuse is refused from the cache too */
-        if (c->job.n_prompt && context_exceeded(gw_server_llm(srv), c, &p)) {
-            chat_error(c, 400, p.msg, param_of(c, p.param), "context_length_exceeded");
-            goto out;
-        }
-        c->use = (struct gw_usage_one){.hit = 1, .saved = h->completion_tokens};
-        gw_cache_served(cache, h, 0);
+    gw_cache *cache = gw_server_cache(srv);
+    if (cache_key(c, b)) {
+        chat_error(c, 503, "Out of memory; try again.", NULL, NULL);
+        goto out;
+    }
+    int refused;
+    const struct store_hit *h = exact_hit(c, b, &p, &refused);
+    if (refused) {
+        chat_error(c, 400, p.msg, param_of(c, p.param), "context_length_exceeded");
+        goto out;
+    }
+    if (h) {
         reply_hit(c, h, 0);
         goto out;
     }
@@ -1112,6 +1190,20 @@ out:
     json_decref(b);
 }
 
+/* c's reply waits for its engine jobs: gone runs if its client leaves first, and timeout
+ * once engine.request_timeout_ms has passed. */
+static void defer_engine(struct chat_req *c, void (*gone)(void *), event_callback_fn timeout)
+{
+    gw_server *srv = gw_req_server(c->req);
+    const int64_t ms = gw_server_config(srv)->engine_request_timeout_ms;
+    gw_req_defer(c->req);
+    gw_req_on_gone(c->req, gone, c);
+    if ((c->timeout = evtimer_new(gw_server_base(srv), timeout, c))) {
+        struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000)};
+        evtimer_add(c->timeout, &tv);
+    }
+}
+
 /* Runs the request on the engine; replies (now on failure, later otherwise). Takes c. */
 static void start_engine(struct chat_req *c)
 {
@@ -1133,19 +1225,303 @@ static void start_engine(struct chat_req *c)
         return;
     }
     c->engine = 1;
-    gw_req_defer(r);
-    gw_req_on_gone(r, on_gone, c);
-    if ((c->timeout = evtimer_new(gw_server_base(srv), on_timeout, c))) {
-        struct timeval tv = {(time_t)(cfg->engine_request_timeout_ms / 1000),
-                             (suseconds_t)(cfg->engine_request_timeout_ms % 1000 * 1000)};
-        evtimer_add(c->timeout, &tv);
-    }
+    defer_engine(c, on_gone, on_timeout);
     if (gw_server_cache(srv) && cfg->cache_enabled)
         cache_headers(c, NULL, 0, 0);
     if (c->stream)
         gw_reply_sse_start(r);
     if (c->stream && c->resp) /* created and in progress at once, as OpenAI says them */
         resp_begin(c);
+}
+
+/* ------------------------------------------------------------------ several prompts */
+
+/* The parent's engine jobs not answered yet are cancelled (its client left, or one failed
+ * or timed out); their last events still come. */
+static void batch_cancel(struct chat_req *c, int timed_out)
+{
+    for (int i = 0; i < c->nkids; i++) {
+        struct chat_req *k = c->kids[i];
+        if (k->engine && !k->done) {
+            k->timed_out |= timed_out;
+            gw_engw_cancel(c->llm->w, &k->job);
+        }
+    }
+}
+
+static void batch_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    batch_cancel(arg, 1);
+}
+
+static void batch_gone(void *arg)
+{
+    batch_cancel(arg, 0);
+}
+
+/* The parent's first error; replied when its kids are done, or at once in a stream (whose
+ * other answers are then cancelled). */
+static void batch_error(struct chat_req *c, int status, const char *msg, const char *code)
+{
+    if (c->err_status)
+        return;
+    c->err_status = status;
+    c->err_code = code;
+    snprintf(c->err_msg, sizeof c->err_msg, "%s", msg);
+    c->use.failed = 1;
+    if (c->stream && c->req && !c->ended) {
+        stream_error(c, status, msg);
+        c->ended = 1;
+        c->req = NULL; /* the reply is over */
+    }
+    batch_cancel(c, 0);
+}
+
+/* All kids are done: the reply (unless it is out), the tenant's usage, and c is freed. */
+static void batch_end(struct chat_req *c)
+{
+    struct usage sum = {0};
+    int hits = 0;
+    for (int i = 0; i < c->nkids; i++) {
+        const struct chat_req *k = c->kids[i];
+        sum.prompt += k->got.prompt;
+        sum.completion += k->got.completion;
+        sum.cached += k->got.cached;
+        c->use.prompt += k->use.prompt;
+        c->use.completion += k->use.completion;
+        c->use.cached += k->use.cached;
+        c->use.saved += k->use.saved;
+        hits += k->use.hit == 1;
+    }
+    c->use.hit = hits == c->nkids; /* a request of exact hits alone is a hit */
+    if (c->req && !c->ended && c->err_status) {
+        gw_reply_error(c->req, c->err_status, c->err_msg, NULL, c->err_code);
+    } else if (c->req && !c->ended && c->stream) {
+        if (c->include_usage) {
+            json_t *o = envelope(c, "text_completion");
+            json_object_set_new(o, "choices", json_array());
+            json_object_set_new(o, "usage", usage_json(sum.prompt, sum.completion, sum.cached));
+            gw_reply_sse_json(c->req, o);
+        }
+        gw_reply_sse_end(c->req);
+    } else if (c->req && !c->ended) {
+        json_t *o = envelope(c, "text_completion"), *choices = json_array();
+        for (int i = 0; i < c->nkids; i++) {
+            const struct chat_req *k = c->kids[i];
+            json_t *ch = json_object();
+            json_object_set_new(ch, "index", json_integer(i));
+            json_t *t = json_stringn(k->text ? k->text : "", k->len);
+            if (t) /* text that is not UTF-8 leaves its key out, as in one answer's reply */
+                json_object_set_new(ch, "text", t);
+            json_object_set_new(ch, "logprobs", json_null());
+            json_object_set_new(ch, "finish_reason", json_string(k->finish));
+            json_array_append_new(choices, ch);
+        }
+        json_object_set_new(o, "choices", choices);
+        json_object_set_new(o, "usage", usage_json(sum.prompt, sum.completion, sum.cached));
+        gw_reply_json(c->req, 200, o, 0);
+    }
+    chat_req_free(c);
+}
+
+/* An engine event of a kid: its text goes out as its choice's chunks (a stream) or is
+ * kept; its end is counted, and the last kid's ends the parent. */
+static void kid_event(struct chat_req *k, struct gw_gen_event *ev)
+{
+    struct chat_req *c = k->parent;
+    if (c->req && gw_req_gone(c->req)) {
+        c->req = NULL; /* freed: the kids have gone with their client */
+        c->use.cancelled = 1;
+    }
+    const int live = c->req && !c->ended;
+    if (!ev->done && !k->t_first) {
+        k->t_first = now_s();
+        gw_metric_observe(c->llm->ttft, k->t_first - k->t0);
+    }
+    if (!ev->done) {
+        if (live && c->stream)
+            send_chunk(k, ev->text, ev->len, NULL);
+        if (!c->stream || k->store)
+            append_text(k, ev->text, ev->len);
+        free(ev);
+        return;
+    }
+    k->done = 1;
+    k->use.prompt = ev->prompt_tokens;
+    k->use.completion = ev->completion_tokens;
+    k->use.cached = ev->cached_tokens;
+    k->got = (struct usage){ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens};
+    k->finish = ev->finish == ENG_FINISH_LENGTH || k->timed_out ? "length" : "stop";
+    if (!ev->err) {
+        double t = now_s();
+        gw_metric_observe(c->llm->e2e, t - k->t0);
+        if (ev->completion_tokens > 1 && k->t_first)
+            gw_metric_observe(c->llm->tpot, (t - k->t_first) / (ev->completion_tokens - 1));
+    }
+    if (ev->err) {
+        batch_error(c, ev->err == ENG_EINVAL || ev->err == ENG_EFULL ? 400 : 500,
+                    ev->err == ENG_EFULL ? "The prompt does not fit in the engine's KV cache."
+                                         : eng_strerror(ev->err), NULL);
+    } else if (k->timed_out && !c->stream) {
+        batch_error(c, 504, "The generation exceeded engine.request_timeout_ms.", "timeout");
+    } else if (live && c->stream && !ev->err) {
+        if (!k->started)
+            send_chunk(k, NULL, 0, NULL);
+        send_chunk(k, NULL, 0, k->finish);
+    }
+    /* only a complete answer is stored, as a request of its prompt alone stores it */
+    if (c->req && k->store && !ev->err && !k->timed_out && ev->finish == ENG_FINISH_STOP) {
+        gw_server *srv = gw_req_server(c->req);
+        gw_cache_put(gw_server_cache(srv), k->tenant, &k->key, NULL,
+                     gw_server_config(srv)->engine_model_name, k->text ? k->text : "", k->len,
+                     ev->prompt_tokens, ev->completion_tokens, k->ctl.ttl_s);
+    }
+    free(ev);
+    if (--c->left == 0)
+        batch_end(c);
+}
+
+/* A kid of c for its prompt i (kb: the request with that prompt alone), tokenized, or
+ * answered from the exact cache. 0; else p says why the request is refused: KID_BAD, or
+ * KID_LONG (too long for the engine's context), or KID_OOM. */
+enum { KID_BAD = 1, KID_LONG, KID_OOM };
+static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
+{
+    struct chat_req *k = calloc(1, sizeof *k);
+    if (!k)
+        return KID_OOM;
+    c->kids[c->nkids++] = k;
+    k->req = c->req;
+    k->parent = c;
+    k->index = i;
+    memcpy(k->id, c->id, sizeof k->id);
+    k->created = c->created;
+    k->t0 = c->t0;
+    k->tenant = c->tenant;
+    k->ctl = c->ctl;
+    k->job.ns = c->job.ns;
+    if (parse_common(kb, gw_server_config(gw_req_server(c->req)), k, p))
+        return KID_BAD; /* not met: the request's own parameters passed */
+    if (cache_key(k, kb))
+        return KID_OOM;
+    int refused;
+    const struct store_hit *h = exact_hit(k, kb, p, &refused);
+    if (refused)
+        return KID_LONG;
+    if (h) { /* the entry is the cache's until its next lookup: the answer is copied */
+        k->done = 1;
+        k->store = 0;
+        k->finish = h->finish_reason && !strcmp(h->finish_reason, "length") ? "length" : "stop";
+        k->got = (struct usage){k->job.n_prompt, h->completion_tokens, 0};
+        append_text(k, h->answer, h->answer_len);
+        return h->answer_len && k->len != h->answer_len ? KID_OOM : 0;
+    }
+    if (completion_prompt(gw_req_server(c->req), kb, k, p))
+        return p->param ? KID_BAD : KID_OOM;
+    return context_exceeded(c->llm, k, p) ? KID_LONG : 0;
+}
+
+/* The kids of c for its prompts: 0, or -1 after refusing the request. */
+static int batch_kids(struct chat_req *c, json_t *b, json_t *prompts)
+{
+    const size_t n = json_array_size(prompts);
+    struct parsed p = {0};
+    char msg[sizeof p.msg + 32];
+    if (!(c->kids = calloc(n, sizeof *c->kids))) {
+        chat_error(c, 503, "Out of memory; try again.", NULL, NULL);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *pr = json_array_get(prompts, i);
+        if (!json_is_string(pr) &&
+            !(json_is_array(pr) && json_is_integer(json_array_get(pr, 0)))) {
+            snprintf(msg, sizeof msg, "prompt[%zu] must be a non-empty string or an array of "
+                     "token ids.", i);
+            chat_error(c, 400, msg, "prompt", NULL);
+            return -1;
+        }
+        json_t *kb = json_copy(b);
+        int rc = !kb || json_object_set(kb, "prompt", pr) ? KID_OOM
+                                                          : kid_make(c, kb, (int)i, &p);
+        json_decref(kb);
+        if (rc == KID_OOM) {
+            chat_error(c, 503, "Out of memory; try again.", NULL, NULL);
+            return -1;
+        }
+        if (rc) {
+            snprintf(msg, sizeof msg, "prompt[%zu]: %s", i, p.msg);
+            chat_error(c, 400, msg, p.param, rc == KID_LONG ? "context_length_exceeded" : NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A completion of several prompts, admitted as one request (c; b is taken): one engine job
+ * (or exact cache hit) a prompt, all refused if one is. The reply has a choice a prompt,
+ * in their order; a stream interleaves the choices' chunks, the cache's answers first. */
+static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
+{
+    struct gw_req *r = c->req;
+    gw_server *srv = gw_req_server(r);
+    const struct gw_config *cfg = gw_server_config(srv);
+    c->llm = gw_server_llm(srv);
+    int rc = batch_kids(c, b, prompts);
+    json_decref(b);
+    if (rc) {
+        chat_req_free(c);
+        return;
+    }
+    int misses = 0;
+    for (int i = 0; i < c->nkids; i++)
+        misses += !c->kids[i]->done;
+    if (misses && c->ctl.only_if_cached) {
+        reply_not_cached(c);
+        chat_req_free(c);
+        return;
+    }
+    for (int i = 0; i < c->nkids; i++) {
+        struct chat_req *k = c->kids[i];
+        if (k->done)
+            continue;
+        k->job.on_event = on_event;
+        if ((rc = gw_engw_submit(c->llm->w, &k->job)))
+            break;
+        k->engine = 1;
+        c->left++;
+    }
+    if (rc) { /* refused whole: the jobs submitted are cancelled, and their ends counted */
+        if (rc == ENG_EFULL)
+            gw_reply_retry_after(r, 1);
+        chat_error(c, rc == ENG_EFULL ? 429 : 503,
+                   rc == ENG_EFULL ? "The engine's queue is full; retry shortly."
+                                   : "Out of memory; try again.",
+                   NULL, rc == ENG_EFULL ? "rate_limit_exceeded" : NULL);
+        c->req = NULL;
+        c->ended = 1;
+        batch_cancel(c, 0);
+        if (!c->left)
+            batch_end(c);
+        return;
+    }
+    if (c->left)
+        defer_engine(c, batch_gone, batch_timeout);
+    if (gw_server_cache(srv) && cfg->cache_enabled) {
+        gw_reply_header(r, "X-Cache", misses ? "MISS" : "HIT");
+        if (!misses)
+            gw_reply_header(r, "X-Cache-Kind", "exact");
+    }
+    if (c->stream) {
+        gw_reply_sse_start(r);
+        for (int i = 0; i < c->nkids; i++)
+            if (c->kids[i]->done)
+                replay_chunks(c->kids[i], c->kids[i]->text ? c->kids[i]->text : "",
+                              c->kids[i]->len, c->kids[i]->finish);
+    }
+    if (!c->left)
+        batch_end(c);
 }
 
 void gw_handle_chat_completions(struct gw_req *r)

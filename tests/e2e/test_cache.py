@@ -162,6 +162,54 @@ def test_a_completion_prompt_is_cached_exactly_as_written(server):
         assert r.status_code == 504 and r.json()["error"]["code"] == "cache_miss", other
 
 
+def test_several_prompts_are_cached_each_as_if_alone(server):
+    """Each prompt of a completion of several is looked up and stored as the same prompt
+    asked alone: an imported answer serves its prompt inside the request, the others are
+    generated and then serve requests of their own; a request all of whose prompts are
+    cached is a hit, and only-if-cached refuses one that is not."""
+    c = client(server)
+    r = c.post("/admin/cache/import", content=json.dumps(
+        {"model": MODEL, "prompt": "Roses are red,", "stop": ["."], "temperature": 0,
+         "answer": " violets are blue"}), headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 200 and r.json()["imported"] == 1, r.text
+    prompts = ["The capital of France is", "Roses are red,", "The sky is"]
+    body = {"model": MODEL, "prompt": prompts, "stop": ["."], "max_tokens": 16,
+            "temperature": 0}
+    r = c.post("/v1/completions", json=body)
+    assert r.status_code == 200 and r.headers["X-Cache"] == "MISS", r.text
+    texts = [ch["text"] for ch in r.json()["choices"]]
+    assert texts[1] == " violets are blue"
+    assert [ch["finish_reason"] for ch in r.json()["choices"]] == ["stop"] * 3, r.text
+    # the engine's prompt and answer tokens are those of the two it ran, plus the hit's
+    u = r.json()["usage"]
+    assert u["completion_tokens"] > 0 and u["prompt_tokens"] > 0
+    for p, text in zip(prompts, texts):
+        alone = dict(body, prompt=p)
+        deadline = time.monotonic() + 15
+        while True:  # stored after the response
+            hit = c.post("/v1/completions", json=alone,
+                         headers={"Cache-Control": "only-if-cached"})
+            if hit.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert hit.status_code == 200 and hit.headers["X-Cache-Kind"] == "exact", hit.text
+        assert hit.json()["choices"][0]["text"] == text
+    both = c.post("/v1/completions", json=body, headers={"Cache-Control": "only-if-cached"})
+    assert both.status_code == 200 and both.headers["X-Cache"] == "HIT", both.text
+    assert [ch["text"] for ch in both.json()["choices"]] == texts
+    stream = c.post("/v1/completions", json=dict(body, stream=True))
+    assert stream.status_code == 200 and stream.headers["X-Cache"] == "HIT"
+    streamed = [""] * 3
+    for line in stream.text.splitlines():
+        if line.startswith("data: {"):
+            for ch in json.loads(line[6:])["choices"]:
+                streamed[ch["index"]] += ch["text"]
+    assert streamed == texts and stream.text.rstrip().endswith("data: [DONE]")
+    r = c.post("/v1/completions", json=dict(body, prompt=prompts + ["A new prompt"]),
+               headers={"Cache-Control": "only-if-cached"})
+    assert r.status_code == 504 and r.json()["error"]["code"] == "cache_miss", r.text
+
+
 def embedded_texts(c):
     for line in c.get("/metrics").text.splitlines():
         if line.startswith("cachegate_embed_texts_total "):

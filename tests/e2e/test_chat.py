@@ -99,8 +99,8 @@ def test_completions_endpoint(server):
 
 def test_completions_prompt_as_token_ids(server):
     """/v1/completions takes the prompt as token ids too (llama.cpp's ids for the text,
-    committed fixture): the same greedy answer and prompt count as the text; several
-    prompts in one request are refused, naming prompt."""
+    committed fixture): the same greedy answer and prompt count as the text; ids out of the
+    vocabulary are refused, naming prompt."""
     fx = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "engine" /
                      "llamacpp.json").read_text())
     row = next(t for t in fx["texts"] if t["text"].startswith("The quick brown fox"))
@@ -111,9 +111,134 @@ def test_completions_prompt_as_token_ids(server):
         assert ids.choices[0].text == text.choices[0].text
         assert ids.usage.prompt_tokens == text.usage.prompt_tokens == len(row["ids"])
     with client(server) as h:
-        for prompt in (["a", "b"], [1, -1], [10 ** 9]):
+        for prompt in ([1, -1], [10 ** 9]):
             r = h.post("/v1/completions", json={"model": MODEL, "prompt": prompt})
             assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+
+
+def token_ids_row():
+    fx = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "engine" /
+                     "llamacpp.json").read_text())
+    return next(t for t in fx["texts"] if t["text"].startswith("The quick brown fox"))
+
+
+SEVERAL = ["The capital of France is", token_ids_row()["ids"], "1, 2, 3, 4,",
+           "Once upon a time"]
+
+
+def test_completions_of_several_prompts(server):
+    """A completion of several prompts (strings or token ids, as LangChain's completions LLM
+    sends its batches) has a choice a prompt, in their order, each the greedy answer of its
+    prompt asked alone; its usage adds theirs up."""
+    c = sdk(server)
+    alone = [c.completions.create(model=MODEL, prompt=p, max_tokens=8, temperature=0)
+             for p in SEVERAL]
+    r = c.completions.create(model=MODEL, prompt=SEVERAL, max_tokens=8, temperature=0)
+    assert r.object == "text_completion" and r.id.startswith("cmpl-")
+    assert [ch.index for ch in r.choices] == [0, 1, 2, 3]
+    assert [ch.text for ch in r.choices] == [a.choices[0].text for a in alone]
+    assert all(ch.text for ch in r.choices)
+    assert [ch.finish_reason for ch in r.choices] == [a.choices[0].finish_reason for a in alone]
+    assert r.usage.prompt_tokens == sum(a.usage.prompt_tokens for a in alone)
+    assert r.usage.completion_tokens == sum(a.usage.completion_tokens for a in alone)
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_stream_of_several_prompts(server):
+    """Streamed, the choices' chunks interleave under one id; each choice ends with its
+    finish reason once, and the usage chunk adds them up."""
+    c = sdk(server)
+    whole = c.completions.create(model=MODEL, prompt=SEVERAL, max_tokens=8, temperature=0)
+    chunks = list(c.completions.create(model=MODEL, prompt=SEVERAL, max_tokens=8,
+                                       temperature=0, stream=True,
+                                       stream_options={"include_usage": True}))
+    texts, finish = [""] * len(SEVERAL), [None] * len(SEVERAL)
+    for ch in chunks[:-1]:
+        assert len(ch.choices) == 1
+        i = ch.choices[0].index
+        assert finish[i] is None, "text after the choice's finish reason"
+        texts[i] += ch.choices[0].text
+        finish[i] = ch.choices[0].finish_reason
+    assert texts == [ch.text for ch in whole.choices]
+    assert finish == [ch.finish_reason for ch in whole.choices]
+    assert len({ch.id for ch in chunks}) == 1
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage.prompt_tokens == whole.usage.prompt_tokens
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_several_prompts_are_refused_together(server):
+    """One bad prompt refuses the request, naming which; nothing is generated. More prompts
+    than the engine runs and queues are refused too."""
+    long = "word " * 9000
+    with client(server) as h:
+        for prompts, index, code in ((["Hello", ""], 1, None), (["Hello", [1, -1]], 1, None),
+                                     (["Hello", 7], 1, None), ([long, "Hello"], 0,
+                                                              "context_length_exceeded")):
+            r = h.post("/v1/completions", json={"model": MODEL, "prompt": prompts})
+            assert r.status_code == 400, r.text
+            e = r.json()["error"]
+            assert e["param"] == "prompt" and f"prompt[{index}]" in e["message"], e
+            assert e["code"] == code
+        r = h.post("/v1/completions", json={"model": MODEL, "prompt": ["Hi"] * 273})
+        assert r.status_code == 400 and "At most 272 prompts" in r.json()["error"]["message"]
+    assert metric(server, "cachegate_engine_generated_tokens_total") in (None, 0)
+
+
+def test_a_client_leaving_several_prompts_cancels_them_all(server):
+    """A client that hangs up on a stream of several prompts cancels each of them: the
+    engine runs nothing more and its KV blocks are free again."""
+    with client(server) as c:
+        with c.stream("POST", "/v1/completions",
+                      json={"model": MODEL, "stream": True, "max_tokens": 2000,
+                            "temperature": 0, "prompt": ["1, 2, 3, 4,", "a, b, c, d,",
+                                                         "10, 20, 30,"]}) as r:
+            lines = r.iter_lines()
+            for _ in range(6):
+                next(lines)
+            assert wait_metric(server, "cachegate_engine_running_requests", 3) == 3
+    assert engine_idle(server)
+    assert metric(server, "cachegate_engine_generated_tokens_total") < 3000
+
+
+def test_several_prompts_the_queue_cannot_take_are_refused_whole(make_server):
+    """Prompts that would overrun the engine's queue are refused together (429), and those
+    already queued are cancelled (their places come back): the engine ends with no request
+    and no block held."""
+    server = make_server("[engine]\nmax_num_seqs = 2\nmax_waiting = 2\n")
+    with client(server) as c:
+        with c.stream("POST", "/v1/completions",
+                      json={"model": MODEL, "stream": True, "max_tokens": 2000,
+                            "temperature": 0, "prompt": "1, 2, 3, 4,"}) as blocker:
+            lines = blocker.iter_lines()
+            next(lines)  # it runs: three places are left
+            r = c.post("/v1/completions", json={"model": MODEL, "max_tokens": 8,
+                                                "prompt": ["a", "b", "c", "d"]})
+            assert r.status_code == 429 and r.headers["retry-after"] == "1", r.text
+            assert r.json()["error"]["code"] == "rate_limit_exceeded"
+            # the places come back once the engine has dropped the cancelled jobs
+            deadline = time.time() + 10
+            while True:
+                r = c.post("/v1/completions", json={"model": MODEL, "max_tokens": 8,
+                                                    "prompt": ["a", "b", "c"]})
+                if r.status_code != 429 or time.time() > deadline:
+                    break
+                time.sleep(0.1)
+            assert r.status_code == 200 and len(r.json()["choices"]) == 3, r.text
+    assert engine_idle(server)
+
+
+def test_several_prompts_time_out_together(make_server):
+    server = make_server("[engine]\nrequest_timeout_ms = 400\n")
+    body = {"model": MODEL, "max_tokens": 2000, "temperature": 0,
+            "prompt": ["1, 2, 3, 4, 5, 6,", "Hello"]}
+    with client(server) as c:
+        r = c.post("/v1/completions", json=body)
+        assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
+    chunks = list(sdk(server).completions.create(stream=True, **body))
+    finish = {ch.choices[0].index: ch.choices[0].finish_reason for ch in chunks
+              if ch.choices[0].finish_reason}
+    assert finish[0] == "length"
 
 
 def test_stop_string_is_not_emitted(server):
@@ -414,6 +539,26 @@ def metric(server, name):
     return float(m.group(1)) if m else None  # None: not set yet
 
 
+def wait_metric(server, name, value, timeout=5):
+    """The metric once it has the value, or after timeout: the engine thread publishes its
+    gauges after each step."""
+    deadline = time.time() + timeout
+    while metric(server, name) != value and time.time() < deadline:
+        time.sleep(0.05)
+    return metric(server, name)
+
+
+def engine_idle(server, timeout=10):
+    """Whether the engine comes to run nothing and hold no KV block within timeout."""
+    deadline = time.time() + timeout
+    while True:
+        idle = (metric(server, "cachegate_engine_running_requests") == 0 and
+                metric(server, "cachegate_engine_kv_blocks_used") == 0)
+        if idle or time.time() > deadline:
+            return idle
+        time.sleep(0.1)
+
+
 def test_disconnect_cancels_and_frees_blocks(server):
     with client(server) as c:
         with c.stream("POST", "/v1/completions",
@@ -423,20 +568,8 @@ def test_disconnect_cancels_and_frees_blocks(server):
             lines = r.iter_lines()
             for _ in range(3):
                 next(lines)
-            # the engine thread publishes its gauges after each step: wait for one
-            deadline = time.time() + 5
-            while metric(server, "cachegate_engine_running_requests") != 1 and \
-                    time.time() < deadline:
-                time.sleep(0.05)
-            assert metric(server, "cachegate_engine_running_requests") == 1
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        if (metric(server, "cachegate_engine_running_requests") == 0 and
-                metric(server, "cachegate_engine_kv_blocks_used") == 0):
-            break
-        time.sleep(0.1)
-    assert metric(server, "cachegate_engine_running_requests") == 0
-    assert metric(server, "cachegate_engine_kv_blocks_used") == 0
+            assert wait_metric(server, "cachegate_engine_running_requests", 1) == 1
+    assert engine_idle(server)
     assert metric(server, "cachegate_engine_generated_tokens_total") < 2000
 
 

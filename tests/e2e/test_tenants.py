@@ -252,6 +252,25 @@ def test_a_client_that_leaves_mid_stream_is_charged_for_what_was_generated(serve
     assert 'cachegate_tenant_requests_total{tenant="a",result="ok"}' not in text
 
 
+def test_a_completion_of_several_prompts_is_one_request_charged_for_all(server):
+    key = make_tenant(server, "a")
+    r = client(server, key).post("/v1/completions", json={
+        "model": MODEL, "prompt": ["Once upon a time", "The sky is", "1, 2, 3,"],
+        "max_tokens": 6, "temperature": 0}, headers={"Cache-Control": "no-store"})
+    assert r.status_code == 200 and len(r.json()["choices"]) == 3, r.text
+    u = r.json()["usage"]
+    deadline = time.monotonic() + 15
+    rows = []
+    while not rows and time.monotonic() < deadline:
+        time.sleep(0.5)  # usage is written in batches, about once a second
+        rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
+    assert rows and rows[0]["requests"] == 1, rows
+    assert rows[0]["prompt_tokens"] == u["prompt_tokens"], (rows, u)
+    assert rows[0]["completion_tokens"] == u["completion_tokens"] == 18, (rows, u)
+    text = admin(server).get("/metrics").text
+    assert 'cachegate_tenant_requests_total{tenant="a",result="ok"} 1' in text
+
+
 def test_a_limit_set_on_a_tenant_in_use_starts_with_its_whole_allowance(server):
     key = make_tenant(server, "a")
     c = client(server, key)
