@@ -127,9 +127,10 @@ struct gw_server {
     struct gw_llm llm;
     gw_metrics *metrics;
     gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
+    gw_metric *m_cert_expiry, *m_tls_reloads;
     struct conn *conns;
     long nconns;
-    struct event *sig_int, *sig_term, *drain_timer;
+    struct event *sig_int, *sig_term, *sig_hup, *drain_timer;
     int draining;
     struct timespec t_start, t_drain;
     time_t wall_start;
@@ -1537,6 +1538,37 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
     evtimer_add(srv->drain_timer, &tv);
 }
 
+/* SIGHUP: the TLS certificate and key are read again (a renewed certificate is served
+ * without a restart) and serve new connections; those open keep theirs. On a failure the
+ * ones before stay. */
+static void on_reload(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    gw_server *srv = arg;
+    const struct gw_config *cfg = srv->cfg;
+    char err[4400], generated[4200], subject[256], until[32] = "unknown";
+    SSL_CTX *ctx = tls_server_ctx_create(cfg->cert_file, cfg->key_file, cfg->data_dir,
+                                         generated, sizeof generated, err, sizeof err);
+    if (!ctx) {
+        gw_metric_add(srv->m_tls_reloads, 1, "failed");
+        gw_log_kv(GW_LOG_ERROR, "SIGHUP: the TLS certificate was not reloaded; the one "
+                  "loaded before is still served", "error", err, NULL);
+        return;
+    }
+    SSL_CTX_free(srv->ssl); /* each connection holds a reference to its own */
+    srv->ssl = ctx;
+    int64_t t = tls_ctx_certificate(ctx, subject, sizeof subject);
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (t >= 0 && gmtime_r(&tt, &tm))
+        strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    gw_metric_set(srv->m_cert_expiry, (double)t);
+    gw_metric_add(srv->m_tls_reloads, 1, "ok");
+    gw_log_kv(GW_LOG_INFO | GW_LOG_ALWAYS, "SIGHUP: TLS certificate reloaded", "subject",
+              subject, "not_after", until, generated[0] ? "generated" : NULL, generated, NULL);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -1584,9 +1616,20 @@ static int register_metrics(gw_server *srv)
     srv->m_info = gw_metrics_gauge(m, "cachegate_build_info",
                                    "Always 1; labels describe the running server.",
                                    "version,device");
+    srv->m_cert_expiry = gw_metrics_gauge(m, "cachegate_tls_certificate_expiry_timestamp_seconds",
+                                          "When the TLS certificate served expires (its "
+                                          "notAfter), seconds since the epoch.", NULL);
+    srv->m_tls_reloads = gw_metrics_counter(m, "cachegate_tls_reloads_total",
+                                            "TLS certificate reloads on SIGHUP, by result "
+                                            "(ok, or failed: the one before is still "
+                                            "served).", "result");
     if (!srv->m_requests || !srv->m_latency || !srv->m_conns || !srv->m_paused ||
-        !srv->m_uptime || !srv->m_start || !srv->m_info)
+        !srv->m_uptime || !srv->m_start || !srv->m_info || !srv->m_cert_expiry ||
+        !srv->m_tls_reloads)
         return -1;
+    gw_metric_add(srv->m_tls_reloads, 0, "ok");
+    gw_metric_add(srv->m_tls_reloads, 0, "failed");
+    gw_metric_set(srv->m_cert_expiry, (double)tls_ctx_certificate(srv->ssl, NULL, 0));
     gw_metric_set(srv->m_start, (double)srv->wall_start);
     gw_metric_set(srv->m_info, 1, GW_VERSION, srv->dev->use_cuda ? "cuda" : "cpu");
     return 0;
@@ -1944,8 +1987,10 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     srv->http = evhttp_new(srv->base);
     srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
     srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+    srv->sig_hup = evsignal_new(srv->base, SIGHUP, on_reload, srv);
     srv->drain_timer = evtimer_new(srv->base, drain_check, srv);
-    if (!srv->cq || !srv->http || !srv->sig_int || !srv->sig_term || !srv->drain_timer) {
+    if (!srv->cq || !srv->http || !srv->sig_int || !srv->sig_term || !srv->sig_hup ||
+        !srv->drain_timer) {
         snprintf(err, errlen, "out of memory creating the HTTP server");
         goto fail;
     }
@@ -1962,6 +2007,7 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     /* signals first: a client may act on the "listening" line at once */
     evsignal_add(srv->sig_int, NULL);
     evsignal_add(srv->sig_term, NULL);
+    evsignal_add(srv->sig_hup, NULL);
     if (bind_listener(srv, err, errlen))
         goto fail;
     return srv;
@@ -2010,6 +2056,8 @@ void gw_server_destroy(gw_server *srv)
         event_free(srv->sig_int);
     if (srv->sig_term)
         event_free(srv->sig_term);
+    if (srv->sig_hup)
+        event_free(srv->sig_hup);
     if (srv->drain_timer)
         event_free(srv->drain_timer);
     if (srv->base)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The newest error on OpenSSL's queue as text; the queue is cleared. */
@@ -189,4 +190,18 @@ fail:
     ssl_error(err, errlen, what);
     SSL_CTX_free(ctx);
     return NULL;
+}
+
+int64_t tls_ctx_certificate(SSL_CTX *ctx, char *subject, size_t sublen)
+{
+    X509 *crt = SSL_CTX_get0_certificate(ctx);
+    const ASN1_TIME *t = crt ? X509_get0_notAfter(crt) : NULL;
+    struct tm tm;
+    if (sublen)
+        subject[0] = 0;
+    if (!t || ASN1_TIME_to_tm(t, &tm) != 1)
+        return -1;
+    if (sublen)
+        X509_NAME_oneline(X509_get_subject_name(crt), subject, (int)sublen);
+    return (int64_t)timegm(&tm);
 }

@@ -3,12 +3,14 @@
  * the configuration, or a self-signed certificate for localhost/127.0.0.1/::1
  * generated on first start into DATA_DIR/tls/ and reused afterwards.
  *
- * Main thread, at start-up. The SSL_CTX is then shared read-only by the event loop.
+ * Main thread, at start-up, and the event loop on SIGHUP (a new context for new
+ * connections; those open keep the one they started with).
  */
 #ifndef GW_TLS_H
 #define GW_TLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct ssl_ctx_st SSL_CTX;
 
@@ -21,5 +23,9 @@ typedef struct ssl_ctx_st SSL_CTX;
 SSL_CTX *tls_server_ctx_create(const char *cert_file, const char *key_file,
                                const char *data_dir, char *generated_path, size_t genlen,
                                char *err, size_t errlen);
+
+/* The certificate's notAfter, in seconds since the epoch, and its subject (one line, may be
+ * cut); -1 when the context has none. */
+int64_t tls_ctx_certificate(SSL_CTX *ctx, char *subject, size_t sublen);
 
 #endif

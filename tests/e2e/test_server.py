@@ -734,6 +734,76 @@ def test_self_signed_certificate_is_reused(tmp_path, make_server):
         assert c.get("/health").status_code == 200
 
 
+def make_cert(directory, name, days):
+    """A self-signed P-256 certificate for 127.0.0.1 and localhost, written over
+    directory/cert.pem and key.pem; its DER."""
+    directory.mkdir(exist_ok=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(directory / "key.pem"),
+                    "-out", str(directory / "cert.pem"), "-days", str(days), "-subj",
+                    f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    return ssl.PEM_cert_to_DER_cert((directory / "cert.pem").read_text())
+
+
+def served_certificate(server):
+    """The DER certificate a new connection is served."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with server.tls_socket(ctx) as s:
+        return s.getpeercert(binary_form=True)
+
+
+def metric_value(server, series):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with httpx.Client(base_url=server.base_url, verify=ctx, timeout=10) as c:
+        for line in c.get("/metrics").text.splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[1])
+    return None
+
+
+def test_sighup_reloads_the_certificate_for_new_connections(tmp_path, make_server):
+    """A renewed certificate is served without a restart: SIGHUP reads the files again, new
+    connections get the new certificate, an open connection goes on, and /metrics says when
+    the one served expires. A pair that does not load leaves the one before in service."""
+    files = tmp_path / "certs"
+    first = make_cert(files, "first", 30)
+    server = make_server(f"[tls]\ncert_file = {files}/cert.pem\nkey_file = {files}/key.pem\n")
+    assert served_certificate(server) == first
+    expiry = "cachegate_tls_certificate_expiry_timestamp_seconds"
+    assert abs(metric_value(server, expiry) - (time.time() + 30 * 86400)) < 2 * 86400
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(cadata=ssl.DER_cert_to_PEM_cert(first))
+    kept = server.tls_socket(ctx)  # verified against the first certificate
+    health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    kept.sendall(health)
+    assert read_http_response(kept)[0] == 200
+
+    second = make_cert(files, "second", 90)
+    server.signal(signal.SIGHUP)
+    line = server.wait_log(lambda l: l.get("msg") == "SIGHUP: TLS certificate reloaded")
+    assert line and "CN=second" in line["subject"], line
+    assert served_certificate(server) == second
+    kept.sendall(health)  # the connection opened before goes on with its own
+    assert read_http_response(kept)[0] == 200
+    kept.close()
+    assert abs(metric_value(server, expiry) - (time.time() + 90 * 86400)) < 2 * 86400
+    assert metric_value(server, 'cachegate_tls_reloads_total{result="ok"}') == 1
+
+    make_cert(tmp_path / "other", "other", 30)  # a key that is not the certificate's
+    (files / "key.pem").write_bytes((tmp_path / "other" / "key.pem").read_bytes())
+    server.signal(signal.SIGHUP)
+    line = server.wait_log(lambda l: "not reloaded" in l.get("msg", ""))
+    assert line and "key values mismatch" in line["error"], line
+    assert served_certificate(server) == second
+    assert metric_value(server, 'cachegate_tls_reloads_total{result="failed"}') == 1
+    assert server.proc.poll() is None
+
+
 def test_shutdown_closes_many_idle_connections(server):
     socks = []
     for _ in range(16):
