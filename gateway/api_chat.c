@@ -73,9 +73,14 @@ struct chat_req {
     int err_status;         /* the parent's first error, replied when the kids are done */
     const char *err_code;
     char err_msg[320];
+    int refused;            /* the parent's engine jobs were refused (nothing charged) */
+    int window, running;    /* the parent runs at most window kids at once */
+    int next;               /* the next kid to submit */
+    int held;               /* tenant places held beyond its own (gw_tenants_hold()) */
     int done;               /* a kid answered: finish, got */
     const char *finish;
     struct usage got; /* as the reply reports it */
+    int64_t hit_id;   /* a kid answered from the cache: the entry, counted once served */
 };
 
 static double now_s(void)
@@ -114,6 +119,7 @@ static void chat_req_free(struct chat_req *c)
     if (c->tn) {
         c->use.reserved = c->reserved[0];
         c->use.reserved_month = c->reserved[1];
+        c->use.held = c->held;
         gw_tenants_done(c->tenants, c->tn, &c->use);
     }
     if (c->timeout)
@@ -940,8 +946,7 @@ static int cache_key(struct chat_req *c, json_t *b)
     return 0;
 }
 
-/* The exact cache's entry that answers c, counted as served, with c->job.n_prompt set; or
- * NULL. An exact hit is found before the prompt is tokenized: the entry knows its prompt's
+/* The exact cache's entry that answers c, with c->job.n_prompt set; or NULL. An exact hit is found before the prompt is tokenized: the entry knows its prompt's
  * length, unless it was imported. *refused: the engine would refuse the request (too long
  * for its context; p says why), and so the cache does too. */
 static const struct store_hit *exact_hit(struct chat_req *c, json_t *b, struct parsed *p,
@@ -969,7 +974,6 @@ static const struct store_hit *exact_hit(struct chat_req *c, json_t *b, struct p
         return NULL;
     }
     c->use = (struct gw_usage_one){.hit = 1, .saved = h->completion_tokens};
-    gw_cache_served(cache, h, 0);
     return h;
 }
 
@@ -984,7 +988,7 @@ static void on_semantic(struct gw_cache_sem *s)
     gw_cache *cache = gw_server_cache(gw_req_server(c->req));
     if (s->hit) {
         c->use = (struct gw_usage_one){.hit = 2, .saved = s->entry.completion_tokens};
-        gw_cache_served(cache, &s->entry, 1);
+        gw_cache_served(cache, s->entry.id, s->entry.completion_tokens, 1);
         reply_hit(c, &s->entry, 1);
         chat_req_free(c);
         return;
@@ -1154,6 +1158,7 @@ static void handle(struct gw_req *r, int chat, int resp)
         goto out;
     }
     if (h) {
+        gw_cache_served(cache, h->id, h->completion_tokens, 0);
         reply_hit(c, h, 0);
         goto out;
     }
@@ -1253,7 +1258,9 @@ static void batch_timeout(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    batch_cancel(arg, 1);
+    struct chat_req *c = arg;
+    c->timed_out = 1;
+    batch_cancel(c, 1);
 }
 
 static void batch_gone(void *arg)
@@ -1279,24 +1286,80 @@ static void batch_error(struct chat_req *c, int status, const char *msg, const c
     batch_cancel(c, 0);
 }
 
+/* A kid answered from the cache is counted as served (tokens saved, the entry's LRU). */
+static void kid_served(struct chat_req *k)
+{
+    gw_cache_served(gw_server_cache(gw_req_server(k->parent->req)), k->hit_id, k->use.saved, 0);
+    k->parent->use.saved += k->use.saved;
+}
+
+/* The kids of c not submitted yet will not be: timed out, or their request is over. In a
+ * stream that goes on, each ends with "length", as a timed-out answer does. */
+static void batch_drop_rest(struct chat_req *c)
+{
+    for (; c->next < c->nkids; c->next++) {
+        struct chat_req *k = c->kids[c->next];
+        if (k->done)
+            continue;
+        k->done = 1;
+        k->finish = "length";
+        c->left--;
+        if (c->req && !c->ended && c->stream && !c->err_status) {
+            send_chunk(k, NULL, 0, NULL);
+            send_chunk(k, NULL, 0, k->finish);
+        }
+    }
+}
+
+/* Submits c's next kids while fewer than its window run (its tenant's concurrent requests
+ * allow). 0, or the engine's refusal: the kids not submitted then are dropped. */
+static int batch_submit(struct chat_req *c)
+{
+    if (c->timed_out || !c->req || c->ended || c->err_status) {
+        batch_drop_rest(c);
+        return 0;
+    }
+    while (c->running < c->window && c->next < c->nkids) {
+        struct chat_req *k = c->kids[c->next];
+        if (!k->done) {
+            k->job.on_event = on_event;
+            int rc = gw_engw_submit(c->llm->w, &k->job);
+            if (rc) {
+                batch_drop_rest(c);
+                return rc;
+            }
+            k->engine = 1;
+            c->running++;
+        }
+        c->next++;
+    }
+    return 0;
+}
+
 /* All kids are done: the reply (unless it is out), the tenant's usage, and c is freed. */
 static void batch_end(struct chat_req *c)
 {
     struct usage sum = {0};
     int hits = 0;
+    const int ok = c->req && !c->ended && !c->err_status;
     for (int i = 0; i < c->nkids; i++) {
-        const struct chat_req *k = c->kids[i];
+        struct chat_req *k = c->kids[i];
         sum.prompt += k->got.prompt;
         sum.completion += k->got.completion;
         sum.cached += k->got.cached;
-        c->use.prompt += k->use.prompt;
-        c->use.completion += k->use.completion;
-        c->use.cached += k->use.cached;
-        c->use.saved += k->use.saved;
+        if (!c->refused) { /* what the engine spent, as for one request */
+            c->use.prompt += k->use.prompt;
+            c->use.completion += k->use.completion;
+            c->use.cached += k->use.cached;
+        }
         hits += k->use.hit == 1;
+        if (ok && !c->stream && k->hit_id)
+            kid_served(k);
     }
-    c->use.hit = hits == c->nkids; /* a request of exact hits alone is a hit */
+    c->use.hit = hits == c->nkids && ok; /* a request of exact hits alone is a hit */
     if (c->req && !c->ended && c->err_status) {
+        if (c->err_status == 429)
+            gw_reply_retry_after(c->req, 1);
         gw_reply_error(c->req, c->err_status, c->err_msg, NULL, c->err_code);
     } else if (c->req && !c->ended && c->stream) {
         if (c->include_usage) {
@@ -1327,7 +1390,7 @@ static void batch_end(struct chat_req *c)
 }
 
 /* An engine event of a kid: its text goes out as its choice's chunks (a stream) or is
- * kept; its end is counted, and the last kid's ends the parent. */
+ * kept; at its end the next kid is submitted, and the last kid's end ends the parent. */
 static void kid_event(struct chat_req *k, struct gw_gen_event *ev)
 {
     struct chat_req *c = k->parent;
@@ -1336,7 +1399,7 @@ static void kid_event(struct chat_req *k, struct gw_gen_event *ev)
         c->use.cancelled = 1;
     }
     const int live = c->req && !c->ended;
-    if (!ev->done && !k->t_first) {
+    if (!ev->done && !k->t_first && live) {
         k->t_first = now_s();
         gw_metric_observe(c->llm->ttft, k->t_first - k->t0);
     }
@@ -1349,24 +1412,25 @@ static void kid_event(struct chat_req *k, struct gw_gen_event *ev)
         return;
     }
     k->done = 1;
+    c->running--;
     k->use.prompt = ev->prompt_tokens;
     k->use.completion = ev->completion_tokens;
     k->use.cached = ev->cached_tokens;
     k->got = (struct usage){ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens};
     k->finish = ev->finish == ENG_FINISH_LENGTH || k->timed_out ? "length" : "stop";
-    if (!ev->err) {
+    if (live && !ev->err && (ev->finish != ENG_FINISH_CANCELLED || k->timed_out)) {
         double t = now_s();
         gw_metric_observe(c->llm->e2e, t - k->t0);
         if (ev->completion_tokens > 1 && k->t_first)
             gw_metric_observe(c->llm->tpot, (t - k->t_first) / (ev->completion_tokens - 1));
     }
-    if (ev->err) {
+    if (k->timed_out && !c->stream) {
+        batch_error(c, 504, "The generation exceeded engine.request_timeout_ms.", "timeout");
+    } else if (ev->err) {
         batch_error(c, ev->err == ENG_EINVAL || ev->err == ENG_EFULL ? 400 : 500,
                     ev->err == ENG_EFULL ? "The prompt does not fit in the engine's KV cache."
                                          : eng_strerror(ev->err), NULL);
-    } else if (k->timed_out && !c->stream) {
-        batch_error(c, 504, "The generation exceeded engine.request_timeout_ms.", "timeout");
-    } else if (live && c->stream && !ev->err) {
+    } else if (live && c->stream) {
         if (!k->started)
             send_chunk(k, NULL, 0, NULL);
         send_chunk(k, NULL, 0, k->finish);
@@ -1379,6 +1443,12 @@ static void kid_event(struct chat_req *k, struct gw_gen_event *ev)
                      ev->prompt_tokens, ev->completion_tokens, k->ctl.ttl_s);
     }
     free(ev);
+    int rc = batch_submit(c);
+    if (rc)
+        batch_error(c, rc == ENG_EFULL ? 429 : 503,
+                    rc == ENG_EFULL ? "The engine's queue is full; retry shortly."
+                                    : "Out of memory; try again.",
+                    rc == ENG_EFULL ? "rate_limit_exceeded" : NULL);
     if (--c->left == 0)
         batch_end(c);
 }
@@ -1415,6 +1485,7 @@ static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
         k->store = 0;
         k->finish = h->finish_reason && !strcmp(h->finish_reason, "length") ? "length" : "stop";
         k->got = (struct usage){k->job.n_prompt, h->completion_tokens, 0};
+        k->hit_id = h->id;
         append_text(k, h->answer, h->answer_len);
         return h->answer_len && k->len != h->answer_len ? KID_OOM : 0;
     }
@@ -1482,17 +1553,10 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
         chat_req_free(c);
         return;
     }
-    for (int i = 0; i < c->nkids; i++) {
-        struct chat_req *k = c->kids[i];
-        if (k->done)
-            continue;
-        k->job.on_event = on_event;
-        if ((rc = gw_engw_submit(c->llm->w, &k->job)))
-            break;
-        k->engine = 1;
-        c->left++;
-    }
-    if (rc) { /* refused whole: the jobs submitted are cancelled, and their ends counted */
+    /* the tenant's concurrent requests: as many kids run at once as it has places free */
+    c->left = misses;
+    c->window = misses ? 1 + (c->held = gw_tenants_hold(c->tenants, c->tn, misses - 1)) : 0;
+    if ((rc = batch_submit(c))) { /* refused whole: what was submitted is cancelled */
         if (rc == ENG_EFULL)
             gw_reply_retry_after(r, 1);
         chat_error(c, rc == ENG_EFULL ? 429 : 503,
@@ -1500,7 +1564,7 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
                                    : "Out of memory; try again.",
                    NULL, rc == ENG_EFULL ? "rate_limit_exceeded" : NULL);
         c->req = NULL;
-        c->ended = 1;
+        c->ended = c->refused = 1;
         batch_cancel(c, 0);
         if (!c->left)
             batch_end(c);
@@ -1515,10 +1579,13 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
     }
     if (c->stream) {
         gw_reply_sse_start(r);
-        for (int i = 0; i < c->nkids; i++)
-            if (c->kids[i]->done)
-                replay_chunks(c->kids[i], c->kids[i]->text ? c->kids[i]->text : "",
-                              c->kids[i]->len, c->kids[i]->finish);
+        for (int i = 0; i < c->nkids; i++) {
+            struct chat_req *k = c->kids[i];
+            if (k->hit_id) {
+                replay_chunks(k, k->text ? k->text : "", k->len, k->finish);
+                kid_served(k);
+            }
+        }
     }
     if (!c->left)
         batch_end(c);

@@ -769,10 +769,10 @@ void gw_cache_sem_deinit(struct gw_cache_sem *s)
     s->vec = NULL;
 }
 
-void gw_cache_served(gw_cache *c, const struct store_hit *h, int semantic)
+void gw_cache_served(gw_cache *c, int64_t id, int completion_tokens, int semantic)
 {
-    gw_metric_add(c->m_saved, h->completion_tokens, semantic ? "semantic" : "exact");
-    store_touch(c->st, h->id, now_ms());
+    gw_metric_add(c->m_saved, completion_tokens, semantic ? "semantic" : "exact");
+    store_touch(c->st, id, now_ms());
 }
 
 /* ------------------------------------------------------------------ writes */

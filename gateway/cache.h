@@ -122,8 +122,9 @@ struct gw_cache_sem {
 void gw_cache_semantic(gw_cache *c, struct gw_cache_sem *s);
 void gw_cache_sem_deinit(struct gw_cache_sem *s);
 
-/* Counts tokens a hit saved (its completion tokens) and records the hit for LRU. */
-void gw_cache_served(gw_cache *c, const struct store_hit *h, int semantic);
+/* Counts the tokens a hit saved (the completion tokens of entry id) once its answer is
+ * served, and records the hit for LRU. */
+void gw_cache_served(gw_cache *c, int64_t id, int completion_tokens, int semantic);
 
 /*
  * Stores a finished answer (finish_reason "stop"). vec: the query's embedding, copied, or

@@ -90,6 +90,7 @@ struct gw_req {
     int status;
     int deferred; /* the reply comes later, from a completion callback */
     int gone;     /* deferred, and the client went away first */
+    int replied;  /* the whole reply was handed to evhttp: nothing is left to cancel */
     void (*on_gone)(void *arg);
     void *gone_arg;
     struct event *hangup; /* while deferred: watches for the client hanging up */
@@ -939,15 +940,19 @@ static void req_finish(struct gw_req *rc, int client_gone)
         rc->conn = NULL;
     }
     if (client_gone && rc->deferred) {
-        if (rc->on_gone)
+        /* a reply handed over whole (its handler is done with it, and its state may be
+         * freed) leaves nothing to cancel and nobody to call gw_req_gone() */
+        if (rc->on_gone && !rc->replied)
             rc->on_gone(rc->gone_arg);
         /* evhttp detaches a request whose reply is unfinished when its client leaves, and
          * then it is ours to free (on_evcon_close decided which case this is) */
         if (rc->req && rc->own_req)
             evhttp_request_free(rc->req);
-        rc->gone = 1; /* freed by gw_req_gone() when the deferred work completes */
         rc->req = NULL;
-        return;
+        if (!rc->replied) {
+            rc->gone = 1; /* freed by gw_req_gone() when the deferred work completes */
+            return;
+        }
     }
     free(rc);
 }
@@ -1075,6 +1080,7 @@ static void send_body(struct gw_req *rc, int status, const char *ctype, const ch
         evbuffer_add(b, body, len);
     }
     rc->status = status;
+    rc->replied = 1;
     evhttp_send_reply(rc->req, status, NULL, b);
     if (b)
         evbuffer_free(b);
@@ -1249,6 +1255,7 @@ void gw_reply_sse_json(struct gw_req *rc, json_t *body)
 
 void gw_reply_sse_finish(struct gw_req *rc)
 {
+    rc->replied = 1;
     evhttp_send_reply_end(rc->req);
 }
 

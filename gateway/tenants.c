@@ -604,10 +604,19 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
     return 0;
 }
 
+int gw_tenants_hold(gw_tenants *t, struct gw_tenant *tn, int n)
+{
+    int64_t conc = limit(tn->pol.concurrency, t->cfg->tenants_concurrency);
+    int64_t room = conc ? conc - tn->inflight : n;
+    int take = room < 0 ? 0 : room < n ? (int)room : n;
+    tn->inflight += take;
+    return take;
+}
+
 void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_one *u)
 {
     refill(t, tn);
-    tn->inflight--;
+    tn->inflight -= 1 + u->held;
     int spent = u->prompt + u->completion;
     if (limit(tn->pol.tpm, t->cfg->tenants_tpm)) /* what it used, less what it reserved */
         tn->tok_bucket -= spent - (double)u->reserved;

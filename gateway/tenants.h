@@ -114,8 +114,13 @@ struct gw_usage_one {
     int cancelled;                  /* its client left before the whole answer was sent */
     int64_t reserved;               /* tokens gw_tenants_admit() reserved a minute */
     int64_t reserved_month;         /* and of the monthly quota */
+    int held;                       /* concurrent places gw_tenants_hold() gave it */
 };
 void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_one *u);
+/* For an admitted request that runs several jobs at once (a completion of several
+ * prompts): up to n more of the tenant's concurrent_requests places, as many as are free
+ * (all n without a limit). They count until its gw_tenants_done() (gw_usage_one.held). */
+int gw_tenants_hold(gw_tenants *t, struct gw_tenant *tn, int n);
 
 /* The prefix-cache namespace of a tenant's requests (0: the shared global one). */
 int64_t gw_tenant_ns(gw_tenants *t, const struct gw_tenant *tn);

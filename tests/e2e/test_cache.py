@@ -205,9 +205,19 @@ def test_several_prompts_are_cached_each_as_if_alone(server):
             for ch in json.loads(line[6:])["choices"]:
                 streamed[ch["index"]] += ch["text"]
     assert streamed == texts and stream.text.rstrip().endswith("data: [DONE]")
+    saved = tokens_saved(c)
     r = c.post("/v1/completions", json=dict(body, prompt=prompts + ["A new prompt"]),
                headers={"Cache-Control": "only-if-cached"})
     assert r.status_code == 504 and r.json()["error"]["code"] == "cache_miss", r.text
+    # answers found but not served (the request refused) save nothing
+    r = c.post("/v1/completions", json=dict(body, prompt=prompts + [""]))
+    assert r.status_code == 400 and "prompt[3]" in r.json()["error"]["message"], r.text
+    assert tokens_saved(c) == saved
+
+
+def tokens_saved(c):
+    return sum(float(line.split()[1]) for line in c.get("/metrics").text.splitlines()
+               if line.startswith("cachegate_cache_tokens_saved_total{"))
 
 
 def embedded_texts(c):

@@ -3,6 +3,7 @@ the answer caches and of the prefix cache, rate limits and quotas (429 with Retr
 usage accounting, per-tenant policy, and the admin API and CLI. Two tenants, a and b."""
 
 import json
+import re
 import sqlite3
 import subprocess
 import threading
@@ -269,6 +270,78 @@ def test_a_completion_of_several_prompts_is_one_request_charged_for_all(server):
     assert rows[0]["completion_tokens"] == u["completion_tokens"] == 18, (rows, u)
     text = admin(server).get("/metrics").text
     assert 'cachegate_tenant_requests_total{tenant="a",result="ok"} 1' in text
+
+
+def engine_running(server):
+    m = re.search(r"^cachegate_engine_running_requests (\S+)$",
+                  admin(server).get("/metrics").text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_a_completion_of_several_prompts_keeps_to_the_tenants_concurrency(server):
+    """A tenant allowed 2 concurrent requests runs 2 of its prompts at a time: while they
+    run, its places are taken (another request of its is refused), the engine runs no more
+    of them, and every prompt is answered."""
+    key = make_tenant(server, "a", {"concurrent_requests": 2})
+    time.sleep(1.2)
+    body = {"model": MODEL, "prompt": ["1, 2, 3,", "a, b, c,", "10, 20,", "x, y,"],
+            "max_tokens": 40, "temperature": 0, "stream": True}
+    with client(server, key) as c:
+        with c.stream("POST", "/v1/completions", json=body,
+                      headers={"Cache-Control": "no-store"}) as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()
+            next(lines)
+            other = embed(client(server, key))
+            assert other.status_code == 429, other.text
+            assert "concurrent" in other.json()["error"]["message"]
+            running = [engine_running(server) for _ in range(5)]
+            events = [json.loads(line[6:]) for line in lines
+                      if line.startswith("data: {")]
+    assert max(running) <= 2, running
+    finished = sorted(ch["index"] for e in events for ch in e["choices"]
+                      if ch["finish_reason"])
+    assert finished == [0, 1, 2, 3], events[-3:]
+    time.sleep(0.2)
+    assert embed(client(server, key)).status_code == 200  # its places are back
+
+
+def test_prompts_refused_for_a_full_queue_are_not_charged(make_server):
+    """A completion of several prompts the engine's queue cannot take is refused whole
+    (429); the prompts queued meanwhile are cancelled, and the tenant is charged nothing
+    for them. (The engine counts its queue as of its last step, so a batch sent just as
+    the blocker starts may still fit: it is answered, and charged, and sent again.)"""
+    server = make_server(AUTH_CONF + "[engine]\nmax_num_seqs = 1\nmax_waiting = 1\n")
+    ka, kb = make_tenant(server, "a"), make_tenant(server, "b")
+    time.sleep(1.2)
+    body = {"model": MODEL, "stream": True, "max_tokens": 2000, "temperature": 0,
+            "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"}
+    answered = []
+    for _ in range(5):
+        with client(server, kb) as c:
+            with c.stream("POST", "/v1/completions", json=body) as blocker:
+                lines = blocker.iter_lines()  # kept: a dropped iterator closes the stream
+                next(lines)
+                deadline = time.monotonic() + 10
+                while engine_running(server) != 1 and time.monotonic() < deadline:
+                    time.sleep(0.05)  # b runs: one place is left, in the queue
+                r = client(server, ka).post("/v1/completions", json={
+                    "model": MODEL, "prompt": ["word " * 200, "b"], "max_tokens": 8})
+        assert r.status_code in (200, 429), r.text
+        if r.status_code == 429:
+            break
+        answered.append(r.json()["usage"])
+    assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limit_exceeded"
+    deadline = time.monotonic() + 15
+    rows = []
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
+        if rows and rows[0]["requests"] == len(answered) + 1:
+            break
+    assert rows and rows[0]["requests"] == len(answered) + 1, rows
+    assert rows[0]["prompt_tokens"] == sum(u["prompt_tokens"] for u in answered), rows
+    assert rows[0]["completion_tokens"] == sum(u["completion_tokens"] for u in answered), rows
 
 
 def test_a_limit_set_on_a_tenant_in_use_starts_with_its_whole_allowance(server):
