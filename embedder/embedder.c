@@ -430,6 +430,12 @@ int emb_tokenize(const emb_model *m, const char *text, size_t len, int32_t *ids,
 int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n, float *out,
                int *ntokens)
 {
+    return emb_encode_ends(m, texts, lens, NULL, n, out, ntokens);
+}
+
+int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
+                    const unsigned char *ends, int n, float *out, int *ntokens)
+{
     if (n <= 0)
         return EMB_EINVAL;
     size_t need = (size_t)n * (size_t)m->max_tokens;
@@ -449,7 +455,10 @@ int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n
     }
     m->off[0] = 0;
     for (int i = 0; i < n; i++) {
-        int r = emb_wp_encode(m->wp, texts[i], lens[i], m->ids + m->off[i], m->max_tokens);
+        int r = ends && ends[i]
+                    ? emb_wp_encode_ends(m->wp, texts[i], lens[i], m->ids + m->off[i],
+                                         m->max_tokens)
+                    : emb_wp_encode(m->wp, texts[i], lens[i], m->ids + m->off[i], m->max_tokens);
         if (r < 0)
             return r;
         m->off[i + 1] = m->off[i] + r;

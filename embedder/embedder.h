@@ -71,5 +71,9 @@ int emb_tokenize(const emb_model *m, const char *text, size_t len, int32_t *ids,
  */
 int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n, float *out,
                int *ntokens);
+/* The same, except that texts i with ends[i] set keep their end when they are too long:
+ * their first and last tokens are embedded (emb_wp_encode_ends()). ends may be NULL. */
+int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
+                    const unsigned char *ends, int n, float *out, int *ntokens);
 
 #endif

@@ -198,6 +198,8 @@ struct enc {
     const emb_wp *wp;
     int32_t *ids;
     int n, max; /* max: room for pieces, [SEP] excluded */
+    int cut;    /* a piece was dropped for want of room */
+    int ring;   /* > 0: ids is a ring of that many, keeping the last pieces; n counts all */
     char word[MAX_WORD_BYTES];
     size_t wlen;
     int wchars;
@@ -205,8 +207,12 @@ struct enc {
 
 static void emit(struct enc *e, int32_t id)
 {
-    if (e->n < e->max)
+    if (e->ring)
+        e->ids[e->n++ % e->ring] = id;
+    else if (e->n < e->max)
         e->ids[e->n++] = id;
+    else
+        e->cut = 1;
 }
 
 /* WordPiece over the collected word, then reset it. */
@@ -287,15 +293,11 @@ static void feed_cased(struct enc *e, int32_t c)
     feed(e, c);
 }
 
-int emb_wp_encode(const emb_wp *wp, const char *text, size_t len, int32_t *ids, int max_ids)
+/* Feeds text[from, to) to e (a full e stops it early, unless e is a ring); the end of the
+ * last word is flushed. Returns where it stopped. */
+static size_t encode_range(struct enc *e, const uint8_t *p, size_t i, size_t len)
 {
-    if (max_ids < 2)
-        return EMB_EINVAL;
-    struct enc e = {.wp = wp, .ids = ids, .max = max_ids - 1};
-    emit(&e, wp->cls);
-    const uint8_t *p = (const uint8_t *)text;
-    size_t i = 0;
-    while (i < len && e.n < e.max) {
+    while (i < len && (e->ring || e->n < e->max)) {
         utf8proc_int32_t c;
         utf8proc_ssize_t k = utf8proc_iterate(p + i, (utf8proc_ssize_t)(len - i), &c);
         if (k <= 0) { /* invalid UTF-8: drop the byte */
@@ -307,13 +309,13 @@ int emb_wp_encode(const emb_wp *wp, const char *text, size_t len, int32_t *ids, 
             continue;
         if (is_space(c))
             c = ' ';
-        if (wp->opt.chinese_chars && is_cjk(c)) {
-            feed(&e, ' ');
-            feed_cased(&e, c);
-            feed(&e, ' ');
+        if (e->wp->opt.chinese_chars && is_cjk(c)) {
+            feed(e, ' ');
+            feed_cased(e, c);
+            feed(e, ' ');
             continue;
         }
-        if (wp->opt.strip_accents && c >= 0x80) {
+        if (e->wp->opt.strip_accents && c >= 0x80) {
             utf8proc_int32_t d[16];
             int last = 0;
             utf8proc_ssize_t nd =
@@ -321,13 +323,63 @@ int emb_wp_encode(const emb_wp *wp, const char *text, size_t len, int32_t *ids, 
             if (nd > 0 && nd <= 16) {
                 for (utf8proc_ssize_t j = 0; j < nd; j++)
                     if (utf8proc_category(d[j]) != UTF8PROC_CATEGORY_MN)
-                        feed_cased(&e, d[j]);
+                        feed_cased(e, d[j]);
                 continue;
             }
         }
-        feed_cased(&e, c);
+        feed_cased(e, c);
     }
-    flush_word(&e);
+    flush_word(e);
+    return i;
+}
+
+int emb_wp_encode(const emb_wp *wp, const char *text, size_t len, int32_t *ids, int max_ids)
+{
+    if (max_ids < 2)
+        return EMB_EINVAL;
+    struct enc e = {.wp = wp, .ids = ids, .max = max_ids - 1};
+    emit(&e, wp->cls);
+    encode_range(&e, (const uint8_t *)text, 0, len);
     e.ids[e.n++] = wp->sep; /* room was kept for it */
     return e.n;
 }
+
+int emb_wp_encode_ends(const emb_wp *wp, const char *text, size_t len, int32_t *ids,
+                       int max_ids)
+{
+    const int tail = (max_ids - 2) / 2;
+    if (max_ids < 4)
+        return emb_wp_encode(wp, text, len, ids, max_ids);
+    const uint8_t *p = (const uint8_t *)text;
+    struct enc e = {.wp = wp, .ids = ids, .max = max_ids - 1};
+    emit(&e, wp->cls);
+    size_t stop = encode_range(&e, p, 0, len);
+    if (!e.cut && stop >= len) { /* it fits */
+        e.ids[e.n++] = wp->sep;
+        return e.n;
+    }
+    /* the head: [CLS] and the first pieces, leaving room for the tail's */
+    e = (struct enc){.wp = wp, .ids = ids, .max = max_ids - 1 - tail};
+    emit(&e, wp->cls);
+    stop = encode_range(&e, p, 0, len);
+    /* the tail: the last pieces of the text's end (16 bytes a piece is ample), from the
+     * first space past the head's end, or from a character boundary where no space comes
+     * soon (scripts written without them) */
+    const size_t start = len - stop > (size_t)tail * 16 ? len - (size_t)tail * 16 : stop;
+    size_t from = start;
+    while (from < len && from - start < 64 && p[from] != ' ' && p[from] != '\n' &&
+           p[from] != '\t')
+        from++;
+    if (from == len || from - start == 64)
+        for (from = start; from < len && (p[from] & 0xC0) == 0x80; from++)
+            ;
+    int32_t ring[tail];
+    struct enc t = {.wp = wp, .ids = ring, .ring = tail};
+    encode_range(&t, p, from, len);
+    const int keep = t.n < tail ? t.n : tail;
+    for (int k = 0; k < keep; k++)
+        e.ids[e.n++] = ring[(t.n - keep + k) % tail];
+    e.ids[e.n++] = wp->sep;
+    return e.n;
+}
+

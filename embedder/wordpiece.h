@@ -40,5 +40,12 @@ int emb_wp_vocab_size(const emb_wp *wp);
  * tokenization stops early once full). Returns the count, or a negative EMB_ error.
  */
 int emb_wp_encode(const emb_wp *wp, const char *text, size_t len, int32_t *ids, int max_ids);
+/*
+ * The same, except that a text too long to fit keeps its end too: [CLS], its first pieces,
+ * its last (max_ids - 2) / 2 pieces, [SEP]. (A question asked after a long retrieved
+ * context is at its end.) A text that fits is encoded as emb_wp_encode() does it.
+ */
+int emb_wp_encode_ends(const emb_wp *wp, const char *text, size_t len, int32_t *ids,
+                       int max_ids);
 
 #endif

@@ -321,6 +321,7 @@ void gw_handle_admin_cache_import(struct gw_req *r)
     op->job.n = n;
     op->job.texts = op->texts;
     op->job.lens = op->lens;
+    op->job.ends = 1; /* embedded as live questions are */
     op->job.out = op->vecs;
     op->job.ntokens = op->ntok;
     gw_req_defer(r);

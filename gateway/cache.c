@@ -650,7 +650,10 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, const struct store
     float *v = malloc(sizeof(float) * 2 * dim);
     const char *texts[2] = {a + core.aoff, b + core.boff};
     size_t lens[2] = {core.alen, core.blen};
-    int rc = v ? emb_encode(gw_embedw_model(c->embw), texts, lens, fresh ? 2 : 1, v, NULL) : -1;
+    static const unsigned char ends[2] = {1, 1}; /* as questions are stored and searched */
+    int rc = v ? emb_encode_ends(gw_embedw_model(c->embw), texts, lens, ends, fresh ? 2 : 1, v,
+                                 NULL)
+               : -1;
     if (!rc && fresh) {
         memcpy(qv->v, v + dim, sizeof(float) * dim);
         qv->off = core.boff;
@@ -756,6 +759,7 @@ void gw_cache_semantic(gw_cache *c, struct gw_cache_sem *s)
     s->job.n = 1;
     s->job.texts = &s->text;
     s->job.lens = &s->len;
+    s->job.ends = 1; /* a question after a long context is at its end */
     s->job.out = s->vec;
     s->job.ntokens = &s->ntok;
     s->job.post = sem_search;
@@ -864,6 +868,7 @@ void gw_cache_put(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, con
     p->job.n = 1;
     p->job.texts = &p->text;
     p->job.lens = &p->len;
+    p->job.ends = 1;
     p->job.out = p->vec;
     p->job.ntokens = &p->ntok;
     gw_embedw_submit(c->embw, &p->job);

@@ -21,6 +21,7 @@ struct gw_embedw {
     /* the worker thread's scratch */
     const char **texts;
     size_t *lens;
+    unsigned char *ends;
     float *out;
     int *ntok;
 };
@@ -94,6 +95,7 @@ static void *run(void *arg)
             for (int i = 0; i < take; i++) {
                 w->texts[n + i] = j->texts[j->taken + i];
                 w->lens[n + i] = j->lens[j->taken + i];
+                w->ends[n + i] = (unsigned char)j->ends;
             }
             j->taken += take;
             n += take;
@@ -103,7 +105,8 @@ static void *run(void *arg)
 
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        int rc = sl ? emb_encode(w->model, w->texts, w->lens, n, w->out, w->ntok) : EMB_ENOMEM;
+        int rc = sl ? emb_encode_ends(w->model, w->texts, w->lens, w->ends, n, w->out,
+                                        w->ntok) : EMB_ENOMEM;
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (w->m_batch) {
             gw_metric_observe(w->m_batch, n);
@@ -152,6 +155,7 @@ gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t 
     w->dim = emb_dim(model);
     w->texts = malloc(sizeof *w->texts * (size_t)max_batch);
     w->lens = malloc(sizeof *w->lens * (size_t)max_batch);
+    w->ends = malloc((size_t)max_batch);
     w->out = malloc(sizeof *w->out * (size_t)max_batch * (size_t)w->dim);
     w->ntok = malloc(sizeof *w->ntok * (size_t)max_batch);
     if (metrics) {
@@ -170,12 +174,13 @@ gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t 
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (!w->texts || !w->lens || !w->out || !w->ntok ||
+    if (!w->texts || !w->lens || !w->ends || !w->out || !w->ntok ||
         pthread_create(&w->thread, NULL, run, w) != 0) {
         pthread_cond_destroy(&w->cv);
         pthread_mutex_destroy(&w->mu);
         free(w->texts);
         free(w->lens);
+        free(w->ends);
         free(w->out);
         free(w->ntok);
         free(w);
@@ -213,6 +218,7 @@ void gw_embedw_destroy(gw_embedw *w)
     pthread_mutex_destroy(&w->mu);
     free(w->texts);
     free(w->lens);
+    free(w->ends);
     free(w->out);
     free(w->ntok);
     free(w);

@@ -22,6 +22,7 @@ struct gw_embed_job {
     int n;
     const char *const *texts; /* [n], borrowed until item.fn runs */
     const size_t *lens;       /* [n] */
+    int ends;                 /* texts too long keep their end too (emb_encode_ends()) */
     float *out;               /* [n][dim], written by the worker */
     int *ntokens;             /* [n], written by the worker */
     int rc;                   /* EMB_OK, or why the job failed */

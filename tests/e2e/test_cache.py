@@ -313,6 +313,80 @@ def test_questions_over_one_retrieved_context_are_told_apart(server):
     assert r.status_code == 504, r.headers.get("X-Cache-Similarity")
 
 
+LIBRARY = (
+    "The Riverside Community Library opened in 1962 on the corner of Elm Street and Fourth "
+    "Avenue. It began as a single reading room with about four thousand books donated by local "
+    "families, and it was run by volunteers for its first eleven years. In 1973 the city council "
+    "voted to fund a full-time librarian, and the first person hired was Margaret Alvarez, who "
+    "stayed in the post until 1998. Under her direction the library added a children's wing in "
+    "1981, paid for by a bake sale campaign that raised twelve thousand dollars over three "
+    "summers. The building was renovated in 2005 after a flood damaged the basement archive, "
+    "where the town's newspapers since 1890 had been kept; about a third of them were lost. The "
+    "renovation added a second floor, a computer lab with twenty machines, and a meeting room "
+    "that local clubs can book for free. Today the library holds roughly eighty-five thousand "
+    "items, including audiobooks and films, and lends about two hundred thousand items a year. "
+    "It is open from nine in the morning to eight in the evening on weekdays and from ten to four "
+    "on Saturdays; it is closed on Sundays and public holidays. Membership is free for residents "
+    "of the county, while visitors from elsewhere pay fifteen dollars a year. The library runs a "
+    "weekly story hour for toddlers on Tuesday mornings, an English conversation club on "
+    "Thursday evenings, and a summer reading challenge that drew nine hundred children last "
+    "year. Its current director, Samuel Okafor, was appointed in 2019 and has led a project to "
+    "digitize the surviving newspaper collection, which should be finished by the end of next "
+    "year. The library's friends group holds a used book sale every April, and the money pays "
+    "for new large-print books and the delivery service for readers who cannot leave home.")
+LIBRARY_QUESTIONS = [
+    ("When did the library open?", "In what year did the library open its doors?", "1962."),
+    ("Who was the first librarian hired?",
+     "Who was the first full-time librarian the library hired?", "Margaret Alvarez."),
+    ("What damaged the basement archive?", "What caused the damage to the basement archive?",
+     "A flood."),
+    ("How many computers are in the lab?", "How many machines does the computer lab have?",
+     "Twenty."),
+    ("How many items does the library hold?",
+     "About how many items are in the library's collection?", "About 85,000."),
+    ("When is the library open on Saturdays?", "What are the library's Saturday opening hours?",
+     "Ten to four."),
+    ("How much do visitors from elsewhere pay?",
+     "What is the yearly fee for visitors from outside the county?", "$15 a year."),
+    ("Who is the current director?", "Who directs the library now?", "Samuel Okafor."),
+    ("When is the used book sale held?",
+     "In which month does the friends group hold its used book sale?", "April."),
+    ("When is the story hour for toddlers?", "On which day is the toddlers' story hour held?",
+     "Tuesday mornings."),
+    ("How many children joined the summer reading challenge?",
+     "How many kids took part in the summer reading challenge last year?", "Nine hundred."),
+]
+
+
+def test_questions_after_a_long_context_are_found_by_their_own_words(server):
+    """A retrieved context longer than the embedder reads (256 tokens) put every question
+    after it at one vector, and the nearest candidates examined were the first stored: only
+    questions among them were ever found. The question at the end is embedded too now: a
+    paraphrase finds its own question among eleven stored, as it does without the context,
+    and another question is never served."""
+    c = client(server)
+    import_lines(c, [(rag_prompt(LIBRARY, q), a) for q, _, a in LIBRARY_QUESTIONS])
+    served = {}
+    for q, paraphrase, answer in LIBRARY_QUESTIONS:
+        r = only_if_cached(c, rag_prompt(LIBRARY, paraphrase))
+        assert r.status_code in (200, 504), r.text
+        if r.status_code == 200:
+            assert r.json()["choices"][0]["message"]["content"] == answer, paraphrase
+            served[q] = True
+    # the last two stored are past the eight nearest a shared vector would give
+    assert served.get("When is the story hour for toddlers?"), served
+    assert served.get("How many children joined the summer reading challenge?"), served
+    assert len(served) >= 7, served
+    for other in ("When was the building renovated?", "What does the used book sale pay for?",
+                  "Who was the first director after Margaret Alvarez?"):
+        r = only_if_cached(c, rag_prompt(LIBRARY, other))
+        assert r.status_code == 504, (other, r.text)
+    # the same question over a context that differs at its end: not served
+    changed = LIBRARY.replace("every April", "every October")
+    r = only_if_cached(c, rag_prompt(changed, "When is the used book sale held?"))
+    assert r.status_code == 504, r.text
+
+
 def test_a_paraphrase_is_found_past_the_same_question_under_other_system_prompts(server):
     """The nearest candidates are taken from the tenant's whole index before partitions
     are compared: twelve other system prompts holding the question itself crowded out the
