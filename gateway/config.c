@@ -74,6 +74,8 @@ static const struct opt opts[] = {
     {"server", "cors_origins", T_STR, OFF(cors_origins), "", 0, 0, NULL, NULL},
     {"server", "responses_ttl_s", T_INT, OFF(responses_ttl_s), "2592000", 0,
      100LL * 365 * 86400, NULL, NULL},
+    {"server", "responses_max_bytes", T_SIZE, OFF(responses_max_bytes), "1G", 0, 1LL << 50,
+     NULL, NULL},
     {"tls", "cert_file", T_STR, OFF(cert_file), "", 0, 0, NULL, NULL},
     {"tls", "key_file", T_STR, OFF(key_file), "", 0, 0, NULL, NULL},
     {"log", "level", T_ENUM, OFF(log_level), "info", 0, 0, level_names, NULL},

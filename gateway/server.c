@@ -1846,6 +1846,7 @@ static int open_cache(gw_server *srv, char *err, size_t errlen)
         .max_entries = cfg->cache_max_entries,
         .max_bytes = cfg->cache_max_bytes,
         .hnsw_min_entries = cfg->cache_hnsw_min_entries,
+        .responses_max_bytes = cfg->responses_max_bytes,
         .on_error = store_failed,
     };
     char msg[1024];

@@ -84,3 +84,10 @@ CREATE TABLE responses (
     messages   TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX responses_expiry ON responses (expires_ms) WHERE expires_ms > 0;
+
+-- migration: 3
+-- A response's size (its body and messages, in bytes): a tenant's stored responses are kept
+-- within server.responses_max_bytes, the oldest going first.
+ALTER TABLE responses ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE responses SET bytes = length(CAST(body AS BLOB)) + length(CAST(messages AS BLOB));
+CREATE INDEX responses_age ON responses (tenant, created_ms, bytes);

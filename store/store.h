@@ -45,6 +45,9 @@ struct store_options {
     int64_t max_entries;       /* per tenant, unless set by store_set_limits; 0: no limit */
     int64_t max_bytes;         /* per tenant, unless set by store_set_limits; 0: no limit */
     int64_t hnsw_min_entries;  /* a tenant's index becomes HNSW32 at this size; 0: never */
+    /* per tenant: stored responses past it go, the oldest first (the newest stays, whatever
+     * its size); 0: no limit */
+    int64_t responses_max_bytes;
     /* Administration only (tenants, keys, usage): no directory lock, no indexes, no writer
      * thread, so it may run beside a server on the same directory (SQLite arbitrates).
      * Cache entries cannot be written or searched; deleting a tenant deletes its entries
@@ -162,7 +165,9 @@ int store_search(store_reader *r, int64_t tenant, const float *vec, int k, int64
  * The Responses API's stored responses, by id within their tenant. A put is queued to the
  * writer (strings copied; a tenant deleted meanwhile gets no row), and done (may be NULL)
  * runs on the writer thread once it is committed; expired ones are never returned and are
- * deleted within about a second of expiring; a tenant's go with it. ttl_ms: 0 never expires.
+ * deleted within about a second of expiring; a tenant's go with it; past the tenant's
+ * responses_max_bytes (body and messages) the oldest go in the put's transaction. ttl_ms: 0
+ * never expires.
  */
 int store_response_put(store *s, int64_t tenant, const char *id, const char *body,
                        const char *messages, int64_t ttl_ms, store_done_fn done, void *arg);

@@ -104,7 +104,8 @@ struct store {
     int writer_running;
     /* writer's prepared statements */
     sqlite3_stmt *st_find_exact, *st_insert, *st_delete_id, *st_touch, *st_usage,
-        *st_lru, *st_expired, *st_tenant_ids, *st_prompt_tokens, *st_resp_put, *st_resp_expired;
+        *st_lru, *st_expired, *st_tenant_ids, *st_prompt_tokens, *st_resp_put, *st_resp_expired,
+        *st_resp_bytes, *st_resp_trim;
 };
 
 int store_db_open(const char *path, int readonly, sqlite3 **out);

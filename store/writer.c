@@ -239,9 +239,14 @@ static const char *const SQL[] = {
     "SELECT id, tenant, bytes FROM entries WHERE (?1 < 0 OR tenant = ?1) AND (?2 < 0 OR id = ?2)",
     "UPDATE entries SET prompt_tokens = ?2 WHERE id = ?1",
     /* a tenant deleted while its response was queued gets no row */
-    "INSERT OR REPLACE INTO responses (id, tenant, created_ms, expires_ms, body, messages) "
-    "SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?2)",
+    "INSERT OR REPLACE INTO responses (id, tenant, created_ms, expires_ms, body, messages, "
+    "bytes) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?2)",
     "DELETE FROM responses WHERE expires_ms > 0 AND expires_ms <= ?1",
+    "SELECT coalesce(sum(bytes), 0) FROM responses WHERE tenant = ?1",
+    /* the oldest past ?2 bytes, newest first, the newest kept whatever its size */
+    "DELETE FROM responses WHERE tenant = ?1 AND id IN (SELECT id FROM (SELECT id, bytes, "
+    "sum(bytes) OVER (ORDER BY created_ms DESC, id DESC) AS upto FROM responses "
+    "WHERE tenant = ?1) WHERE upto > ?2 AND upto > bytes)",
 };
 
 int store_writer_prepare(store *s)
@@ -249,7 +254,8 @@ int store_writer_prepare(store *s)
     sqlite3_stmt **st[] = {&s->st_find_exact, &s->st_insert,  &s->st_delete_id,
                            &s->st_touch,      &s->st_usage,   &s->st_lru,
                            &s->st_expired,    &s->st_tenant_ids, &s->st_prompt_tokens,
-                           &s->st_resp_put,   &s->st_resp_expired};
+                           &s->st_resp_put,   &s->st_resp_expired, &s->st_resp_bytes,
+                           &s->st_resp_trim};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         if (sqlite3_prepare_v3(s->wdb, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, st[i], NULL) !=
             SQLITE_OK)
@@ -261,7 +267,8 @@ void store_writer_finalize(store *s)
 {
     sqlite3_stmt *st[] = {s->st_find_exact, s->st_insert,  s->st_delete_id, s->st_touch,
                           s->st_usage,      s->st_lru,     s->st_expired,   s->st_tenant_ids,
-                          s->st_prompt_tokens, s->st_resp_put, s->st_resp_expired};
+                          s->st_prompt_tokens, s->st_resp_put, s->st_resp_expired,
+                          s->st_resp_bytes, s->st_resp_trim};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         sqlite3_finalize(st[i]);
     free(s->wt);
@@ -282,6 +289,8 @@ struct batch {
     size_t n, cap;
     int64_t *tenants; /* tenants that grew, for the capacity check */
     size_t nt, capt;
+    int64_t *rtenants; /* tenants whose stored responses grew */
+    size_t nrt, caprt;
     int failed;
 };
 
@@ -300,22 +309,28 @@ static void note(struct batch *b, int64_t tenant, int64_t id, const float *vec)
     b->ch[b->n++] = (struct change){tenant, id, vec};
 }
 
-static void note_tenant(struct batch *b, int64_t tenant)
+/* Adds tenant to the set (*set)[*n] (capacity *cap) unless it is there. */
+static void add_tenant(struct batch *b, int64_t **set, size_t *n, size_t *cap, int64_t tenant)
 {
-    for (size_t i = 0; i < b->nt; i++)
-        if (b->tenants[i] == tenant)
+    for (size_t i = 0; i < *n; i++)
+        if ((*set)[i] == tenant)
             return;
-    if (b->nt == b->capt) {
-        size_t cap = b->capt ? b->capt * 2 : 8;
-        int64_t *t = realloc(b->tenants, sizeof *t * cap);
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 8;
+        int64_t *t = realloc(*set, sizeof *t * c);
         if (!t) {
             b->failed = 1;
             return;
         }
-        b->tenants = t;
-        b->capt = cap;
+        *set = t;
+        *cap = c;
     }
-    b->tenants[b->nt++] = tenant;
+    (*set)[(*n)++] = tenant;
+}
+
+static void note_tenant(struct batch *b, int64_t tenant)
+{
+    add_tenant(b, &b->tenants, &b->nt, &b->capt, tenant);
 }
 
 static int step_done(sqlite3_stmt *st)
@@ -323,6 +338,22 @@ static int step_done(sqlite3_stmt *st)
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* The tenant's stored responses within max bytes, the oldest going first. */
+static int trim_responses(store *s, int64_t tenant, int64_t max)
+{
+    sqlite3_bind_int64(s->st_resp_bytes, 1, tenant);
+    int rc = sqlite3_step(s->st_resp_bytes);
+    int64_t total = rc == SQLITE_ROW ? sqlite3_column_int64(s->st_resp_bytes, 0) : -1;
+    sqlite3_reset(s->st_resp_bytes);
+    if (total < 0)
+        return -1;
+    if (total <= max)
+        return 0;
+    sqlite3_bind_int64(s->st_resp_trim, 1, tenant);
+    sqlite3_bind_int64(s->st_resp_trim, 2, max);
+    return step_done(s->st_resp_trim);
 }
 
 /* Deletes one row and notes it; counters of its tenant follow. */
@@ -640,12 +671,15 @@ static void run_batch(store *s, struct op *ops, int touches)
             rc = step_done(s->st_prompt_tokens);
             break;
         case OP_RESPONSE:
+            add_tenant(&b, &b.rtenants, &b.nrt, &b.caprt, o->tenant);
             sqlite3_bind_text(s->st_resp_put, 1, o->rid, -1, SQLITE_STATIC);
             sqlite3_bind_int64(s->st_resp_put, 2, o->tenant);
             sqlite3_bind_int64(s->st_resp_put, 3, now);
             sqlite3_bind_int64(s->st_resp_put, 4, o->value);
             sqlite3_bind_text(s->st_resp_put, 5, o->rbody, -1, SQLITE_STATIC);
             sqlite3_bind_text(s->st_resp_put, 6, o->rmsgs, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s->st_resp_put, 7,
+                               (int64_t)(strlen(o->rbody) + strlen(o->rmsgs)));
             rc = step_done(s->st_resp_put);
             break;
         case OP_FLUSH: break;
@@ -653,6 +687,8 @@ static void run_batch(store *s, struct op *ops, int touches)
     }
     for (size_t i = 0; i < b.nt && !rc; i++)
         rc = evict(s, &b, b.tenants[i]);
+    for (size_t i = 0; i < b.nrt && !rc && s->opt.responses_max_bytes > 0; i++)
+        rc = trim_responses(s, b.rtenants[i], s->opt.responses_max_bytes);
     if (!rc && now - s->last_sweep_ms >= 1000) {
         s->last_sweep_ms = now;
         sqlite3_bind_int64(s->st_expired, 1, now);
@@ -710,6 +746,7 @@ static void run_batch(store *s, struct op *ops, int touches)
     }
     free(b.ch);
     free(b.tenants);
+    free(b.rtenants);
 }
 
 /* ------------------------------------------------------------------ rebuilds */

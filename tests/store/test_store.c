@@ -622,6 +622,81 @@ static int put_response(store *s, int64_t tenant, const char *id, const char *bo
                               ttl_ms, NULL, NULL);
 }
 
+Test(store, responses_are_kept_within_the_tenants_bytes_oldest_first)
+{
+    /* each response here is 100 bytes of body and 33 of messages: 133 */
+    struct store_options o = {.dir = dir, .dim = DIM, .responses_max_bytes = 400};
+    char err[512];
+    store *s = NULL;
+    cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_OK, "%s", err);
+    int64_t acme;
+    cr_assert_eq(store_tenant_create(s, "acme", &acme), STORE_OK);
+    char body[101];
+    memset(body, 'x', 100);
+    body[100] = 0;
+    for (int i = 0; i < 5; i++) { /* one a batch: created one after the other */
+        char id[16];
+        snprintf(id, sizeof id, "resp_%d", i);
+        cr_assert_eq(put_response(s, 1, id, body, 0), STORE_OK);
+        cr_assert_eq(store_sync(s), STORE_OK);
+        usleep(2000);
+    }
+    cr_assert_eq(put_response(s, acme, "resp_acme", body, 0), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    /* 3 x 133 = 399 fit in 400: the two oldest went */
+    cr_assert(!response(s, 1, "resp_0", NULL, 0));
+    cr_assert(!response(s, 1, "resp_1", NULL, 0));
+    for (int i = 2; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "resp_%d", i);
+        cr_assert(response(s, 1, id, NULL, 0), "%s kept", id);
+    }
+    cr_assert(response(s, acme, "resp_acme", NULL, 0), "another tenant's are its own");
+    /* one larger than the whole allowance is kept alone, the newest */
+    char big[1001];
+    memset(big, 'y', 1000);
+    big[1000] = 0;
+    cr_assert_eq(put_response(s, 1, "resp_big", big, 0), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(response(s, 1, "resp_big", NULL, 0));
+    cr_assert(!response(s, 1, "resp_4", NULL, 0));
+    store_close(s);
+}
+
+Test(store, responses_stored_before_their_sizes_were_are_counted)
+{
+    /* a database of schema 2: responses without their sizes */
+    store *s = open_store(0, 0, NULL);
+    store_close(s);
+    char db[300];
+    snprintf(db, sizeof db, "%s/cachegate.db", dir);
+    sqlite3 *h;
+    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(h, "DROP INDEX responses_age; "
+                                 "ALTER TABLE responses DROP COLUMN bytes; "
+                                 "DELETE FROM schema_version WHERE version = 3; "
+                                 "INSERT INTO responses (id, tenant, created_ms, expires_ms, "
+                                 "body, messages) VALUES ('resp_old', 1, 1, 0, "
+                                 "printf('%300s', 'x'), "
+                                 "'[{\"role\":\"user\",\"content\":\"Hi\"}]')",
+                              NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    /* migrated: its 333 bytes count, and with 133 more it is past 400 */
+    struct store_options o = {.dir = dir, .dim = DIM, .responses_max_bytes = 400};
+    char err[512];
+    cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_OK, "%s", err);
+    cr_assert(response(s, 1, "resp_old", NULL, 0));
+    char body[101];
+    memset(body, 'x', 100);
+    body[100] = 0;
+    cr_assert_eq(put_response(s, 1, "resp_new", body, 0), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(!response(s, 1, "resp_old", NULL, 0));
+    cr_assert(response(s, 1, "resp_new", NULL, 0));
+    store_close(s);
+}
+
 Test(store, responses_by_tenant_expiry_deletion_and_tenant_deletion)
 {
     store *s = open_store(0, 0, NULL);
