@@ -198,7 +198,6 @@ struct enc {
     const emb_wp *wp;
     int32_t *ids;
     int n, max; /* max: room for pieces, [SEP] excluded */
-    int cut;    /* a piece was dropped for want of room */
     int ring;   /* > 0: ids is a ring of that many, keeping the last pieces; n counts all */
     char word[MAX_WORD_BYTES];
     size_t wlen;
@@ -211,8 +210,6 @@ static void emit(struct enc *e, int32_t id)
         e->ids[e->n++ % e->ring] = id;
     else if (e->n < e->max)
         e->ids[e->n++] = id;
-    else
-        e->cut = 1;
 }
 
 /* WordPiece over the collected word, then reset it. */
@@ -351,17 +348,18 @@ int emb_wp_encode_ends(const emb_wp *wp, const char *text, size_t len, int32_t *
     if (max_ids < 4)
         return emb_wp_encode(wp, text, len, ids, max_ids);
     const uint8_t *p = (const uint8_t *)text;
-    struct enc e = {.wp = wp, .ids = ids, .max = max_ids - 1};
+    /* room for one piece more than fit: a text that fills it does not fit */
+    struct enc e = {.wp = wp, .ids = ids, .max = max_ids};
     emit(&e, wp->cls);
-    size_t stop = encode_range(&e, p, 0, len);
-    if (!e.cut && stop >= len) { /* it fits */
+    encode_range(&e, p, 0, len);
+    if (e.n < max_ids) { /* it fits: as emb_wp_encode() encodes it */
         e.ids[e.n++] = wp->sep;
         return e.n;
     }
     /* the head: [CLS] and the first pieces, leaving room for the tail's */
     e = (struct enc){.wp = wp, .ids = ids, .max = max_ids - 1 - tail};
     emit(&e, wp->cls);
-    stop = encode_range(&e, p, 0, len);
+    const size_t stop = encode_range(&e, p, 0, len);
     /* the tail: the last pieces of the text's end (16 bytes a piece is ample), from the
      * first space past the head's end, or from a character boundary where no space comes
      * soon (scripts written without them) */

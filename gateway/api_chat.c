@@ -977,6 +977,25 @@ static const struct store_hit *exact_hit(struct chat_req *c, json_t *b, struct p
     return h;
 }
 
+/* A semantic miss says how near the nearest stored question of its partition came and,
+ * when one reached the threshold or came near, why it was not served (the guard's reason,
+ * say): what an operator tuning the threshold needs. ASCII alone goes in a header. */
+static void miss_headers(struct chat_req *c, const struct gw_cache_sem *s)
+{
+    char v[sizeof s->why];
+    if (s->best < 0)
+        return;
+    snprintf(v, sizeof v, "%.4f", s->best);
+    gw_reply_header(c->req, "X-Cache-Nearest", v);
+    if (!s->why[0])
+        return;
+    size_t n = 0;
+    for (const char *w = s->why; *w && n + 1 < sizeof v; w++)
+        v[n++] = *w >= 0x20 && *w < 0x7f ? *w : '?';
+    v[n] = 0;
+    gw_reply_header(c->req, "X-Cache-Miss-Reason", v);
+}
+
 static void on_semantic(struct gw_cache_sem *s)
 {
     struct chat_req *c = gw_cq_container(s, struct chat_req, sem);
@@ -993,6 +1012,7 @@ static void on_semantic(struct gw_cache_sem *s)
         chat_req_free(c);
         return;
     }
+    miss_headers(c, s);
     if (c->ctl.only_if_cached) {
         reply_not_cached(c);
         chat_req_free(c);

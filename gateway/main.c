@@ -153,8 +153,7 @@ static int cmd_serve(int argc, char **argv)
     emb_set_log(lib_log_sink, NULL);
     eng_set_log(lib_log_sink, NULL);
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGHUP, SIG_IGN); /* a reload asked while the models load is no exit; the server
-                              * reloads its TLS certificate on it once it listens */
+    gw_server_catch_early_reload(); /* a reload asked while the models load is no exit */
     if (evthread_use_pthreads() != 0) {
         gw_log(GW_LOG_ERROR, "libevent has no pthreads support");
         goto out;

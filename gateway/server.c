@@ -1027,7 +1027,7 @@ static void cors_headers(struct gw_req *rc, struct evkeyvalq *h)
     evhttp_add_header(h, "Vary", "Origin");
     evhttp_add_header(h, "Access-Control-Expose-Headers",
                       "X-Request-Id, X-Cache, X-Cache-Kind, X-Cache-Similarity, X-Cache-Entry, "
-                      "Retry-After, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, "
+                      "X-Cache-Nearest, X-Cache-Miss-Reason, Retry-After, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, "
                       "x-ratelimit-reset-requests, x-ratelimit-limit-tokens, "
                       "x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens");
 }
@@ -1545,6 +1545,21 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
     evtimer_add(srv->drain_timer, &tv);
 }
 
+/* A SIGHUP that came while the server was starting (the models load for minutes after the
+ * certificate was read): replayed once it listens. */
+static volatile sig_atomic_t early_hup;
+
+static void on_early_hup(int sig)
+{
+    (void)sig;
+    early_hup = 1;
+}
+
+void gw_server_catch_early_reload(void)
+{
+    signal(SIGHUP, on_early_hup);
+}
+
 /* SIGHUP: the TLS certificate and key are read again (a renewed certificate is served
  * without a restart) and serve new connections; those open keep theirs. On a failure the
  * ones before stay. */
@@ -1554,9 +1569,9 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     (void)what;
     gw_server *srv = arg;
     const struct gw_config *cfg = srv->cfg;
-    char err[4400], generated[4200], subject[256], until[32] = "unknown";
-    SSL_CTX *ctx = tls_server_ctx_create(cfg->cert_file, cfg->key_file, cfg->data_dir,
-                                         generated, sizeof generated, err, sizeof err);
+    char err[4400], subject[256], until[32] = "unknown";
+    SSL_CTX *ctx = tls_server_ctx_create(cfg->cert_file, cfg->key_file, cfg->data_dir, NULL, 0,
+                                         err, sizeof err);
     if (!ctx) {
         gw_metric_add(srv->m_tls_reloads, 1, "failed");
         gw_log_kv(GW_LOG_ERROR, "SIGHUP: the TLS certificate was not reloaded; the one "
@@ -1570,10 +1585,11 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
     struct tm tm;
     if (t >= 0 && gmtime_r(&tt, &tm))
         strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    gw_metric_set(srv->m_cert_expiry, (double)t);
+    if (t >= 0) /* a certificate without notAfter: no expiry to alert on */
+        gw_metric_set(srv->m_cert_expiry, (double)t);
     gw_metric_add(srv->m_tls_reloads, 1, "ok");
     gw_log_kv(GW_LOG_INFO | GW_LOG_ALWAYS, "SIGHUP: TLS certificate reloaded", "subject",
-              subject, "not_after", until, generated[0] ? "generated" : NULL, generated, NULL);
+              subject, "not_after", until, NULL);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -1636,7 +1652,9 @@ static int register_metrics(gw_server *srv)
         return -1;
     gw_metric_add(srv->m_tls_reloads, 0, "ok");
     gw_metric_add(srv->m_tls_reloads, 0, "failed");
-    gw_metric_set(srv->m_cert_expiry, (double)tls_ctx_certificate(srv->ssl, NULL, 0));
+    int64_t expiry = tls_ctx_certificate(srv->ssl, NULL, 0);
+    if (expiry >= 0)
+        gw_metric_set(srv->m_cert_expiry, (double)expiry);
     gw_metric_set(srv->m_start, (double)srv->wall_start);
     gw_metric_set(srv->m_info, 1, GW_VERSION, srv->dev->use_cuda ? "cuda" : "cpu");
     return 0;
@@ -2016,6 +2034,10 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     evsignal_add(srv->sig_int, NULL);
     evsignal_add(srv->sig_term, NULL);
     evsignal_add(srv->sig_hup, NULL);
+    if (early_hup) { /* asked for while starting: the certificate may be newer than the one read */
+        early_hup = 0;
+        event_active(srv->sig_hup, EV_SIGNAL, 1);
+    }
     if (bind_listener(srv, err, errlen))
         goto fail;
     return srv;

@@ -47,4 +47,8 @@ int gw_server_run(gw_server *srv);
 
 void gw_server_destroy(gw_server *srv); /* accepts NULL */
 
+/* Before gw_server_create(): a SIGHUP from now on (while the models load) is remembered, and
+ * the server reloads its TLS certificate for it once it listens. */
+void gw_server_catch_early_reload(void);
+
 #endif

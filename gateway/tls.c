@@ -154,6 +154,10 @@ SSL_CTX *tls_server_ctx_create(const char *cert_file, const char *key_file,
         snprintf(cert_path, sizeof cert_path, "%s/cert.pem", dir);
         snprintf(key_path, sizeof key_path, "%s/key.pem", dir);
         if (access(cert_path, F_OK) != 0 || access(key_path, F_OK) != 0) {
+            if (!generated) {
+                snprintf(err, errlen, "%s or %s is missing", cert_path, key_path);
+                return NULL;
+            }
             if (generate(cert_path, key_path, err, errlen))
                 return NULL;
             if (generated)

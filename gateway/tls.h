@@ -15,10 +15,12 @@
 typedef struct ssl_ctx_st SSL_CTX;
 
 /*
- * cert_file/key_file: both empty to use (or create) DATA_DIR/tls/{cert,key}.pem.
- * generated_path (out, may be NULL) receives the certificate path when it was
- * generated now, else "". Returns NULL with a message in err on failure (a missing or
- * unreadable file, a key that does not match the certificate, an OpenSSL error).
+ * cert_file/key_file: both empty to use DATA_DIR/tls/{cert,key}.pem, created when missing
+ * unless generated_path is NULL (a reload: a file missing then is an error, not a reason to
+ * serve a new self-signed certificate). generated_path (out) receives the certificate path
+ * when it was generated now, else "". Returns NULL with a message in err on failure (a
+ * missing or unreadable file, a key that does not match the certificate, an OpenSSL
+ * error).
  */
 SSL_CTX *tls_server_ctx_create(const char *cert_file, const char *key_file,
                                const char *data_dir, char *generated_path, size_t genlen,

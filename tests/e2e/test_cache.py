@@ -100,10 +100,22 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
     for negative in ["What is the capital of Germany?", "How do I reverse a list in Java?"]:
         r = only_if_cached(c, negative)
         assert r.status_code == 504, (negative, r.headers.get("X-Cache-Kind"))
+        # a miss says how near the nearest came and why it was not served
+        near, why = float(r.headers["X-Cache-Nearest"]), r.headers["X-Cache-Miss-Reason"]
+        assert why == (f"similarity {near:.3f} below 0.830" if near < 0.83 else why) and \
+            (near < 0.83 or why.startswith("guard: ")), r.headers
     # a per-request threshold override: 1.0 accepts only the identical question
     r = chat(c, "What's the capital city of France?",
              {"Cache-Control": "only-if-cached", "X-Cache-Threshold": "1"})
     assert r.status_code == 504
+    assert r.headers["X-Cache-Miss-Reason"].startswith("similarity 0.") and \
+        r.headers["X-Cache-Miss-Reason"].endswith(" below 1.000"), r.headers
+    import_lines(c, [("Who is the president of France?", "Emmanuel Macron.")])
+    r = only_if_cached(c, "Who was the president of France?")
+    assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) >= 0.83, r.headers
+    assert r.headers["X-Cache-Miss-Reason"] == "guard: tense differs: is vs was", r.headers
+    r = only_if_cached(c, "Who painted the Mona Lisa?")
+    assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) < 0.5, r.headers
 
 
 def test_streamed_hit_through_the_sdk(server):

@@ -5,6 +5,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 
 import httpx
@@ -802,6 +803,47 @@ def test_sighup_reloads_the_certificate_for_new_connections(tmp_path, make_serve
     assert served_certificate(server) == second
     assert metric_value(server, 'cachegate_tls_reloads_total{result="failed"}') == 1
     assert server.proc.poll() is None
+
+
+def test_sighup_while_starting_is_a_reload_once_listening(tmp_path):
+    """A reload asked while the models load (a renewal hook meeting a restart) was lost, or
+    before that killed the server: it is done once the server listens."""
+    conf = tmp_path / "c.conf"
+    conf.write_text("")
+    proc = subprocess.Popen([str(BIN), "serve", "--config", str(conf), "--listen",
+                             "127.0.0.1:0", "--data-dir", str(tmp_path / "data"), "--device",
+                             DEVICE], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    killer = threading.Timer(60, proc.kill)  # a reload that never comes ends the read
+    killer.start()
+    try:
+        msgs = []
+        for line in proc.stderr:
+            msgs.append(json.loads(line).get("msg", ""))
+            if msgs[-1].startswith("embedder: "):  # the models load from here on
+                proc.send_signal(signal.SIGHUP)
+            if msgs[-1] in ("listening", "SIGHUP: TLS certificate reloaded") and \
+                    "listening" in msgs and "SIGHUP: TLS certificate reloaded" in msgs:
+                break
+        assert "SIGHUP: TLS certificate reloaded" in msgs, msgs
+        assert proc.poll() is None
+    finally:
+        killer.cancel()
+        proc.terminate()
+        proc.wait(15)
+
+
+def test_sighup_with_a_generated_certificate_never_generates_another(make_server):
+    """With both tls keys empty a missing DATA_DIR/tls file is made at the first start only:
+    a reload that finds one missing fails and keeps the certificate served, rather than
+    serving a new self-signed one."""
+    server = make_server()
+    first = served_certificate(server)
+    (server.data_dir / "tls" / "key.pem").unlink()
+    server.signal(signal.SIGHUP)
+    line = server.wait_log(lambda l: "not reloaded" in l.get("msg", ""))
+    assert line and "missing" in line["error"], line
+    assert served_certificate(server) == first
+    assert not (server.data_dir / "tls" / "key.pem").exists()
 
 
 def test_shutdown_closes_many_idle_connections(server):

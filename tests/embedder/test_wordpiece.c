@@ -63,15 +63,20 @@ Test(wordpiece, a_text_that_fits_is_encoded_as_it_always_was)
         cr_assert_eq(emb_wp_encode_ends(wp, texts[t], strlen(texts[t]), b, MAX), n);
         cr_assert_arr_eq(a, b, sizeof(int32_t) * (size_t)n);
     }
-    /* exactly full: still the plain encoding */
-    char text[4096] = "";
-    for (int i = 0; i < MAX - 2; i++)
-        strcat(text, "cat ");
-    int32_t a[MAX], b[MAX];
-    int n = emb_wp_encode(wp, text, strlen(text), a, MAX);
-    cr_assert_eq(n, MAX);
-    cr_assert_eq(emb_wp_encode_ends(wp, text, strlen(text), b, MAX), MAX);
-    cr_assert_arr_eq(a, b, sizeof a);
+    /* exactly full, with or without white space and characters that make no piece after:
+     * still the plain encoding */
+    const char *after[] = {"", " ", "\n\n  ", "\xe2\x80\x8b\xe2\x80\x8b", "\xff\xfe"};
+    for (size_t t = 0; t < sizeof after / sizeof *after; t++) {
+        char text[4096] = "";
+        for (int i = 0; i < MAX - 2; i++)
+            strcat(text, "cat ");
+        strcat(text, after[t]);
+        int32_t a[MAX], b[MAX];
+        int n = emb_wp_encode(wp, text, strlen(text), a, MAX);
+        cr_assert_eq(n, MAX);
+        cr_assert_eq(emb_wp_encode_ends(wp, text, strlen(text), b, MAX), MAX, "after %zu", t);
+        cr_assert_arr_eq(a, b, sizeof a, "after %zu", t);
+    }
 }
 
 Test(wordpiece, a_long_text_keeps_its_question_at_the_end)
