@@ -977,21 +977,29 @@ static const struct store_hit *exact_hit(struct chat_req *c, json_t *b, struct p
     return h;
 }
 
-/* A semantic miss says how near the nearest stored question of its partition came and,
- * when one reached the threshold or came near, why it was not served (the guard's reason,
- * say): what an operator tuning the threshold needs. ASCII alone goes in a header. */
+/* A semantic miss says how near the nearest stored question of its partition came and
+ * why it was not served (the guard's reason, say): what an operator tuning the threshold
+ * needs. Bytes outside printable ASCII (the words of a question) are percent-encoded. */
 static void miss_headers(struct chat_req *c, const struct gw_cache_sem *s)
 {
-    char v[sizeof s->why];
+    char v[3 * sizeof s->why + 1];
     if (s->best < 0)
         return;
     snprintf(v, sizeof v, "%.4f", s->best);
     gw_reply_header(c->req, "X-Cache-Nearest", v);
     if (!s->why[0])
         return;
+    static const char hex[] = "0123456789ABCDEF";
     size_t n = 0;
-    for (const char *w = s->why; *w && n + 1 < sizeof v; w++)
-        v[n++] = *w >= 0x20 && *w < 0x7f ? *w : '?';
+    for (const unsigned char *w = (const unsigned char *)s->why; *w; w++) {
+        if (*w >= 0x20 && *w < 0x7f && *w != '%') {
+            v[n++] = (char)*w;
+        } else {
+            v[n++] = '%';
+            v[n++] = hex[*w >> 4];
+            v[n++] = hex[*w & 15];
+        }
+    }
     v[n] = 0;
     gw_reply_header(c->req, "X-Cache-Miss-Reason", v);
 }
@@ -1541,8 +1549,11 @@ static int batch_kids(struct chat_req *c, json_t *b, json_t *prompts)
             chat_error(c, 503, "Out of memory; try again.", NULL, NULL);
             return -1;
         }
-        if (rc) {
-            snprintf(msg, sizeof msg, "prompt[%zu]: %s", i, p.msg);
+        if (rc) { /* "prompt[3] must be ..." of the prompt's ids is prompt[i][3] */
+            if (!strncmp(p.msg, "prompt[", 7))
+                snprintf(msg, sizeof msg, "prompt[%zu]%s", i, p.msg + 6);
+            else
+                snprintf(msg, sizeof msg, "prompt[%zu]: %s", i, p.msg);
             chat_error(c, 400, msg, p.param, rc == KID_LONG ? "context_length_exceeded" : NULL);
             return -1;
         }

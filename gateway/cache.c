@@ -615,7 +615,7 @@ struct span_vec {
     float *v; /* [dim]; NULL: none yet */
 };
 
-static int same_question(gw_cache *c, struct gw_cache_sem *s, const struct store_hit *h,
+static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *h,
                          struct span_vec *qv, char *why, size_t whylen)
 {
     const char *a = h->query, *b = s->key->query;
@@ -669,6 +669,7 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, const struct store
                  sim, s->threshold);
         return 0;
     }
+    h->similarity = (float)sim; /* what the threshold was held to, as a hit reports it */
     return 1;
 }
 
@@ -708,18 +709,20 @@ static void sem_search(struct gw_embed_job *j)
             continue;
         if (s->best < 0)
             s->best = h->similarity;
-        if (h->similarity < s->threshold) {
+        /* a miss says why the nearest was not served (the candidates come nearest first) */
+        char why[sizeof s->why] = "";
+        if (h->similarity < s->threshold)
+            snprintf(why, sizeof why, "similarity %.3f below %.3f", h->similarity,
+                     s->threshold);
+        else if (h->completion_tokens > s->max_tokens)
+            snprintf(why, sizeof why, "the stored answer exceeds max_tokens");
+        else if (!same_question(c, s, h, &qv, why, sizeof why) && !why[0])
+            snprintf(why, sizeof why, "out of memory");
+        if (why[0]) {
             if (!s->why[0])
-                snprintf(s->why, sizeof s->why, "similarity %.3f below %.3f", h->similarity,
-                         s->threshold);
+                memcpy(s->why, why, sizeof why);
             continue;
         }
-        if (h->completion_tokens > s->max_tokens) {
-            snprintf(s->why, sizeof s->why, "the stored answer exceeds max_tokens");
-            continue;
-        }
-        if (!same_question(c, s, h, &qv, s->why, sizeof s->why))
-            continue;
         s->entry = *h;
         memset(h, 0, sizeof *h);
         s->hit = 1;

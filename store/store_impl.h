@@ -91,6 +91,8 @@ struct store {
     struct op *q_usage[STORE_USAGE_SLOTS];
     int q_nusage;
     int64_t last_sweep_ms; /* writer thread: the last expiry sweep */
+    int64_t resp_last_ms;  /* writer thread: the last response's created_ms (they increase,
+                            * so that the oldest go first past responses_max_bytes) */
     /* writer thread: touches taken from the queue and not yet written, by entry id (open
      * addressing, id 0: free; wt_cap a power of two), and when they were last written */
     struct wtouch {

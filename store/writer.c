@@ -674,7 +674,8 @@ static void run_batch(store *s, struct op *ops, int touches)
             add_tenant(&b, &b.rtenants, &b.nrt, &b.caprt, o->tenant);
             sqlite3_bind_text(s->st_resp_put, 1, o->rid, -1, SQLITE_STATIC);
             sqlite3_bind_int64(s->st_resp_put, 2, o->tenant);
-            sqlite3_bind_int64(s->st_resp_put, 3, now);
+            s->resp_last_ms = now > s->resp_last_ms ? now : s->resp_last_ms + 1;
+            sqlite3_bind_int64(s->st_resp_put, 3, s->resp_last_ms);
             sqlite3_bind_int64(s->st_resp_put, 4, o->value);
             sqlite3_bind_text(s->st_resp_put, 5, o->rbody, -1, SQLITE_STATIC);
             sqlite3_bind_text(s->st_resp_put, 6, o->rmsgs, -1, SQLITE_STATIC);

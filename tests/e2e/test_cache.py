@@ -110,6 +110,11 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
     assert r.status_code == 504
     assert r.headers["X-Cache-Miss-Reason"].startswith("similarity 0.") and \
         r.headers["X-Cache-Miss-Reason"].endswith(" below 1.000"), r.headers
+    # the reason is the nearest's, not that of another candidate examined after it
+    import_lines(c, [("When was the Eiffel Tower completed?", "In 1889."),
+                     ("Who designed the Eiffel Tower?", "Gustave Eiffel's company.")])
+    r = only_if_cached(c, "When was the Eiffel Tower finished?")
+    assert r.status_code == 504 and "completed" in r.headers["X-Cache-Miss-Reason"], r.headers
     import_lines(c, [("Who is the president of France?", "Emmanuel Macron.")])
     r = only_if_cached(c, "Who was the president of France?")
     assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) >= 0.83, r.headers

@@ -180,6 +180,8 @@ def test_several_prompts_are_refused_together(server):
             e = r.json()["error"]
             assert e["param"] == "prompt" and f"prompt[{index}]" in e["message"], e
             assert e["code"] == code
+        r = h.post("/v1/completions", json={"model": MODEL, "prompt": ["ok", [1, 99999999]]})
+        assert r.json()["error"]["message"].startswith("prompt[1][1] must be a token id"), r.text
         r = h.post("/v1/completions", json={"model": MODEL, "prompt": ["Hi"] * 273})
         assert r.status_code == 400 and "At most 272 prompts" in r.json()["error"]["message"]
     assert metric(server, "cachegate_engine_generated_tokens_total") in (None, 0)

@@ -652,6 +652,20 @@ Test(store, responses_are_kept_within_the_tenants_bytes_oldest_first)
         cr_assert(response(s, 1, id, NULL, 0), "%s kept", id);
     }
     cr_assert(response(s, acme, "resp_acme", NULL, 0), "another tenant's are its own");
+    /* queued together (one transaction, one millisecond): the order they came in still,
+     * not their ids' (here in the opposite order) */
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "resp_q%d", 9 - i);
+        cr_assert_eq(put_response(s, acme, id, body, 0), STORE_OK);
+    }
+    cr_assert_eq(store_sync(s), STORE_OK);
+    cr_assert(!response(s, acme, "resp_acme", NULL, 0));
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "resp_q%d", 9 - i);
+        cr_assert_eq(response(s, acme, id, NULL, 0), i >= 2, "%s", id);
+    }
     /* one larger than the whole allowance is kept alone, the newest */
     char big[1001];
     memset(big, 'y', 1000);
