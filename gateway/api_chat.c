@@ -946,9 +946,10 @@ static int cache_key(struct chat_req *c, json_t *b)
     return 0;
 }
 
-/* The exact cache's entry that answers c, with c->job.n_prompt set; or NULL. An exact hit is found before the prompt is tokenized: the entry knows its prompt's
- * length, unless it was imported. *refused: the engine would refuse the request (too long
- * for its context; p says why), and so the cache does too. */
+/* The exact cache's entry that answers c, with c->job.n_prompt set; or NULL. An exact hit
+ * is found before the prompt is tokenized: the entry knows its prompt's length, unless it
+ * was imported. *refused: the engine would refuse the request (too long for its context;
+ * p says why), and so the cache does too. */
 static const struct store_hit *exact_hit(struct chat_req *c, json_t *b, struct parsed *p,
                                          int *refused)
 {

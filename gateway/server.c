@@ -1027,7 +1027,8 @@ static void cors_headers(struct gw_req *rc, struct evkeyvalq *h)
     evhttp_add_header(h, "Vary", "Origin");
     evhttp_add_header(h, "Access-Control-Expose-Headers",
                       "X-Request-Id, X-Cache, X-Cache-Kind, X-Cache-Similarity, X-Cache-Entry, "
-                      "X-Cache-Nearest, X-Cache-Miss-Reason, Retry-After, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, "
+                      "X-Cache-Nearest, X-Cache-Miss-Reason, Retry-After, "
+                      "x-ratelimit-limit-requests, x-ratelimit-remaining-requests, "
                       "x-ratelimit-reset-requests, x-ratelimit-limit-tokens, "
                       "x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens");
 }
