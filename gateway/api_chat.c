@@ -1322,9 +1322,10 @@ static void kid_served(struct chat_req *k)
     k->parent->use.saved += k->use.saved;
 }
 
-/* The kids of c not submitted yet will not be: timed out, or their request is over. In a
- * stream that goes on, each ends with "length", as a timed-out answer does. */
-static void batch_drop_rest(struct chat_req *c)
+/* The kids of c not submitted yet will not be: timed out, or their request is over (or
+ * refused: say 0). In a stream that goes on, each ends with "length", as a timed-out
+ * answer does. */
+static void batch_drop_rest(struct chat_req *c, int say)
 {
     for (; c->next < c->nkids; c->next++) {
         struct chat_req *k = c->kids[c->next];
@@ -1333,7 +1334,7 @@ static void batch_drop_rest(struct chat_req *c)
         k->done = 1;
         k->finish = "length";
         c->left--;
-        if (c->req && !c->ended && c->stream && !c->err_status) {
+        if (say && c->started && c->req && !c->ended && !c->err_status) {
             send_chunk(k, NULL, 0, NULL);
             send_chunk(k, NULL, 0, k->finish);
         }
@@ -1345,7 +1346,7 @@ static void batch_drop_rest(struct chat_req *c)
 static int batch_submit(struct chat_req *c)
 {
     if (c->timed_out || !c->req || c->ended || c->err_status) {
-        batch_drop_rest(c);
+        batch_drop_rest(c, 1);
         return 0;
     }
     while (c->running < c->window && c->next < c->nkids) {
@@ -1354,7 +1355,7 @@ static int batch_submit(struct chat_req *c)
             k->job.on_event = on_event;
             int rc = gw_engw_submit(c->llm->w, &k->job);
             if (rc) {
-                batch_drop_rest(c);
+                batch_drop_rest(c, 0);
                 return rc;
             }
             k->engine = 1;
@@ -1611,6 +1612,7 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
     }
     if (c->stream) {
         gw_reply_sse_start(r);
+        c->started = 1; /* the parent's stream: its kids may send chunks */
         for (int i = 0; i < c->nkids; i++) {
             struct chat_req *k = c->kids[i];
             if (k->hit_id) {

@@ -214,10 +214,13 @@ def test_several_prompts_the_queue_cannot_take_are_refused_whole(make_server):
                             "temperature": 0, "prompt": "1, 2, 3, 4,"}) as blocker:
             lines = blocker.iter_lines()
             next(lines)  # it runs: three places are left
-            r = c.post("/v1/completions", json={"model": MODEL, "max_tokens": 8,
-                                                "prompt": ["a", "b", "c", "d"]})
-            assert r.status_code == 429 and r.headers["retry-after"] == "1", r.text
-            assert r.json()["error"]["code"] == "rate_limit_exceeded"
+            for stream in (False, True):  # refused before a stream starts: one JSON error
+                r = c.post("/v1/completions", json={"model": MODEL, "max_tokens": 8,
+                                                    "stream": stream,
+                                                    "prompt": ["a", "b", "c", "d"]})
+                assert r.status_code == 429 and r.headers["retry-after"] == "1", r.text
+                assert r.json()["error"]["code"] == "rate_limit_exceeded"
+                time.sleep(0.3)  # the engine drops the jobs it had queued and cancelled
             # the places come back once the engine has dropped the cancelled jobs
             deadline = time.time() + 10
             while True:
