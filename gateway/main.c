@@ -144,6 +144,7 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     rc = 1;
+    gw_server_catch_early_reload(); /* a reload asked while the models load is no exit */
     if (make_dirs(cfg.data_dir, err, sizeof err)) {
         gw_log_kv(GW_LOG_ERROR, "cannot start", "error", err, NULL);
         goto out;
@@ -153,7 +154,6 @@ static int cmd_serve(int argc, char **argv)
     emb_set_log(lib_log_sink, NULL);
     eng_set_log(lib_log_sink, NULL);
     signal(SIGPIPE, SIG_IGN);
-    gw_server_catch_early_reload(); /* a reload asked while the models load is no exit */
     if (evthread_use_pthreads() != 0) {
         gw_log(GW_LOG_ERROR, "libevent has no pthreads support");
         goto out;

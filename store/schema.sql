@@ -87,7 +87,8 @@ CREATE INDEX responses_expiry ON responses (expires_ms) WHERE expires_ms > 0;
 
 -- migration: 3
 -- A response's size (its body and messages, in bytes): a tenant's stored responses are kept
--- within server.responses_max_bytes, the oldest going first.
+-- within server.responses_max_bytes, the oldest going first. Those stored before count as 0
+-- (sizing them would rewrite the whole table at start-up); they are the oldest, the first
+-- to go past the budget, and expire within the TTL.
 ALTER TABLE responses ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
-UPDATE responses SET bytes = length(CAST(body AS BLOB)) + length(CAST(messages AS BLOB));
 CREATE INDEX responses_age ON responses (tenant, created_ms, bytes);

@@ -91,8 +91,12 @@ struct store {
     struct op *q_usage[STORE_USAGE_SLOTS];
     int q_nusage;
     int64_t last_sweep_ms; /* writer thread: the last expiry sweep */
-    int64_t resp_last_ms;  /* writer thread: the last response's created_ms (they increase,
-                            * so that the oldest go first past responses_max_bytes) */
+    /* writer thread: tenants' stored response bytes as last counted (a cache, refreshed
+     * every few seconds and dropped when rows go other ways: the sweep, a rollback) */
+    struct resp_total {
+        int64_t tenant, bytes, at_ms;
+    } *rtot;
+    size_t nrtot, caprtot;
     /* writer thread: touches taken from the queue and not yet written, by entry id (open
      * addressing, id 0: free; wt_cap a power of two), and when they were last written */
     struct wtouch {
@@ -107,7 +111,7 @@ struct store {
     /* writer's prepared statements */
     sqlite3_stmt *st_find_exact, *st_insert, *st_delete_id, *st_touch, *st_usage,
         *st_lru, *st_expired, *st_tenant_ids, *st_prompt_tokens, *st_resp_put, *st_resp_expired,
-        *st_resp_bytes, *st_resp_trim;
+        *st_resp_bytes, *st_resp_oldest, *st_resp_delete;
 };
 
 int store_db_open(const char *path, int readonly, sqlite3 **out);

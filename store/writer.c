@@ -239,14 +239,17 @@ static const char *const SQL[] = {
     "SELECT id, tenant, bytes FROM entries WHERE (?1 < 0 OR tenant = ?1) AND (?2 < 0 OR id = ?2)",
     "UPDATE entries SET prompt_tokens = ?2 WHERE id = ?1",
     /* a tenant deleted while its response was queued gets no row */
+    /* created_ms increases within a tenant (the oldest go first past its budget), even
+     * when the clock steps back */
     "INSERT OR REPLACE INTO responses (id, tenant, created_ms, expires_ms, body, messages, "
-    "bytes) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?2)",
+    "bytes) SELECT ?1, ?2, max(?3, coalesce((SELECT max(created_ms) + 1 FROM responses "
+    "WHERE tenant = ?2), 0)), ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM tenants WHERE id = ?2)",
     "DELETE FROM responses WHERE expires_ms > 0 AND expires_ms <= ?1",
     "SELECT coalesce(sum(bytes), 0) FROM responses WHERE tenant = ?1",
-    /* the oldest past ?2 bytes, newest first, the newest kept whatever its size */
-    "DELETE FROM responses WHERE tenant = ?1 AND id IN (SELECT id FROM (SELECT id, bytes, "
-    "sum(bytes) OVER (ORDER BY created_ms DESC, id DESC) AS upto FROM responses "
-    "WHERE tenant = ?1) WHERE upto > ?2 AND upto > bytes)",
+    /* the oldest, the newest never among them */
+    "SELECT id, bytes FROM responses WHERE tenant = ?1 AND created_ms < (SELECT "
+    "max(created_ms) FROM responses WHERE tenant = ?1) ORDER BY created_ms, id LIMIT 256",
+    "DELETE FROM responses WHERE id = ?1",
 };
 
 int store_writer_prepare(store *s)
@@ -255,7 +258,7 @@ int store_writer_prepare(store *s)
                            &s->st_touch,      &s->st_usage,   &s->st_lru,
                            &s->st_expired,    &s->st_tenant_ids, &s->st_prompt_tokens,
                            &s->st_resp_put,   &s->st_resp_expired, &s->st_resp_bytes,
-                           &s->st_resp_trim};
+                           &s->st_resp_oldest, &s->st_resp_delete};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         if (sqlite3_prepare_v3(s->wdb, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, st[i], NULL) !=
             SQLITE_OK)
@@ -268,12 +271,15 @@ void store_writer_finalize(store *s)
     sqlite3_stmt *st[] = {s->st_find_exact, s->st_insert,  s->st_delete_id, s->st_touch,
                           s->st_usage,      s->st_lru,     s->st_expired,   s->st_tenant_ids,
                           s->st_prompt_tokens, s->st_resp_put, s->st_resp_expired,
-                          s->st_resp_bytes, s->st_resp_trim};
+                          s->st_resp_bytes, s->st_resp_oldest, s->st_resp_delete};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         sqlite3_finalize(st[i]);
     free(s->wt);
     s->wt = NULL;
     s->wt_n = s->wt_cap = 0;
+    free(s->rtot);
+    s->rtot = NULL;
+    s->nrtot = s->caprtot = 0;
 }
 
 /* ------------------------------------------------------------------ one batch */
@@ -289,8 +295,8 @@ struct batch {
     size_t n, cap;
     int64_t *tenants; /* tenants that grew, for the capacity check */
     size_t nt, capt;
-    int64_t *rtenants; /* tenants whose stored responses grew */
-    size_t nrt, caprt;
+    struct resp_total *rgrew; /* tenants whose stored responses grew, and by how much */
+    size_t nrg, caprg;
     int failed;
 };
 
@@ -340,20 +346,73 @@ static int step_done(sqlite3_stmt *st)
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
-/* The tenant's stored responses within max bytes, the oldest going first. */
-static int trim_responses(store *s, int64_t tenant, int64_t max)
+/* The tenant's entry in set[*n] (capacity *cap), added (bytes 0) when missing; NULL when
+ * out of memory. */
+static struct resp_total *resp_total_of(struct resp_total **set, size_t *n, size_t *cap,
+                                        int64_t tenant)
 {
-    sqlite3_bind_int64(s->st_resp_bytes, 1, tenant);
-    int rc = sqlite3_step(s->st_resp_bytes);
-    int64_t total = rc == SQLITE_ROW ? sqlite3_column_int64(s->st_resp_bytes, 0) : -1;
-    sqlite3_reset(s->st_resp_bytes);
-    if (total < 0)
+    for (size_t i = 0; i < *n; i++)
+        if ((*set)[i].tenant == tenant)
+            return &(*set)[i];
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 8;
+        struct resp_total *t = realloc(*set, sizeof *t * c);
+        if (!t)
+            return NULL;
+        *set = t;
+        *cap = c;
+    }
+    (*set)[*n] = (struct resp_total){tenant, 0, 0};
+    return &(*set)[(*n)++];
+}
+
+/* A tenant's stored responses past max bytes: the oldest go (the newest never) until they
+ * are within nine tenths of it, so that the next pass is some way off. The total is counted
+ * in SQL every few seconds, and kept in between (grown: the batch's new bytes). */
+static int trim_responses(store *s, const struct resp_total *grew, int64_t max, int64_t now)
+{
+    struct resp_total *t = resp_total_of(&s->rtot, &s->nrtot, &s->caprtot, grew->tenant);
+    if (!t)
         return -1;
-    if (total <= max)
+    if (now - t->at_ms >= 5000 || t->at_ms == 0) { /* counted again, the batch's included */
+        sqlite3_bind_int64(s->st_resp_bytes, 1, grew->tenant);
+        int rc = sqlite3_step(s->st_resp_bytes);
+        t->bytes = rc == SQLITE_ROW ? sqlite3_column_int64(s->st_resp_bytes, 0) : -1;
+        sqlite3_reset(s->st_resp_bytes);
+        if (t->bytes < 0)
+            return -1;
+        t->at_ms = now;
+    } else {
+        t->bytes += grew->bytes;
+    }
+    if (t->bytes <= max)
         return 0;
-    sqlite3_bind_int64(s->st_resp_trim, 1, tenant);
-    sqlite3_bind_int64(s->st_resp_trim, 2, max);
-    return step_done(s->st_resp_trim);
+    const int64_t target = max - max / 10;
+    for (;;) {
+        char *ids[256];
+        int64_t sizes[256];
+        int n = 0;
+        sqlite3_bind_int64(s->st_resp_oldest, 1, grew->tenant);
+        while (n < 256 && sqlite3_step(s->st_resp_oldest) == SQLITE_ROW) {
+            const char *id = (const char *)sqlite3_column_text(s->st_resp_oldest, 0);
+            if (!id || !(ids[n] = strdup(id)))
+                break;
+            sizes[n++] = sqlite3_column_int64(s->st_resp_oldest, 1);
+        }
+        sqlite3_reset(s->st_resp_oldest);
+        int rc = 0;
+        for (int k = 0; k < n && !rc && t->bytes > target; k++) {
+            sqlite3_bind_text(s->st_resp_delete, 1, ids[k], -1, SQLITE_STATIC);
+            rc = step_done(s->st_resp_delete);
+            t->bytes -= sizes[k];
+        }
+        for (int k = 0; k < n; k++)
+            free(ids[k]);
+        if (rc)
+            return -1;
+        if (n < 256 || t->bytes <= target) /* the newest alone is left, or within */
+            return 0;
+    }
 }
 
 /* Deletes one row and notes it; counters of its tenant follow. */
@@ -645,6 +704,7 @@ static int write_touches(store *s)
 static void run_batch(store *s, struct op *ops, int touches)
 {
     struct batch b = {0};
+    struct resp_total *g;
     int64_t now = store_now_ms();
     int rc = sqlite3_exec(s->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
     if (!rc && touches)
@@ -671,11 +731,14 @@ static void run_batch(store *s, struct op *ops, int touches)
             rc = step_done(s->st_prompt_tokens);
             break;
         case OP_RESPONSE:
-            add_tenant(&b, &b.rtenants, &b.nrt, &b.caprt, o->tenant);
+            if (!(g = resp_total_of(&b.rgrew, &b.nrg, &b.caprg, o->tenant))) {
+                rc = -1;
+                break;
+            }
+            g->bytes += (int64_t)(strlen(o->rbody) + strlen(o->rmsgs));
             sqlite3_bind_text(s->st_resp_put, 1, o->rid, -1, SQLITE_STATIC);
             sqlite3_bind_int64(s->st_resp_put, 2, o->tenant);
-            s->resp_last_ms = now > s->resp_last_ms ? now : s->resp_last_ms + 1;
-            sqlite3_bind_int64(s->st_resp_put, 3, s->resp_last_ms);
+            sqlite3_bind_int64(s->st_resp_put, 3, now);
             sqlite3_bind_int64(s->st_resp_put, 4, o->value);
             sqlite3_bind_text(s->st_resp_put, 5, o->rbody, -1, SQLITE_STATIC);
             sqlite3_bind_text(s->st_resp_put, 6, o->rmsgs, -1, SQLITE_STATIC);
@@ -688,8 +751,8 @@ static void run_batch(store *s, struct op *ops, int touches)
     }
     for (size_t i = 0; i < b.nt && !rc; i++)
         rc = evict(s, &b, b.tenants[i]);
-    for (size_t i = 0; i < b.nrt && !rc && s->opt.responses_max_bytes > 0; i++)
-        rc = trim_responses(s, b.rtenants[i], s->opt.responses_max_bytes);
+    for (size_t i = 0; i < b.nrg && !rc && s->opt.responses_max_bytes > 0; i++)
+        rc = trim_responses(s, &b.rgrew[i], s->opt.responses_max_bytes, now);
     if (!rc && now - s->last_sweep_ms >= 1000) {
         s->last_sweep_ms = now;
         sqlite3_bind_int64(s->st_expired, 1, now);
@@ -698,6 +761,8 @@ static void run_batch(store *s, struct op *ops, int touches)
         if (!rc) {
             sqlite3_bind_int64(s->st_resp_expired, 1, now);
             rc = step_done(s->st_resp_expired);
+            if (!rc && sqlite3_changes(s->wdb) > 0)
+                s->nrtot = 0; /* responses went: their totals are counted again */
         }
     }
     if (!rc && !b.failed)
@@ -716,6 +781,7 @@ static void run_batch(store *s, struct op *ops, int touches)
         }
         sqlite3_exec(s->wdb, "ROLLBACK", NULL, NULL, NULL);
         recount(s);
+        s->nrtot = 0;
     } else {
         if (touches && s->wt_cap > 16384) { /* after a burst: do not scan it every batch */
             free(s->wt);
@@ -747,7 +813,7 @@ static void run_batch(store *s, struct op *ops, int touches)
     }
     free(b.ch);
     free(b.tenants);
-    free(b.rtenants);
+    free(b.rgrew);
 }
 
 /* ------------------------------------------------------------------ rebuilds */
