@@ -63,13 +63,13 @@ struct chat_req {
     struct gw_tenant *tn;
     struct gw_usage_one use;
     /* a completion of several prompts (batch_run()): the request's own chat_req runs one
-     * kid a prompt, each answered as the choice of its index, and replies when all are */
+     * kid a prompt, each answered as the choice of its index, and replies when all are (its
+     * req is NULL once the reply is out before that, or its client gone) */
     struct chat_req *parent; /* a kid's */
     int index;               /* a kid's choice */
     struct chat_req **kids;  /* the parent's */
     int nkids, left;         /* kids, and those not answered yet */
     const struct gw_llm *llm;
-    int ended;              /* the parent's reply is out (or its client gone) */
     int err_status;         /* the parent's first error, replied when the kids are done */
     const char *err_code;
     char err_msg[320];
@@ -1307,9 +1307,8 @@ static void batch_error(struct chat_req *c, int status, const char *msg, const c
     c->err_code = code;
     snprintf(c->err_msg, sizeof c->err_msg, "%s", msg);
     c->use.failed = 1;
-    if (c->stream && c->req && !c->ended) {
+    if (c->stream && c->req) {
         stream_error(c, status, msg);
-        c->ended = 1;
         c->req = NULL; /* the reply is over */
     }
     batch_cancel(c, 0);
@@ -1334,7 +1333,7 @@ static void batch_drop_rest(struct chat_req *c, int say)
         k->done = 1;
         k->finish = "length";
         c->left--;
-        if (say && c->started && c->req && !c->ended && !c->err_status) {
+        if (say && c->started && c->req && !c->err_status) {
             send_chunk(k, NULL, 0, NULL);
             send_chunk(k, NULL, 0, k->finish);
         }
@@ -1345,7 +1344,7 @@ static void batch_drop_rest(struct chat_req *c, int say)
  * allow). 0, or the engine's refusal: the kids not submitted then are dropped. */
 static int batch_submit(struct chat_req *c)
 {
-    if (c->timed_out || !c->req || c->ended || c->err_status) {
+    if (c->timed_out || !c->req || c->err_status) {
         batch_drop_rest(c, 1);
         return 0;
     }
@@ -1371,7 +1370,7 @@ static void batch_end(struct chat_req *c)
 {
     struct usage sum = {0};
     int hits = 0;
-    const int ok = c->req && !c->ended && !c->err_status;
+    const int ok = c->req && !c->err_status;
     for (int i = 0; i < c->nkids; i++) {
         struct chat_req *k = c->kids[i];
         sum.prompt += k->got.prompt;
@@ -1387,11 +1386,11 @@ static void batch_end(struct chat_req *c)
             kid_served(k);
     }
     c->use.hit = hits == c->nkids && ok; /* a request of exact hits alone is a hit */
-    if (c->req && !c->ended && c->err_status) {
+    if (c->req && c->err_status) {
         if (c->err_status == 429)
             gw_reply_retry_after(c->req, 1);
         gw_reply_error(c->req, c->err_status, c->err_msg, NULL, c->err_code);
-    } else if (c->req && !c->ended && c->stream) {
+    } else if (c->req && c->stream) {
         if (c->include_usage) {
             json_t *o = envelope(c, "text_completion");
             json_object_set_new(o, "choices", json_array());
@@ -1399,7 +1398,7 @@ static void batch_end(struct chat_req *c)
             gw_reply_sse_json(c->req, o);
         }
         gw_reply_sse_end(c->req);
-    } else if (c->req && !c->ended) {
+    } else if (c->req) {
         json_t *o = envelope(c, "text_completion"), *choices = json_array();
         for (int i = 0; i < c->nkids; i++) {
             const struct chat_req *k = c->kids[i];
@@ -1428,7 +1427,7 @@ static void kid_event(struct chat_req *k, struct gw_gen_event *ev)
         c->req = NULL; /* freed: the kids have gone with their client */
         c->use.cancelled = 1;
     }
-    const int live = c->req && !c->ended;
+    const int live = c->req != NULL;
     if (!ev->done && !k->t_first && live) {
         k->t_first = now_s();
         gw_metric_observe(c->llm->ttft, k->t_first - k->t0);
@@ -1597,7 +1596,7 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
                                    : "Out of memory; try again.",
                    NULL, rc == ENG_EFULL ? "rate_limit_exceeded" : NULL);
         c->req = NULL;
-        c->ended = c->refused = 1;
+        c->refused = 1;
         batch_cancel(c, 0);
         if (!c->left)
             batch_end(c);

@@ -315,28 +315,22 @@ static void note(struct batch *b, int64_t tenant, int64_t id, const float *vec)
     b->ch[b->n++] = (struct change){tenant, id, vec};
 }
 
-/* Adds tenant to the set (*set)[*n] (capacity *cap) unless it is there. */
-static void add_tenant(struct batch *b, int64_t **set, size_t *n, size_t *cap, int64_t tenant)
+static void note_tenant(struct batch *b, int64_t tenant)
 {
-    for (size_t i = 0; i < *n; i++)
-        if ((*set)[i] == tenant)
+    for (size_t i = 0; i < b->nt; i++)
+        if (b->tenants[i] == tenant)
             return;
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 8;
-        int64_t *t = realloc(*set, sizeof *t * c);
+    if (b->nt == b->capt) {
+        size_t cap = b->capt ? b->capt * 2 : 8;
+        int64_t *t = realloc(b->tenants, sizeof *t * cap);
         if (!t) {
             b->failed = 1;
             return;
         }
-        *set = t;
-        *cap = c;
+        b->tenants = t;
+        b->capt = cap;
     }
-    (*set)[(*n)++] = tenant;
-}
-
-static void note_tenant(struct batch *b, int64_t tenant)
-{
-    add_tenant(b, &b->tenants, &b->nt, &b->capt, tenant);
+    b->tenants[b->nt++] = tenant;
 }
 
 static int step_done(sqlite3_stmt *st)
@@ -374,7 +368,7 @@ static int trim_responses(store *s, const struct resp_total *grew, int64_t max, 
     struct resp_total *t = resp_total_of(&s->rtot, &s->nrtot, &s->caprtot, grew->tenant);
     if (!t)
         return -1;
-    if (now - t->at_ms >= 5000 || t->at_ms == 0) { /* counted again, the batch's included */
+    if (now - t->at_ms >= 5000) { /* counted again (new: at 0), the batch's included */
         sqlite3_bind_int64(s->st_resp_bytes, 1, grew->tenant);
         int rc = sqlite3_step(s->st_resp_bytes);
         t->bytes = rc == SQLITE_ROW ? sqlite3_column_int64(s->st_resp_bytes, 0) : -1;
@@ -705,7 +699,7 @@ static void run_batch(store *s, struct op *ops, int touches)
 {
     struct batch b = {0};
     struct resp_total *g;
-    int64_t now = store_now_ms();
+    int64_t now = store_now_ms(), bytes;
     int rc = sqlite3_exec(s->wdb, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
     if (!rc && touches)
         rc = write_touches(s);
@@ -735,15 +729,15 @@ static void run_batch(store *s, struct op *ops, int touches)
                 rc = -1;
                 break;
             }
-            g->bytes += (int64_t)(strlen(o->rbody) + strlen(o->rmsgs));
+            bytes = (int64_t)(strlen(o->rbody) + strlen(o->rmsgs));
+            g->bytes += bytes;
             sqlite3_bind_text(s->st_resp_put, 1, o->rid, -1, SQLITE_STATIC);
             sqlite3_bind_int64(s->st_resp_put, 2, o->tenant);
             sqlite3_bind_int64(s->st_resp_put, 3, now);
             sqlite3_bind_int64(s->st_resp_put, 4, o->value);
             sqlite3_bind_text(s->st_resp_put, 5, o->rbody, -1, SQLITE_STATIC);
             sqlite3_bind_text(s->st_resp_put, 6, o->rmsgs, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s->st_resp_put, 7,
-                               (int64_t)(strlen(o->rbody) + strlen(o->rmsgs)));
+            sqlite3_bind_int64(s->st_resp_put, 7, bytes);
             rc = step_done(s->st_resp_put);
             break;
         case OP_FLUSH: break;
