@@ -175,6 +175,15 @@ static const char *const contrast_groups[] = {
     "hardware software firmware", "bachelor master doctorate",
      "freshman sophomore junior senior",
     "infant toddler teenager adult",
+    "afghanistan albania algeria argentina armenia australia austria azerbaijan bangladesh "
+    "belarus belgium bolivia brazil bulgaria cambodia cameroon canada chile china colombia "
+    "croatia cuba cyprus czechia denmark ecuador egypt england estonia ethiopia finland france "
+    "germany ghana greece hungary iceland india indonesia iran iraq ireland israel italy "
+    "jamaica japan kazakhstan kenya korea latvia lebanon libya lithuania luxembourg malaysia "
+    "mexico mongolia morocco nepal netherlands nigeria norway pakistan panama peru philippines "
+    "poland portugal romania russia scotland serbia singapore slovakia slovenia somalia spain "
+    "sudan sweden switzerland syria taiwan tanzania thailand tunisia uganda ukraine uruguay "
+    "venezuela vietnam wales yemen zimbabwe",
 };
 /* clang-format on */
 
@@ -182,7 +191,7 @@ static const char *const contrast_groups[] = {
 static const char *const synonym_groups[] = {
     "big large huge giant enormous massive", "small little tiny miniature",
     "fast quick rapid speedy swift", "quickly rapidly fast", "begin start commence",
-    "end finish conclude terminate", "stop halt quit end",
+    "end finish conclude terminate", "finish complete", "stop halt quit end",
     "make create build construct produce generate", "buy purchase get", "get obtain acquire",
     "fix repair mend resolve solve", "error mistake bug issue problem",
     "car automobile vehicle", "movie film", "picture photo image photograph", "help assist aid",
@@ -209,7 +218,7 @@ static const char *const synonym_groups[] = {
     "favorite favourite", "center centre", "organize organise", "analyze analyse", "gray grey",
     "defense defence", "license licence", "program programme", "theater theatre", "meter metre",
     "liter litre", "kilometer kilometre km", "centimeter centimetre cm",
-    "millimeter millimetre mm", "kilogram kg kilo", "gram g", "pound lb", "ounce oz",
+    "millimeter millimetre mm", "kilogram kg kilo", "gram g", "pound lb lbs", "ounce oz",
     "foot feet ft", "inch inches", "mile miles mi", "liter l", "milliliter ml",
     "usa us america american", "uk britain", "javascript js", "typescript ts", "golang go",
     "postgres postgresql", "kubernetes k8s", "tall high", "height tall", "height high",
@@ -239,6 +248,50 @@ static const char *const synonym_groups[] = {
     "hourly hour", "sci-fi scifi", "recent last latest", "previous prior last",
     "intake consumption", "good great fine nice", "best top finest greatest",
     "bad poor", "unhealthy bad", 
+};
+/* clang-format on */
+
+/* Irregular verbs, as base, -s, -ing, past and past participle ("-" for a form left out):
+ * "taught" is a form of "teach" as "painted" is of "paint". Verbs whose past reads as a
+ * common noun or adjective of its own (left, ground, wound, bit, rose, light) are not
+ * listed, nor are those spelled the same in every form (put, read). */
+/* clang-format off */
+static const char *const irregular_verbs[] = {
+    "become becomes becoming became become", "begin begins beginning began begun",
+    "blow blows blowing blew blown", "break breaks breaking broke broken",
+    "bring brings bringing brought brought", "build builds building built built",
+    "buy buys buying bought bought", "catch catches catching caught caught",
+    "choose chooses choosing chose chosen", "come comes coming came come",
+    "deal deals dealing dealt dealt", "dig digs digging dug dug",
+    "draw draws drawing drew drawn", "drink drinks drinking drank drunk",
+    "drive drives driving drove driven", "eat eats eating ate eaten",
+    "fall falls falling fell fallen", "feel feels feeling felt felt",
+    "fight fights fighting fought fought", "find finds finding found found",
+    "fly flies flying flew flown", "forbid forbids forbidding forbade forbidden",
+    "forget forgets forgetting forgot forgotten", "forgive forgives forgiving forgave forgiven",
+    "freeze freezes freezing froze frozen", "give gives giving gave given",
+    "go goes going went gone", "grow grows growing grew grown", "hang hangs hanging hung hung",
+    "hear hears hearing heard heard", "hide hides hiding hid hidden",
+    "hold holds holding held held", "keep keeps keeping kept kept",
+    "know knows knowing knew known", "lend lends lending lent lent",
+    "lose loses losing lost lost", "make makes making made made",
+    "mean means meaning meant meant", "meet meets meeting met met", "pay pays paying paid paid",
+    "ride rides riding rode ridden", "ring rings ringing rang rung",
+    "rise rises rising - risen", "run runs running ran run", "say says saying said said",
+    "see sees seeing saw seen", "seek seeks seeking sought sought",
+    "sell sells selling sold sold", "send sends sending sent sent",
+    "shake shakes shaking shook shaken", "shine shines shining shone shone",
+    "shoot shoots shooting shot shot", "shrink shrinks shrinking shrank shrunk",
+    "sing sings singing sang sung", "sink sinks sinking sank sunk",
+    "sleep sleeps sleeping slept slept", "speak speaks speaking spoke spoken",
+    "spend spends spending spent spent", "stand stands standing stood stood",
+    "steal steals stealing stole stolen", "swim swims swimming swam swum",
+    "take takes taking took taken", "teach teaches teaching taught taught",
+    "tell tells telling told told", "think thinks thinking thought thought",
+    "throw throws throwing threw thrown",
+    "understand understands understanding understood understood",
+    "wear wears wearing wore worn", "win wins winning won won",
+    "withdraw withdraws withdrawing withdrew withdrawn", "write writes writing wrote written",
 };
 /* clang-format on */
 
@@ -338,6 +391,9 @@ static const char now_aux[] = "is are am do does has have will shall can";
 
 /* What follows "how" when it asks for an amount or a time ("how long ago"). */
 static const char how_quantity[] = "long old many much soon often far";
+/* What follows "how" when it asks for a measure of a thing ("how wide is the river"). */
+static const char how_measure[] = "wide broad tall high deep thick thin big large small tiny "
+                                  "heavy fast quick hot cold warm loud bright strong short";
 
 /* Time words read against now: "this year" (or "the year") is not "last year" nor "next
  * year". 0: now, 1: before, 2: after. */
@@ -484,13 +540,15 @@ enum {
     K_FRAME,
     K_WHEN,
     K_HOWQTY,
+    K_HOWDIM,
     K_SUBORD,
     K_FORMAT,
     K_SETTING,
     K_DEIXIS,
     K_TIMENOUN,
     K_PLACE,
-    K_MATHOP
+    K_MATHOP,
+    K_VERB /* group: verb * 8 + form (0 base, 1 -s, 2 -ing, 3 past, 4 participle) */
 };
 
 typedef struct {
@@ -587,6 +645,7 @@ static void lex_build(void)
     lex_add_words(frame_nouns, K_FRAME, 0);
     lex_add_words(when_units, K_WHEN, 0);
     lex_add_words(how_quantity, K_HOWQTY, 0);
+    lex_add_words(how_measure, K_HOWDIM, 0);
     lex_add_words(subordinators, K_SUBORD, 0);
     lex_add_words(format_nouns, K_FORMAT, 0);
     lex_add_words(time_settings, K_SETTING, 0);
@@ -602,6 +661,17 @@ static void lex_build(void)
         lex_add_words(synonym_groups[i], K_SYN, (int)i);
     for (size_t i = 0; i < sizeof num_words / sizeof *num_words; i++)
         lex_add(num_words[i].w, strlen(num_words[i].w), K_NUM, (int)i);
+    for (size_t i = 0; i < sizeof irregular_verbs / sizeof *irregular_verbs; i++) {
+        const char *s = irregular_verbs[i];
+        for (int form = 0; *s; form++) {
+            const char *w = s;
+            while (*s && *s != ' ')
+                s++;
+            if (s - w > 1) lex_add(w, (size_t)(s - w), K_VERB, (int)i * 8 + form);
+            while (*s == ' ')
+                s++;
+        }
+    }
 }
 
 static int lex_has(int e, int kind)
@@ -620,6 +690,19 @@ static int lex_share(int a, int b, int kind)
             if (lex[y].kind == kind && lex[y].group == lex[x].group) return 1;
     }
     return 0;
+}
+
+/* The irregular verb a word is a form of, with the forms it is as bits (1 << form); -1. */
+static int lex_verb(int e, unsigned *forms)
+{
+    int v = -1;
+    *forms = 0;
+    for (; e >= 0; e = lex[e].next)
+        if (lex[e].kind == K_VERB) {
+            v = lex[e].group / 8;
+            *forms |= 1u << (lex[e].group % 8);
+        }
+    return v;
 }
 
 static int lex_num(int e)
@@ -948,6 +1031,10 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
     for (size_t i = a; i < b;) {
         int kind;
         size_t pl = p[i] >= 0x80 ? upunct(p, i, b, &kind) : 0;
+        if (p[i] == '-' && i > a) {
+            i++; /* a glued prefix's hyphen */
+            continue;
+        }
         if (p[i] == '\'' || (pl && kind == P_APOS)) {
             apos = k;
             i += p[i] == '\'' ? 1 : pl;
@@ -1174,6 +1261,21 @@ static int tok_eq(const tok *a, const tok *b)
            (a->lemlen == b->lemlen && memcmp(a->lem, b->lem, a->lemlen) == 0);
 }
 
+/* Whether p[a, b) is a prefix that makes another word of the one its hyphen joins. */
+static int bound_prefix(const unsigned char *p, size_t a, size_t b)
+{
+    static const char *const pre[] = {"step", "ex",    "vice",  "great", "co",    "anti",
+                                      "non",  "semi",  "pre",   "post",  "sub",   "counter",
+                                      "mini", "self",  "multi", "inter", "intra", "un",
+                                      "mid",  "re",    "de",    "dis",   "super", "ultra",
+                                      NULL};
+    for (int k = 0; pre[k]; k++) {
+        size_t n = strlen(pre[k]);
+        if (b - a == n && strncasecmp((const char *)p + a, pre[k], n) == 0) return 1;
+    }
+    return 0;
+}
+
 static void tokenize(side *sd, const char *text, size_t len)
 {
     const unsigned char *p = (const unsigned char *)text;
@@ -1222,7 +1324,7 @@ static void tokenize(side *sd, const char *text, size_t len)
             i++;
             continue;
         }
-        size_t j = i + 1;
+        size_t j = i + 1, seg = i;
         while (j < len) {
             unsigned char d = p[j];
             size_t ql = d >= 0x80 ? upunct(p, j, len, &kind) : 0;
@@ -1248,6 +1350,12 @@ static void tokenize(side *sd, const char *text, size_t len)
             if (d == ',' && is_digit(p[j - 1]) && j + 3 < len + 0 && is_digit(p[j + 1]) &&
                 is_digit(p[j + 2]) && is_digit(p[j + 3]) && (j + 4 >= len || !is_digit(p[j + 4]))) {
                 j += 4;
+                continue;
+            }
+            /* step-mother, co-founder, ex-wife, great-grandfather, non-profit: a bound
+             * prefix makes another word (a stepmother is not a mother), read glued */
+            if (d == '-' && j + 1 < len && is_alpha(p[j + 1]) && bound_prefix(p, seg, j)) {
+                seg = ++j;
                 continue;
             }
             /* c++, c#, f# */
@@ -1397,6 +1505,9 @@ static int tok_like(const tok *a, const tok *b)
     if ((a->lex >= 0 && b->lex >= 0 && lex_share(a->lex, b->lex, K_CONTRAST)) ||
         doer_and_done_to(a, b))
         return 0;
+    unsigned fa, fb;
+    int va = lex_verb(lex_find(a->s, a->len), &fa);
+    if (va >= 0 && va == lex_verb(lex_find(b->s, b->len), &fb)) return 1; /* wrote, written */
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
     if ((a->flags | b->flags) & (F_CAP | F_ENTITY | F_ACRO)) { /* Austria is not Australia */
         const tok *x = a->nlen <= b->nlen ? a : b, *y = x == a ? b : a;
@@ -1785,10 +1896,13 @@ static int rule_traded(const side *a, const side *b, char *why, size_t whylen)
     /* neighbours ("eggs raw", "yesterday's match") and the two sides of "x and y", "x or
      * y", "x vs y" read the same either way */
     /* ... but "a square a rectangle", with an article between, are not neighbours */
+    /* ... but a noun after both says which of them it belongs to: "my cat dog food" */
     int joined = ia[d[1]] == ia[d[0]] + 1, joins = 0, others = 0;
     for (int k = d[0] + 1; k < d[1]; k++)
         word_is(&a->t[ia[k]], K_JOIN) ? joins++ : others++;
-    if (joined || (joins && !others)) return 1;
+    int owner = joined && d[1] + 1 < na && !(a->t[ia[d[1] + 1]].flags & (F_STOP | F_NUM)) &&
+                ia[d[1] + 1] == ia[d[1]] + 1 && ib[d[1] + 1] == ib[d[1]] + 1;
+    if ((joined && !owner) || (joins && !others)) return 1;
     const tok *x = &a->t[ia[d[0]]], *y = &a->t[ia[d[1]]];
     if ((x->flags & F_STOP) || (y->flags & F_STOP) || !tok_like(x, &b->t[ib[d[1]]]) ||
         !tok_like(y, &b->t[ib[d[0]]]))
@@ -1887,6 +2001,17 @@ static int how_asks(const side *sd)
     return 0;
 }
 
+/* Whether "how x" and "how y" both ask for an amount or a measure, one that could be another
+ * (an amount of money is how big a fund is: "much" and "many" are no measure's opposite). */
+static int how_measures(const tok *x, const tok *y)
+{
+    int dx = word_is(x, K_HOWDIM), dy = word_is(y, K_HOWDIM);
+    int ax = is_word(x, "much") || is_word(x, "many");
+    int ay = is_word(y, "much") || is_word(y, "many");
+    if ((dx && ay) || (dy && ax)) return 0;
+    return (dx || word_is(x, K_HOWQTY)) && (dy || word_is(y, K_HOWQTY));
+}
+
 static int is_do(const tok *t)
 {
     return is_word(t, "do") || is_word(t, "does") || is_word(t, "did");
@@ -1941,12 +2066,12 @@ static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
         say(why, whylen, "roles differ: who acts vs who is acted on");
         return 0;
     }
-    /* both asking of the verb that follows ("how long does it take"), not of a noun ("how
-     * much sleep" is "how many hours of sleep") */
+    /* both asking of the verb that follows ("how long does it take", "how wide is it"), not
+     * of a noun ("how much sleep" is "how many hours of sleep") */
     if (x && y && is_word(x, "how") && is_word(y, "how") && a->nt > 2 && b->nt > 2 &&
-        word_is(&a->t[1], K_HOWQTY) && word_is(&b->t[1], K_HOWQTY) &&
+        how_measures(&a->t[1], &b->t[1]) &&
         ((a->t[2].flags & F_STOP) || how_asks(a)) && ((b->t[2].flags & F_STOP) || how_asks(b)) &&
-        !tok_eq(&a->t[1], &b->t[1]) && !(how_asks(a) && how_asks(a) == how_asks(b))) {
+        !tok_like(&a->t[1], &b->t[1]) && !(how_asks(a) && how_asks(a) == how_asks(b))) {
         say(why, whylen, "question differs: how %.*s vs how %.*s", (int)a->t[1].len,
             a->t[1].s, (int)b->t[1].len, b->t[1].s);
         return 0; /* "how long does it take" and "how much does it cost" */
@@ -2377,8 +2502,47 @@ static int rule_time(const side *a, const side *b, char *why, size_t whylen)
 
 /* "one YouTube channel" vs "all my channels", "a single row" vs "every row": one side
  * asks about one, the other about all. */
+static int asks(const tok *t)
+{
+    return (t->flags & F_WH) || is_word(t, "what") || is_word(t, "which");
+}
+
+/* "who wrote Hamlet" vs "who writes Hamlet": a question word's verb in two tenses, spelled
+ * by an irregular verb's forms (a regular one's -ed also makes adjectives and passives). */
+static int rule_verb_tense(const side *a, const side *b, char *why, size_t whylen)
+{
+    if (a->nt < 2 || b->nt < 2 || !asks(&a->t[0]) || !asks(&b->t[0])) return 1;
+    const tok *x = &a->t[1], *y = &b->t[1];
+    unsigned fx, fy;
+    int vx = lex_verb(lex_find(x->s, x->len), &fx), vy = lex_verb(lex_find(y->s, y->len), &fy);
+    if (vx < 0 || vx != vy) return 1;
+    const unsigned past = 1u << 3, now = 7u;
+    if (((fx & past) && !(fx & now) && (fy & now) && !(fy & past)) ||
+        ((fy & past) && !(fy & now) && (fx & now) && !(fx & past))) {
+        say(why, whylen, "tense differs: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
+        return 0;
+    }
+    return 1;
+}
+
+static int every_other(const side *sd, int i)
+{
+    return i + 1 < sd->nt && is_word(&sd->t[i], "every") && is_word(&sd->t[i + 1], "other");
+}
+
 static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
 {
+    /* "every other day" is half of "every day" */
+    int ea = 0, eb = 0, oa = 0, ob = 0;
+    for (int i = 0; i < a->nt; i++)
+        ea += is_word(&a->t[i], "every"), oa += every_other(a, i);
+    for (int i = 0; i < b->nt; i++)
+        eb += is_word(&b->t[i], "every"), ob += every_other(b, i);
+    if (ea && eb && oa != ob) {
+        say(why, whylen, "scope differs: %s vs %s", oa > ob ? "every other" : "every",
+            oa > ob ? "every" : "every other");
+        return 0;
+    }
     int sa = 0, sb = 0; /* bit 0: one, bit 1: all */
     for (int i = 0; i < a->nt; i++)
         sa |= word_is(&a->t[i], K_ONE) | word_is(&a->t[i], K_ALL) << 1;
@@ -2438,7 +2602,9 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
         return 0;
     if ((rules & R_WH) && !rule_wh(&a, &b, why, whylen)) return 0;
     if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen)) return 0;
-    if ((rules & R_TIME) && !rule_time(&a, &b, why, whylen)) return 0;
+    if ((rules & R_TIME) &&
+        (!rule_time(&a, &b, why, whylen) || !rule_verb_tense(&a, &b, why, whylen)))
+        return 0;
     if ((rules & R_SCOPE) && !rule_scope(&a, &b, why, whylen)) return 0;
     if ((rules & R_ADD) && !rule_added(&a, &b, why, whylen)) return 0;
     if ((rules & R_OP) && !rule_operation(&a, &b, why, whylen)) return 0;

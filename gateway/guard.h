@@ -16,13 +16,15 @@
  *                (when/where)
  *   order        "x to y" on one side, "y to x" on the other; two words trading places
  *   added        a qualifier one side adds ("vegan lasagna", "symptoms in children")
- *   tense, time  "who is" vs "who was", "this year" vs "last year"
+ *   tense, time  "who is" vs "who was", "who sang" vs "who sings", "this year" vs "last year"
+ *   measure      "how wide is it" vs "how tall is it"
  *   scope        one of a thing vs all of them
  *   operation    another operation on a number ("the square root of 16" vs "the square")
  *
  * Precision comes before recall: a vetoed hit is a miss, a wrong hit is a wrong answer.
  * Text is compared after light normalization (ASCII lowercase, contractions, possessive
- * 's, plurals), so case and rewording alone never veto. Bytes >= 0x80 are word bytes;
+ * 's, plurals, irregular verbs' forms, a hyphened prefix glued: step-mother is stepmother),
+ * so case and rewording alone never veto. Bytes >= 0x80 are word bytes;
  * nothing is case-folded outside ASCII.
  *
  * Pure functions: no allocation, no global state after a one-time lexicon build (done

@@ -113,7 +113,7 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
     # the reason is the nearest's, not that of another candidate examined after it
     import_lines(c, [("When was the Eiffel Tower completed?", "In 1889."),
                      ("Who designed the Eiffel Tower?", "Gustave Eiffel's company.")])
-    r = only_if_cached(c, "When was the Eiffel Tower finished?")
+    r = only_if_cached(c, "When was the Eiffel Tower started?")
     assert r.status_code == 504 and "completed" in r.headers["X-Cache-Miss-Reason"], r.headers
     import_lines(c, [("Who is the president of France?", "Emmanuel Macron.")])
     r = only_if_cached(c, "Who was the president of France?")

@@ -186,6 +186,13 @@ Test(guard, tense)
     PASS("When was the telescope invented?", "In which century was the telescope invented?");
     VETO("When did the Berlin Wall fall?", "Why did the Berlin Wall fall?", "when");
     PASS("How can I learn to swim?", "How do I learn to swim?");
+    /* an irregular verb's past against its present, after a question word */
+    VETO("Who sings the national anthem at the Super Bowl?",
+         "Who sang the national anthem at the Super Bowl?", "tense");
+    VETO("What broke the dam in 1976?", "What breaks the dam in 1976?", "tense");
+    PASS("Who wrote Don Quixote?", "Who has written Don Quixote?");
+    PASS("Who sang the national anthem at the Super Bowl?",
+         "Who was it that sang the national anthem at the Super Bowl?");
 }
 
 Test(guard, added_qualifier)
@@ -228,6 +235,11 @@ Test(guard, traded_places)
     VETO("Can I use butter instead of margarine?", "Can I use margarine instead of butter?",
          "order");
     VETO("Did Ali ever beat Frazier?", "Did Frazier ever beat Ali?", "order");
+    /* neighbours before a noun say whose it is */
+    VETO("Is it OK to give my rabbit guinea pig pellets?",
+         "Is it OK to give my guinea rabbit pig pellets?", "order");
+    VETO("Can horses eat cow feed?", "Can cows eat horse feed?", NULL);
+    PASS("Can I drink milk raw?", "Can I drink raw milk?");
     PASS("How do I convert a string to an integer in Java?",
          "In Java, how do I convert a string to an integer?");
 }
@@ -396,6 +408,9 @@ Test(guard, who_acts_and_who_is_acted_on)
          "Does my employee pay for health insurance?", NULL);
     VETO("How many US dollars is 100 euros?", "How many euros is 100 US dollars?", "order");
     VETO("How many dollars is 100 euros?", "How many euros is 100 US dollars?", "order");
+    /* irregular verbs: "taught" is a form of "teach" */
+    VETO("Who did Socrates teach?", "Who taught Socrates?", "roles");
+    VETO("Who did the Yankees lose to?", "Who lost to the Yankees?", "roles");
     PASS("Who killed Julius Caesar?", "Who was it that killed Julius Caesar?");
     PASS("What do owls eat?", "What do owls usually eat?");
 }
@@ -407,6 +422,14 @@ Test(guard, a_way_against_an_amount_or_a_time_frame)
     VETO("How can I learn guitar?", "How can I learn guitar in one month?", "month");
     PASS("How long do I cook salmon in the oven?", "How long should salmon cook in the oven?");
     PASS("How much protein should I eat?", "How much protein should I eat in a day?");
+    /* two measures of one thing */
+    VETO("How deep is the Mariana Trench?", "How wide is the Mariana Trench?", "how deep");
+    VETO("How wide is the opening of the Panama Canal?", "How long is the Panama Canal?",
+         "how wide");
+    VETO("How heavy is an African elephant?", "How tall is an African elephant?", "how");
+    PASS("How big is an African elephant?", "How large is an African elephant?");
+    PASS("How high is Kilimanjaro?", "How tall is Kilimanjaro?");
+    PASS("How much should I put in a rainy-day fund?", "How big should a rainy-day fund be?");
 }
 
 Test(guard, spellings_of_one_thing)
@@ -420,6 +443,32 @@ Test(guard, spellings_of_one_thing)
     PASS("What happened after the war I read about?",
          "What happened after the war that I read about?");
     VETO("When did World War II end?", "When did World War I end?", "numbers");
+    PASS("When was the cathedral finished?", "When was the cathedral completed?");
+    PASS("How many lbs is 20 kg?", "How many pounds is 20 kilograms?");
+    PASS("Is a non-stick pan safe?", "Is a nonstick pan safe?");
+}
+
+Test(guard, a_prefix_that_makes_another_word)
+{
+    VETO("Who is the step-father of Hamlet?", "Who is the father of Hamlet?", "stepfather");
+    VETO("What did the co-founder of Microsoft do?", "What did the founder of Microsoft do?",
+         NULL);
+    VETO("Is my ex-husband allowed to see the kids?", "Is my husband allowed to see the kids?",
+         NULL);
+    VETO("Where was my great-grandmother born?", "Where was my grandmother born?", NULL);
+    VETO("Is aspirin an anti-coagulant?", "Is aspirin a coagulant?", NULL);
+    PASS("Who was the vice-president under Obama?", "Who was the vice president under Obama?");
+    PASS("How do I become a co-owner?", "How do I become a coowner?");
+}
+
+Test(guard, countries_and_every_other)
+{
+    VETO("what is the national dish of austria", "what is the national dish of australia",
+         "austria");
+    VETO("do i need a visa for peru", "do i need a visa for chile", NULL);
+    VETO("Should I take vitamin D every day?", "Should I take vitamin D every other day?",
+         "every other");
+    PASS("Should I take vitamin D every day?", "Should I take vitamin D each and every day?");
 }
 
 Test(guard, a_word_that_looks_like_a_plural_of_another)
