@@ -988,7 +988,8 @@ static void miss_headers(struct chat_req *c, const struct gw_cache_sem *s)
         return;
     snprintf(v, sizeof v, "%.4f", s->best);
     gw_reply_header(c->req, "X-Cache-Nearest", v);
-    if (!s->why[0])
+    /* the reason may quote the stored question's words */
+    if (!s->why[0] || !gw_server_config(gw_req_server(c->req))->cache_miss_reasons)
         return;
     static const char hex[] = "0123456789ABCDEF";
     size_t n = 0;

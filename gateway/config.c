@@ -118,6 +118,7 @@ static const struct opt opts[] = {
     {"cache", "enabled", T_BOOL, OFF(cache_enabled), "true", 0, 0, NULL, NULL},
     {"cache", "similarity_threshold", T_REAL, OFF(cache_threshold), "0.83", 0, 1000, NULL, NULL},
     {"cache", "guard", T_BOOL, OFF(cache_guard), "true", 0, 0, NULL, NULL},
+    {"cache", "miss_reasons", T_BOOL, OFF(cache_miss_reasons), "true", 0, 0, NULL, NULL},
     {"cache", "candidates", T_INT, OFF(cache_candidates), "8", 1, 64, NULL, NULL},
     {"cache", "hot_entries", T_INT, OFF(cache_hot_entries), "16384", 0, 1 << 24, NULL, NULL},
     {"cache", "hot_bytes", T_SIZE, OFF(cache_hot_bytes), "32M", 0, 1LL << 40, NULL, NULL},

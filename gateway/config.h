@@ -70,6 +70,7 @@ struct gw_config {
     int cache_enabled;
     double cache_threshold;         /* cosine a semantic hit needs */
     int cache_guard;                /* reject semantic candidates that contradict the query */
+    int cache_miss_reasons;         /* a semantic miss says why (X-Cache-Miss-Reason) */
     int64_t cache_candidates;       /* nearest entries examined per semantic lookup */
     int64_t cache_hot_entries;      /* exact entries kept in memory on the event loop; 0: none */
     int64_t cache_hot_bytes;        /* their answers' and strings' bytes, at most */

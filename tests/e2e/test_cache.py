@@ -123,6 +123,16 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
     assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) < 0.5, r.headers
 
 
+def test_miss_reasons_can_be_left_out(make_server):
+    """An operator may keep the stored question's words out of a miss's headers."""
+    server = make_server(CONF + "[cache]\nmiss_reasons = false\n")
+    with client(server) as c:
+        import_lines(c, [("Who is the president of France?", "Emmanuel Macron.")])
+        r = only_if_cached(c, "Who was the president of France?")
+        assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) >= 0.83, r.headers
+        assert "X-Cache-Miss-Reason" not in r.headers, r.headers
+
+
 def test_streamed_hit_through_the_sdk(server):
     c = client(server)
     answer = "Paris is the capital of France, and its largest city by far."
