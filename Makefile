@@ -252,7 +252,8 @@ bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VEN
 	.venv/bin/python tests/bench/cache.py $(BUILD) ../shared/data/paraphrase-dev.tsv \
 	    tests/bench/paraphrase-extra.tsv tests/bench/paraphrase-fresh.tsv \
 	    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv \
-	    tests/bench/paraphrase-fresh3.tsv tests/bench/paraphrase-audit.tsv
+	    tests/bench/paraphrase-fresh3.tsv tests/bench/paraphrase-audit.tsv \
+	    tests/bench/paraphrase-fresh4.tsv
 	$(GPTCACHE_VENV)/bin/python tests/bench/gptcache_peer.py ../shared/data/paraphrase-dev.tsv \
 	    tests/bench/paraphrase-extra.tsv tests/bench/paraphrase-fresh.tsv \
 	    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv \

@@ -246,7 +246,8 @@ static const char *const synonym_groups[] = {
     "common frequent usual", "unusual uncommon rare", "whole entire", "total sum",
     "part portion piece", "daily day", "weekly week", "monthly month", "yearly annual year",
     "hourly hour", "sci-fi scifi", "recent last latest", "previous prior last",
-    "intake consumption", "good great fine nice", "best top finest greatest",
+    "is are am", "was were", "intake consumption", "good great fine nice",
+    "best top finest greatest",
     "bad poor", "unhealthy bad", 
 };
 /* clang-format on */
@@ -1353,9 +1354,15 @@ static void tokenize(side *sd, const char *text, size_t len)
                 continue;
             }
             /* step-mother, co-founder, ex-wife, great-grandfather, non-profit: a bound
-             * prefix makes another word (a stepmother is not a mother), read glued */
+             * prefix makes another word (a stepmother is not a mother), read glued, as is
+             * a brother-in-law */
             if (d == '-' && j + 1 < len && is_alpha(p[j + 1]) && bound_prefix(p, seg, j)) {
                 seg = ++j;
+                continue;
+            }
+            if (d == '-' && len - j >= 7 && strncasecmp((const char *)p + j, "-in-law", 7) == 0 &&
+                (len - j == 7 || !is_alnum(p[j + 7]))) {
+                j += 7;
                 continue;
             }
             /* c++, c#, f# */
@@ -1498,6 +1505,11 @@ static int doer_and_done_to(const tok *a, const tok *b)
     return 0;
 }
 
+static int in_law(const tok *t)
+{
+    return t->nlen > 5 && !memcmp(t->n + t->nlen - 5, "inlaw", 5);
+}
+
 static int tok_like(const tok *a, const tok *b)
 {
     if (tok_eq(a, b) || syn(a, b)) return 1;
@@ -1509,6 +1521,7 @@ static int tok_like(const tok *a, const tok *b)
     int va = lex_verb(lex_find(a->s, a->len), &fa);
     if (va >= 0 && va == lex_verb(lex_find(b->s, b->len), &fb)) return 1; /* wrote, written */
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
+    if (in_law(a) != in_law(b)) return 0;      /* a brother-in-law is not a brother */
     if ((a->flags | b->flags) & (F_CAP | F_ENTITY | F_ACRO)) { /* Austria is not Australia */
         const tok *x = a->nlen <= b->nlen ? a : b, *y = x == a ? b : a;
         return x->nlen >= 3 && !memcmp(x->n, y->n, x->nlen); /* Austria and Austrian */
@@ -1550,11 +1563,21 @@ static const tok *after_number(const side *sd, int k)
 
 /* The word after a number written in digits, an acronym among them ("100 US dollars"), or
  * NULL. */
+/* A number word that counts: "one", "twenty", "a dozen"; not "first", not a numeral. */
+static int cardinal(const tok *t)
+{
+    int g = lex_num(lex_find(t->s, t->len));
+    for (int i = 0; g >= 0 && strcmp(num_words[i].w, "first") != 0; i++)
+        if (i == g) return 1;
+    return 0;
+}
+
 static const tok *unit_of_number(const side *sd, int k)
 {
     for (int i = 0; i + 1 < sd->nt; i++)
         if (sd->t[i].num == k) {
-            if (!is_digit((unsigned char)sd->t[i].s[0])) return NULL;
+            if (!is_digit((unsigned char)sd->t[i].s[0]) && !cardinal(&sd->t[i]))
+                return NULL; /* not "World War II end", "the second world" */
             const tok *n = &sd->t[i + 1];
             /* "100 US dollars": the noun an acronym qualifies */
             if ((n->flags & F_ACRO) && i + 2 < sd->nt && !(sd->t[i + 2].flags & (F_STOP | F_NUM)))
@@ -1867,6 +1890,18 @@ static int content_near(const side *sd, int i, int step)
     return -1;
 }
 
+/* The first word after sd->t[i] that is not an article or a possessive; -1 at a
+ * preposition or a number. */
+static int next_word(const side *sd, int i)
+{
+    for (int j = i + 1; j < sd->nt; j++) {
+        const tok *t = &sd->t[j];
+        if (t->flags & F_DROP) continue;
+        return (t->flags & (F_DIR | F_NUM)) ? -1 : j;
+    }
+    return -1;
+}
+
 static int find_before(const side *sd, const tok *x, int end)
 {
     for (int i = 0; i < end; i++)
@@ -1879,15 +1914,68 @@ static int find_before(const side *sd, const tok *x, int end)
 /* "substitute baking soda for baking powder" vs "substitute baking powder for baking
  * soda", "did Federer beat Nadal" vs "did Nadal beat Federer": the same words, two of them
  * trading places. */
+/* The indexes of sd's words but articles and possessives, into idx; their count. */
+static int kept_words(const side *sd, int *idx)
+{
+    int n = 0;
+    for (int i = 0; i < sd->nt; i++)
+        if (!(sd->t[i].flags & F_DROP)) idx[n++] = i;
+    return n;
+}
+
+/* Whether a's words from ia[i] on are like b's from ib[j] on, n of them, one not a stop word. */
+static int span_like(const side *a, const int *ia, int i, const side *b, const int *ib, int j,
+                     int n)
+{
+    int content = 0;
+    for (int k = 0; k < n; k++) {
+        if (!tok_like(&a->t[ia[i + k]], &b->t[ib[j + k]])) return 0;
+        content += !(a->t[ia[i + k]].flags & F_STOP);
+    }
+    return content > 0;
+}
+
+/* Names of several words trading places around the rest: "did Joe Frazier beat Muhammad
+ * Ali" vs "did Muhammad Ali beat Joe Frazier", a's X M Y against b's Y M X (articles and
+ * possessives left out), M holding a word that is not "and", "or", "vs". */
+static int traded_spans(const side *a, const side *b, char *why, size_t whylen)
+{
+    int ia[MAX_TOK], ib[MAX_TOK], na = kept_words(a, ia), nb = kept_words(b, ib);
+    if (na != nb) return 1;
+    int p = 0, q = na - 1;
+    while (p < na && tok_like(&a->t[ia[p]], &b->t[ib[p]]))
+        p++;
+    while (q > p && tok_like(&a->t[ia[q]], &b->t[ib[q]]))
+        q--;
+    int len = q - p + 1;
+    for (int lx = 1; lx <= 3 && lx < len; lx++)
+        for (int ly = 1; ly <= 3 && lx + ly < len; ly++) {
+            int lm = len - lx - ly, others = 0;
+            if (!span_like(a, ia, p, b, ib, q + 1 - lx, lx) ||
+                !span_like(a, ia, q + 1 - ly, b, ib, p, ly))
+                continue;
+            for (int k = 0; k < lm; k++) {
+                const tok *m = &a->t[ia[p + lx + k]];
+                if (!tok_like(m, &b->t[ib[p + ly + k]])) {
+                    others = -1;
+                    break;
+                }
+                if (!word_is(m, K_JOIN)) others++;
+            }
+            if (others <= 0) continue;
+            const tok *x = &a->t[ia[p]], *y = &a->t[ia[q + 1 - ly]];
+            say(why, whylen, "order reversed: %.*s ... %.*s", (int)x->len, x->s, (int)y->len,
+                y->s);
+            return 0;
+        }
+    return 1;
+}
+
 static int rule_traded(const side *a, const side *b, char *why, size_t whylen)
 {
-    int ia[MAX_TOK], ib[MAX_TOK], na = 0, nb = 0, d[2], nd = 0;
-    for (int i = 0; i < a->nt; i++)
-        if (!(a->t[i].flags & F_DROP)) ia[na++] = i;
-    for (int i = 0; i < b->nt; i++)
-        if (!(b->t[i].flags & F_DROP)) ib[nb++] = i;
+    int ia[MAX_TOK], ib[MAX_TOK], na = kept_words(a, ia), nb = kept_words(b, ib), d[2], nd = 0;
     if (na != nb) return 1;
-    for (int k = 0; k < na && nd <= 2; k++)
+    for (int k = 0; k < na; k++)
         if (!tok_like(&a->t[ia[k]], &b->t[ib[k]])) {
             if (nd < 2) d[nd] = k;
             nd++;
@@ -1940,24 +2028,27 @@ static int rule_order(const side *a, const side *b, char *why, size_t whylen)
             }
         }
     }
-    for (int i = 0; i < a->nt; i++) {
-        if (!(a->t[i].flags & F_DIR)) continue;
-        int r = content_near(a, i, +1);
-        if (r < 0) continue;
-        for (int k = 0; k < b->nt; k++) {
-            if (!(b->t[k].flags & F_DIR) || !tok_eq(&b->t[k], &a->t[i])) continue;
-            int rb = content_near(b, k, +1);
-            if (rb < 0 || tok_eq(&a->t[r], &b->t[rb])) continue;
-            int x = find_before(a, &b->t[rb], i), y = find_before(b, &a->t[r], k);
-            if (x < 0 || y < 0) continue;
-            say(why, whylen, "order reversed: %.*s %.*s %.*s vs %.*s %.*s %.*s", (int)a->t[x].len,
-                a->t[x].s, (int)a->t[i].len, a->t[i].s, (int)a->t[r].len, a->t[r].s,
-                (int)b->t[y].len, b->t[y].s, (int)b->t[k].len, b->t[k].s, (int)b->t[rb].len,
-                b->t[rb].s);
-            return 0;
+    /* the word after "to": the next content word, or the next word at all ("a list to a
+     * string", where "list" is a word of request phrasing elsewhere) */
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < a->nt; i++) {
+            if (!(a->t[i].flags & F_DIR)) continue;
+            int r = v ? next_word(a, i) : content_near(a, i, +1);
+            if (r < 0) continue;
+            for (int k = 0; k < b->nt; k++) {
+                if (!(b->t[k].flags & F_DIR) || !tok_eq(&b->t[k], &a->t[i])) continue;
+                int rb = v ? next_word(b, k) : content_near(b, k, +1);
+                if (rb < 0 || tok_eq(&a->t[r], &b->t[rb])) continue;
+                int x = find_before(a, &b->t[rb], i), y = find_before(b, &a->t[r], k);
+                if (x < 0 || y < 0) continue;
+                say(why, whylen, "order reversed: %.*s %.*s %.*s vs %.*s %.*s %.*s",
+                    (int)a->t[x].len, a->t[x].s, (int)a->t[i].len, a->t[i].s, (int)a->t[r].len,
+                    a->t[r].s, (int)b->t[y].len, b->t[y].s, (int)b->t[k].len, b->t[k].s,
+                    (int)b->t[rb].len, b->t[rb].s);
+                return 0;
+            }
         }
-    }
-    return 1;
+    return traded_spans(a, b, why, whylen);
 }
 
 /* "When was it built?" vs "Where was it built?": questions that open on different
@@ -2056,11 +2147,7 @@ static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
         }
     }
     /* the same words, the roles turned: "who killed Caesar" vs "who did Caesar kill" */
-    int ia[MAX_TOK], ib[MAX_TOK], na = 0, nb = 0;
-    for (int i = 0; i < a->nt; i++)
-        if (!(a->t[i].flags & F_DROP)) ia[na++] = i;
-    for (int i = 0; i < b->nt; i++)
-        if (!(b->t[i].flags & F_DROP)) ib[nb++] = i;
+    int ia[MAX_TOK], ib[MAX_TOK], na = kept_words(a, ia), nb = kept_words(b, ib);
     int ra = wh_role(a, ia, na), rb = wh_role(b, ib, nb);
     if (ra && rb && ra != rb && words_within(a, b) && words_within(b, a)) {
         say(why, whylen, "roles differ: who acts vs who is acted on");
@@ -2123,11 +2210,7 @@ static int asks_when(const side *x, const int *ix, int xf, int xt, const side *y
 
 static int rule_swap(const side *a, const side *b, char *why, size_t whylen)
 {
-    int ia[MAX_TOK], ib[MAX_TOK], na = 0, nb = 0;
-    for (int i = 0; i < a->nt; i++)
-        if (!(a->t[i].flags & F_DROP)) ia[na++] = i;
-    for (int i = 0; i < b->nt; i++)
-        if (!(b->t[i].flags & F_DROP)) ib[nb++] = i;
+    int ia[MAX_TOK], ib[MAX_TOK], na = kept_words(a, ia), nb = kept_words(b, ib);
     int p = 0;
     while (p < na && p < nb && tok_like(&a->t[ia[p]], &b->t[ib[p]]))
         p++;

@@ -240,6 +240,13 @@ Test(guard, traded_places)
          "Is it OK to give my guinea rabbit pig pellets?", "order");
     VETO("Can horses eat cow feed?", "Can cows eat horse feed?", NULL);
     PASS("Can I drink milk raw?", "Can I drink raw milk?");
+    /* names of several words */
+    VETO("Did Rafael Nadal beat Roger Federer at Wimbledon?",
+         "Did Roger Federer beat Rafael Nadal at Wimbledon?", "order");
+    VETO("did real madrid beat manchester city in the final",
+         "did manchester city beat real madrid in the final", "order");
+    PASS("What's the difference between Rio de Janeiro and Sao Paulo?",
+         "What's the difference between Sao Paulo and Rio de Janeiro?");
     PASS("How do I convert a string to an integer in Java?",
          "In Java, how do I convert a string to an integer?");
 }
@@ -408,6 +415,10 @@ Test(guard, who_acts_and_who_is_acted_on)
          "Does my employee pay for health insurance?", NULL);
     VETO("How many US dollars is 100 euros?", "How many euros is 100 US dollars?", "order");
     VETO("How many dollars is 100 euros?", "How many euros is 100 US dollars?", "order");
+    VETO("How many yen is one British pound?", "How many British pounds is one yen?", "order");
+    VETO("How many ounces are in one cup?", "How many cups are in one ounce?", "order");
+    VETO("How do I turn a dict into a tuple?", "How do I turn a tuple into a dict?", "order");
+    VETO("Convert a list to a set in Python", "Convert a set to a list in Python", "order");
     /* irregular verbs: "taught" is a form of "teach" */
     VETO("Who did Socrates teach?", "Who taught Socrates?", "roles");
     VETO("Who did the Yankees lose to?", "Who lost to the Yankees?", "roles");
@@ -427,6 +438,7 @@ Test(guard, a_way_against_an_amount_or_a_time_frame)
     VETO("How wide is the opening of the Panama Canal?", "How long is the Panama Canal?",
          "how wide");
     VETO("How heavy is an African elephant?", "How tall is an African elephant?", "how");
+    VETO("How much sugar is in a banana?", "How many carbs are in a banana?", NULL);
     PASS("How big is an African elephant?", "How large is an African elephant?");
     PASS("How high is Kilimanjaro?", "How tall is Kilimanjaro?");
     PASS("How much should I put in a rainy-day fund?", "How big should a rainy-day fund be?");
@@ -459,6 +471,7 @@ Test(guard, a_prefix_that_makes_another_word)
     VETO("Is aspirin an anti-coagulant?", "Is aspirin a coagulant?", NULL);
     PASS("Who was the vice-president under Obama?", "Who was the vice president under Obama?");
     PASS("How do I become a co-owner?", "How do I become a coowner?");
+    VETO("Do I have to invite my sister-in-law?", "Do I have to invite my sister?", NULL);
 }
 
 Test(guard, countries_and_every_other)
