@@ -4,6 +4,7 @@
 #include "kvcache.h"
 #include "stop.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +17,45 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+void eng_token_logprob(const float *logits, int n_vocab, int32_t token, int n_top,
+                       struct eng_token_lp *lp)
+{
+    if (n_top > ENG_MAX_TOP_LOGPROBS)
+        n_top = ENG_MAX_TOP_LOGPROBS;
+    float mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++)
+        if (logits[i] > mx) /* NaN never is */
+            mx = logits[i];
+    double sum = 0;
+    lp->n_top = 0;
+    for (int i = 0; i < n_vocab; i++) {
+        const float x = logits[i];
+        if (!(x > -INFINITY)) /* -inf, NaN: probability 0 */
+            continue;
+        sum += exp((double)x - mx);
+        /* the n_top largest so far, largest first; an equal logit keeps the lower id first */
+        int k = lp->n_top;
+        if (k == n_top && (n_top == 0 || !(x > logits[lp->top[k - 1]])))
+            continue;
+        if (k == n_top)
+            k--;
+        while (k > 0 && x > logits[lp->top[k - 1]]) {
+            lp->top[k] = lp->top[k - 1];
+            k--;
+        }
+        lp->top[k] = i;
+        if (lp->n_top < n_top)
+            lp->n_top++;
+    }
+    const double lse = mx + log(sum > 0 ? sum : 1);
+    lp->token = token;
+    lp->logprob = token >= 0 && token < n_vocab && logits[token] > -INFINITY
+                      ? (float)(logits[token] - lse)
+                      : -INFINITY;
+    for (int k = 0; k < lp->n_top; k++)
+        lp->top_logprob[k] = (float)(logits[lp->top[k]] - lse);
 }
 
 const char *eng_finish_name(enum eng_finish f)

@@ -27,7 +27,27 @@ struct eng_gen_params {
     const char *const *stop; /* up to 4 */
     int n_stop;
     enum kvc_dtype kv_dtype; /* of the KV pool on the CPU (0: KVC_F32) */
+    /* 1: report each generated token's log-probability (struct eng_token_lp), with the
+     * top_logprobs (0..ENG_MAX_TOP_LOGPROBS) most likely tokens of its step (scheduler) */
+    int logprobs, top_logprobs;
 };
+
+#define ENG_MAX_TOP_LOGPROBS 20
+
+/* A generated token's log-probability under the model: the log-softmax of its logits as
+ * the model gave them (before logit_bias, penalties and temperature, as vLLM reports by
+ * default), and the step's most likely tokens, most likely first (ties: lower id). */
+struct eng_token_lp {
+    int32_t token;
+    float logprob;
+    int n_top;
+    int32_t top[ENG_MAX_TOP_LOGPROBS];
+    float top_logprob[ENG_MAX_TOP_LOGPROBS];
+};
+
+/* Fills lp for token from one step's logits[n_vocab] (read only), with n_top alternatives. */
+void eng_token_logprob(const float *logits, int n_vocab, int32_t token, int n_top,
+                       struct eng_token_lp *lp /* out */);
 
 enum eng_finish { ENG_FINISH_STOP = 0, ENG_FINISH_LENGTH, ENG_FINISH_CANCELLED };
 

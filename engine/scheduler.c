@@ -25,6 +25,16 @@ struct sched_seq {
     tok_decoder dec;
     int cancelled, running, in_batch;
     int fresh;  /* admitted and not yet in a batch: sent back, it loses no work */
+    /* logprobs: the step's logits copied before sampling changes them ([n_vocab]); the
+     * records not yet reported, each with the end of its token's text in the decoded
+     * bytes; the decoded and the emitted bytes so far */
+    int logprobs, top_logprobs;
+    float *lp_row;
+    struct eng_token_lp *lp_q;
+    size_t *lp_end;
+    int lp_n, lp_cap;
+    size_t dec_bytes, out_bytes;
+    size_t lp_base; /* where the first record's token's text starts */
     long order; /* admission order, for choosing whom to preempt */
 };
 
@@ -52,6 +62,8 @@ struct sched {
     size_t dev_adj_cap;
     int32_t *row_tokens;     /* [max_num_seqs]: the token sampled from each row of logits */
     eng_sampler **row_smp;   /* [max_num_seqs]: each row's sampler, sampling on the host */
+    sched_seq **row_seq;     /* [max_num_seqs]: each row's sequence, sampling on the host */
+    struct eng_token_lp *row_lp; /* [max_num_seqs]: each row's record, when it asked */
     struct eng_seq *batch;
     sched_seq **batch_seq;
     sched_seq **cand; /* the running sequences at the start of a step */
@@ -114,6 +126,9 @@ static void seq_free(sched_seq *q)
 {
     eng_sampler_destroy(q->smp);
     eng_stop_destroy(q->stop);
+    free(q->lp_row);
+    free(q->lp_q);
+    free(q->lp_end);
     free(q->tokens);
     free(q->table);
     free(q);
@@ -122,9 +137,27 @@ static void seq_free(sched_seq *q)
 /* Ends a sequence: a completed one goes into the prefix cache (the positions whose keys
  * and values were computed: prompt and generated tokens but the last); then its blocks
  * are released and it is reported. */
+/* Reports q's records whose token's text is all out (final: any of it). */
+static void release_lp(sched *s, sched_seq *q, int final)
+{
+    int k = 0;
+    while (k < q->lp_n && (q->lp_end[k] <= q->out_bytes ||
+                           (final && (k ? q->lp_end[k - 1] : q->lp_base) < q->out_bytes)))
+        k++;
+    if (k && s->ev.on_logprobs)
+        s->ev.on_logprobs(q->ud, q->lp_q, k);
+    if (k)
+        q->lp_base = q->lp_end[k - 1];
+    q->lp_n -= k;
+    memmove(q->lp_q, q->lp_q + k, sizeof *q->lp_q * (size_t)q->lp_n);
+    memmove(q->lp_end, q->lp_end + k, sizeof *q->lp_end * (size_t)q->lp_n);
+}
+
 static void finish(sched *s, sched_seq *q, int err, enum eng_finish f)
 {
     list_remove(q->running ? &s->running : &s->waiting, q);
+    if (!err && f != ENG_FINISH_CANCELLED)
+        release_lp(s, q, 1);
     if (s->rdx && !err && f != ENG_FINISH_CANCELLED && q->n_computed > 0)
         rdx_insert(s->rdx, q->ns, q->tokens, q->n_computed, q->table); /* best effort */
     release_blocks(s, q);
@@ -169,13 +202,15 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
     s->piece = malloc(s->piece_cap);
     s->row_tokens = malloc(sizeof *s->row_tokens * (size_t)cfg->max_num_seqs);
     s->row_smp = malloc(sizeof *s->row_smp * (size_t)cfg->max_num_seqs);
+    s->row_seq = malloc(sizeof *s->row_seq * (size_t)cfg->max_num_seqs);
+    s->row_lp = malloc(sizeof *s->row_lp * (size_t)cfg->max_num_seqs);
     if (eng_model_samples_on_device(m)) {
         s->dev_rows = malloc(sizeof *s->dev_rows * (size_t)cfg->max_num_seqs);
         if (!s->dev_rows)
             rc = rc ? rc : ENG_ENOMEM;
     }
     if (rc || !s->logits || !s->batch || !s->batch_seq || !s->cand || !s->piece ||
-        !s->row_tokens || !s->row_smp) {
+        !s->row_tokens || !s->row_smp || !s->row_seq || !s->row_lp) {
         sched_destroy(s);
         return rc ? rc : ENG_ENOMEM;
     }
@@ -198,6 +233,8 @@ void sched_destroy(sched *s)
     free(s->dev_adj);
     free(s->row_tokens);
     free(s->row_smp);
+    free(s->row_seq);
+    free(s->row_lp);
     free(s->batch);
     free(s->batch_seq);
     free(s->cand);
@@ -230,6 +267,17 @@ int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
     memcpy(q->tokens, prompt, sizeof *prompt * (size_t)n_prompt);
     q->n_tokens = q->n_prompt = n_prompt;
     q->max_tokens = p->max_tokens;
+    if (p->logprobs) {
+        if (p->top_logprobs < 0 || p->top_logprobs > ENG_MAX_TOP_LOGPROBS) {
+            rc = ENG_EINVAL;
+            goto fail;
+        }
+        q->logprobs = 1;
+        q->top_logprobs = p->top_logprobs;
+        q->lp_row = malloc(sizeof *q->lp_row * (size_t)eng_model_hparams(s->m)->n_vocab);
+        if (!q->lp_row)
+            goto fail;
+    }
     if ((rc = eng_sampler_create(&p->sampling, eng_model_hparams(s->m)->n_vocab, &q->smp)) ||
         (rc = eng_stop_create(p->stop, p->n_stop, &q->stop)))
         goto fail;
@@ -351,6 +399,9 @@ static int emit(sched *s, sched_seq *q, const char *text, size_t n, int final)
     int rc = final ? eng_stop_flush(q->stop, &out, &no) : eng_stop_feed(q->stop, text, n, &out, &no);
     if (rc < 0)
         return rc;
+    q->out_bytes += no;
+    if (q->lp_n)
+        release_lp(s, q, 0);
     if (no)
         s->ev.on_text(q->ud, out, no);
     return rc == ENG_STOP_MATCHED;
@@ -363,13 +414,36 @@ static int flush_text(sched *s, sched_seq *q)
     int rc = tok_decoder_flush(&q->dec, s->piece, s->piece_cap, &n);
     if (rc)
         return rc;
+    q->dec_bytes += n;
     if (n && (rc = emit(s, q, s->piece, n, 0)) != 0)
         return rc;
     return emit(s, q, NULL, 0, 1);
 }
 
-/* A sampled token: returns 1 when the sequence is finished (with *f set). */
-static int take_token(sched *s, sched_seq *q, int32_t tok, enum eng_finish *f)
+/* Queues a token's record, its text to end at q->dec_bytes once decoded. */
+static int push_lp(sched_seq *q, const struct eng_token_lp *lp)
+{
+    if (q->lp_n == q->lp_cap) {
+        int cap = q->lp_cap ? q->lp_cap * 2 : 8;
+        struct eng_token_lp *l = realloc(q->lp_q, sizeof *l * (size_t)cap);
+        if (!l)
+            return ENG_ENOMEM;
+        q->lp_q = l;
+        size_t *e = realloc(q->lp_end, sizeof *e * (size_t)cap);
+        if (!e)
+            return ENG_ENOMEM;
+        q->lp_end = e;
+        q->lp_cap = cap;
+    }
+    q->lp_q[q->lp_n] = *lp;
+    q->lp_end[q->lp_n++] = q->dec_bytes;
+    return 0;
+}
+
+/* A sampled token (lp: its record, or NULL): returns 1 when the sequence is finished (with
+ * *f set). */
+static int take_token(sched *s, sched_seq *q, int32_t tok, const struct eng_token_lp *lp,
+                      enum eng_finish *f)
 {
     if (tok_is_eog(s->v, tok)) {
         *f = ENG_FINISH_STOP;
@@ -390,8 +464,11 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, enum eng_finish *f)
     eng_sampler_accept(q->smp, tok);
     size_t n = 0;
     int rc = tok_decode(&q->dec, tok, s->piece, s->piece_cap, &n);
-    if (rc)
+    if (rc || (lp && (rc = push_lp(q, lp))))
         return rc;
+    q->dec_bytes += n;
+    if (lp)
+        q->lp_end[q->lp_n - 1] = q->dec_bytes;
     if ((rc = emit(s, q, s->piece, n, 0)) != 0) {
         *f = ENG_FINISH_STOP;
         return rc < 0 ? rc : 1;
@@ -415,11 +492,20 @@ static void sample_rows(sched *s, int nb)
     const int V = eng_model_hparams(s->m)->n_vocab;
     int n = 0;
     for (int i = 0; i < nb; i++)
-        if (s->batch[i].logits == ENG_LOGITS_LAST)
+        if (s->batch[i].logits == ENG_LOGITS_LAST) {
+            s->row_seq[n] = s->batch_seq[i];
             s->row_smp[n++] = s->batch_seq[i]->smp;
+        }
 #pragma omp parallel for schedule(dynamic, 1) if (n > 1)
-    for (int r = 0; r < n; r++)
-        s->row_tokens[r] = eng_sampler_sample(s->row_smp[r], s->logits + (size_t)r * V);
+    for (int r = 0; r < n; r++) {
+        float *row = s->logits + (size_t)r * V;
+        sched_seq *q = s->row_seq[r];
+        if (q->logprobs) /* the sampler changes the row in place */
+            memcpy(q->lp_row, row, sizeof *row * (size_t)V);
+        s->row_tokens[r] = eng_sampler_sample(s->row_smp[r], row);
+        if (q->logprobs)
+            eng_token_logprob(q->lp_row, V, s->row_tokens[r], q->top_logprobs, &s->row_lp[r]);
+    }
 }
 
 int sched_step(sched *s)
@@ -503,8 +589,12 @@ int sched_step(sched *s)
         }
         return s->running.n + s->waiting.n;
     }
-    /* on a device that samples, the logits stay there */
+    /* on a device that samples, the logits stay there, but for a step with a sequence
+     * that asked for logprobs: they are computed on the host */
     int on_device = s->dev_rows != NULL, n_rows = 0, n_adj = 0;
+    for (int i = 0; i < nb && on_device; i++)
+        if (s->batch[i].logits == ENG_LOGITS_LAST && s->batch_seq[i]->logprobs)
+            on_device = 0;
     size_t need = 0;
     for (int i = 0; i < nb && on_device; i++)
         if (s->batch[i].logits == ENG_LOGITS_LAST)
@@ -546,9 +636,10 @@ int sched_step(sched *s)
         if (s->rdx && q->generated == 0 && q->n_computed == q->n_tokens)
             /* the prompt is in: share it now with the sequences that wait for it */
             rdx_insert(s->rdx, q->ns, q->tokens, q->n_computed, q->table);
+        const struct eng_token_lp *lp = !on_device && q->logprobs ? &s->row_lp[row] : NULL;
         int32_t tok = s->row_tokens[row++];
         enum eng_finish f = ENG_FINISH_STOP;
-        int done = tok < 0 ? tok : take_token(s, q, tok, &f);
+        int done = tok < 0 ? tok : take_token(s, q, tok, lp, &f);
         if (done < 0)
             finish(s, q, done, f);
         else if (done)

@@ -48,6 +48,11 @@ struct sched_config {
 
 struct sched_events {
     void (*on_text)(void *ud, const char *text, size_t len);
+    /* may be NULL. A sequence that asked for logprobs: the records of its tokens whose text
+     * the next on_text carries (or carried, in part, before a stop string or the end),
+     * called just before it; at the end, those of tokens whose text was partly emitted.
+     * Tokens wholly inside a matched stop string, and end-of-generation tokens, have none. */
+    void (*on_logprobs)(void *ud, const struct eng_token_lp *lp, int n);
     /* err: 0, or an ENG_ error (the sequence failed); finish is then meaningless */
     void (*on_done)(void *ud, int err, enum eng_finish finish, int prompt_tokens,
                     int completion_tokens, int cached_tokens);

@@ -51,6 +51,21 @@ static void on_text(void *ud, const char *text, size_t len)
     gw_cq_post(job->w->cq, &ev->item);
 }
 
+static void on_logprobs(void *ud, const struct eng_token_lp *lp, int n)
+{
+    struct gw_gen_job *job = ud;
+    const size_t bytes = sizeof *lp * (size_t)n;
+    struct gw_gen_event *ev = event_new(job, bytes + _Alignof(struct eng_token_lp));
+    if (!ev)
+        return; /* these records are lost; the text and the done event still come */
+    uintptr_t at = ((uintptr_t)ev->text + _Alignof(struct eng_token_lp) - 1) &
+                   ~(uintptr_t)(_Alignof(struct eng_token_lp) - 1);
+    memcpy((void *)at, lp, bytes);
+    ev->lp = (const struct eng_token_lp *)at;
+    ev->n_lp = n;
+    gw_cq_post(job->w->cq, &ev->item);
+}
+
 static void on_done(void *ud, int err, enum eng_finish finish, int prompt, int completion,
                     int cached)
 {
@@ -166,7 +181,7 @@ gw_engw *gw_engw_create(eng_model *m, const tok_vocab *v, const struct sched_con
     w->cq = cq;
     w->max_waiting = max_waiting;
     w->max_num_seqs = cfg->max_num_seqs;
-    static const struct sched_events events = {on_text, on_done};
+    static const struct sched_events events = {on_text, on_logprobs, on_done};
     int rc = sched_create(m, v, cfg, &events, &w->s);
     if (rc) {
         snprintf(err, errlen, "creating the scheduler: %s", eng_strerror(rc));

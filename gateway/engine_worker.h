@@ -28,6 +28,10 @@ struct gw_gen_event {
     int err;              /* done: 0 or an ENG_ error */
     enum eng_finish finish;
     int prompt_tokens, completion_tokens, cached_tokens;
+    /* a records event (a job that asked for logprobs): n_lp struct eng_token_lp in lp, just
+     * before the text event that carries their tokens' text */
+    int n_lp;
+    const struct eng_token_lp *lp;
     size_t len;
     char text[]; /* text events */
 };

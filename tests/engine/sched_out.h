@@ -1,7 +1,7 @@
 /*
  * sched_out.h — for the scheduler tests (tests/engine/test_scheduler.c, test_backend.c,
- * tests/gpu/test_eng_cuda.c): collects one sequence's streamed text and its done event,
- * and makes greedy generation parameters.
+ * tests/gpu/test_eng_cuda.c): collects one sequence's streamed text, its logprobs records
+ * and its done event, and makes greedy generation parameters.
  */
 #ifndef TESTS_SCHED_OUT_H
 #define TESTS_SCHED_OUT_H
@@ -17,6 +17,10 @@ struct out {
     size_t len;
     int done, err, completion, cached;
     enum eng_finish finish;
+    /* logprobs: the records, and how much text had come before each arrived */
+    struct eng_token_lp lp[256];
+    size_t lp_at[256];
+    int n_lp;
 };
 
 static void on_text(void *ud, const char *t, size_t n)
@@ -26,6 +30,16 @@ static void on_text(void *ud, const char *t, size_t n)
     memcpy(o->text + o->len, t, n);
     o->len += n;
     o->text[o->len] = 0;
+}
+
+static void on_logprobs(void *ud, const struct eng_token_lp *lp, int n)
+{
+    struct out *o = ud;
+    cr_assert(n > 0 && o->n_lp + n <= 256);
+    for (int i = 0; i < n; i++) {
+        o->lp_at[o->n_lp] = o->len;
+        o->lp[o->n_lp++] = lp[i];
+    }
 }
 
 static void on_done(void *ud, int err, enum eng_finish f, int prompt, int completion,
@@ -41,7 +55,8 @@ static void on_done(void *ud, int err, enum eng_finish f, int prompt, int comple
     o->cached = cached;
 }
 
-static const struct sched_events events = {on_text, on_done};
+static const struct sched_events events = {
+    .on_text = on_text, .on_logprobs = on_logprobs, .on_done = on_done};
 
 static struct eng_gen_params greedy_params(int max_tokens)
 {

@@ -9,6 +9,7 @@
 #include "sched_out.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -429,4 +430,110 @@ Test(sched, prefix_cache_evicts_across_namespaces)
     cr_assert_str_eq(o.text, first.text);
     sched_destroy(s);
     free(ids);
+}
+
+/* eng_token_logprob on logits worked by hand: log-softmax, the most likely first, ties to
+ * the lower id, -inf and NaN never counted */
+Test(sched, token_logprob_by_hand)
+{
+    const float l[] = {1.0f, 3.0f, 2.0f, -INFINITY, NAN, 3.0f};
+    struct eng_token_lp lp;
+    eng_token_logprob(l, 6, 2, 3, &lp);
+    const double lse = log(exp(1.0) + exp(3.0) + exp(2.0) + exp(3.0));
+    cr_assert_eq(lp.token, 2);
+    cr_assert_float_eq(lp.logprob, 2.0 - lse, 1e-6);
+    cr_assert_eq(lp.n_top, 3);
+    cr_assert(lp.top[0] == 1 && lp.top[1] == 5 && lp.top[2] == 2, "%d %d %d", lp.top[0],
+              lp.top[1], lp.top[2]);
+    cr_assert_float_eq(lp.top_logprob[0], 3.0 - lse, 1e-6);
+    cr_assert_float_eq(lp.top_logprob[2], 2.0 - lse, 1e-6);
+    eng_token_logprob(l, 6, 3, 0, &lp);
+    cr_assert(lp.logprob == -INFINITY && lp.n_top == 0);
+}
+
+/* One prompt, greedy, with logprobs (top 5) or without, and an optional stop string. */
+static void run_lp(int prompt, int logprobs, const char *stop, struct out *o)
+{
+    sched *s;
+    struct sched_config cfg = {4, 64, 64, 16, 0, 1, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+    struct eng_gen_params p = greedy_params(20);
+    p.logprobs = logprobs;
+    p.top_logprobs = 5;
+    const char *stops[1] = {stop};
+    p.stop = stops;
+    p.n_stop = stop != NULL;
+    int n;
+    int32_t *ids = encode(prompts[prompt], &n);
+    sched_seq *q;
+    cr_assert_eq(sched_submit(s, 0, ids, n, &p, o, &q), 0);
+    free(ids);
+    while (sched_step(s) > 0)
+        ;
+    sched_destroy(s);
+    cr_assert(o->done && !o->err);
+}
+
+/* A token's text as the vocabulary spells it. */
+static size_t piece_of(int32_t tok, char *out)
+{
+    const char *b;
+    size_t n;
+    cr_assert_eq(tok_piece(vocab, tok, &b, &n), 0);
+    memcpy(out, b, n);
+    return n;
+}
+
+Test(sched, logprobs_follow_the_tokens_and_their_text)
+{
+    for (int i = 0; i < 3; i++) {
+        static struct out plain, lp;
+        memset(&plain, 0, sizeof plain);
+        memset(&lp, 0, sizeof lp);
+        run_lp(i, 0, NULL, &plain);
+        run_lp(i, 1, NULL, &lp);
+        cr_assert_str_eq(lp.text, plain.text, "asking for logprobs changes no token");
+        cr_assert_eq(plain.n_lp, 0);
+        cr_assert_eq(lp.n_lp, lp.completion, "a record a generated token");
+        char joined[4096];
+        size_t at = 0;
+        for (int k = 0; k < lp.n_lp; k++) {
+            const struct eng_token_lp *r = &lp.lp[k];
+            cr_assert_eq(r->n_top, 5);
+            cr_assert_eq(r->top[0], r->token, "greedy: the most likely token");
+            cr_assert_float_eq(r->logprob, r->top_logprob[0], 1e-6);
+            cr_assert(r->logprob <= 0 && r->logprob > -30, "%f", r->logprob);
+            for (int t = 1; t < 5; t++)
+                cr_assert(r->top_logprob[t] <= r->top_logprob[t - 1]);
+            cr_assert(lp.lp_at[k] <= at, "a record comes before its token's text");
+            at += piece_of(r->token, joined + at);
+        }
+        joined[at] = 0;
+        cr_assert_str_eq(joined, lp.text, "the records spell the text");
+    }
+}
+
+Test(sched, logprobs_of_a_stop_string_are_left_out)
+{
+    static struct out whole, cut;
+    memset(&whole, 0, sizeof whole);
+    memset(&cut, 0, sizeof cut);
+    run_lp(1, 1, NULL, &whole);
+    cr_assert(whole.len > 12, "%s", whole.text);
+    char stop[5];
+    memcpy(stop, whole.text + whole.len / 2, 4); /* a stop string inside the text */
+    stop[4] = 0;
+    run_lp(1, 1, stop, &cut);
+    cr_assert(cut.len < whole.len && !memcmp(cut.text, whole.text, cut.len));
+    cr_assert(cut.n_lp > 0 && cut.n_lp < whole.n_lp);
+    /* the tokens reported are those whose text was sent, at least in part */
+    char buf[64];
+    size_t start = 0;
+    for (int k = 0; k < cut.n_lp; k++) {
+        cr_assert_eq(cut.lp[k].token, whole.lp[k].token);
+        cr_assert(start < cut.len || (k == 0 && cut.len == 0), "token %d starts at %zu of %zu",
+                  k, start, cut.len);
+        start += piece_of(cut.lp[k].token, buf);
+    }
+    cr_assert(start >= cut.len, "every sent byte has its token");
 }
