@@ -81,6 +81,10 @@ struct chat_req {
     const char *finish;
     struct usage got; /* as the reply reports it */
     int64_t hit_id;   /* a kid answered from the cache: the entry, counted once served */
+    /* logprobs (job.params.logprobs): the records received and not yet sent, in the reply's
+     * form (lp_json()); the characters of text they cover (a completion's text_offset) */
+    json_t *lp;
+    long lp_chars;
 };
 
 static double now_s(void)
@@ -136,6 +140,7 @@ static void chat_req_free(struct chat_req *c)
     gw_cache_sem_deinit(&c->sem);
     json_decref(c->echo);
     json_decref(c->convo);
+    json_decref(c->lp);
     free(c);
 }
 
@@ -294,6 +299,11 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     json_t *user = json_object_get(b, "user");
     if (user && !json_is_null(user) && !json_is_string(user))
         return bad(p, "user", "user must be a string.");
+    if (gw_wants_logprobs(b)) { /* checked: chat's top_logprobs, a completion's logprobs */
+        json_t *top = json_object_get(b, c->chat ? "top_logprobs" : "logprobs");
+        gp->logprobs = 1;
+        gp->top_logprobs = json_is_integer(top) ? (int)json_integer_value(top) : 0;
+    }
     return 0;
 }
 
@@ -437,6 +447,108 @@ static json_t *envelope(struct chat_req *c, const char *object)
     return o;
 }
 
+/* A token's text for logprobs: its bytes as a string when they are UTF-8, else (a piece of a
+ * character) "bytes:" and each byte as \\xNN, as vLLM writes them. */
+static json_t *token_string(const char *b, size_t n)
+{
+    json_t *s = json_stringn(b, n);
+    if (s)
+        return s;
+    char out[6 + 4 * 64 + 1];
+    size_t k = (size_t)snprintf(out, sizeof out, "bytes:");
+    for (size_t i = 0; i < n && k + 4 < sizeof out; i++)
+        k += (size_t)snprintf(out + k, sizeof out - k, "\\x%02x", (unsigned char)b[i]);
+    return json_string(out);
+}
+
+static json_t *token_bytes(const char *b, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer((unsigned char)b[i]));
+    return a;
+}
+
+/* A log-probability as JSON can carry it: -inf (a token the model rules out) is -9999, as
+ * OpenAI writes it. */
+static json_t *logprob_value(float lp)
+{
+    return json_real(lp > -9999.0f ? (double)lp : -9999.0);
+}
+
+/* Adds n records to c->lp: chat's {"content": [{token, logprob, bytes, top_logprobs}]},
+ * a completion's {"tokens", "token_logprobs", "top_logprobs", "text_offset"} (the offsets in
+ * characters from the start of the text, as vLLM counts them). */
+static void lp_add(struct chat_req *c, const struct eng_token_lp *lp, int n)
+{
+    const tok_vocab *v = gw_server_llm(gw_req_server(c->req))->v;
+    if (!c->lp) {
+        c->lp = json_object();
+        if (c->chat) {
+            json_object_set_new(c->lp, "content", json_array());
+            json_object_set_new(c->lp, "refusal", json_null());
+        } else {
+            const char *keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+            for (int i = 0; i < 4; i++)
+                json_object_set_new(c->lp, keys[i], json_array());
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const char *b = "";
+        size_t len = 0;
+        tok_piece(v, lp[i].token, &b, &len);
+        if (c->chat) {
+            json_t *e = json_object(), *tops = json_array();
+            json_object_set_new(e, "token", token_string(b, len));
+            json_object_set_new(e, "logprob", logprob_value(lp[i].logprob));
+            json_object_set_new(e, "bytes", token_bytes(b, len));
+            for (int k = 0; k < lp[i].n_top; k++) {
+                const char *tb = "";
+                size_t tl = 0;
+                tok_piece(v, lp[i].top[k], &tb, &tl);
+                json_t *t = json_object();
+                json_object_set_new(t, "token", token_string(tb, tl));
+                json_object_set_new(t, "logprob", logprob_value(lp[i].top_logprob[k]));
+                json_object_set_new(t, "bytes", token_bytes(tb, tl));
+                json_array_append_new(tops, t);
+            }
+            json_object_set_new(e, "top_logprobs", tops);
+            json_array_append_new(json_object_get(c->lp, "content"), e);
+            continue;
+        }
+        json_array_append_new(json_object_get(c->lp, "tokens"), token_string(b, len));
+        json_array_append_new(json_object_get(c->lp, "token_logprobs"),
+                              logprob_value(lp[i].logprob));
+        json_t *tops = json_object();
+        for (int k = 0; k < lp[i].n_top; k++) {
+            const char *tb = "";
+            size_t tl = 0;
+            tok_piece(v, lp[i].top[k], &tb, &tl);
+            json_t *key = token_string(tb, tl);
+            json_object_set_new(tops, json_string_value(key), logprob_value(lp[i].top_logprob[k]));
+            json_decref(key);
+        }
+        json_array_append_new(json_object_get(c->lp, "top_logprobs"), tops);
+        json_array_append_new(json_object_get(c->lp, "text_offset"), json_integer(c->lp_chars));
+        for (size_t k = 0; k < len; k++) /* characters: bytes that do not continue one */
+            c->lp_chars += ((unsigned char)b[k] & 0xC0) != 0x80;
+    }
+}
+
+/* The logprobs member of a choice: what c->lp holds (taken: the next starts anew), or null
+ * for a request that did not ask. */
+static json_t *lp_take(struct chat_req *c)
+{
+    json_t *lp = c->lp;
+    c->lp = NULL;
+    if (!lp && c->job.params.logprobs) { /* none yet: an empty list */
+        lp_add(c, NULL, 0);
+        lp = c->lp;
+        c->lp = NULL;
+    }
+    return lp ? lp : json_null();
+}
+
 /* One SSE chunk: text (may be NULL), finish reason (may be NULL), role on the first. */
 static void send_chunk(struct chat_req *c, const char *text, size_t len, const char *finish)
 {
@@ -455,7 +567,8 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
     } else {
         json_object_set_new(ch, "text", text ? json_stringn(text, len) : json_string(""));
     }
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", c->lp || (text && c->job.params.logprobs)
+                                            ? lp_take(c) : json_null());
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *choices = json_array();
     json_array_append_new(choices, ch);
@@ -507,7 +620,11 @@ static void reply_answer(struct chat_req *c, const char *text, size_t len, const
         oai_buf_puts(&b, ",");
     if (c->chat)
         oai_buf_puts(&b, "\"refusal\":null},");
-    oai_buf_puts(&b, "\"logprobs\":null,\"finish_reason\":");
+    oai_buf_puts(&b, "\"logprobs\":");
+    char *lp = c->job.params.logprobs ? json_dumps(lp_take(c), JSON_COMPACT) : NULL;
+    oai_buf_puts(&b, lp ? lp : "null");
+    free(lp);
+    oai_buf_puts(&b, ",\"finish_reason\":");
     oai_buf_str(&b, finish, strlen(finish), 0);
     oai_buf_puts(&b, "}],\"usage\":{\"prompt_tokens\":");
     oai_buf_int(&b, u.prompt);
@@ -682,6 +799,11 @@ static void on_event(struct gw_gen_event *ev)
             c->use.cached = ev->cached_tokens;
             chat_req_free(c);
         }
+        free(ev);
+        return;
+    }
+    if (ev->n_lp) { /* the records of the text event that follows */
+        lp_add(c, ev->lp, ev->n_lp);
         free(ev);
         return;
     }
@@ -936,7 +1058,9 @@ static int context_exceeded(const struct gw_llm *llm, struct chat_req *c, struct
 static int cache_key(struct chat_req *c, json_t *b)
 {
     gw_server *srv = gw_req_server(c->req);
-    if (!gw_server_config(srv)->cache_enabled || !gw_server_cache(srv))
+    /* a cached answer has no log-probabilities, and one with them is not worth keeping */
+    if (!gw_server_config(srv)->cache_enabled || !gw_server_cache(srv) ||
+        c->job.params.logprobs)
         return 0;
     int krc = gw_cache_key_make(b, c->chat, c->tenant, &c->key);
     if (krc < 0)
@@ -1402,13 +1526,13 @@ static void batch_end(struct chat_req *c)
     } else if (c->req) {
         json_t *o = envelope(c, "text_completion"), *choices = json_array();
         for (int i = 0; i < c->nkids; i++) {
-            const struct chat_req *k = c->kids[i];
+            struct chat_req *k = c->kids[i];
             json_t *ch = json_object();
             json_object_set_new(ch, "index", json_integer(i));
             json_t *t = json_stringn(k->text ? k->text : "", k->len);
             if (t) /* text that is not UTF-8 leaves its key out, as in one answer's reply */
                 json_object_set_new(ch, "text", t);
-            json_object_set_new(ch, "logprobs", json_null());
+            json_object_set_new(ch, "logprobs", lp_take(k));
             json_object_set_new(ch, "finish_reason", json_string(k->finish));
             json_array_append_new(choices, ch);
         }
@@ -1429,6 +1553,12 @@ static void kid_event(struct chat_req *k, struct gw_gen_event *ev)
         c->use.cancelled = 1;
     }
     const int live = c->req != NULL;
+    if (ev->n_lp) {
+        if (live)
+            lp_add(k, ev->lp, ev->n_lp);
+        free(ev);
+        return;
+    }
     if (!ev->done && !k->t_first && live) {
         k->t_first = now_s();
         gw_metric_observe(c->llm->ttft, k->t_first - k->t0);

@@ -1002,6 +1002,10 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
     const char *param;
     if (oai_params_check(j, chat, &param, err, errlen)) /* refused in a request */
         goto out;
+    if (gw_wants_logprobs(j)) { /* such a request is never answered from the caches */
+        snprintf(err, errlen, "\"logprobs\": answers with log-probabilities are not cached");
+        goto out;
+    }
     if (chat && gw_messages_check(json_object_get(j, "messages"), err, errlen))
         goto out;
     int krc = gw_cache_key_make(j, chat, ns, &out->key);

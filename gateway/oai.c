@@ -258,6 +258,12 @@ static int nothing(const char *key, json_t *v)
            (json_is_string(v) && !json_string_length(v)) || oai_param_neutral(key, v);
 }
 
+int gw_wants_logprobs(json_t *b)
+{
+    json_t *lp = json_object_get(b, "logprobs");
+    return json_is_true(lp) || json_is_integer(lp);
+}
+
 int oai_integral(double v)
 {
     return v == floor(v) && v >= -9223372036854775808.0 && v < 9223372036854775808.0;
@@ -302,10 +308,9 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
         return refuse(param, msg, len, "top_k", "top_k must be an integer from 0 (off) to "
                                                 "1048576.");
     /* the OpenAI schema's parameters this server does not implement */
-    static const char *const chat_keys[] = {"logprobs", "top_logprobs", "tools", "functions",
-                                            "tool_choice", "response_format", "audio",
-                                            "prediction"};
-    static const char *const completion_keys[] = {"logprobs", "echo", "suffix"};
+    static const char *const chat_keys[] = {"tools", "functions", "tool_choice",
+                                            "response_format", "audio", "prediction"};
+    static const char *const completion_keys[] = {"echo", "suffix"};
     const char *const *keys = chat ? chat_keys : completion_keys;
     const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys
                           : sizeof completion_keys / sizeof *completion_keys;
@@ -319,13 +324,28 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
     for (size_t i = 0; i < n; i++)
         if (no_calls && !strcmp(keys[i], "tools"))
             continue;
-        else if (!nothing(keys[i], json_object_get(b, keys[i])) ||
-            /* a completion's logprobs: 0 asks for the chosen tokens' log-probabilities */
-            (!chat && !strcmp(keys[i], "logprobs") && json_is_integer(json_object_get(b, keys[i])))) {
+        else if (!nothing(keys[i], json_object_get(b, keys[i]))) {
             snprintf(msg, len, "%s is not supported by this server.", keys[i]);
             *param = keys[i];
             return -1;
         }
+    /* logprobs: chat's a boolean with top_logprobs beside it, a completion's the number of
+     * alternatives */
+    json_t *lp = json_object_get(b, "logprobs"), *top = json_object_get(b, "top_logprobs");
+    if (chat && lp && !json_is_null(lp) && !json_is_boolean(lp))
+        return refuse(param, msg, len, "logprobs", "logprobs must be a boolean.");
+    if (!chat && lp && !json_is_null(lp) &&
+        (!json_is_integer(lp) || json_integer_value(lp) < 0 || json_integer_value(lp) > 20))
+        return refuse(param, msg, len, "logprobs", "logprobs must be an integer from 0 to 20.");
+    if (chat && top && !json_is_null(top)) {
+        if (!json_is_integer(top) || json_integer_value(top) < 0 ||
+            json_integer_value(top) > 20)
+            return refuse(param, msg, len, "top_logprobs",
+                          "top_logprobs must be an integer from 0 to 20.");
+        if (!json_is_true(lp))
+            return refuse(param, msg, len, "top_logprobs",
+                          "top_logprobs is only allowed when logprobs is true.");
+    }
     if (chat) {
         json_t *mod = json_object_get(b, "modalities");
         for (size_t i = 0; i < json_array_size(mod); i++) {

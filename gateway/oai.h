@@ -35,13 +35,18 @@ int oai_param_neutral(const char *key, json_t *v);
  * The request parameters that no answer of this server can honour, in a chat (chat) or
  * completion request body b: a sampling number of the wrong type or out of its range
  * (temperature, top_p, the penalties; seed an integer), or a parameter of the OpenAI schema
- * that the server does not implement (logprobs, tools, a JSON response_format, echo, ...)
- * set to anything but absence, null, false, 0, "" or a neutral value (tools pass when
- * tool_choice is "none": none is called). 0 when there is none;
+ * that the server does not implement (tools, a JSON response_format, echo, ...) set to
+ * anything but absence, null, false, 0, "" or a neutral value (tools pass when tool_choice
+ * is "none": none is called), or logprobs and top_logprobs of the wrong type or range (a
+ * completion's logprobs is a number). 0 when there is none;
  * else -1 with *param and msg naming the first. Requests are refused for it, and answers
  * imported into the cache that no request could reach.
  */
 int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t len);
+
+/* Whether a request (checked) asks for log-probabilities: chat's logprobs true, or a
+ * completion's logprobs a number (0 too: the chosen tokens' alone). */
+int gw_wants_logprobs(json_t *b);
 
 /*
  * JSON text written straight into a buffer, byte for byte as jansson's json_dumps writes the

@@ -123,6 +123,34 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
     assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) < 0.5, r.headers
 
 
+def test_logprobs_are_answered_by_the_engine(server):
+    """A cached answer has no log-probabilities: a request asking for them is run, and its
+    answer is not stored; an import line asking for them is refused."""
+    c = client(server)
+    q = {"model": MODEL, "messages": [{"role": "user", "content": "What is the capital of "
+                                       "France?"}], "temperature": 0}
+    r = c.post("/admin/cache/import", content=json.dumps({**q, "answer": "Paris."}),
+               headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.json()["imported"] == 1, r.text
+    assert c.post("/v1/chat/completions", json=q).headers["X-Cache"] == "HIT"
+    body = {**q, "max_tokens": 40, "logprobs": True}
+    r = c.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200 and r.headers.get("X-Cache") != "HIT", r.headers
+    assert r.json()["choices"][0]["logprobs"]["content"], r.text
+    r = c.post("/v1/chat/completions", json=body, headers={"Cache-Control": "only-if-cached"})
+    assert r.status_code == 504, r.text
+    body["messages"] = [{"role": "user", "content": "What is the capital of Spain?"}]
+    r = c.post("/v1/chat/completions", json=body)
+    time.sleep(1)
+    assert r.json()["choices"][0]["finish_reason"] == "stop", r.text
+    assert only_if_cached(c, "What is the capital of Spain?", max_tokens=40,
+                          temperature=0).status_code == 504
+    line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+                       "answer": "Hello.", "logprobs": True})
+    r = c.post("/admin/cache/import", content=line, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 400 and "logprobs" in r.text, r.text
+
+
 def test_miss_reasons_can_be_left_out(make_server):
     """An operator may keep the stored question's words out of a miss's headers."""
     server = make_server(CONF + "[cache]\nmiss_reasons = false\n")

@@ -305,8 +305,10 @@ def test_top_k_and_min_p_are_applied(server):
     ({"max_tokens": 2 ** 31 - 1}, "max_tokens"),
     ({"stream_options": {"include_usage": True}}, "stream_options"),
     ({"stream": True, "stream_options": {"include_usage": "yes"}}, "stream_options"),
-    ({"logprobs": True}, "logprobs"),
+    ({"logprobs": "yes"}, "logprobs"),
     ({"top_logprobs": 2}, "top_logprobs"),
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ({"logprobs": True, "top_logprobs": 1.5}, "top_logprobs"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
       "tool_choice": "auto"}, "tools"),
@@ -351,10 +353,63 @@ def test_neutral_values_of_unsupported_parameters_pass(server):
     assert t.choices[0].text
     with client(server) as h:
         for extra, param in (({"echo": True}, "echo"), ({"best_of": 2}, "best_of"),
-                             ({"logprobs": 2}, "logprobs"), ({"logprobs": 0}, "logprobs"),
+                             ({"logprobs": 21}, "logprobs"), ({"logprobs": -1}, "logprobs"),
+                             ({"logprobs": True}, "logprobs"),
                              ({"suffix": "x"}, "suffix")):
             r = h.post("/v1/completions", json={"model": MODEL, "prompt": "Hello", **extra})
             assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+
+
+def test_logprobs_of_chat_streamed_and_not(server):
+    """Each token of the answer with its log-probability and the most likely alternatives,
+    as the openai SDK reads them; greedy, the chosen token is the most likely one."""
+    c = sdk(server)
+    r = ask(c, "Name three colors.", max_tokens=12, logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens  # the end token is not counted
+    assert "".join(e.token for e in content) == r.choices[0].message.content
+    for e in content:
+        assert -30 < e.logprob <= 0 and e.bytes == list(e.token.encode())
+        assert len(e.top_logprobs) == 3
+        assert e.top_logprobs[0].token == e.token and e.top_logprobs[0].logprob == e.logprob
+        assert e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob >= \
+            e.top_logprobs[2].logprob
+    streamed = []
+    for ch in ask(c, "Name three colors.", max_tokens=12, logprobs=True, top_logprobs=3,
+                  stream=True):
+        if ch.choices and ch.choices[0].logprobs:
+            streamed += ch.choices[0].logprobs.content
+    assert [e.token for e in streamed] == [e.token for e in content]
+    assert [e.logprob for e in streamed] == pytest.approx([e.logprob for e in content],
+                                                          abs=1e-4)
+    # without top_logprobs, the chosen tokens alone; without logprobs, null
+    r = ask(c, "Name three colors.", max_tokens=4, logprobs=True)
+    assert r.choices[0].logprobs.content and \
+        all(e.top_logprobs == [] for e in r.choices[0].logprobs.content)
+    assert ask(c, "Name three colors.", max_tokens=4).choices[0].logprobs is None
+
+
+def test_logprobs_of_completions(server):
+    """The completions form: tokens, token_logprobs, top_logprobs, text_offset; also for
+    several prompts in one request."""
+    c = sdk(server)
+    r = c.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=8,
+                             temperature=0, logprobs=2)
+    lp = r.choices[0].logprobs
+    assert "".join(lp.tokens) == r.choices[0].text
+    assert len(lp.token_logprobs) == len(lp.tokens) == len(lp.top_logprobs) == \
+        len(lp.text_offset)
+    assert lp.text_offset[0] == 0
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
+    for t, l, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert l <= 0 and 1 <= len(top) <= 2 and top[t] == l
+    both = c.completions.create(model=MODEL, prompt=["The capital of France is", "One, two,"],
+                                max_tokens=8, temperature=0, logprobs=0)
+    assert both.choices[0].logprobs.tokens == lp.tokens
+    # run beside another prompt, its products sum in another order: within 0.01
+    assert both.choices[0].logprobs.token_logprobs == pytest.approx(lp.token_logprobs, abs=1e-2)
+    assert "".join(both.choices[1].logprobs.tokens) == both.choices[1].text
+    assert all(top == {} for top in both.choices[1].logprobs.top_logprobs)
 
 
 def test_context_length_is_checked_before_the_engine(make_server):
