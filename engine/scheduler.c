@@ -144,10 +144,11 @@ static void release_lp(sched *s, sched_seq *q, int final)
     while (k < q->lp_n && (q->lp_end[k] <= q->out_bytes ||
                            (final && (k ? q->lp_end[k - 1] : q->lp_base) < q->out_bytes)))
         k++;
-    if (k && s->ev.on_logprobs)
+    if (!k)
+        return;
+    if (s->ev.on_logprobs)
         s->ev.on_logprobs(q->ud, q->lp_q, k);
-    if (k)
-        q->lp_base = q->lp_end[k - 1];
+    q->lp_base = q->lp_end[k - 1];
     q->lp_n -= k;
     memmove(q->lp_q, q->lp_q + k, sizeof *q->lp_q * (size_t)q->lp_n);
     memmove(q->lp_end, q->lp_end + k, sizeof *q->lp_end * (size_t)q->lp_n);

@@ -621,9 +621,11 @@ static void reply_answer(struct chat_req *c, const char *text, size_t len, const
     if (c->chat)
         oai_buf_puts(&b, "\"refusal\":null},");
     oai_buf_puts(&b, "\"logprobs\":");
-    char *lp = c->job.params.logprobs ? json_dumps(lp_take(c), JSON_COMPACT) : NULL;
+    json_t *lpj = c->job.params.logprobs ? lp_take(c) : NULL;
+    char *lp = lpj ? json_dumps(lpj, JSON_COMPACT) : NULL;
     oai_buf_puts(&b, lp ? lp : "null");
     free(lp);
+    json_decref(lpj);
     oai_buf_puts(&b, ",\"finish_reason\":");
     oai_buf_str(&b, finish, strlen(finish), 0);
     oai_buf_puts(&b, "}],\"usage\":{\"prompt_tokens\":");
