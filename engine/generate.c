@@ -19,6 +19,16 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* A logit's log-probability, the largest mx and the log-sum lse given. */
+static float logprob_of(float x, float mx, double lse)
+{
+    if (!(x > -INFINITY))
+        return -INFINITY;
+    if (mx == INFINITY)
+        return x == INFINITY ? (float)-lse : -INFINITY;
+    return (float)(x - lse);
+}
+
 void eng_token_logprob(const float *logits, int n_vocab, int32_t token, int n_top,
                        struct eng_token_lp *lp)
 {
@@ -49,13 +59,17 @@ void eng_token_logprob(const float *logits, int n_vocab, int32_t token, int n_to
         if (lp->n_top < n_top)
             lp->n_top++;
     }
-    const double lse = mx + log(sum > 0 ? sum : 1);
+    double lse = mx + log(sum > 0 ? sum : 1);
+    if (mx == INFINITY) { /* the tokens at +inf share all of the probability */
+        int at_inf = 0;
+        for (int i = 0; i < n_vocab; i++)
+            at_inf += logits[i] == INFINITY;
+        lse = log(at_inf);
+    }
     lp->token = token;
-    lp->logprob = token >= 0 && token < n_vocab && logits[token] > -INFINITY
-                      ? (float)(logits[token] - lse)
-                      : -INFINITY;
+    lp->logprob = token >= 0 && token < n_vocab ? logprob_of(logits[token], mx, lse) : -INFINITY;
     for (int k = 0; k < lp->n_top; k++)
-        lp->top_logprob[k] = (float)(logits[lp->top[k]] - lse);
+        lp->top_logprob[k] = logprob_of(logits[lp->top[k]], mx, lse);
 }
 
 const char *eng_finish_name(enum eng_finish f)

@@ -137,13 +137,17 @@ static void seq_free(sched_seq *q)
 /* Ends a sequence: a completed one goes into the prefix cache (the positions whose keys
  * and values were computed: prompt and generated tokens but the last); then its blocks
  * are released and it is reported. */
-/* Reports q's records whose token's text is all out (final: any of it). */
+/* Reports q's records whose token's text is all out (final: any of it). A token with no
+ * text of its own yet (part of a character the decoder holds, a control token) waits for
+ * the text that comes next. */
 static void release_lp(sched *s, sched_seq *q, int final)
 {
     int k = 0;
-    while (k < q->lp_n && (q->lp_end[k] <= q->out_bytes ||
-                           (final && (k ? q->lp_end[k - 1] : q->lp_base) < q->out_bytes)))
-        k++;
+    for (; k < q->lp_n; k++) {
+        const size_t start = k ? q->lp_end[k - 1] : q->lp_base, end = q->lp_end[k];
+        if (final ? start >= q->out_bytes : end > q->out_bytes || end == start)
+            break;
+    }
     if (!k)
         return;
     if (s->ev.on_logprobs)
@@ -408,6 +412,19 @@ static int emit(sched *s, sched_seq *q, const char *text, size_t n, int final)
     return rc == ENG_STOP_MATCHED;
 }
 
+/* n more bytes decoded: they end the records whose tokens have no text yet (the last
+ * queued, and those before it still without any). */
+static void extend_lp(sched_seq *q, size_t n)
+{
+    const size_t at = q->dec_bytes;
+    q->dec_bytes += n;
+    for (int k = q->lp_n - 1; k >= 0 && q->lp_end[k] == at; k--) {
+        if ((k ? q->lp_end[k - 1] : q->lp_base) != at)
+            break; /* it has text: it ends where it did */
+        q->lp_end[k] = q->dec_bytes;
+    }
+}
+
 /* Ends q's text: the decoder's and the stop detector's held bytes. 1 if a stop matched. */
 static int flush_text(sched *s, sched_seq *q)
 {
@@ -415,7 +432,7 @@ static int flush_text(sched *s, sched_seq *q)
     int rc = tok_decoder_flush(&q->dec, s->piece, s->piece_cap, &n);
     if (rc)
         return rc;
-    q->dec_bytes += n;
+    extend_lp(q, n);
     if (n && (rc = emit(s, q, s->piece, n, 0)) != 0)
         return rc;
     return emit(s, q, NULL, 0, 1);
@@ -467,9 +484,7 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, const struct eng_toke
     int rc = tok_decode(&q->dec, tok, s->piece, s->piece_cap, &n);
     if (rc || (lp && (rc = push_lp(q, lp))))
         return rc;
-    q->dec_bytes += n;
-    if (lp)
-        q->lp_end[q->lp_n - 1] = q->dec_bytes;
+    extend_lp(q, n);
     if ((rc = emit(s, q, s->piece, n, 0)) != 0) {
         *f = ENG_FINISH_STOP;
         return rc < 0 ? rc : 1;

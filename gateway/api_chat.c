@@ -299,7 +299,7 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     json_t *user = json_object_get(b, "user");
     if (user && !json_is_null(user) && !json_is_string(user))
         return bad(p, "user", "user must be a string.");
-    if (gw_wants_logprobs(b)) { /* checked: chat's top_logprobs, a completion's logprobs */
+    if (gw_wants_logprobs(b, c->chat)) { /* checked: chat's top_logprobs, a completion's logprobs */
         json_t *top = json_object_get(b, c->chat ? "top_logprobs" : "logprobs");
         gp->logprobs = 1;
         gp->top_logprobs = json_is_integer(top) ? (int)json_integer_value(top) : 0;
@@ -519,17 +519,24 @@ static void lp_add(struct chat_req *c, const struct eng_token_lp *lp, int n)
         json_array_append_new(json_object_get(c->lp, "tokens"), token_string(b, len));
         json_array_append_new(json_object_get(c->lp, "token_logprobs"),
                               logprob_value(lp[i].logprob));
+        /* the step's most likely tokens and the chosen one, as OpenAI and vLLM list them */
         json_t *tops = json_object();
-        for (int k = 0; k < lp[i].n_top; k++) {
+        for (int k = 0; k <= lp[i].n_top; k++) {
+            const int32_t t = k < lp[i].n_top ? lp[i].top[k] : lp[i].token;
             const char *tb = "";
             size_t tl = 0;
-            tok_piece(v, lp[i].top[k], &tb, &tl);
+            tok_piece(v, t, &tb, &tl);
             json_t *key = token_string(tb, tl);
-            json_object_set_new(tops, json_string_value(key), logprob_value(lp[i].top_logprob[k]));
+            if (!json_object_get(tops, json_string_value(key))) /* the likeliest spelling */
+                json_object_set_new(tops, json_string_value(key),
+                                    logprob_value(k < lp[i].n_top ? lp[i].top_logprob[k]
+                                                                  : lp[i].logprob));
             json_decref(key);
         }
         json_array_append_new(json_object_get(c->lp, "top_logprobs"), tops);
         json_array_append_new(json_object_get(c->lp, "text_offset"), json_integer(c->lp_chars));
+        if (tok_type(v, lp[i].token) == TOK_CONTROL)
+            continue; /* its text is not in the answer's */
         for (size_t k = 0; k < len; k++) /* characters: bytes that do not continue one */
             c->lp_chars += ((unsigned char)b[k] & 0xC0) != 0x80;
     }

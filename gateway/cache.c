@@ -1002,7 +1002,7 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
     const char *param;
     if (oai_params_check(j, chat, &param, err, errlen)) /* refused in a request */
         goto out;
-    if (gw_wants_logprobs(j)) { /* such a request is never answered from the caches */
+    if (gw_wants_logprobs(j, chat)) { /* such a request is never answered from the caches */
         snprintf(err, errlen, "\"logprobs\": answers with log-probabilities are not cached");
         goto out;
     }

@@ -258,10 +258,10 @@ static int nothing(const char *key, json_t *v)
            (json_is_string(v) && !json_string_length(v)) || oai_param_neutral(key, v);
 }
 
-int gw_wants_logprobs(json_t *b)
+int gw_wants_logprobs(json_t *b, int chat)
 {
     json_t *lp = json_object_get(b, "logprobs");
-    return json_is_true(lp) || json_is_integer(lp);
+    return chat ? json_is_true(lp) : json_is_integer(lp);
 }
 
 int oai_integral(double v)
@@ -332,12 +332,12 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
     /* logprobs: chat's a boolean with top_logprobs beside it, a completion's the number of
      * alternatives */
     json_t *lp = json_object_get(b, "logprobs"), *top = json_object_get(b, "top_logprobs");
-    if (chat && lp && !json_is_null(lp) && !json_is_boolean(lp))
+    if (chat && !nothing("logprobs", lp) && !json_is_boolean(lp))
         return refuse(param, msg, len, "logprobs", "logprobs must be a boolean.");
-    if (!chat && lp && !json_is_null(lp) &&
+    if (!chat && lp && !json_is_null(lp) && !json_is_false(lp) &&
         (!json_is_integer(lp) || json_integer_value(lp) < 0 || json_integer_value(lp) > 20))
         return refuse(param, msg, len, "logprobs", "logprobs must be an integer from 0 to 20.");
-    if (chat && top && !json_is_null(top)) {
+    if (chat && !nothing("top_logprobs", top)) {
         if (!json_is_integer(top) || json_integer_value(top) < 0 ||
             json_integer_value(top) > 20)
             return refuse(param, msg, len, "top_logprobs",

@@ -44,9 +44,9 @@ int oai_param_neutral(const char *key, json_t *v);
  */
 int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t len);
 
-/* Whether a request (checked) asks for log-probabilities: chat's logprobs true, or a
- * completion's logprobs a number (0 too: the chosen tokens' alone). */
-int gw_wants_logprobs(json_t *b);
+/* Whether a chat (chat) or completion request, checked, asks for log-probabilities: chat's
+ * logprobs true, or a completion's logprobs a number (0 too: the chosen tokens' alone). */
+int gw_wants_logprobs(json_t *b, int chat);
 
 /*
  * JSON text written straight into a buffer, byte for byte as jansson's json_dumps writes the

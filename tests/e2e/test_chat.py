@@ -349,12 +349,22 @@ def test_neutral_values_of_unsupported_parameters_pass(server):
                                   messages=[{"role": "user", "content": "hi"}])
     assert r.choices[0].message.content and not r.choices[0].message.tool_calls
     t = c.completions.create(model=MODEL, prompt="Hello", max_tokens=4, temperature=0,
-                             echo=False, best_of=1, suffix=None)
-    assert t.choices[0].text
+                             echo=False, best_of=1, suffix=None, logprobs=None)
+    assert t.choices[0].text and t.choices[0].logprobs is None
+    with client(server) as h:  # false, 0 and "" ask for nothing, as before
+        for extra in ({"logprobs": False}, {"logprobs": 0, "top_logprobs": 0},
+                      {"logprobs": "", "top_logprobs": None}):
+            r = h.post("/v1/chat/completions", json={
+                "model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}],
+                **extra})
+            assert r.status_code == 200 and r.json()["choices"][0]["logprobs"] is None, r.text
+        r = h.post("/v1/completions", json={"model": MODEL, "prompt": "Hello", "max_tokens": 2,
+                                            "logprobs": False})
+        assert r.status_code == 200 and r.json()["choices"][0]["logprobs"] is None, r.text
     with client(server) as h:
         for extra, param in (({"echo": True}, "echo"), ({"best_of": 2}, "best_of"),
                              ({"logprobs": 21}, "logprobs"), ({"logprobs": -1}, "logprobs"),
-                             ({"logprobs": True}, "logprobs"),
+                             ({"logprobs": True}, "logprobs"), ({"logprobs": "2"}, "logprobs"),
                              ({"suffix": "x"}, "suffix")):
             r = h.post("/v1/completions", json={"model": MODEL, "prompt": "Hello", **extra})
             assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
@@ -378,6 +388,9 @@ def test_logprobs_of_chat_streamed_and_not(server):
     for ch in ask(c, "Name three colors.", max_tokens=12, logprobs=True, top_logprobs=3,
                   stream=True):
         if ch.choices and ch.choices[0].logprobs:
+            # each chunk's records are those of the text it carries
+            assert "".join(e.token for e in ch.choices[0].logprobs.content) == \
+                (ch.choices[0].delta.content or "")
             streamed += ch.choices[0].logprobs.content
     assert [e.token for e in streamed] == [e.token for e in content]
     assert [e.logprob for e in streamed] == pytest.approx([e.logprob for e in content],
@@ -402,14 +415,15 @@ def test_logprobs_of_completions(server):
     assert lp.text_offset[0] == 0
     assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
     for t, l, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
-        assert l <= 0 and 1 <= len(top) <= 2 and top[t] == l
+        assert l <= 0 and 1 <= len(top) <= 3 and top[t] == l  # the top 2 and the chosen one
     both = c.completions.create(model=MODEL, prompt=["The capital of France is", "One, two,"],
                                 max_tokens=8, temperature=0, logprobs=0)
     assert both.choices[0].logprobs.tokens == lp.tokens
     # run beside another prompt, its products sum in another order: within 0.01
     assert both.choices[0].logprobs.token_logprobs == pytest.approx(lp.token_logprobs, abs=1e-2)
     assert "".join(both.choices[1].logprobs.tokens) == both.choices[1].text
-    assert all(top == {} for top in both.choices[1].logprobs.top_logprobs)
+    assert [list(top) for top in both.choices[1].logprobs.top_logprobs] == \
+        [[t] for t in both.choices[1].logprobs.tokens]  # logprobs 0: the chosen token alone
 
 
 def test_context_length_is_checked_before_the_engine(make_server):

@@ -52,12 +52,16 @@ static int32_t *encode(const char *text, int *n)
     return ids;
 }
 
+static int run_logprobs; /* run()'s sequences ask for logprobs (top 2) */
+
 static void run(struct sched_config cfg, struct out *outs, long *preemptions)
 {
     sched *s;
     cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
     sched_seq *q[NP];
     struct eng_gen_params p = greedy_params(24);
+    p.logprobs = run_logprobs;
+    p.top_logprobs = 2;
     for (int i = 0; i < NP; i++) {
         int n;
         int32_t *ids = encode(prompts[i], &n);
@@ -449,6 +453,13 @@ Test(sched, token_logprob_by_hand)
     cr_assert_float_eq(lp.top_logprob[2], 2.0 - lse, 1e-6);
     eng_token_logprob(l, 6, 3, 0, &lp);
     cr_assert(lp.logprob == -INFINITY && lp.n_top == 0);
+    /* logits at +inf share all of the probability */
+    const float inf[] = {0.0f, INFINITY, 5.0f, INFINITY};
+    eng_token_logprob(inf, 4, 3, 2, &lp);
+    cr_assert_float_eq(lp.logprob, -log(2.0), 1e-6);
+    cr_assert(lp.top[0] == 1 && lp.top[1] == 3);
+    eng_token_logprob(inf, 4, 2, 0, &lp);
+    cr_assert(lp.logprob == -INFINITY);
 }
 
 /* One prompt, greedy, with logprobs (top 5) or without, and an optional stop string. */
@@ -505,7 +516,7 @@ Test(sched, logprobs_follow_the_tokens_and_their_text)
             cr_assert(r->logprob <= 0 && r->logprob > -30, "%f", r->logprob);
             for (int t = 1; t < 5; t++)
                 cr_assert(r->top_logprob[t] <= r->top_logprob[t - 1]);
-            cr_assert(lp.lp_at[k] <= at, "a record comes before its token's text");
+            cr_assert_eq(lp.lp_at[k], at, "a record comes just before its token's text");
             at += piece_of(r->token, joined + at);
         }
         joined[at] = 0;
@@ -536,4 +547,28 @@ Test(sched, logprobs_of_a_stop_string_are_left_out)
         start += piece_of(cut.lp[k].token, buf);
     }
     cr_assert(start >= cut.len, "every sent byte has its token");
+}
+
+/* Preempted and recomputed, a sequence keeps its records: the same as alone (within 1e-3,
+ * the batch summing in another order). */
+Test(sched, logprobs_survive_preemption)
+{
+    static struct out alone[NP], busy[NP];
+    long pre_alone = 0, pre_busy = 0;
+    run_logprobs = 1;
+    struct sched_config one = {1, 512, 64, 16, 0, 0, KVC_F32};
+    run(one, alone, &pre_alone);
+    struct sched_config many = {6, 12, 10, 4, 0, 1, KVC_F32};
+    run(many, busy, &pre_busy);
+    run_logprobs = 0;
+    cr_assert(pre_busy > 0, "the busy run must preempt");
+    for (int i = 0; i < NP; i++) {
+        cr_assert_str_eq(busy[i].text, alone[i].text, "prompt %d", i);
+        cr_assert_eq(busy[i].n_lp, alone[i].n_lp, "prompt %d", i);
+        cr_assert_eq(busy[i].n_lp, busy[i].completion, "prompt %d", i);
+        for (int k = 0; k < busy[i].n_lp; k++) {
+            cr_assert_eq(busy[i].lp[k].token, alone[i].lp[k].token);
+            cr_assert_float_eq(busy[i].lp[k].logprob, alone[i].lp[k].logprob, 1e-3);
+        }
+    }
 }

@@ -772,6 +772,56 @@ Test(model, scheduler_same_output_alone_and_in_a_busy_batch)
     }
 }
 
+/* The busy batch of run(), the even prompts asking for logprobs (lp) or none. */
+static void run_lp(eng_model *m, struct out *outs, int lp)
+{
+    sched *s;
+    struct sched_config cfg = {6, 64, 64, 16, 0, 1, KVC_F32};
+    cr_assert_eq(sched_create(m, vocab, &cfg, &events, &s), 0);
+    for (int i = 0; i < NP; i++) {
+        struct eng_gen_params p = greedy_params(16);
+        p.logprobs = lp && i % 2 == 0;
+        p.top_logprobs = 3;
+        int n;
+        int32_t *ids = encode(prompts[i], &n);
+        sched_seq *q;
+        cr_assert_eq(sched_submit(s, 0, ids, n, &p, &outs[i], &q), 0);
+        free(ids);
+    }
+    while (sched_step(s) > 0)
+        ;
+    sched_destroy(s);
+}
+
+/* A step with a sequence that asks for logprobs samples on the host: the same tokens as
+ * the device's sampling, and records like the CPU model's (within 0.05: the backends sum
+ * in other orders), as long as the two generate the same tokens. */
+Test(model, scheduler_logprobs_on_the_device)
+{
+    models_setup();
+    static struct out dev[NP], host[NP], ref[NP];
+    run_lp(gpu, dev, 0);
+    run_lp(gpu, host, 1);
+    run_lp(cpu, ref, 1);
+    for (int i = 0; i < NP; i++) {
+        cr_assert(dev[i].done && host[i].done && !dev[i].err && !host[i].err);
+        cr_assert_str_eq(host[i].text, dev[i].text, "prompt %d", i);
+        if (i % 2) {
+            cr_assert_eq(host[i].n_lp, 0);
+            continue;
+        }
+        cr_assert_eq(host[i].n_lp, host[i].completion, "prompt %d", i);
+        for (int k = 0; k < host[i].n_lp && k < ref[i].n_lp; k++) {
+            const struct eng_token_lp *a = &host[i].lp[k], *b = &ref[i].lp[k];
+            cr_assert_eq(a->top[0], a->token);
+            if (a->token != b->token)
+                break; /* a near tie split them */
+            cr_assert(fabsf(a->logprob - b->logprob) < 0.05f, "prompt %d token %d: %f vs %f",
+                      i, k, a->logprob, b->logprob);
+        }
+    }
+}
+
 Test(model, scheduler_prefix_cache_same_output)
 {
     models_setup();
