@@ -134,9 +134,6 @@ static void seq_free(sched_seq *q)
     free(q);
 }
 
-/* Ends a sequence: a completed one goes into the prefix cache (the positions whose keys
- * and values were computed: prompt and generated tokens but the last); then its blocks
- * are released and it is reported. */
 /* Reports q's records whose token's text is all out (final: any of it). A token with no
  * text of its own yet (part of a character the decoder holds, a control token) waits for
  * the text that comes next. */
@@ -158,6 +155,9 @@ static void release_lp(sched *s, sched_seq *q, int final)
     memmove(q->lp_end, q->lp_end + k, sizeof *q->lp_end * (size_t)q->lp_n);
 }
 
+/* Ends a sequence: a completed one goes into the prefix cache (the positions whose keys
+ * and values were computed: prompt and generated tokens but the last); then its blocks
+ * are released and it is reported. */
 static void finish(sched *s, sched_seq *q, int err, enum eng_finish f)
 {
     list_remove(q->running ? &s->running : &s->waiting, q);
