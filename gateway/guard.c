@@ -159,7 +159,7 @@ static const char *const contrast_groups[] = {
     "mysql postgres postgresql sqlite mongodb redis mariadb cassandra oracle", "aws azure gcp",
     "react angular vue svelte jquery", "django flask fastapi rails laravel",
     "pip conda npm yarn apt brew", "bash zsh powershell", "vim emacs nano vscode",
-    "git svn mercurial", "celsius fahrenheit kelvin",
+    "git svn mercurial", "celsius fahrenheit kelvin °c °f",
     "millimeter centimeter meter kilometer inch foot yard mile mm cm km",
     "milligram gram kilogram pound ounce ton tonne mg kg lb oz",
     "milliliter liter gallon quart pint cup tablespoon teaspoon ml",
@@ -218,7 +218,7 @@ static const char *const synonym_groups[] = {
     "favorite favourite", "center centre", "organize organise", "analyze analyse", "gray grey",
     "defense defence", "license licence", "program programme", "theater theatre", "meter metre",
     "liter litre", "kilometer kilometre km", "centimeter centimetre cm",
-    "millimeter millimetre mm", "kilogram kg kilo", "gram g", "pound lb lbs", "ounce oz",
+    "millimeter millimetre mm", "kilogram kg kilo", "gram g", "pound lb lbs", "ounce oz", "celsius °c", "fahrenheit °f",
     "foot feet ft", "inch inches", "mile miles mi", "liter l", "milliliter ml",
     "usa us america american", "uk britain", "javascript js", "typescript ts", "golang go",
     "postgres postgresql", "kubernetes k8s", "tall high", "height tall", "height high",
@@ -1579,8 +1579,9 @@ static const tok *unit_of_number(const side *sd, int k)
             if (!is_digit((unsigned char)sd->t[i].s[0]) && !cardinal(&sd->t[i]))
                 return NULL; /* not "World War II end", "the second world" */
             const tok *n = &sd->t[i + 1];
-            /* "100 US dollars": the noun an acronym qualifies */
-            if ((n->flags & F_ACRO) && i + 2 < sd->nt && !(sd->t[i + 2].flags & (F_STOP | F_NUM)))
+            /* "100 US dollars": the noun an acronym qualifies; "30 degrees Celsius": the scale */
+            if ((n->flags & F_ACRO || is_word(n, "degrees") || is_word(n, "degree")) &&
+                i + 2 < sd->nt && !(sd->t[i + 2].flags & (F_STOP | F_NUM)))
                 n = &sd->t[i + 2];
             return (n->flags & F_NUM) || ((n->flags & F_STOP) && !(n->flags & F_ACRO)) ? NULL : n;
         }

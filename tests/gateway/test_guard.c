@@ -457,6 +457,10 @@ Test(guard, spellings_of_one_thing)
     VETO("When did World War II end?", "When did World War I end?", "numbers");
     PASS("When was the cathedral finished?", "When was the cathedral completed?");
     PASS("How many lbs is 20 kg?", "How many pounds is 20 kilograms?");
+    PASS("What is 40 degrees Celsius in Fahrenheit?", "What is 40 °C in °F?");
+    VETO("What is 40 degrees Celsius in Fahrenheit?", "What is 40 °F in °C?", "order");
+    VETO("What is 40 degrees Celsius in Fahrenheit?",
+         "What is 40 degrees Fahrenheit in Celsius?", "order");
     PASS("Is a non-stick pan safe?", "Is a nonstick pan safe?");
 }
 
