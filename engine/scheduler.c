@@ -33,6 +33,7 @@ struct sched_seq {
     struct eng_token_lp *lp_q;
     size_t *lp_end;
     int lp_n, lp_cap;
+    int lp_ready; /* the first lp_ready records' tokens have their text decoded */
     size_t dec_bytes, out_bytes;
     size_t lp_base; /* where the first record's token's text starts */
     long order; /* admission order, for choosing whom to preempt */
@@ -136,13 +137,14 @@ static void seq_free(sched_seq *q)
 
 /* Reports q's records whose token's text is all out (final: any of it). A token with no
  * text of its own yet (part of a character the decoder holds, a control token) waits for
- * the text that comes next. */
+ * the text that comes next, and goes with it: records that end at the same byte share
+ * that text. */
 static void release_lp(sched *s, sched_seq *q, int final)
 {
     int k = 0;
-    for (; k < q->lp_n; k++) {
+    for (; k < q->lp_ready; k++) {
         const size_t start = k ? q->lp_end[k - 1] : q->lp_base, end = q->lp_end[k];
-        if (final ? start >= q->out_bytes : end > q->out_bytes || end == start)
+        if (final ? start >= q->out_bytes && !(k && end == start) : end > q->out_bytes)
             break;
     }
     if (!k)
@@ -151,6 +153,7 @@ static void release_lp(sched *s, sched_seq *q, int final)
         s->ev.on_logprobs(q->ud, q->lp_q, k);
     q->lp_base = q->lp_end[k - 1];
     q->lp_n -= k;
+    q->lp_ready -= k;
     memmove(q->lp_q, q->lp_q + k, sizeof *q->lp_q * (size_t)q->lp_n);
     memmove(q->lp_end, q->lp_end + k, sizeof *q->lp_end * (size_t)q->lp_n);
 }
@@ -412,17 +415,16 @@ static int emit(sched *s, sched_seq *q, const char *text, size_t n, int final)
     return rc == ENG_STOP_MATCHED;
 }
 
-/* n more bytes decoded: they end the records whose tokens have no text yet (the last
- * queued, and those before it still without any). */
+/* n more bytes decoded: they end the records whose tokens had no text yet (the last
+ * queued, and those before it still waiting). */
 static void extend_lp(sched_seq *q, size_t n)
 {
-    const size_t at = q->dec_bytes;
     q->dec_bytes += n;
-    for (int k = q->lp_n - 1; k >= 0 && q->lp_end[k] == at; k--) {
-        if ((k ? q->lp_end[k - 1] : q->lp_base) != at)
-            break; /* it has text: it ends where it did */
+    if (!n)
+        return;
+    for (int k = q->lp_ready; k < q->lp_n; k++)
         q->lp_end[k] = q->dec_bytes;
-    }
+    q->lp_ready = q->lp_n;
 }
 
 /* Ends q's text: the decoder's and the stop detector's held bytes. 1 if a stop matched. */

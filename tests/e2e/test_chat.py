@@ -389,12 +389,28 @@ def test_logprobs_of_chat_streamed_and_not(server):
                   stream=True):
         if ch.choices and ch.choices[0].logprobs:
             # each chunk's records are those of the text it carries
-            assert "".join(e.token for e in ch.choices[0].logprobs.content) == \
-                (ch.choices[0].delta.content or "")
+            assert bytes(b for e in ch.choices[0].logprobs.content for b in e.bytes) == \
+                (ch.choices[0].delta.content or "").encode()
             streamed += ch.choices[0].logprobs.content
     assert [e.token for e in streamed] == [e.token for e in content]
     assert [e.logprob for e in streamed] == pytest.approx([e.logprob for e in content],
                                                           abs=1e-4)
+    # characters of several tokens: a record a token, its bytes in the chunk that completes
+    # the character (a cut at max_tokens ends with U+FFFD, as the content does)
+    r = ask(c, "How do you say hello in Chinese?", max_tokens=24, logprobs=True)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    assert any(len(e.bytes) != len(e.token.encode()) for e in content), "split characters"
+    assert bytes(b for e in content for b in e.bytes).decode(errors="replace") == \
+        r.choices[0].message.content
+    got = b""
+    for ch in ask(c, "How do you say hello in Chinese?", max_tokens=24, logprobs=True,
+                  stream=True):
+        if ch.choices and ch.choices[0].logprobs:
+            part = bytes(b for e in ch.choices[0].logprobs.content for b in e.bytes)
+            assert part.decode(errors="replace") == (ch.choices[0].delta.content or "")
+            got += part
+    assert got.decode(errors="replace") == r.choices[0].message.content
     # without top_logprobs, the chosen tokens alone; without logprobs, null
     r = ask(c, "Name three colors.", max_tokens=4, logprobs=True)
     assert r.choices[0].logprobs.content and \

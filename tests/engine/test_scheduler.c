@@ -462,8 +462,8 @@ Test(sched, token_logprob_by_hand)
     cr_assert(lp.logprob == -INFINITY);
 }
 
-/* One prompt, greedy, with logprobs (top 5) or without, and an optional stop string. */
-static void run_lp(int prompt, int logprobs, const char *stop, struct out *o)
+/* A text, greedy, with logprobs (top 5) or without, and an optional stop string. */
+static void run_lp_text(const char *text, int logprobs, const char *stop, struct out *o)
 {
     sched *s;
     struct sched_config cfg = {4, 64, 64, 16, 0, 1, KVC_F32};
@@ -475,7 +475,7 @@ static void run_lp(int prompt, int logprobs, const char *stop, struct out *o)
     p.stop = stops;
     p.n_stop = stop != NULL;
     int n;
-    int32_t *ids = encode(prompts[prompt], &n);
+    int32_t *ids = encode(text, &n);
     sched_seq *q;
     cr_assert_eq(sched_submit(s, 0, ids, n, &p, o, &q), 0);
     free(ids);
@@ -483,6 +483,11 @@ static void run_lp(int prompt, int logprobs, const char *stop, struct out *o)
         ;
     sched_destroy(s);
     cr_assert(o->done && !o->err);
+}
+
+static void run_lp(int prompt, int logprobs, const char *stop, struct out *o)
+{
+    run_lp_text(prompts[prompt], logprobs, stop, o);
 }
 
 /* A token's text as the vocabulary spells it. */
@@ -570,5 +575,32 @@ Test(sched, logprobs_survive_preemption)
             cr_assert_eq(busy[i].lp[k].token, alone[i].lp[k].token);
             cr_assert_float_eq(busy[i].lp[k].logprob, alone[i].lp[k].logprob, 1e-3);
         }
+    }
+}
+
+/* Characters of several tokens (CJK, emoji): a record a token still, each token's record
+ * with the text that completes its character. */
+Test(sched, logprobs_of_characters_split_across_tokens)
+{
+    static const char *texts[] = {"你好，我的名字是", "Emojis: 🐱🐶🎉🔥"};
+    for (int i = 0; i < 2; i++) {
+        static struct out o;
+        memset(&o, 0, sizeof o);
+        run_lp_text(texts[i], 1, NULL, &o);
+        cr_assert_eq(o.n_lp, o.completion, "%s: a record a token", o.text);
+        char joined[4096];
+        size_t at = 0;
+        for (int k = 0; k < o.n_lp; k++) {
+            cr_assert(o.lp_at[k] <= at, "no record comes after its text");
+            at += piece_of(o.lp[k].token, joined + at);
+        }
+        joined[at] = 0;
+        /* a max_tokens cut inside a character ends the text with U+FFFD (stop.h) */
+        size_t whole = o.len;
+        if (whole >= 3 && !memcmp(o.text + whole - 3, "\xEF\xBF\xBD", 3))
+            whole -= 3;
+        cr_assert(at >= whole && !memcmp(joined, o.text, whole),
+                  "the records spell the text: [%s] vs [%s]", joined, o.text);
+        cr_assert(whole == o.len || at > whole, "the cut character's tokens have records");
     }
 }
