@@ -14,6 +14,7 @@
 #define ENG_GENERATE_H
 
 #include "chat.h"
+#include "grammar.h"
 #include "model.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -30,6 +31,9 @@ struct eng_gen_params {
     /* 1: report each generated token's log-probability (struct eng_token_lp), with the
      * top_logprobs (0..ENG_MAX_TOP_LOGPROBS) most likely tokens of its step (scheduler) */
     int logprobs, top_logprobs;
+    /* NULL, or the JSON the output must be (grammar.h); borrowed until the sequence's done
+     * event (scheduler) */
+    const eng_grammar *grammar;
 };
 
 #define ENG_MAX_TOP_LOGPROBS 20

@@ -37,6 +37,10 @@ struct sched_seq {
     size_t dec_bytes, out_bytes;
     size_t lp_base; /* where the first record's token's text starts */
     long order; /* admission order, for choosing whom to preempt */
+    /* structured output: where the output stands in its grammar, and the step's logits
+     * kept for masking when the token drawn first is refused ([n_vocab]) */
+    eng_gm *gm;
+    float *gm_row;
 };
 
 struct list {
@@ -70,6 +74,7 @@ struct sched {
     sched_seq **cand; /* the running sequences at the start of a step */
     char *piece;
     size_t piece_cap;
+    eng_gm_vocab *gm_vocab; /* made for the first sequence with a grammar */
     long preemptions, tokens_generated, tokens_prompt, tokens_cached;
 };
 
@@ -128,6 +133,8 @@ static void seq_free(sched_seq *q)
     eng_sampler_destroy(q->smp);
     eng_stop_destroy(q->stop);
     free(q->lp_row);
+    eng_gm_destroy(q->gm);
+    free(q->gm_row);
     free(q->lp_q);
     free(q->lp_end);
     free(q->tokens);
@@ -247,6 +254,7 @@ void sched_destroy(sched *s)
     free(s->batch_seq);
     free(s->cand);
     free(s->piece);
+    eng_gm_vocab_destroy(s->gm_vocab);
     free(s);
 }
 
@@ -284,6 +292,14 @@ int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
         q->top_logprobs = p->top_logprobs;
         q->lp_row = malloc(sizeof *q->lp_row * (size_t)eng_model_hparams(s->m)->n_vocab);
         if (!q->lp_row)
+            goto fail;
+    }
+    if (p->grammar) {
+        if (!s->gm_vocab && (rc = eng_gm_vocab_create(s->v, &s->gm_vocab)))
+            goto fail;
+        rc = ENG_ENOMEM;
+        q->gm_row = malloc(sizeof *q->gm_row * (size_t)eng_model_hparams(s->m)->n_vocab);
+        if (!q->gm_row || (rc = eng_gm_create(p->grammar, &q->gm)))
             goto fail;
     }
     if ((rc = eng_sampler_create(&p->sampling, eng_model_hparams(s->m)->n_vocab, &q->smp)) ||
@@ -478,6 +494,8 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, const struct eng_toke
         q->tokens = t;
         q->cap = cap;
     }
+    if (q->gm && eng_gm_take(q->gm, s->gm_vocab, tok))
+        return ENG_EINVAL; /* sampled from the grammar's mask: cannot happen */
     q->tokens[q->n_tokens++] = tok;
     q->generated++;
     s->tokens_generated++;
@@ -491,6 +509,11 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, const struct eng_toke
         *f = ENG_FINISH_STOP;
         return rc < 0 ? rc : 1;
     }
+    if (q->gm && eng_gm_done(q->gm)) { /* the document is complete: nothing may follow */
+        *f = ENG_FINISH_STOP;
+        int r = flush_text(s, q);
+        return r < 0 ? r : 1;
+    }
     if (q->generated >= q->max_tokens || q->n_tokens >= s->len_cap) {
         *f = ENG_FINISH_LENGTH;
         int r = flush_text(s, q);
@@ -500,6 +523,9 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, const struct eng_toke
     }
     return 0;
 }
+
+/* row_tokens[r] of a sequence whose grammar allows no token (grammar.h's limits) */
+#define GM_STUCK (-1000)
 
 /* row_tokens[r]: a token sampled from row r of logits, for each of the batch's first nb
  * sequences that asked for logits, in their order. The rows are independent (each sequence
@@ -520,7 +546,18 @@ static void sample_rows(sched *s, int nb)
         sched_seq *q = s->row_seq[r];
         if (q->logprobs) /* the sampler changes the row in place */
             memcpy(q->lp_row, row, sizeof *row * (size_t)V);
+        if (q->gm)
+            memcpy(q->gm_row, row, sizeof *row * (size_t)V);
         s->row_tokens[r] = eng_sampler_sample(s->row_smp[r], row);
+        if (q->gm && !eng_gm_allows(q->gm, s->gm_vocab, s->row_tokens[r])) {
+            /* the grammar refuses the token drawn: draw again from the allowed ones (the
+             * first draw stands when allowed, so the result is drawn from the masked
+             * distribution either way, at the cost of a mask only when needed) */
+            int n = eng_gm_mask(q->gm, s->gm_vocab, q->gm_row);
+            s->row_tokens[r] = n > 0    ? eng_sampler_sample(s->row_smp[r], q->gm_row)
+                               : n == 0 ? GM_STUCK
+                                        : n;
+        }
         if (q->logprobs)
             eng_token_logprob(q->lp_row, V, s->row_tokens[r], q->top_logprobs, &s->row_lp[r]);
     }
@@ -608,10 +645,11 @@ int sched_step(sched *s)
         return s->running.n + s->waiting.n;
     }
     /* on a device that samples, the logits stay there, but for a step with a sequence
-     * that asked for logprobs: they are computed on the host */
+     * that asked for logprobs or has a grammar: those are computed on the host */
     int on_device = s->dev_rows != NULL, n_rows = 0, n_adj = 0;
     for (int i = 0; i < nb && on_device; i++)
-        if (s->batch[i].logits == ENG_LOGITS_LAST && s->batch_seq[i]->logprobs)
+        if (s->batch[i].logits == ENG_LOGITS_LAST &&
+            (s->batch_seq[i]->logprobs || s->batch_seq[i]->gm))
             on_device = 0;
     size_t need = 0;
     for (int i = 0; i < nb && on_device; i++)
@@ -657,7 +695,14 @@ int sched_step(sched *s)
         const struct eng_token_lp *lp = !on_device && q->logprobs ? &s->row_lp[row] : NULL;
         int32_t tok = s->row_tokens[row++];
         enum eng_finish f = ENG_FINISH_STOP;
-        int done = tok < 0 ? tok : take_token(s, q, tok, lp, &f);
+        int done;
+        if (tok == GM_STUCK) { /* the grammar allows nothing more: its limits were reached */
+            int r = flush_text(s, q);
+            f = ENG_FINISH_LENGTH;
+            done = r < 0 ? r : 1;
+        } else {
+            done = tok < 0 ? tok : take_token(s, q, tok, lp, &f);
+        }
         if (done < 0)
             finish(s, q, done, f);
         else if (done)

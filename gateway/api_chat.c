@@ -48,6 +48,7 @@ struct chat_req {
     size_t len, cap;
     char *stops[MAX_STOP];
     struct eng_logit_bias *bias; /* job.params.sampling.logit_bias */
+    eng_grammar *grammar;        /* job.params.grammar: response_format's */
     double t0, t_first; /* monotonic seconds: submitted, first text */
     struct event *timeout;
     int timed_out;
@@ -132,6 +133,7 @@ static void chat_req_free(struct chat_req *c)
     for (int i = 0; i < MAX_STOP; i++)
         free(c->stops[i]);
     free(c->bias);
+    eng_grammar_destroy(c->grammar);
     free(c->text);
     for (int i = 0; i < c->nkids; i++)
         chat_req_free(c->kids[i]);
@@ -213,6 +215,57 @@ static int parse_logit_bias(json_t *b, int n_vocab, struct chat_req *c, struct p
     }
     c->job.params.sampling.logit_bias = c->bias;
     c->job.params.sampling.n_logit_bias = i;
+    return 0;
+}
+
+/* response_format: json_object, any JSON object, or json_schema ({"type":
+ * "json_schema", "json_schema": {"name", "schema", "strict", "description"}}), JSON that
+ * the schema accepts (engine/grammar.h says what is read of it); the output is held to it
+ * token by token. text, or none: free text. */
+static int parse_response_format(json_t *b, struct chat_req *c, struct parsed *p)
+{
+    json_t *rf = json_object_get(b, "response_format");
+    if (!rf || json_is_null(rf))
+        return 0;
+    const char *type = json_string_value(json_object_get(rf, "type"));
+    if (!json_is_object(rf) || !type)
+        return bad(p, "response_format",
+                   "response_format must be an object with a type: text, json_object or "
+                   "json_schema.");
+    if (!strcmp(type, "text"))
+        return 0;
+    char *schema = NULL, err[200];
+    if (!strcmp(type, "json_schema")) {
+        json_t *js = json_object_get(rf, "json_schema");
+        if (!json_is_object(js))
+            return bad(p, "response_format",
+                       "response_format.json_schema must be an object holding the schema.");
+        json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
+        if ((name && !json_is_null(name) && !json_is_string(name)) ||
+            (strict && !json_is_null(strict) && !json_is_boolean(strict)))
+            return bad(p, "response_format", "response_format.json_schema: name must be a "
+                                             "string and strict a boolean.");
+        json_t *sc = json_object_get(js, "schema");
+        /* no schema: any JSON value */
+        schema = json_dumps(sc && !json_is_null(sc) ? sc : json_true(),
+                            JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!schema)
+            return bad(p, NULL, "out of memory");
+    } else if (strcmp(type, "json_object")) {
+        return bad(p, "response_format",
+                   "response_format.type must be text, json_object or json_schema.");
+    }
+    int rc = eng_grammar_create(schema, schema ? strlen(schema) : 0, &c->grammar, err,
+                                sizeof err);
+    free(schema);
+    if (rc == ENG_ENOMEM)
+        return bad(p, NULL, "out of memory");
+    if (rc) {
+        snprintf(p->msg, sizeof p->msg, "response_format.json_schema.schema: %s", err);
+        p->param = "response_format";
+        return -1;
+    }
+    c->job.params.grammar = c->grammar;
     return 0;
 }
 
@@ -299,6 +352,8 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     json_t *user = json_object_get(b, "user");
     if (user && !json_is_null(user) && !json_is_string(user))
         return bad(p, "user", "user must be a string.");
+    if (parse_response_format(b, c, p))
+        return -1;
     if (gw_wants_logprobs(b, c->chat)) { /* checked: chat's top_logprobs, a completion's logprobs */
         json_t *top = json_object_get(b, c->chat ? "top_logprobs" : "logprobs");
         gp->logprobs = 1;

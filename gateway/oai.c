@@ -308,8 +308,8 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
         return refuse(param, msg, len, "top_k", "top_k must be an integer from 0 (off) to "
                                                 "1048576.");
     /* the OpenAI schema's parameters this server does not implement */
-    static const char *const chat_keys[] = {"tools", "functions", "tool_choice",
-                                            "response_format", "audio", "prediction"};
+    static const char *const chat_keys[] = {"tools", "functions", "tool_choice", "audio",
+                                            "prediction"};
     static const char *const completion_keys[] = {"echo", "suffix"};
     const char *const *keys = chat ? chat_keys : completion_keys;
     const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys

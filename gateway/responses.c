@@ -95,8 +95,9 @@ static json_t *echo_of(json_t *b)
     json_t *e = json_object();
     static const char *const keys[] = {"instructions",    "max_output_tokens", "metadata",
                                        "parallel_tool_calls", "previous_response_id",
-                                       "store",           "temperature",       "tool_choice",
-                                       "tools",           "top_p",             "user"};
+                                       "store",           "temperature",       "text",
+                                       "tool_choice",     "tools",             "top_p",
+                                       "user"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         json_t *v = json_object_get(b, keys[i]);
         if (absent(v)) {
@@ -161,11 +162,16 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
         json_t *f = json_object_get(v, "format"), *verb = json_object_get(v, "verbosity");
         const char *ft = json_string_value(json_object_get(f, "type"));
         const char *vs = json_string_value(verb);
-        if (!json_is_object(v) || !(absent(f) || (ft && !strcmp(ft, "text"))) ||
+        if (!json_is_object(v) ||
+            !(absent(f) || (ft && (!strcmp(ft, "text") || !strcmp(ft, "json_object") ||
+                                   !strcmp(ft, "json_schema")))) ||
             !(absent(verb) || (vs && !strcmp(vs, "medium"))))
             return refuse(out, param, msg, len, "text",
-                          "text: only the format {\"type\": \"text\"} (and verbosity "
-                          "\"medium\") is supported.");
+                          "text: the format's type must be text, json_object or json_schema "
+                          "(and verbosity \"medium\").");
+        if (ft && !strcmp(ft, "json_schema") && !json_is_object(json_object_get(f, "schema")))
+            return refuse(out, param, msg, len, "text",
+                          "text.format: a json_schema format needs its schema (an object).");
     }
     const char *choice = json_string_value(json_object_get(b, "tool_choice"));
     v = json_object_get(b, "tool_choice");
@@ -266,6 +272,22 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
             json_object_set(out, same[i], v);
     if (!absent(v = json_object_get(b, "max_output_tokens")))
         json_object_set(out, "max_tokens", v);
+    /* text.format as chat's response_format: {"type": "json_schema", "name", "schema",
+     * "strict"} is {"type": "json_schema", "json_schema": {"name", "schema", "strict"}} */
+    json_t *f = json_object_get(json_object_get(b, "text"), "format");
+    const char *ft = json_string_value(json_object_get(f, "type"));
+    if (ft && !strcmp(ft, "json_object")) {
+        json_object_set(out, "response_format", f);
+    } else if (ft && !strcmp(ft, "json_schema")) {
+        json_t *rf = json_object(), *js = json_object();
+        const char *keys[] = {"name", "schema", "strict", "description"};
+        for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+            if ((v = json_object_get(f, keys[i])))
+                json_object_set(js, keys[i], v);
+        json_object_set_new(rf, "type", json_string("json_schema"));
+        json_object_set_new(rf, "json_schema", js);
+        json_object_set_new(out, "response_format", rf);
+    }
     if (choice && !strcmp(choice, "none")) /* keys the caches as chat's tools would */
         json_object_set(out, "tool_choice", json_object_get(b, "tool_choice"));
     *echo = echo_of(b);
@@ -342,9 +364,15 @@ json_t *gw_response_object(const struct gw_response *r, const char *status, cons
     json_object_set_new(o, "reasoning", reasoning);
     json_object_set(o, "store", json_object_get(r->echo, "store"));
     json_object_set(o, "temperature", json_object_get(r->echo, "temperature"));
-    json_t *fmt = json_object(), *textcfg = json_object();
-    json_object_set_new(fmt, "type", json_string("text"));
-    json_object_set_new(textcfg, "format", fmt);
+    json_t *textcfg = json_object(), *asked = json_object_get(r->echo, "text");
+    json_t *fmt = json_object_get(asked, "format");
+    if (json_is_object(fmt) && json_string_value(json_object_get(fmt, "type"))) {
+        json_object_set(textcfg, "format", fmt);
+    } else {
+        fmt = json_object();
+        json_object_set_new(fmt, "type", json_string("text"));
+        json_object_set_new(textcfg, "format", fmt);
+    }
     json_object_set_new(o, "text", textcfg);
     json_object_set(o, "tool_choice", json_object_get(r->echo, "tool_choice"));
     json_object_set(o, "tools", json_object_get(r->echo, "tools"));

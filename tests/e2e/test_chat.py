@@ -314,7 +314,10 @@ def test_top_k_and_min_p_are_applied(server):
       "tool_choice": "auto"}, "tools"),
     ({"tools": "f", "tool_choice": "none"}, "tools"),
     ({"tool_choice": "required"}, "tool_choice"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "xml"}}, "response_format"),
+    ({"response_format": {"type": "json_schema"}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {
+        "type": "integer", "minimum": 1}}}}, "response_format"),
     ({"modalities": ["text", "audio"]}, "modalities"),
     ({"top_k": -5}, "top_k"),
     ({"top_k": "a"}, "top_k"),

@@ -161,3 +161,28 @@ Test(responses, objects_repeat_the_request_and_say_how_it_ended)
     json_decref(e2);
     json_decref(echo);
 }
+
+Test(responses, a_json_format_is_chats_response_format_and_is_repeated)
+{
+    json_t *echo;
+    char *s = translate("{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\","
+                        "\"name\":\"P\",\"strict\":true,\"schema\":{\"type\":\"object\"}}}}",
+                        NULL, &echo, NULL);
+    cr_assert_str_eq(s, "{\"messages\":[{\"content\":\"x\",\"role\":\"user\"}],"
+                        "\"response_format\":{\"json_schema\":{\"name\":\"P\",\"schema\":{"
+                        "\"type\":\"object\"},\"strict\":true},\"type\":\"json_schema\"}}");
+    free(s);
+    struct gw_response r = {"resp_1", "msg_1", "m", echo, 100, 0};
+    json_t *o = gw_response_object(&r, "completed", "{}", 2, NULL, NULL);
+    s = json_dumps(json_object_get(o, "text"), JSON_COMPACT | JSON_SORT_KEYS);
+    cr_assert_str_eq(s, "{\"format\":{\"name\":\"P\",\"schema\":{\"type\":\"object\"},"
+                        "\"strict\":true,\"type\":\"json_schema\"}}");
+    free(s);
+    json_decref(o);
+    json_decref(echo);
+    s = translate("{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_object\"}}}", NULL,
+                  NULL, NULL);
+    cr_assert_str_eq(s, "{\"messages\":[{\"content\":\"x\",\"role\":\"user\"}],"
+                        "\"response_format\":{\"type\":\"json_object\"}}");
+    free(s);
+}

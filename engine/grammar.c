@@ -1,0 +1,1310 @@
+/* grammar — JSON and JSON Schema held during generation (see grammar.h). */
+#include "grammar.h"
+
+#include "engine.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the compiled schema ------------------------------------------------------------- */
+
+enum nkind { N_ANY, N_OBJECT, N_ARRAY, N_STRING, N_NUMBER, N_INTEGER, N_ENUM, N_UNION };
+
+struct node {
+    uint8_t kind;
+    /* N_OBJECT: its declared properties, g->props[first..first+count);
+     * N_ENUM: its values as JSON texts, g->lits[first..); N_UNION: g->alts[first..) */
+    int32_t first, count;
+    /* N_ARRAY: the items' node (-1: none, only []); N_OBJECT without declared
+     * properties: the values' node (-1: no key at all) */
+    int32_t sub;
+    int32_t lo, hi; /* N_ARRAY: items, N_STRING: characters; hi -1: no bound */
+};
+
+struct lit {
+    int32_t off, len; /* in g->bytes */
+};
+
+struct prop {
+    struct lit key; /* the name as a JSON string, quotes included */
+    int32_t node;
+    int required;
+};
+
+/* nodes every grammar has, for values of any type */
+enum { B_ANY, B_STRING, B_TRUE, B_FALSE, B_NULL, B_NUMBER, B_OBJECT, B_ARRAY, B_COUNT };
+
+#define MAX_NODES 20000
+#define MAX_GAP_SPACES 20
+#define MAX_UNION_EXPANSION 16
+
+struct eng_grammar {
+    struct node *nodes;
+    int n_nodes, cap_nodes;
+    struct prop *props;
+    int n_props, cap_props;
+    struct lit *lits;
+    int n_lits, cap_lits;
+    int32_t *alts;
+    int n_alts, cap_alts;
+    char *bytes;
+    size_t n_bytes, cap_bytes;
+    int root;
+};
+
+static int grow(void **p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    int c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return ENG_ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int new_node(eng_grammar *g, enum nkind kind)
+{
+    if (g->n_nodes >= MAX_NODES) return ENG_EINVAL;
+    if (grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes))
+        return ENG_ENOMEM;
+    g->nodes[g->n_nodes] = (struct node){.kind = kind, .sub = -1, .hi = -1};
+    return g->n_nodes++;
+}
+
+/* Appends bytes; the literal they make, or len -1 when out of memory. */
+static struct lit add_bytes(eng_grammar *g, const char *s, size_t n)
+{
+    if (g->n_bytes + n > g->cap_bytes) {
+        size_t c = g->cap_bytes ? g->cap_bytes : 256;
+        while (c < g->n_bytes + n)
+            c *= 2;
+        char *b = realloc(g->bytes, c);
+        if (!b) return (struct lit){0, -1};
+        g->bytes = b;
+        g->cap_bytes = c;
+    }
+    memcpy(g->bytes + g->n_bytes, s, n);
+    struct lit l = {(int32_t)g->n_bytes, (int32_t)n};
+    g->n_bytes += n;
+    return l;
+}
+
+/* An enum node of the given JSON texts. */
+static int enum_node(eng_grammar *g, const char *const *texts, int n)
+{
+    int id = new_node(g, N_ENUM);
+    if (id < 0 || grow((void **)&g->lits, &g->cap_lits, g->n_lits + n, sizeof *g->lits))
+        return id < 0 ? id : ENG_ENOMEM;
+    g->nodes[id].first = g->n_lits;
+    g->nodes[id].count = n;
+    for (int i = 0; i < n; i++) {
+        struct lit l = add_bytes(g, texts[i], strlen(texts[i]));
+        if (l.len < 0) return ENG_ENOMEM;
+        g->lits[g->n_lits++] = l;
+    }
+    return id;
+}
+
+static int builtins(eng_grammar *g)
+{
+    static const char *const t[] = {"true"}, *const f[] = {"false"}, *const n[] = {"null"};
+    if (new_node(g, N_ANY) != B_ANY || new_node(g, N_STRING) != B_STRING ||
+        enum_node(g, t, 1) != B_TRUE || enum_node(g, f, 1) != B_FALSE ||
+        enum_node(g, n, 1) != B_NULL || new_node(g, N_NUMBER) != B_NUMBER ||
+        new_node(g, N_OBJECT) != B_OBJECT || new_node(g, N_ARRAY) != B_ARRAY)
+        return ENG_ENOMEM;
+    g->nodes[B_OBJECT].sub = B_ANY;
+    g->nodes[B_ARRAY].sub = B_ANY;
+    return 0;
+}
+
+/* ---- compiling a schema -------------------------------------------------------------- */
+
+struct memo {
+    const json_t *schema;
+    int node;
+};
+
+struct build {
+    eng_grammar *g;
+    json_t *root;
+    struct memo *memo;
+    int n_memo, cap_memo;
+    int depth; /* of compile()'s recursion */
+    char *err;
+    size_t errlen;
+};
+
+static int fail(struct build *b, const char *path, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (*path)
+        snprintf(b->err, b->errlen, "%s: %s", path, what);
+    else
+        snprintf(b->err, b->errlen, "%s", what);
+    return ENG_EINVAL;
+}
+
+static int compile(struct build *b, json_t *s, const char *path);
+
+static const char *const annotations[] = {
+    "title",     "description", "default",     "examples",         "format",
+    "$schema",   "$id",         "$comment",    "deprecated",       "readOnly",
+    "writeOnly", "$defs",       "definitions", "contentMediaType", "contentEncoding",
+};
+static const char *const structural[] = {
+    "type",      "properties", "required", "additionalProperties",
+    "items",     "minItems",   "maxItems", "minLength",
+    "maxLength", "enum",       "const",    "anyOf",
+    "oneOf",     "allOf",      "$ref",
+};
+
+static int listed(const char *key, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(key, list[i])) return 1;
+    return 0;
+}
+#define LISTED(key, list) listed(key, list, sizeof list / sizeof *list)
+
+/* The structural keywords of s other than those named: the first, or NULL. */
+static const char *other_keyword(json_t *s, const char *const *keep, size_t n)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v)
+    {
+        if (LISTED(k, annotations) || listed(k, keep, n)) continue;
+        return k;
+    }
+    return NULL;
+}
+
+static void sub_path(char *out, size_t cap, const char *path, const char *a, const char *b)
+{
+    snprintf(out, cap, "%s%s%s%s%s", path, *path ? "." : "", a, b ? "." : "", b ? b : "");
+}
+
+/* A non-negative integer keyword: its value, def when absent, -2 when invalid. */
+static long long count_kw(json_t *s, const char *key, long long def)
+{
+    json_t *v = json_object_get(s, key);
+    if (!v) return def;
+    if (json_is_integer(v) && json_integer_value(v) >= 0) return json_integer_value(v);
+    if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) < 1e9 &&
+        json_real_value(v) == floor(json_real_value(v)))
+        return (long long)json_real_value(v);
+    return -2;
+}
+
+static int bounds(struct build *b, json_t *s, const char *path, const char *lo_key,
+                  const char *hi_key, int32_t *lo, int32_t *hi)
+{
+    long long l = count_kw(s, lo_key, 0), h = count_kw(s, hi_key, -1);
+    if (l == -2 || h == -2)
+        return fail(b, path, "%s must be a non-negative integer", l == -2 ? lo_key : hi_key);
+    if (l > 1 << 20 || h > 1 << 20)
+        return fail(b, path, "%s is over 1048576", l > 1 << 20 ? lo_key : hi_key);
+    if (h >= 0 && l > h) return fail(b, path, "%s is above %s", lo_key, hi_key);
+    *lo = (int32_t)l;
+    *hi = (int32_t)h;
+    return 0;
+}
+
+/* A JSON pointer into the root ("#", "#/$defs/Name", "#/properties/a~1b/items", ...). */
+static json_t *resolve(json_t *root, const char *ref)
+{
+    if (ref[0] != '#' || (ref[1] && ref[1] != '/')) return NULL;
+    json_t *at = root;
+    const char *p = ref + 1;
+    while (*p == '/' && at) {
+        p++;
+        char tok[256];
+        size_t n = 0;
+        for (; *p && *p != '/'; p++) {
+            char c = *p;
+            if (c == '~' && (p[1] == '0' || p[1] == '1')) c = *++p == '0' ? '~' : '/';
+            if (n + 1 >= sizeof tok) return NULL;
+            tok[n++] = c;
+        }
+        tok[n] = 0;
+        if (json_is_object(at)) {
+            at = json_object_get(at, tok);
+        } else if (json_is_array(at)) {
+            char *end;
+            unsigned long i = strtoul(tok, &end, 10);
+            at = *end || !n ? NULL : json_array_get(at, i);
+        } else {
+            at = NULL;
+        }
+    }
+    return at;
+}
+
+/* Whether a JSON value is of a schema type name. */
+static int of_type(json_t *v, const char *t)
+{
+    if (!strcmp(t, "string")) return json_is_string(v);
+    if (!strcmp(t, "integer"))
+        return json_is_integer(v) ||
+               (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)));
+    if (!strcmp(t, "number")) return json_is_number(v);
+    if (!strcmp(t, "boolean")) return json_is_boolean(v);
+    if (!strcmp(t, "null")) return json_is_null(v);
+    if (!strcmp(t, "object")) return json_is_object(v);
+    if (!strcmp(t, "array")) return json_is_array(v);
+    return 0;
+}
+
+static int type_allows(json_t *type, json_t *v)
+{
+    if (!type) return 1;
+    if (json_is_string(type)) return of_type(v, json_string_value(type));
+    size_t i;
+    json_t *t;
+    json_array_foreach(type, i,
+                       t) if (json_is_string(t) && of_type(v, json_string_value(t))) return 1;
+    return 0;
+}
+
+/* enum or const: the values as literals (of the type, when one is given). */
+static int compile_enum(struct build *b, json_t *s, const char *path, int id)
+{
+    eng_grammar *g = b->g;
+    json_t *e = json_object_get(s, "enum"), *c = json_object_get(s, "const");
+    json_t *type = json_object_get(s, "type");
+    if (e && c) return fail(b, path, "enum and const together are not supported");
+    if (e && (!json_is_array(e) || !json_array_size(e)))
+        return fail(b, path, "enum must be a non-empty array");
+    size_t n = e ? json_array_size(e) : 1;
+    if (n > ENG_GM_MAX_PROPERTIES)
+        return fail(b, path, "enum has %zu values, more than %d", n, ENG_GM_MAX_PROPERTIES);
+    const char *extra = other_keyword(s, (const char *const[]){"enum", "const", "type"}, 3);
+    if (extra) return fail(b, path, "%s beside %s is not supported", extra, e ? "enum" : "const");
+    if (grow((void **)&g->lits, &g->cap_lits, g->n_lits + (int)n, sizeof *g->lits))
+        return ENG_ENOMEM;
+    g->nodes[id].kind = N_ENUM;
+    g->nodes[id].first = g->n_lits;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = e ? json_array_get(e, i) : c;
+        if (!type_allows(type, v)) continue;
+        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS);
+        if (!text) return ENG_ENOMEM;
+        struct lit l = add_bytes(g, text, strlen(text));
+        free(text);
+        if (l.len < 0) return ENG_ENOMEM;
+        g->lits[g->n_lits++] = l;
+    }
+    g->nodes[id].count = g->n_lits - g->nodes[id].first;
+    if (!g->nodes[id].count)
+        return fail(b, path, "no value of %s is of its type", e ? "enum" : "const");
+    return 0;
+}
+
+/* A union of the nodes made by alternatives [0, n), filled into id. */
+static int set_union(eng_grammar *g, int id, const int32_t *alt, int n)
+{
+    if (grow((void **)&g->alts, &g->cap_alts, g->n_alts + n, sizeof *g->alts)) return ENG_ENOMEM;
+    g->nodes[id].kind = N_UNION;
+    g->nodes[id].first = g->n_alts;
+    g->nodes[id].count = n;
+    memcpy(g->alts + g->n_alts, alt, sizeof *alt * (size_t)n);
+    g->n_alts += n;
+    return 0;
+}
+
+static int compile_object(struct build *b, json_t *s, const char *path, int id)
+{
+    eng_grammar *g = b->g;
+    json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
+    json_t *add = json_object_get(s, "additionalProperties");
+    if (props && !json_is_object(props)) return fail(b, path, "properties must be an object");
+    if (req && !json_is_array(req)) return fail(b, path, "required must be an array");
+    size_t n = props ? json_object_size(props) : 0;
+    if (n > ENG_GM_MAX_PROPERTIES)
+        return fail(b, path, "%zu properties, more than %d", n, ENG_GM_MAX_PROPERTIES);
+    struct prop local[ENG_GM_MAX_PROPERTIES];
+    size_t k = 0;
+    const char *name;
+    json_t *sub;
+    json_object_foreach(props, name, sub)
+    {
+        char p[512];
+        sub_path(p, sizeof p, path, "properties", name);
+        json_t *js = json_string(name);
+        char *text = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+        json_decref(js);
+        if (!text) return ENG_ENOMEM;
+        local[k].key = add_bytes(g, text, strlen(text));
+        free(text);
+        if (local[k].key.len < 0) return ENG_ENOMEM;
+        local[k].required = 0;
+        int rc = compile(b, sub, p);
+        if (rc < 0) return rc;
+        local[k++].node = rc;
+    }
+    size_t i;
+    json_t *r;
+    json_array_foreach(req, i, r)
+    {
+        if (!json_is_string(r)) return fail(b, path, "required must list property names");
+        size_t j = 0;
+        json_object_foreach(props, name, sub)
+        {
+            if (!strcmp(name, json_string_value(r))) break;
+            j++;
+        }
+        if (j == n)
+            return fail(b, path, "required names \"%s\", which is not in properties",
+                        json_string_value(r));
+        local[j].required = 1;
+    }
+    if (grow((void **)&g->props, &g->cap_props, g->n_props + (int)n, sizeof *g->props))
+        return ENG_ENOMEM;
+    memcpy(g->props + g->n_props, local, sizeof *local * n);
+    struct node *nd = &g->nodes[id];
+    nd->kind = N_OBJECT;
+    nd->first = g->n_props;
+    nd->count = (int32_t)n;
+    g->n_props += (int)n;
+    if (n) return 0; /* no other key is ever written */
+    if (!add || json_is_true(add)) {
+        g->nodes[id].sub = B_ANY;
+    } else if (json_is_false(add)) {
+        g->nodes[id].sub = -1;
+    } else {
+        char p[512];
+        sub_path(p, sizeof p, path, "additionalProperties", NULL);
+        int rc = compile(b, add, p);
+        if (rc < 0) return rc;
+        g->nodes[id].sub = rc;
+    }
+    return 0;
+}
+
+static int compile_array(struct build *b, json_t *s, const char *path, int id)
+{
+    json_t *items = json_object_get(s, "items");
+    int32_t lo = 0, hi = -1;
+    int rc = bounds(b, s, path, "minItems", "maxItems", &lo, &hi);
+    if (rc) return rc;
+    int sub = B_ANY;
+    if (json_is_false(items)) {
+        hi = 0;
+        sub = -1;
+        if (lo > 0) return fail(b, path, "items is false and minItems above 0");
+    } else if (items && !json_is_true(items)) {
+        if (!json_is_object(items))
+            return fail(b, path, "items must be a schema (a list of them is not supported)");
+        char p[512];
+        sub_path(p, sizeof p, path, "items", NULL);
+        if ((sub = compile(b, items, p)) < 0) return sub;
+    }
+    struct node *nd = &b->g->nodes[id];
+    nd->kind = N_ARRAY;
+    nd->sub = sub;
+    nd->lo = lo;
+    nd->hi = hi;
+    return 0;
+}
+
+/* Fills id with the schema s read as the one type t. */
+static int compile_typed(struct build *b, json_t *s, const char *t, const char *path, int id)
+{
+    eng_grammar *g = b->g;
+    if (!strcmp(t, "object")) return compile_object(b, s, path, id);
+    if (!strcmp(t, "array")) return compile_array(b, s, path, id);
+    if (!strcmp(t, "string")) {
+        int32_t lo = 0, hi = -1;
+        int rc = bounds(b, s, path, "minLength", "maxLength", &lo, &hi);
+        if (rc) return rc;
+        g->nodes[id] = (struct node){.kind = N_STRING, .sub = -1, .lo = lo, .hi = hi};
+        return 0;
+    }
+    if (!strcmp(t, "number") || !strcmp(t, "integer")) {
+        g->nodes[id].kind = t[0] == 'n' ? N_NUMBER : N_INTEGER;
+        return 0;
+    }
+    if (!strcmp(t, "boolean")) return set_union(g, id, (const int32_t[]){B_TRUE, B_FALSE}, 2);
+    if (!strcmp(t, "null")) return set_union(g, id, (const int32_t[]){B_NULL}, 1);
+    return fail(b, path, "unknown type \"%s\"", t);
+}
+
+/* Fills node id with schema s (an object). */
+static int fill(struct build *b, json_t *s, const char *path, int id)
+{
+    eng_grammar *g = b->g;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v)
+    {
+        if (!LISTED(k, annotations) && !LISTED(k, structural))
+            return fail(b, path, "%s is not supported", k);
+    }
+    json_t *ref = json_object_get(s, "$ref");
+    if (ref) {
+        const char *extra = other_keyword(s, (const char *const[]){"$ref"}, 1);
+        if (extra) return fail(b, path, "%s beside $ref is not supported", extra);
+        json_t *target = json_is_string(ref) ? resolve(b->root, json_string_value(ref)) : NULL;
+        if (!target)
+            return fail(b, path,
+                        "$ref %s is not found in this schema (only references within "
+                        "it are read)",
+                        json_is_string(ref) ? json_string_value(ref) : "(not a string)");
+        int t = compile(b, target, json_string_value(ref));
+        return t < 0 ? t : set_union(g, id, &t, 1);
+    }
+    if (json_object_get(s, "enum") || json_object_get(s, "const"))
+        return compile_enum(b, s, path, id);
+    const char *comb = json_object_get(s, "anyOf")   ? "anyOf"
+                       : json_object_get(s, "oneOf") ? "oneOf"
+                       : json_object_get(s, "allOf") ? "allOf"
+                                                     : NULL;
+    if (comb) {
+        json_t *list = json_object_get(s, comb);
+        const char *extra = other_keyword(s, (const char *const[]){comb}, 1);
+        if (extra) return fail(b, path, "%s beside %s is not supported", extra, comb);
+        if (!json_is_array(list) || !json_array_size(list))
+            return fail(b, path, "%s must be a non-empty array", comb);
+        if (comb[1] == 'l' && json_array_size(list) != 1)
+            return fail(b, path, "allOf of several schemas is not supported");
+        size_t n = json_array_size(list);
+        if (n > ENG_GM_MAX_PROPERTIES)
+            return fail(b, path, "%s has more than %d schemas", comb, ENG_GM_MAX_PROPERTIES);
+        int32_t alt[ENG_GM_MAX_PROPERTIES];
+        for (size_t i = 0; i < n; i++) {
+            char p[512], num[24];
+            snprintf(num, sizeof num, "%zu", i);
+            sub_path(p, sizeof p, path, comb, num);
+            int rc = compile(b, json_array_get(list, i), p);
+            if (rc < 0) return rc;
+            alt[i] = rc;
+        }
+        return set_union(g, id, alt, (int)n);
+    }
+    json_t *type = json_object_get(s, "type");
+    if (json_is_string(type)) return compile_typed(b, s, json_string_value(type), path, id);
+    if (json_is_array(type)) {
+        size_t n = json_array_size(type);
+        if (!n || n > 7) return fail(b, path, "type must list one to seven type names");
+        int32_t alt[7];
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_array_get(type, i);
+            if (!json_is_string(t)) return fail(b, path, "type must list type names");
+            int a = new_node(g, N_ANY);
+            if (a < 0) return a == ENG_EINVAL ? fail(b, path, "the schema is too large") : a;
+            int rc = compile_typed(b, s, json_string_value(t), path, a);
+            if (rc) return rc;
+            alt[i] = a;
+        }
+        return set_union(g, id, alt, (int)n);
+    }
+    if (type) return fail(b, path, "type must be a name or a list of names");
+    /* no type: what the keywords describe */
+    if (json_object_get(s, "properties") || json_object_get(s, "required") ||
+        json_object_get(s, "additionalProperties"))
+        return compile_typed(b, s, "object", path, id);
+    if (json_object_get(s, "items") || json_object_get(s, "minItems") ||
+        json_object_get(s, "maxItems"))
+        return compile_typed(b, s, "array", path, id);
+    if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
+        return compile_typed(b, s, "string", path, id);
+    g->nodes[id].kind = N_ANY;
+    return 0;
+}
+
+/* The node of schema s: compiled once (a $ref cycle meets its own node). */
+static int compile(struct build *b, json_t *s, const char *path)
+{
+    if (json_is_true(s)) return B_ANY;
+    if (json_is_false(s)) return fail(b, path, "the schema false accepts nothing");
+    if (!json_is_object(s)) return fail(b, path, "a schema must be an object or a boolean");
+    for (int i = 0; i < b->n_memo; i++)
+        if (b->memo[i].schema == s) return b->memo[i].node;
+    if (b->depth >= 64) return fail(b, path, "schemas nested more than 64 deep are not supported");
+    int id = new_node(b->g, N_ANY);
+    if (id < 0) return id == ENG_EINVAL ? fail(b, path, "the schema is too large") : id;
+    if (grow((void **)&b->memo, &b->cap_memo, b->n_memo + 1, sizeof *b->memo)) return ENG_ENOMEM;
+    b->memo[b->n_memo++] = (struct memo){s, id};
+    b->depth++;
+    int rc = fill(b, s, path, id);
+    b->depth--;
+    return rc < 0 ? rc : id;
+}
+
+void eng_grammar_destroy(eng_grammar *g)
+{
+    if (!g) return;
+    free(g->nodes);
+    free(g->props);
+    free(g->lits);
+    free(g->alts);
+    free(g->bytes);
+    free(g);
+}
+
+int eng_grammar_create(const char *schema, size_t len, eng_grammar **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (errlen) err[0] = 0;
+    eng_grammar *g = calloc(1, sizeof *g);
+    if (!g || builtins(g)) {
+        eng_grammar_destroy(g);
+        return ENG_ENOMEM;
+    }
+    if (!schema) {
+        g->root = B_OBJECT;
+        *out = g;
+        return 0;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(schema, len, JSON_DECODE_ANY, &je);
+    if (!root) {
+        snprintf(err, errlen, "the schema is not JSON: %s", je.text);
+        eng_grammar_destroy(g);
+        return ENG_EINVAL;
+    }
+    struct build b = {.g = g, .root = root, .err = err, .errlen = errlen};
+    int rc = compile(&b, root, "");
+    free(b.memo);
+    json_decref(root);
+    if (rc < 0) {
+        if (rc == ENG_ENOMEM) snprintf(err, errlen, "out of memory");
+        eng_grammar_destroy(g);
+        return rc;
+    }
+    g->root = rc;
+    *out = g;
+    return 0;
+}
+
+/* ---- matching ------------------------------------------------------------------------ */
+
+enum fkind { F_ROOT, F_VALUE, F_OBJ, F_KEY, F_ARR, F_STR, F_NUM, F_ENUM };
+enum { O_OPEN, O_KEY_DONE, O_VALUE_DONE, O_COMMA };
+enum { A_OPEN, A_VALUE_DONE, A_COMMA };
+enum { S_PLAIN, S_ESCAPE, S_HEX, S_UTF8 };
+enum { P_START, P_MINUS, P_ZERO, P_INT, P_DOT, P_FRAC, P_E, P_ESIGN, P_EXP };
+
+/* One level of a parse stack. The meaning of a, b and pos by kind:
+ * F_OBJ: a = the next declared property that may come (after a key: one past its own);
+ * F_KEY, F_ENUM: pos = bytes matched, a | b << 32 = the candidates still matching;
+ * F_ARR: a = items so far; F_STR: a = characters so far, b = hex digits or UTF-8
+ * continuation bytes still due, pos = a UTF-8 lead byte whose next byte has a narrower
+ * range; F_NUM: a = digits in the current part. */
+struct frame {
+    int32_t node;
+    uint8_t kind, phase;
+    uint16_t pos;
+    uint32_t a, b;
+};
+
+struct thread {
+    uint8_t depth, spaces, newlines, pad;
+    struct frame f[ENG_GM_MAX_DEPTH];
+};
+
+struct tset {
+    int n;
+    struct thread t[ENG_GM_MAX_THREADS];
+};
+
+#define THREAD_BYTES(t) (offsetof(struct thread, f) + sizeof(struct frame) * (t)->depth)
+
+static void add(struct tset *out, const struct thread *t)
+{
+    size_t n = THREAD_BYTES(t);
+    for (int i = 0; i < out->n; i++)
+        if (!memcmp(&out->t[i], t, n)) return;
+    if (out->n < ENG_GM_MAX_THREADS) memcpy(&out->t[out->n++], t, n);
+}
+
+static int is_space(uint8_t c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* White space between two tokens of the JSON text, within its limits. */
+static void gap(struct thread *t, uint8_t c, struct tset *out)
+{
+    if (c == '\n') {
+        if (t->newlines || t->spaces) return;
+        t->newlines = 1;
+    } else {
+        if (t->spaces >= MAX_GAP_SPACES) return;
+        t->spaces++;
+    }
+    add(out, t);
+}
+
+static void taken(struct thread *t, struct tset *out)
+{
+    t->spaces = t->newlines = 0;
+    add(out, t);
+}
+
+static int push(struct thread *t, enum fkind kind, int32_t node)
+{
+    if (t->depth >= ENG_GM_MAX_DEPTH) return 0;
+    t->f[t->depth++] = (struct frame){.node = node, .kind = (uint8_t)kind};
+    return 1;
+}
+
+static uint64_t mask_of(const struct frame *f)
+{
+    return (uint64_t)f->a | (uint64_t)f->b << 32;
+}
+
+static void set_mask(struct frame *f, uint64_t m)
+{
+    f->a = (uint32_t)m;
+    f->b = (uint32_t)(m >> 32);
+}
+
+/* An object may close: no required property from its next one on. */
+static int closable(const eng_grammar *g, const struct node *n, uint32_t next)
+{
+    for (int32_t j = (int32_t)next; j < n->count; j++)
+        if (g->props[n->first + j].required) return 0;
+    return 1;
+}
+
+static int number_complete(uint8_t phase)
+{
+    return phase == P_ZERO || phase == P_INT || phase == P_FRAC || phase == P_EXP;
+}
+
+static void step(const eng_grammar *g, const struct thread *src, uint8_t c, struct tset *out,
+                 int expansions);
+
+/* The top frame is F_VALUE: the value of its node starts with c. */
+static void value_start(const eng_grammar *g, struct thread *t, uint8_t c, struct tset *out,
+                        int expansions)
+{
+    struct frame *f = &t->f[t->depth - 1];
+    const struct node *n = &g->nodes[f->node];
+    if (is_space(c)) {
+        /* a property's value (the only value pushed before its first byte, at its colon):
+         * one space at most; the document itself starts at once */
+        if (t->depth > 2 && c == ' ' && !t->spaces) gap(t, c, out);
+        return;
+    }
+    switch (n->kind) {
+    case N_UNION:
+        if (expansions >= MAX_UNION_EXPANSION) return;
+        for (int32_t i = 0; i < n->count; i++) {
+            t->f[t->depth - 1].node = g->alts[n->first + i];
+            step(g, t, c, out, expansions + 1);
+        }
+        return;
+    case N_ANY: {
+        int32_t to = c == '{'                             ? B_OBJECT
+                     : c == '['                           ? B_ARRAY
+                     : c == '"'                           ? B_STRING
+                     : c == 't'                           ? B_TRUE
+                     : c == 'f'                           ? B_FALSE
+                     : c == 'n'                           ? B_NULL
+                     : c == '-' || (c >= '0' && c <= '9') ? B_NUMBER
+                                                          : -1;
+        if (to < 0) return;
+        f->node = to;
+        step(g, t, c, out, expansions);
+        return;
+    }
+    case N_OBJECT:
+        if (c != '{') return;
+        *f = (struct frame){.node = f->node, .kind = F_OBJ, .phase = O_OPEN};
+        taken(t, out);
+        return;
+    case N_ARRAY:
+        if (c != '[') return;
+        *f = (struct frame){.node = f->node, .kind = F_ARR, .phase = A_OPEN};
+        taken(t, out);
+        return;
+    case N_STRING:
+        if (c != '"') return;
+        *f = (struct frame){.node = f->node, .kind = F_STR, .phase = S_PLAIN};
+        taken(t, out);
+        return;
+    case N_NUMBER:
+    case N_INTEGER:
+        *f = (struct frame){.node = f->node, .kind = F_NUM, .phase = P_START};
+        step(g, t, c, out, expansions);
+        return;
+    case N_ENUM:
+        *f = (struct frame){.node = f->node, .kind = F_ENUM};
+        set_mask(f, n->count >= 64 ? ~0ULL : (1ULL << n->count) - 1);
+        step(g, t, c, out, expansions);
+        return;
+    }
+}
+
+static void object_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct tset *out)
+{
+    struct frame *f = &t->f[t->depth - 1];
+    const struct node *n = &g->nodes[f->node];
+    if (is_space(c)) {
+        /* none before a colon or a comma: after a value, only where a '}' may follow */
+        if (f->phase == O_OPEN || f->phase == O_COMMA ||
+            (f->phase == O_VALUE_DONE && closable(g, n, f->a)))
+            gap(t, c, out);
+        return;
+    }
+    int spaced = t->spaces || t->newlines;
+    switch (f->phase) {
+    case O_OPEN:
+    case O_COMMA:
+        if (c == '"') {
+            if (!n->count) { /* any key: a string */
+                if (n->sub < 0) return;
+                f->phase = O_KEY_DONE;
+                if (push(t, F_STR, B_STRING)) taken(t, out);
+                return;
+            }
+            uint64_t m = 0;
+            for (int32_t j = (int32_t)f->a; j < n->count; j++) {
+                m |= 1ULL << j;
+                if (g->props[n->first + j].required) break;
+            }
+            if (!m) return;
+            int32_t node = f->node;
+            f->phase = O_KEY_DONE;
+            if (!push(t, F_KEY, node)) return;
+            t->f[t->depth - 1].pos = 1;
+            set_mask(&t->f[t->depth - 1], m);
+            taken(t, out);
+            return;
+        }
+        if (c == '}' && f->phase == O_OPEN && closable(g, n, f->a)) {
+            t->depth--;
+            taken(t, out);
+        }
+        return;
+    case O_KEY_DONE:
+        if (c != ':') return;
+        f->phase = O_VALUE_DONE;
+        if (push(t, F_VALUE, n->count ? g->props[n->first + f->a - 1].node : n->sub)) taken(t, out);
+        return;
+    case O_VALUE_DONE:
+        if (c == ',' && !spaced && (!n->count || (int32_t)f->a < n->count)) {
+            f->phase = O_COMMA;
+            taken(t, out);
+        } else if (c == '}' && closable(g, n, f->a)) {
+            t->depth--;
+            taken(t, out);
+        }
+        return;
+    }
+}
+
+static void key_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct tset *out)
+{
+    struct frame *f = &t->f[t->depth - 1];
+    const struct node *n = &g->nodes[f->node];
+    uint64_t m = mask_of(f), keep = 0;
+    int done = -1;
+    for (int j = 0; j < n->count; j++) {
+        if (!(m >> j & 1)) continue;
+        struct lit k = g->props[n->first + j].key;
+        if (f->pos < k.len && (uint8_t)g->bytes[k.off + f->pos] == c) {
+            if (f->pos + 1 == k.len)
+                done = j; /* keys are distinct and end with '"': no other still matches */
+            else
+                keep |= 1ULL << j;
+        }
+    }
+    if (done >= 0) {
+        t->depth--;
+        t->f[t->depth - 1].a = (uint32_t)done + 1;
+        taken(t, out);
+    } else if (keep) {
+        f->pos++;
+        set_mask(f, keep);
+        taken(t, out);
+    }
+}
+
+static void enum_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct tset *out)
+{
+    struct frame *f = &t->f[t->depth - 1];
+    const struct node *n = &g->nodes[f->node];
+    uint64_t m = mask_of(f), keep = 0;
+    int done = 0;
+    for (int j = 0; j < n->count; j++) {
+        if (!(m >> j & 1)) continue;
+        struct lit l = g->lits[n->first + j];
+        if (f->pos < l.len && (uint8_t)g->bytes[l.off + f->pos] == c) {
+            if (f->pos + 1 == l.len)
+                done = 1;
+            else
+                keep |= 1ULL << j;
+        }
+    }
+    if (done) { /* one value is complete; a longer one (12 after 1) may go on */
+        struct thread end = *t;
+        end.depth--;
+        taken(&end, out);
+    }
+    if (keep) {
+        f->pos++;
+        set_mask(f, keep);
+        taken(t, out);
+    }
+}
+
+static void array_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct tset *out,
+                       int expansions)
+{
+    struct frame *f = &t->f[t->depth - 1];
+    const struct node *n = &g->nodes[f->node];
+    if (is_space(c)) {
+        /* none before a comma: after a value, only where a ']' may follow */
+        if (f->phase != A_VALUE_DONE || f->a >= (uint32_t)n->lo) gap(t, c, out);
+        return;
+    }
+    if (f->phase == A_VALUE_DONE) {
+        int spaced = t->spaces || t->newlines; /* none before a comma */
+        if (c == ',' && !spaced && (n->hi < 0 || f->a < (uint32_t)n->hi)) {
+            f->phase = A_COMMA;
+            taken(t, out);
+        } else if (c == ']' && f->a >= (uint32_t)n->lo) {
+            t->depth--;
+            taken(t, out);
+        }
+        return;
+    }
+    if (c == ']') {
+        if (f->phase == A_OPEN && n->lo == 0) {
+            t->depth--;
+            taken(t, out);
+        }
+        return;
+    }
+    if (n->sub < 0 || (n->hi >= 0 && f->a >= (uint32_t)n->hi)) return;
+    f->phase = A_VALUE_DONE;
+    f->a++;
+    if (push(t, F_VALUE, n->sub)) step(g, t, c, out, expansions);
+}
+
+static void string_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct tset *out)
+{
+    struct frame *f = &t->f[t->depth - 1];
+    const struct node *n = &g->nodes[f->node];
+    switch (f->phase) {
+    case S_PLAIN:
+        if (c == '"') {
+            if (f->a >= (uint32_t)n->lo) {
+                t->depth--;
+                taken(t, out);
+            }
+            return;
+        }
+        if (c < 0x20 || (n->hi >= 0 && f->a >= (uint32_t)n->hi)) return;
+        if (c == '\\') {
+            f->phase = S_ESCAPE;
+        } else if (c >= 0x80) {
+            int more = c >= 0xC2 && c <= 0xDF   ? 1
+                       : c >= 0xE0 && c <= 0xEF ? 2
+                       : c >= 0xF0 && c <= 0xF4 ? 3
+                                                : 0;
+            if (!more) return;
+            f->phase = S_UTF8;
+            f->b = (uint32_t)more;
+            f->pos = c == 0xE0 || c == 0xED || c == 0xF0 || c == 0xF4 ? c : 0;
+        }
+        f->a++;
+        taken(t, out);
+        return;
+    case S_UTF8: {
+        uint8_t lo = 0x80, hi = 0xBF; /* no overlong forms, no surrogates, nothing past U+10FFFF */
+        if (f->pos == 0xE0)
+            lo = 0xA0;
+        else if (f->pos == 0xED)
+            hi = 0x9F;
+        else if (f->pos == 0xF0)
+            lo = 0x90;
+        else if (f->pos == 0xF4)
+            hi = 0x8F;
+        if (c < lo || c > hi) return;
+        f->pos = 0;
+        if (--f->b == 0) f->phase = S_PLAIN;
+        taken(t, out);
+        return;
+    }
+    case S_ESCAPE:
+        if (c == 'u') {
+            f->phase = S_HEX;
+            f->b = 0;
+        } else if (c && strchr("\"\\/bfnrt", c)) {
+            f->phase = S_PLAIN;
+        } else {
+            return;
+        }
+        taken(t, out);
+        return;
+    case S_HEX:
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return;
+        if (++f->b == 4) f->phase = S_PLAIN;
+        taken(t, out);
+        return;
+    }
+}
+
+#define MAX_INT_DIGITS 16
+#define MAX_FRAC_DIGITS 16
+#define MAX_EXP_DIGITS 3
+
+/* 1: taken; 0: refused; -1: the number ended before c (c goes to the frame below). */
+static int number_byte(const eng_grammar *g, struct frame *f, uint8_t c)
+{
+    int digit = c >= '0' && c <= '9', real = g->nodes[f->node].kind == N_NUMBER;
+    switch (f->phase) {
+    case P_START:
+        if (c == '-') {
+            f->phase = P_MINUS;
+            return 1;
+        }
+        /* fall through */
+    case P_MINUS:
+        if (!digit) return 0;
+        f->phase = c == '0' ? P_ZERO : P_INT;
+        f->a = 1;
+        return 1;
+    case P_ZERO:
+    case P_INT:
+        if (digit && f->phase == P_INT && f->a < MAX_INT_DIGITS) {
+            f->a++;
+            return 1;
+        }
+        if (real && c == '.') {
+            f->phase = P_DOT;
+            return 1;
+        }
+        if (real && (c == 'e' || c == 'E')) {
+            f->phase = P_E;
+            return 1;
+        }
+        return -1;
+    case P_DOT:
+        if (!digit) return 0;
+        f->phase = P_FRAC;
+        f->a = 1;
+        return 1;
+    case P_FRAC:
+        if (digit && f->a < MAX_FRAC_DIGITS) {
+            f->a++;
+            return 1;
+        }
+        if (c == 'e' || c == 'E') {
+            f->phase = P_E;
+            return 1;
+        }
+        return -1;
+    case P_E:
+        if (c == '+' || c == '-') {
+            f->phase = P_ESIGN;
+            return 1;
+        }
+        /* fall through */
+    case P_ESIGN:
+        if (!digit) return 0;
+        f->phase = P_EXP;
+        f->a = 1;
+        return 1;
+    case P_EXP:
+        if (digit && f->a < MAX_EXP_DIGITS) {
+            f->a++;
+            return 1;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* Every way thread src can take byte c, added to out. */
+static void step(const eng_grammar *g, const struct thread *src, uint8_t c, struct tset *out,
+                 int expansions)
+{
+    struct thread t;
+    memcpy(&t, src, THREAD_BYTES(src));
+    for (;;) {
+        struct frame *f = &t.f[t.depth - 1];
+        switch (f->kind) {
+        case F_ROOT:
+            return; /* nothing follows the document */
+        case F_VALUE:
+            value_start(g, &t, c, out, expansions);
+            return;
+        case F_OBJ:
+            object_byte(g, &t, c, out);
+            return;
+        case F_KEY:
+            key_byte(g, &t, c, out);
+            return;
+        case F_ARR:
+            array_byte(g, &t, c, out, expansions);
+            return;
+        case F_STR:
+            string_byte(g, &t, c, out);
+            return;
+        case F_ENUM:
+            enum_byte(g, &t, c, out);
+            return;
+        case F_NUM: {
+            int r = number_byte(g, f, c);
+            if (r > 0) taken(&t, out);
+            if (r >= 0 || !number_complete(f->phase)) return;
+            t.depth--; /* the number is complete: c belongs to what holds it */
+            continue;
+        }
+        }
+        return;
+    }
+}
+
+static void step_all(const eng_grammar *g, const struct tset *in, uint8_t c, struct tset *out)
+{
+    out->n = 0;
+    for (int i = 0; i < in->n; i++)
+        step(g, &in->t[i], c, out, 0);
+}
+
+struct eng_gm {
+    const eng_grammar *g;
+    struct tset cur, tmp[2];
+    /* eng_gm_mask()'s: a state a trie level ([n_lvl]), and which tokens it allowed */
+    struct tset *lvl;
+    int n_lvl;
+    uint8_t *allowed;
+    int n_allowed;
+};
+
+int eng_gm_create(const eng_grammar *g, eng_gm **out)
+{
+    eng_gm *m = calloc(1, sizeof *m);
+    if (!m) return ENG_ENOMEM;
+    m->g = g;
+    m->cur.n = 1;
+    struct thread *t = &m->cur.t[0];
+    t->depth = 2;
+    t->f[0] = (struct frame){.kind = F_ROOT};
+    t->f[1] = (struct frame){.node = g->root, .kind = F_VALUE};
+    *out = m;
+    return 0;
+}
+
+void eng_gm_destroy(eng_gm *m)
+{
+    if (!m) return;
+    free(m->lvl);
+    free(m->allowed);
+    free(m);
+}
+
+/* Feeds bytes into a copy of the state: the resulting state, or NULL when refused. */
+static const struct tset *feed(eng_gm *m, const char *bytes, size_t n)
+{
+    const struct tset *in = &m->cur;
+    for (size_t i = 0; i < n; i++) {
+        struct tset *o = &m->tmp[i & 1];
+        step_all(m->g, in, (uint8_t)bytes[i], o);
+        if (!o->n) return NULL;
+        in = o;
+    }
+    return in;
+}
+
+int eng_gm_feed(eng_gm *m, const char *bytes, size_t n)
+{
+    const struct tset *s = feed(m, bytes, n);
+    if (!s) return 0;
+    if (s != &m->cur) {
+        m->cur.n = s->n;
+        for (int i = 0; i < s->n; i++)
+            memcpy(&m->cur.t[i], &s->t[i], THREAD_BYTES(&s->t[i]));
+    }
+    return 1;
+}
+
+static int set_accepting(const eng_grammar *g, const struct tset *s)
+{
+    (void)g;
+    for (int i = 0; i < s->n; i++) {
+        const struct thread *t = &s->t[i];
+        if (t->depth == 1 ||
+            (t->depth == 2 && t->f[1].kind == F_NUM && number_complete(t->f[1].phase)))
+            return 1;
+    }
+    return 0;
+}
+
+int eng_gm_accepting(const eng_gm *m)
+{
+    return set_accepting(m->g, &m->cur);
+}
+
+int eng_gm_done(const eng_gm *m)
+{
+    for (int i = 0; i < m->cur.n; i++)
+        if (m->cur.t[i].depth != 1) return 0;
+    return m->cur.n > 0;
+}
+
+/* ---- the vocabulary's trie ----------------------------------------------------------- */
+
+enum { T_NEVER, T_BYTES, T_END };
+
+struct tnode {
+    int32_t child, sibling; /* -1: none */
+    int32_t token;          /* the first token whose bytes end here, -1: none */
+    uint8_t byte;
+};
+
+struct eng_gm_vocab {
+    const tok_vocab *v;
+    int n_vocab;
+    uint8_t *kind;      /* [n_vocab] T_ */
+    int32_t *same;      /* [n_vocab] the next token with the same bytes, -1 */
+    struct tnode *node; /* [n_node], 0 the root */
+    int n_node, cap_node;
+    int depth; /* the longest piece */
+};
+
+void eng_gm_vocab_destroy(eng_gm_vocab *gv)
+{
+    if (!gv) return;
+    free(gv->kind);
+    free(gv->same);
+    free(gv->node);
+    free(gv);
+}
+
+static int32_t child_of(eng_gm_vocab *gv, int32_t at, uint8_t c)
+{
+    int32_t *link = &gv->node[at].child;
+    for (; *link >= 0; link = &gv->node[*link].sibling)
+        if (gv->node[*link].byte == c) return *link;
+    if (grow((void **)&gv->node, &gv->cap_node, gv->n_node + 1, sizeof *gv->node))
+        return ENG_ENOMEM;
+    link = &gv->node[at].child; /* the array may have moved */
+    while (*link >= 0)
+        link = &gv->node[*link].sibling;
+    gv->node[gv->n_node] = (struct tnode){.child = -1, .sibling = -1, .token = -1, .byte = c};
+    *link = gv->n_node;
+    return gv->n_node++;
+}
+
+int eng_gm_vocab_create(const tok_vocab *v, eng_gm_vocab **out)
+{
+    eng_gm_vocab *gv = calloc(1, sizeof *gv);
+    int n = tok_n_vocab(v);
+    if (!gv) return ENG_ENOMEM;
+    gv->v = v;
+    gv->n_vocab = n;
+    gv->kind = calloc((size_t)n, 1);
+    gv->same = malloc(sizeof *gv->same * (size_t)n);
+    if (!gv->kind || !gv->same ||
+        grow((void **)&gv->node, &gv->cap_node, 1 << 16, sizeof *gv->node))
+        goto fail;
+    gv->node[0] = (struct tnode){.child = -1, .sibling = -1, .token = -1};
+    gv->n_node = 1;
+    for (int32_t id = 0; id < n; id++) {
+        gv->same[id] = -1;
+        if (tok_is_eog(v, id)) {
+            gv->kind[id] = T_END;
+            continue;
+        }
+        int type = tok_type(v, id);
+        const char *p;
+        size_t len;
+        if (type == TOK_CONTROL || type == TOK_UNUSED || tok_piece(v, id, &p, &len) || !len)
+            continue;
+        int32_t at = 0;
+        for (size_t i = 0; i < len; i++)
+            if ((at = child_of(gv, at, (uint8_t)p[i])) < 0) goto fail;
+        gv->same[id] = gv->node[at].token;
+        gv->node[at].token = id;
+        gv->kind[id] = T_BYTES;
+        if ((int)len > gv->depth) gv->depth = (int)len;
+    }
+    *out = gv;
+    return 0;
+fail:
+    eng_gm_vocab_destroy(gv);
+    return ENG_ENOMEM;
+}
+
+int eng_gm_allows(eng_gm *m, const eng_gm_vocab *gv, int32_t token)
+{
+    if (token < 0 || token >= gv->n_vocab || gv->kind[token] == T_NEVER) return 0;
+    if (gv->kind[token] == T_END) return eng_gm_accepting(m);
+    const char *p;
+    size_t len;
+    tok_piece(gv->v, token, &p, &len);
+    return feed(m, p, len) != NULL;
+}
+
+int eng_gm_take(eng_gm *m, const eng_gm_vocab *gv, int32_t token)
+{
+    if (token < 0 || token >= gv->n_vocab || gv->kind[token] == T_NEVER) return ENG_EINVAL;
+    if (gv->kind[token] == T_END) return eng_gm_accepting(m) ? 0 : ENG_EINVAL;
+    const char *p;
+    size_t len;
+    tok_piece(gv->v, token, &p, &len);
+    return eng_gm_feed(m, p, len) ? 0 : ENG_EINVAL;
+}
+
+/* Marks the tokens below trie node at whose bytes the state lvl[level] takes. */
+static void walk(eng_gm *m, const eng_gm_vocab *gv, int32_t at, int level)
+{
+    for (int32_t c = gv->node[at].child; c >= 0; c = gv->node[c].sibling) {
+        struct tset *next = &m->lvl[level + 1];
+        step_all(m->g, &m->lvl[level], gv->node[c].byte, next);
+        if (!next->n) continue;
+        for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
+            m->allowed[id] = 1;
+        if (gv->node[c].child >= 0) walk(m, gv, c, level + 1);
+    }
+}
+
+int eng_gm_mask(eng_gm *m, const eng_gm_vocab *gv, float *logits)
+{
+    if (m->n_lvl < gv->depth + 1) {
+        struct tset *l = realloc(m->lvl, sizeof *l * (size_t)(gv->depth + 1));
+        if (!l) return ENG_ENOMEM;
+        m->lvl = l;
+        m->n_lvl = gv->depth + 1;
+    }
+    if (m->n_allowed < gv->n_vocab) {
+        uint8_t *a = malloc((size_t)gv->n_vocab);
+        if (!a) return ENG_ENOMEM;
+        free(m->allowed);
+        m->allowed = a;
+        m->n_allowed = gv->n_vocab;
+    }
+    memset(m->allowed, 0, (size_t)gv->n_vocab);
+    m->lvl[0].n = m->cur.n;
+    for (int i = 0; i < m->cur.n; i++)
+        memcpy(&m->lvl[0].t[i], &m->cur.t[i], THREAD_BYTES(&m->cur.t[i]));
+    walk(m, gv, 0, 0);
+    int end = eng_gm_accepting(m), n = 0;
+    for (int32_t id = 0; id < gv->n_vocab; id++) {
+        int ok = gv->kind[id] == T_END ? end : m->allowed[id];
+        if (ok)
+            n++;
+        else
+            logits[id] = -INFINITY;
+    }
+    return n;
+}

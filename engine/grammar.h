@@ -1,0 +1,93 @@
+/*
+ * grammar — structured output: generation held to JSON, or to JSON that a JSON Schema
+ * accepts (eng_grammar_, eng_gm_). OpenAI's response_format json_object and json_schema.
+ *
+ * A schema is compiled once (eng_grammar_create) into a graph of nodes; a matcher
+ * (eng_gm) is one sequence's place in that graph: a small set of parse stacks ("threads",
+ * one per reading still possible, as anyOf or ["string", "null"] leave several), fed the
+ * bytes of each token the sequence takes. Before a token is taken, the scheduler asks
+ * whether the grammar allows it (eng_gm_allows); when it does not, eng_gm_mask() sets
+ * every refused token's logit to -inf by walking a trie of the vocabulary's byte pieces
+ * (eng_gm_vocab) with the matcher's state, a branch abandoned at its first refused byte.
+ *
+ * What is generated is always valid JSON and always valid for the schema, but not every
+ * valid document can be generated (generation is free to choose, the schema to accept):
+ *   - an object's declared properties come in the schema's order; optional ones may be
+ *     left out; no other property is written, whatever additionalProperties says (an
+ *     object with no declared properties takes any keys, with the values that
+ *     additionalProperties allows: any when absent or true, none when false);
+ *   - white space: one space after a colon; after an opening bracket or a comma and
+ *     before a closing bracket, at most one line break, then at most 20 spaces or tabs
+ *     (a small model could otherwise loop on blank lines); none before a colon or a
+ *     comma, nor before or after the document, whose end ends the generation;
+ *   - numbers: at most 16 digits before the point, 16 after it and 3 in an exponent;
+ *   - at most ENG_GM_MAX_DEPTH nested values, and ENG_GM_MAX_THREADS readings at once
+ *     (the earliest kept: a schema that branches more is still generated validly, from
+ *     fewer of its alternatives).
+ *
+ * Schema keywords read: type (a name or a list), properties, required,
+ * additionalProperties, items, minItems, maxItems, minLength, maxLength, enum, const,
+ * anyOf, oneOf (generated as anyOf), allOf of one schema, $ref to "#", "#/$defs/..." or
+ * "#/definitions/...", true and {} (any value). Annotations are ignored: title,
+ * description, default, examples, format (an annotation by the standard), $schema, $id,
+ * $comment, deprecated, readOnly, writeOnly, and the definitions' containers. Any other
+ * keyword (pattern, minimum, maximum, multipleOf, prefixItems, uniqueItems, not,
+ * if/then/else, ...) is refused by name, since the output could break it.
+ *
+ * Ownership and threads: a grammar is immutable after creation and may be read by many
+ * matchers on any thread; it must outlive them. A matcher belongs to one sequence and is
+ * used by one thread at a time. An eng_gm_vocab is immutable once built.
+ */
+#ifndef ENG_GRAMMAR_H
+#define ENG_GRAMMAR_H
+
+#include "tokenizer.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ENG_GM_MAX_DEPTH 24
+#define ENG_GM_MAX_THREADS 16
+#define ENG_GM_MAX_PROPERTIES 64 /* declared properties of one object, values of one enum */
+
+typedef struct eng_grammar eng_grammar;
+typedef struct eng_gm eng_gm;
+typedef struct eng_gm_vocab eng_gm_vocab;
+
+/*
+ * Compiles a JSON Schema (schema[0..len), JSON text; NULL: any JSON object, OpenAI's
+ * json_object). ENG_EINVAL with a message in err naming what was refused and where
+ * ("properties.age: minimum is not supported"); ENG_ENOMEM.
+ */
+int eng_grammar_create(const char *schema, size_t len, eng_grammar **out, char *err, size_t errlen);
+void eng_grammar_destroy(eng_grammar *g); /* accepts NULL */
+
+/* A matcher at the start of the document; g is borrowed for its life. ENG_ENOMEM. */
+int eng_gm_create(const eng_grammar *g, eng_gm **out);
+void eng_gm_destroy(eng_gm *m); /* accepts NULL */
+
+/* Feeds bytes: 1 when the grammar takes all of them (the matcher has moved on), 0 when
+ * it refuses one (the matcher is unchanged). */
+int eng_gm_feed(eng_gm *m, const char *bytes, size_t n);
+/* The document is complete: the generation may end here. */
+int eng_gm_accepting(const eng_gm *m);
+/* Complete, and no byte may follow: the generation ends here. */
+int eng_gm_done(const eng_gm *m);
+
+/* The vocabulary's byte pieces in a trie. Control and unused tokens, and tokens without
+ * bytes, are never allowed; end-of-generation tokens only when the document is complete.
+ * ENG_ENOMEM. */
+int eng_gm_vocab_create(const tok_vocab *v, eng_gm_vocab **out);
+void eng_gm_vocab_destroy(eng_gm_vocab *gv); /* accepts NULL */
+
+/* Whether token may come next (m unchanged). */
+int eng_gm_allows(eng_gm *m, const eng_gm_vocab *gv, int32_t token);
+/* Takes an allowed token: its bytes are fed; an end-of-generation token changes nothing.
+ * 0, or ENG_EINVAL when the grammar refuses it (m unchanged). */
+int eng_gm_take(eng_gm *m, const eng_gm_vocab *gv, int32_t token);
+/* Sets logits[token] to -inf for every token the grammar refuses now (logits: [n_vocab]).
+ * Returns how many tokens remain allowed (0: the document can go no further, which the
+ * limits above can cause), or ENG_ENOMEM. */
+int eng_gm_mask(eng_gm *m, const eng_gm_vocab *gv, float *logits);
+
+#endif

@@ -1,0 +1,200 @@
+"""End-to-end tests of structured output (response_format json_object and json_schema, and
+the Responses API's text.format) through the official openai SDK, its pydantic helpers
+included, on the default model: the answers are JSON of the schema, streamed and not, on
+every route; schemas the server cannot hold to are refused naming response_format; and the
+answer caches key JSON answers apart from free text."""
+
+import json
+from typing import Literal
+
+import httpx
+import openai
+import pytest
+from pydantic import BaseModel
+
+MODEL = "smollm2-135m-instruct"
+
+
+def sdk(server):
+    http = httpx.Client(verify=server.ssl_context(), timeout=120)
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", http_client=http)
+
+
+def client(server):
+    return httpx.Client(base_url=server.base_url, verify=server.ssl_context(), timeout=120)
+
+
+class City(BaseModel):
+    name: str
+    country: str
+    population: int
+    coastal: bool
+
+
+class Review(BaseModel):
+    sentiment: Literal["positive", "negative", "neutral"]
+    stars: int
+    keywords: list[str]
+
+
+def user(content):
+    return [{"role": "user", "content": content}]
+
+
+def test_sdk_parse_returns_the_pydantic_model(server):
+    c = sdk(server)
+    for seed in (0, 1, 2):
+        r = c.chat.completions.parse(model=MODEL, messages=user("Describe a famous city."),
+                                     response_format=City, temperature=0.8, seed=seed,
+                                     max_tokens=120)
+        ch = r.choices[0]
+        assert ch.finish_reason == "stop", ch.message.content
+        assert isinstance(ch.message.parsed, City)
+        # exactly the schema's keys, in its order
+        assert list(json.loads(ch.message.content)) == ["name", "country", "population",
+                                                        "coastal"]
+    r = c.chat.completions.parse(model=MODEL, response_format=Review, temperature=0,
+                                 max_tokens=150,
+                                 messages=user("Review: the food was cold and the waiter rude."))
+    review = r.choices[0].message.parsed
+    assert review.sentiment in ("positive", "negative", "neutral")
+    assert all(isinstance(k, str) for k in review.keywords)
+
+
+def test_the_same_question_without_a_format_is_free_text(server):
+    """The format, not the question, makes the JSON (the test could not pass otherwise)."""
+    c = sdk(server)
+    free = c.chat.completions.create(model=MODEL, messages=user("Describe a famous city."),
+                                     temperature=0, max_tokens=40)
+    with pytest.raises(ValueError):
+        json.loads(free.choices[0].message.content)
+
+
+def test_json_object_streamed_equals_non_streamed(server):
+    c = sdk(server)
+    kw = dict(model=MODEL, messages=user("List three fruits and their colors in JSON."),
+              response_format={"type": "json_object"}, temperature=0, max_tokens=200)
+    full = c.chat.completions.create(**kw)
+    assert full.choices[0].finish_reason == "stop"
+    doc = json.loads(full.choices[0].message.content)
+    assert isinstance(doc, dict) and doc
+    chunks = list(c.chat.completions.create(stream=True, **kw))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == full.choices[0].message.content
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_a_raw_schema_with_nesting_enums_and_bounds(server):
+    schema = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "maxLength": 30},
+            "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]},
+                     "minItems": 1, "maxItems": 2},
+            "author": {"$ref": "#/$defs/Person"},
+            "draft": {"type": ["boolean", "null"]},
+        },
+        "required": ["title", "tags", "author"],
+        "additionalProperties": False,
+        "$defs": {"Person": {"type": "object", "properties": {
+            "first": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["first", "age"]}},
+    }
+    with client(server) as h:
+        for temperature in (0, 1.2):
+            r = h.post("/v1/chat/completions", json={
+                "model": MODEL, "messages": user("Invent a blog post."), "seed": 5,
+                "temperature": temperature, "max_tokens": 200,
+                "response_format": {"type": "json_schema",
+                                    "json_schema": {"name": "post", "schema": schema}}})
+            assert r.status_code == 200, r.text
+            ch = r.json()["choices"][0]
+            assert ch["finish_reason"] == "stop", ch
+            doc = json.loads(ch["message"]["content"])
+            assert isinstance(doc["title"], str) and len(doc["title"]) <= 30
+            assert 1 <= len(doc["tags"]) <= 2 and set(doc["tags"]) <= {"red", "green", "blue"}
+            assert isinstance(doc["author"]["first"], str)
+            assert isinstance(doc["author"]["age"], int)
+            assert doc.get("draft", None) in (True, False, None)
+            assert set(doc) <= {"title", "tags", "author", "draft"}
+
+
+def test_max_tokens_cuts_a_document_with_length(server):
+    r = sdk(server).chat.completions.create(
+        model=MODEL, messages=user("Describe a city in detail, in JSON."), temperature=0, max_tokens=5,
+        response_format={"type": "json_object"})
+    assert r.choices[0].finish_reason == "length"
+    with pytest.raises(ValueError):
+        json.loads(r.choices[0].message.content)
+
+
+@pytest.mark.parametrize("fmt,words", [
+    ({"type": "json_schema", "json_schema": {"name": "a", "schema": {
+        "type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]+$"}}}}},
+     "properties.code: pattern is not supported"),
+    ({"type": "json_schema", "json_schema": {"name": "a", "schema": {"$ref": "#/$defs/X"}}},
+     "#/$defs/X is not found"),
+    ({"type": "json_schema", "json_schema": {"name": "a", "schema": {
+        "type": "object", "properties": {"a": {}}, "required": ["b"]}}},
+     "required names \"b\""),
+    ({"type": "json_schema", "json_schema": "{}"}, "json_schema must be an object"),
+    ({"type": "yaml"}, "must be text, json_object or json_schema"),
+    ("json", "must be an object"),
+])
+def test_schemas_it_cannot_hold_to_are_refused(server, fmt, words):
+    with client(server) as h:
+        r = h.post("/v1/chat/completions", json={"model": MODEL, "messages": user("hi"),
+                                                 "response_format": fmt})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "response_format" and words in err["message"], err
+
+
+def test_completions_route_takes_response_format(server):
+    with client(server) as h:
+        r = h.post("/v1/completions", json={
+            "model": MODEL, "prompt": "A user profile:", "max_tokens": 120, "temperature": 0,
+            "response_format": {"type": "json_object"}})
+    assert r.status_code == 200, r.text
+    ch = r.json()["choices"][0]
+    assert ch["finish_reason"] == "stop"
+    assert isinstance(json.loads(ch["text"]), dict)
+
+
+def test_responses_api_text_format(server):
+    c = sdk(server)
+    r = c.responses.parse(model=MODEL, input="Describe a famous city.", text_format=City,
+                          temperature=0, max_output_tokens=120)
+    assert r.status == "completed"
+    assert isinstance(r.output_parsed, City)
+    assert r.text.format.type == "json_schema" and r.text.format.name == "City"
+    events = list(c.responses.create(model=MODEL, input="Describe a dog.", temperature=0,
+                                     max_output_tokens=120, stream=True,
+                                     text={"format": {"type": "json_object"}}))
+    done = [e for e in events if e.type == "response.completed"]
+    assert done, [e.type for e in events]
+    assert isinstance(json.loads(done[0].response.output_text), dict)
+
+
+def test_json_answers_are_cached_apart_from_free_text(server):
+    body = {"model": MODEL, "messages": user("Describe a famous city."), "temperature": 0,
+            "max_tokens": 120, "response_format": {"type": "json_object"}}
+    with client(server) as h:
+        first = h.post("/v1/chat/completions", json=body)
+        assert first.status_code == 200 and first.headers["x-cache"] == "MISS"
+        answer = first.json()["choices"][0]["message"]["content"]
+        json.loads(answer)
+        for _ in range(100):  # stored after the reply
+            again = h.post("/v1/chat/completions", json=body)
+            if again.headers["x-cache"] == "HIT":
+                break
+        assert again.headers["x-cache"] == "HIT"
+        assert again.json()["choices"][0]["message"]["content"] == answer
+        # the question without the format, or with another schema, is not answered with it
+        plain = {k: v for k, v in body.items() if k != "response_format"}
+        r = h.post("/v1/chat/completions", json=plain, headers={"Cache-Control": "only-if-cached"})
+        assert r.status_code == 504, r.text
+        other = dict(body, response_format={"type": "json_schema", "json_schema": {
+            "name": "c", "schema": City.model_json_schema()}})
+        r = h.post("/v1/chat/completions", json=other, headers={"Cache-Control": "only-if-cached"})
+        assert r.status_code == 504, r.text

@@ -1,0 +1,369 @@
+/* tests engine/grammar.c: documents fed byte by byte are taken or refused as JSON and as
+ * their schema say, with the limits of grammar.h; schemas refused by name; and the mask
+ * (a walk of the vocabulary's trie) against feeding every token of the default model's
+ * vocabulary one at a time, in states inside keys, strings, numbers and between values. */
+#include "engine.h"
+#include "gguf.h"
+#include "grammar.h"
+#include "tokenizer.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODEL "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+static eng_grammar *make(const char *schema)
+{
+    eng_grammar *g = NULL;
+    char err[256];
+    int rc = eng_grammar_create(schema, schema ? strlen(schema) : 0, &g, err, sizeof err);
+    cr_assert_eq(rc, 0, "%s: %s", schema, err);
+    return g;
+}
+
+/* Feeds doc byte by byte: how many bytes were taken before one was refused. */
+static size_t taken(eng_gm *m, const char *doc)
+{
+    size_t i = 0;
+    for (; doc[i]; i++)
+        if (!eng_gm_feed(m, doc + i, 1)) break;
+    return i;
+}
+
+/* Whether schema takes doc whole and ends complete there. */
+static int accepts(const char *schema, const char *doc)
+{
+    eng_grammar *g = make(schema);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    int ok = taken(m, doc) == strlen(doc) && eng_gm_accepting(m);
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+    return ok;
+}
+
+static void refuses_at(const char *schema, const char *doc, size_t at)
+{
+    eng_grammar *g = make(schema);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    size_t n = taken(m, doc);
+    cr_expect_eq(n, at, "%s: %s refused at byte %zu, expected %zu", schema ? schema : "object", doc,
+                 n, at);
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+}
+
+static void compile_error(const char *schema, const char *want)
+{
+    eng_grammar *g = NULL;
+    char err[256];
+    cr_expect_eq(eng_grammar_create(schema, strlen(schema), &g, err, sizeof err), ENG_EINVAL,
+                 "%s compiled", schema);
+    cr_expect_null(g);
+    cr_expect(strstr(err, want) != NULL, "%s: error \"%s\", expected \"%s\"", schema, err, want);
+}
+
+Test(grammar, any_object)
+{
+    cr_expect(accepts(NULL, "{}"));
+    cr_expect(accepts(NULL, "{\"a\": [1, -2.5e+3, 0, \"x\\u00e9\\n\", true, null, {\"b\": {}}]}"));
+    cr_expect(accepts(NULL, "{\n  \"k\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"\n}"));
+    /* only an object, and nothing after it */
+    refuses_at(NULL, "[1]", 0);
+    refuses_at(NULL, "\"s\"", 0);
+    refuses_at(NULL, "{} ", 2);
+    refuses_at(NULL, "{}{}", 2);
+    /* JSON's own rules */
+    refuses_at(NULL, "{,}", 1);
+    refuses_at(NULL, "{\"a\":1,}", 7);
+    refuses_at(NULL, "{\"a\" 1}", 4);
+    refuses_at(NULL, "{\"a\":01}", 6);
+    refuses_at(NULL, "{\"a\":1.}", 7);
+    refuses_at(NULL, "{\"a\":-}", 6);
+    refuses_at(NULL, "{\"a\":tru}", 8);
+    refuses_at(NULL, "{\"a\":\"x\ny\"}", 7); /* a raw line break in a string */
+    refuses_at(NULL, "{\"a\":\"\\x\"}", 7);  /* an unknown escape */
+    refuses_at(NULL, "{\"a\":\"\\u12g4\"}", 10);
+    refuses_at(NULL, "{\"a\":\"\xc0\xaf\"}", 6);     /* an overlong form */
+    refuses_at(NULL, "{\"a\":\"\xed\xa0\x80\"}", 7); /* a surrogate */
+    refuses_at(NULL, "{\"a\":\"\xe2\x82\"}", 8);     /* a character cut short */
+}
+
+Test(grammar, completion_and_the_end)
+{
+    eng_grammar *g = make("{\"type\": \"integer\"}");
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    cr_expect_not(eng_gm_accepting(m));
+    cr_assert(eng_gm_feed(m, "12", 2));
+    /* a number may go on: complete, not done */
+    cr_expect(eng_gm_accepting(m));
+    cr_expect_not(eng_gm_done(m));
+    cr_expect_not(eng_gm_feed(m, ".5", 2), "an integer has no fraction");
+    cr_expect(eng_gm_feed(m, "3", 1));
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+
+    g = make("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"boolean\"}}}");
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    cr_assert(eng_gm_feed(m, "{\"a\": true", 10));
+    cr_expect_not(eng_gm_accepting(m));
+    cr_expect_not(eng_gm_feed(m, "x", 1));
+    cr_assert(eng_gm_feed(m, "}", 1));
+    cr_expect(eng_gm_accepting(m));
+    cr_expect(eng_gm_done(m));
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+}
+
+static const char *person =
+    "{\"title\": \"Person\", \"type\": \"object\", \"properties\": {"
+    "\"name\": {\"type\": \"string\", \"description\": \"full name\"},"
+    "\"age\": {\"type\": \"integer\"},"
+    "\"email\": {\"type\": [\"string\", \"null\"]},"
+    "\"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"maxItems\": 2}},"
+    "\"required\": [\"name\", \"age\"], \"additionalProperties\": false}";
+
+Test(grammar, object_properties_in_order)
+{
+    cr_expect(accepts(person, "{\"name\": \"Bo\", \"age\": 42}"));
+    cr_expect(
+        accepts(person, "{\"name\":\"Bo\",\"age\":42,\"email\":null,\"tags\":[\"a\",\"b\"]}"));
+    cr_expect(accepts(person, "{\"name\": \"Bo\", \"age\": 42, \"tags\": []}"));
+    cr_expect(accepts(person, "{\"name\": \"Bo\", \"age\": -7, \"email\": \"b@x.org\"}"));
+    /* a required property cannot be skipped, nor the object closed before it */
+    refuses_at(person, "{\"age\": 1}", 2);
+    refuses_at(person, "{\"name\": \"Bo\"}", 13);
+    /* declared order; nothing undeclared; a property once */
+    refuses_at(person, "{\"name\": \"Bo\", \"age\": 1, \"tags\": [], \"email\": null}", 35);
+    refuses_at(person, "{\"name\": \"Bo\", \"age\": 1, \"nick\": \"b\"}", 26);
+    refuses_at(person, "{\"name\": \"Bo\", \"name\": \"Al\"}", 16);
+    /* types */
+    refuses_at(person, "{\"name\": 5}", 9);
+    refuses_at(person, "{\"name\": \"Bo\", \"age\": 4.5}", 23);
+    refuses_at(person, "{\"name\": \"Bo\", \"age\": 4, \"email\": true}", 34);
+    /* maxItems */
+    refuses_at(person, "{\"name\": \"B\", \"age\": 4, \"tags\": [\"a\", \"b\", \"c\"]}", 41);
+    /* white space after a value only where the object may close: no dead end before a
+     * comma the rules refuse */
+    refuses_at(person, "{\"name\": \"Bo\" , \"age\": 1}", 13);
+    cr_expect(accepts(person, "{\"name\": \"Bo\", \"age\": 1 }"));
+    refuses_at("{\"type\": \"array\", \"minItems\": 2}", "[1 , 2]", 2);
+    /* trailing comma after the last property */
+    refuses_at(person, "{\"name\":\"B\",\"age\":4,\"email\":null,\"tags\":[],}", 42);
+}
+
+Test(grammar, enum_const_and_unions)
+{
+    const char *color = "{\"enum\": [\"red\", \"green\", 1, 12, null]}";
+    cr_expect(accepts(color, "\"green\""));
+    cr_expect(accepts(color, "null"));
+    cr_expect(accepts(color, "1"));
+    cr_expect(accepts(color, "12"));
+    refuses_at(color, "\"blue\"", 1);
+    refuses_at(color, "123", 2);
+    refuses_at(color, "\"red\" ", 5);
+    cr_expect(accepts("{\"const\": {\"a\": [1, 2]}}", "{\"a\":[1,2]}"));
+    refuses_at("{\"const\": {\"a\": [1, 2]}}", "{\"a\": [1,2]}", 5);
+    /* type names an enum's values are filtered by */
+    refuses_at("{\"type\": \"string\", \"enum\": [\"a\", 1]}", "1", 0);
+
+    const char *either = "{\"anyOf\": [{\"type\": \"integer\"}, {\"type\": \"array\", \"items\": "
+                         "{\"type\": \"boolean\"}, \"minItems\": 1}]}";
+    cr_expect(accepts(either, "7"));
+    cr_expect(accepts(either, "[true, false]"));
+    refuses_at(either, "[]", 1);
+    refuses_at(either, "\"7\"", 0);
+    cr_expect(accepts("{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"null\"}]}", "null"));
+    cr_expect(accepts("{\"allOf\": [{\"type\": \"boolean\"}]}", "false"));
+    /* {} and true: anything */
+    cr_expect(accepts("{}", "[{\"x\": 1.5}, \"y\"]"));
+    cr_expect(accepts("true", "-0.25E-2"));
+}
+
+Test(grammar, strings_count_characters)
+{
+    const char *s = "{\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}";
+    cr_expect(accepts(s, "\"ab\""));
+    cr_expect(accepts(s, "\"\xc3\xa9t\xc3\xa9\"")); /* été: three characters, five bytes */
+    cr_expect(accepts(s, "\"a\\n\""));
+    refuses_at(s, "\"a\"", 2);
+    refuses_at(s, "\"abcd\"", 4);
+}
+
+Test(grammar, references_and_recursion)
+{
+    const char *tree =
+        "{\"$defs\": {\"Node\": {\"type\": \"object\", \"properties\": {"
+        "\"value\": {\"type\": \"integer\"},"
+        "\"children\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/Node\"}}},"
+        "\"required\": [\"value\"]}}, \"$ref\": \"#/$defs/Node\"}";
+    cr_expect(accepts(tree, "{\"value\": 1, \"children\": [{\"value\": 2}, {\"value\": 3, "
+                            "\"children\": [{\"value\": 4, \"children\": []}]}]}"));
+    refuses_at(tree, "{\"value\": 1, \"children\": [{\"children\": []}]}", 28);
+    const char *list = "{\"type\": \"object\", \"properties\": {\"next\": {\"anyOf\": "
+                       "[{\"$ref\": \"#\"}, {\"type\": \"null\"}]}}, \"required\": [\"next\"]}";
+    cr_expect(accepts(list, "{\"next\": {\"next\": {\"next\": null}}}"));
+    /* pydantic's older form */
+    cr_expect(accepts("{\"definitions\": {\"A\": {\"type\": \"boolean\"}}, \"type\": \"array\", "
+                      "\"items\": {\"$ref\": \"#/definitions/A\"}}",
+                      "[true]"));
+    /* a reference to itself alone has no value; refused, not looped on */
+    refuses_at("{\"$defs\": {\"L\": {\"$ref\": \"#/$defs/L\"}}, \"$ref\": \"#/$defs/L\"}", "1", 0);
+}
+
+Test(grammar, free_keys_follow_additional_properties)
+{
+    const char *counts =
+        "{\"type\": \"object\", \"additionalProperties\": {\"type\": \"integer\"}}";
+    cr_expect(accepts(counts, "{\"apples\": 3, \"pears\": 0}"));
+    refuses_at(counts, "{\"apples\": \"3\"}", 11);
+    refuses_at("{\"type\": \"object\", \"additionalProperties\": false}", "{\"a\"", 1);
+    cr_expect(accepts("{\"type\": \"object\", \"additionalProperties\": false}", "{}"));
+}
+
+Test(grammar, white_space_and_nesting_limits)
+{
+    cr_expect(accepts(NULL, "{\n  \"a\": [\n    1,\n    2\n  ]\n}"));
+    refuses_at(NULL, "{\n\n\"a\": 1}", 2); /* one line break between two tokens */
+    refuses_at(NULL, "{ \n\"a\": 1}", 2);  /* and no space before it */
+    refuses_at(NULL, " {}", 0);            /* none before the document */
+    refuses_at(NULL, "{\"a\":  1}", 6);    /* one space after a colon */
+    refuses_at(NULL, "{\"a\":\n1}", 5);
+    refuses_at(NULL, "{\"a\" : 1}", 4);           /* nor before a colon */
+    refuses_at(NULL, "{\"a\": 1 , \"b\": 2}", 8); /* nor before a comma */
+    refuses_at(NULL, "{\"a\": [1 ,2]}", 9);
+    cr_expect(accepts(NULL, "{ \"a\": [ 1, 2 ] }"));
+    char doc[64] = "{\n";
+    memset(doc + 2, ' ', 21);
+    cr_expect_eq(strlen(doc), 23);
+    refuses_at(NULL, doc, 22); /* twenty spaces */
+    /* numbers: sixteen digits */
+    refuses_at(NULL, "{\"a\": 12345678901234567}", 22);
+    /* nesting: ENG_GM_MAX_DEPTH levels of stack, the root's among them */
+    char deep[128] = "{\"a\":";
+    for (int i = 0; i < ENG_GM_MAX_DEPTH; i++)
+        strcat(deep, "[");
+    refuses_at(NULL, deep, 5 + ENG_GM_MAX_DEPTH - 2);
+}
+
+Test(grammar, schemas_refused_by_name)
+{
+    compile_error("{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", "
+                  "\"pattern\": \"^[A-Z]+$\"}}}",
+                  "properties.code: pattern is not supported");
+    compile_error("{\"type\": \"integer\", \"minimum\": 0}", "minimum is not supported");
+    compile_error("{\"type\": \"array\", \"prefixItems\": []}", "prefixItems is not supported");
+    compile_error("{\"$ref\": \"https://example.com/s.json\"}", "not found");
+    compile_error("{\"$ref\": \"#/$defs/Missing\"}", "#/$defs/Missing is not found");
+    compile_error("{\"type\": \"object\", \"properties\": {\"a\": {}}, \"required\": [\"b\"]}",
+                  "required names \"b\", which is not in properties");
+    compile_error("{\"type\": \"strin\"}", "unknown type \"strin\"");
+    compile_error("{\"type\": \"string\", \"maxLength\": -1}",
+                  "maxLength must be a non-negative integer");
+    compile_error("{\"type\": \"string\", \"minLength\": 5, \"maxLength\": 2}",
+                  "minLength is above maxLength");
+    compile_error("{\"allOf\": [{}, {}]}", "allOf of several schemas");
+    compile_error("{\"enum\": []}", "enum must be a non-empty array");
+    compile_error("{\"type\": \"integer\", \"anyOf\": [{}]}", "type beside anyOf");
+    compile_error("{\"type\": \"object\"", "the schema is not JSON");
+    compile_error("false", "accepts nothing");
+    compile_error("[1]", "a schema must be an object or a boolean");
+}
+
+/* ---- the mask over the default model's vocabulary ------------------------------------ */
+
+static gguf_file *file;
+static tok_vocab *vocab;
+static eng_gm_vocab *gv;
+
+static void vocab_setup(void)
+{
+    char err[256];
+    cr_assert_eq(gguf_open(MODEL, &file, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(tok_create(file, &vocab, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(eng_gm_vocab_create(vocab, &gv), 0);
+}
+
+static void vocab_teardown(void)
+{
+    eng_gm_vocab_destroy(gv);
+    tok_destroy(vocab);
+    gguf_close(file);
+}
+
+/* After prefix, the mask allows exactly the tokens eng_gm_allows() allows, one by one;
+ * returns how many. */
+static int mask_matches_allows(const char *schema, const char *prefix)
+{
+    eng_grammar *g = make(schema);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    cr_assert(eng_gm_feed(m, prefix, strlen(prefix)), "%s", prefix);
+    int n = tok_n_vocab(vocab);
+    float *logits = calloc((size_t)n, sizeof *logits);
+    cr_assert_not_null(logits);
+    int allowed = eng_gm_mask(m, gv, logits);
+    int count = 0, wrong = 0;
+    for (int32_t id = 0; id < n; id++) {
+        int a = eng_gm_allows(m, gv, id);
+        count += a;
+        if (a != (logits[id] == 0.0f)) {
+            if (wrong++ < 5) {
+                const char *p;
+                size_t len;
+                tok_piece(vocab, id, &p, &len);
+                cr_expect_fail("after %s: token %d (%.*s): allows %d, mask %g", prefix, id,
+                               (int)len, p, a, logits[id]);
+            }
+        }
+    }
+    cr_expect_eq(wrong, 0);
+    cr_expect_eq(allowed, count);
+    /* the state is unchanged by either */
+    cr_expect_eq(eng_gm_accepting(m), taken(m, "") == 0 && eng_gm_accepting(m));
+    free(logits);
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+    return count;
+}
+
+Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab_teardown,
+     .timeout = 120)
+{
+    int n = tok_n_vocab(vocab);
+    /* start: an object, after white space */
+    int start = mask_matches_allows(person, "");
+    cr_expect(start > 1 && start < 200, "%d tokens may open the object", start);
+    /* inside a key: the two keys that may come ("email", "tags") after "age" */
+    int key = mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 42, \"");
+    cr_expect(key > 1 && key < 50, "%d", key);
+    /* inside a string: nearly everything */
+    int str = mask_matches_allows(person, "{\"name\": \"B");
+    cr_expect(str > n / 2, "%d of %d", str, n);
+    /* a number, which may go on or end */
+    mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4");
+    mask_matches_allows("{\"enum\": [1, 12, \"x\"]}", "1");
+    /* complete: only the end-of-generation tokens */
+    int end = mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4}");
+    int eog = 0;
+    for (int32_t id = 0; id < n; id++)
+        eog += tok_is_eog(vocab, id);
+    cr_expect_eq(end, eog);
+    /* a control token's own text is never taken as bytes */
+    eng_grammar *g = make(NULL);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    cr_assert(eng_gm_feed(m, "{\"a\": \"", 7));
+    int32_t im_start = tok_find(vocab, "<|im_start|>", 12);
+    cr_assert_geq(im_start, 0);
+    cr_expect_not(eng_gm_allows(m, gv, im_start));
+    cr_expect_eq(eng_gm_take(m, gv, im_start), ENG_EINVAL);
+    cr_expect_not(eng_gm_allows(m, gv, tok_eos(vocab)));
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+}
