@@ -1519,7 +1519,14 @@ static int tok_like(const tok *a, const tok *b)
         return 0;
     unsigned fa, fb;
     int va = lex_verb(lex_find(a->s, a->len), &fa);
-    if (va >= 0 && va == lex_verb(lex_find(b->s, b->len), &fb)) return 1; /* wrote, written */
+    if (va >= 0 && va == lex_verb(lex_find(b->s, b->len), &fb)) {
+        /* wrote, written; but a participle alone is also an adjective ("drunk", "frozen
+         * fish", "a broken zipper"): it is alike only to the past */
+        const unsigned past = 1u << 3, part = 1u << 4;
+        int pa = (fa & part) && !(fa & past), pb = (fb & part) && !(fb & past);
+        if ((pa && !(fb & (past | part))) || (pb && !(fa & (past | part)))) return 0;
+        return 1;
+    }
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
     if (in_law(a) != in_law(b)) return 0;      /* a brother-in-law is not a brother */
     if ((a->flags | b->flags) & (F_CAP | F_ENTITY | F_ACRO)) { /* Austria is not Australia */

@@ -424,6 +424,10 @@ Test(guard, who_acts_and_who_is_acted_on)
     VETO("Who did the Yankees lose to?", "Who lost to the Yankees?", "roles");
     PASS("Who killed Julius Caesar?", "Who was it that killed Julius Caesar?");
     PASS("What do owls eat?", "What do owls usually eat?");
+    /* a participle alone is also an adjective: alike to the past only */
+    VETO("Is it illegal to be drunk in public?", "Is it illegal to drink in public?", "drunk");
+    VETO("How do I fix a broken zipper?", "How do I fix a break zipper?", "broken");
+    VETO("Can you eat frozen fish raw?", "Can you freeze fish raw?", NULL);
 }
 
 Test(guard, a_way_against_an_amount_or_a_time_frame)
