@@ -334,7 +334,7 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
     json_t *lp = json_object_get(b, "logprobs"), *top = json_object_get(b, "top_logprobs");
     if (chat && !nothing("logprobs", lp) && !json_is_boolean(lp))
         return refuse(param, msg, len, "logprobs", "logprobs must be a boolean.");
-    if (!chat && lp && !json_is_null(lp) && !json_is_false(lp) &&
+    if (!chat && !nothing("logprobs", lp) &&
         (!json_is_integer(lp) || json_integer_value(lp) < 0 || json_integer_value(lp) > 20))
         return refuse(param, msg, len, "logprobs", "logprobs must be an integer from 0 to 20.");
     if (chat && !nothing("top_logprobs", top)) {

@@ -361,9 +361,10 @@ def test_neutral_values_of_unsupported_parameters_pass(server):
                 "model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}],
                 **extra})
             assert r.status_code == 200 and r.json()["choices"][0]["logprobs"] is None, r.text
-        r = h.post("/v1/completions", json={"model": MODEL, "prompt": "Hello", "max_tokens": 2,
-                                            "logprobs": False})
-        assert r.status_code == 200 and r.json()["choices"][0]["logprobs"] is None, r.text
+        for neutral in (False, "", [], {}):
+            r = h.post("/v1/completions", json={"model": MODEL, "prompt": "Hello",
+                                                "max_tokens": 2, "logprobs": neutral})
+            assert r.status_code == 200 and r.json()["choices"][0]["logprobs"] is None, r.text
     with client(server) as h:
         for extra, param in (({"echo": True}, "echo"), ({"best_of": 2}, "best_of"),
                              ({"logprobs": 21}, "logprobs"), ({"logprobs": -1}, "logprobs"),
