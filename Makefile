@@ -232,6 +232,10 @@ $(BUILD)/bench/bench_engine: tests/bench/bench_engine.c $(ENG_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(ENG_LIB) $(LDFLAGS) $(GW_LIBS)
 
+$(BUILD)/bench/bench_grammar: tests/bench/bench_grammar.c $(ENG_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(ENG_LIB) $(LDFLAGS) $(GW_LIBS)
+
 # GPU benchmarks (make bench-gpu): their rules are below
 $(BUILD)/bench/bench_gpu: tests/bench/bench_gpu.c $(ENG_LIB)
 	@mkdir -p $(dir $@)
@@ -241,11 +245,14 @@ $(BUILD)/bench/bench_gpu_embed: tests/bench/bench_gpu_embed.c $(EMB_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Igateway -o $@ $< $(EMB_LIB) $(LDFLAGS) $(GW_LIBS) -ldl -lm
 
-bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine $(REF_VENV)/.stamp \
+bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine \
+       $(BUILD)/bench/bench_grammar $(REF_VENV)/.stamp \
        $(LLAMA_VENV)/.stamp $(GPTCACHE_VENV)/.stamp
 	bash tests/bench/http.sh $(BIN)
 	$(REF_VENV)/bin/python tests/bench/embed.py $(BUILD) models/all-minilm-l6-v2
 	$(LLAMA_VENV)/bin/python tests/bench/engine.py $(BUILD) \
+	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
+	$(LLAMA_VENV)/bin/python tests/bench/structured.py $(BUILD) \
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 	$(LLAMA_VENV)/bin/python tests/bench/prefix.py $(BUILD) \
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -303,12 +310,19 @@ build/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c engine/gguf.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_FLAGS) -Iengine -o $@ $^
 
+build/fuzz/fuzz_grammar: tests/fuzz/fuzz_grammar.c engine/grammar.c engine/tokenizer.c engine/engine.c \
+                        engine/gguf.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -Iengine -o $@ $^ -ljansson -lutf8proc -lxxhash
+
 # seeds: small valid files written by tests/fuzz/seeds.py
-fuzz: deps build/fuzz/fuzz_safetensors build/fuzz/fuzz_gguf
+fuzz: deps build/fuzz/fuzz_safetensors build/fuzz/fuzz_gguf build/fuzz/fuzz_grammar
 	python3 tests/fuzz/seeds.py build/fuzz
 	build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
 	    build/fuzz/corpus-safetensors
 	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-gguf
+	build/fuzz/fuzz_grammar -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+	    build/fuzz/corpus-grammar
 
 .PHONY: engine-fixtures
 engine-fixtures: deps $(REF_VENV)/.stamp

@@ -617,8 +617,13 @@ struct thread {
 
 struct tset {
     int n;
+    int work; /* step() calls that made it: bounded, whatever the schema's unions */
     struct thread t[ENG_GM_MAX_THREADS];
 };
+
+/* A byte's steps over all threads: a schema of unions within unions (64 alternatives of 64
+ * of 64 ...) would otherwise cost exponential time on the engine's thread */
+#define MAX_STEP_WORK 4096
 
 #define THREAD_BYTES(t) (offsetof(struct thread, f) + sizeof(struct frame) * (t)->depth)
 
@@ -1036,6 +1041,7 @@ static int number_byte(const eng_grammar *g, struct frame *f, uint8_t c)
 static void step(const eng_grammar *g, const struct thread *src, uint8_t c, struct tset *out,
                  int expansions)
 {
+    if (++out->work > MAX_STEP_WORK) return;
     struct thread t;
     memcpy(&t, src, THREAD_BYTES(src));
     for (;;) {
@@ -1075,7 +1081,7 @@ static void step(const eng_grammar *g, const struct thread *src, uint8_t c, stru
 
 static void step_all(const eng_grammar *g, const struct tset *in, uint8_t c, struct tset *out)
 {
-    out->n = 0;
+    out->n = out->work = 0;
     for (int i = 0; i < in->n; i++)
         step(g, &in->t[i], c, out, 0);
 }

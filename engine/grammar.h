@@ -23,7 +23,8 @@
  *   - numbers: at most 16 digits before the point, 16 after it and 3 in an exponent;
  *   - at most ENG_GM_MAX_DEPTH nested values, and ENG_GM_MAX_THREADS readings at once
  *     (the earliest kept: a schema that branches more is still generated validly, from
- *     fewer of its alternatives).
+ *     fewer of its alternatives); a byte's reading stops after 4,096 steps and 16 unions
+ *     entered, so that a hostile schema (unions of unions of itself) costs bounded time.
  *
  * Schema keywords read: type (a name or a list), properties, required,
  * additionalProperties, items, minItems, maxItems, minLength, maxLength, enum, const,

@@ -251,6 +251,41 @@ Test(grammar, white_space_and_nesting_limits)
     refuses_at(NULL, deep, 5 + ENG_GM_MAX_DEPTH - 2);
 }
 
+/* unions within unions: 64 alternatives at each of 8 levels, 2^48 ways to read a byte if
+ * each were tried; a byte's work is bounded, the document still generated validly */
+Test(grammar, nested_unions_cost_bounded_work, .timeout = 10)
+{
+    char *schema = malloc(1 << 20);
+    strcpy(schema, "{\"type\": \"integer\"}");
+    for (int level = 0; level < 8; level++) {
+        char *next = malloc(1 << 20);
+        strcpy(next, "{\"anyOf\": [");
+        for (int i = 0; i < 64; i++) {
+            strcat(next, i ? ", " : "");
+            /* each alternative its own copy (no sharing by $ref), kept small by nesting one */
+            strcat(next, i ? "{\"type\": \"string\"}" : schema);
+        }
+        strcat(next, "]}");
+        free(schema);
+        schema = next;
+    }
+    cr_expect(accepts(schema, "42"));
+    cr_expect(accepts(schema, "\"x\""));
+    free(schema);
+    /* a union of itself, 63 times over: 63^8 readings down to the expansion limit */
+    char self[2048] = "{\"anyOf\": [";
+    for (int i = 0; i < 63; i++)
+        strcat(self, "{\"$ref\": \"#\"}, ");
+    strcat(self, "{\"type\": \"null\"}]}");
+    cr_expect(accepts(self, "null"));
+    eng_grammar *g = make(self);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    cr_expect_not(eng_gm_feed(m, "1", 1));
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+}
+
 Test(grammar, schemas_refused_by_name)
 {
     compile_error("{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", "

@@ -1,5 +1,6 @@
-"""Writes small valid seed files for the fuzz targets: OUT/corpus-gguf/seed.gguf and
-OUT/corpus-safetensors/seed.safetensors. usage: python3 seeds.py OUT"""
+"""Writes small valid seed files for the fuzz targets: OUT/corpus-gguf/seed.gguf,
+OUT/corpus-safetensors/seed.safetensors and OUT/corpus-grammar/seed-N.txt (a schema, a NUL
+byte, a document). usage: python3 seeds.py OUT"""
 
 import json
 import os
@@ -30,12 +31,26 @@ def safetensors():
     return struct.pack("<Q", len(header)) + header + struct.pack("<4f", 1, 2, 3, 4) + b"\0<\0@"
 
 
+def grammars():
+    person = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", 1, None]}, "maxItems": 2},
+        "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+        "required": ["name"], "additionalProperties": False}
+    return [json.dumps(person).encode() + b"\0" +
+            b'{"name": "Bo", "age": -12, "tags": ["a", 1], "next": {"name": "x\\u00e9"}}',
+            b"\0" + b'{\n  "k": [1.5e3, true, null, {"x": "\xc3\xa9"}]\n}',
+            b'{"$defs": {"L": {"$ref": "#/$defs/L"}}, "$ref": "#/$defs/L"}\0' + b"1"]
+
+
 def main():
     out = sys.argv[1]
-    for name, data, ext in (("gguf", gguf(), "gguf"), ("safetensors", safetensors(), "safetensors")):
+    seeds = [("gguf", "seed.gguf", gguf()), ("safetensors", "seed.safetensors", safetensors())]
+    seeds += [("grammar", f"seed-{i}.txt", g) for i, g in enumerate(grammars())]
+    for name, file, data in seeds:
         d = os.path.join(out, "corpus-" + name)
         os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "seed." + ext), "wb") as f:
+        with open(os.path.join(d, file), "wb") as f:
             f.write(data)
 
 
