@@ -727,13 +727,13 @@ static void value_start(const eng_grammar *g, struct thread *t, uint8_t c, struc
         step(g, t, c, out, expansions);
         return;
     }
-    case N_OBJECT:
-        if (c != '{') return;
+    case N_OBJECT: /* a container only where its contents have room: no dead end */
+        if (c != '{' || t->depth >= ENG_GM_MAX_DEPTH) return;
         *f = (struct frame){.node = f->node, .kind = F_OBJ, .phase = O_OPEN};
         taken(t, out);
         return;
     case N_ARRAY:
-        if (c != '[') return;
+        if (c != '[' || t->depth >= ENG_GM_MAX_DEPTH) return;
         *f = (struct frame){.node = f->node, .kind = F_ARR, .phase = A_OPEN};
         taken(t, out);
         return;

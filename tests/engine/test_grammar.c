@@ -212,6 +212,23 @@ Test(grammar, references_and_recursion)
     cr_expect(accepts("{\"definitions\": {\"A\": {\"type\": \"boolean\"}}, \"type\": \"array\", "
                       "\"items\": {\"$ref\": \"#/definitions/A\"}}",
                       "[true]"));
+    /* a recursive schema, nested as deep as it goes: refused where it cannot go on, and
+     * the document can still close there (no dead end) */
+    const char *kids = "{\"type\": \"object\", \"properties\": {\"kids\": {\"type\": "
+                       "\"array\", \"items\": {\"$ref\": \"#\"}}}, \"required\": [\"kids\"]}";
+    eng_grammar *g = make(kids);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    int levels = 0;
+    while (eng_gm_feed(m, "{\"kids\": [", 10))
+        levels++;
+    cr_expect(levels >= 8 && levels < ENG_GM_MAX_DEPTH, "%d levels", levels);
+    cr_expect_not(eng_gm_feed(m, "{", 1));
+    for (int i = 0; i < levels; i++)
+        cr_assert(eng_gm_feed(m, "]}", 2), "closing level %d of %d", i, levels);
+    cr_expect(eng_gm_done(m));
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
     /* a reference to itself alone has no value; refused, not looped on */
     refuses_at("{\"$defs\": {\"L\": {\"$ref\": \"#/$defs/L\"}}, \"$ref\": \"#/$defs/L\"}", "1", 0);
 }
@@ -248,7 +265,13 @@ Test(grammar, white_space_and_nesting_limits)
     char deep[128] = "{\"a\":";
     for (int i = 0; i < ENG_GM_MAX_DEPTH; i++)
         strcat(deep, "[");
-    refuses_at(NULL, deep, 5 + ENG_GM_MAX_DEPTH - 2);
+    refuses_at(NULL, deep, 5 + ENG_GM_MAX_DEPTH - 3);
+    /* a container opens only where its contents have room: the deepest can still close */
+    deep[5 + ENG_GM_MAX_DEPTH - 3] = 0;
+    for (int i = 0; i < ENG_GM_MAX_DEPTH - 3; i++)
+        strcat(deep, "]");
+    strcat(deep, "}");
+    cr_expect(accepts(NULL, deep), "%s", deep);
 }
 
 /* unions within unions: 64 alternatives at each of 8 levels, 2^48 ways to read a byte if
