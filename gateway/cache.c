@@ -4,6 +4,7 @@
 #include "cache.h"
 #include "tenants.h"
 
+#include "grammar.h"
 #include "guard.h"
 #include "log.h"
 #include "oai.h"
@@ -971,6 +972,48 @@ void gw_cache_refresh_metrics(gw_cache *c, gw_tenants *tenants)
     c->had_others = others;
 }
 
+/* An imported answer with a response_format (json_object or json_schema) is served to
+ * requests that ask for that format: it must be a complete document of it, as the engine's
+ * answers are (engine/grammar.h). 0, or -1 with err set. */
+static int import_format_check(json_t *rf, json_t *answer, char *err, size_t errlen)
+{
+    const char *type = json_string_value(json_object_get(rf, "type"));
+    if (!rf || json_is_null(rf) || oai_param_neutral("response_format", rf))
+        return 0;
+    if (!type || (strcmp(type, "json_object") && strcmp(type, "json_schema"))) {
+        snprintf(err, errlen, "\"response_format\" must be text, json_object or json_schema");
+        return -1;
+    }
+    char *schema = NULL, why[200];
+    if (!strcmp(type, "json_schema")) {
+        json_t *sc = json_object_get(json_object_get(rf, "json_schema"), "schema");
+        schema = json_dumps(sc && !json_is_null(sc) ? sc : json_true(),
+                            JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!schema) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    eng_grammar *g = NULL;
+    eng_gm *m = NULL;
+    int rc = -1;
+    if (eng_grammar_create(schema, schema ? strlen(schema) : 0, &g, why, sizeof why)) {
+        snprintf(err, errlen, "\"response_format\": %s", why);
+    } else if (eng_gm_create(g, &m)) {
+        snprintf(err, errlen, "out of memory");
+    } else if (!eng_gm_feed(m, json_string_value(answer), json_string_length(answer)) ||
+               !eng_gm_accepting(m)) {
+        snprintf(err, errlen, "\"answer\" is not a complete document of its response_format, "
+                              "as generated (engine/grammar.h)");
+    } else {
+        rc = 0;
+    }
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+    free(schema);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ imports */
 
 int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct tok_vocab *v,
@@ -1006,6 +1049,8 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
         snprintf(err, errlen, "\"logprobs\": answers with log-probabilities are not cached");
         goto out;
     }
+    if (import_format_check(json_object_get(j, "response_format"), answer, err, errlen))
+        goto out;
     if (chat && gw_messages_check(json_object_get(j, "messages"), err, errlen))
         goto out;
     int krc = gw_cache_key_make(j, chat, ns, &out->key);

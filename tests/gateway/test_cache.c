@@ -167,6 +167,14 @@ Test(cache_key, import_lines_are_validated)
                                        sizeof err),
                  0, "%s", err);
     gw_import_item_deinit(&it);
+    /* an answer with a response format is a complete document of it */
+    const char *json = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+                       "\"answer\":\"{\\\"n\\\": 4}\",\"response_format\":{\"type\":"
+                       "\"json_schema\",\"json_schema\":{\"name\":\"s\",\"schema\":{\"type\":"
+                       "\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}}}}}}";
+    cr_assert_eq(gw_cache_import_parse(json, strlen(json), 1, NULL, "m", &it, err, sizeof err),
+                 0, "%s", err);
+    gw_import_item_deinit(&it);
     const char *bad[] = {"not json", "[]", "{\"model\":\"m\",\"answer\":\"a\"}",
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
                          "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"answer\":\"a\"}",
@@ -178,8 +186,16 @@ Test(cache_key, import_lines_are_validated)
                          "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"seed\":0.5}",
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
                          "\"answer\":\"a\",\"tools\":[{}]}",
+                         /* an answer that is not a document of its format */
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
                          "\"answer\":\"a\",\"response_format\":{\"type\":\"json_object\"}}",
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+                         "\"answer\":\"{\\\"n\\\": \\\"x\\\"}\",\"response_format\":{\"type\":"
+                         "\"json_schema\",\"json_schema\":{\"name\":\"s\",\"schema\":{\"type\":"
+                         "\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}}}}}}",
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+                         "\"answer\":\"{}\",\"response_format\":{\"type\":\"json_schema\","
+                         "\"json_schema\":{\"name\":\"s\",\"schema\":{\"pattern\":\"x\"}}}}",
                          "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"echo\":true}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
