@@ -254,9 +254,18 @@ def test_content_parts_and_system_message(server):
     assert r.choices[0].message.content
 
 
+def warm_prefix_cache(c, content):
+    """Asks once so that the requests after it find the prompt in the prefix cache alike: a
+    prompt computed whole and one computed after cached blocks may differ in their last bits
+    where the engine is not token-invariant (without AVX-512; its `engine ready` log line
+    says), which F16 keys and values can round into a different draw."""
+    ask(c, content, max_tokens=1)
+
+
 def test_seeded_sampling_is_reproducible(server):
     c = sdk(server)
     kw = dict(temperature=1.0, max_tokens=16, seed=7)
+    warm_prefix_cache(c, "Tell me a word.")
     a = ask(c, "Tell me a word.", **kw).choices[0].message.content
     b = ask(c, "Tell me a word.", **kw).choices[0].message.content
     assert a == b
@@ -378,6 +387,7 @@ def test_logprobs_of_chat_streamed_and_not(server):
     """Each token of the answer with its log-probability and the most likely alternatives,
     as the openai SDK reads them; greedy, the chosen token is the most likely one."""
     c = sdk(server)
+    warm_prefix_cache(c, "Name three colors.")
     r = ask(c, "Name three colors.", max_tokens=12, logprobs=True, top_logprobs=3)
     content = r.choices[0].logprobs.content
     assert len(content) == r.usage.completion_tokens  # the end token is not counted
@@ -584,7 +594,8 @@ def test_concurrent_requests_match_sequential(make_server, matmul):
     template's system prompt, so they are prefilled from cached blocks of different
     lengths. int8 rounding magnifies last-bit differences between those paths unless
     every token attends by itself (the engine says so: token_invariant, with AVX-512);
-    without that the prefix cache is off for int8."""
+    without that the prefix cache is off for int8, and the answers may part at near ties
+    (same_or_near_tie())."""
     server = make_server(f"[engine]\ncpu_matmul = {matmul}\n")
     ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
     assert ready["cpu_matmul"] == ("int8" if matmul == "int8" and has_avx2() else "f32")
@@ -595,18 +606,23 @@ def test_concurrent_requests_match_sequential(make_server, matmul):
                                                   "What color is the sky?", "Say hello.",
                                                   "What is the capital of Italy?",
                                                   "Count to three."], 16)
-    assert together == alone
+    same_or_near_tie(alone, together, exact=ready["token_invariant"] == "true")
 
 
 def alone_and_together(server, questions, max_tokens):
-    """Greedy answers to the questions asked one at a time, then all at once."""
+    """Greedy answers to the questions asked one at a time, then all at once: {question:
+    [(token, its logprob, the runner-up's logprob), ...]}."""
+    def answer(c, q):
+        r = ask(c, q, max_tokens=max_tokens, logprobs=True, top_logprobs=2)
+        return [(e.token, e.logprob, e.top_logprobs[1].logprob)
+                for e in r.choices[0].logprobs.content]
+
     c = sdk(server)
-    alone = {q: ask(c, q, max_tokens=max_tokens).choices[0].message.content
-             for q in questions}
+    alone = {q: answer(c, q) for q in questions}
     together = {}
 
     def one(q):
-        together[q] = ask(sdk(server), q, max_tokens=max_tokens).choices[0].message.content
+        together[q] = answer(sdk(server), q)
 
     threads = [threading.Thread(target=one, args=(q,)) for q in questions]
     for t in threads:
@@ -614,6 +630,27 @@ def alone_and_together(server, questions, max_tokens):
     for t in threads:
         t.join()
     return alone, together
+
+
+# Where the engine is not token-invariant (its `engine ready` log line says; without
+# AVX-512), a prompt computed in another batch or after cached blocks differs in its last
+# bits, which F16 keys and values round into differences of about 1e-3 in the logits: a
+# greedy answer may then part from the other at a near tie, and only there.
+NEAR_TIE = 0.05
+
+
+def same_or_near_tie(alone, together, exact=False):
+    """Each question's greedy answers are the same token for token, or (exact False) part
+    where both runs' two most likely tokens were within NEAR_TIE of each other."""
+    for q in alone:
+        a, b = alone[q], together[q]
+        if [t for t, _, _ in a] == [t for t, _, _ in b]:
+            continue
+        assert not exact, (q, a, b)
+        # (one may have ended at i, where the other went on: an end token has no record)
+        i = next((i for i, (x, y) in enumerate(zip(a, b)) if x[0] != y[0]), min(len(a), len(b)))
+        for run in (a, b):
+            assert i == len(run) or run[i][1] - run[i][2] < NEAR_TIE, (q, i, a, b)
 
 
 def metric(server, name):
@@ -876,7 +913,7 @@ def test_fewer_threads_than_cores(make_server):
         .choices[0].message.content
     alone, together = alone_and_together(server, ["What is 2+2?", "Name a fruit.",
                                                   "Say hello.", "Count to three."], 12)
-    assert together == alone
+    same_or_near_tie(alone, together)
     text = "What is the capital of France?"
     ref = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "embedder" /
                       "reference.json").read_text())
