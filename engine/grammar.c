@@ -372,7 +372,8 @@ static int compile_object(struct build *b, json_t *s, const char *path, int id)
     }
     if (grow((void **)&g->props, &g->cap_props, g->n_props + (int)n, sizeof *g->props))
         return ENG_ENOMEM;
-    memcpy(g->props + g->n_props, local, sizeof *local * n);
+    if (n) /* (g->props may still be NULL) */
+        memcpy(g->props + g->n_props, local, sizeof *local * n);
     struct node *nd = &g->nodes[id];
     nd->kind = N_OBJECT;
     nd->first = g->n_props;

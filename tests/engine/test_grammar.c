@@ -15,6 +15,8 @@
 
 #define MODEL "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 
+TestSuite(grammar, .timeout = 60);
+
 static eng_grammar *make(const char *schema)
 {
     eng_grammar *g = NULL;
