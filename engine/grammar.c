@@ -25,6 +25,16 @@ struct node {
     int32_t lo, hi; /* N_ARRAY: items, N_STRING: characters; hi -1: no bound */
 };
 
+/* Numbers are compared exactly, as integers in units: 1 for an integer node, 10^-16 (the
+ * finest fraction a number is written with) for a number node. */
+__extension__ typedef __int128 i128;
+
+/* N_NUMBER, N_INTEGER with bounds (their node's sub; -1: none): the values allowed are the
+ * multiples of step (0: any) in [lo, hi], in the node's units. */
+struct nbound {
+    i128 lo, hi, step;
+};
+
 struct lit {
     int32_t off, len; /* in g->bytes */
 };
@@ -53,6 +63,8 @@ struct eng_grammar {
     int n_alts, cap_alts;
     char *bytes;
     size_t n_bytes, cap_bytes;
+    struct nbound *nb;
+    int n_nb, cap_nb;
     int root;
 };
 
@@ -164,10 +176,26 @@ static const char *const annotations[] = {
     "writeOnly", "$defs",       "definitions", "contentMediaType", "contentEncoding",
 };
 static const char *const structural[] = {
-    "type",      "properties", "required", "additionalProperties",
-    "items",     "minItems",   "maxItems", "minLength",
-    "maxLength", "enum",       "const",    "anyOf",
-    "oneOf",     "allOf",      "$ref",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "enum",
+    "const",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "$ref",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
 };
 
 static int listed(const char *key, const char *const *list, size_t n)
@@ -420,6 +448,144 @@ static int compile_array(struct build *b, json_t *s, const char *path, int id)
     return 0;
 }
 
+/* ---- numbers' bounds ---- */
+
+#define MAX_INT_DIGITS 16
+#define MAX_FRAC_DIGITS 16
+#define MAX_EXP_DIGITS 3
+
+static i128 pow10_(int e)
+{
+    i128 p = 1;
+    while (e-- > 0)
+        p *= 10;
+    return p;
+}
+
+/* Beyond every number that is written (16 digits, 16 after the point, in 10^-16 units). */
+#define UNITS_BEYOND (pow10_(MAX_INT_DIGITS + MAX_FRAC_DIGITS))
+
+static i128 floor_div(i128 a, i128 b) /* b > 0 */
+{
+    i128 q = a / b;
+    return q * b > a ? q - 1 : q;
+}
+
+/* A JSON number in units of 10^-frac, rounded up (dir 1) or down (dir -1) when it falls
+ * between two, and held within +-UNITS_BEYOND; *exact tells whether it fell on one. A
+ * real is read as the shortest decimal that is the same double ("0.1", as written). */
+static i128 to_units(json_t *v, int frac, int dir, int *exact)
+{
+    i128 beyond = UNITS_BEYOND;
+    *exact = 1;
+    if (json_is_integer(v)) {
+        i128 x = (i128)json_integer_value(v) * pow10_(frac);
+        return x > beyond ? beyond : x < -beyond ? -beyond : x;
+    }
+    double d = json_real_value(v);
+    if (fabs(d) * pow(10, frac) >= 1e32) {
+        *exact = 0;
+        return d > 0 ? beyond : -beyond;
+    }
+    char text[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(text, sizeof text, "%.*e", prec - 1, d);
+        if (strtod(text, NULL) == d) break;
+    }
+    /* text: [-]D[.DDD]e[+-]X */
+    const char *p = text;
+    int neg = *p == '-';
+    p += neg;
+    i128 m = 0;
+    int digits_after = 0, point = 0;
+    for (; *p && *p != 'e'; p++) {
+        if (*p == '.') {
+            point = 1;
+            continue;
+        }
+        m = m * 10 + (*p - '0');
+        digits_after += point;
+    }
+    int e = atoi(p + 1) - digits_after + frac; /* value = m 10^e units */
+    i128 x;
+    if (e >= 0) {
+        x = e > 34 ? beyond : m * pow10_(e);
+        if (x > beyond) x = beyond;
+    } else if (e < -36) {
+        x = 0;
+        *exact = m == 0;
+        if (!*exact && (dir > 0) != neg) x = 1;
+    } else {
+        i128 p10 = pow10_(-e);
+        x = m / p10;
+        if (x * p10 != m) {
+            *exact = 0;
+            if ((dir > 0) != neg) x++; /* away from zero on the magnitude */
+        }
+    }
+    return neg ? -x : x;
+}
+
+/* Whether a multiple of step (0: any value) lies in [lo, hi]. */
+static int range_holds(i128 lo, i128 hi, i128 step)
+{
+    if (lo > hi) return 0;
+    return !step || floor_div(hi, step) * step >= lo;
+}
+
+/* The bounds of a number or integer node; a node without any keeps sub -1. */
+static int compile_number(struct build *b, json_t *s, const char *t, const char *path, int id)
+{
+    eng_grammar *g = b->g;
+    int real = t[0] == 'n', frac = real ? MAX_FRAC_DIGITS : 0;
+    g->nodes[id].kind = real ? N_NUMBER : N_INTEGER;
+    static const char *const keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                       "multipleOf"};
+    json_t *kw[5];
+    int any = 0;
+    for (int i = 0; i < 5; i++) {
+        kw[i] = json_object_get(s, keys[i]);
+        if (!kw[i]) continue;
+        /* draft 4's exclusiveMinimum: true, a flag on minimum */
+        int flag = i >= 2 && i <= 3 && json_is_boolean(kw[i]);
+        if (!json_is_number(kw[i]) && !flag) return fail(b, path, "%s must be a number", keys[i]);
+        if (flag && json_is_true(kw[i]) && !kw[i - 2])
+            return fail(b, path, "%s is true without %s", keys[i], keys[i - 2]);
+        any = 1;
+    }
+    if (!any) return 0;
+    i128 beyond = UNITS_BEYOND, lo = -beyond, hi = beyond, step = 0;
+    int exact;
+    for (int i = 0; i < 4; i++) {
+        json_t *v = kw[i];
+        int low = i % 2 == 0, excl = i >= 2;
+        if (!v || json_is_false(v)) continue;
+        if (json_is_true(v)) continue; /* applied with its minimum or maximum below */
+        if (!excl && json_is_true(kw[i + 2])) excl = 1;
+        i128 x = to_units(v, frac, low ? 1 : -1, &exact);
+        if (excl && exact) x += low ? 1 : -1;
+        if (low && x > lo) lo = x;
+        if (!low && x < hi) hi = x;
+    }
+    if (kw[4]) {
+        if (json_number_value(kw[4]) <= 0) return fail(b, path, "multipleOf must be above 0");
+        step = to_units(kw[4], frac, 1, &exact);
+        if (!exact || step >= beyond)
+            return fail(b, path,
+                        real ? "multipleOf must be a multiple of 1e-16 below 1e16"
+                             : "multipleOf of an integer must be a whole number below 1e16");
+    }
+    /* the numbers written: 16 digits, and for a number node 16 after the point */
+    i128 top = real ? beyond - 1 : pow10_(MAX_INT_DIGITS) - 1;
+    if (!range_holds(lo > -top ? lo : -top, hi < top ? hi : top, step))
+        return fail(b, path, "no %s of at most 16 digits is within %s", real ? "number" : "integer",
+                    kw[4] ? "its bounds and multipleOf" : "its bounds");
+    if (grow((void **)&g->nb, &g->cap_nb, g->n_nb + 1, sizeof *g->nb)) return ENG_ENOMEM;
+    g->nb[g->n_nb] = (struct nbound){lo, hi, step};
+    g->nodes[id].sub = g->n_nb++;
+    return 0;
+}
+
 /* Fills id with the schema s read as the one type t. */
 static int compile_typed(struct build *b, json_t *s, const char *t, const char *path, int id)
 {
@@ -433,10 +599,7 @@ static int compile_typed(struct build *b, json_t *s, const char *t, const char *
         g->nodes[id] = (struct node){.kind = N_STRING, .sub = -1, .lo = lo, .hi = hi};
         return 0;
     }
-    if (!strcmp(t, "number") || !strcmp(t, "integer")) {
-        g->nodes[id].kind = t[0] == 'n' ? N_NUMBER : N_INTEGER;
-        return 0;
-    }
+    if (!strcmp(t, "number") || !strcmp(t, "integer")) return compile_number(b, s, t, path, id);
     if (!strcmp(t, "boolean")) return set_union(g, id, (const int32_t[]){B_TRUE, B_FALSE}, 2);
     if (!strcmp(t, "null")) return set_union(g, id, (const int32_t[]){B_NULL}, 1);
     return fail(b, path, "unknown type \"%s\"", t);
@@ -521,6 +684,10 @@ static int fill(struct build *b, json_t *s, const char *path, int id)
         return compile_typed(b, s, "array", path, id);
     if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
         return compile_typed(b, s, "string", path, id);
+    if (json_object_get(s, "minimum") || json_object_get(s, "maximum") ||
+        json_object_get(s, "exclusiveMinimum") || json_object_get(s, "exclusiveMaximum") ||
+        json_object_get(s, "multipleOf"))
+        return compile_typed(b, s, "number", path, id);
     g->nodes[id].kind = N_ANY;
     return 0;
 }
@@ -552,6 +719,7 @@ void eng_grammar_destroy(eng_grammar *g)
     free(g->lits);
     free(g->alts);
     free(g->bytes);
+    free(g->nb);
     free(g);
 }
 
@@ -603,7 +771,7 @@ enum { P_START, P_MINUS, P_ZERO, P_INT, P_DOT, P_FRAC, P_E, P_ESIGN, P_EXP };
  * F_KEY, F_ENUM: pos = bytes matched, a | b << 32 = the candidates still matching;
  * F_ARR: a = items so far; F_STR: a = characters so far, b = hex digits or UTF-8
  * continuation bytes still due, pos = a UTF-8 lead byte whose next byte has a narrower
- * range; F_NUM: a = digits in the current part. */
+ * range; F_NUM: a = digits in the current part, b = 1 after a minus sign (bounded). */
 struct frame {
     int32_t node;
     uint8_t kind, phase;
@@ -613,6 +781,10 @@ struct frame {
 
 struct thread {
     uint8_t depth, spaces, newlines, pad;
+    uint32_t pad2;
+    /* a bounded number being written (its frame on top): the digits before and after the
+     * point as integers; 0 otherwise, so that threads compare alike */
+    uint64_t num_i, num_f;
     struct frame f[ENG_GM_MAX_DEPTH];
 };
 
@@ -689,6 +861,59 @@ static int closable(const eng_grammar *g, const struct node *n, uint32_t next)
 static int number_complete(uint8_t phase)
 {
     return phase == P_ZERO || phase == P_INT || phase == P_FRAC || phase == P_EXP;
+}
+
+/* A bounded number's value so far, in its node's units. */
+static i128 number_value(const struct thread *t, const struct frame *f, int real)
+{
+    i128 v = (i128)t->num_i * (real ? pow10_(MAX_FRAC_DIGITS) : 1);
+    if (f->phase == P_FRAC) v += (i128)t->num_f * pow10_(MAX_FRAC_DIGITS - (int)f->a);
+    return f->b ? -v : v;
+}
+
+/* The number may end here: complete, and within its bounds. */
+static int number_done(const eng_grammar *g, const struct thread *t, const struct frame *f)
+{
+    if (!number_complete(f->phase)) return 0;
+    const struct node *n = &g->nodes[f->node];
+    if (n->sub < 0) return 1;
+    const struct nbound *nb = &g->nb[n->sub];
+    i128 v = number_value(t, f, n->kind == N_NUMBER);
+    return range_holds(v > nb->lo ? v : nb->lo, v < nb->hi ? v : nb->hi, nb->step);
+}
+
+/* A bounded number can still end within its bounds. The values it may reach: with I the
+ * digits before the point and j more of them, [I 10^j, (I + 1) 10^j) (an integer: the
+ * whole numbers in it); after the point, the k digits F so far narrow that to
+ * [I.F, I.F + 10^-k). Negated after a minus sign. */
+static int number_viable(const eng_grammar *g, const struct thread *t, const struct frame *f)
+{
+    const struct node *n = &g->nodes[f->node];
+    if (n->sub < 0) return 1;
+    const struct nbound *nb = &g->nb[n->sub];
+    int real = n->kind == N_NUMBER;
+    i128 unit = real ? pow10_(MAX_FRAC_DIGITS) : 1, lo, hi;
+    int more = 0; /* integer digits that may still come */
+    if (f->phase == P_MINUS) more = MAX_INT_DIGITS;
+    if (f->phase == P_INT) more = MAX_INT_DIGITS - (int)f->a;
+    for (int j = 0; j <= more; j++) {
+        if (f->phase == P_FRAC) {
+            lo = number_value(t, f, real);
+            if (f->b) lo = -lo;
+            hi = lo + pow10_(MAX_FRAC_DIGITS - (int)f->a) - 1;
+        } else {
+            i128 p = pow10_(j);
+            lo = (i128)t->num_i * p * unit;
+            hi = ((i128)t->num_i + 1) * p * unit - 1;
+        }
+        if (f->b) {
+            i128 x = lo;
+            lo = -hi;
+            hi = -x;
+        }
+        if (range_holds(lo > nb->lo ? lo : nb->lo, hi < nb->hi ? hi : nb->hi, nb->step)) return 1;
+    }
+    return 0;
 }
 
 static void step(const eng_grammar *g, const struct thread *src, uint8_t c, struct tset *out,
@@ -967,14 +1192,34 @@ static void string_byte(const eng_grammar *g, struct thread *t, uint8_t c, struc
     }
 }
 
-#define MAX_INT_DIGITS 16
-#define MAX_FRAC_DIGITS 16
-#define MAX_EXP_DIGITS 3
+static int number_syntax(const struct node *n, struct frame *f, uint8_t c);
 
 /* 1: taken; 0: refused; -1: the number ended before c (c goes to the frame below). */
-static int number_byte(const eng_grammar *g, struct frame *f, uint8_t c)
+static int number_byte(const eng_grammar *g, struct thread *t, struct frame *f, uint8_t c)
 {
-    int digit = c >= '0' && c <= '9', real = g->nodes[f->node].kind == N_NUMBER;
+    const struct node *n = &g->nodes[f->node];
+    if (n->sub < 0) return number_syntax(n, f, c);
+    /* bounded: the digits are kept, no exponent is written (any value within 16 digits
+     * is written without one) */
+    if (c == 'e' || c == 'E') return number_complete(f->phase) ? -1 : 0;
+    uint8_t phase = f->phase;
+    int r = number_syntax(n, f, c);
+    if (r <= 0) return r;
+    uint64_t d = (uint64_t)(c - '0');
+    if (c == '-') {
+        f->b = 1;
+    } else if (f->phase == P_ZERO || f->phase == P_INT) {
+        t->num_i = phase == P_START || phase == P_MINUS ? d : t->num_i * 10 + d;
+    } else if (f->phase == P_FRAC) {
+        t->num_f = phase == P_DOT ? d : t->num_f * 10 + d;
+    }
+    return number_viable(g, t, f);
+}
+
+/* number_byte() by JSON's syntax alone. */
+static int number_syntax(const struct node *n, struct frame *f, uint8_t c)
+{
+    int digit = c >= '0' && c <= '9', real = n->kind == N_NUMBER;
     switch (f->phase) {
     case P_START:
         if (c == '-') {
@@ -1069,10 +1314,11 @@ static void step(const eng_grammar *g, const struct thread *src, uint8_t c, stru
             enum_byte(g, &t, c, out);
             return;
         case F_NUM: {
-            int r = number_byte(g, f, c);
+            int r = number_byte(g, &t, f, c);
             if (r > 0) taken(&t, out);
-            if (r >= 0 || !number_complete(f->phase)) return;
+            if (r >= 0 || !number_done(g, &t, f)) return;
             t.depth--; /* the number is complete: c belongs to what holds it */
+            t.num_i = t.num_f = 0;
             continue;
         }
         }
@@ -1146,11 +1392,10 @@ int eng_gm_feed(eng_gm *m, const char *bytes, size_t n)
 
 static int set_accepting(const eng_grammar *g, const struct tset *s)
 {
-    (void)g;
     for (int i = 0; i < s->n; i++) {
         const struct thread *t = &s->t[i];
         if (t->depth == 1 ||
-            (t->depth == 2 && t->f[1].kind == F_NUM && number_complete(t->f[1].phase)))
+            (t->depth == 2 && t->f[1].kind == F_NUM && number_done(g, t, &t->f[1])))
             return 1;
     }
     return 0;

@@ -20,20 +20,25 @@
  *     before a closing bracket, at most one line break, then at most 20 spaces or tabs
  *     (a small model could otherwise loop on blank lines); none before a colon or a
  *     comma, nor before or after the document, whose end ends the generation;
- *   - numbers: at most 16 digits before the point, 16 after it and 3 in an exponent;
+ *   - numbers: at most 16 digits before the point, 16 after it and 3 in an exponent; a
+ *     number with bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum,
+ *     multipleOf) without an exponent, and refused at the first byte after which no value
+ *     within them can be written (its digits are kept and the bounds compared exactly, in
+ *     units of 10^-16; a bound such as 0.1 is read as the shortest decimal of its double);
  *   - at most ENG_GM_MAX_DEPTH nested values, and ENG_GM_MAX_THREADS readings at once
  *     (the earliest kept: a schema that branches more is still generated validly, from
  *     fewer of its alternatives); a byte's reading stops after 4,096 steps and 16 unions
  *     entered, so that a hostile schema (unions of unions of itself) costs bounded time.
  *
  * Schema keywords read: type (a name or a list), properties, required,
- * additionalProperties, items, minItems, maxItems, minLength, maxLength, enum, const,
- * anyOf, oneOf (generated as anyOf), allOf of one schema, $ref to "#", "#/$defs/..." or
- * "#/definitions/...", true and {} (any value). Annotations are ignored: title,
+ * additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum,
+ * maximum, exclusiveMinimum and exclusiveMaximum (numbers, or draft 4's flags),
+ * multipleOf, enum, const, anyOf, oneOf (generated as anyOf), allOf of one schema, $ref to
+ * "#", "#/$defs/..." or "#/definitions/...", true and {} (any value). Annotations are ignored: title,
  * description, default, examples, format (an annotation by the standard), $schema, $id,
  * $comment, deprecated, readOnly, writeOnly, and the definitions' containers. Any other
- * keyword (pattern, minimum, maximum, multipleOf, prefixItems, uniqueItems, not,
- * if/then/else, ...) is refused by name, since the output could break it.
+ * keyword (pattern, prefixItems, uniqueItems, not, if/then/else, ...) is refused by name,
+ * since the output could break it.
  *
  * Ownership and threads: a grammar is immutable after creation and may be read by many
  * matchers on any thread; it must outlive them. A matcher belongs to one sequence and is
@@ -58,7 +63,7 @@ typedef struct eng_gm_vocab eng_gm_vocab;
 /*
  * Compiles a JSON Schema (schema[0..len), JSON text; NULL: any JSON object, OpenAI's
  * json_object). ENG_EINVAL with a message in err naming what was refused and where
- * ("properties.age: minimum is not supported"); ENG_ENOMEM.
+ * ("properties.code: pattern is not supported"); ENG_ENOMEM.
  */
 int eng_grammar_create(const char *schema, size_t len, eng_grammar **out, char *err, size_t errlen);
 void eng_grammar_destroy(eng_grammar *g); /* accepts NULL */

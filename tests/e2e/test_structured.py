@@ -10,7 +10,7 @@ from typing import Literal
 import httpx
 import openai
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 MODEL = "smollm2-135m-instruct"
 
@@ -117,6 +117,31 @@ def test_a_raw_schema_with_nesting_enums_and_bounds(server):
             assert isinstance(doc["author"]["age"], int)
             assert doc.get("draft", None) in (True, False, None)
             assert set(doc) <= {"title", "tags", "author", "draft"}
+
+
+class Rating(BaseModel):
+    stars: int = Field(ge=1, le=5)
+    price: float = Field(gt=0, le=100, multiple_of=0.25)
+    year: int = Field(ge=1900, lt=2030)
+
+
+def test_numeric_bounds_of_pydantic_fields_hold(server):
+    """Field(ge=, le=, gt=, lt=, multiple_of=): sampled hot, every answer is within them,
+    and the SDK's own validation (which would raise otherwise) passes."""
+    c = sdk(server)
+    seen = set()
+    for seed in range(4):
+        r = c.chat.completions.parse(
+            model=MODEL, response_format=Rating, temperature=1.3, seed=seed, max_tokens=80,
+            messages=user("Rate the restaurant Chez Marie: stars, a price, the year it opened."))
+        ch = r.choices[0]
+        assert ch.finish_reason == "stop", ch.message.content
+        rating = ch.message.parsed
+        assert 1 <= rating.stars <= 5
+        assert 0 < rating.price <= 100 and (rating.price * 4).is_integer()
+        assert 1900 <= rating.year < 2030
+        seen.add(ch.message.content)
+    assert len(seen) > 1, "sampling made the same answer every time"
 
 
 def test_max_tokens_cuts_a_document_with_length(server):

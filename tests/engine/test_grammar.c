@@ -311,12 +311,115 @@ Test(grammar, nested_unions_cost_bounded_work, .timeout = 10)
     eng_grammar_destroy(g);
 }
 
+/* minimum, maximum, their exclusive forms (numbers, and draft 4's flags) and multipleOf:
+ * a number is refused at the first byte after which no value within them can be
+ * written, and may end only within them */
+Test(grammar, numbers_within_bounds)
+{
+    const char *die = "{\"type\": \"integer\", \"minimum\": 1, \"maximum\": 6}";
+    for (int v = -12; v <= 70; v++) {
+        char text[16];
+        snprintf(text, sizeof text, "%d", v);
+        cr_expect_eq(accepts(die, text), v >= 1 && v <= 6, "%s", text);
+    }
+    refuses_at(die, "0", 0);
+    refuses_at(die, "-1", 0);
+    refuses_at(die, "12", 1);
+    refuses_at(die, "6.0", 1); /* an integer is written without a point */
+    /* a prefix that only longer numbers complete */
+    const char *big = "{\"type\": \"integer\", \"minimum\": 100, \"maximum\": 250}";
+    cr_expect(accepts(big, "250"));
+    refuses_at(big, "251", 2);
+    refuses_at(big, "3", 0);
+    refuses_at(big, "2000", 3);
+    eng_grammar *g = make(big);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    cr_expect(eng_gm_feed(m, "2", 1));
+    cr_expect_not(eng_gm_accepting(m), "2 is below the minimum");
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+
+    const char *unit = "{\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 1}";
+    cr_expect(accepts(unit, "0.5"));
+    cr_expect(accepts(unit, "1"));
+    cr_expect(accepts(unit, "1.0"));
+    cr_expect(accepts(unit, "0.0000000000000001"));
+    cr_expect_not(accepts(unit, "0"));
+    cr_expect_not(accepts(unit, "0.0"));
+    refuses_at(unit, "1.01", 3);
+    refuses_at(unit, "1e0", 1); /* bounded numbers are written without an exponent */
+    refuses_at(unit, "-0.5", 0);
+    refuses_at(unit, "2", 0);
+    /* draft 4: exclusiveMaximum as a flag on maximum */
+    const char *d4 = "{\"type\": \"number\", \"maximum\": 1, \"exclusiveMaximum\": true}";
+    cr_expect_not(accepts(d4, "1"));
+    cr_expect(accepts(d4, "0.9999"));
+    cr_expect(accepts(d4, "-300"));
+
+    const char *neg = "{\"type\": \"number\", \"minimum\": -2.5, \"maximum\": -1}";
+    cr_expect(accepts(neg, "-2.5"));
+    cr_expect(accepts(neg, "-1"));
+    cr_expect(accepts(neg, "-1.75"));
+    refuses_at(neg, "-2.51", 4);
+    refuses_at(neg, "-0.9", 1);
+    refuses_at(neg, "-3", 1);
+    refuses_at(neg, "1", 0);
+    /* 0.1 as written, not the double just above it */
+    cr_expect(accepts("{\"type\": \"number\", \"maximum\": 0.1}", "0.1"));
+    refuses_at("{\"type\": \"number\", \"maximum\": 0.1}", "0.1000000000000001", 17);
+
+    /* multipleOf: a prefix stays while a multiple can still follow */
+    const char *five = "{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 100, "
+                       "\"multipleOf\": 5}";
+    cr_expect(accepts(five, "75"));
+    cr_expect(accepts(five, "100"));
+    cr_expect_not(accepts(five, "7"));
+    refuses_at(five, "76", 1);
+    const char *cents = "{\"type\": \"number\", \"minimum\": 0, \"multipleOf\": 0.01}";
+    cr_expect(accepts(cents, "19.99"));
+    cr_expect(accepts(cents, "3.1"));
+    cr_expect(accepts(cents, "3.100"));
+    refuses_at(cents, "3.141", 4);
+
+    /* no type: the bounds describe a number; within a type list they bind the number only */
+    cr_expect(accepts("{\"minimum\": 2}", "2.5"));
+    refuses_at("{\"minimum\": 2}", "\"a\"", 0);
+    const char *opt = "{\"type\": [\"integer\", \"null\"], \"minimum\": 1}";
+    cr_expect(accepts(opt, "null"));
+    cr_expect(accepts(opt, "3"));
+    refuses_at(opt, "0", 0);
+    /* in an object and an array: the number ends where its bounds allow */
+    const char *rating =
+        "{\"type\": \"object\", \"properties\": {\"stars\": {\"type\": \"integer\", "
+        "\"minimum\": 1, \"maximum\": 5}, \"tags\": {\"type\": \"array\", "
+        "\"items\": {\"type\": \"integer\", \"minimum\": 10}}}, "
+        "\"required\": [\"stars\", \"tags\"]}";
+    cr_expect(accepts(rating, "{\"stars\": 4, \"tags\": [10, 99]}"));
+    refuses_at(rating, "{\"stars\": 4, \"tags\": [1]}", 23);
+    refuses_at(rating, "{\"stars\": 4, \"tags\": [1,", 23);
+    refuses_at(rating, "{\"stars\": 7}", 10);
+}
+
 Test(grammar, schemas_refused_by_name)
 {
     compile_error("{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", "
                   "\"pattern\": \"^[A-Z]+$\"}}}",
                   "properties.code: pattern is not supported");
-    compile_error("{\"type\": \"integer\", \"minimum\": 0}", "minimum is not supported");
+    compile_error("{\"type\": \"array\", \"uniqueItems\": true}", "uniqueItems is not supported");
+    compile_error("{\"type\": \"integer\", \"minimum\": \"1\"}", "minimum must be a number");
+    compile_error("{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 4}",
+                  "no integer of at most 16 digits is within its bounds");
+    compile_error("{\"type\": \"integer\", \"exclusiveMinimum\": 1, \"exclusiveMaximum\": 2}",
+                  "no integer of at most 16 digits");
+    compile_error("{\"type\": \"integer\", \"minimum\": 1e17}", "no integer of at most 16 digits");
+    compile_error("{\"type\": \"number\", \"minimum\": 1, \"maximum\": 1.5, \"multipleOf\": 2}",
+                  "within its bounds and multipleOf");
+    compile_error("{\"type\": \"integer\", \"multipleOf\": 0.5}",
+                  "multipleOf of an integer must be a whole number");
+    compile_error("{\"type\": \"number\", \"multipleOf\": 0}", "multipleOf must be above 0");
+    compile_error("{\"type\": \"number\", \"exclusiveMinimum\": true}",
+                  "exclusiveMinimum is true without minimum");
     compile_error("{\"type\": \"array\", \"prefixItems\": []}", "prefixItems is not supported");
     compile_error("{\"$ref\": \"https://example.com/s.json\"}", "not found");
     compile_error("{\"$ref\": \"#/$defs/Missing\"}", "#/$defs/Missing is not found");
@@ -408,6 +511,12 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     /* a number, which may go on or end */
     mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4");
     mask_matches_allows("{\"enum\": [1, 12, \"x\"]}", "1");
+    /* a bounded number: few tokens may begin it, and after "2" of 100..250 only digits */
+    const char *big = "{\"type\": \"integer\", \"minimum\": 100, \"maximum\": 250}";
+    int first = mask_matches_allows(big, "");
+    cr_expect(first > 1 && first < 400, "%d", first);
+    mask_matches_allows(big, "2");
+    mask_matches_allows("{\"type\": \"number\", \"minimum\": -1, \"maximum\": 0.5}", "-0.");
     /* complete: only the end-of-generation tokens */
     int end = mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4}");
     int eog = 0;

@@ -40,7 +40,9 @@ def grammars():
     return [json.dumps(person).encode() + b"\0" +
             b'{"name": "Bo", "age": -12, "tags": ["a", 1], "next": {"name": "x\\u00e9"}}',
             b"\0" + b'{\n  "k": [1.5e3, true, null, {"x": "\xc3\xa9"}]\n}',
-            b'{"$defs": {"L": {"$ref": "#/$defs/L"}}, "$ref": "#/$defs/L"}\0' + b"1"]
+            b'{"$defs": {"L": {"$ref": "#/$defs/L"}}, "$ref": "#/$defs/L"}\0' + b"1",
+            b'{"type": "array", "items": {"type": ["number", "integer"], "minimum": -2.5, '
+            b'"exclusiveMaximum": 1e3, "multipleOf": 0.25}}\0' + b"[-2.25, 999.75, 0.5]"]
 
 
 def main():
