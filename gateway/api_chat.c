@@ -224,44 +224,11 @@ static int parse_logit_bias(json_t *b, int n_vocab, struct chat_req *c, struct p
  * token by token. text, or none: free text. */
 static int parse_response_format(json_t *b, struct chat_req *c, struct parsed *p)
 {
-    json_t *rf = json_object_get(b, "response_format");
-    if (!rf || json_is_null(rf))
-        return 0;
-    const char *type = json_string_value(json_object_get(rf, "type"));
-    if (!json_is_object(rf) || !type)
-        return bad(p, "response_format",
-                   "response_format must be an object with a type: text, json_object or "
-                   "json_schema.");
-    if (!strcmp(type, "text"))
-        return 0;
-    char *schema = NULL, err[200];
-    if (!strcmp(type, "json_schema")) {
-        json_t *js = json_object_get(rf, "json_schema");
-        if (!json_is_object(js))
-            return bad(p, "response_format",
-                       "response_format.json_schema must be an object holding the schema.");
-        json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
-        if ((name && !json_is_null(name) && !json_is_string(name)) ||
-            (strict && !json_is_null(strict) && !json_is_boolean(strict)))
-            return bad(p, "response_format", "response_format.json_schema: name must be a "
-                                             "string and strict a boolean.");
-        json_t *sc = json_object_get(js, "schema");
-        /* no schema: any JSON value */
-        schema = json_dumps(sc && !json_is_null(sc) ? sc : json_true(),
-                            JSON_COMPACT | JSON_ENCODE_ANY);
-        if (!schema)
-            return bad(p, NULL, "out of memory");
-    } else if (strcmp(type, "json_object")) {
-        return bad(p, "response_format",
-                   "response_format.type must be text, json_object or json_schema.");
-    }
-    int rc = eng_grammar_create(schema, schema ? strlen(schema) : 0, &c->grammar, err,
-                                sizeof err);
-    free(schema);
-    if (rc == ENG_ENOMEM)
+    int rc = oai_response_format(json_object_get(b, "response_format"), &c->grammar, p->msg,
+                                 sizeof p->msg);
+    if (rc == -2)
         return bad(p, NULL, "out of memory");
     if (rc) {
-        snprintf(p->msg, sizeof p->msg, "response_format.json_schema.schema: %s", err);
         p->param = "response_format";
         return -1;
     }

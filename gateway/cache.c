@@ -977,29 +977,17 @@ void gw_cache_refresh_metrics(gw_cache *c, gw_tenants *tenants)
  * answers are (engine/grammar.h). 0, or -1 with err set. */
 static int import_format_check(json_t *rf, json_t *answer, char *err, size_t errlen)
 {
-    const char *type = json_string_value(json_object_get(rf, "type"));
-    if (!rf || json_is_null(rf) || oai_param_neutral("response_format", rf))
-        return 0;
-    if (!type || (strcmp(type, "json_object") && strcmp(type, "json_schema"))) {
-        snprintf(err, errlen, "\"response_format\" must be text, json_object or json_schema");
-        return -1;
-    }
-    char *schema = NULL, why[200];
-    if (!strcmp(type, "json_schema")) {
-        json_t *sc = json_object_get(json_object_get(rf, "json_schema"), "schema");
-        schema = json_dumps(sc && !json_is_null(sc) ? sc : json_true(),
-                            JSON_COMPACT | JSON_ENCODE_ANY);
-        if (!schema) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-    }
     eng_grammar *g = NULL;
     eng_gm *m = NULL;
-    int rc = -1;
-    if (eng_grammar_create(schema, schema ? strlen(schema) : 0, &g, why, sizeof why)) {
-        snprintf(err, errlen, "\"response_format\": %s", why);
-    } else if (eng_gm_create(g, &m)) {
+    char why[300];
+    int rc = oai_response_format(rf, &g, why, sizeof why);
+    if (!rc && !g) return 0; /* text */
+    if (rc) {
+        snprintf(err, errlen, rc == -2 ? "out of memory" : "\"response_format\": %s", why);
+        return rc;
+    }
+    rc = -1;
+    if (eng_gm_create(g, &m)) {
         snprintf(err, errlen, "out of memory");
     } else if (!eng_gm_feed(m, json_string_value(answer), json_string_length(answer)) ||
                !eng_gm_accepting(m)) {
@@ -1010,7 +998,6 @@ static int import_format_check(json_t *rf, json_t *answer, char *err, size_t err
     }
     eng_gm_destroy(m);
     eng_grammar_destroy(g);
-    free(schema);
     return rc;
 }
 

@@ -1,5 +1,8 @@
 #include "oai.h"
 
+#include "engine.h"
+#include "grammar.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,6 +361,54 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
         json_t *bo = json_object_get(b, "best_of");
         if (bo && !json_is_null(bo) && (!json_is_integer(bo) || json_integer_value(bo) != 1))
             return refuse(param, msg, len, "best_of", "Only best_of = 1 is supported.");
+    }
+    return 0;
+}
+
+int oai_response_format(json_t *rf, eng_grammar **g, char *msg, size_t len)
+{
+    *g = NULL;
+    if (!rf || json_is_null(rf))
+        return 0;
+    const char *type = json_string_value(json_object_get(rf, "type"));
+    if (!json_is_object(rf) || !type) {
+        snprintf(msg, len, "response_format must be an object with a type: text, json_object "
+                           "or json_schema.");
+        return -1;
+    }
+    if (!strcmp(type, "text"))
+        return 0;
+    char *schema = NULL, err[200];
+    if (!strcmp(type, "json_schema")) {
+        json_t *js = json_object_get(rf, "json_schema");
+        if (!json_is_object(js)) {
+            snprintf(msg, len, "response_format.json_schema must be an object holding the schema.");
+            return -1;
+        }
+        json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
+        if ((name && !json_is_null(name) && !json_is_string(name)) ||
+            (strict && !json_is_null(strict) && !json_is_boolean(strict))) {
+            snprintf(msg, len, "response_format.json_schema: name must be a string and strict "
+                               "a boolean.");
+            return -1;
+        }
+        json_t *sc = json_object_get(js, "schema");
+        /* no schema: any JSON value */
+        schema = json_dumps(sc && !json_is_null(sc) ? sc : json_true(),
+                            JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!schema)
+            return -2;
+    } else if (strcmp(type, "json_object")) {
+        snprintf(msg, len, "response_format.type must be text, json_object or json_schema.");
+        return -1;
+    }
+    int rc = eng_grammar_create(schema, schema ? strlen(schema) : 0, g, err, sizeof err);
+    free(schema);
+    if (rc == ENG_ENOMEM)
+        return -2;
+    if (rc) {
+        snprintf(msg, len, "response_format.json_schema.schema: %s", err);
+        return -1;
     }
     return 0;
 }

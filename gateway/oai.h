@@ -44,6 +44,16 @@ int oai_param_neutral(const char *key, json_t *v);
  */
 int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t len);
 
+/*
+ * A request's response_format rf (NULL, null or {"type": "text"}: none) compiled into the
+ * grammar that holds the answer to it (engine/grammar.h): json_object, or json_schema with
+ * its schema (none: any JSON value). 0 with *g set (NULL for none; the caller destroys
+ * it); -1 with msg saying what is wrong (a malformed format, or what of the schema cannot
+ * be held to, with its place); -2 when out of memory.
+ */
+struct eng_grammar;
+int oai_response_format(json_t *rf, struct eng_grammar **g, char *msg, size_t len);
+
 /* Whether a chat (chat) or completion request, checked, asks for log-probabilities: chat's
  * logprobs true, or a completion's logprobs a number (0 too: the chosen tokens' alone). */
 int gw_wants_logprobs(json_t *b, int chat);
