@@ -12,6 +12,7 @@
 #include "log.h"
 #include "oai.h"
 #include "responses.h"
+#include "tools.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -48,7 +49,11 @@ struct chat_req {
     size_t len, cap;
     char *stops[MAX_STOP];
     struct eng_logit_bias *bias; /* job.params.sampling.logit_bias */
-    eng_grammar *grammar;        /* job.params.grammar: response_format's */
+    eng_grammar *grammar;        /* job.params.grammar: response_format's or the call's */
+    struct gw_tools tools;       /* a call asked for (tools.h) */
+    struct gw_call_reader call;  /* ... read out of the answer */
+    char call_id[48];
+    int call_started;            /* its first tool_calls delta is out */
     double t0, t_first; /* monotonic seconds: submitted, first text */
     struct event *timeout;
     int timed_out;
@@ -134,6 +139,7 @@ static void chat_req_free(struct chat_req *c)
         free(c->stops[i]);
     free(c->bias);
     eng_grammar_destroy(c->grammar);
+    gw_tools_deinit(&c->tools);
     free(c->text);
     for (int i = 0; i < c->nkids; i++)
         chat_req_free(c->kids[i]);
@@ -334,10 +340,11 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
 static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct parsed *p)
 {
     json_t *msgs = json_object_get(b, "messages");
-    size_t n = json_array_size(msgs);
-    struct eng_chat_msg *m = calloc(n, sizeof *m);
-    char **texts = calloc(n, sizeof *texts);
-    int rc = -1;
+    size_t n = json_array_size(msgs), k = 0;
+    /* one more: the system message that describes a call asked for */
+    struct eng_chat_msg *m = calloc(n + 1, sizeof *m);
+    char **texts = calloc(n + 1, sizeof *texts);
+    int rc = -1, tool_run = 0; /* m[k - 1] holds results of calls */
     if (!m || !texts) {
         bad(p, NULL, "out of memory");
         goto out;
@@ -347,17 +354,64 @@ static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct par
         const char *role = json_string_value(json_object_get(msg, "role"));
         size_t len;
         long why;
-        if (!(texts[i] = gw_message_text(json_object_get(msg, "content"), &len, &why))) {
+        int result = !strcmp(role, "tool");
+        char *t = gw_tool_message(msg) ? gw_tool_message_text(msgs, msg)
+                                       : gw_message_text(json_object_get(msg, "content"),
+                                                         &len, &why);
+        if (!t) {
             bad(p, NULL, "out of memory"); /* the check took its content */
             goto out;
         }
-        /* "developer" is the newer name of the system role */
-        m[i] = (struct eng_chat_msg){strcmp(role, "developer") ? role : "system", texts[i],
-                                     strlen(texts[i])};
+        if (result && tool_run) { /* the results of one turn's calls: one user turn */
+            size_t a = strlen(texts[k - 1]), b2 = strlen(t);
+            char *j = realloc(texts[k - 1], a + b2 + 3);
+            if (!j) {
+                free(t);
+                bad(p, NULL, "out of memory");
+                goto out;
+            }
+            memcpy(j + a, "\n\n", 2);
+            memcpy(j + a + 2, t, b2 + 1);
+            free(t);
+            texts[k - 1] = j;
+            m[k - 1].content = j;
+            m[k - 1].len = a + b2 + 2;
+            continue;
+        }
+        texts[k] = t;
+        /* "developer" is the newer name of the system role; a call's result is read as
+         * the user's turn, which every template has */
+        m[k] = (struct eng_chat_msg){result                         ? "user"
+                                     : strcmp(role, "developer") ? role
+                                                                 : "system",
+                                     t, strlen(t)};
+        k++;
+        tool_run = result;
+    }
+    if (c->tools.mode != GW_TOOLS_OFF) {
+        const char *call = c->tools.prompt;
+        size_t cl = strlen(call);
+        if (k && !strcmp(m[0].role, "system")) { /* after the conversation's own */
+            size_t a = m[0].len;
+            char *j = realloc(texts[0], a + cl + 3);
+            if (!j) {
+                bad(p, NULL, "out of memory");
+                goto out;
+            }
+            memcpy(j + a, "\n\n", 2);
+            memcpy(j + a + 2, call, cl + 1);
+            texts[0] = j;
+            m[0].content = j;
+            m[0].len = a + cl + 2;
+        } else {
+            memmove(m + 1, m, sizeof *m * k);
+            m[0] = (struct eng_chat_msg){"system", call, cl};
+            k++;
+        }
     }
     const struct gw_llm *llm = gw_server_llm(srv);
     struct eng_chat_prompt cp;
-    if (eng_chat_render(llm->fmt, m, (int)n, 1, llm->default_system, &cp)) {
+    if (eng_chat_render(llm->fmt, m, (int)k, 1, llm->default_system, &cp)) {
         bad(p, "messages", "The conversation cannot be rendered for this model.");
         goto out;
     }
@@ -369,11 +423,29 @@ static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct par
     }
     rc = 0;
 out:
-    for (size_t i = 0; texts && i < n; i++)
+    for (size_t i = 0; texts && i <= n; i++)
         free(texts[i]);
     free(texts);
     free(m);
     return rc;
+}
+
+/* A call asked for (tools.h): the grammar of its schema holds the answer. */
+static int parse_tools(json_t *b, struct chat_req *c, struct parsed *p)
+{
+    if (gw_tools_parse(b, &c->tools))
+        return bad(p, NULL, "out of memory");
+    if (c->tools.mode == GW_TOOLS_OFF)
+        return 0;
+    char err[200];
+    int rc = eng_grammar_create(c->tools.schema, strlen(c->tools.schema), &c->grammar, err,
+                                sizeof err);
+    if (rc) /* (gw_tools_check compiled it) */
+        return bad(p, NULL, "out of memory");
+    c->job.params.grammar = c->grammar;
+    make_id(c->call_id, "call_");
+    gw_call_reader_init(&c->call, &c->tools);
+    return 0;
 }
 
 /* A prompt given as token ids, taken as they are (no BOS added). */
@@ -604,6 +676,75 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
     json_object_set_new(o, "choices", choices);
     c->started = 1;
     gw_reply_sse_json(c->req, o);
+}
+
+/* A call's entry of tool_calls: with its id, type and name when whole (or first in a
+ * stream), and the arguments args[0..len). */
+static json_t *call_json(struct chat_req *c, int head, int stream, const char *args, size_t len)
+{
+    json_t *t = json_object(), *f = json_object();
+    if (stream)
+        json_object_set_new(t, "index", json_integer(0));
+    if (head) {
+        json_object_set_new(t, "id", json_string(c->call_id));
+        json_object_set_new(t, "type", json_string("function"));
+        json_object_set_new(f, "name", json_string(c->call.name));
+    }
+    /* (the grammar wrote JSON, which is UTF-8) */
+    json_t *a = json_stringn(args, len);
+    json_object_set_new(f, "arguments", a ? a : json_string(""));
+    json_object_set_new(t, "function", f);
+    json_t *list = json_array();
+    json_array_append_new(list, t);
+    return list;
+}
+
+/* The call's deltas that the answer so far allows (final: as gw_call_read()). */
+static void send_call(struct chat_req *c, int final)
+{
+    size_t from, to;
+    if (!gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to) ||
+        (c->call_started && from == to))
+        return;
+    json_t *o = envelope(c, "chat.completion.chunk");
+    json_t *ch = json_object(), *delta = json_object();
+    json_object_set_new(ch, "index", json_integer(c->index));
+    if (!c->started) {
+        json_object_set_new(delta, "role", json_string("assistant"));
+        json_object_set_new(delta, "content", json_null());
+    }
+    json_object_set_new(delta, "tool_calls",
+                        call_json(c, !c->call_started, 1, c->text + from, to - from));
+    json_object_set_new(ch, "delta", delta);
+    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "finish_reason", json_null());
+    json_t *choices = json_array();
+    json_array_append_new(choices, ch);
+    json_object_set_new(o, "choices", choices);
+    c->started = c->call_started = 1;
+    gw_reply_sse_json(c->req, o);
+}
+
+/* The JSON reply of an answer that is a call: message.tool_calls, content null. An answer
+ * cut short before the function's name is known is replied as text. */
+static void reply_call(struct chat_req *c, const char *finish, int final, struct usage u)
+{
+    size_t from, to;
+    json_t *m;
+    if (gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to))
+        m = json_pack("{s:s, s:n, s:n, s:o}", "role", "assistant", "content", "refusal",
+                      "tool_calls", call_json(c, 1, 0, c->text + from, to - from));
+    else
+        m = json_pack("{s:s, s:s%, s:n}", "role", "assistant", "content",
+                      c->text ? c->text : "", c->len, "refusal");
+    json_t *o = envelope(c, "chat.completion"), *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "message", m);
+    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "finish_reason", json_string(finish));
+    json_object_set_new(o, "choices", json_pack("[o]", ch));
+    json_object_set_new(o, "usage", usage_json(u.prompt, u.completion, u.cached));
+    gw_reply_json(c->req, 200, o, 0);
 }
 
 /* An error after a stream's headers: an event {"error": {...}}, then "data: [DONE]". */
@@ -849,6 +990,13 @@ static void on_event(struct gw_gen_event *ev)
         if (ev->completion_tokens > 1 && c->t_first)
             gw_metric_observe(llm->tpot, (t - c->t_first) / (ev->completion_tokens - 1));
     }
+    if (!ev->done && c->tools.mode != GW_TOOLS_OFF) { /* a call: read out as it grows */
+        append_text(c, ev->text, ev->len);
+        if (c->stream)
+            send_call(c, 0);
+        free(ev);
+        return;
+    }
     if (!ev->done) {
         if (c->stream && c->resp)
             resp_delta(c, ev->text, ev->len);
@@ -863,6 +1011,10 @@ static void on_event(struct gw_gen_event *ev)
     c->use.completion = ev->completion_tokens;
     c->use.cached = ev->cached_tokens;
     const char *finish = ev->finish == ENG_FINISH_LENGTH || c->timed_out ? "length" : "stop";
+    /* a call's text: complete (its wrapping object's brace to drop), or cut short */
+    const int call_final = !strcmp(finish, "stop") ? 1 : 2;
+    if (c->tools.mode == GW_TOOLS_REQUIRED && !strcmp(finish, "stop"))
+        finish = "tool_calls"; /* (a named function's call ends with stop, as OpenAI's) */
     const struct usage u = {ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens};
     if (c->timed_out && c->stream && c->resp) {
         resp_failed(c, "The generation exceeded engine.request_timeout_ms.");
@@ -882,6 +1034,8 @@ static void on_event(struct gw_gen_event *ev)
     } else if (c->stream && c->resp) {
         resp_end(c, c->text ? c->text : "", c->len, finish, u);
     } else if (c->stream) {
+        if (c->tools.mode != GW_TOOLS_OFF)
+            send_call(c, call_final);
         if (!c->started)
             send_chunk(c, NULL, 0, NULL);
         send_chunk(c, NULL, 0, finish);
@@ -894,6 +1048,8 @@ static void on_event(struct gw_gen_event *ev)
         gw_reply_sse_end(c->req);
     } else if (c->resp) {
         reply_response(c, c->text ? c->text : "", c->len, finish, u);
+    } else if (c->tools.mode != GW_TOOLS_OFF) {
+        reply_call(c, finish, call_final, u);
     } else {
         reply_answer(c, c->text ? c->text : "", c->len, finish, u);
     }
@@ -1091,7 +1247,7 @@ static int cache_key(struct chat_req *c, json_t *b)
     gw_server *srv = gw_req_server(c->req);
     /* a cached answer has no log-probabilities, and one with them is not worth keeping */
     if (!gw_server_config(srv)->cache_enabled || !gw_server_cache(srv) ||
-        c->job.params.logprobs)
+        c->job.params.logprobs || (c->chat && gw_uses_tools(b)))
         return 0;
     int krc = gw_cache_key_make(b, c->chat, c->tenant, &c->key);
     if (krc < 0)
@@ -1287,6 +1443,10 @@ static void handle(struct gw_req *r, int chat, int resp)
     /* before the caches: a request the engine refuses is refused whatever they hold */
     if (chat && gw_messages_check(json_object_get(b, "messages"), p.msg, sizeof p.msg)) {
         gw_reply_error(r, 400, p.msg, param_of(c, "messages"), NULL);
+        goto out;
+    }
+    if (chat && parse_tools(b, c, &p)) {
+        gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
         goto out;
     }
     /* what it may use: its prompt (about 4 bytes a token of the body, and of the stored

@@ -8,6 +8,7 @@
 #include "guard.h"
 #include "log.h"
 #include "oai.h"
+#include "tools.h"
 #include "tokenizer.h"
 
 #include <pthread.h>
@@ -137,24 +138,48 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
     {
         const char *role = json_string_value(json_object_get(m, "role"));
         if (!role || (strcmp(role, "system") && strcmp(role, "user") &&
-                      strcmp(role, "assistant") && strcmp(role, "developer"))) {
-            snprintf(msg, len, "messages[%zu].role must be system, developer, user or "
-                     "assistant.", i);
+                      strcmp(role, "assistant") && strcmp(role, "developer") &&
+                      strcmp(role, "tool"))) {
+            snprintf(msg, len, "messages[%zu].role must be system, developer, user, "
+                     "assistant or tool.", i);
             return -1;
         }
-        /* an earlier turn's tool calls would be dropped from what the model reads */
-        static const char *const calls[] = {"tool_calls", "function_call"};
-        for (int k = 0; k < 2; k++) {
-            json_t *tc = json_object_get(m, calls[k]);
-            if (tc && !json_is_null(tc) && !(json_is_array(tc) && !json_array_size(tc))) {
-                snprintf(msg, len, "messages[%zu].%s: tool calls are not supported by this "
-                         "server (it calls no tools).", i, calls[k]);
+        json_t *fc = json_object_get(m, "function_call");
+        if (fc && !json_is_null(fc)) {
+            snprintf(msg, len, "messages[%zu].function_call (the deprecated form of "
+                     "tool_calls) is not supported; use tool_calls.", i);
+            return -1;
+        }
+        if (!strcmp(role, "tool") &&
+            !json_is_string(json_object_get(m, "tool_call_id"))) {
+            snprintf(msg, len, "messages[%zu]: a tool message needs tool_call_id (a string).",
+                     i);
+            return -1;
+        }
+        json_t *tc = json_object_get(m, "tool_calls"), *call;
+        if (tc && !json_is_null(tc) && (!json_is_array(tc) || strcmp(role, "assistant"))) {
+            snprintf(msg, len, "messages[%zu].tool_calls: only an assistant message has tool "
+                     "calls, as an array.", i);
+            return -1;
+        }
+        json_array_foreach(tc, j, call)
+        {
+            json_t *f = json_object_get(call, "function");
+            const char *type = json_string_value(json_object_get(call, "type"));
+            if (!json_is_string(json_object_get(call, "id")) || !type ||
+                strcmp(type, "function") || !json_is_string(json_object_get(f, "name")) ||
+                !json_is_string(json_object_get(f, "arguments"))) {
+                snprintf(msg, len, "messages[%zu].tool_calls[%zu] must be {\"id\": a string, "
+                         "\"type\": \"function\", \"function\": {\"name\", \"arguments\": "
+                         "strings}}.", i, j);
                 return -1;
             }
         }
         json_t *content = json_object_get(m, "content");
         if (json_is_string(content))
             continue;
+        if (json_array_size(tc) && (!content || json_is_null(content)))
+            continue; /* a call, with no text */
         if (!json_is_array(content)) {
             snprintf(msg, len, "messages[%zu].content must be a string or an array of text "
                      "parts.", i);
@@ -1040,6 +1065,10 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
         goto out;
     if (chat && gw_messages_check(json_object_get(j, "messages"), err, errlen))
         goto out;
+    if (chat && gw_uses_tools(j)) { /* such a request is never answered from the caches */
+        snprintf(err, errlen, "\"tools\": calls and conversations with calls are not cached");
+        goto out;
+    }
     int krc = gw_cache_key_make(j, chat, ns, &out->key);
     if (krc) {
         snprintf(err, errlen, krc < 0 ? "out of memory"

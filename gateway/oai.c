@@ -2,6 +2,7 @@
 
 #include "engine.h"
 #include "grammar.h"
+#include "tools.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -311,27 +312,19 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
         return refuse(param, msg, len, "top_k", "top_k must be an integer from 0 (off) to "
                                                 "1048576.");
     /* the OpenAI schema's parameters this server does not implement */
-    static const char *const chat_keys[] = {"tools", "functions", "tool_choice", "audio",
-                                            "prediction"};
+    static const char *const chat_keys[] = {"audio", "prediction"};
     static const char *const completion_keys[] = {"echo", "suffix"};
     const char *const *keys = chat ? chat_keys : completion_keys;
     const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys
                           : sizeof completion_keys / sizeof *completion_keys;
-    /* tools that tool_choice "none" forbids calling: the answer is text, as this server's
-     * always is (agent frameworks send their tools with every request) */
-    const char *choice = json_string_value(json_object_get(b, "tool_choice"));
-    int no_calls = chat && choice && !strcmp(choice, "none");
-    json_t *tools = json_object_get(b, "tools");
-    if (no_calls && tools && !json_is_null(tools) && !json_is_array(tools))
-        return refuse(param, msg, len, "tools", "tools must be an array.");
     for (size_t i = 0; i < n; i++)
-        if (no_calls && !strcmp(keys[i], "tools"))
-            continue;
-        else if (!nothing(keys[i], json_object_get(b, keys[i]))) {
+        if (!nothing(keys[i], json_object_get(b, keys[i]))) {
             snprintf(msg, len, "%s is not supported by this server.", keys[i]);
             *param = keys[i];
             return -1;
         }
+    if (chat && gw_tools_check(b, param, msg, len))
+        return -1;
     /* logprobs: chat's a boolean with top_logprobs beside it, a completion's the number of
      * alternatives */
     json_t *lp = json_object_get(b, "logprobs"), *top = json_object_get(b, "top_logprobs");

@@ -508,13 +508,15 @@ def test_a_prompt_with_no_encodable_text_names_the_prompt(server):
      "model_not_found"),
     ({"model": MODEL, "messages": []}, 400, "messages", None),
     ({"model": MODEL, "messages": [{"role": "robot", "content": "hi"}]}, 400, "messages", None),
-    # an earlier turn's tool calls are refused, not dropped from what the model reads
+    # earlier calls and their results must be whole (test_tools.py reads them)
     ({"model": MODEL, "messages": [
         {"role": "user", "content": "Weather?"},
         {"role": "assistant", "content": "Let me check.", "tool_calls": [
-            {"id": "c1", "type": "function",
-             "function": {"name": "weather", "arguments": "{}"}}]},
+            {"id": "c1", "type": "function", "function": {"name": "weather"}}]},
         {"role": "user", "content": "And?"}]}, 400, "messages", None),
+    ({"model": MODEL, "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "tool", "content": "sunny"}]}, 400, "messages", None),
     ({"model": MODEL, "messages": [
         {"role": "assistant", "content": None,
          "function_call": {"name": "weather", "arguments": "{}"}},
@@ -548,8 +550,12 @@ def test_invalid_requests(server, body, status, param, code):
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert err["param"] == param and err["code"] == code and err["message"]
-    if "tool_calls" in str(body) or "function_call" in str(body):
-        assert "tool calls are not supported" in err["message"]
+    if "tool_calls" in str(body):
+        assert "tool_calls[0] must be" in err["message"], err
+    if "function_call" in str(body):
+        assert "use tool_calls" in err["message"], err
+    if "'tool'" in str(body):
+        assert "tool_call_id" in err["message"], err
 
 
 def special_ids():

@@ -196,7 +196,13 @@ Test(cache_key, import_lines_are_validated)
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
                          "\"answer\":\"{}\",\"response_format\":{\"type\":\"json_schema\","
                          "\"json_schema\":{\"name\":\"s\",\"schema\":{\"pattern\":\"x\"}}}}",
-                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"echo\":true}"};
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"echo\":true}",
+                         /* a conversation with a call and its result: never cached */
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":"
+                         "[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+                         "\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c\","
+                         "\"content\":\"4\"},{\"role\":\"user\",\"content\":\"q\"}],"
+                         "\"answer\":\"a\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
         cr_assert_eq(gw_cache_import_parse(bad[i], strlen(bad[i]), 1, NULL, "m", &it, err,

@@ -1,0 +1,75 @@
+/*
+ * tools — OpenAI function calling, where the request asks for a call: tool_choice
+ * "required" (one call, to one of the tools) or {"type": "function", "function": {"name"}}
+ * (a call to that function). The model is told of the functions in a system message, and
+ * its answer is held by a grammar (engine/grammar.h) to a call: for a named function its
+ * arguments, a document of the function's parameters schema; for "required" the object
+ * {"name": one of the names, "arguments": that function's arguments}. The reply carries
+ * the call as message.tool_calls (streamed as tool_calls deltas, the arguments piece by
+ * piece), content null, finish_reason "tool_calls" ("stop" for a named function, as
+ * OpenAI answers).
+ *
+ * tool_choice "auto" (the default when tools are given) is refused: deciding whether to
+ * call at all is the model's, and the models served here are not trained to (a 400 says
+ * so; "none" takes the tools and answers with text). A conversation may carry earlier
+ * calls (assistant messages with tool_calls) and their results (role "tool"): the model
+ * reads each call as the JSON the grammar makes and each result as a user turn naming
+ * the function. Answers in conversations with calls are never cached (gw_uses_tools).
+ */
+#ifndef GW_TOOLS_H
+#define GW_TOOLS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#define GW_TOOL_NAME_MAX 64
+#define GW_TOOLS_MAX 64
+
+enum gw_tool_mode { GW_TOOLS_OFF, GW_TOOLS_NAMED, GW_TOOLS_REQUIRED };
+
+/* A chat request's tools and tool_choice, checked (oai_params_check calls this): 0, or -1
+ * with *param and msg naming what is wrong. */
+int gw_tools_check(json_t *b, const char **param, char *msg, size_t len);
+
+/* What a checked request asks of the generation. */
+struct gw_tools {
+    enum gw_tool_mode mode;
+    char name[GW_TOOL_NAME_MAX + 1]; /* GW_TOOLS_NAMED: the function */
+    char *schema;                    /* the grammar's JSON Schema (malloc'd) */
+    char *prompt;                    /* the system text that describes the call */
+};
+/* 0 (mode GW_TOOLS_OFF when no call is asked for), or -1 when out of memory. */
+int gw_tools_parse(json_t *b, struct gw_tools *t);
+void gw_tools_deinit(struct gw_tools *t);
+
+/* Whether a chat request asks for a call or carries calls or their results. */
+int gw_uses_tools(json_t *b);
+
+/* Whether message m (checked) is an earlier call or a call's result, and its text as the
+ * model reads it (malloc'd; NULL when out of memory): the calls as JSON lines after any
+ * content, or "Result of NAME: CONTENT" (NAME found by tool_call_id among msgs' calls). */
+int gw_tool_message(json_t *m);
+char *gw_tool_message_text(json_t *msgs, json_t *m);
+
+/*
+ * A call read out of the generated text as it grows. GW_TOOLS_NAMED: the text is the
+ * arguments. GW_TOOLS_REQUIRED: the text is {"name": "...", "arguments": ...} as the
+ * grammar writes it; the name is known once its string closes, the arguments begin after
+ * "arguments": and end before the object's last brace.
+ */
+struct gw_call_reader {
+    enum gw_tool_mode mode;
+    char name[GW_TOOL_NAME_MAX + 1];
+    int head;       /* the name and where the arguments begin are known */
+    size_t args_at; /* in the text */
+    size_t sent;    /* the arguments' bytes handed out so far */
+};
+void gw_call_reader_init(struct gw_call_reader *r, const struct gw_tools *t);
+/* After the text has grown to text[0..len): 1 when the head is known, with [*from, *to) the
+ * arguments' bytes that may go out now; 0: not yet. final 0: the text may grow (braces and
+ * white space at its end are held back, as they may close the wrapping object); 1: the
+ * document is complete (its last brace dropped); 2: it was cut short (all goes out). */
+int gw_call_read(struct gw_call_reader *r, const char *text, size_t len, int final,
+                 size_t *from, size_t *to);
+
+#endif

@@ -1,0 +1,205 @@
+"""End-to-end tests of function calling (tools with tool_choice "required" or a named
+function) through the official openai SDK on the default model: the answer is a call whose
+arguments are JSON of the function's parameters, streamed piece by piece as the SDK
+accumulates it; a conversation carries earlier calls and their results; what cannot be
+served ("auto", unknown names, schemas the grammar cannot hold to) is refused naming the
+parameter; and calls are never answered from the caches."""
+
+import json
+
+import httpx
+import openai
+import pytest
+from pydantic import BaseModel, Field
+
+MODEL = "smollm2-135m-instruct"
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 40},
+        "unit": {"enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": False}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "Get the local time in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+TOOLS = [WEATHER, TIME]
+
+
+def sdk(server):
+    http = httpx.Client(verify=server.ssl_context(), timeout=120)
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", http_client=http)
+
+
+def client(server):
+    return httpx.Client(base_url=server.base_url, verify=server.ssl_context(), timeout=120)
+
+
+def user(content):
+    return [{"role": "user", "content": content}]
+
+
+def check_weather_args(arguments):
+    args = json.loads(arguments)
+    assert set(args) == {"city", "unit"}, args
+    assert isinstance(args["city"], str) and len(args["city"]) <= 40
+    assert args["unit"] in ("celsius", "fahrenheit")
+    return args
+
+
+def test_required_answers_with_a_call_to_one_of_the_tools(server):
+    c = sdk(server)
+    for seed, temperature in ((0, 0), (1, 1.0), (2, 1.0)):
+        r = c.chat.completions.create(model=MODEL, messages=user("What is the weather in Paris?"),
+                                      tools=TOOLS, tool_choice="required", seed=seed,
+                                      temperature=temperature, max_tokens=80)
+        ch = r.choices[0]
+        assert ch.finish_reason == "tool_calls", ch
+        assert ch.message.content is None and len(ch.message.tool_calls) == 1
+        call = ch.message.tool_calls[0]
+        assert call.type == "function" and call.id.startswith("call_") and len(call.id) == 29
+        assert call.function.name in ("get_weather", "get_time")
+        args = json.loads(call.function.arguments)
+        if call.function.name == "get_weather":
+            check_weather_args(call.function.arguments)
+        else:
+            assert isinstance(args["city"], str) and set(args) == {"city"}
+
+
+def test_a_named_function_is_called(server):
+    r = sdk(server).chat.completions.create(
+        model=MODEL, messages=user("Is it raining in Oslo?"), tools=TOOLS, temperature=0,
+        max_tokens=80, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    ch = r.choices[0]
+    assert ch.finish_reason == "stop"  # as OpenAI answers a named tool_choice
+    assert ch.message.tool_calls[0].function.name == "get_weather"
+    check_weather_args(ch.message.tool_calls[0].function.arguments)
+
+
+class Order(BaseModel):
+    item: str = Field(max_length=30)
+    quantity: int = Field(ge=1, le=20)
+
+
+class PlaceOrder(BaseModel):
+    """Place an order in the shop."""
+    order: Order
+    express: bool
+
+
+class GetTime(BaseModel):
+    """Get the local time in a city."""
+    city: str
+
+
+def test_sdk_parse_with_a_pydantic_tool(server):
+    """The SDK's strict pydantic tool (nested models as $defs references) parses back."""
+    c = sdk(server)
+    tools = [openai.pydantic_function_tool(PlaceOrder), openai.pydantic_function_tool(GetTime)]
+    for choice in ("required", {"type": "function", "function": {"name": "PlaceOrder"}}):
+        r = c.chat.completions.parse(model=MODEL, messages=user("Order three apples, fast."),
+                                     tools=tools, tool_choice=choice, temperature=0,
+                                     max_tokens=120)
+        call = r.choices[0].message.tool_calls[0]
+        if call.function.name == "PlaceOrder":
+            placed = call.function.parsed_arguments
+            assert isinstance(placed, PlaceOrder) and 1 <= placed.order.quantity <= 20
+        else:
+            assert choice == "required" and call.function.name == "GetTime"
+            assert isinstance(call.function.parsed_arguments, GetTime)
+
+
+def test_a_streamed_call_equals_the_whole_one(server):
+    c = sdk(server)
+    kw = dict(model=MODEL, messages=user("What time is it in Tokyo, and the weather?"),
+              tools=TOOLS, tool_choice="required", temperature=0, max_tokens=80)
+    whole = c.chat.completions.create(**kw).choices[0].message.tool_calls[0]
+    chunks = [ch for ch in c.chat.completions.create(stream=True, **kw) if ch.choices]
+    deltas = [d for ch in chunks for d in (ch.choices[0].delta.tool_calls or [])]
+    assert len(deltas) > 2, "the arguments come piece by piece"
+    assert deltas[0].id.startswith("call_") and deltas[0].function.name == whole.function.name
+    assert all(d.id is None and d.function.name is None for d in deltas[1:])
+    assert all(d.index == 0 for d in deltas)
+    assert "".join(d.function.arguments for d in deltas) == whole.function.arguments
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    # the SDK's own accumulation of a stream
+    with c.chat.completions.stream(**kw) as s:
+        final = s.get_final_completion()
+    call = final.choices[0].message.tool_calls[0]
+    assert (call.function.name, call.function.arguments) == (whole.function.name,
+                                                            whole.function.arguments)
+
+
+def test_a_conversation_carries_calls_and_their_results(server):
+    """The agent loop: call, run the function, send its result, get an answer."""
+    c = sdk(server)
+    msgs = user("What is the weather in Paris?")
+    r = c.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER], temperature=0,
+                                  tool_choice="required", max_tokens=80)
+    call = r.choices[0].message.tool_calls[0]
+    msgs += [r.choices[0].message.model_dump(exclude_none=True),
+             {"role": "tool", "tool_call_id": call.id,
+              "content": json.dumps({"temperature": 31, "sky": "sunny"})}]
+    r = c.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER],
+                                  tool_choice="none", temperature=0, max_tokens=40)
+    assert r.choices[0].message.content and not r.choices[0].message.tool_calls
+    # the result is read: the prompt is longer than the conversation without it
+    without = c.chat.completions.create(model=MODEL, messages=msgs[:2], temperature=0,
+                                        max_tokens=1)
+    assert r.usage.prompt_tokens > without.usage.prompt_tokens + 10
+    # another call after the result
+    r = c.chat.completions.create(model=MODEL, messages=msgs + user("And in Rome?"),
+                                  tools=[WEATHER], tool_choice="required", temperature=0,
+                                  max_tokens=80)
+    check_weather_args(r.choices[0].message.tool_calls[0].function.arguments)
+
+
+def test_max_tokens_cuts_a_call_with_length(server):
+    r = sdk(server).chat.completions.create(
+        model=MODEL, messages=user("Weather in Paris?"), tools=TOOLS, temperature=0,
+        max_tokens=3, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    ch = r.choices[0]
+    assert ch.finish_reason == "length"
+    with pytest.raises(ValueError):
+        json.loads(ch.message.tool_calls[0].function.arguments)
+
+
+def test_calls_are_not_cached(server):
+    with client(server) as h:
+        body = {"model": MODEL, "messages": user("Weather in Lima?"), "tools": TOOLS,
+                "tool_choice": "required", "temperature": 0, "max_tokens": 60}
+        for _ in range(2):
+            r = h.post("/v1/chat/completions", json=body)
+            assert r.status_code == 200 and r.headers.get("X-Cache") != "HIT", r.headers
+            assert r.json()["choices"][0]["message"]["tool_calls"]
+
+
+@pytest.mark.parametrize("extra,param,words", [
+    ({"tools": TOOLS}, "tools", "auto"),  # the default tool_choice with tools
+    ({"tools": TOOLS, "tool_choice": "auto"}, "tools", "auto"),
+    ({"tool_choice": "required"}, "tool_choice", "no function"),
+    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+     "tool_choice", "nope"),
+    ({"tools": TOOLS, "tool_choice": "always"}, "tool_choice", "must be"),
+    ({"tools": [WEATHER, WEATHER], "tool_choice": "required"}, "tools", "twice"),
+    ({"tools": [{"type": "custom", "custom": {"name": "x"}}], "tool_choice": "required"},
+     "tools", "only function tools"),
+    ({"tools": [{"type": "function", "function": {"name": "bad name!"}}],
+      "tool_choice": "required"}, "tools", "letters, digits"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"code": {"type": "string", "pattern": "^A"}}}}}],
+      "tool_choice": "required"}, "tools", "pattern is not supported"),
+    ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}},
+     "response_format", "tool call"),
+    ({"tools": TOOLS, "tool_choice": "required", "logprobs": True}, "logprobs", "tool call"),
+    ({"functions": [{"name": "f"}]}, "functions", "use tools"),
+])
+def test_what_cannot_be_served_is_refused(server, extra, param, words):
+    with client(server) as h:
+        r = h.post("/v1/chat/completions",
+                   json={"model": MODEL, "messages": user("Weather?"), **extra})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and words in err["message"], err

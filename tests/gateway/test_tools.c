@@ -1,0 +1,183 @@
+/* tests gateway/tools.c: the schema a call is held to (references of a function's
+ * parameters moved into a union still resolve), the model's text of earlier calls and
+ * results, and the call read out of a growing answer, byte by byte, whatever its white
+ * space: the arguments handed out add up to the document's, without the wrapping brace. */
+#include "grammar.h"
+#include "tools.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *load(const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    cr_assert_not_null(j, "%s: %s", text, e.text);
+    return j;
+}
+
+/* Whether the grammar of the request's call takes doc whole. */
+static int call_accepts(json_t *b, const char *doc)
+{
+    struct gw_tools t;
+    cr_assert_eq(gw_tools_parse(b, &t), 0);
+    cr_assert_neq(t.mode, GW_TOOLS_OFF);
+    eng_grammar *g = NULL;
+    char err[256];
+    cr_assert_eq(eng_grammar_create(t.schema, strlen(t.schema), &g, err, sizeof err), 0, "%s: %s",
+                 t.schema, err);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    int ok = eng_gm_feed(m, doc, strlen(doc)) && eng_gm_accepting(m);
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+    gw_tools_deinit(&t);
+    return ok;
+}
+
+#define ORDER                                                                                  \
+    "{\"type\": \"function\", \"function\": {\"name\": \"order\", \"parameters\": {"          \
+    "\"$defs\": {\"Item\": {\"type\": \"object\", \"properties\": {\"n\": {\"type\": "        \
+    "\"integer\", \"minimum\": 1}}, \"required\": [\"n\"]}}, \"type\": \"object\", "          \
+    "\"properties\": {\"item\": {\"$ref\": \"#/$defs/Item\"}, \"enum\": {\"$ref\": "          \
+    "\"#/$defs/Item\"}}, \"required\": [\"item\"]}}}"
+#define PING "{\"type\": \"function\", \"function\": {\"name\": \"ping\"}}"
+
+Test(tools, schemas_of_calls)
+{
+    const char *req = "{\"tools\": [" PING ", " ORDER "], \"tool_choice\": \"required\"}";
+    json_t *b = load(req);
+    /* the second function's references point into its own place in the union */
+    cr_expect(call_accepts(b, "{\"name\": \"order\", \"arguments\": {\"item\": {\"n\": 2}, "
+                              "\"enum\": {\"n\": 3}}}"));
+    cr_expect_not(call_accepts(b, "{\"name\": \"order\", \"arguments\": {\"item\": {\"n\": 0}}}"));
+    /* a function without parameters takes {} alone */
+    cr_expect(call_accepts(b, "{\"name\": \"ping\", \"arguments\": {}}"));
+    cr_expect_not(call_accepts(b, "{\"name\": \"ping\", \"arguments\": {\"a\": 1}}"));
+    cr_expect_not(call_accepts(b, "{\"name\": \"pong\", \"arguments\": {}}"));
+    json_decref(b);
+    /* a named function: its arguments alone */
+    b = load("{\"tools\": [" PING ", " ORDER "], \"tool_choice\": {\"type\": \"function\", "
+             "\"function\": {\"name\": \"order\"}}}");
+    cr_expect(call_accepts(b, "{\"item\": {\"n\": 7}}"));
+    struct gw_tools t;
+    cr_assert_eq(gw_tools_parse(b, &t), 0);
+    cr_expect_str_eq(t.name, "order");
+    cr_expect(strstr(t.prompt, "calling the function order") != NULL, "%s", t.prompt);
+    gw_tools_deinit(&t);
+    json_decref(b);
+    /* none asks for no call; neither does a choice without tools */
+    b = load("{\"tools\": [" PING "], \"tool_choice\": \"none\"}");
+    cr_assert_eq(gw_tools_parse(b, &t), 0);
+    cr_expect_eq(t.mode, GW_TOOLS_OFF);
+    cr_expect_not(gw_uses_tools(b));
+    json_decref(b);
+}
+
+Test(tools, checks_name_what_is_wrong)
+{
+    static const struct {
+        const char *req, *param, *words;
+    } bad[] = {
+        {"{\"tools\": [" PING "]}", "tools", "auto"},
+        {"{\"tools\": [" PING "], \"tool_choice\": \"required\", \"logprobs\": true}", "logprobs",
+         "tool call"},
+        {"{\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"ping\"}}}",
+         "tool_choice", "no function"},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+         "[]}}], \"tool_choice\": \"required\"}",
+         "tools", "tools[0].function"},
+        {"{\"tools\": [" PING ", {\"type\": \"function\", \"function\": {\"name\": \"g\", "
+         "\"parameters\": {\"type\": \"array\", \"uniqueItems\": true}}}], \"tool_choice\": "
+         "\"required\"}",
+         "tools", "anyOf.1.properties.arguments: uniqueItems is not supported"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *b = load(bad[i].req);
+        const char *param = NULL;
+        char msg[400];
+        cr_expect_eq(gw_tools_check(b, &param, msg, sizeof msg), -1, "%s", bad[i].req);
+        cr_expect(param && !strcmp(param, bad[i].param), "%s: param %s", bad[i].req, param);
+        cr_expect(strstr(msg, bad[i].words) != NULL, "%s: %s", bad[i].req, msg);
+        json_decref(b);
+    }
+    json_t *b = load("{\"tools\": [" PING ", " ORDER "], \"tool_choice\": \"required\"}");
+    const char *param = NULL;
+    char msg[400];
+    cr_expect_eq(gw_tools_check(b, &param, msg, sizeof msg), 0, "%s", msg);
+    json_decref(b);
+}
+
+Test(tools, earlier_calls_and_results_as_the_model_reads_them)
+{
+    json_t *msgs = load("[{\"role\": \"user\", \"content\": \"Weather?\"}, {\"role\": "
+                        "\"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c1\", "
+                        "\"type\": \"function\", \"function\": {\"name\": \"weather\", "
+                        "\"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}}]}, {\"role\": "
+                        "\"tool\", \"tool_call_id\": \"c1\", \"content\": [{\"type\": \"text\", "
+                        "\"text\": \"rain\"}]}]");
+    cr_expect_not(gw_tool_message(json_array_get(msgs, 0)));
+    char *call = gw_tool_message_text(msgs, json_array_get(msgs, 1));
+    cr_expect_str_eq(call, "{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}");
+    char *result = gw_tool_message_text(msgs, json_array_get(msgs, 2));
+    cr_expect_str_eq(result, "Result of weather: rain");
+    free(call);
+    free(result);
+    json_t *b = json_pack("{s:O}", "messages", msgs);
+    cr_expect(gw_uses_tools(b));
+    json_decref(b);
+    json_decref(msgs);
+}
+
+/* Feeds doc to a reader byte by byte (final at the end): the arguments handed out. */
+static char *read_out(enum gw_tool_mode mode, const char *doc, int final, char *name)
+{
+    struct gw_tools t = {.mode = mode};
+    strcpy(t.name, "f");
+    struct gw_call_reader r;
+    gw_call_reader_init(&r, &t);
+    size_t n = strlen(doc), got = 0;
+    char *out = calloc(n + 1, 1);
+    for (size_t len = 1; len <= n; len++) {
+        size_t from, to;
+        if (!gw_call_read(&r, doc, len, len == n ? final : 0, &from, &to))
+            continue;
+        cr_assert_eq(from, r.args_at + got, "handed out in order");
+        memcpy(out + got, doc + from, to - from);
+        got += to - from;
+    }
+    strcpy(name, r.head ? r.name : "");
+    return out;
+}
+
+Test(tools, a_call_read_out_as_it_grows)
+{
+    char name[GW_TOOL_NAME_MAX + 1];
+    static const char *const docs[] = {
+        "{\"name\": \"get_time\", \"arguments\": {\"city\": \"Oslo\", \"o\": {\"a\": {}}}}",
+        "{\n  \"name\": \"get_time\",\n  \"arguments\": {\"city\": \"Oslo\", \"o\": {\"a\": "
+        "{}}}\n}",
+        "{\"name\":\"get_time\",\"arguments\":{\"city\": \"Oslo\", \"o\": {\"a\": {}}} }",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+        char *a = read_out(GW_TOOLS_REQUIRED, docs[i], 1, name);
+        cr_expect_str_eq(name, "get_time");
+        cr_expect_str_eq(a, "{\"city\": \"Oslo\", \"o\": {\"a\": {}}}", "%s", docs[i]);
+        free(a);
+    }
+    /* cut short: everything after the head goes out */
+    char *a = read_out(GW_TOOLS_REQUIRED, "{\"name\": \"g\", \"arguments\": {\"x\": {", 2, name);
+    cr_expect_str_eq(a, "{\"x\": {");
+    free(a);
+    /* cut before the name closed: no call */
+    a = read_out(GW_TOOLS_REQUIRED, "{\"name\": \"get_ti", 2, name);
+    cr_expect_str_eq(a, "");
+    cr_expect_str_eq(name, "");
+    free(a);
+    /* a named function's text is its arguments, from the first byte */
+    a = read_out(GW_TOOLS_NAMED, "{\"a\": [1, {}]}", 1, name);
+    cr_expect_str_eq(a, "{\"a\": [1, {}]}");
+    cr_expect_str_eq(name, "f");
+    free(a);
+}
