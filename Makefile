@@ -310,8 +310,8 @@ build/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c engine/gguf.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_FLAGS) -Iengine -o $@ $^
 
-build/fuzz/fuzz_grammar: tests/fuzz/fuzz_grammar.c engine/grammar.c engine/tokenizer.c engine/engine.c \
-                        engine/gguf.c
+build/fuzz/fuzz_grammar: tests/fuzz/fuzz_grammar.c engine/grammar.c engine/pattern.c engine/tokenizer.c \
+                        engine/engine.c engine/gguf.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_FLAGS) -Iengine -o $@ $^ -ljansson -lutf8proc -lxxhash
 

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static eng_log_fn log_fn;
 static void *log_ud;
@@ -39,4 +40,17 @@ const char *eng_strerror(int rc)
     case ENG_EDEVICE: return "device error";
     }
     return "unknown error";
+}
+
+int eng_grow(void **p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    int c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return ENG_ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
 }

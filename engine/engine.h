@@ -6,6 +6,8 @@
 #ifndef ENG_ENGINE_H
 #define ENG_ENGINE_H
 
+#include <stddef.h>
+
 enum {
     ENG_OK = 0,
     ENG_EINVAL = -1,  /* a bad argument */
@@ -18,6 +20,10 @@ enum {
 };
 
 const char *eng_strerror(int rc);
+
+/* An array *p of *cap elements of elem bytes grown (doubling) to hold need: 0, or
+ * ENG_ENOMEM with *p unchanged. */
+int eng_grow(void **p, int *cap, int need, size_t elem);
 
 enum eng_log_level { ENG_LOG_DEBUG = 0, ENG_LOG_INFO, ENG_LOG_WARN, ENG_LOG_ERROR };
 typedef void (*eng_log_fn)(void *ud, int level, const char *msg);

@@ -2,6 +2,7 @@
 #include "grammar.h"
 
 #include "engine.h"
+#include "pattern.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -65,26 +66,16 @@ struct eng_grammar {
     size_t n_bytes, cap_bytes;
     struct nbound *nb;
     int n_nb, cap_nb;
+    eng_pattern **pats; /* N_STRING's sub, when it has a pattern */
+    int n_pats, cap_pats;
     int root;
 };
 
-static int grow(void **p, int *cap, int need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    int c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q) return ENG_ENOMEM;
-    *p = q;
-    *cap = c;
-    return 0;
-}
 
 static int new_node(eng_grammar *g, enum nkind kind)
 {
     if (g->n_nodes >= MAX_NODES) return ENG_EINVAL;
-    if (grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes))
+    if (eng_grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes))
         return ENG_ENOMEM;
     g->nodes[g->n_nodes] = (struct node){.kind = kind, .sub = -1, .hi = -1};
     return g->n_nodes++;
@@ -112,7 +103,7 @@ static struct lit add_bytes(eng_grammar *g, const char *s, size_t n)
 static int enum_node(eng_grammar *g, const char *const *texts, int n)
 {
     int id = new_node(g, N_ENUM);
-    if (id < 0 || grow((void **)&g->lits, &g->cap_lits, g->n_lits + n, sizeof *g->lits))
+    if (id < 0 || eng_grow((void **)&g->lits, &g->cap_lits, g->n_lits + n, sizeof *g->lits))
         return id < 0 ? id : ENG_ENOMEM;
     g->nodes[id].first = g->n_lits;
     g->nodes[id].count = n;
@@ -196,6 +187,7 @@ static const char *const structural[] = {
     "exclusiveMinimum",
     "exclusiveMaximum",
     "multipleOf",
+    "pattern",
 };
 
 static int listed(const char *key, const char *const *list, size_t n)
@@ -320,7 +312,7 @@ static int compile_enum(struct build *b, json_t *s, const char *path, int id)
         return fail(b, path, "enum has %zu values, more than %d", n, ENG_GM_MAX_PROPERTIES);
     const char *extra = other_keyword(s, (const char *const[]){"enum", "const", "type"}, 3);
     if (extra) return fail(b, path, "%s beside %s is not supported", extra, e ? "enum" : "const");
-    if (grow((void **)&g->lits, &g->cap_lits, g->n_lits + (int)n, sizeof *g->lits))
+    if (eng_grow((void **)&g->lits, &g->cap_lits, g->n_lits + (int)n, sizeof *g->lits))
         return ENG_ENOMEM;
     g->nodes[id].kind = N_ENUM;
     g->nodes[id].first = g->n_lits;
@@ -343,7 +335,7 @@ static int compile_enum(struct build *b, json_t *s, const char *path, int id)
 /* A union of the nodes made by alternatives [0, n), filled into id. */
 static int set_union(eng_grammar *g, int id, const int32_t *alt, int n)
 {
-    if (grow((void **)&g->alts, &g->cap_alts, g->n_alts + n, sizeof *g->alts)) return ENG_ENOMEM;
+    if (eng_grow((void **)&g->alts, &g->cap_alts, g->n_alts + n, sizeof *g->alts)) return ENG_ENOMEM;
     g->nodes[id].kind = N_UNION;
     g->nodes[id].first = g->n_alts;
     g->nodes[id].count = n;
@@ -398,7 +390,7 @@ static int compile_object(struct build *b, json_t *s, const char *path, int id)
                         json_string_value(r));
         local[j].required = 1;
     }
-    if (grow((void **)&g->props, &g->cap_props, g->n_props + (int)n, sizeof *g->props))
+    if (eng_grow((void **)&g->props, &g->cap_props, g->n_props + (int)n, sizeof *g->props))
         return ENG_ENOMEM;
     if (n) /* (g->props may still be NULL) */
         memcpy(g->props + g->n_props, local, sizeof *local * n);
@@ -580,9 +572,75 @@ static int compile_number(struct build *b, json_t *s, const char *t, const char 
     if (!range_holds(lo > -top ? lo : -top, hi < top ? hi : top, step))
         return fail(b, path, "no %s of at most 16 digits is within %s", real ? "number" : "integer",
                     kw[4] ? "its bounds and multipleOf" : "its bounds");
-    if (grow((void **)&g->nb, &g->cap_nb, g->n_nb + 1, sizeof *g->nb)) return ENG_ENOMEM;
+    if (eng_grow((void **)&g->nb, &g->cap_nb, g->n_nb + 1, sizeof *g->nb)) return ENG_ENOMEM;
     g->nb[g->n_nb] = (struct nbound){lo, hi, step};
     g->nodes[id].sub = g->n_nb++;
+    return 0;
+}
+
+/* The formats held to, as patterns (any other format is an annotation, as the standard
+ * has it). Dates are of days every year has (no 29 February); times carry their offset
+ * (RFC 3339). */
+#define DATE_RE                                                                                    \
+    "\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)"    \
+    "|02-(?:0[1-9]|1\\d|2[0-8]))"
+#define TIME_RE                                                                                    \
+    "(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d{1,6})?(?:Z|[+-](?:[01]\\d|2[0-3]):[0-5]\\d)"
+#define OCTET_RE "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
+static const struct {
+    const char *format, *re;
+} formats[] = {
+    {"date", "^" DATE_RE "$"},
+    {"time", "^" TIME_RE "$"},
+    {"date-time", "^" DATE_RE "T" TIME_RE "$"},
+    {"email", "^[A-Za-z0-9_%+-]+(?:\\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*"
+              "(?:\\.[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*)*\\.[A-Za-z]{2,}$"},
+    {"uuid", "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
+    {"ipv4", "^(?:" OCTET_RE "\\.){3}" OCTET_RE "$"},
+};
+
+/* A string node: its length bounds, and its pattern (or its format's) when it has one. */
+static int compile_string(struct build *b, json_t *s, const char *path, int id)
+{
+    eng_grammar *g = b->g;
+    int32_t lo = 0, hi = -1;
+    int rc = bounds(b, s, path, "minLength", "maxLength", &lo, &hi);
+    if (rc) return rc;
+    g->nodes[id] = (struct node){.kind = N_STRING, .sub = -1, .lo = lo, .hi = hi};
+    json_t *pat = json_object_get(s, "pattern");
+    const char *format = json_string_value(json_object_get(s, "format")), *re = NULL;
+    size_t len = 0;
+    if (pat) {
+        if (!json_is_string(pat)) return fail(b, path, "pattern must be a string");
+        re = json_string_value(pat);
+        len = json_string_length(pat);
+    } else if (format) {
+        for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+            if (!strcmp(format, formats[i].format)) re = formats[i].re;
+        if (re) len = strlen(re);
+    }
+    if (!re) return 0;
+    if (g->n_pats >= ENG_GM_MAX_PROPERTIES)
+        return fail(b, path, "more than %d patterns in one schema", ENG_GM_MAX_PROPERTIES);
+    eng_pattern *p;
+    char why[200];
+    rc = eng_pattern_compile(re, len, &p, why, sizeof why);
+    if (rc == ENG_ENOMEM) return rc;
+    if (rc) return fail(b, path, "%s", why);
+    eng_pat_set start;
+    eng_pat_start(p, &start);
+    if (!eng_pat_length_ok(p, &start, 0, lo, hi)) {
+        eng_pattern_destroy(p);
+        return fail(b, path,
+                    "no string of the pattern has a length within minLength and "
+                    "maxLength");
+    }
+    if (eng_grow((void **)&g->pats, &g->cap_pats, g->n_pats + 1, sizeof *g->pats)) {
+        eng_pattern_destroy(p);
+        return ENG_ENOMEM;
+    }
+    g->pats[g->n_pats] = p;
+    g->nodes[id].sub = g->n_pats++;
     return 0;
 }
 
@@ -592,13 +650,7 @@ static int compile_typed(struct build *b, json_t *s, const char *t, const char *
     eng_grammar *g = b->g;
     if (!strcmp(t, "object")) return compile_object(b, s, path, id);
     if (!strcmp(t, "array")) return compile_array(b, s, path, id);
-    if (!strcmp(t, "string")) {
-        int32_t lo = 0, hi = -1;
-        int rc = bounds(b, s, path, "minLength", "maxLength", &lo, &hi);
-        if (rc) return rc;
-        g->nodes[id] = (struct node){.kind = N_STRING, .sub = -1, .lo = lo, .hi = hi};
-        return 0;
-    }
+    if (!strcmp(t, "string")) return compile_string(b, s, path, id);
     if (!strcmp(t, "number") || !strcmp(t, "integer")) return compile_number(b, s, t, path, id);
     if (!strcmp(t, "boolean")) return set_union(g, id, (const int32_t[]){B_TRUE, B_FALSE}, 2);
     if (!strcmp(t, "null")) return set_union(g, id, (const int32_t[]){B_NULL}, 1);
@@ -682,7 +734,8 @@ static int fill(struct build *b, json_t *s, const char *path, int id)
     if (json_object_get(s, "items") || json_object_get(s, "minItems") ||
         json_object_get(s, "maxItems"))
         return compile_typed(b, s, "array", path, id);
-    if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
+    if (json_object_get(s, "minLength") || json_object_get(s, "maxLength") ||
+        json_object_get(s, "pattern"))
         return compile_typed(b, s, "string", path, id);
     if (json_object_get(s, "minimum") || json_object_get(s, "maximum") ||
         json_object_get(s, "exclusiveMinimum") || json_object_get(s, "exclusiveMaximum") ||
@@ -703,7 +756,7 @@ static int compile(struct build *b, json_t *s, const char *path)
     if (b->depth >= 64) return fail(b, path, "schemas nested more than 64 deep are not supported");
     int id = new_node(b->g, N_ANY);
     if (id < 0) return id == ENG_EINVAL ? fail(b, path, "the schema is too large") : id;
-    if (grow((void **)&b->memo, &b->cap_memo, b->n_memo + 1, sizeof *b->memo)) return ENG_ENOMEM;
+    if (eng_grow((void **)&b->memo, &b->cap_memo, b->n_memo + 1, sizeof *b->memo)) return ENG_ENOMEM;
     b->memo[b->n_memo++] = (struct memo){s, id};
     b->depth++;
     int rc = fill(b, s, path, id);
@@ -720,6 +773,9 @@ void eng_grammar_destroy(eng_grammar *g)
     free(g->alts);
     free(g->bytes);
     free(g->nb);
+    for (int i = 0; i < g->n_pats; i++)
+        eng_pattern_destroy(g->pats[i]);
+    free(g->pats);
     free(g);
 }
 
@@ -782,9 +838,10 @@ struct frame {
 struct thread {
     uint8_t depth, spaces, newlines, pad;
     uint32_t pad2;
-    /* a bounded number being written (its frame on top): the digits before and after the
-     * point as integers; 0 otherwise, so that threads compare alike */
-    uint64_t num_i, num_f;
+    /* the leaf being written (its frame on top): a bounded number's digits before and after
+     * the point as integers (aux[0], aux[1]), a pattern's state (an eng_pat_set); 0
+     * otherwise, so that threads compare alike */
+    uint64_t aux[4];
     struct frame f[ENG_GM_MAX_DEPTH];
 };
 
@@ -797,6 +854,20 @@ struct tset {
 /* A byte's steps over all threads: a schema of unions within unions (64 alternatives of 64
  * of 64 ...) would otherwise cost exponential time on the engine's thread */
 #define MAX_STEP_WORK 4096
+
+_Static_assert(sizeof(eng_pat_set) == sizeof(((struct thread *)0)->aux),
+               "a pattern's state fits a thread's aux words");
+
+/* A pattern's state in a thread's aux words. */
+static void pat_get(const struct thread *t, eng_pat_set *s)
+{
+    memcpy(s, t->aux, sizeof *s);
+}
+
+static void pat_put(struct thread *t, const eng_pat_set *s)
+{
+    memcpy(t->aux, s, sizeof *s);
+}
 
 #define THREAD_BYTES(t) (offsetof(struct thread, f) + sizeof(struct frame) * (t)->depth)
 
@@ -866,8 +937,8 @@ static int number_complete(uint8_t phase)
 /* A bounded number's value so far, in its node's units. */
 static i128 number_value(const struct thread *t, const struct frame *f, int real)
 {
-    i128 v = (i128)t->num_i * (real ? pow10_(MAX_FRAC_DIGITS) : 1);
-    if (f->phase == P_FRAC) v += (i128)t->num_f * pow10_(MAX_FRAC_DIGITS - (int)f->a);
+    i128 v = (i128)t->aux[0] * (real ? pow10_(MAX_FRAC_DIGITS) : 1);
+    if (f->phase == P_FRAC) v += (i128)t->aux[1] * pow10_(MAX_FRAC_DIGITS - (int)f->a);
     return f->b ? -v : v;
 }
 
@@ -903,8 +974,8 @@ static int number_viable(const eng_grammar *g, const struct thread *t, const str
             hi = lo + pow10_(MAX_FRAC_DIGITS - (int)f->a) - 1;
         } else {
             i128 p = pow10_(j);
-            lo = (i128)t->num_i * p * unit;
-            hi = ((i128)t->num_i + 1) * p * unit - 1;
+            lo = (i128)t->aux[0] * p * unit;
+            hi = ((i128)t->aux[0] + 1) * p * unit - 1;
         }
         if (f->b) {
             i128 x = lo;
@@ -966,6 +1037,11 @@ static void value_start(const eng_grammar *g, struct thread *t, uint8_t c, struc
     case N_STRING:
         if (c != '"') return;
         *f = (struct frame){.node = f->node, .kind = F_STR, .phase = S_PLAIN};
+        if (n->sub >= 0) {
+            eng_pat_set st;
+            eng_pat_start(g->pats[n->sub], &st);
+            pat_put(t, &st);
+        }
         taken(t, out);
         return;
     case N_NUMBER:
@@ -1128,8 +1204,111 @@ static void array_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct
     if (push(t, F_VALUE, n->sub)) step(g, t, c, out, expansions);
 }
 
+/* A whole character cp of a string with a pattern: taken when the pattern goes on with it
+ * and a length within the node's bounds stays possible. */
+static int pattern_char(const eng_grammar *g, struct thread *t, const struct node *n,
+                        struct frame *f, uint32_t cp)
+{
+    const eng_pattern *p = g->pats[n->sub];
+    eng_pat_set s, next;
+    pat_get(t, &s);
+    if (!eng_pat_step(p, &s, cp, &next) || !eng_pat_length_ok(p, &next, f->a + 1, n->lo, n->hi))
+        return 0;
+    pat_put(t, &next);
+    f->a++;
+    return 1;
+}
+
+/* The code points a UTF-8 character may still be, with r continuation bytes to come after
+ * the bits so far (prefix) of one of len bytes: whether the pattern takes one of them. */
+static int pattern_may(const eng_grammar *g, const struct thread *t, const struct node *n,
+                       uint32_t prefix, int r, int len)
+{
+    static const uint32_t lo_of[] = {0, 0, 0x80, 0x800, 0x10000};
+    static const uint32_t hi_of[] = {0, 0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+    uint32_t lo = prefix << (6 * r), hi = ((prefix + 1) << (6 * r)) - 1;
+    if (lo < lo_of[len]) lo = lo_of[len];
+    if (hi > hi_of[len]) hi = hi_of[len];
+    if (lo > hi) return 0;
+    eng_pat_set s;
+    pat_get(t, &s);
+    return eng_pat_any(g->pats[n->sub], &s, lo, hi); /* (classes hold no surrogates) */
+}
+
+/* string_byte() for a string with a pattern: each character goes through the pattern's
+ * automaton as it completes; a lead byte or an escape is taken only when some character it
+ * may begin is taken. F_STR's b: UTF-8 bytes due | the bits so far << 8; pos: the
+ * character's length. \u escapes are not written in such a string. */
+static void pattern_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct tset *out)
+{
+    static const char escapes[] = "\"\\/bfnrt", as[] = "\"\\/\b\f\n\r\t";
+    struct frame *f = &t->f[t->depth - 1];
+    const struct node *n = &g->nodes[f->node];
+    eng_pat_set s;
+    switch (f->phase) {
+    case S_PLAIN:
+        if (c == '"') {
+            pat_get(t, &s);
+            if (f->a < (uint32_t)n->lo || !eng_pat_accepting(g->pats[n->sub], &s)) return;
+            memset(t->aux, 0, sizeof t->aux);
+            t->depth--;
+            taken(t, out);
+            return;
+        }
+        if (c < 0x20 || (n->hi >= 0 && f->a >= (uint32_t)n->hi)) return;
+        if (c == '\\') {
+            int any = 0;
+            for (int i = 0; as[i] && !any; i++)
+                any = pattern_may(g, t, n, (uint8_t)as[i], 0, 1);
+            if (!any) return;
+            f->phase = S_ESCAPE;
+        } else if (c < 0x80) {
+            if (!pattern_char(g, t, n, f, c)) return;
+        } else {
+            int more = c >= 0xC2 && c <= 0xDF   ? 1
+                       : c >= 0xE0 && c <= 0xEF ? 2
+                       : c >= 0xF0 && c <= 0xF4 ? 3
+                                                : 0;
+            uint32_t bits = c & (0x3Fu >> more);
+            if (!more || !pattern_may(g, t, n, bits, more, more + 1)) return;
+            f->phase = S_UTF8;
+            f->b = (uint32_t)more | bits << 8;
+            f->pos = (uint16_t)(more + 1);
+        }
+        taken(t, out);
+        return;
+    case S_UTF8: {
+        if ((c & 0xC0) != 0x80) return;
+        int r = (int)(f->b & 0xFF) - 1;
+        uint32_t bits = (f->b >> 8) << 6 | (c & 0x3F);
+        if (!pattern_may(g, t, n, bits, r, f->pos)) return;
+        if (r == 0) {
+            if (!pattern_char(g, t, n, f, bits)) return;
+            f->phase = S_PLAIN;
+            f->b = 0;
+            f->pos = 0;
+        } else {
+            f->b = (uint32_t)r | bits << 8;
+        }
+        taken(t, out);
+        return;
+    }
+    case S_ESCAPE: {
+        const char *e = c ? strchr(escapes, c) : NULL;
+        if (!e || !pattern_char(g, t, n, f, (uint8_t)as[e - escapes])) return;
+        f->phase = S_PLAIN;
+        taken(t, out);
+        return;
+    }
+    }
+}
+
 static void string_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct tset *out)
 {
+    if (g->nodes[t->f[t->depth - 1].node].sub >= 0) {
+        pattern_byte(g, t, c, out);
+        return;
+    }
     struct frame *f = &t->f[t->depth - 1];
     const struct node *n = &g->nodes[f->node];
     switch (f->phase) {
@@ -1209,9 +1388,9 @@ static int number_byte(const eng_grammar *g, struct thread *t, struct frame *f, 
     if (c == '-') {
         f->b = 1;
     } else if (f->phase == P_ZERO || f->phase == P_INT) {
-        t->num_i = phase == P_START || phase == P_MINUS ? d : t->num_i * 10 + d;
+        t->aux[0] = phase == P_START || phase == P_MINUS ? d : t->aux[0] * 10 + d;
     } else if (f->phase == P_FRAC) {
-        t->num_f = phase == P_DOT ? d : t->num_f * 10 + d;
+        t->aux[1] = phase == P_DOT ? d : t->aux[1] * 10 + d;
     }
     return number_viable(g, t, f);
 }
@@ -1318,7 +1497,7 @@ static void step(const eng_grammar *g, const struct thread *src, uint8_t c, stru
             if (r > 0) taken(&t, out);
             if (r >= 0 || !number_done(g, &t, f)) return;
             t.depth--; /* the number is complete: c belongs to what holds it */
-            t.num_i = t.num_f = 0;
+            memset(t.aux, 0, sizeof t.aux);
             continue;
         }
         }
@@ -1447,7 +1626,7 @@ static int32_t child_of(eng_gm_vocab *gv, int32_t at, uint8_t c)
     int32_t *link = &gv->node[at].child;
     for (; *link >= 0; link = &gv->node[*link].sibling)
         if (gv->node[*link].byte == c) return *link;
-    if (grow((void **)&gv->node, &gv->cap_node, gv->n_node + 1, sizeof *gv->node))
+    if (eng_grow((void **)&gv->node, &gv->cap_node, gv->n_node + 1, sizeof *gv->node))
         return ENG_ENOMEM;
     link = &gv->node[at].child; /* the array may have moved */
     while (*link >= 0)
@@ -1467,7 +1646,7 @@ int eng_gm_vocab_create(const tok_vocab *v, eng_gm_vocab **out)
     gv->kind = calloc((size_t)n, 1);
     gv->same = malloc(sizeof *gv->same * (size_t)n);
     if (!gv->kind || !gv->same ||
-        grow((void **)&gv->node, &gv->cap_node, 1 << 16, sizeof *gv->node))
+        eng_grow((void **)&gv->node, &gv->cap_node, 1 << 16, sizeof *gv->node))
         goto fail;
     gv->node[0] = (struct tnode){.child = -1, .sibling = -1, .token = -1};
     gv->n_node = 1;

@@ -33,12 +33,14 @@
  * Schema keywords read: type (a name or a list), properties, required,
  * additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum,
  * maximum, exclusiveMinimum and exclusiveMaximum (numbers, or draft 4's flags),
- * multipleOf, enum, const, anyOf, oneOf (generated as anyOf), allOf of one schema, $ref to
- * "#", "#/$defs/..." or "#/definitions/...", true and {} (any value). Annotations are ignored: title,
- * description, default, examples, format (an annotation by the standard), $schema, $id,
- * $comment, deprecated, readOnly, writeOnly, and the definitions' containers. Any other
- * keyword (pattern, prefixItems, uniqueItems, not, if/then/else, ...) is refused by name,
- * since the output could break it.
+ * multipleOf, pattern (pattern.h: a string's characters go through its automaton; a
+ * string held to one is written without \u escapes), format date, time, date-time, email,
+ * uuid and ipv4 (held to as patterns; other formats are annotations, as the standard has
+ * them), enum, const, anyOf, oneOf (generated as anyOf), allOf of one schema, $ref to "#",
+ * "#/$defs/..." or "#/definitions/...", true and {} (any value). Annotations are ignored:
+ * title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,
+ * writeOnly, and the definitions' containers. Any other keyword (prefixItems, uniqueItems,
+ * not, if/then/else, ...) is refused by name, since the output could break it.
  *
  * Ownership and threads: a grammar is immutable after creation and may be read by many
  * matchers on any thread; it must outlive them. A matcher belongs to one sequence and is

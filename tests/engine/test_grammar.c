@@ -401,12 +401,81 @@ Test(grammar, numbers_within_bounds)
     refuses_at(rating, "{\"stars\": 7}", 10);
 }
 
+/* pattern (ECMA-262, not anchored unless it says so) and the formats held to: the string's
+ * characters, escaped or not, go through the pattern; a lead byte or an escape only when a
+ * character it begins is taken; the string closes only on a match of the right length */
+Test(grammar, strings_held_to_patterns_and_formats)
+{
+    const char *code = "{\"type\": \"string\", \"pattern\": \"^[A-Z]{2}-\\\\d{3}$\"}";
+    cr_expect(accepts(code, "\"AB-123\""));
+    refuses_at(code, "\"Ab-123\"", 2);
+    refuses_at(code, "\"AB-12\"", 6);
+    refuses_at(code, "\"AB-1234\"", 7);
+    refuses_at(code, "\"\\u0041B-123\"", 1); /* no escape is of a capital letter */
+    const char *tail = "{\"type\": \"string\", \"pattern\": \"end$\"}";
+    cr_expect(accepts(tail, "\"the end\""));
+    refuses_at(tail, "\"the ending\"", 11);
+    /* escapes are characters: a quote, a line break */
+    const char *quoted = "{\"type\": \"string\", \"pattern\": \"^\\\"[a-z]+\\\"\\n?$\"}";
+    cr_expect(accepts(quoted, "\"\\\"hi\\\"\\n\""));
+    refuses_at(quoted, "\"\\t", 2);
+    refuses_at(quoted, "\"\\u0022", 2); /* no \u escapes in such a string */
+    /* UTF-8: a lead byte whose characters the class holds none of is refused at once */
+    const char *accents = "{\"type\": \"string\", \"pattern\": \"^[\xc3\xa0-\xc3\xbf]+$\"}";
+    cr_expect(accepts(accents, "\"\xc3\xa9t\xc3\xa9\"") == 0);
+    cr_expect(accepts(accents, "\"\xc3\xa9\xc3\xa8\""));
+    refuses_at(accents, "\"\xc4\x80\"", 1);
+    refuses_at(accents, "\"\xc3\x80\"", 2);
+    /* with lengths: a match of 3 or 6 characters, at most 4 */
+    const char *zip = "{\"type\": \"string\", \"pattern\": \"^\\\\d{3}(-\\\\d{2})?$\", "
+                      "\"maxLength\": 4}";
+    cr_expect(accepts(zip, "\"123\""));
+    refuses_at(zip, "\"123-\"", 4);
+    /* formats */
+    const char *date = "{\"type\": \"string\", \"format\": \"date\"}";
+    cr_expect(accepts(date, "\"2024-12-31\""));
+    cr_expect(accepts(date, "\"2023-02-28\""));
+    refuses_at(date, "\"2024-13-01\"", 7);
+    refuses_at(date, "\"2024-02-30\"", 9);
+    refuses_at(date, "\"2024-04-31\"", 10);
+    const char *dt = "{\"type\": \"string\", \"format\": \"date-time\"}";
+    cr_expect(accepts(dt, "\"2024-05-06T07:08:09Z\""));
+    cr_expect(accepts(dt, "\"2024-05-06T23:59:59.123+02:00\""));
+    refuses_at(dt, "\"2024-05-06 07:08:09Z\"", 11);
+    refuses_at(dt, "\"2024-05-06T24:00:00Z\"", 13);
+    cr_expect(accepts("{\"type\": \"string\", \"format\": \"uuid\"}",
+                      "\"123e4567-e89b-12d3-a456-426614174000\""));
+    refuses_at("{\"type\": \"string\", \"format\": \"uuid\"}", "\"123g", 4);
+    const char *mail = "{\"type\": \"string\", \"format\": \"email\"}";
+    cr_expect(accepts(mail, "\"bo.li+x@mail.example.org\""));
+    refuses_at(mail, "\"bo..li@x.org\"", 4);
+    cr_expect_not(accepts(mail, "\"bo@localhost\""));
+    const char *ip = "{\"type\": \"string\", \"format\": \"ipv4\"}";
+    cr_expect(accepts(ip, "\"192.168.0.255\""));
+    refuses_at(ip, "\"256", 3);
+    refuses_at(ip, "\"01", 2);
+    /* a format not held to stays an annotation */
+    cr_expect(accepts("{\"type\": \"string\", \"format\": \"uri\"}", "\"not a uri\""));
+    /* a pattern without a type describes a string; in a type list it binds the string */
+    cr_expect(accepts("{\"pattern\": \"^a+$\"}", "\"aaa\""));
+    cr_expect(accepts("{\"type\": [\"string\", \"integer\"], \"pattern\": \"^a+$\"}", "12"));
+    /* after a pattern string, the next value starts afresh */
+    cr_expect(accepts("{\"type\": \"array\", \"items\": {\"type\": \"string\", \"pattern\": "
+                      "\"^x$\"}}",
+                      "[\"x\", \"x\"]"));
+}
+
 Test(grammar, schemas_refused_by_name)
 {
     compile_error("{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", "
-                  "\"pattern\": \"^[A-Z]+$\"}}}",
-                  "properties.code: pattern is not supported");
+                  "\"pattern\": \"^(?=[A-Z])\"}}}",
+                  "properties.code: pattern: lookaround is not supported");
     compile_error("{\"type\": \"array\", \"uniqueItems\": true}", "uniqueItems is not supported");
+    compile_error("{\"type\": \"string\", \"pattern\": \"(a)\\\\1\"}",
+                  "pattern: backreferences are not supported");
+    compile_error("{\"type\": \"string\", \"pattern\": \"^\\\\d{3}$\", \"maxLength\": 2}",
+                  "no string of the pattern has a length within");
+    compile_error("{\"type\": \"string\", \"pattern\": 5}", "pattern must be a string");
     compile_error("{\"type\": \"integer\", \"minimum\": \"1\"}", "minimum must be a number");
     compile_error("{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 4}",
                   "no integer of at most 16 digits is within its bounds");
@@ -517,6 +586,11 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     cr_expect(first > 1 && first < 400, "%d", first);
     mask_matches_allows(big, "2");
     mask_matches_allows("{\"type\": \"number\", \"minimum\": -1, \"maximum\": 0.5}", "-0.");
+    /* a string held to a pattern: only what can go on with a match */
+    const char *dt = "{\"type\": \"string\", \"format\": \"date-time\"}";
+    int in_date = mask_matches_allows(dt, "\"2024-0");
+    cr_expect(in_date > 1 && in_date < 100, "%d", in_date);
+    mask_matches_allows("{\"type\": \"string\", \"pattern\": \"^[\xc3\xa0-\xc3\xbf]+$\"}", "\"");
     /* complete: only the end-of-generation tokens */
     int end = mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4}");
     int eog = 0;

@@ -42,7 +42,10 @@ def grammars():
             b"\0" + b'{\n  "k": [1.5e3, true, null, {"x": "\xc3\xa9"}]\n}',
             b'{"$defs": {"L": {"$ref": "#/$defs/L"}}, "$ref": "#/$defs/L"}\0' + b"1",
             b'{"type": "array", "items": {"type": ["number", "integer"], "minimum": -2.5, '
-            b'"exclusiveMaximum": 1e3, "multipleOf": 0.25}}\0' + b"[-2.25, 999.75, 0.5]"]
+            b'"exclusiveMaximum": 1e3, "multipleOf": 0.25}}\0' + b"[-2.25, 999.75, 0.5]",
+            b'{"type": "object", "properties": {"c": {"type": "string", "pattern": '
+            b'"^(?:[A-Z]{2}|x\\\\d+)-[^\\\\s]*$", "maxLength": 9}, "d": {"type": "string", '
+            b'"format": "date-time"}}}\0' + b'{"c": "AB-\xc3\xa9\\n", "d": "2024-01-02T03:04:05Z"}']
 
 
 def main():
