@@ -446,12 +446,30 @@ static int compile_array(struct build *b, json_t *s, const char *path, int id)
 #define MAX_FRAC_DIGITS 16
 #define MAX_EXP_DIGITS 3
 
+/* 10^e for e in [0, 38] (10^19 fits 64 bits; above, a product of two) */
 static i128 pow10_(int e)
 {
-    i128 p = 1;
-    while (e-- > 0)
-        p *= 10;
-    return p;
+    static const uint64_t p[20] = {1ULL,
+                                   10ULL,
+                                   100ULL,
+                                   1000ULL,
+                                   10000ULL,
+                                   100000ULL,
+                                   1000000ULL,
+                                   10000000ULL,
+                                   100000000ULL,
+                                   1000000000ULL,
+                                   10000000000ULL,
+                                   100000000000ULL,
+                                   1000000000000ULL,
+                                   10000000000000ULL,
+                                   100000000000000ULL,
+                                   1000000000000000ULL,
+                                   10000000000000000ULL,
+                                   100000000000000000ULL,
+                                   1000000000000000000ULL,
+                                   10000000000000000000ULL};
+    return e <= 19 ? (i128)p[e] : (i128)p[19] * p[e - 19];
 }
 
 /* Beyond every number that is written (16 digits, 16 after the point, in 10^-16 units). */
@@ -561,11 +579,20 @@ static int compile_number(struct build *b, json_t *s, const char *t, const char 
     }
     if (kw[4]) {
         if (json_number_value(kw[4]) <= 0) return fail(b, path, "multipleOf must be above 0");
-        step = to_units(kw[4], frac, 1, &exact);
+        /* read in 10^-16 units; for an integer, the whole numbers it divides are the
+         * multiples of step / gcd(step, 10^16) (0.5: any; 0.3: those of 3) */
+        step = to_units(kw[4], MAX_FRAC_DIGITS, 1, &exact);
         if (!exact || step >= beyond)
-            return fail(b, path,
-                        real ? "multipleOf must be a multiple of 1e-16 below 1e16"
-                             : "multipleOf of an integer must be a whole number below 1e16");
+            return fail(b, path, "multipleOf must be a multiple of 1e-16 below 1e16");
+        if (!real) {
+            i128 a = step, c = pow10_(MAX_FRAC_DIGITS);
+            while (c) {
+                i128 r = a % c;
+                a = c;
+                c = r;
+            }
+            step /= a;
+        }
     }
     /* the numbers written: 16 digits, and for a number node 16 after the point */
     i128 top = real ? beyond - 1 : pow10_(MAX_INT_DIGITS) - 1;

@@ -443,6 +443,7 @@ static int parse_tools(json_t *b, struct chat_req *c, struct parsed *p)
     if (rc) /* (gw_tools_check compiled it) */
         return bad(p, NULL, "out of memory");
     c->job.params.grammar = c->grammar;
+    c->job.params.n_stop = 0; /* a stop string would cut the call's JSON */
     make_id(c->call_id, "call_");
     gw_call_reader_init(&c->call, &c->tools);
     return 0;
@@ -703,8 +704,12 @@ static json_t *call_json(struct chat_req *c, int head, int stream, const char *a
 static void send_call(struct chat_req *c, int final)
 {
     size_t from, to;
-    if (!gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to) ||
-        (c->call_started && from == to))
+    if (!gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to)) {
+        if (final == 2 && c->len) /* cut short before the name: the text, as replied whole */
+            send_chunk(c, c->text, c->len, NULL);
+        return;
+    }
+    if (c->call_started && from == to)
         return;
     json_t *o = envelope(c, "chat.completion.chunk");
     json_t *ch = json_object(), *delta = json_object();

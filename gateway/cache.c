@@ -157,7 +157,8 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
             return -1;
         }
         json_t *tc = json_object_get(m, "tool_calls"), *call;
-        if (tc && !json_is_null(tc) && (!json_is_array(tc) || strcmp(role, "assistant"))) {
+        if (tc && !json_is_null(tc) && (!json_is_array(tc) || strcmp(role, "assistant")) &&
+            !(json_is_array(tc) && !json_array_size(tc))) {
             snprintf(msg, len, "messages[%zu].tool_calls: only an assistant message has tool "
                      "calls, as an array.", i);
             return -1;
@@ -1008,7 +1009,7 @@ static int import_format_check(json_t *rf, json_t *answer, char *err, size_t err
     int rc = oai_response_format(rf, &g, why, sizeof why);
     if (!rc && !g) return 0; /* text */
     if (rc) {
-        snprintf(err, errlen, rc == -2 ? "out of memory" : "\"response_format\": %s", why);
+        snprintf(err, errlen, "%s", rc == -2 ? "out of memory" : why);
         return rc;
     }
     rc = -1;

@@ -2,6 +2,7 @@
 #include "tools.h"
 
 #include "cache.h"
+#include "engine.h"
 #include "grammar.h"
 #include "oai.h"
 
@@ -21,6 +22,15 @@ static int refuse(const char **param, char *msg, size_t len, const char *key, co
 static int absent(json_t *v)
 {
     return !v || json_is_null(v);
+}
+
+/* Asks for nothing: absent, null, false, 0, "", [] or {} (as oai_params_check reads it). */
+static int empty(json_t *v)
+{
+    return absent(v) || json_is_false(v) || (json_is_integer(v) && !json_integer_value(v)) ||
+           (json_is_string(v) && !json_string_length(v)) ||
+           (json_is_array(v) && !json_array_size(v)) ||
+           (json_is_object(v) && !json_object_size(v));
 }
 
 static int name_ok(const char *s)
@@ -274,15 +284,36 @@ static char *call_prompt(json_t *b)
 
 /* ---- checks ---------------------------------------------------------------------------- */
 
+/* Whether the grammar can hold a call's arguments to function i's parameters; -1 with the
+ * reason, naming the function's place, when it cannot. */
+static int held(json_t *tool, size_t i, const char **param, char *msg, size_t len)
+{
+    json_t *p = parameters(tool);
+    char *schema = p ? json_dumps(p, JSON_COMPACT) : NULL, err[200];
+    json_decref(p);
+    if (!schema)
+        return refuse(param, msg, len, "tools", "out of memory", NULL);
+    eng_grammar *g = NULL;
+    int rc = eng_grammar_create(schema, strlen(schema), &g, err, sizeof err);
+    free(schema);
+    eng_grammar_destroy(g);
+    if (!rc)
+        return 0;
+    *param = "tools";
+    snprintf(msg, len, "tools[%zu].function.parameters: %s", i,
+             rc == ENG_ENOMEM ? "out of memory" : err);
+    return -1;
+}
+
 int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
 {
     json_t *tools = json_object_get(b, "tools"), *tc = json_object_get(b, "tool_choice");
     const char *s = json_string_value(tc);
-    if (!absent(json_object_get(b, "functions")))
+    if (!empty(json_object_get(b, "functions")))
         return refuse(param, msg, len, "functions",
                       "functions (the deprecated form of tools) is not supported; use tools.",
                       NULL);
-    if (!absent(tc) && !(s && (!strcmp(s, "none") || !strcmp(s, "auto") ||
+    if (!empty(tc) && !(s && (!strcmp(s, "none") || !strcmp(s, "auto") ||
                                !strcmp(s, "required"))) &&
         !(json_is_object(tc) && json_is_string(json_object_get(tc, "type")) &&
           !strcmp(json_string_value(json_object_get(tc, "type")), "function") &&
@@ -291,7 +322,7 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
                       "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": "
                       "\"function\", \"function\": {\"name\": a function's name}}.",
                       NULL);
-    if (!absent(tools) && !json_is_array(tools))
+    if (!empty(tools) && !json_is_array(tools))
         return refuse(param, msg, len, "tools", "tools must be an array.", NULL);
     size_t n = json_array_size(tools);
     enum gw_tool_mode mode = mode_of(b);
@@ -312,6 +343,13 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
                       NULL);
     if (n > GW_TOOLS_MAX)
         return refuse(param, msg, len, "tools", "tools lists more than 64 functions.", NULL);
+    /* required: every function is a reading of the call until its name is written, and a
+     * matcher follows at most ENG_GM_MAX_THREADS at once */
+    if (mode == GW_TOOLS_REQUIRED && n > ENG_GM_MAX_THREADS)
+        return refuse(param, msg, len, "tools",
+                      "tool_choice \"required\" takes at most 16 functions in tools; name the "
+                      "function to call, or send fewer.",
+                      NULL);
     size_t i, j;
     json_t *tool;
     int found = 0;
@@ -343,6 +381,8 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
             if (!strcmp(name_of(json_array_get(tools, j)), name))
                 return refuse(param, msg, len, "tools", "tools names the function %s twice.",
                               name);
+        if (held(tool, i, param, msg, len))
+            return -1;
         found |= chosen(b) && !strcmp(chosen(b), name);
     }
     if (mode == GW_TOOLS_NAMED && !found)
@@ -365,12 +405,8 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
     int rc = eng_grammar_create(schema, strlen(schema), &g, err, sizeof err);
     free(schema);
     eng_grammar_destroy(g);
-    if (rc) {
-        char what[260];
-        snprintf(what, sizeof what, "%s", err);
-        return refuse(param, msg, len, "tools",
-                      "tools: a function's parameters cannot be held to: %s", what);
-    }
+    if (rc) /* (each function's parameters compiled alone: only the union is new) */
+        return refuse(param, msg, len, "tools", "tools: the call cannot be held to: %s", err);
     return 0;
 }
 

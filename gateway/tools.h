@@ -9,6 +9,9 @@
  * piece), content null, finish_reason "tool_calls" ("stop" for a named function, as
  * OpenAI answers).
  *
+ * "required" takes at most ENG_GM_MAX_THREADS (16) functions: until its name is written,
+ * each is a reading the grammar's matcher follows. Stop strings are not applied to a call.
+ *
  * tool_choice "auto" (the default when tools are given) is refused: deciding whether to
  * call at all is the model's, and the models served here are not trained to (a 400 says
  * so; "none" takes the tools and answers with text). A conversation may carry earlier

@@ -164,6 +164,32 @@ def test_max_tokens_cuts_a_call_with_length(server):
     assert ch.finish_reason == "length"
     with pytest.raises(ValueError):
         json.loads(ch.message.tool_calls[0].function.arguments)
+    # cut before the function's name is known: the text, streamed as replied whole
+    kw = dict(model=MODEL, messages=user("Weather in Paris?"), tools=TOOLS, temperature=0,
+              max_tokens=2, tool_choice="required")
+    whole = sdk(server).chat.completions.create(**kw).choices[0]
+    assert whole.finish_reason == "length" and not whole.message.tool_calls
+    assert whole.message.content.startswith("{")
+    chunks = [ch for ch in sdk(server).chat.completions.create(stream=True, **kw) if ch.choices]
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks) == whole.message.content
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
+def test_stop_strings_do_not_cut_a_call(server):
+    """A stop string (agent frameworks send some) would cut the call's JSON: it is not
+    applied to a call."""
+    r = sdk(server).chat.completions.create(
+        model=MODEL, messages=user("Weather in Paris?"), tools=[WEATHER], temperature=0,
+        tool_choice="required", max_tokens=80, stop=["\"", "\n", "}"])
+    assert r.choices[0].finish_reason == "tool_calls"
+    check_weather_args(r.choices[0].message.tool_calls[0].function.arguments)
+
+
+def test_neutral_values_ask_for_nothing(server):
+    r = sdk(server).chat.completions.create(
+        model=MODEL, messages=user("Say hi."), temperature=0, max_tokens=5,
+        extra_body={"functions": [], "tools": [], "tool_choice": "none"})
+    assert r.choices[0].message.content and not r.choices[0].message.tool_calls
 
 
 def test_calls_are_not_cached(server):
@@ -188,9 +214,12 @@ def test_calls_are_not_cached(server):
      "tools", "only function tools"),
     ({"tools": [{"type": "function", "function": {"name": "bad name!"}}],
       "tool_choice": "required"}, "tools", "letters, digits"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"code": {"type": "string", "pattern": "^A"}}}}}],
-      "tool_choice": "required"}, "tools", "pattern is not supported"),
+    ({"tools": [WEATHER, {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"code": {"type": "string", "pattern": "^(?=A)"}}}}}],
+      "tool_choice": "required"}, "tools",
+     "tools[1].function.parameters: properties.code: pattern: lookaround is not supported"),
+    ({"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(17)],
+      "tool_choice": "required"}, "tools", "at most 16 functions"),
     ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}},
      "response_format", "tool call"),
     ({"tools": TOOLS, "tool_choice": "required", "logprobs": True}, "logprobs", "tool call"),

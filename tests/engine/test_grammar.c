@@ -376,6 +376,10 @@ Test(grammar, numbers_within_bounds)
     cr_expect(accepts(five, "100"));
     cr_expect_not(accepts(five, "7"));
     refuses_at(five, "76", 1);
+    /* an integer's fractional multipleOf: the whole numbers it divides */
+    cr_expect(accepts("{\"type\": \"integer\", \"multipleOf\": 0.5}", "7"));
+    cr_expect(accepts("{\"type\": \"integer\", \"multipleOf\": 0.3}", "-12"));
+    cr_expect_not(accepts("{\"type\": \"integer\", \"multipleOf\": 0.3}", "7"));
     const char *cents = "{\"type\": \"number\", \"minimum\": 0, \"multipleOf\": 0.01}";
     cr_expect(accepts(cents, "19.99"));
     cr_expect(accepts(cents, "3.1"));
@@ -484,8 +488,8 @@ Test(grammar, schemas_refused_by_name)
     compile_error("{\"type\": \"integer\", \"minimum\": 1e17}", "no integer of at most 16 digits");
     compile_error("{\"type\": \"number\", \"minimum\": 1, \"maximum\": 1.5, \"multipleOf\": 2}",
                   "within its bounds and multipleOf");
-    compile_error("{\"type\": \"integer\", \"multipleOf\": 0.5}",
-                  "multipleOf of an integer must be a whole number");
+    compile_error("{\"type\": \"integer\", \"multipleOf\": 1e-17}",
+                  "multipleOf must be a multiple of 1e-16");
     compile_error("{\"type\": \"number\", \"multipleOf\": 0}", "multipleOf must be above 0");
     compile_error("{\"type\": \"number\", \"exclusiveMinimum\": true}",
                   "exclusiveMinimum is true without minimum");

@@ -91,7 +91,8 @@ Test(tools, checks_name_what_is_wrong)
         {"{\"tools\": [" PING ", {\"type\": \"function\", \"function\": {\"name\": \"g\", "
          "\"parameters\": {\"type\": \"array\", \"uniqueItems\": true}}}], \"tool_choice\": "
          "\"required\"}",
-         "tools", "anyOf.1.properties.arguments: uniqueItems is not supported"},
+         "tools", "tools[1].function.parameters: uniqueItems is not supported"},
+        /* neutral values ask for nothing */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         json_t *b = load(bad[i].req);
@@ -102,10 +103,38 @@ Test(tools, checks_name_what_is_wrong)
         cr_expect(strstr(msg, bad[i].words) != NULL, "%s: %s", bad[i].req, msg);
         json_decref(b);
     }
-    json_t *b = load("{\"tools\": [" PING ", " ORDER "], \"tool_choice\": \"required\"}");
+    static const char *const good[] = {
+        "{\"tools\": [" PING ", " ORDER "], \"tool_choice\": \"required\"}",
+        "{\"functions\": [], \"tools\": {}, \"tool_choice\": \"\"}",
+        "{\"tools\": [], \"tool_choice\": \"auto\"}",
+        "{\"tools\": [" PING "], \"tool_choice\": \"none\"}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        json_t *b = load(good[i]);
+        const char *param = NULL;
+        char msg[400];
+        cr_expect_eq(gw_tools_check(b, &param, msg, sizeof msg), 0, "%s: %s", good[i], msg);
+        json_decref(b);
+    }
+    /* required: 16 functions at most (each a reading until the name is written) */
+    char many[4096] = "{\"tool_choice\": \"required\", \"tools\": [";
+    for (int i = 0; i < 17; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many),
+                 "%s{\"type\": \"function\", \"function\": {\"name\": \"f%d\"}}", i ? ", " : "", i);
+    strcat(many, "]}");
+    json_t *b = load(many);
     const char *param = NULL;
     char msg[400];
+    cr_expect_eq(gw_tools_check(b, &param, msg, sizeof msg), -1);
+    cr_expect(strstr(msg, "at most 16 functions") != NULL, "%s", msg);
+    json_decref(b);
+    /* 16: every one of them can be called */
+    *strrchr(many, ',') = 0;
+    strcat(many, "]}");
+    b = load(many);
     cr_expect_eq(gw_tools_check(b, &param, msg, sizeof msg), 0, "%s", msg);
+    cr_expect(call_accepts(b, "{\"name\": \"f15\", \"arguments\": {}}"));
+    cr_expect(call_accepts(b, "{\"name\": \"f0\", \"arguments\": {}}"));
     json_decref(b);
 }
 
