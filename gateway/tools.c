@@ -284,24 +284,33 @@ static char *call_prompt(json_t *b)
 
 /* ---- checks ---------------------------------------------------------------------------- */
 
+/* Compiles a schema text (taken; NULL: out of memory) and throws the grammar away: 0, or
+ * the engine's status with err set. */
+static int compiles(char *schema, char *err, size_t errlen)
+{
+    if (!schema) {
+        snprintf(err, errlen, "out of memory");
+        return ENG_ENOMEM;
+    }
+    eng_grammar *g = NULL;
+    int rc = eng_grammar_create(schema, strlen(schema), &g, err, errlen);
+    free(schema);
+    eng_grammar_destroy(g);
+    return rc;
+}
+
 /* Whether the grammar can hold a call's arguments to function i's parameters; -1 with the
  * reason, naming the function's place, when it cannot. */
 static int held(json_t *tool, size_t i, const char **param, char *msg, size_t len)
 {
     json_t *p = parameters(tool);
-    char *schema = p ? json_dumps(p, JSON_COMPACT) : NULL, err[200];
+    char err[200];
+    int rc = compiles(p ? json_dumps(p, JSON_COMPACT) : NULL, err, sizeof err);
     json_decref(p);
-    if (!schema)
-        return refuse(param, msg, len, "tools", "out of memory", NULL);
-    eng_grammar *g = NULL;
-    int rc = eng_grammar_create(schema, strlen(schema), &g, err, sizeof err);
-    free(schema);
-    eng_grammar_destroy(g);
     if (!rc)
         return 0;
     *param = "tools";
-    snprintf(msg, len, "tools[%zu].function.parameters: %s", i,
-             rc == ENG_ENOMEM ? "out of memory" : err);
+    snprintf(msg, len, "tools[%zu].function.parameters: %s", i, err);
     return -1;
 }
 
@@ -398,14 +407,8 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
         return refuse(param, msg, len, "logprobs",
                       "logprobs with a tool call are not supported.", NULL);
     /* the schema the call is held to, compiled as the request will be */
-    char *schema = call_schema(b), err[200];
-    if (!schema)
-        return refuse(param, msg, len, "tools", "out of memory", NULL);
-    eng_grammar *g = NULL;
-    int rc = eng_grammar_create(schema, strlen(schema), &g, err, sizeof err);
-    free(schema);
-    eng_grammar_destroy(g);
-    if (rc) /* (each function's parameters compiled alone: only the union is new) */
+    char err[200];
+    if (compiles(call_schema(b), err, sizeof err)) /* (each function's alone passed) */
         return refuse(param, msg, len, "tools", "tools: the call cannot be held to: %s", err);
     return 0;
 }
