@@ -54,6 +54,7 @@ struct chat_req {
     struct gw_call_reader call;  /* ... read out of the answer */
     char call_id[48];
     int call_started;            /* its first tool_calls delta is out */
+    int opened;                  /* a response stream's created and in_progress are out */
     double t0, t_first; /* monotonic seconds: submitted, first text */
     struct event *timeout;
     int timed_out;
@@ -754,6 +755,8 @@ static void reply_call(struct chat_req *c, const char *finish, int final, struct
 
 /* An error after a stream's headers: an event {"error": {...}}, then "data: [DONE]". */
 static void resp_failed(struct chat_req *c, const char *msg);
+static void reply_response(struct chat_req *c, const char *text, size_t len, const char *finish,
+                           struct usage u);
 
 static void stream_error(struct chat_req *c, int status, const char *msg)
 {
@@ -861,13 +864,21 @@ static json_t *one_field(const char *key, json_t *v)
     return f;
 }
 
-/* The events before the first text: the response created and in progress, its message
- * item and text part added. */
-static void resp_begin(struct chat_req *c)
+/* The stream's first events: the response created and in progress. */
+static void resp_open(struct chat_req *c)
 {
     json_t *o = gw_response_object(&c->rs, "in_progress", NULL, 0, NULL, NULL);
     resp_send(c, "response.created", one_field("response", json_incref(o)));
     resp_send(c, "response.in_progress", one_field("response", o));
+    c->opened = 1;
+}
+
+/* The events before the first text: (the response opened,) its message item and text part
+ * added. */
+static void resp_begin(struct chat_req *c)
+{
+    if (!c->opened)
+        resp_open(c);
     json_t *f = one_field("output_index", json_integer(0));
     json_object_set_new(f, "item", gw_response_message(&c->rs, "in_progress", NULL, 0));
     resp_send(c, "response.output_item.added", f);
@@ -898,7 +909,14 @@ static json_t *resp_final(struct chat_req *c, const char *text, size_t len, cons
     if (c->convo && json_is_true(json_object_get(c->echo, "store"))) {
         json_t *m = json_object();
         json_object_set_new(m, "role", json_string("assistant"));
-        json_object_set_new(m, "content", gw_response_string(text, len));
+        if (c->rs.call_name) /* a call, as chat's messages carry it */
+            json_object_set_new(m, "tool_calls",
+                                json_pack("[{s:s, s:s, s:{s:s, s:o}}]", "id", c->call_id,
+                                          "type", "function", "function", "name",
+                                          c->call.name, "arguments",
+                                          gw_response_string(text, len)));
+        json_object_set_new(m, "content",
+                            c->rs.call_name ? json_null() : gw_response_string(text, len));
         json_array_append_new(c->convo, m);
         char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         char *msgs = json_dumps(c->convo, JSON_COMPACT);
@@ -936,6 +954,72 @@ static void resp_end(struct chat_req *c, const char *text, size_t len, const cha
     resp_send(c, *status == 'c' ? "response.completed" : "response.incomplete",
               one_field("response", done));
     gw_reply_sse_finish(c->req);
+}
+
+/* A response's answer that is a call (tools.h): its function_call item's events. The head
+ * read (the function's name), the response is begun with the item; then the arguments'
+ * deltas as they may go out (final: as gw_call_read()). 0 while the head is not known. */
+static int resp_call_delta(struct chat_req *c, int final)
+{
+    size_t from, to;
+    if (!gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to))
+        return 0;
+    if (!c->started) {
+        c->rs.call_name = c->call.name;
+        c->rs.call_id = c->call_id;
+        if (!c->opened)
+            resp_open(c);
+        json_t *f = one_field("output_index", json_integer(0));
+        json_object_set_new(f, "item", gw_response_call(&c->rs, "in_progress", "", 0));
+        resp_send(c, "response.output_item.added", f);
+        c->started = 1;
+    }
+    if (to > from) {
+        json_t *f = one_field("item_id", json_string(c->msg_id));
+        json_object_set_new(f, "output_index", json_integer(0));
+        json_object_set_new(f, "delta", gw_response_string(c->text + from, to - from));
+        resp_send(c, "response.function_call_arguments.delta", f);
+    }
+    return 1;
+}
+
+/* The last events of a response's call: the arguments and the item done, the response
+ * completed (or incomplete); a call cut before its name is known ends as text. */
+static void resp_call_end(struct chat_req *c, int final, const char *finish, struct usage u)
+{
+    if (!resp_call_delta(c, final)) {
+        resp_end(c, c->text ? c->text : "", c->len, finish, u);
+        return;
+    }
+    const char *args = c->text + c->call.args_at, *status = strcmp(finish, "length")
+                                                                  ? "completed"
+                                                                  : "incomplete";
+    size_t n = c->call.sent;
+    json_t *done = resp_final(c, args, n, finish, u);
+    json_t *f = one_field("item_id", json_string(c->msg_id));
+    json_object_set_new(f, "output_index", json_integer(0));
+    json_object_set_new(f, "arguments", gw_response_string(args, n));
+    resp_send(c, "response.function_call_arguments.done", f);
+    f = one_field("output_index", json_integer(0));
+    json_object_set_new(f, "item", gw_response_call(&c->rs, status, args, n));
+    resp_send(c, "response.output_item.done", f);
+    resp_send(c, *status == 'c' ? "response.completed" : "response.incomplete",
+              one_field("response", done));
+    gw_reply_sse_finish(c->req);
+}
+
+/* A whole response whose answer is a call (as text when cut before its name is known). */
+static void reply_response_call(struct chat_req *c, int final, const char *finish,
+                                struct usage u)
+{
+    size_t from, to;
+    if (!gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to)) {
+        reply_response(c, c->text ? c->text : "", c->len, finish, u);
+        return;
+    }
+    c->rs.call_name = c->call.name;
+    c->rs.call_id = c->call_id;
+    reply_response(c, c->text + from, to - from, finish, u);
 }
 
 /* An error after the stream's headers: response.failed, then the end. */
@@ -997,7 +1081,9 @@ static void on_event(struct gw_gen_event *ev)
     }
     if (!ev->done && c->tools.mode != GW_TOOLS_OFF) { /* a call: read out as it grows */
         append_text(c, ev->text, ev->len);
-        if (c->stream)
+        if (c->stream && c->resp)
+            resp_call_delta(c, 0);
+        else if (c->stream)
             send_call(c, 0);
         free(ev);
         return;
@@ -1036,6 +1122,8 @@ static void on_event(struct gw_gen_event *ev)
             stream_error(c, status, msg);
         else
             chat_error(c, status, msg, NULL, NULL);
+    } else if (c->stream && c->resp && c->tools.mode != GW_TOOLS_OFF) {
+        resp_call_end(c, call_final, finish, u);
     } else if (c->stream && c->resp) {
         resp_end(c, c->text ? c->text : "", c->len, finish, u);
     } else if (c->stream) {
@@ -1051,6 +1139,8 @@ static void on_event(struct gw_gen_event *ev)
             gw_reply_sse_json(c->req, o);
         }
         gw_reply_sse_end(c->req);
+    } else if (c->resp && c->tools.mode != GW_TOOLS_OFF) {
+        reply_response_call(c, call_final, finish, u);
     } else if (c->resp) {
         reply_response(c, c->text ? c->text : "", c->len, finish, u);
     } else if (c->tools.mode != GW_TOOLS_OFF) {
@@ -1486,9 +1576,9 @@ static void handle(struct gw_req *r, int chat, int resp)
     make_id(c->id, resp ? "resp_" : chat ? "chatcmpl-" : "cmpl-");
     c->created = (long)time(NULL);
     if (resp) {
-        make_id(c->msg_id, "msg_");
+        make_id(c->msg_id, c->tools.mode != GW_TOOLS_OFF ? "fc_" : "msg_");
         c->rs = (struct gw_response){c->id, c->msg_id, cfg->engine_model_name, c->echo,
-                                     c->created, 0};
+                                     c->created, 0, NULL, NULL};
     }
     c->t0 = now_s();
     c->tenant = tn->id;
@@ -1586,7 +1676,7 @@ static void start_engine(struct chat_req *c)
     if (c->stream)
         gw_reply_sse_start(r);
     if (c->stream && c->resp) /* created and in progress at once, as OpenAI says them */
-        resp_begin(c);
+        resp_open(c);
 }
 
 /* ------------------------------------------------------------------ several prompts */

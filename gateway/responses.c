@@ -30,6 +30,28 @@ static int all_null(json_t *v)
     return 1;
 }
 
+/* A function_call input item: a call of the assistant's, in chat's form; the calls of one
+ * turn (items in a row) one assistant message. */
+static int call_item(json_t *item, size_t i, json_t *msgs, char *msg, size_t len)
+{
+    json_t *id = json_object_get(item, "call_id"), *name = json_object_get(item, "name");
+    json_t *args = json_object_get(item, "arguments");
+    if (!json_is_string(id) || !json_is_string(name) || !json_is_string(args)) {
+        snprintf(msg, len, "input[%zu]: a function_call needs call_id, name and arguments "
+                 "(strings).", i);
+        return -1;
+    }
+    json_t *call = json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", id, "type", "function",
+                             "function", "name", name, "arguments", args);
+    json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+    json_t *calls = json_object_get(last, "tool_calls");
+    if (json_is_array(calls) && json_array_size(msgs))
+        return json_array_append_new(calls, call);
+    json_array_append_new(msgs, json_pack("{s:s, s:n, s:[o]}", "role", "assistant", "content",
+                                          "tool_calls", call));
+    return 0;
+}
+
 /* Input item i as a chat message, appended to msgs; -1 with msg when it is not one. */
 static int input_item(json_t *item, size_t i, json_t *msgs, char *msg, size_t len)
 {
@@ -38,9 +60,23 @@ static int input_item(json_t *item, size_t i, json_t *msgs, char *msg, size_t le
         snprintf(msg, len, "input[%zu] must be a message object ({\"role\", \"content\"}).", i);
         return -1;
     }
+    if (type && !strcmp(type, "function_call"))
+        return call_item(item, i, msgs, msg, len);
+    if (type && !strcmp(type, "function_call_output")) {
+        json_t *id = json_object_get(item, "call_id"), *out = json_object_get(item, "output");
+        if (!json_is_string(id) || !json_is_string(out)) {
+            snprintf(msg, len, "input[%zu]: a function_call_output needs call_id and output "
+                     "(strings).", i);
+            return -1;
+        }
+        json_array_append_new(msgs, json_pack("{s:s, s:O, s:O}", "role", "tool", "tool_call_id",
+                                              id, "content", out));
+        return 0;
+    }
     if (type && strcmp(type, "message")) {
         snprintf(msg, len, "input[%zu]: items of type \"%.40s\" are not supported; only "
-                 "messages are (this server calls no tools and keeps no reasoning).", i, type);
+                 "messages, function calls and their outputs are (this server keeps no "
+                 "reasoning).", i, type);
         return -1;
     }
     const char *role = json_string_value(json_object_get(item, "role"));
@@ -175,16 +211,27 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
     }
     const char *choice = json_string_value(json_object_get(b, "tool_choice"));
     v = json_object_get(b, "tool_choice");
-    if (!absent(v) && !(choice && (!strcmp(choice, "auto") || !strcmp(choice, "none"))))
+    json_t *named = json_object_get(v, "name");
+    const char *ct = json_string_value(json_object_get(v, "type"));
+    if (!absent(v) && !(choice && (!strcmp(choice, "auto") || !strcmp(choice, "none") ||
+                                   !strcmp(choice, "required"))) &&
+        !(json_is_object(v) && json_is_string(named) && ct && !strcmp(ct, "function")))
         return refuse(out, param, msg, len, "tool_choice",
-                      "tool_choice: only \"auto\" and \"none\" are supported.");
+                      "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": "
+                      "\"function\", \"name\": a function's name}.");
     v = json_object_get(b, "tools");
     if (!absent(v) && !json_is_array(v))
         return refuse(out, param, msg, len, "tools", "tools must be an array.");
-    if (json_array_size(v) && !(choice && !strcmp(choice, "none")))
-        return refuse(out, param, msg, len, "tools",
-                      "tools are not supported by this server (with tool_choice \"none\" "
-                      "they are taken, and the answer is text).");
+    size_t ti;
+    json_t *tool;
+    json_array_foreach(v, ti, tool)
+    {
+        const char *tt = json_string_value(json_object_get(tool, "type"));
+        if (!tt || strcmp(tt, "function"))
+            return refuse(out, param, msg, len, "tools",
+                          "tools: only function tools are supported ({\"type\": \"function\", "
+                          "\"name\", \"parameters\"}); built-in tools are not.");
+    }
     v = json_object_get(b, "metadata");
     if (!absent(v)) {
         const char *k;
@@ -288,8 +335,27 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
         json_object_set_new(rf, "json_schema", js);
         json_object_set_new(out, "response_format", rf);
     }
-    if (choice && !strcmp(choice, "none")) /* keys the caches as chat's tools would */
+    if (choice && !strcmp(choice, "none")) { /* keys the caches as chat's tools would */
         json_object_set(out, "tool_choice", json_object_get(b, "tool_choice"));
+    } else if (json_array_size(json_object_get(b, "tools"))) {
+        /* chat's form: the function's members under "function", a named choice too (chat
+         * checks them, and refuses "auto") */
+        json_t *tools = json_array();
+        json_array_foreach(json_object_get(b, "tools"), ti, tool)
+        {
+            json_t *f = json_deep_copy(tool);
+            json_object_del(f, "type");
+            json_array_append_new(tools, json_pack("{s:s, s:o}", "type", "function",
+                                                   "function", f));
+        }
+        json_object_set_new(out, "tools", tools);
+        if (named)
+            json_object_set_new(out, "tool_choice",
+                                json_pack("{s:s, s:{s:O}}", "type", "function", "function",
+                                          "name", named));
+        else if (choice)
+            json_object_set(out, "tool_choice", json_object_get(b, "tool_choice"));
+    }
     *echo = echo_of(b);
     return out;
 }
@@ -310,6 +376,19 @@ json_t *gw_response_text_part(const char *text, size_t len)
     json_object_set_new(p, "logprobs", json_array());
     json_object_set_new(p, "text", gw_response_string(text, len));
     return p;
+}
+
+json_t *gw_response_call(const struct gw_response *r, const char *status, const char *args,
+                         size_t len)
+{
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(r->msg_id));
+    json_object_set_new(m, "type", json_string("function_call"));
+    json_object_set_new(m, "status", json_string(status));
+    json_object_set_new(m, "arguments", gw_response_string(args, len));
+    json_object_set_new(m, "call_id", json_string(r->call_id));
+    json_object_set_new(m, "name", json_string(r->call_name));
+    return m;
 }
 
 json_t *gw_response_message(const struct gw_response *r, const char *status, const char *text,
@@ -354,7 +433,8 @@ json_t *gw_response_object(const struct gw_response *r, const char *status, cons
     json_object_set_new(o, "model", json_string(r->model));
     json_t *output = json_array();
     if (text && !error)
-        json_array_append_new(output, gw_response_message(r, status, text, len));
+        json_array_append_new(output, r->call_name ? gw_response_call(r, status, text, len)
+                                                   : gw_response_message(r, status, text, len));
     json_object_set_new(o, "output", output);
     json_object_set(o, "parallel_tool_calls", json_object_get(r->echo, "parallel_tool_calls"));
     json_object_set(o, "previous_response_id", json_object_get(r->echo, "previous_response_id"));

@@ -10,9 +10,15 @@
  * through its answer, as chat messages, which a request naming it as previous_response_id
  * continues (api_chat.c looks it up; instructions are not inherited, as at OpenAI).
  *
+ * Function tools ({"type": "function", "name", "description", "parameters", "strict"}) are
+ * chat's tools: with tool_choice "required" or {"type": "function", "name"} the answer is a
+ * function_call output item (tools.h), and input items of type function_call and
+ * function_call_output are the conversation's earlier calls and their results.
+ *
  * Not implemented, and refused with a 400 naming the parameter rather than ignored:
- * conversation objects, tools unless tool_choice is "none", other output formats,
- * reasoning, images and files, truncation "auto", background. Event loop only.
+ * conversation objects, tools other than functions, tool_choice "auto" with tools, other
+ * output formats, reasoning, images and files, truncation "auto", background. Event loop
+ * only.
  */
 #ifndef GW_RESPONSES_H
 #define GW_RESPONSES_H
@@ -41,12 +47,16 @@ struct gw_response {
     json_t *echo;
     long created_at;
     int seq; /* the next stream event's sequence_number */
+    /* an answer that is a call: its function's name (NULL: a message), its call_id, and
+     * the output item's id (msg_id's place) */
+    const char *call_name, *call_id;
 };
 
 /*
  * The response object. status: "in_progress", "completed", "incomplete" (max_output_tokens
- * was reached) or "failed" (error, a message). text: the answer (NULL: no output item yet);
- * u: NULL until it ended. The caller owns the result.
+ * was reached) or "failed" (error, a message). text: the answer, or a call's arguments when
+ * r->call_name is set (NULL: no output item yet); u: NULL until it ended. The caller owns
+ * the result.
  */
 json_t *gw_response_object(const struct gw_response *r, const char *status, const char *text,
                            size_t len, const struct gw_response_usage *u, const char *error);
@@ -56,6 +66,10 @@ json_t *gw_response_object(const struct gw_response *r, const char *status, cons
  * are its other members. The caller owns the result.
  */
 json_t *gw_response_event(struct gw_response *r, const char *type, json_t *fields);
+
+/* The function_call item of a call (r->call_name) whose arguments are args[0..len). */
+json_t *gw_response_call(const struct gw_response *r, const char *status, const char *args,
+                         size_t len);
 
 /* The message item: status "in_progress" (no content yet), "completed" or "incomplete". */
 json_t *gw_response_message(const struct gw_response *r, const char *status, const char *text,

@@ -501,13 +501,14 @@ char *gw_tool_message_text(json_t *msgs, json_t *m)
         {
             json_t *f = json_object_get(call, "function");
             json_t *args = json_object_get(f, "arguments");
+            /* a sentence: the call's JSON would be copied where the answer is text */
             if (i)
                 puts_(&t, "\n");
-            puts_(&t, "{\"name\": ");
-            put_json(&t, json_object_get(f, "name"));
-            puts_(&t, ", \"arguments\": ");
+            puts_(&t, "I called ");
+            puts_(&t, json_string_value(json_object_get(f, "name")));
+            puts_(&t, "(");
             put(&t, json_string_value(args), json_string_length(args));
-            puts_(&t, "}");
+            puts_(&t, ").");
         }
     }
     free(c);

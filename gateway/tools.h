@@ -16,8 +16,8 @@
  * call at all is the model's, and the models served here are not trained to (a 400 says
  * so; "none" takes the tools and answers with text). A conversation may carry earlier
  * calls (assistant messages with tool_calls) and their results (role "tool"): the model
- * reads each call as the JSON the grammar makes and each result as a user turn naming
- * the function. Answers in conversations with calls are never cached (gw_uses_tools).
+ * reads each call as a sentence, "I called NAME(ARGUMENTS).", and each result as a user
+ * turn, "Result of NAME: ...", naming the function. Answers in conversations with calls are never cached (gw_uses_tools).
  */
 #ifndef GW_TOOLS_H
 #define GW_TOOLS_H
@@ -49,8 +49,9 @@ void gw_tools_deinit(struct gw_tools *t);
 int gw_uses_tools(json_t *b);
 
 /* Whether message m (checked) is an earlier call or a call's result, and its text as the
- * model reads it (malloc'd; NULL when out of memory): the calls as JSON lines after any
- * content, or "Result of NAME: CONTENT" (NAME found by tool_call_id among msgs' calls). */
+ * model reads it (malloc'd; NULL when out of memory): the calls, a line each, after any
+ * content ("I called NAME(ARGUMENTS)."), or "Result of NAME: CONTENT" (NAME found by
+ * tool_call_id among msgs' calls). */
 int gw_tool_message(json_t *m);
 char *gw_tool_message_text(json_t *msgs, json_t *m);
 

@@ -161,7 +161,14 @@ def test_cache_is_shared_with_chat_completions(make_server):
     ({"conversation": "conv_1"}, "conversation"),
     ({"input": [{"role": "user", "content": [
         {"type": "input_image", "image_url": "https://example.com/a.png"}]}]}, "input"),
-    ({"input": [{"type": "function_call_output", "call_id": "c1", "output": "4"}]}, "input"),
+    ({"input": [{"type": "function_call_output", "output": "4"}]}, "input"),
+    ({"input": [{"type": "function_call", "call_id": "c1", "name": "f"}]}, "input"),
+    ({"input": [{"type": "reasoning", "summary": []}]}, "input"),
+    ({"tools": [{"type": "web_search"}], "tool_choice": "required"}, "tools"),
+    ({"tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function",
+                                                                   "name": "g"}},
+     "tool_choice"),
+    ({"tool_choice": "sometimes"}, "tool_choice"),
     ({"input": []}, "input"),
     ({"input": [{"role": "tool", "content": "x"}]}, "input"),
     ({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "tools"),
@@ -272,3 +279,60 @@ def test_a_response_is_there_as_soon_as_it_is_answered(make_server):
     for r in doomed:
         with pytest.raises(openai.NotFoundError):
             s.responses.retrieve(r.id)
+
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"], "additionalProperties": False},
+           "strict": True}
+
+
+def test_function_calls_and_their_outputs(make_server):
+    """The agent loop of the Responses API: a function_call item, its output sent back
+    (by previous_response_id, or as input items), and an answer that uses it."""
+    s = sdk(make_server(NO_CACHE))
+    r = s.responses.create(model=MODEL, input="What is the weather in Paris?", tools=[WEATHER],
+                           tool_choice="required", temperature=0, max_output_tokens=60)
+    assert r.status == "completed" and len(r.output) == 1
+    call = r.output[0]
+    assert call.type == "function_call" and call.name == "get_weather"
+    assert call.id.startswith("fc_") and call.call_id.startswith("call_")
+    assert isinstance(json.loads(call.arguments)["city"], str)
+    assert r.output_text == ""
+    # the result, continuing the stored response
+    r2 = s.responses.create(model=MODEL, previous_response_id=r.id, temperature=0,
+                            max_output_tokens=80, input=[
+                                {"type": "function_call_output", "call_id": call.call_id,
+                                 "output": json.dumps({"temp": 21})}])
+    assert r2.output[0].type == "message"
+    assert "21" in r2.output_text, r2.output_text
+    # the same conversation sent whole as input items
+    r3 = s.responses.create(model=MODEL, temperature=0, max_output_tokens=80, input=[
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"type": "function_call", "call_id": call.call_id, "name": call.name,
+         "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id,
+         "output": json.dumps({"temp": 21})}])
+    assert r3.output_text == r2.output_text
+
+
+def test_a_named_function_call_streamed(make_server):
+    s = sdk(make_server(NO_CACHE))
+    kw = dict(model=MODEL, input="Is it raining in Oslo?", tools=[WEATHER], temperature=0,
+              tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=60)
+    whole = s.responses.create(**kw).output[0]
+    events = list(s.responses.create(stream=True, **kw))
+    types = [e.type for e in events]
+    deltas = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
+    assert types[:3] == ["response.created", "response.in_progress",
+                         "response.output_item.added"]
+    assert types[-3:] == ["response.function_call_arguments.done",
+                          "response.output_item.done", "response.completed"]
+    assert types[3:-3] == ["response.function_call_arguments.delta"] * len(deltas)
+    assert len(deltas) > 2 and "".join(deltas) == whole.arguments
+    added, done = events[2].item, events[-2].item
+    assert added.type == "function_call" and added.status == "in_progress"
+    assert (done.name, done.arguments, done.status) == ("get_weather", whole.arguments,
+                                                        "completed")
+    assert events[-1].response.output[0].arguments == whole.arguments
+    assert [e.sequence_number for e in events] == list(range(len(events)))

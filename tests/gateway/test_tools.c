@@ -148,7 +148,7 @@ Test(tools, earlier_calls_and_results_as_the_model_reads_them)
                         "\"text\": \"rain\"}]}]");
     cr_expect_not(gw_tool_message(json_array_get(msgs, 0)));
     char *call = gw_tool_message_text(msgs, json_array_get(msgs, 1));
-    cr_expect_str_eq(call, "{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}");
+    cr_expect_str_eq(call, "I called weather({\"city\": \"Oslo\"}).");
     char *result = gw_tool_message_text(msgs, json_array_get(msgs, 2));
     cr_expect_str_eq(result, "Result of weather: rain");
     free(call);
