@@ -26,8 +26,8 @@ struct sched_seq {
     int cancelled, running, in_batch;
     int fresh;  /* admitted and not yet in a batch: sent back, it loses no work */
     /* logprobs: the step's logits copied before sampling changes them ([n_vocab]); the
-     * records not yet reported, each with the end of its token's text in the decoded
-     * bytes; the decoded and the emitted bytes so far */
+     * records not yet reported, each with the end of its token's text; the text's bytes
+     * so far and those emitted, both in the emitted (cleaned, stop.h) text's terms */
     int logprobs, top_logprobs;
     float *lp_row;
     struct eng_token_lp *lp_q;
@@ -149,9 +149,15 @@ static void seq_free(sched_seq *q)
 static void release_lp(sched *s, sched_seq *q, int final)
 {
     int k = 0;
+    /* at the end: the text is all there; the tokens after a stop string's start are cut,
+     * those with no text at the end of a text not cut (control tokens) go out */
+    const int cut = eng_stop_matched(q->stop) >= 0;
+    if (final)
+        q->lp_ready = q->lp_n;
     for (; k < q->lp_ready; k++) {
         const size_t start = k ? q->lp_end[k - 1] : q->lp_base, end = q->lp_end[k];
-        if (final ? start >= q->out_bytes && !(k && end == start) : end > q->out_bytes)
+        if (final ? start >= q->out_bytes && !(k && end == start) && (cut || end > start)
+                  : end > q->out_bytes)
             break;
     }
     if (!k)
@@ -416,6 +422,8 @@ static void preempt(sched *s, sched_seq *q)
         s->preemptions++;
 }
 
+static void extend_lp(sched_seq *q, size_t seen);
+
 static int emit(sched *s, sched_seq *q, const char *text, size_t n, int final)
 {
     const char *out;
@@ -423,6 +431,7 @@ static int emit(sched *s, sched_seq *q, const char *text, size_t n, int final)
     int rc = final ? eng_stop_flush(q->stop, &out, &no) : eng_stop_feed(q->stop, text, n, &out, &no);
     if (rc < 0)
         return rc;
+    extend_lp(q, eng_stop_seen(q->stop));
     q->out_bytes += no;
     if (q->lp_n)
         release_lp(s, q, 0);
@@ -431,13 +440,13 @@ static int emit(sched *s, sched_seq *q, const char *text, size_t n, int final)
     return rc == ENG_STOP_MATCHED;
 }
 
-/* n more bytes decoded: they end the records whose tokens had no text yet (the last
- * queued, and those before it still waiting). */
-static void extend_lp(sched_seq *q, size_t n)
+/* The text has grown to seen bytes: they end the records whose tokens had no text yet
+ * (the last queued, and those before it still waiting). */
+static void extend_lp(sched_seq *q, size_t seen)
 {
-    q->dec_bytes += n;
-    if (!n)
+    if (seen == q->dec_bytes)
         return;
+    q->dec_bytes = seen;
     for (int k = q->lp_ready; k < q->lp_n; k++)
         q->lp_end[k] = q->dec_bytes;
     q->lp_ready = q->lp_n;
@@ -450,7 +459,6 @@ static int flush_text(sched *s, sched_seq *q)
     int rc = tok_decoder_flush(&q->dec, s->piece, s->piece_cap, &n);
     if (rc)
         return rc;
-    extend_lp(q, n);
     if (n && (rc = emit(s, q, s->piece, n, 0)) != 0)
         return rc;
     return emit(s, q, NULL, 0, 1);
@@ -504,7 +512,6 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, const struct eng_toke
     int rc = tok_decode(&q->dec, tok, s->piece, s->piece_cap, &n);
     if (rc || (lp && (rc = push_lp(q, lp))))
         return rc;
-    extend_lp(q, n);
     if ((rc = emit(s, q, s->piece, n, 0)) != 0) {
         *f = ENG_FINISH_STOP;
         return rc < 0 ? rc : 1;

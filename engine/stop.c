@@ -15,6 +15,7 @@ struct eng_stop {
      * is held: whole characters that contain no match. */
     char *buf;
     size_t len, cap, sent;
+    size_t seen; /* the cleaned text's bytes so far, sent or held */
 
     /* an unfinished UTF-8 sequence: its bytes so far, how many more it needs, and the range
      * its next byte must fall in */
@@ -102,7 +103,7 @@ void eng_stop_destroy(eng_stop *s)
 void eng_stop_reset(eng_stop *s)
 {
     if (!s) return;
-    s->len = s->sent = 0;
+    s->len = s->sent = s->seen = 0;
     s->n_pend = s->need = 0;
     s->matched = -1;
     s->flushed = 0;
@@ -135,6 +136,7 @@ static void put(eng_stop *s, const void *p, size_t n)
 {
     memcpy(s->buf + s->len, p, n);
     s->len += n;
+    s->seen += n;
 }
 
 /* Appends the characters that p[0, n) completes, cleaned as stop.h says; at most
@@ -160,6 +162,7 @@ static void decode(eng_stop *s, const unsigned char *p, size_t n)
         int need = utf8_lead(b, &s->lo, &s->hi);
         if (need == 0) {
             s->buf[s->len++] = (char)b;
+            s->seen++;
         } else if (need < 0) {
             put(s, replacement, sizeof replacement);
         } else {
@@ -229,4 +232,9 @@ int eng_stop_flush(eng_stop *s, const char **text, size_t *n_text)
     s->n_pend = 0;
     s->flushed = 1;
     return scan(s, 1, text, n_text);
+}
+
+size_t eng_stop_seen(const eng_stop *s)
+{
+    return s ? s->seen : 0;
 }

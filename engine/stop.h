@@ -50,6 +50,11 @@ int eng_stop_feed(eng_stop *s, const char *piece, size_t len, const char **text 
  * ENG_EINVAL, later flushes emit nothing. */
 int eng_stop_flush(eng_stop *s, const char **text /* out */, size_t *n_text /* out */);
 
+/* The bytes of the cleaned text so far (what is emitted, is held, or was cut by a match):
+ * where the text of the pieces fed so far ends, in the emitted text's terms (an ill-formed
+ * byte counts as the three of its U+FFFD; an unfinished sequence counts once it ends). */
+size_t eng_stop_seen(const eng_stop *s);
+
 /* Which stop string matched (its index at create), or -1. */
 int eng_stop_matched(const eng_stop *s);
 

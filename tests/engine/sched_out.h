@@ -21,6 +21,8 @@ struct out {
     struct eng_token_lp lp[256];
     size_t lp_at[256];
     int n_lp;
+    size_t chunk_end[512]; /* where each text event's text ended */
+    int n_chunks;
 };
 
 static void on_text(void *ud, const char *t, size_t n)
@@ -30,6 +32,8 @@ static void on_text(void *ud, const char *t, size_t n)
     memcpy(o->text + o->len, t, n);
     o->len += n;
     o->text[o->len] = 0;
+    if (o->n_chunks < 512)
+        o->chunk_end[o->n_chunks++] = o->len;
 }
 
 static void on_logprobs(void *ud, const struct eng_token_lp *lp, int n)

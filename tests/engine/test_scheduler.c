@@ -607,6 +607,72 @@ Test(sched, logprobs_of_characters_split_across_tokens)
     }
 }
 
+/* One token forced at every step (logit_bias +100, greedy), with logprobs. */
+static void run_forced(int32_t tok, int max_tokens, const char *stop, struct out *o)
+{
+    sched *s;
+    struct sched_config cfg = {4, 64, 64, 16, 0, 1, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+    struct eng_gen_params p = greedy_params(max_tokens);
+    struct eng_logit_bias bias = {tok, 100};
+    p.sampling.logit_bias = &bias;
+    p.sampling.n_logit_bias = 1;
+    p.logprobs = 1;
+    p.top_logprobs = 1;
+    const char *stops[1] = {stop};
+    p.stop = stops;
+    p.n_stop = stop != NULL;
+    int n;
+    int32_t *ids = encode("Say something.", &n);
+    sched_seq *q;
+    cr_assert_eq(sched_submit(s, 0, ids, n, &p, o, &q), 0);
+    free(ids);
+    while (sched_step(s) > 0)
+        ;
+    sched_destroy(s);
+    cr_assert(o->done && !o->err);
+}
+
+/* Control tokens (not ends) make no text: their records still come, at the end. */
+Test(sched, logprobs_of_trailing_control_tokens)
+{
+    static struct out o;
+    memset(&o, 0, sizeof o);
+    int32_t start = tok_find(vocab, "<|im_start|>", 12);
+    cr_assert(start >= 0 && !tok_is_eog(vocab, start));
+    run_forced(start, 3, NULL, &o);
+    cr_assert_eq(o.completion, 3);
+    cr_assert_eq(o.len, 0, "%s", o.text);
+    cr_assert_eq(o.n_lp, 3, "a record a token");
+    for (int k = 0; k < o.n_lp; k++)
+        cr_assert_eq(o.lp[k].token, start);
+}
+
+/* A byte that is no UTF-8 is sent as U+FFFD (3 bytes): a record still comes with the
+ * text event that holds its token's text, while a stop string's prefix holds text back
+ * (the records were measured in the decoder's bytes, and went out a chunk early). */
+Test(sched, logprobs_keep_to_their_text_through_replacement_characters)
+{
+    static struct out o;
+    memset(&o, 0, sizeof o);
+    int32_t ff = tok_find(vocab, "\xc2\xa1", 2); /* byte 0xA1 alone, "¡" in the byte map */
+    cr_assert(ff >= 0);
+    run_forced(ff, 4, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz", &o);
+    cr_assert_eq(o.completion, 4);
+    cr_assert_eq(o.len, 12, "four U+FFFD");
+    cr_assert_eq(o.n_lp, 4);
+    for (int k = 0; k < o.n_lp; k++) {
+        size_t start = 3 * (size_t)k;
+        cr_assert_leq(o.lp_at[k], start, "record %d after its text", k);
+        int c = 0; /* the text event right after the record */
+        while (c < o.n_chunks && o.chunk_end[c] <= o.lp_at[k])
+            c++;
+        cr_assert(c < o.n_chunks && o.chunk_end[c] > start,
+                  "record %d (text at %zu) came at %zu, before a text event that ends at %zu",
+                  k, start, o.lp_at[k], c < o.n_chunks ? o.chunk_end[c] : 0);
+    }
+}
+
 /* ---- structured output (grammar.h) ---------------------------------------------------- */
 
 static const char *verdict_schema =

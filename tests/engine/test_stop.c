@@ -282,6 +282,30 @@ Test(stop, utf8_cleaned)
     cr_assert_eq(r.rc, ENG_STOP_MATCHED);
 }
 
+/* eng_stop_seen: where the text fed so far ends in the emitted text's terms, held or not:
+ * an ill-formed byte as its U+FFFD, an open sequence once it ends */
+Test(stop, seen_counts_the_cleaned_text)
+{
+    eng_stop *s = make(STOPS("zz"), 1);
+    struct run r = {0};
+    feed(s, &r, "a\xFF", 2);
+    cr_expect_eq(eng_stop_seen(s), 4);
+    feed(s, &r, "z", 1); /* held: it may begin the stop string */
+    cr_expect_eq(eng_stop_seen(s), 5);
+    cr_expect_eq(r.n_out, 4);
+    feed(s, &r, "\xE2\x82", 2); /* open */
+    cr_expect_eq(eng_stop_seen(s), 5);
+    feed(s, &r, "\xAC", 1); /* the euro sign */
+    cr_expect_eq(eng_stop_seen(s), 8);
+    feed(s, &r, "\xF0", 1);
+    flush(s, &r); /* still open at the end: U+FFFD */
+    cr_expect_eq(eng_stop_seen(s), 11);
+    cr_expect_eq(r.n_out, 11);
+    eng_stop_reset(s);
+    cr_expect_eq(eng_stop_seen(s), 0);
+    eng_stop_destroy(s);
+}
+
 Test(stop, long_pieces)
 {
     static char big[300];

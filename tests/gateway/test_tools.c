@@ -6,6 +6,7 @@
 #include "tools.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,19 @@ Test(tools, schemas_of_calls)
     json_decref(b);
 }
 
+/* A request for a call to one of n functions f0, f1, ... without parameters. */
+static json_t *many_tools(int n)
+{
+    json_t *tools = json_array();
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        json_array_append_new(tools, json_pack("{s:s, s:{s:s}}", "type", "function", "function",
+                                               "name", name));
+    }
+    return json_pack("{s:o, s:s}", "tools", tools, "tool_choice", "required");
+}
+
 Test(tools, checks_name_what_is_wrong)
 {
     static const struct {
@@ -117,21 +131,14 @@ Test(tools, checks_name_what_is_wrong)
         json_decref(b);
     }
     /* required: 16 functions at most (each a reading until the name is written) */
-    char many[4096] = "{\"tool_choice\": \"required\", \"tools\": [";
-    for (int i = 0; i < 17; i++)
-        snprintf(many + strlen(many), sizeof many - strlen(many),
-                 "%s{\"type\": \"function\", \"function\": {\"name\": \"f%d\"}}", i ? ", " : "", i);
-    strcat(many, "]}");
-    json_t *b = load(many);
+    json_t *b = many_tools(17);
     const char *param = NULL;
     char msg[400];
     cr_expect_eq(gw_tools_check(b, &param, msg, sizeof msg), -1);
     cr_expect(strstr(msg, "at most 16 functions") != NULL, "%s", msg);
     json_decref(b);
     /* 16: every one of them can be called */
-    *strrchr(many, ',') = 0;
-    strcat(many, "]}");
-    b = load(many);
+    b = many_tools(16);
     cr_expect_eq(gw_tools_check(b, &param, msg, sizeof msg), 0, "%s", msg);
     cr_expect(call_accepts(b, "{\"name\": \"f15\", \"arguments\": {}}"));
     cr_expect(call_accepts(b, "{\"name\": \"f0\", \"arguments\": {}}"));
