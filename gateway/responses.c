@@ -222,6 +222,9 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
     v = json_object_get(b, "tools");
     if (!absent(v) && !json_is_array(v))
         return refuse(out, param, msg, len, "tools", "tools must be an array.");
+    if (((choice && !strcmp(choice, "required")) || named) && !json_array_size(v))
+        return refuse(out, param, msg, len, "tool_choice",
+                      "tool_choice asks for a call, and tools lists no function.");
     size_t ti;
     json_t *tool;
     json_array_foreach(v, ti, tool)

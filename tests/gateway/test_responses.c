@@ -127,7 +127,7 @@ Test(responses, objects_repeat_the_request_and_say_how_it_ended)
                         "\"metadata\":{\"k\":\"v\"}}",
                         NULL, &echo, NULL);
     free(s);
-    struct gw_response r = {"resp_1", "msg_1", "m", echo, 100, 0};
+    struct gw_response r = {"resp_1", "msg_1", "m", echo, 100, 0, NULL, NULL};
     struct gw_response_usage u = {7, 5, 2};
     json_t *o = gw_response_object(&r, "incomplete", "Hello", 5, &u, NULL);
     s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -172,7 +172,7 @@ Test(responses, a_json_format_is_chats_response_format_and_is_repeated)
                         "\"response_format\":{\"json_schema\":{\"name\":\"P\",\"schema\":{"
                         "\"type\":\"object\"},\"strict\":true},\"type\":\"json_schema\"}}");
     free(s);
-    struct gw_response r = {"resp_1", "msg_1", "m", echo, 100, 0};
+    struct gw_response r = {"resp_1", "msg_1", "m", echo, 100, 0, NULL, NULL};
     json_t *o = gw_response_object(&r, "completed", "{}", 2, NULL, NULL);
     s = json_dumps(json_object_get(o, "text"), JSON_COMPACT | JSON_SORT_KEYS);
     cr_assert_str_eq(s, "{\"format\":{\"name\":\"P\",\"schema\":{\"type\":\"object\"},"
@@ -185,4 +185,37 @@ Test(responses, a_json_format_is_chats_response_format_and_is_repeated)
     cr_assert_str_eq(s, "{\"messages\":[{\"content\":\"x\",\"role\":\"user\"}],"
                         "\"response_format\":{\"type\":\"json_object\"}}");
     free(s);
+}
+
+/* Function tools in the Responses form are chat's; function_call items are an assistant's
+ * calls (a turn's in one message), function_call_output items tool messages; an answer
+ * that is a call is a function_call output item. */
+Test(responses, function_tools_calls_and_outputs_are_chats)
+{
+    json_t *echo;
+    char *s = translate("{\"input\":[{\"role\":\"user\",\"content\":\"w?\"},"
+                        "{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"f\","
+                        "\"arguments\":\"{}\"},{\"type\":\"function_call\",\"call_id\":\"c2\","
+                        "\"name\":\"g\",\"arguments\":\"{\\\"a\\\":1}\"},"
+                        "{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"4\"}],"
+                        "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{}}],"
+                        "\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"}}",
+                        NULL, &echo, NULL);
+    cr_assert_str_eq(
+        s, "{\"messages\":[{\"content\":\"w?\",\"role\":\"user\"},{\"content\":null,\"role\":"
+           "\"assistant\",\"tool_calls\":[{\"function\":{\"arguments\":\"{}\",\"name\":\"f\"},"
+           "\"id\":\"c1\",\"type\":\"function\"},{\"function\":{\"arguments\":\"{\\\"a\\\":1}\","
+           "\"name\":\"g\"},\"id\":\"c2\",\"type\":\"function\"}]},{\"content\":\"4\",\"role\":"
+           "\"tool\",\"tool_call_id\":\"c1\"}],\"tool_choice\":{\"function\":{\"name\":\"f\"},"
+           "\"type\":\"function\"},\"tools\":[{\"function\":{\"name\":\"f\",\"parameters\":{}},"
+           "\"type\":\"function\"}]}");
+    free(s);
+    struct gw_response r = {"resp_1", "fc_1", "m", echo, 100, 0, "f", "call_1"};
+    json_t *o = gw_response_object(&r, "completed", "{\"x\":2}", 7, NULL, NULL);
+    s = json_dumps(json_object_get(o, "output"), JSON_COMPACT | JSON_SORT_KEYS);
+    cr_assert_str_eq(s, "[{\"arguments\":\"{\\\"x\\\":2}\",\"call_id\":\"call_1\",\"id\":\"fc_1\","
+                        "\"name\":\"f\",\"status\":\"completed\",\"type\":\"function_call\"}]");
+    free(s);
+    json_decref(o);
+    json_decref(echo);
 }
