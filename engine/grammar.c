@@ -71,7 +71,6 @@ struct eng_grammar {
     int root;
 };
 
-
 static int new_node(eng_grammar *g, enum nkind kind)
 {
     if (g->n_nodes >= MAX_NODES) return ENG_EINVAL;
@@ -335,7 +334,8 @@ static int compile_enum(struct build *b, json_t *s, const char *path, int id)
 /* A union of the nodes made by alternatives [0, n), filled into id. */
 static int set_union(eng_grammar *g, int id, const int32_t *alt, int n)
 {
-    if (eng_grow((void **)&g->alts, &g->cap_alts, g->n_alts + n, sizeof *g->alts)) return ENG_ENOMEM;
+    if (eng_grow((void **)&g->alts, &g->cap_alts, g->n_alts + n, sizeof *g->alts))
+        return ENG_ENOMEM;
     g->nodes[id].kind = N_UNION;
     g->nodes[id].first = g->n_alts;
     g->nodes[id].count = n;
@@ -783,7 +783,8 @@ static int compile(struct build *b, json_t *s, const char *path)
     if (b->depth >= 64) return fail(b, path, "schemas nested more than 64 deep are not supported");
     int id = new_node(b->g, N_ANY);
     if (id < 0) return id == ENG_EINVAL ? fail(b, path, "the schema is too large") : id;
-    if (eng_grow((void **)&b->memo, &b->cap_memo, b->n_memo + 1, sizeof *b->memo)) return ENG_ENOMEM;
+    if (eng_grow((void **)&b->memo, &b->cap_memo, b->n_memo + 1, sizeof *b->memo))
+        return ENG_ENOMEM;
     b->memo[b->n_memo++] = (struct memo){s, id};
     b->depth++;
     int rc = fill(b, s, path, id);
@@ -1259,7 +1260,8 @@ static int pattern_may(const eng_grammar *g, const struct thread *t, const struc
     if (lo > hi) return 0;
     eng_pat_set s;
     pat_get(t, &s);
-    return eng_pat_any(g->pats[n->sub], &s, lo, hi); /* (classes hold no surrogates) */
+    /* (classes hold no surrogates) */
+    return eng_pat_any(g->pats[n->sub], &s, lo, hi, t->f[t->depth - 1].a + 1, n->lo, n->hi);
 }
 
 /* string_byte() for a string with a pattern: each character goes through the pattern's

@@ -75,7 +75,6 @@ static int next_bit(const eng_pat_set *s, int i)
     return -1;
 }
 
-
 /* ---- classes, built in a scratch list then stored ------------------------------------ */
 
 struct rlist {
@@ -369,18 +368,16 @@ static int parse_class(struct parser *ps)
     struct rlist l = {0};
     int negate = peek(ps) == '^';
     if (negate) ps->i++;
-    int first = 1;
     for (;;) {
         int c = peek(ps);
         if (c < 0) {
             free(l.r);
             return fail(ps, "a class is not closed with ]");
         }
-        if (c == ']' && !first) {
+        if (c == ']') { /* ECMA-262: "[]" matches nothing, "[^]" anything */
             ps->i++;
             break;
         }
-        first = 0;
         uint32_t lo;
         if (c == '\\') {
             ps->i++;
@@ -540,8 +537,12 @@ static int parse_cat(struct parser *ps, int top)
             x = parse_atom(ps);
         }
         if (x < 0) return -1;
-        for (;;) { /* quantifiers */
+        for (int quantified = 0;; quantified = 1) { /* a quantifier, one */
             int q = peek(ps), mn, mx;
+            if (quantified && (q == '*' || q == '+' || q == '?' ||
+                               (q == '{' && ps->i + 1 < ps->n && ps->s[ps->i + 1] >= '0' &&
+                                ps->s[ps->i + 1] <= '9')))
+                return fail(ps, "%c follows a quantifier (nothing to repeat)", q);
             if (q == '*' || q == '+' || q == '?') {
                 ps->i++;
                 mn = q == '+';
@@ -658,27 +659,35 @@ static int build(struct parser *ps, int x, struct frag *out)
         set_or(&out->last, &b.last);
         return 0;
     case X_REP: {
-        int child = n->a;
+        /* copies of the child, each built afresh: min of them, then a loop, or max - min
+         * optional ones nested (x(x(x)?)?). A child without positions matches the empty
+         * string alone, however repeated: built once, so that nested counts cost nothing */
+        int child = n->a, before = p->n_pos, unused = 1;
+        struct frag c;
         out->nullable = 1;
+        if (n->max == 0) return 0; /* x{0}: the empty string */
+        if (build(ps, child, &c)) return -1;
+        if (p->n_pos == before) return 0;
+#define COPY(f) (unused ? (unused = 0, (f) = c, 0) : build(ps, child, &(f)))
         for (int i = 0; i < n->min; i++) {
-            if (build(ps, child, &a)) return -1;
+            if (COPY(a)) return -1;
             *out = cat(p, *out, a);
         }
         if (n->max < 0) {
-            if (build(ps, child, &a)) return -1;
+            if (COPY(a)) return -1;
             for (int q = next_bit(&a.last, 0); q >= 0; q = next_bit(&a.last, q + 1))
                 set_or(&p->follow[q], &a.first);
             a.nullable = 1;
             *out = cat(p, *out, a);
             return 0;
         }
-        /* m - n optional copies, each within the one before: x(x(x)?)? */
         struct frag tail = {.nullable = 1};
         for (int i = n->min; i < n->max; i++) {
-            if (build(ps, child, &a)) return -1;
+            if (COPY(a)) return -1;
             tail = cat(p, a, tail);
             tail.nullable = 1;
         }
+#undef COPY
         *out = cat(p, *out, tail);
         return 0;
     }
@@ -847,12 +856,22 @@ int eng_pat_step(const eng_pattern *p, const eng_pat_set *s, uint32_t cp, eng_pa
     return !set_empty(next);
 }
 
-int eng_pat_any(const eng_pattern *p, const eng_pat_set *s, uint32_t lo, uint32_t hi)
+/* From position q, with done characters written, a match of a length in [lo, hi]. */
+static int length_ok(const eng_pattern *p, int q, uint32_t done, int32_t lo, int32_t hi)
+{
+    int64_t sh = p->shortest[q], lg = p->longest[q];
+    if (sh == INF_LEN) return 0;
+    if (hi >= 0 && (int64_t)done + sh > hi) return 0;
+    return lg == INF_LEN || (int64_t)done + lg >= lo;
+}
+
+int eng_pat_any(const eng_pattern *p, const eng_pat_set *s, uint32_t lo, uint32_t hi, uint32_t done,
+                int32_t len_lo, int32_t len_hi)
 {
     eng_pat_set u;
     reachable(p, s, &u);
     for (int q = next_bit(&u, 0); q >= 0; q = next_bit(&u, q + 1))
-        if (in_class(p, q, lo, hi)) return 1;
+        if (in_class(p, q, lo, hi) && length_ok(p, q, done, len_lo, len_hi)) return 1;
     return 0;
 }
 
@@ -864,12 +883,7 @@ int eng_pat_accepting(const eng_pattern *p, const eng_pat_set *s)
 int eng_pat_length_ok(const eng_pattern *p, const eng_pat_set *s, uint32_t done, int32_t lo,
                       int32_t hi)
 {
-    for (int q = next_bit(s, 0); q >= 0; q = next_bit(s, q + 1)) {
-        int64_t sh = p->shortest[q], lg = p->longest[q];
-        if (sh == INF_LEN) continue;
-        if (hi >= 0 && (int64_t)done + sh > hi) continue;
-        if (lg != INF_LEN && (int64_t)done + lg < lo) continue;
-        return 1;
-    }
+    for (int q = next_bit(s, 0); q >= 0; q = next_bit(s, q + 1))
+        if (length_ok(p, q, done, lo, hi)) return 1;
     return 0;
 }

@@ -6,12 +6,13 @@
  * Read: literal characters (UTF-8), ".", classes ([a-z], [^...], with \d \w \s and escapes
  * inside), \d \D \w \W \s \S, escapes of punctuation and of \n \r \t \f \v \0, \xHH,
  * \uHHHH; groups ( ), (?: ), (?<name> ); alternation |; quantifiers * + ? {n} {n,} {n,m}
- * (lazy ones as greedy: the language is the same); ^ at the start and $ at the end of the
- * pattern or of a top-level alternative. A pattern is not anchored where it says not:
- * "ab" takes any string that contains "ab", as JSON Schema reads it. Refused with a
- * message: backreferences, lookaround, \b \B, anchors elsewhere, and a pattern of more
- * than ENG_PAT_MAX_POS - 1 character positions once counted repetition is spelled out
- * ("\w{3,30}" is 30).
+ * (one a term, as ECMA-262 has it; lazy ones as greedy: the language is the same); ^ at
+ * the start and $ at the end of the pattern or of a top-level alternative ("[]" matches
+ * nothing and "[^]" any character, as ECMA-262 reads them). A pattern is not anchored
+ * where it says not: "ab" takes any string that contains "ab", as JSON Schema reads it.
+ * Refused with a message: backreferences, lookaround, \b \B, anchors elsewhere, a
+ * quantifier after a quantifier, and a pattern of more than ENG_PAT_MAX_POS - 1 character
+ * positions once counted repetition is spelled out ("\w{3,30}" is 30).
  *
  * Characters that a JSON string can carry only as \u escapes (the controls other than
  * \b \f \n \r \t) are taken out of every class, as are the surrogates: what is left is
@@ -42,13 +43,17 @@ void eng_pattern_destroy(eng_pattern *p); /* accepts NULL */
 void eng_pat_start(const eng_pattern *p, eng_pat_set *s);
 /* The state after code point cp: 1, or 0 when cp is refused (next empty). */
 int eng_pat_step(const eng_pattern *p, const eng_pat_set *s, uint32_t cp, eng_pat_set *next);
-/* Whether some code point in [lo, hi] is taken next. */
-int eng_pat_any(const eng_pattern *p, const eng_pat_set *s, uint32_t lo, uint32_t hi);
+/* Whether some code point in [lo, hi] is taken next, as the done-th character, with a
+ * match of a total length in [len_lo, len_hi] (-1: no bound) still ahead (as
+ * eng_pat_length_ok judges it). */
+int eng_pat_any(const eng_pattern *p, const eng_pat_set *s, uint32_t lo, uint32_t hi, uint32_t done,
+                int32_t len_lo, int32_t len_hi);
 /* Whether the characters so far match. */
 int eng_pat_accepting(const eng_pattern *p, const eng_pat_set *s);
 /* Whether, with done characters written, the string can still match and end with a total
  * length in [lo, hi] (hi -1: no bound). Judged by each position's shortest and longest way
- * to a match, so a length between the two that no match has (parity: "(aa)*") passes. */
+ * to a match, so a length between the two that no match has ("(aa)*", "a|bbbb") passes:
+ * bounds that fall in such a gap can leave a string no way to end. */
 int eng_pat_length_ok(const eng_pattern *p, const eng_pat_set *s, uint32_t done, int32_t lo,
                       int32_t hi);
 

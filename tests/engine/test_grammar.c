@@ -435,6 +435,15 @@ Test(grammar, strings_held_to_patterns_and_formats)
                       "\"maxLength\": 4}";
     cr_expect(accepts(zip, "\"123\""));
     refuses_at(zip, "\"123-\"", 4);
+    /* a lead byte or an escape only where a character it begins can still end the string
+     * within maxLength, or reach minLength */
+    const char *dot = "{\"type\": \"string\", \"pattern\": \"^.+\\\\.$\", \"maxLength\": 5}";
+    cr_expect(accepts(dot, "\"abcd.\""));
+    refuses_at(dot, "\"abcd\xc3\xa9", 5);
+    refuses_at(dot, "\"abcd\\\"", 5);
+    const char *two = "{\"type\": \"string\", \"pattern\": \"^(?:\\u00e9|aa)$\", \"minLength\": 2}";
+    cr_expect(accepts(two, "\"aa\""));
+    refuses_at(two, "\"\xc3\xa9", 1);
     /* formats */
     const char *date = "{\"type\": \"string\", \"format\": \"date\"}";
     cr_expect(accepts(date, "\"2024-12-31\""));

@@ -110,6 +110,9 @@ static const struct {
     {"^(?<year>\\d{4})$", "2024", 1},
     {"^[a-z]*?$", "", 1},
     {"", "anything", 1},
+    {"^[^]+$", "a\nb", 1}, /* [^] is any character */
+    {"^a+?b??$", "aab", 1},
+    {"^(?:a{0}){3}b$", "b", 1},
 };
 
 Test(pattern, strings_matched_as_ecma_262_reads_them)
@@ -146,6 +149,17 @@ Test(pattern, refusals)
     refused("^a{5,2}$", "m below n");
     refused("^a{2000}$", "count above");
     refused("\\q", "\\q is not supported");
+    refused("^a**$", "follows a quantifier");
+    refused("^a{2}{3}$", "follows a quantifier");
+    refused("^[]a$", "no character a JSON string can hold"); /* [] matches nothing */
+}
+
+/* Counts of groups that hold no character cost nothing however nested (each copy of a group
+ * is built afresh, and these would be built 10^8 times) */
+Test(pattern, nested_counts_of_nothing_compile_at_once, .timeout = 5)
+{
+    cr_expect(matches("^(?:(?:(?:){1000}){1000}){1000}x$", "x"));
+    cr_expect(matches("^(?:(?:a{0}){1000}){1000}x$", "x"));
 }
 
 Test(pattern, lengths_to_a_match)
@@ -162,8 +176,10 @@ Test(pattern, lengths_to_a_match)
     cr_expect(eng_pat_length_ok(p, &n, 1, 0, 3));
     cr_expect_not(eng_pat_length_ok(p, &n, 1, 0, 2));
     /* a code point range: some digit, no letter */
-    cr_expect(eng_pat_any(p, &n, '0', '5'));
-    cr_expect_not(eng_pat_any(p, &n, 'a', 'z'));
+    cr_expect(eng_pat_any(p, &n, '0', '5', 2, 0, -1));
+    cr_expect_not(eng_pat_any(p, &n, 'a', 'z', 2, 0, -1));
+    /* a digit as the 2nd character, with at most 2 in all: no match can end so */
+    cr_expect_not(eng_pat_any(p, &n, '0', '9', 2, 0, 2));
     eng_pattern_destroy(p);
     /* a star: no longest */
     p = make("^a(bc)*$");
