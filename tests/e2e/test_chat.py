@@ -326,7 +326,7 @@ def test_top_k_and_min_p_are_applied(server):
     ({"response_format": {"type": "xml"}}, "response_format"),
     ({"response_format": {"type": "json_schema"}}, "response_format"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {
-        "type": "integer", "pattern": "1"}}}}, "response_format"),
+        "type": "array", "uniqueItems": True}}}}, "response_format"),
     ({"modalities": ["text", "audio"]}, "modalities"),
     ({"top_k": -5}, "top_k"),
     ({"top_k": "a"}, "top_k"),
