@@ -431,18 +431,30 @@ out:
     return rc;
 }
 
-/* A call asked for (tools.h): the grammar of its schema holds the answer. */
+/* A call asked for (tools.h): the grammar of its schema holds the answer. 0, or the HTTP
+ * status of the refusal (p says why): 400 when the grammar cannot hold the call (each
+ * function's parameters alone were compiled by gw_tools_check, the union of "required"
+ * is compiled here), 503 when out of memory. */
 static int parse_tools(json_t *b, struct chat_req *c, struct parsed *p)
 {
-    if (gw_tools_parse(b, &c->tools))
-        return bad(p, NULL, "out of memory");
+    if (gw_tools_parse(b, &c->tools)) {
+        bad(p, NULL, "Out of memory; try again.");
+        return 503;
+    }
     if (c->tools.mode == GW_TOOLS_OFF)
         return 0;
     char err[200];
     int rc = eng_grammar_create(c->tools.schema, strlen(c->tools.schema), &c->grammar, err,
                                 sizeof err);
-    if (rc) /* (gw_tools_check compiled it) */
-        return bad(p, NULL, "out of memory");
+    if (rc == ENG_ENOMEM) {
+        bad(p, NULL, "Out of memory; try again.");
+        return 503;
+    }
+    if (rc) {
+        p->param = "tools";
+        snprintf(p->msg, sizeof p->msg, "tools: the call cannot be held to: %s", err);
+        return 400;
+    }
     c->job.params.grammar = c->grammar;
     c->job.params.n_stop = 0; /* a stop string would cut the call's JSON */
     make_id(c->call_id, "call_");
@@ -1540,8 +1552,9 @@ static void handle(struct gw_req *r, int chat, int resp)
         gw_reply_error(r, 400, p.msg, param_of(c, "messages"), NULL);
         goto out;
     }
-    if (chat && parse_tools(b, c, &p)) {
-        gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+    int status = chat ? parse_tools(b, c, &p) : 0;
+    if (status) {
+        gw_reply_error(r, status, p.msg, p.param, NULL);
         goto out;
     }
     /* what it may use: its prompt (about 4 bytes a token of the body, and of the stored

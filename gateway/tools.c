@@ -192,60 +192,39 @@ static char *call_schema(json_t *b)
     return s;
 }
 
-struct text {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void put(struct text *t, const char *s, size_t n)
-{
-    if (t->oom)
-        return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 512;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *p = realloc(t->p, cap);
-        if (!p) {
-            t->oom = 1;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = 0;
-}
-
-static void puts_(struct text *t, const char *s)
-{
-    put(t, s, strlen(s));
-}
-
-static void put_json(struct text *t, json_t *v)
+static void put_json(struct oai_buf *t, json_t *v)
 {
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!s) {
         t->oom = 1;
         return;
     }
-    puts_(t, s);
+    oai_buf_puts(t, s);
     free(s);
 }
 
+/* The text written, NUL-terminated and handed to the caller; NULL when out of memory. */
+static char *text_of(struct oai_buf *t)
+{
+    oai_buf_put(t, "", 1);
+    if (t->oom) {
+        oai_buf_deinit(t);
+        return NULL;
+    }
+    return t->p;
+}
+
 /* One function as the model reads it: name, description, parameters. */
-static void describe(struct text *t, json_t *tool)
+static void describe(struct oai_buf *t, json_t *tool)
 {
     json_t *f = function_of(tool), *p = parameters(tool);
     const char *d = json_string_value(json_object_get(f, "description"));
-    puts_(t, name_of(tool));
+    oai_buf_puts(t, name_of(tool));
     if (d && *d) {
-        puts_(t, ": ");
-        puts_(t, d);
+        oai_buf_puts(t, ": ");
+        oai_buf_puts(t, d);
     }
-    puts_(t, "\nIts arguments are JSON of this schema: ");
+    oai_buf_puts(t, "\nIts arguments are JSON of this schema: ");
     if (p)
         put_json(t, p);
     else
@@ -257,29 +236,25 @@ static char *call_prompt(json_t *b)
 {
     json_t *tools = json_object_get(b, "tools");
     const char *want = chosen(b);
-    struct text t = {0};
+    struct oai_buf t = {0};
     size_t i;
     json_t *tool;
     if (want) {
-        puts_(&t, "Answer by calling the function ");
+        oai_buf_puts(&t, "Answer by calling the function ");
         json_array_foreach(tools, i, tool)
             if (!strcmp(name_of(tool), want))
                 describe(&t, tool);
-        puts_(&t, "\nWrite only the arguments.");
+        oai_buf_puts(&t, "\nWrite only the arguments.");
     } else {
-        puts_(&t, "Answer by calling one of these functions, written as JSON: "
-                  "{\"name\": the function's name, \"arguments\": its arguments}.");
+        oai_buf_puts(&t, "Answer by calling one of these functions, written as JSON: "
+                             "{\"name\": the function's name, \"arguments\": its arguments}.");
         json_array_foreach(tools, i, tool)
         {
-            puts_(&t, "\n\n");
+            oai_buf_puts(&t, "\n\n");
             describe(&t, tool);
         }
     }
-    if (t.oom) {
-        free(t.p);
-        return NULL;
-    }
-    return t.p;
+    return text_of(&t);
 }
 
 /* ---- checks ---------------------------------------------------------------------------- */
@@ -406,11 +381,7 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
     if (json_is_true(json_object_get(b, "logprobs")))
         return refuse(param, msg, len, "logprobs",
                       "logprobs with a tool call are not supported.", NULL);
-    /* the schema the call is held to, compiled as the request will be */
-    char err[200];
-    if (compiles(call_schema(b), err, sizeof err)) /* (each function's alone passed) */
-        return refuse(param, msg, len, "tools", "tools: the call cannot be held to: %s", err);
-    return 0;
+    return 0; /* (the union "required" holds the call to is compiled with the request) */
 }
 
 int gw_tools_parse(json_t *b, struct gw_tools *t)
@@ -477,7 +448,7 @@ static const char *called(json_t *msgs, const char *id)
 
 char *gw_tool_message_text(json_t *msgs, json_t *m)
 {
-    struct text t = {0};
+    struct oai_buf t = {0};
     size_t len, i;
     long bad;
     json_t *content = json_object_get(m, "content"), *call;
@@ -488,14 +459,14 @@ char *gw_tool_message_text(json_t *msgs, json_t *m)
     if (!strcmp(role, "tool")) {
         const char *id = json_string_value(json_object_get(m, "tool_call_id"));
         const char *name = called(msgs, id);
-        puts_(&t, "Result of ");
-        puts_(&t, name ? name : id ? id : "a function");
-        puts_(&t, ": ");
-        put(&t, c ? c : "", c ? len : 0);
+        oai_buf_puts(&t, "Result of ");
+        oai_buf_puts(&t, name ? name : id ? id : "a function");
+        oai_buf_puts(&t, ": ");
+        oai_buf_put(&t, c ? c : "", c ? len : 0);
     } else {
         if (c && len) {
-            put(&t, c, len);
-            puts_(&t, "\n");
+            oai_buf_put(&t, c, len);
+            oai_buf_puts(&t, "\n");
         }
         json_array_foreach(json_object_get(m, "tool_calls"), i, call)
         {
@@ -503,20 +474,16 @@ char *gw_tool_message_text(json_t *msgs, json_t *m)
             json_t *args = json_object_get(f, "arguments");
             /* a sentence: the call's JSON would be copied where the answer is text */
             if (i)
-                puts_(&t, "\n");
-            puts_(&t, "I called ");
-            puts_(&t, json_string_value(json_object_get(f, "name")));
-            puts_(&t, "(");
-            put(&t, json_string_value(args), json_string_length(args));
-            puts_(&t, ").");
+                oai_buf_puts(&t, "\n");
+            oai_buf_puts(&t, "I called ");
+            oai_buf_puts(&t, json_string_value(json_object_get(f, "name")));
+            oai_buf_puts(&t, "(");
+            oai_buf_put(&t, json_string_value(args), json_string_length(args));
+            oai_buf_puts(&t, ").");
         }
     }
     free(c);
-    if (t.oom || !t.p) {
-        free(t.p);
-        return t.oom ? NULL : strdup("");
-    }
-    return t.p;
+    return text_of(&t);
 }
 
 /* ---- reading the call out of the answer ----------------------------------------------- */
