@@ -910,14 +910,19 @@ static void resp_delta(struct chat_req *c, const char *text, size_t len)
     resp_send(c, "response.output_text.delta", f);
 }
 
+/* A response's status after its answer ended for reason finish. */
+static const char *resp_status(const char *finish)
+{
+    return strcmp(finish, "length") ? "completed" : "incomplete";
+}
+
 /* The finished response object (finish "length": incomplete), stored with the conversation
  * through its answer unless the request said "store": false. */
 static json_t *resp_final(struct chat_req *c, const char *text, size_t len, const char *finish,
                           struct usage u)
 {
     struct gw_response_usage ru = {u.prompt, u.completion, u.cached};
-    json_t *o = gw_response_object(&c->rs, strcmp(finish, "length") ? "completed" : "incomplete",
-                                   text, len, &ru, NULL);
+    json_t *o = gw_response_object(&c->rs, resp_status(finish), text, len, &ru, NULL);
     if (c->convo && json_is_true(json_object_get(c->echo, "store"))) {
         json_t *m = json_object();
         json_object_set_new(m, "role", json_string("assistant"));
@@ -944,6 +949,18 @@ static json_t *resp_final(struct chat_req *c, const char *text, size_t len, cons
     return o;
 }
 
+/* The last events of a stream: its output item done, the response (done) completed or
+ * incomplete. */
+static void resp_close(struct chat_req *c, json_t *item, const char *status, json_t *done)
+{
+    json_t *f = one_field("output_index", json_integer(0));
+    json_object_set_new(f, "item", item);
+    resp_send(c, "response.output_item.done", f);
+    resp_send(c, *status == 'c' ? "response.completed" : "response.incomplete",
+              one_field("response", done));
+    gw_reply_sse_finish(c->req);
+}
+
 /* The events after the last text, then the end of the stream: the text, part and item
  * done, and the response completed, or incomplete when max_output_tokens cut it. */
 static void resp_end(struct chat_req *c, const char *text, size_t len, const char *finish,
@@ -951,7 +968,7 @@ static void resp_end(struct chat_req *c, const char *text, size_t len, const cha
 {
     if (!c->started)
         resp_begin(c);
-    const char *status = strcmp(finish, "length") ? "completed" : "incomplete";
+    const char *status = resp_status(finish);
     json_t *done = resp_final(c, text, len, finish, u);
     json_t *f = part_fields(c);
     json_object_set_new(f, "text", gw_response_string(text, len));
@@ -960,12 +977,7 @@ static void resp_end(struct chat_req *c, const char *text, size_t len, const cha
     f = part_fields(c);
     json_object_set_new(f, "part", gw_response_text_part(text, len));
     resp_send(c, "response.content_part.done", f);
-    f = one_field("output_index", json_integer(0));
-    json_object_set_new(f, "item", gw_response_message(&c->rs, status, text, len));
-    resp_send(c, "response.output_item.done", f);
-    resp_send(c, *status == 'c' ? "response.completed" : "response.incomplete",
-              one_field("response", done));
-    gw_reply_sse_finish(c->req);
+    resp_close(c, gw_response_message(&c->rs, status, text, len), status, done);
 }
 
 /* A response's answer that is a call (tools.h): its function_call item's events. The head
@@ -1003,21 +1015,14 @@ static void resp_call_end(struct chat_req *c, int final, const char *finish, str
         resp_end(c, c->text ? c->text : "", c->len, finish, u);
         return;
     }
-    const char *args = c->text + c->call.args_at, *status = strcmp(finish, "length")
-                                                                  ? "completed"
-                                                                  : "incomplete";
+    const char *args = c->text + c->call.args_at, *status = resp_status(finish);
     size_t n = c->call.sent;
     json_t *done = resp_final(c, args, n, finish, u);
     json_t *f = one_field("item_id", json_string(c->msg_id));
     json_object_set_new(f, "output_index", json_integer(0));
     json_object_set_new(f, "arguments", gw_response_string(args, n));
     resp_send(c, "response.function_call_arguments.done", f);
-    f = one_field("output_index", json_integer(0));
-    json_object_set_new(f, "item", gw_response_call(&c->rs, status, args, n));
-    resp_send(c, "response.output_item.done", f);
-    resp_send(c, *status == 'c' ? "response.completed" : "response.incomplete",
-              one_field("response", done));
-    gw_reply_sse_finish(c->req);
+    resp_close(c, gw_response_call(&c->rs, status, args, n), status, done);
 }
 
 /* A whole response whose answer is a call (as text when cut before its name is known). */

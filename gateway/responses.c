@@ -381,13 +381,20 @@ json_t *gw_response_text_part(const char *text, size_t len)
     return p;
 }
 
-json_t *gw_response_call(const struct gw_response *r, const char *status, const char *args,
-                         size_t len)
+/* An output item's id, type and status. */
+static json_t *item_head(const struct gw_response *r, const char *type, const char *status)
 {
     json_t *m = json_object();
     json_object_set_new(m, "id", json_string(r->msg_id));
-    json_object_set_new(m, "type", json_string("function_call"));
+    json_object_set_new(m, "type", json_string(type));
     json_object_set_new(m, "status", json_string(status));
+    return m;
+}
+
+json_t *gw_response_call(const struct gw_response *r, const char *status, const char *args,
+                         size_t len)
+{
+    json_t *m = item_head(r, "function_call", status);
     json_object_set_new(m, "arguments", gw_response_string(args, len));
     json_object_set_new(m, "call_id", json_string(r->call_id));
     json_object_set_new(m, "name", json_string(r->call_name));
@@ -397,10 +404,7 @@ json_t *gw_response_call(const struct gw_response *r, const char *status, const 
 json_t *gw_response_message(const struct gw_response *r, const char *status, const char *text,
                             size_t len)
 {
-    json_t *m = json_object();
-    json_object_set_new(m, "id", json_string(r->msg_id));
-    json_object_set_new(m, "type", json_string("message"));
-    json_object_set_new(m, "status", json_string(status));
+    json_t *m = item_head(r, "message", status);
     json_object_set_new(m, "role", json_string("assistant"));
     json_t *content = json_array();
     if (strcmp(status, "in_progress"))

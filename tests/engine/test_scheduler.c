@@ -464,15 +464,12 @@ Test(sched, token_logprob_by_hand)
     cr_assert(lp.logprob == -INFINITY);
 }
 
-/* A text, greedy, with logprobs (top 5) or without, and an optional stop string. */
-static void run_lp_text(const char *text, int logprobs, const char *stop, struct out *o)
+/* A text generated alone with parameters p and an optional stop string. */
+static void run_text(const char *text, struct eng_gen_params p, const char *stop, struct out *o)
 {
     sched *s;
     struct sched_config cfg = {4, 64, 64, 16, 0, 1, KVC_F32};
     cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
-    struct eng_gen_params p = greedy_params(20);
-    p.logprobs = logprobs;
-    p.top_logprobs = 5;
     const char *stops[1] = {stop};
     p.stop = stops;
     p.n_stop = stop != NULL;
@@ -485,6 +482,15 @@ static void run_lp_text(const char *text, int logprobs, const char *stop, struct
         ;
     sched_destroy(s);
     cr_assert(o->done && !o->err);
+}
+
+/* A text, greedy, with logprobs (top 5) or without, and an optional stop string. */
+static void run_lp_text(const char *text, int logprobs, const char *stop, struct out *o)
+{
+    struct eng_gen_params p = greedy_params(20);
+    p.logprobs = logprobs;
+    p.top_logprobs = 5;
+    run_text(text, p, stop, o);
 }
 
 static void run_lp(int prompt, int logprobs, const char *stop, struct out *o)
@@ -610,27 +616,13 @@ Test(sched, logprobs_of_characters_split_across_tokens)
 /* One token forced at every step (logit_bias +100, greedy), with logprobs. */
 static void run_forced(int32_t tok, int max_tokens, const char *stop, struct out *o)
 {
-    sched *s;
-    struct sched_config cfg = {4, 64, 64, 16, 0, 1, KVC_F32};
-    cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
     struct eng_gen_params p = greedy_params(max_tokens);
     struct eng_logit_bias bias = {tok, 100};
     p.sampling.logit_bias = &bias;
     p.sampling.n_logit_bias = 1;
     p.logprobs = 1;
     p.top_logprobs = 1;
-    const char *stops[1] = {stop};
-    p.stop = stops;
-    p.n_stop = stop != NULL;
-    int n;
-    int32_t *ids = encode("Say something.", &n);
-    sched_seq *q;
-    cr_assert_eq(sched_submit(s, 0, ids, n, &p, o, &q), 0);
-    free(ids);
-    while (sched_step(s) > 0)
-        ;
-    sched_destroy(s);
-    cr_assert(o->done && !o->err);
+    run_text("Say something.", p, stop, o);
 }
 
 /* Control tokens (not ends) make no text: their records still come, at the end. */
