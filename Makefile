@@ -324,6 +324,10 @@ fuzz: deps build/fuzz/fuzz_safetensors build/fuzz/fuzz_gguf build/fuzz/fuzz_gram
 	build/fuzz/fuzz_grammar -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
 	    build/fuzz/corpus-grammar
 
+.PHONY: pattern-fixtures
+pattern-fixtures:
+	python3 tests/ref/make_pattern_fixtures.py tests/fixtures/engine/patterns.json
+
 .PHONY: engine-fixtures
 engine-fixtures: deps $(REF_VENV)/.stamp
 	$(REF_VENV)/bin/python tests/ref/make_engine_fixtures.py models/smollm2-135m-instruct \

@@ -27,6 +27,7 @@ struct eng_pattern {
     int32_t cls[ENG_PAT_MAX_POS]; /* each position's class (0: the start's, none) */
     eng_pat_set follow[ENG_PAT_MAX_POS];
     eng_pat_set accept;
+    eng_pat_set ascii[128]; /* the positions whose class holds each ASCII character */
     int32_t shortest[ENG_PAT_MAX_POS], longest[ENG_PAT_MAX_POS]; /* to a match; INF_LEN */
     struct cls *cl;
     int n_cl, cap_cl;
@@ -790,6 +791,8 @@ void eng_pattern_destroy(eng_pattern *p)
     free(p);
 }
 
+static int in_class(const eng_pattern *p, int q, uint32_t lo, uint32_t hi);
+
 int eng_pattern_compile(const char *re, size_t len, eng_pattern **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -805,6 +808,9 @@ int eng_pattern_compile(const char *re, size_t len, eng_pattern **out, char *err
         p->accept = f.last;
         if (f.nullable) set_bit(&p->accept, 0);
         distances(p);
+        for (int q = 1; q < p->n_pos; q++)
+            for (uint32_t c = 0; c < 128; c++)
+                if (in_class(p, q, c, c)) set_bit(&p->ascii[c], q);
     }
     free(ps.x);
     if (ps.failed) {
@@ -817,11 +823,23 @@ int eng_pattern_compile(const char *re, size_t len, eng_pattern **out, char *err
 
 /* ---- running it -------------------------------------------------------------------- */
 
+/* A state holds what the questions asked of it most (a token mask asks eng_pat_any of one
+ * state for every branch of the vocabulary) read at once: the positions the next character
+ * may take, the union of the follow sets of the positions reached, and bit 0 (the start's,
+ * which no character takes) when the characters so far match. */
+static void state_of(const eng_pattern *p, const eng_pat_set *at, eng_pat_set *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int q = next_bit(at, 0); q >= 0; q = next_bit(at, q + 1))
+        set_or(s, &p->follow[q]);
+    if (set_meets(at, &p->accept)) set_bit(s, 0);
+}
+
 void eng_pat_start(const eng_pattern *p, eng_pat_set *s)
 {
-    (void)p;
-    memset(s, 0, sizeof *s);
-    set_bit(s, 0);
+    eng_pat_set at = {{0}};
+    set_bit(&at, 0);
+    state_of(p, &at, s);
 }
 
 static int in_class(const eng_pattern *p, int q, uint32_t lo, uint32_t hi)
@@ -839,21 +857,18 @@ static int in_class(const eng_pattern *p, int q, uint32_t lo, uint32_t hi)
     return a < c->count && r[a].lo <= hi;
 }
 
-static void reachable(const eng_pattern *p, const eng_pat_set *s, eng_pat_set *u)
-{
-    memset(u, 0, sizeof *u);
-    for (int q = next_bit(s, 0); q >= 0; q = next_bit(s, q + 1))
-        set_or(u, &p->follow[q]);
-}
-
 int eng_pat_step(const eng_pattern *p, const eng_pat_set *s, uint32_t cp, eng_pat_set *next)
 {
-    eng_pat_set u;
-    reachable(p, s, &u);
-    memset(next, 0, sizeof *next);
-    for (int q = next_bit(&u, 0); q >= 0; q = next_bit(&u, q + 1))
-        if (in_class(p, q, cp, cp)) set_bit(next, q);
-    return !set_empty(next);
+    eng_pat_set at = {{0}};
+    if (cp < 128)
+        for (int i = 0; i < ENG_PAT_MAX_POS / 64; i++)
+            at.w[i] = s->w[i] & p->ascii[cp].w[i];
+    else
+        for (int q = next_bit(s, 1); q >= 0; q = next_bit(s, q + 1))
+            if (in_class(p, q, cp, cp)) set_bit(&at, q);
+    if (set_empty(&at)) return 0;
+    state_of(p, &at, next);
+    return 1;
 }
 
 /* From position q, with done characters written, a match of a length in [lo, hi]. */
@@ -868,22 +883,23 @@ static int length_ok(const eng_pattern *p, int q, uint32_t done, int32_t lo, int
 int eng_pat_any(const eng_pattern *p, const eng_pat_set *s, uint32_t lo, uint32_t hi, uint32_t done,
                 int32_t len_lo, int32_t len_hi)
 {
-    eng_pat_set u;
-    reachable(p, s, &u);
-    for (int q = next_bit(&u, 0); q >= 0; q = next_bit(&u, q + 1))
+    for (int q = next_bit(s, 1); q >= 0; q = next_bit(s, q + 1))
         if (in_class(p, q, lo, hi) && length_ok(p, q, done, len_lo, len_hi)) return 1;
     return 0;
 }
 
 int eng_pat_accepting(const eng_pattern *p, const eng_pat_set *s)
 {
-    return set_meets(s, &p->accept);
+    (void)p;
+    return has_bit(s, 0);
 }
 
+/* A match ends here, or goes on through a position the next character takes. */
 int eng_pat_length_ok(const eng_pattern *p, const eng_pat_set *s, uint32_t done, int32_t lo,
                       int32_t hi)
 {
-    for (int q = next_bit(s, 0); q >= 0; q = next_bit(s, q + 1))
-        if (length_ok(p, q, done, lo, hi)) return 1;
+    if (has_bit(s, 0) && (int64_t)done >= lo && (hi < 0 || (int64_t)done <= hi)) return 1;
+    for (int q = next_bit(s, 1); q >= 0; q = next_bit(s, q + 1))
+        if (length_ok(p, q, done + 1, lo, hi)) return 1;
     return 0;
 }

@@ -18,8 +18,9 @@
  * \b \f \n \r \t) are taken out of every class, as are the surrogates: what is left is
  * always writable. A position whose class is left empty refuses the pattern.
  *
- * A state is a set of positions (ENG_PAT_MAX_POS bits, position 0 the start). Immutable
- * after compiling; any number of threads may read it.
+ * A state (ENG_PAT_MAX_POS bits) is the set of positions the next character may take, with
+ * bit 0 set when the characters so far match: a token mask asks many questions of one state
+ * and each reads it as it is. Immutable after compiling; any number of threads may read it.
  */
 #ifndef ENG_PATTERN_H
 #define ENG_PATTERN_H
@@ -51,9 +52,10 @@ int eng_pat_any(const eng_pattern *p, const eng_pat_set *s, uint32_t lo, uint32_
 /* Whether the characters so far match. */
 int eng_pat_accepting(const eng_pattern *p, const eng_pat_set *s);
 /* Whether, with done characters written, the string can still match and end with a total
- * length in [lo, hi] (hi -1: no bound). Judged by each position's shortest and longest way
- * to a match, so a length between the two that no match has ("(aa)*", "a|bbbb") passes:
- * bounds that fall in such a gap can leave a string no way to end. */
+ * length in [lo, hi] (hi -1: no bound). Judged by the shortest and longest way to a match
+ * from each position the next character may take, so a length between the two that no
+ * match has ("(aa)*", "x(a|bbbb)" before the x) passes: bounds that fall in such a gap can
+ * leave a string no way to end. */
 int eng_pat_length_ok(const eng_pattern *p, const eng_pat_set *s, uint32_t done, int32_t lo,
                       int32_t hi);
 

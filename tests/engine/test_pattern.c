@@ -1,10 +1,13 @@
 /* tests engine/pattern.c: strings matched or not as ECMA-262 (JSON Schema's reading: not
  * anchored where the pattern does not say so) matches them, the classes and escapes, counted
- * repetition, what a JSON string cannot carry, the refusals, and the lengths judged. */
+ * repetition, what a JSON string cannot carry, the refusals, and the lengths judged; and 300
+ * random patterns against Python's re (tests/fixtures/engine/patterns.json, written by
+ * tests/ref/make_pattern_fixtures.py). */
 #include "engine.h"
 #include "pattern.h"
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -122,6 +125,34 @@ Test(pattern, strings_matched_as_ecma_262_reads_them)
                      cases[i].re, cases[i].text);
 }
 
+/* Each fixture string is matched or not as Python's re decided. */
+Test(pattern, random_patterns_as_python_re_reads_them)
+{
+    json_error_t je;
+    json_t *fx = json_load_file("tests/fixtures/engine/patterns.json", 0, &je);
+    cr_assert_not_null(fx, "%s", je.text);
+    size_t i, j, checked = 0;
+    json_t *c, *s;
+    json_array_foreach(fx, i, c)
+    {
+        const char *re = json_string_value(json_object_get(c, "pattern"));
+        json_array_foreach(json_object_get(c, "match"), j, s)
+        {
+            cr_expect(matches(re, json_string_value(s)), "%s should match \"%s\"", re,
+                      json_string_value(s));
+            checked++;
+        }
+        json_array_foreach(json_object_get(c, "no"), j, s)
+        {
+            cr_expect_not(matches(re, json_string_value(s)), "%s should not match \"%s\"", re,
+                          json_string_value(s));
+            checked++;
+        }
+    }
+    cr_expect_geq(checked, 3000);
+    json_decref(fx);
+}
+
 Test(pattern, what_a_json_string_cannot_carry_is_left_out)
 {
     /* U+0001 only as \u0001: out of every class; \n and \t stay */
@@ -185,5 +216,13 @@ Test(pattern, lengths_to_a_match)
     p = make("^a(bc)*$");
     eng_pat_start(p, &s);
     cr_expect(eng_pat_length_ok(p, &s, 0, 1000, -1));
+    eng_pattern_destroy(p);
+    /* judged by the positions the next character takes: 1 or 4 characters, not 2 or 3 */
+    p = make("^(a|bbbb)$");
+    eng_pat_start(p, &s);
+    cr_expect(eng_pat_length_ok(p, &s, 0, 1, 1));
+    cr_expect(eng_pat_length_ok(p, &s, 0, 4, 4));
+    cr_expect_not(eng_pat_length_ok(p, &s, 0, 2, 3));
+    cr_expect_not(eng_pat_any(p, &s, 'b', 'b', 1, 2, 3));
     eng_pattern_destroy(p);
 }
