@@ -34,6 +34,9 @@ struct eng_gen_params {
     /* NULL, or the JSON the output must be (grammar.h); borrowed until the sequence's done
      * event (scheduler) */
     const eng_grammar *grammar;
+    /* 1: the grammar holds the output only if it begins a document, and the stop strings
+     * only if it does not (eng_gm_optional: a function call or a reply) */
+    int grammar_optional;
 };
 
 #define ENG_MAX_TOP_LOGPROBS 20

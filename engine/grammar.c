@@ -1543,6 +1543,7 @@ static void step_all(const eng_grammar *g, const struct tset *in, uint8_t c, str
 
 struct eng_gm {
     const eng_grammar *g;
+    enum eng_gm_state state;
     struct tset cur, tmp[2];
     /* eng_gm_mask()'s: a state a trie level ([n_lvl]), and which tokens it allowed */
     struct tset *lvl;
@@ -1556,6 +1557,7 @@ int eng_gm_create(const eng_grammar *g, eng_gm **out)
     eng_gm *m = calloc(1, sizeof *m);
     if (!m) return ENG_ENOMEM;
     m->g = g;
+    m->state = ENG_GM_DOCUMENT;
     m->cur.n = 1;
     struct thread *t = &m->cur.t[0];
     t->depth = 2;
@@ -1563,6 +1565,25 @@ int eng_gm_create(const eng_grammar *g, eng_gm **out)
     t->f[1] = (struct frame){.node = g->root, .kind = F_VALUE};
     *out = m;
     return 0;
+}
+
+void eng_gm_optional(eng_gm *m)
+{
+    m->state = ENG_GM_UNDECIDED;
+}
+
+enum eng_gm_state eng_gm_state(const eng_gm *m)
+{
+    return m->state;
+}
+
+/* Where bytes[0..n) begin to say something: the first byte not white space, n if none. */
+static size_t lead(const char *bytes, size_t n)
+{
+    size_t k = 0;
+    while (k < n && (bytes[k] == ' ' || bytes[k] == '\n' || bytes[k] == '\t' || bytes[k] == '\r'))
+        k++;
+    return k;
 }
 
 void eng_gm_destroy(eng_gm *m)
@@ -1588,8 +1609,20 @@ static const struct tset *feed(eng_gm *m, const char *bytes, size_t n)
 
 int eng_gm_feed(eng_gm *m, const char *bytes, size_t n)
 {
+    if (m->state == ENG_GM_TEXT) return 1;
+    if (m->state == ENG_GM_UNDECIDED) {
+        size_t k = lead(bytes, n);
+        if (k == n) return 1;
+        if (bytes[k] != '{') {
+            m->state = ENG_GM_TEXT;
+            return 1;
+        }
+        bytes += k;
+        n -= k;
+    }
     const struct tset *s = feed(m, bytes, n);
     if (!s) return 0;
+    m->state = ENG_GM_DOCUMENT;
     if (s != &m->cur) {
         m->cur.n = s->n;
         for (int i = 0; i < s->n; i++)
@@ -1611,11 +1644,12 @@ static int set_accepting(const eng_grammar *g, const struct tset *s)
 
 int eng_gm_accepting(const eng_gm *m)
 {
-    return set_accepting(m->g, &m->cur);
+    return m->state != ENG_GM_DOCUMENT || set_accepting(m->g, &m->cur);
 }
 
 int eng_gm_done(const eng_gm *m)
 {
+    if (m->state != ENG_GM_DOCUMENT) return 0;
     for (int i = 0; i < m->cur.n; i++)
         if (m->cur.t[i].depth != 1) return 0;
     return m->cur.n > 0;
@@ -1712,6 +1746,13 @@ int eng_gm_allows(eng_gm *m, const eng_gm_vocab *gv, int32_t token)
     const char *p;
     size_t len;
     tok_piece(gv->v, token, &p, &len);
+    if (m->state == ENG_GM_TEXT) return 1;
+    if (m->state == ENG_GM_UNDECIDED) {
+        size_t k = lead(p, len);
+        if (k == len || p[k] != '{') return 1;
+        p += k;
+        len -= k;
+    }
     return feed(m, p, len) != NULL;
 }
 
@@ -1738,6 +1779,38 @@ static void walk(eng_gm *m, const eng_gm_vocab *gv, int32_t at, int level)
     }
 }
 
+/* Marks the tokens at trie node at and below it. */
+static void mark_all(eng_gm *m, const eng_gm_vocab *gv, int32_t at)
+{
+    for (int32_t id = gv->node[at].token; id >= 0; id = gv->same[id])
+        m->allowed[id] = 1;
+    for (int32_t c = gv->node[at].child; c >= 0; c = gv->node[c].sibling)
+        mark_all(m, gv, c);
+}
+
+/* walk() for an answer still undecided (eng_gm_optional) below trie node at, whose bytes
+ * are white space: more leaves it so, '{' begins the document (lvl[0] its start), any
+ * other byte text. */
+static void walk_lead(eng_gm *m, const eng_gm_vocab *gv, int32_t at)
+{
+    for (int32_t c = gv->node[at].child; c >= 0; c = gv->node[c].sibling) {
+        uint8_t b = gv->node[c].byte;
+        if (b == ' ' || b == '\n' || b == '\t' || b == '\r') {
+            for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
+                m->allowed[id] = 1;
+            walk_lead(m, gv, c);
+        } else if (b == '{') {
+            step_all(m->g, &m->lvl[0], b, &m->lvl[1]);
+            if (!m->lvl[1].n) continue;
+            for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
+                m->allowed[id] = 1;
+            if (gv->node[c].child >= 0) walk(m, gv, c, 1);
+        } else {
+            mark_all(m, gv, c);
+        }
+    }
+}
+
 int eng_gm_mask(eng_gm *m, const eng_gm_vocab *gv, float *logits)
 {
     if (m->n_lvl < gv->depth + 1) {
@@ -1757,7 +1830,12 @@ int eng_gm_mask(eng_gm *m, const eng_gm_vocab *gv, float *logits)
     m->lvl[0].n = m->cur.n;
     for (int i = 0; i < m->cur.n; i++)
         memcpy(&m->lvl[0].t[i], &m->cur.t[i], THREAD_BYTES(&m->cur.t[i]));
-    walk(m, gv, 0, 0);
+    if (m->state == ENG_GM_TEXT)
+        mark_all(m, gv, 0);
+    else if (m->state == ENG_GM_UNDECIDED)
+        walk_lead(m, gv, 0);
+    else
+        walk(m, gv, 0, 0);
     int end = eng_gm_accepting(m), n = 0;
     for (int32_t id = 0; id < gv->n_vocab; id++) {
         int ok = gv->kind[id] == T_END ? end : m->allowed[id];

@@ -74,6 +74,18 @@ void eng_grammar_destroy(eng_grammar *g); /* accepts NULL */
 int eng_gm_create(const eng_grammar *g, eng_gm **out);
 void eng_gm_destroy(eng_gm *m); /* accepts NULL */
 
+/*
+ * An answer that may be a document or text (a function call or a reply, as OpenAI's
+ * tool_choice "auto" leaves it to the model): called on a fresh matcher, it makes the
+ * first byte that is not white space decide. '{' begins the document, held to the grammar
+ * from that byte on (the white space before it is not fed to it); any other byte begins
+ * text, held to nothing (every token but control ones allowed, the answer complete at any
+ * point). Until then (ENG_GM_UNDECIDED) the answer may end.
+ */
+enum eng_gm_state { ENG_GM_DOCUMENT, ENG_GM_UNDECIDED, ENG_GM_TEXT };
+void eng_gm_optional(eng_gm *m);
+enum eng_gm_state eng_gm_state(const eng_gm *m);
+
 /* Feeds bytes: 1 when the grammar takes all of them (the matcher has moved on), 0 when
  * it refuses one (the matcher is unchanged). */
 int eng_gm_feed(eng_gm *m, const char *bytes, size_t n);

@@ -41,6 +41,7 @@ struct sched_seq {
      * kept for masking when the token drawn first is refused ([n_vocab]) */
     eng_gm *gm;
     float *gm_row;
+    int gm_optional; /* the grammar holds a document, the stop strings text (generate.h) */
 };
 
 struct list {
@@ -307,6 +308,8 @@ int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
         q->gm_row = malloc(sizeof *q->gm_row * (size_t)eng_model_hparams(s->m)->n_vocab);
         if (!q->gm_row || (rc = eng_gm_create(p->grammar, &q->gm)))
             goto fail;
+        if ((q->gm_optional = p->grammar_optional))
+            eng_gm_optional(q->gm);
     }
     if ((rc = eng_sampler_create(&p->sampling, eng_model_hparams(s->m)->n_vocab, &q->smp)) ||
         (rc = eng_stop_create(p->stop, p->n_stop, &q->stop)))
@@ -504,6 +507,8 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, const struct eng_toke
     }
     if (q->gm && eng_gm_take(q->gm, s->gm_vocab, tok))
         return ENG_EINVAL; /* sampled from the grammar's mask: cannot happen */
+    if (q->gm_optional && eng_gm_state(q->gm) == ENG_GM_DOCUMENT)
+        eng_stop_disarm(q->stop); /* a stop string would cut the document */
     q->tokens[q->n_tokens++] = tok;
     q->generated++;
     s->tokens_generated++;

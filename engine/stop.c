@@ -234,6 +234,15 @@ int eng_stop_flush(eng_stop *s, const char **text, size_t *n_text)
     return scan(s, 1, text, n_text);
 }
 
+void eng_stop_disarm(eng_stop *s)
+{
+    for (int i = 0; i < s->n_stop; i++) {
+        free(s->stop[i]);
+        s->stop[i] = NULL;
+    }
+    s->n_stop = 0;
+}
+
 size_t eng_stop_seen(const eng_stop *s)
 {
     return s ? s->seen : 0;

@@ -38,6 +38,9 @@ int eng_stop_create(const char *const *stops, int n_stops, eng_stop **out);
 void eng_stop_destroy(eng_stop *s); /* accepts NULL */
 /* Ready for a new text, with the same stop strings. */
 void eng_stop_reset(eng_stop *s);
+/* Forgets the stop strings (for this text and after a reset): nothing matches from here
+ * on, and a tail held as the beginning of one goes out with the next feed or flush. */
+void eng_stop_disarm(eng_stop *s);
 
 /* Adds piece[0, len) (any bytes; piece may be NULL when len is 0). *text, *n_text: what may
  * be emitted now, borrowed. Returns 0, ENG_STOP_MATCHED when a stop string has matched

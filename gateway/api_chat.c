@@ -456,7 +456,10 @@ static int parse_tools(json_t *b, struct chat_req *c, struct parsed *p)
         return 400;
     }
     c->job.params.grammar = c->grammar;
-    c->job.params.n_stop = 0; /* a stop string would cut the call's JSON */
+    if (c->tools.mode == GW_TOOLS_AUTO) /* a call or words: the stop strings hold to words */
+        c->job.params.grammar_optional = 1;
+    else
+        c->job.params.n_stop = 0; /* a stop string would cut the call's JSON */
     make_id(c->call_id, "call_");
     gw_call_reader_init(&c->call, &c->tools);
     return 0;
@@ -852,6 +855,31 @@ static void append_text(struct chat_req *c, const char *text, size_t len)
     c->len += len;
 }
 
+/* tool_choice "auto" (tools.h): once the answer so far (c->text) says something, whether
+ * it is a call ('{', which the grammar then holds to one) or words, c->tools.mode becoming
+ * GW_TOOLS_REQUIRED (the white space before the call dropped) or GW_TOOLS_OFF. 0 while it
+ * is white space and may go on (final 0). */
+static int decide(struct chat_req *c, int final)
+{
+    size_t k = 0;
+    while (k < c->len && (c->text[k] == ' ' || c->text[k] == '\t' || c->text[k] == '\n' ||
+                          c->text[k] == '\r'))
+        k++;
+    if (k == c->len && !final)
+        return 0;
+    if (k == c->len || c->text[k] != '{') {
+        c->tools.mode = GW_TOOLS_OFF;
+        return 1;
+    }
+    memmove(c->text, c->text + k, c->len - k);
+    c->len -= k;
+    c->tools.mode = GW_TOOLS_REQUIRED;
+    gw_call_reader_init(&c->call, &c->tools);
+    if (c->resp)
+        make_id(c->msg_id, "fc_");
+    return 1;
+}
+
 /* ------------------------------------------------------------------ the Responses API */
 
 static void resp_send(struct chat_req *c, const char *type, json_t *fields)
@@ -1096,8 +1124,34 @@ static void on_event(struct gw_gen_event *ev)
         if (ev->completion_tokens > 1 && c->t_first)
             gw_metric_observe(llm->tpot, (t - c->t_first) / (ev->completion_tokens - 1));
     }
+    int appended = 0;
+    if (c->tools.mode == GW_TOOLS_AUTO) { /* a call or words: held until that is known */
+        if (!ev->done) {
+            append_text(c, ev->text, ev->len);
+            appended = 1;
+        }
+        if (!decide(c, ev->done)) {
+            free(ev);
+            return;
+        }
+        if (c->tools.mode == GW_TOOLS_OFF) { /* words: what was held goes out */
+            if (c->stream && c->len) {
+                if (c->resp)
+                    resp_delta(c, c->text, c->len);
+                else
+                    send_chunk(c, c->text, c->len, NULL);
+                if (!c->store && !c->resp)
+                    c->len = 0;
+            }
+            if (!ev->done) {
+                free(ev);
+                return;
+            }
+        }
+    }
     if (!ev->done && c->tools.mode != GW_TOOLS_OFF) { /* a call: read out as it grows */
-        append_text(c, ev->text, ev->len);
+        if (!appended)
+            append_text(c, ev->text, ev->len);
         if (c->stream && c->resp)
             resp_call_delta(c, 0);
         else if (c->stream)
@@ -1594,7 +1648,9 @@ static void handle(struct gw_req *r, int chat, int resp)
     make_id(c->id, resp ? "resp_" : chat ? "chatcmpl-" : "cmpl-");
     c->created = (long)time(NULL);
     if (resp) {
-        make_id(c->msg_id, c->tools.mode != GW_TOOLS_OFF ? "fc_" : "msg_");
+        make_id(c->msg_id, c->tools.mode == GW_TOOLS_NAMED || c->tools.mode == GW_TOOLS_REQUIRED
+                               ? "fc_"
+                               : "msg_");
         c->rs = (struct gw_response){c->id, c->msg_id, cfg->engine_model_name, c->echo,
                                      c->created, 0, NULL, NULL};
     }

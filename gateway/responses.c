@@ -342,7 +342,7 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
         json_object_set(out, "tool_choice", json_object_get(b, "tool_choice"));
     } else if (json_array_size(json_object_get(b, "tools"))) {
         /* chat's form: the function's members under "function", a named choice too (chat
-         * checks them, and refuses "auto") */
+         * checks them) */
         json_t *tools = json_array();
         json_array_foreach(json_object_get(b, "tools"), ti, tool)
         {

@@ -66,9 +66,16 @@ static enum gw_tool_mode mode_of(json_t *b)
 {
     json_t *tc = json_object_get(b, "tool_choice");
     const char *s = json_string_value(tc);
-    if (s)
-        return !strcmp(s, "required") ? GW_TOOLS_REQUIRED : GW_TOOLS_OFF;
-    return json_is_object(tc) ? GW_TOOLS_NAMED : GW_TOOLS_OFF;
+    if (json_is_object(tc))
+        return GW_TOOLS_NAMED;
+    if (s && !strcmp(s, "required"))
+        return GW_TOOLS_REQUIRED;
+    if (s && !strcmp(s, "none"))
+        return GW_TOOLS_OFF;
+    /* "auto", the default with tools */
+    return (empty(tc) || (s && !strcmp(s, "auto"))) && json_array_size(json_object_get(b, "tools"))
+               ? GW_TOOLS_AUTO
+               : GW_TOOLS_OFF;
 }
 
 /* ---- the grammar's schema and the model's instructions ---------------------------------- */
@@ -246,8 +253,14 @@ static char *call_prompt(json_t *b)
                 describe(&t, tool);
         oai_buf_puts(&t, "\nWrite only the arguments.");
     } else {
-        oai_buf_puts(&t, "Answer by calling one of these functions, written as JSON: "
-                             "{\"name\": the function's name, \"arguments\": its arguments}.");
+        if (mode_of(b) == GW_TOOLS_AUTO)
+            oai_buf_puts(&t, "You may call one of these functions when it helps to answer. To "
+                             "call one, answer with only JSON: {\"name\": the function's name, "
+                             "\"arguments\": its arguments}. Otherwise answer in words.");
+        else
+            oai_buf_puts(&t, "Answer by calling one of these functions, written as JSON: "
+                             "{\"name\": the function's name, \"arguments\": its "
+                             "arguments}.");
         json_array_foreach(tools, i, tool)
         {
             oai_buf_puts(&t, "\n\n");
@@ -312,13 +325,6 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
     enum gw_tool_mode mode = mode_of(b);
     if (s && !strcmp(s, "none"))
         return 0; /* none is called: the answer is text, whatever the tools say */
-    if (mode == GW_TOOLS_OFF && n)
-        return refuse(param, msg, len, "tools",
-                      "tools are supported with tool_choice \"required\" or a named function "
-                      "(the answer is then a call, held to the function's parameters), or "
-                      "\"none\"; tool_choice \"auto\", the default, is not: the models served "
-                      "here do not decide whether to call.",
-                      NULL);
     if (mode == GW_TOOLS_OFF)
         return 0;
     if (!n)
@@ -329,10 +335,10 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
         return refuse(param, msg, len, "tools", "tools lists more than 64 functions.", NULL);
     /* required: every function is a reading of the call until its name is written, and a
      * matcher follows at most ENG_GM_MAX_THREADS at once */
-    if (mode == GW_TOOLS_REQUIRED && n > ENG_GM_MAX_THREADS)
+    if (mode != GW_TOOLS_NAMED && n > ENG_GM_MAX_THREADS)
         return refuse(param, msg, len, "tools",
-                      "tool_choice \"required\" takes at most 16 functions in tools; name the "
-                      "function to call, or send fewer.",
+                      "tool_choice \"required\" or \"auto\" (the default) takes at most 16 "
+                      "functions in tools; name the function to call, or send fewer.",
                       NULL);
     size_t i, j;
     json_t *tool;
@@ -421,7 +427,7 @@ int gw_tool_message(json_t *m)
 int gw_uses_tools(json_t *b)
 {
     if (mode_of(b) != GW_TOOLS_OFF && json_array_size(json_object_get(b, "tools")))
-        return 1;
+        return 1; /* ("none": the tools are not shown to the model, the answer is words) */
     size_t i;
     json_t *m;
     json_array_foreach(json_object_get(b, "messages"), i, m)

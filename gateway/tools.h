@@ -1,7 +1,7 @@
 /*
- * tools — OpenAI function calling, where the request asks for a call: tool_choice
- * "required" (one call, to one of the tools) or {"type": "function", "function": {"name"}}
- * (a call to that function). The model is told of the functions in a system message, and
+ * tools — OpenAI function calling: tool_choice "required" (one call, to one of the tools),
+ * {"type": "function", "function": {"name"}} (a call to that function) or "auto" (a call or
+ * words). The model is told of the functions in a system message, and
  * its answer is held by a grammar (engine/grammar.h) to a call: for a named function its
  * arguments, a document of the function's parameters schema; for "required" the object
  * {"name": one of the names, "arguments": that function's arguments}. The reply carries
@@ -9,15 +9,21 @@
  * piece), content null, finish_reason "tool_calls" ("stop" for a named function, as
  * OpenAI answers).
  *
- * "required" takes at most ENG_GM_MAX_THREADS (16) functions: until its name is written,
- * each is a reading the grammar's matcher follows. Stop strings are not applied to a call.
+ * tool_choice "auto" (the default when tools are given) leaves the choice to the model: it
+ * is told to answer with the call's JSON object or in text, and the first byte of its
+ * answer that is not white space decides (eng_gm_optional): '{' begins a call, held to the
+ * union as for "required"; anything else a reply, held to nothing, its stop strings
+ * applied (a call's are not). Whether a small model calls when it should is the model's.
  *
- * tool_choice "auto" (the default when tools are given) is refused: deciding whether to
- * call at all is the model's, and the models served here are not trained to (a 400 says
- * so; "none" takes the tools and answers with text). A conversation may carry earlier
- * calls (assistant messages with tool_calls) and their results (role "tool"): the model
- * reads each call as a sentence, "I called NAME(ARGUMENTS).", and each result as a user
- * turn, "Result of NAME: ...", naming the function. Answers in conversations with calls are never cached (gw_uses_tools).
+ * "required" and "auto" take at most ENG_GM_MAX_THREADS (16) functions: until its name is
+ * written, each is a reading the grammar's matcher follows. Stop strings are not applied
+ * to a call. One call an answer (parallel_tool_calls is read as false).
+ *
+ * A conversation may carry earlier calls (assistant messages with tool_calls) and their
+ * results (role "tool"): the model reads each call as a sentence, "I called
+ * NAME(ARGUMENTS).", and each result as a user turn, "Result of NAME: ...", naming the
+ * function. Answers to requests with tools (but "none") or with calls in their
+ * conversation are never cached (gw_uses_tools).
  */
 #ifndef GW_TOOLS_H
 #define GW_TOOLS_H
@@ -28,7 +34,7 @@
 #define GW_TOOL_NAME_MAX 64
 #define GW_TOOLS_MAX 64
 
-enum gw_tool_mode { GW_TOOLS_OFF, GW_TOOLS_NAMED, GW_TOOLS_REQUIRED };
+enum gw_tool_mode { GW_TOOLS_OFF, GW_TOOLS_NAMED, GW_TOOLS_REQUIRED, GW_TOOLS_AUTO };
 
 /* A chat request's tools and tool_choice, checked (oai_params_check calls this): 0, or -1
  * with *param and msg naming what is wrong. */

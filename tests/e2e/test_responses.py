@@ -316,6 +316,22 @@ def test_function_calls_and_their_outputs(make_server):
     assert r3.output_text == r2.output_text
 
 
+def test_auto_lets_the_model_answer_in_words(make_server):
+    """tool_choice "auto", the default with tools: this small model answers a haiku in words,
+    a message item, whole and streamed alike."""
+    s = sdk(make_server(NO_CACHE))
+    kw = dict(model=MODEL, input="Write a haiku about the sea.", tools=[WEATHER], temperature=0,
+              max_output_tokens=40)
+    r = s.responses.create(**kw)
+    assert r.tool_choice == "auto" and len(r.output) == 1
+    assert r.output[0].type == "message" and r.output[0].id.startswith("msg_")
+    assert r.output_text.strip()
+    events = list(s.responses.create(stream=True, **kw))
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == \
+        r.output_text
+    assert events[-1].type in ("response.completed", "response.incomplete")
+
+
 def test_a_named_function_call_streamed(make_server):
     s = sdk(make_server(NO_CACHE))
     kw = dict(model=MODEL, input="Is it raining in Oslo?", tools=[WEATHER], temperature=0,

@@ -1,9 +1,12 @@
-"""End-to-end tests of function calling (tools with tool_choice "required" or a named
-function) through the official openai SDK on the default model: the answer is a call whose
-arguments are JSON of the function's parameters, streamed piece by piece as the SDK
-accumulates it; a conversation carries earlier calls and their results; what cannot be
-served ("auto", unknown names, schemas the grammar cannot hold to) is refused naming the
-parameter; and calls are never answered from the caches."""
+"""End-to-end tests of function calling (tools with tool_choice "required", a named
+function, or "auto") through the official openai SDK on the default model: the answer is a
+call whose arguments are JSON of the function's parameters, streamed piece by piece as the
+SDK accumulates it, or with "auto" words when the model begins with words; a conversation
+carries earlier calls and their results; what cannot be served (unknown names, schemas the
+grammar cannot hold to) is refused naming the parameter; and calls are never answered from
+the caches."""
+
+import pathlib
 
 import json
 
@@ -132,6 +135,90 @@ def test_a_streamed_call_equals_the_whole_one(server):
                                                             whole.function.arguments)
 
 
+def open_brace_id():
+    """The token " {" as llama.cpp tokenizes "(a) [b] {c}" (committed fixture)."""
+    fx = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "engine" /
+                     "llamacpp.json").read_text())
+    ids = next(t["ids"] for t in fx["texts"] if t["text"].startswith("Punctuation: (a) [b] {c}"))
+    return ids[10]  # "P", "unct", "uation", ":", " (", "a", ")", " [", "b", "]", " {"
+
+
+# Arguments without free text, where a bias on " {" can only begin the call and its arguments
+FORECAST = {"type": "function", "function": {
+    "name": "get_forecast", "description": "Get the weather forecast of a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"enum": ["Paris", "Oslo", "Lima"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+        "required": ["city", "days"], "additionalProperties": False}}}
+ALARM = {"type": "function", "function": {
+    "name": "set_alarm", "description": "Set an alarm.",
+    "parameters": {"type": "object", "properties": {"hour": {"type": "integer", "minimum": 0,
+                                                             "maximum": 23}},
+                   "required": ["hour"]}}}
+
+
+def check_auto_call(call):
+    args = json.loads(call.function.arguments)
+    if call.function.name == "get_forecast":
+        assert args["city"] in ("Paris", "Oslo", "Lima") and 1 <= args["days"] <= 7, args
+    else:
+        assert call.function.name == "set_alarm" and 0 <= args["hour"] <= 23, call
+
+
+@pytest.mark.parametrize("choice", [None, "auto"])
+def test_auto_answers_in_words_when_the_model_begins_with_words(server, choice):
+    """tool_choice "auto" (also the default with tools): the model chooses; this small one
+    answers a haiku in words, as text, whole and streamed alike."""
+    c = sdk(server)
+    extra = {} if choice is None else {"tool_choice": choice}
+    kw = dict(model=MODEL, messages=user("Write a haiku about the sea."), tools=TOOLS,
+              temperature=0, max_tokens=40, **extra)
+    r = c.chat.completions.create(**kw)
+    ch = r.choices[0]
+    assert ch.message.tool_calls is None and ch.message.content.strip(), ch
+    assert ch.finish_reason in ("stop", "length")
+    chunks = [x for x in c.chat.completions.create(stream=True, **kw) if x.choices]
+    assert "".join(x.choices[0].delta.content or "" for x in chunks) == ch.message.content
+    assert not any(x.choices[0].delta.tool_calls for x in chunks)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices[0].finish_reason == ch.finish_reason
+
+
+def test_auto_answers_with_a_call_when_the_model_begins_one(server):
+    """An answer that begins with "{" is a call, held to one of the functions: the model is
+    made to begin so by logit_bias on " {" (from there the grammar holds it)."""
+    c = sdk(server)
+    kw = dict(model=MODEL, messages=user("What is the weather in Paris this week?"),
+              tools=[FORECAST, ALARM], tool_choice="auto", temperature=0, max_tokens=80,
+              logit_bias={str(open_brace_id()): 100})
+    r = c.chat.completions.create(**kw)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls", ch
+    assert ch.message.content is None and len(ch.message.tool_calls) == 1
+    call = ch.message.tool_calls[0]
+    assert call.id.startswith("call_") and call.type == "function"
+    check_auto_call(call)
+    chunks = [x for x in c.chat.completions.create(stream=True, **kw) if x.choices]
+    deltas = [d for x in chunks for d in (x.choices[0].delta.tool_calls or [])]
+    assert deltas[0].function.name == call.function.name
+    assert "".join(d.function.arguments for d in deltas) == call.function.arguments
+    assert not any(x.choices[0].delta.content for x in chunks)
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_auto_holds_stop_strings_to_words_not_to_calls(server):
+    c = sdk(server)
+    r = c.chat.completions.create(model=MODEL, messages=user("Write a haiku about the sea."),
+                                  tools=TOOLS, temperature=0, max_tokens=40, stop=[" "])
+    assert r.choices[0].finish_reason == "stop" and " " not in r.choices[0].message.content
+    assert r.choices[0].message.content
+    r = c.chat.completions.create(model=MODEL, messages=user("Weather in Paris?"),
+                                  tools=[FORECAST], temperature=0, max_tokens=80,
+                                  stop=["\"", "}", " "], logit_bias={str(open_brace_id()): 100})
+    assert r.choices[0].finish_reason == "tool_calls"
+    check_auto_call(r.choices[0].message.tool_calls[0])
+
+
 def test_a_conversation_carries_calls_and_their_results(server):
     """The agent loop: call, run the function, send its result, get an answer."""
     c = sdk(server)
@@ -203,8 +290,6 @@ def test_calls_are_not_cached(server):
 
 
 @pytest.mark.parametrize("extra,param,words", [
-    ({"tools": TOOLS}, "tools", "auto"),  # the default tool_choice with tools
-    ({"tools": TOOLS, "tool_choice": "auto"}, "tools", "auto"),
     ({"tool_choice": "required"}, "tool_choice", "no function"),
     ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
      "tool_choice", "nope"),
@@ -220,6 +305,9 @@ def test_calls_are_not_cached(server):
      "tools[1].function.parameters: properties.code: pattern: lookaround is not supported"),
     ({"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(17)],
       "tool_choice": "required"}, "tools", "at most 16 functions"),
+    ({"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(17)]},
+     "tools", "at most 16 functions"),
+    ({"tools": TOOLS, "logprobs": True}, "logprobs", "tool call"),
     ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}},
      "response_format", "tool call"),
     ({"tools": TOOLS, "tool_choice": "required", "logprobs": True}, "logprobs", "tool call"),

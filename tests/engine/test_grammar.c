@@ -542,12 +542,14 @@ static void vocab_teardown(void)
 }
 
 /* After prefix, the mask allows exactly the tokens eng_gm_allows() allows, one by one;
- * returns how many. */
-static int mask_matches_allows(const char *schema, const char *prefix)
+ * returns how many. optional: the matcher is eng_gm_optional's. */
+static int mask_matches_allows_in(const char *schema, const char *prefix, int optional)
 {
     eng_grammar *g = make(schema);
     eng_gm *m;
     cr_assert_eq(eng_gm_create(g, &m), 0);
+    if (optional)
+        eng_gm_optional(m);
     cr_assert(eng_gm_feed(m, prefix, strlen(prefix)), "%s", prefix);
     int n = tok_n_vocab(vocab);
     float *logits = calloc((size_t)n, sizeof *logits);
@@ -577,6 +579,43 @@ static int mask_matches_allows(const char *schema, const char *prefix)
     return count;
 }
 
+static int mask_matches_allows(const char *schema, const char *prefix)
+{
+    return mask_matches_allows_in(schema, prefix, 0);
+}
+
+/* A call or a reply (tool_choice "auto"): the first byte that is not white space decides. */
+Test(grammar, optional_document_or_text)
+{
+    eng_grammar *g = make(person);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    eng_gm_optional(m);
+    cr_expect_eq(eng_gm_state(m), ENG_GM_UNDECIDED);
+    cr_expect(eng_gm_feed(m, " \n\t", 3));
+    cr_expect_eq(eng_gm_state(m), ENG_GM_UNDECIDED, "white space decides nothing");
+    cr_expect(eng_gm_accepting(m) && !eng_gm_done(m));
+    cr_expect_not(eng_gm_feed(m, " {\"x\"", 5), "a document the schema refuses");
+    cr_expect_eq(eng_gm_state(m), ENG_GM_UNDECIDED, "unchanged by a refusal");
+    cr_expect(eng_gm_feed(m, " {\"name\": \"Bo\", ", 16));
+    cr_expect_eq(eng_gm_state(m), ENG_GM_DOCUMENT);
+    cr_expect_not(eng_gm_accepting(m), "held to the schema from its first byte");
+    cr_expect_not(eng_gm_feed(m, "}", 1), "age is required");
+    size_t k = taken(m, "\"age\": 3}");
+    cr_expect_eq(k, 9, "%zu", k);
+    cr_expect(eng_gm_done(m));
+    eng_gm_destroy(m);
+    /* text: held to nothing, complete anywhere, never done */
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    eng_gm_optional(m);
+    cr_expect(eng_gm_feed(m, "\nIt is {sunny}", 15));
+    cr_expect_eq(eng_gm_state(m), ENG_GM_TEXT);
+    cr_expect(eng_gm_feed(m, "}}\"", 3));
+    cr_expect(eng_gm_accepting(m) && !eng_gm_done(m));
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+}
+
 Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab_teardown,
      .timeout = 120)
 {
@@ -590,6 +629,13 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     /* inside a string: nearly everything */
     int str = mask_matches_allows(person, "{\"name\": \"B");
     cr_expect(str > n / 2, "%d of %d", str, n);
+    /* optional (a call or a reply): undecided, any token but those that begin a document
+     * the schema refuses; after white space the same; after text, every token */
+    int either = mask_matches_allows_in(person, "", 1);
+    cr_expect(either > n / 2 && either < n, "%d of %d", either, n);
+    cr_expect_eq(mask_matches_allows_in(person, "\n ", 1), either);
+    cr_expect_gt(mask_matches_allows_in(person, "Sure", 1), either);
+    cr_expect_eq(mask_matches_allows_in(person, "{\"name\": \"B", 1), str);
     /* a number, which may go on or end */
     mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4");
     mask_matches_allows("{\"enum\": [1, 12, \"x\"]}", "1");

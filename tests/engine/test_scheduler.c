@@ -741,6 +741,39 @@ Test(sched, a_grammar_holds_the_output_to_its_schema_alone_and_in_a_busy_batch)
     eng_grammar_destroy(g);
 }
 
+/* An optional grammar (a call or words): an answer made to begin with "{" is held to the
+ * schema, a stop string inside it not applied; words are left free, their stop strings
+ * applied. */
+Test(sched, an_optional_grammar_holds_a_document_or_leaves_words)
+{
+    eng_grammar *g;
+    char err[256];
+    cr_assert_eq(eng_grammar_create(verdict_schema, strlen(verdict_schema), &g, err, sizeof err),
+                 0, "%s", err);
+    int32_t brace = tok_find(vocab, "{", 1);
+    cr_assert(brace >= 0);
+    struct eng_logit_bias bias = {brace, 100};
+    static struct out doc, words, plain;
+    memset(&doc, 0, sizeof doc);
+    memset(&words, 0, sizeof words);
+    memset(&plain, 0, sizeof plain);
+    struct eng_gen_params p = greedy_params(120);
+    p.grammar = g;
+    p.grammar_optional = 1;
+    p.sampling.logit_bias = &bias;
+    p.sampling.n_logit_bias = 1;
+    run_text(prompts[0], p, "\"", &doc);
+    expect_verdict(&doc, "begun with a brace");
+    cr_expect_eq(doc.finish, ENG_FINISH_STOP);
+    p.sampling.n_logit_bias = 0;
+    run_text(prompts[0], p, ".", &words);
+    run_text(prompts[0], greedy_params(120), ".", &plain);
+    cr_expect(words.text[0] != '{' && words.len > 0, "%s", words.text);
+    cr_expect_str_eq(words.text, plain.text, "words as without a grammar, cut by the stop");
+    cr_expect(!strchr(words.text, '.') && plain.completion < 120, "%s", plain.text);
+    eng_grammar_destroy(g);
+}
+
 Test(sched, sampled_output_keeps_to_the_grammar)
 {
     eng_grammar *g;

@@ -141,6 +141,23 @@ Test(stop, held_only_while_it_could_match)
     eng_stop_destroy(s);
 }
 
+/* Disarmed (a function call began): what was held goes out, nothing matches any more. */
+Test(stop, disarmed)
+{
+    struct run r = {0};
+    eng_stop *s = make(STOPS("xyz", "}"), 2);
+    STEP(s, &r, " x", " ", 0); /* "x" might begin "xyz" */
+    eng_stop_disarm(s);
+    STEP(s, &r, "{", "x{", 0);
+    STEP(s, &r, "}xyz", "}xyz", 0);
+    cr_assert_eq(flush(s, &r), 0);
+    cr_assert_str_eq(r.out, " x{}xyz");
+    cr_assert_eq(eng_stop_matched(s), -1);
+    eng_stop_reset(s);
+    STEP(s, &r, "xyz}", "xyz}", 0); /* and after a reset */
+    eng_stop_destroy(s);
+}
+
 Test(stop, match_across_pieces)
 {
     struct run r = {0};

@@ -68,6 +68,21 @@ Test(tools, schemas_of_calls)
     cr_expect(strstr(t.prompt, "calling the function order") != NULL, "%s", t.prompt);
     gw_tools_deinit(&t);
     json_decref(b);
+    /* auto, said or the default with tools: the union of required, and the model told that
+     * it may answer in words */
+    const char *autos[] = {"{\"tools\": [" PING ", " ORDER "]}",
+                           "{\"tools\": [" PING ", " ORDER "], \"tool_choice\": \"auto\"}"};
+    for (int i = 0; i < 2; i++) {
+        b = load(autos[i]);
+        cr_assert_eq(gw_tools_parse(b, &t), 0);
+        cr_expect_eq(t.mode, GW_TOOLS_AUTO, "%s", autos[i]);
+        cr_expect(strstr(t.prompt, "Otherwise answer in words") != NULL, "%s", t.prompt);
+        cr_expect(call_accepts(b, "{\"name\": \"ping\", \"arguments\": {}}"));
+        cr_expect_not(call_accepts(b, "{\"name\": \"pong\", \"arguments\": {}}"));
+        cr_expect(gw_uses_tools(b), "never cached");
+        gw_tools_deinit(&t);
+        json_decref(b);
+    }
     /* none asks for no call; neither does a choice without tools */
     b = load("{\"tools\": [" PING "], \"tool_choice\": \"none\"}");
     cr_assert_eq(gw_tools_parse(b, &t), 0);
@@ -94,7 +109,7 @@ Test(tools, checks_name_what_is_wrong)
     static const struct {
         const char *req, *param, *words;
     } bad[] = {
-        {"{\"tools\": [" PING "]}", "tools", "auto"},
+        {"{\"tools\": [" PING "], \"logprobs\": true}", "logprobs", "tool call"},
         {"{\"tools\": [" PING "], \"tool_choice\": \"required\", \"logprobs\": true}", "logprobs",
          "tool call"},
         {"{\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"ping\"}}}",
@@ -121,6 +136,8 @@ Test(tools, checks_name_what_is_wrong)
         "{\"tools\": [" PING ", " ORDER "], \"tool_choice\": \"required\"}",
         "{\"functions\": [], \"tools\": {}, \"tool_choice\": \"\"}",
         "{\"tools\": [], \"tool_choice\": \"auto\"}",
+        "{\"tools\": [" PING "]}",
+        "{\"tools\": [" PING "], \"tool_choice\": \"auto\"}",
         "{\"tools\": [" PING "], \"tool_choice\": \"none\"}",
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
@@ -134,6 +151,11 @@ Test(tools, checks_name_what_is_wrong)
     json_t *b = many_tools(17);
     const char *param = NULL;
     char msg[400];
+    cr_expect_eq(gw_tools_check(b, &param, msg, sizeof msg), -1);
+    cr_expect(strstr(msg, "at most 16 functions") != NULL, "%s", msg);
+    json_decref(b);
+    b = many_tools(17); /* auto too */
+    json_object_del(b, "tool_choice");
     cr_expect_eq(gw_tools_check(b, &param, msg, sizeof msg), -1);
     cr_expect(strstr(msg, "at most 16 functions") != NULL, "%s", msg);
     json_decref(b);
