@@ -1,7 +1,8 @@
 /* libFuzzer target: a JSON Schema from a request (the input up to its first NUL byte) is
  * compiled or refused, and the rest of the input is fed to a matcher of it byte by byte,
  * one refused byte skipped at a time: never a crash, an out-of-bounds access or a leak,
- * whatever the schema ($ref cycles, deep nesting, huge enums) or the bytes. */
+ * whatever the schema ($ref cycles, deep nesting, huge enums) or the bytes. An input of odd
+ * length is fed to an optional matcher (a document or text, eng_gm_optional). */
 #include "grammar.h"
 
 #include <stddef.h>
@@ -18,6 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (eng_grammar_create(n ? (const char *)data : NULL, n, &g, err, sizeof err)) return 0;
     eng_gm *m;
     if (eng_gm_create(g, &m) == 0) {
+        if (size & 1) eng_gm_optional(m);
         for (size_t i = n + 1; i < size; i++) {
             eng_gm_feed(m, (const char *)data + i, 1);
             (void)eng_gm_accepting(m);
