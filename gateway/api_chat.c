@@ -72,6 +72,7 @@ struct chat_req {
     /* a completion of several prompts (batch_run()): the request's own chat_req runs one
      * kid a prompt, each answered as the choice of its index, and replies when all are (its
      * req is NULL once the reply is out before that, or its client gone) */
+    int n;                   /* answers a prompt (the request's n) */
     struct chat_req *parent; /* a kid's */
     int index;               /* a kid's choice */
     struct chat_req **kids;  /* the parent's */
@@ -167,6 +168,8 @@ struct parsed {
     const char *param; /* on error */
     char msg[256];
 };
+
+#define GW_MAX_N 16 /* answers a prompt */
 
 static int bad(struct parsed *p, const char *param, const char *msg)
 {
@@ -284,8 +287,10 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
         break;
     }
     json_t *n = json_object_get(b, "n");
-    if (n && !json_is_null(n) && (!json_is_integer(n) || json_integer_value(n) != 1))
-        return bad(p, "n", "Only n = 1 is supported.");
+    if (n && !json_is_null(n) &&
+        (!json_is_integer(n) || json_integer_value(n) < 1 || json_integer_value(n) > GW_MAX_N))
+        return bad(p, "n", "n must be an integer from 1 to 16.");
+    c->n = json_is_integer(n) ? (int)json_integer_value(n) : 1;
     json_t *stop = json_object_get(b, "stop");
     if (json_is_string(stop)) {
         if (json_string_length(stop) == 0)
@@ -1616,15 +1621,21 @@ static void handle(struct gw_req *r, int chat, int resp)
         gw_reply_error(r, status, p.msg, p.param, NULL);
         goto out;
     }
+    if (c->n > 1 && (resp || c->tools.mode != GW_TOOLS_OFF)) {
+        gw_reply_error(r, 400, resp ? "n is not a parameter of the Responses API."
+                                    : "n above 1 is not supported with a tool call.",
+                       "n", NULL);
+        goto out;
+    }
     /* what it may use: its prompt (about 4 bytes a token of the body, and of the stored
-     * conversation a response continues) and max_tokens */
+     * conversation a response continues) and max_tokens, for each answer */
     json_t *prompts = chat ? NULL : several_prompts(b);
-    const int64_t answers = prompts ? (int64_t)json_array_size(prompts) : 1;
+    const int64_t answers = (prompts ? (int64_t)json_array_size(prompts) : 1) * c->n;
     if (answers > cfg->engine_max_num_seqs + cfg->engine_max_waiting) {
-        snprintf(p.msg, sizeof p.msg, "At most %lld prompts a request are served (the engine "
-                 "runs engine.max_num_seqs and queues engine.max_waiting).",
+        snprintf(p.msg, sizeof p.msg, "At most %lld answers a request (prompts times n) are "
+                 "served (the engine runs engine.max_num_seqs and queues engine.max_waiting).",
                  (long long)(cfg->engine_max_num_seqs + cfg->engine_max_waiting));
-        gw_reply_error(r, 400, p.msg, "prompt", NULL);
+        gw_reply_error(r, 400, p.msg, prompts ? "prompt" : "n", NULL);
         goto out;
     }
     size_t body_len;
@@ -1656,7 +1667,7 @@ static void handle(struct gw_req *r, int chat, int resp)
     }
     c->t0 = now_s();
     c->tenant = tn->id;
-    if (prompts) {
+    if (prompts || c->n > 1) {
         batch_run(c, b, prompts);
         return;
     }
@@ -1877,20 +1888,26 @@ static void batch_end(struct chat_req *c)
         gw_reply_error(c->req, c->err_status, c->err_msg, NULL, c->err_code);
     } else if (c->req && c->stream) {
         if (c->include_usage) {
-            json_t *o = envelope(c, "text_completion");
+            json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
             json_object_set_new(o, "choices", json_array());
             json_object_set_new(o, "usage", usage_json(sum.prompt, sum.completion, sum.cached));
             gw_reply_sse_json(c->req, o);
         }
         gw_reply_sse_end(c->req);
     } else if (c->req) {
-        json_t *o = envelope(c, "text_completion"), *choices = json_array();
+        json_t *o = envelope(c, c->chat ? "chat.completion" : "text_completion");
+        json_t *choices = json_array();
         for (int i = 0; i < c->nkids; i++) {
             struct chat_req *k = c->kids[i];
             json_t *ch = json_object();
             json_object_set_new(ch, "index", json_integer(i));
             json_t *t = json_stringn(k->text ? k->text : "", k->len);
-            if (t) /* text that is not UTF-8 leaves its key out, as in one answer's reply */
+            if (c->chat) /* (the engine's text is UTF-8) */
+                json_object_set_new(ch, "message",
+                                    json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
+                                              t ? t : json_string(""), "refusal"));
+            else if (t) /* text that is not UTF-8 leaves its key out, as in one answer's
+                         * reply */
                 json_object_set_new(ch, "text", t);
             json_object_set_new(ch, "logprobs", lp_take(k));
             json_object_set_new(ch, "finish_reason", json_string(k->finish));
@@ -1985,6 +2002,7 @@ static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
     c->kids[c->nkids++] = k;
     k->req = c->req;
     k->parent = c;
+    k->chat = c->chat;
     k->index = i;
     memcpy(k->id, c->id, sizeof k->id);
     k->created = c->created;
@@ -1994,6 +2012,15 @@ static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
     k->job.ns = c->job.ns;
     if (parse_common(kb, gw_server_config(gw_req_server(c->req)), k, p))
         return KID_BAD; /* not met: the request's own parameters passed */
+    gw_server *srv = gw_req_server(c->req);
+    if (c->n > 1) { /* n answers of one prompt: each its own draw (a seed, plus its place),
+                     * none from the caches, nor stored */
+        k->job.params.sampling.seed += (uint64_t)(i % c->n);
+        return (c->chat ? chat_prompt(srv, kb, k, p) : completion_prompt(srv, kb, k, p))
+                   ? (p->param ? KID_BAD : KID_OOM)
+                   : context_exceeded(c->llm, k, p) ? KID_LONG
+                                                    : 0;
+    }
     if (cache_key(k, kb))
         return KID_OOM;
     int refused;
@@ -2009,7 +2036,7 @@ static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
         append_text(k, h->answer, h->answer_len);
         return h->answer_len && k->len != h->answer_len ? KID_OOM : 0;
     }
-    if (completion_prompt(gw_req_server(c->req), kb, k, p))
+    if (completion_prompt(srv, kb, k, p))
         return p->param ? KID_BAD : KID_OOM;
     return context_exceeded(c->llm, k, p) ? KID_LONG : 0;
 }
@@ -2017,35 +2044,41 @@ static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
 /* The kids of c for its prompts: 0, or -1 after refusing the request. */
 static int batch_kids(struct chat_req *c, json_t *b, json_t *prompts)
 {
-    const size_t n = json_array_size(prompts);
+    const size_t n = prompts ? json_array_size(prompts) : 1;
     struct parsed p = {0};
     char msg[sizeof p.msg + 32];
-    if (!(c->kids = calloc(n, sizeof *c->kids))) {
+    if (!(c->kids = calloc(n * (size_t)c->n, sizeof *c->kids))) {
         chat_error(c, 503, "Out of memory; try again.", NULL, NULL);
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        json_t *pr = json_array_get(prompts, i);
-        if (!json_is_string(pr) &&
+    for (size_t i = 0; i < n * (size_t)c->n; i++) {
+        json_t *pr = json_array_get(prompts, i / (size_t)c->n);
+        if (prompts && !json_is_string(pr) &&
             !(json_is_array(pr) && json_is_integer(json_array_get(pr, 0)))) {
             snprintf(msg, sizeof msg, "prompt[%zu] must be a non-empty string or an array of "
-                     "token ids.", i);
+                     "token ids.", i / (size_t)c->n);
             chat_error(c, 400, msg, "prompt", NULL);
             return -1;
         }
         json_t *kb = json_copy(b);
-        int rc = !kb || json_object_set(kb, "prompt", pr) ? KID_OOM
-                                                          : kid_make(c, kb, (int)i, &p);
+        int rc = !kb || (prompts && json_object_set(kb, "prompt", pr))
+                     ? KID_OOM
+                     : kid_make(c, kb, (int)i, &p);
         json_decref(kb);
         if (rc == KID_OOM) {
             chat_error(c, 503, "Out of memory; try again.", NULL, NULL);
             return -1;
         }
+        if (rc && !prompts) { /* the request's own prompt or messages */
+            chat_error(c, 400, p.msg, param_of(c, p.param),
+                       rc == KID_LONG ? "context_length_exceeded" : NULL);
+            return -1;
+        }
         if (rc) { /* "prompt[3] must be ..." of the prompt's ids is prompt[i][3] */
             if (!strncmp(p.msg, "prompt[", 7))
-                snprintf(msg, sizeof msg, "prompt[%zu]%s", i, p.msg + 6);
+                snprintf(msg, sizeof msg, "prompt[%zu]%s", i / (size_t)c->n, p.msg + 6);
             else
-                snprintf(msg, sizeof msg, "prompt[%zu]: %s", i, p.msg);
+                snprintf(msg, sizeof msg, "prompt[%zu]: %s", i / (size_t)c->n, p.msg);
             chat_error(c, 400, msg, p.param, rc == KID_LONG ? "context_length_exceeded" : NULL);
             return -1;
         }
@@ -2053,9 +2086,11 @@ static int batch_kids(struct chat_req *c, json_t *b, json_t *prompts)
     return 0;
 }
 
-/* A completion of several prompts, admitted as one request (c; b is taken): one engine job
- * (or exact cache hit) a prompt, all refused if one is. The reply has a choice a prompt,
- * in their order; a stream interleaves the choices' chunks, the cache's answers first. */
+/* A completion of several prompts, or n answers of a chat or a completion, admitted as one
+ * request (c; b is taken): one engine job (or exact cache hit, for n = 1) an answer, all
+ * refused if one is. The reply has a choice an answer, in their order (a prompt's n
+ * together); a stream interleaves the choices' chunks, the cache's answers first. With the
+ * prefix cache on, the n answers of a prompt start from its blocks, computed once. */
 static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
 {
     struct gw_req *r = c->req;

@@ -503,6 +503,46 @@ def test_a_prompt_with_no_encodable_text_names_the_prompt(server):
     assert "vocabulary" in r.json()["error"]["message"]
 
 
+def test_n_answers_of_one_question(server):
+    """n choices, each its own draw (seeded: the seed plus the choice's place), none from
+    the caches; greedy, they agree; streamed, each choice's chunks carry its index."""
+    c = sdk(server)
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "Name a fruit."}],
+              max_tokens=12)
+    r = c.chat.completions.create(n=3, temperature=1.0, seed=5, **kw)
+    assert [ch.index for ch in r.choices] == [0, 1, 2]
+    texts = [ch.message.content for ch in r.choices]
+    assert all(texts) and len(set(texts)) > 1, texts
+    # usage: summed over the choices
+    assert r.usage.prompt_tokens % 3 == 0 and 3 <= r.usage.completion_tokens <= 36
+    greedy = c.chat.completions.create(n=2, temperature=0, **kw)
+    assert greedy.choices[0].message.content == greedy.choices[1].message.content
+    with client(server) as h:  # never answered from the caches
+        body = {"model": MODEL, "messages": kw["messages"], "max_tokens": 12, "n": 2,
+                "temperature": 0}
+        h.post("/v1/chat/completions", json=body)
+        assert h.post("/v1/chat/completions", json=body).headers.get("X-Cache") != "HIT"
+    got = {}
+    stream = c.chat.completions.create(n=2, temperature=1.0, seed=5, stream=True,
+                                       stream_options={"include_usage": True}, **kw)
+    finishes = {}
+    for ch in stream:
+        for x in ch.choices:
+            got[x.index] = got.get(x.index, "") + (x.delta.content or "")
+            if x.finish_reason:
+                finishes[x.index] = x.finish_reason
+        if ch.usage:
+            assert ch.usage.prompt_tokens == 2 * r.usage.prompt_tokens // 3
+    assert sorted(got) == [0, 1] and all(got.values()) and sorted(finishes) == [0, 1]
+
+
+def test_n_answers_of_each_prompt_of_a_completion(server):
+    r = sdk(server).completions.create(model=MODEL, prompt=["The sky is", "Water is"], n=2,
+                                       temperature=1.0, max_tokens=6, seed=1)
+    assert [ch.index for ch in r.choices] == [0, 1, 2, 3]
+    assert all(ch.text for ch in r.choices)
+
+
 @pytest.mark.parametrize("body,status,param,code", [
     ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, 404, "model",
      "model_not_found"),
@@ -521,7 +561,11 @@ def test_a_prompt_with_no_encodable_text_names_the_prompt(server):
         {"role": "assistant", "content": None,
          "function_call": {"name": "weather", "arguments": "{}"}},
         {"role": "user", "content": "And?"}]}, 400, "messages", None),
-    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 2}, 400, "n", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 17}, 400, "n", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 0}, 400, "n", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 2,
+      "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"},
+     400, "n", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "temperature": 3}, 400,
      "temperature", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, 400,
