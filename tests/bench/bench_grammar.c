@@ -163,14 +163,21 @@ int main(int argc, char **argv)
     }
     if (getenv("BENCH_GRAMMAR_TEXT"))
         fprintf(stderr, "%s\n", with.text);
+    /* a string held to a pattern of 240 positions ("(\w+ ?){1,80}"), 9 characters in */
+    static const char words[] = "{\"type\": \"string\", \"pattern\": \"^(\\\\w+ ?){1,80}$\"}";
+    eng_grammar *pg = NULL;
+    double at_pattern = -1;
+    if (eng_grammar_create(words, strlen(words), &pg, err, sizeof err) == 0)
+        at_pattern = mask_ms(pg, gv, V, "\"hello wor");
+    eng_grammar_destroy(pg);
     double rate_with = (with.completion - 1) / (with.t_end - with.t_first);
     double rate_without = (without.completion - 1) / (without.t_end - without.t_first);
     printf("{\"tokens\":%d,\"finish\":\"%s\",\"decode_tok_s\":%.1f,\"plain_decode_tok_s\":%.1f,"
            "\"mask_ms_in_string\":%.3f,\"mask_ms_in_number\":%.3f,\"mask_ms_after_comma\":%.3f,"
-           "\"text_bytes\":%zu}\n",
+           "\"mask_ms_in_pattern\":%.3f,\"text_bytes\":%zu}\n",
            with.completion, eng_finish_name(with.finish), rate_with, rate_without,
            at_str ? mask_ms(g, gv, V, doc[0]) : -1, at_num ? mask_ms(g, gv, V, doc[1]) : -1,
-           at_gap ? mask_ms(g, gv, V, doc[2]) : -1, with.len);
+           at_gap ? mask_ms(g, gv, V, doc[2]) : -1, at_pattern, with.len);
     eng_gm_vocab_destroy(gv);
     tok_destroy(v);
     eng_model_destroy(m);
