@@ -507,8 +507,16 @@ static int take_token(sched *s, sched_seq *q, int32_t tok, const struct eng_toke
     }
     if (q->gm && eng_gm_take(q->gm, s->gm_vocab, tok))
         return ENG_EINVAL; /* sampled from the grammar's mask: cannot happen */
-    if (q->gm_optional && eng_gm_state(q->gm) == ENG_GM_DOCUMENT)
+    if (q->gm_optional && q->gm && eng_gm_state(q->gm) == ENG_GM_DOCUMENT) {
         eng_stop_disarm(q->stop); /* a stop string would cut the document */
+    } else if (q->gm_optional && q->gm && eng_gm_state(q->gm) == ENG_GM_TEXT) {
+        /* words: held to nothing from here on, sampled as without a grammar (on the device
+         * where the batch can be) */
+        eng_gm_destroy(q->gm);
+        q->gm = NULL;
+        free(q->gm_row);
+        q->gm_row = NULL;
+    }
     q->tokens[q->n_tokens++] = tok;
     q->generated++;
     s->tokens_generated++;

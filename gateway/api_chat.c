@@ -1044,7 +1044,10 @@ static int resp_call_delta(struct chat_req *c, int final)
  * completed (or incomplete); a call cut before its name is known ends as text. */
 static void resp_call_end(struct chat_req *c, int final, const char *finish, struct usage u)
 {
-    if (!resp_call_delta(c, final)) {
+    if (!resp_call_delta(c, final)) { /* a message of the text, sent as one */
+        make_id(c->msg_id, "msg_");
+        if (c->len)
+            resp_delta(c, c->text, c->len);
         resp_end(c, c->text ? c->text : "", c->len, finish, u);
         return;
     }
@@ -1064,6 +1067,7 @@ static void reply_response_call(struct chat_req *c, int final, const char *finis
 {
     size_t from, to;
     if (!gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to)) {
+        make_id(c->msg_id, "msg_");
         reply_response(c, c->text ? c->text : "", c->len, finish, u);
         return;
     }

@@ -171,7 +171,7 @@ def test_cache_is_shared_with_chat_completions(make_server):
     ({"tool_choice": "sometimes"}, "tool_choice"),
     ({"input": []}, "input"),
     ({"input": [{"role": "tool", "content": "x"}]}, "input"),
-    ({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "tools"),
+    ({"tools": [{"type": "function", "name": "f", "parameters": []}]}, "tools"),
     ({"text": {"format": {"type": "xml"}}}, "text"),
     ({"text": {"format": {"type": "json_schema", "name": "a"}}}, "text"),
     ({"reasoning": {"effort": "high"}}, "reasoning"),
@@ -330,6 +330,21 @@ def test_auto_lets_the_model_answer_in_words(make_server):
     assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == \
         r.output_text
     assert events[-1].type in ("response.completed", "response.incomplete")
+
+
+def test_a_call_cut_before_its_name_is_a_message(make_server):
+    """max_output_tokens that end a call before its function's name is written: the text
+    comes as a message item (msg_ id), its deltas spelling it, as chat sends it as text."""
+    s = sdk(make_server(NO_CACHE))
+    kw = dict(model=MODEL, input="What is the weather in Paris?", tools=[WEATHER],
+              tool_choice="required", temperature=0, max_output_tokens=2)
+    r = s.responses.create(**kw)
+    assert r.status == "incomplete" and r.output[0].type == "message"
+    assert r.output[0].id.startswith("msg_") and r.output_text
+    events = list(s.responses.create(stream=True, **kw))
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == \
+        r.output_text
+    assert events[-1].response.output[0].id.startswith("msg_")
 
 
 def test_a_named_function_call_streamed(make_server):
