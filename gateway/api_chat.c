@@ -1636,8 +1636,8 @@ static void handle(struct gw_req *r, int chat, int resp)
     json_t *prompts = chat ? NULL : several_prompts(b);
     const int64_t answers = (prompts ? (int64_t)json_array_size(prompts) : 1) * c->n;
     if (answers > cfg->engine_max_num_seqs + cfg->engine_max_waiting) {
-        snprintf(p.msg, sizeof p.msg, "At most %lld answers a request (prompts times n) are "
-                 "served (the engine runs engine.max_num_seqs and queues engine.max_waiting).",
+        snprintf(p.msg, sizeof p.msg, "At most %lld prompts a request (times n) are served "
+                 "(the engine runs engine.max_num_seqs and queues engine.max_waiting).",
                  (long long)(cfg->engine_max_num_seqs + cfg->engine_max_waiting));
         gw_reply_error(r, 400, p.msg, prompts ? "prompt" : "n", NULL);
         goto out;
