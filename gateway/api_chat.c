@@ -866,13 +866,11 @@ static void append_text(struct chat_req *c, const char *text, size_t len)
  * is white space and may go on (final 0). */
 static int decide(struct chat_req *c, int final)
 {
-    size_t k = 0;
-    while (k < c->len && (c->text[k] == ' ' || c->text[k] == '\t' || c->text[k] == '\n' ||
-                          c->text[k] == '\r'))
-        k++;
-    if (k == c->len && !final)
+    size_t k;
+    int begun = gw_auto_begins(c->text, c->len, &k);
+    if (!begun && !final)
         return 0;
-    if (k == c->len || c->text[k] != '{') {
+    if (begun <= 0) {
         c->tools.mode = GW_TOOLS_OFF;
         return 1;
     }
@@ -1625,10 +1623,8 @@ static void handle(struct gw_req *r, int chat, int resp)
         gw_reply_error(r, status, p.msg, p.param, NULL);
         goto out;
     }
-    if (c->n > 1 && (resp || c->tools.mode != GW_TOOLS_OFF)) {
-        gw_reply_error(r, 400, resp ? "n is not a parameter of the Responses API."
-                                    : "n above 1 is not supported with a tool call.",
-                       "n", NULL);
+    if (c->n > 1 && c->tools.mode != GW_TOOLS_OFF) { /* (a response's request has no n) */
+        gw_reply_error(r, 400, "n above 1 is not supported with a tool call.", "n", NULL);
         goto out;
     }
     /* what it may use: its prompt (about 4 bytes a token of the body, and of the stored

@@ -546,6 +546,15 @@ static int space(char c)
     return c == ' ' || c == '\n' || c == '\t' || c == '\r';
 }
 
+int gw_auto_begins(const char *text, size_t len, size_t *at)
+{
+    size_t k = 0;
+    while (k < len && space(text[k]))
+        k++;
+    *at = k;
+    return k == len ? 0 : text[k] == '{' ? 1 : -1;
+}
+
 int gw_call_read(struct gw_call_reader *r, const char *text, size_t len, int final,
                  size_t *from, size_t *to)
 {

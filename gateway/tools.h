@@ -74,6 +74,10 @@ struct gw_call_reader {
     size_t args_at; /* in the text */
     size_t sent;    /* the arguments' bytes handed out so far */
 };
+/* tool_choice "auto": what text[0..len), the answer so far, has begun: 1 a call (its first
+ * byte that is not white space, at *at, is '{'), -1 words, 0 nothing yet (white space). */
+int gw_auto_begins(const char *text, size_t len, size_t *at);
+
 void gw_call_reader_init(struct gw_call_reader *r, const struct gw_tools *t);
 /* After the text has grown to text[0..len): 1 when the head is known, with [*from, *to) the
  * arguments' bytes that may go out now; 0: not yet. final 0: the text may grow (braces and

@@ -83,6 +83,12 @@ Test(tools, schemas_of_calls)
         gw_tools_deinit(&t);
         json_decref(b);
     }
+    /* what an auto answer has begun */
+    size_t at;
+    cr_expect_eq(gw_auto_begins(" \n\t", 3, &at), 0);
+    cr_expect_eq(gw_auto_begins(NULL, 0, &at), 0);
+    cr_expect(gw_auto_begins("\n {\"name\"", 9, &at) == 1 && at == 2);
+    cr_expect(gw_auto_begins(" It is {", 8, &at) == -1 && at == 1);
     /* none asks for no call; neither does a choice without tools */
     b = load("{\"tools\": [" PING "], \"tool_choice\": \"none\"}");
     cr_assert_eq(gw_tools_parse(b, &t), 0);
