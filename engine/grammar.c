@@ -51,6 +51,8 @@ enum { B_ANY, B_STRING, B_TRUE, B_FALSE, B_NULL, B_NUMBER, B_OBJECT, B_ARRAY, B_
 
 #define MAX_NODES 20000
 #define MAX_GAP_SPACES 20
+/* White space an optional answer may begin with before it says what it is. */
+#define MAX_LEAD 24
 #define MAX_UNION_EXPANSION 16
 
 struct eng_grammar {
@@ -1544,6 +1546,7 @@ static void step_all(const eng_grammar *g, const struct tset *in, uint8_t c, str
 struct eng_gm {
     const eng_grammar *g;
     enum eng_gm_state state;
+    int lead; /* white space bytes taken while undecided */
     struct tset cur, tmp[2];
     /* eng_gm_mask()'s: a state a trie level ([n_lvl]), and which tokens it allowed */
     struct tset *lvl;
@@ -1612,7 +1615,11 @@ int eng_gm_feed(eng_gm *m, const char *bytes, size_t n)
     if (m->state == ENG_GM_TEXT) return 1;
     if (m->state == ENG_GM_UNDECIDED) {
         size_t k = lead(bytes, n);
-        if (k == n) return 1;
+        if ((size_t)m->lead + k > MAX_LEAD) return 0;
+        if (k == n) {
+            m->lead += (int)k;
+            return 1;
+        }
         if (bytes[k] != '{') {
             m->state = ENG_GM_TEXT;
             return 1;
@@ -1749,6 +1756,7 @@ int eng_gm_allows(eng_gm *m, const eng_gm_vocab *gv, int32_t token)
     if (m->state == ENG_GM_TEXT) return 1;
     if (m->state == ENG_GM_UNDECIDED) {
         size_t k = lead(p, len);
+        if ((size_t)m->lead + k > MAX_LEAD) return 0;
         if (k == len || p[k] != '{') return 1;
         p += k;
         len -= k;
@@ -1789,16 +1797,17 @@ static void mark_all(eng_gm *m, const eng_gm_vocab *gv, int32_t at)
 }
 
 /* walk() for an answer still undecided (eng_gm_optional) below trie node at, whose bytes
- * are white space: more leaves it so, '{' begins the document (lvl[0] its start), any
- * other byte text. */
-static void walk_lead(eng_gm *m, const eng_gm_vocab *gv, int32_t at)
+ * are white space (lead bytes of it in all): more leaves it so, while within MAX_LEAD;
+ * '{' begins the document (lvl[0] its start), any other byte text. */
+static void walk_lead(eng_gm *m, const eng_gm_vocab *gv, int32_t at, int lead)
 {
     for (int32_t c = gv->node[at].child; c >= 0; c = gv->node[c].sibling) {
         uint8_t b = gv->node[c].byte;
         if (b == ' ' || b == '\n' || b == '\t' || b == '\r') {
+            if (lead >= MAX_LEAD) continue;
             for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
                 m->allowed[id] = 1;
-            walk_lead(m, gv, c);
+            walk_lead(m, gv, c, lead + 1);
         } else if (b == '{') {
             step_all(m->g, &m->lvl[0], b, &m->lvl[1]);
             if (!m->lvl[1].n) continue;
@@ -1833,7 +1842,7 @@ int eng_gm_mask(eng_gm *m, const eng_gm_vocab *gv, float *logits)
     if (m->state == ENG_GM_TEXT)
         mark_all(m, gv, 0);
     else if (m->state == ENG_GM_UNDECIDED)
-        walk_lead(m, gv, 0);
+        walk_lead(m, gv, 0, m->lead);
     else
         walk(m, gv, 0, 0);
     int end = eng_gm_accepting(m), n = 0;

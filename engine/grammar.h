@@ -80,7 +80,8 @@ void eng_gm_destroy(eng_gm *m); /* accepts NULL */
  * first byte that is not white space decide. '{' begins the document, held to the grammar
  * from that byte on (the white space before it is not fed to it); any other byte begins
  * text, held to nothing (every token but control ones allowed, the answer complete at any
- * point). Until then (ENG_GM_UNDECIDED) the answer may end.
+ * point). Until then (ENG_GM_UNDECIDED) the answer may end, and at most 24 bytes of white
+ * space may come (a small model could otherwise spend its tokens on blank lines).
  */
 enum eng_gm_state { ENG_GM_DOCUMENT, ENG_GM_UNDECIDED, ENG_GM_TEXT };
 void eng_gm_optional(eng_gm *m);
