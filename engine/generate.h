@@ -37,6 +37,9 @@ struct eng_gen_params {
     /* 1: the grammar holds the output only if it begins a document, and the stop strings
      * only if it does not (eng_gm_optional: a function call or a reply) */
     int grammar_optional;
+    /* more documents that may follow the first, each after a line break (eng_gm_repeat:
+     * parallel function calls) */
+    int grammar_more;
 };
 
 #define ENG_MAX_TOP_LOGPROBS 20

@@ -1504,7 +1504,20 @@ static void step(const eng_grammar *g, const struct thread *src, uint8_t c, stru
         struct frame *f = &t.f[t.depth - 1];
         switch (f->kind) {
         case F_ROOT:
-            return; /* nothing follows the document */
+            /* nothing follows the document, or (eng_gm_repeat) a line break and another,
+             * the documents still allowed counted in the root frame's node */
+            if (!f->node) return;
+            if (!t.newlines) {
+                if (c != '\n') return;
+                t.newlines = 1;
+                add(out, &t);
+                return;
+            }
+            if (c != '{') return;
+            t.newlines = 0;
+            f->node--;
+            push(&t, F_VALUE, g->root);
+            continue;
         case F_VALUE:
             value_start(g, &t, c, out, expansions);
             return;
@@ -1575,6 +1588,12 @@ void eng_gm_optional(eng_gm *m)
     m->state = ENG_GM_UNDECIDED;
 }
 
+void eng_gm_repeat(eng_gm *m, int more)
+{
+    for (int i = 0; i < m->cur.n; i++)
+        m->cur.t[i].f[0].node = more > 0 ? more : 0;
+}
+
 enum eng_gm_state eng_gm_state(const eng_gm *m)
 {
     return m->state;
@@ -1642,7 +1661,7 @@ static int set_accepting(const eng_grammar *g, const struct tset *s)
 {
     for (int i = 0; i < s->n; i++) {
         const struct thread *t = &s->t[i];
-        if (t->depth == 1 ||
+        if ((t->depth == 1 && !t->newlines) ||
             (t->depth == 2 && t->f[1].kind == F_NUM && number_done(g, t, &t->f[1])))
             return 1;
     }
@@ -1658,7 +1677,7 @@ int eng_gm_done(const eng_gm *m)
 {
     if (m->state != ENG_GM_DOCUMENT) return 0;
     for (int i = 0; i < m->cur.n; i++)
-        if (m->cur.t[i].depth != 1) return 0;
+        if (m->cur.t[i].depth != 1 || m->cur.t[i].f[0].node) return 0;
     return m->cur.n > 0;
 }
 

@@ -87,6 +87,14 @@ enum eng_gm_state { ENG_GM_DOCUMENT, ENG_GM_UNDECIDED, ENG_GM_TEXT };
 void eng_gm_optional(eng_gm *m);
 enum eng_gm_state eng_gm_state(const eng_gm *m);
 
+/*
+ * Several documents, one after another (parallel function calls): called on a fresh
+ * matcher, up to more documents may follow the first, each after exactly one line break
+ * ("}\n{"). Between them the answer may end; it is done once the last allowed one is
+ * complete. Combines with eng_gm_optional (the first document decides; text stays text).
+ */
+void eng_gm_repeat(eng_gm *m, int more);
+
 /* Feeds bytes: 1 when the grammar takes all of them (the matcher has moved on), 0 when
  * it refuses one (the matcher is unchanged). */
 int eng_gm_feed(eng_gm *m, const char *bytes, size_t n);

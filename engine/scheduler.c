@@ -310,6 +310,8 @@ int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
             goto fail;
         if ((q->gm_optional = p->grammar_optional))
             eng_gm_optional(q->gm);
+        if (p->grammar_more > 0)
+            eng_gm_repeat(q->gm, p->grammar_more);
     }
     if ((rc = eng_sampler_create(&p->sampling, eng_model_hparams(s->m)->n_vocab, &q->smp)) ||
         (rc = eng_stop_create(p->stop, p->n_stop, &q->stop)))

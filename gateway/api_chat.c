@@ -52,8 +52,8 @@ struct chat_req {
     eng_grammar *grammar;        /* job.params.grammar: response_format's or the call's */
     struct gw_tools tools;       /* a call asked for (tools.h) */
     struct gw_call_reader call;  /* ... read out of the answer */
-    char call_id[48];
-    int call_started;            /* its first tool_calls delta is out */
+    char call_id[GW_TOOLS_MAX_CALLS][48]; /* each call's id, made as it begins */
+    int calls_out;               /* calls whose first tool_calls delta is out */
     int opened;                  /* a response stream's created and in_progress are out */
     double t0, t_first; /* monotonic seconds: submitted, first text */
     struct event *timeout;
@@ -442,7 +442,7 @@ out:
  * is compiled here), 503 when out of memory. */
 static int parse_tools(json_t *b, struct chat_req *c, struct parsed *p)
 {
-    if (gw_tools_parse(b, &c->tools)) {
+    if (gw_tools_parse(b, !c->resp, &c->tools)) { /* (a response makes one call) */
         bad(p, NULL, "Out of memory; try again.");
         return 503;
     }
@@ -465,7 +465,8 @@ static int parse_tools(json_t *b, struct chat_req *c, struct parsed *p)
         c->job.params.grammar_optional = 1;
     else
         c->job.params.n_stop = 0; /* a stop string would cut the call's JSON */
-    make_id(c->call_id, "call_");
+    c->job.params.grammar_more = c->tools.max_calls - 1;
+    make_id(c->call_id[0], "call_");
     gw_call_reader_init(&c->call, &c->tools);
     return 0;
 }
@@ -700,15 +701,18 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
     gw_reply_sse_json(c->req, o);
 }
 
-/* A call's entry of tool_calls: with its id, type and name when whole (or first in a
- * stream), and the arguments args[0..len). */
+/* The entry of tool_calls of the call being read (c->call): with its id, type and name
+ * when whole (or first in a stream), and the arguments args[0..len). */
 static json_t *call_json(struct chat_req *c, int head, int stream, const char *args, size_t len)
 {
     json_t *t = json_object(), *f = json_object();
+    const int i = c->call.index;
     if (stream)
-        json_object_set_new(t, "index", json_integer(0));
+        json_object_set_new(t, "index", json_integer(i));
     if (head) {
-        json_object_set_new(t, "id", json_string(c->call_id));
+        if (!c->call_id[i][0])
+            make_id(c->call_id[i], "call_");
+        json_object_set_new(t, "id", json_string(c->call_id[i]));
         json_object_set_new(t, "type", json_string("function"));
         json_object_set_new(f, "name", json_string(c->call.name));
     }
@@ -716,53 +720,67 @@ static json_t *call_json(struct chat_req *c, int head, int stream, const char *a
     json_t *a = json_stringn(args, len);
     json_object_set_new(f, "arguments", a ? a : json_string(""));
     json_object_set_new(t, "function", f);
-    json_t *list = json_array();
-    json_array_append_new(list, t);
-    return list;
+    return t;
 }
 
-/* The call's deltas that the answer so far allows (final: as gw_call_read()). */
+/* The calls' deltas that the answer so far allows (final: as gw_call_read()), a chunk a
+ * call, each next call's once the one before is whole. */
 static void send_call(struct chat_req *c, int final)
 {
-    size_t from, to;
-    if (!gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to)) {
-        if (final == 2 && c->len) /* cut short before the name: the text, as replied whole */
-            send_chunk(c, c->text, c->len, NULL);
-        return;
-    }
-    if (c->call_started && from == to)
-        return;
-    json_t *o = envelope(c, "chat.completion.chunk");
-    json_t *ch = json_object(), *delta = json_object();
-    json_object_set_new(ch, "index", json_integer(c->index));
-    if (!c->started) {
-        json_object_set_new(delta, "role", json_string("assistant"));
-        json_object_set_new(delta, "content", json_null());
-    }
-    json_object_set_new(delta, "tool_calls",
-                        call_json(c, !c->call_started, 1, c->text + from, to - from));
-    json_object_set_new(ch, "delta", delta);
-    json_object_set_new(ch, "logprobs", json_null());
-    json_object_set_new(ch, "finish_reason", json_null());
-    json_t *choices = json_array();
-    json_array_append_new(choices, ch);
-    json_object_set_new(o, "choices", choices);
-    c->started = c->call_started = 1;
-    gw_reply_sse_json(c->req, o);
+    const char *text = c->text ? c->text : "";
+    do {
+        size_t from, to;
+        if (!gw_call_read(&c->call, text, c->len, final, &from, &to)) {
+            if (final == 2 && c->len && !c->calls_out) /* cut short before the name: the
+                                                        * text, as replied whole */
+                send_chunk(c, c->text, c->len, NULL);
+            return;
+        }
+        const int head = c->call.index >= c->calls_out;
+        if (!head && from == to)
+            continue;
+        json_t *o = envelope(c, "chat.completion.chunk");
+        json_t *ch = json_object(), *delta = json_object();
+        json_object_set_new(ch, "index", json_integer(c->index));
+        if (!c->started) {
+            json_object_set_new(delta, "role", json_string("assistant"));
+            json_object_set_new(delta, "content", json_null());
+        }
+        json_object_set_new(delta, "tool_calls",
+                            json_pack("[o]", call_json(c, head, 1, text + from, to - from)));
+        json_object_set_new(ch, "delta", delta);
+        json_object_set_new(ch, "logprobs", json_null());
+        json_object_set_new(ch, "finish_reason", json_null());
+        json_t *choices = json_array();
+        json_array_append_new(choices, ch);
+        json_object_set_new(o, "choices", choices);
+        c->started = 1;
+        c->calls_out = c->call.index + 1;
+        gw_reply_sse_json(c->req, o);
+    } while (gw_call_next(&c->call, text, c->len));
 }
 
-/* The JSON reply of an answer that is a call: message.tool_calls, content null. An answer
- * cut short before the function's name is known is replied as text. */
+/* The JSON reply of an answer that is calls: message.tool_calls, content null. An answer
+ * cut short before the first function's name is known is replied as text; a later call
+ * cut so is left out. */
 static void reply_call(struct chat_req *c, const char *finish, int final, struct usage u)
 {
-    size_t from, to;
-    json_t *m;
-    if (gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to))
+    const char *text = c->text ? c->text : "";
+    json_t *m, *calls = json_array();
+    do {
+        size_t from, to;
+        if (!gw_call_read(&c->call, text, c->len, final, &from, &to))
+            break;
+        json_array_append_new(calls, call_json(c, 1, 0, text + from, to - from));
+    } while (gw_call_next(&c->call, text, c->len));
+    if (json_array_size(calls))
         m = json_pack("{s:s, s:n, s:n, s:o}", "role", "assistant", "content", "refusal",
-                      "tool_calls", call_json(c, 1, 0, c->text + from, to - from));
-    else
+                      "tool_calls", calls);
+    else {
+        json_decref(calls);
         m = json_pack("{s:s, s:s%, s:n}", "role", "assistant", "content",
                       c->text ? c->text : "", c->len, "refusal");
+    }
     json_t *o = envelope(c, "chat.completion"), *ch = json_object();
     json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "message", m);
@@ -959,7 +977,7 @@ static json_t *resp_final(struct chat_req *c, const char *text, size_t len, cons
         json_object_set_new(m, "role", json_string("assistant"));
         if (c->rs.call_name) /* a call, as chat's messages carry it */
             json_object_set_new(m, "tool_calls",
-                                json_pack("[{s:s, s:s, s:{s:s, s:o}}]", "id", c->call_id,
+                                json_pack("[{s:s, s:s, s:{s:s, s:o}}]", "id", c->call_id[0],
                                           "type", "function", "function", "name",
                                           c->call.name, "arguments",
                                           gw_response_string(text, len)));
@@ -1021,7 +1039,7 @@ static int resp_call_delta(struct chat_req *c, int final)
         return 0;
     if (!c->started) {
         c->rs.call_name = c->call.name;
-        c->rs.call_id = c->call_id;
+        c->rs.call_id = c->call_id[0];
         if (!c->opened)
             resp_open(c);
         json_t *f = one_field("output_index", json_integer(0));
@@ -1070,7 +1088,7 @@ static void reply_response_call(struct chat_req *c, int final, const char *finis
         return;
     }
     c->rs.call_name = c->call.name;
-    c->rs.call_id = c->call_id;
+    c->rs.call_id = c->call_id[0];
     reply_response(c, c->text + from, to - from, finish, u);
 }
 

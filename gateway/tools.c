@@ -239,7 +239,7 @@ static void describe(struct oai_buf *t, json_t *tool)
     json_decref(p);
 }
 
-static char *call_prompt(json_t *b)
+static char *call_prompt(json_t *b, int max_calls)
 {
     json_t *tools = json_object_get(b, "tools");
     const char *want = chosen(b);
@@ -261,6 +261,8 @@ static char *call_prompt(json_t *b)
             oai_buf_puts(&t, "Answer by calling one of these functions, written as JSON: "
                              "{\"name\": the function's name, \"arguments\": its "
                              "arguments}.");
+        if (max_calls > 1)
+            oai_buf_puts(&t, " To make several calls, write each one's JSON on its own line.");
         json_array_foreach(tools, i, tool)
         {
             oai_buf_puts(&t, "\n\n");
@@ -321,6 +323,10 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
                       NULL);
     if (!empty(tools) && !json_is_array(tools))
         return refuse(param, msg, len, "tools", "tools must be an array.", NULL);
+    json_t *par = json_object_get(b, "parallel_tool_calls");
+    if (!absent(par) && !json_is_boolean(par))
+        return refuse(param, msg, len, "parallel_tool_calls",
+                      "parallel_tool_calls must be a boolean.", NULL);
     size_t n = json_array_size(tools);
     enum gw_tool_mode mode = mode_of(b);
     if (s && !strcmp(s, "none"))
@@ -390,7 +396,7 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
     return 0; /* (the union "required" holds the call to is compiled with the request) */
 }
 
-int gw_tools_parse(json_t *b, struct gw_tools *t)
+int gw_tools_parse(json_t *b, int parallel, struct gw_tools *t)
 {
     memset(t, 0, sizeof *t);
     t->mode = mode_of(b);
@@ -400,8 +406,12 @@ int gw_tools_parse(json_t *b, struct gw_tools *t)
     }
     if (t->mode == GW_TOOLS_NAMED)
         snprintf(t->name, sizeof t->name, "%s", chosen(b));
+    t->max_calls = parallel && t->mode != GW_TOOLS_NAMED &&
+                           !json_is_false(json_object_get(b, "parallel_tool_calls"))
+                       ? GW_TOOLS_MAX_CALLS
+                       : 1;
     t->schema = call_schema(b);
-    t->prompt = call_prompt(b);
+    t->prompt = call_prompt(b, t->max_calls);
     if (!t->schema || !t->prompt) {
         gw_tools_deinit(t);
         return -1;
@@ -504,12 +514,14 @@ void gw_call_reader_init(struct gw_call_reader *r, const struct gw_tools *t)
     }
 }
 
-/* {"name": "NAME", "arguments": ... as the grammar writes it (white space aside): the name
- * and where the arguments begin, once both are in the text. */
+/* {"name": "NAME", "arguments": ... as the grammar writes it (white space aside), from
+ * text[r->at]: the name and where the arguments begin, once both are in the text. */
 static int read_head(struct gw_call_reader *r, const char *text, size_t len)
 {
     static const char key[] = "\"arguments\":";
-    const char *colon = memchr(text, ':', len);
+    if (len <= r->at)
+        return 0;
+    const char *colon = memchr(text + r->at, ':', len - r->at);
     if (!colon)
         return 0;
     const char *q = memchr(colon, '"', len - (size_t)(colon - text));
@@ -555,26 +567,75 @@ int gw_auto_begins(const char *text, size_t len, size_t *at)
     return k == len ? 0 : text[k] == '{' ? 1 : -1;
 }
 
+/* Reads the call's object on from where it was left: where it closes, once it has. */
+static void scan(struct gw_call_reader *r, const char *text, size_t len)
+{
+    if (r->scanned < r->at)
+        r->scanned = r->at;
+    for (; !r->closed && r->scanned < len; r->scanned++) {
+        char ch = text[r->scanned];
+        if (r->in_str) {
+            if (r->esc)
+                r->esc = 0;
+            else if (ch == '\\')
+                r->esc = 1;
+            else if (ch == '"')
+                r->in_str = 0;
+        } else if (ch == '"') {
+            r->in_str = 1;
+        } else if (ch == '{' || ch == '[') {
+            r->depth++;
+        } else if ((ch == '}' || ch == ']') && --r->depth == 0) {
+            r->closed = r->scanned;
+        }
+    }
+}
+
 int gw_call_read(struct gw_call_reader *r, const char *text, size_t len, int final,
                  size_t *from, size_t *to)
 {
     if (!r->head && (r->mode != GW_TOOLS_REQUIRED || !read_head(r, text, len)))
         return 0;
     size_t end = len;
-    if (r->mode == GW_TOOLS_REQUIRED && final != 2) {
-        if (final == 1) { /* drop the wrapping object's last brace */
+    if (r->mode == GW_TOOLS_REQUIRED) {
+        scan(r, text, len);
+        if (r->closed) { /* whole: its arguments end before its last brace */
+            end = r->closed;
+            while (end > r->args_at && space(text[end - 1]))
+                end--;
+        } else if (final == 1) { /* drop the wrapping object's last brace */
             while (end > r->args_at && space(text[end - 1]))
                 end--;
             if (end > r->args_at && text[end - 1] == '}')
                 end--;
         }
-        while (end > r->args_at && (space(text[end - 1]) || (!final && text[end - 1] == '}')))
-            end--;
+        if (!r->closed && final != 2)
+            while (end > r->args_at &&
+                   (space(text[end - 1]) || (!final && text[end - 1] == '}')))
+                end--;
     }
     if (end < r->args_at + r->sent)
         end = r->args_at + r->sent;
     *from = r->args_at + r->sent;
     *to = end;
     r->sent = end - r->args_at;
+    return 1;
+}
+
+int gw_call_next(struct gw_call_reader *r, const char *text, size_t len)
+{
+    if (r->mode != GW_TOOLS_REQUIRED || !r->head || !r->closed)
+        return 0;
+    size_t k = r->closed + 1;
+    while (k < len && space(text[k]))
+        k++;
+    if (k >= len || text[k] != '{')
+        return 0;
+    enum gw_tool_mode mode = r->mode;
+    int index = r->index + 1;
+    memset(r, 0, sizeof *r);
+    r->mode = mode;
+    r->index = index;
+    r->at = r->scanned = k;
     return 1;
 }

@@ -17,7 +17,9 @@
  *
  * "required" and "auto" take at most ENG_GM_MAX_THREADS (16) functions: until its name is
  * written, each is a reading the grammar's matcher follows. Stop strings are not applied
- * to a call. One call an answer (parallel_tool_calls is read as false).
+ * to a call. With parallel_tool_calls (true unless the request says false) "required" and
+ * "auto" make up to GW_TOOLS_MAX_CALLS calls, one JSON object a line (eng_gm_repeat); a
+ * named function, and the Responses API, one.
  *
  * A conversation may carry earlier calls (assistant messages with tool_calls) and their
  * results (role "tool"): the model reads each call as a sentence, "I called
@@ -33,6 +35,7 @@
 
 #define GW_TOOL_NAME_MAX 64
 #define GW_TOOLS_MAX 64
+#define GW_TOOLS_MAX_CALLS 8 /* calls an answer, with parallel_tool_calls */
 
 enum gw_tool_mode { GW_TOOLS_OFF, GW_TOOLS_NAMED, GW_TOOLS_REQUIRED, GW_TOOLS_AUTO };
 
@@ -46,9 +49,11 @@ struct gw_tools {
     char name[GW_TOOL_NAME_MAX + 1]; /* GW_TOOLS_NAMED: the function */
     char *schema;                    /* the grammar's JSON Schema (malloc'd) */
     char *prompt;                    /* the system text that describes the call */
+    int max_calls;                   /* 1, or GW_TOOLS_MAX_CALLS (parallel calls) */
 };
-/* 0 (mode GW_TOOLS_OFF when no call is asked for), or -1 when out of memory. */
-int gw_tools_parse(json_t *b, struct gw_tools *t);
+/* 0 (mode GW_TOOLS_OFF when no call is asked for), or -1 when out of memory. parallel 0:
+ * one call, whatever the request says. */
+int gw_tools_parse(json_t *b, int parallel, struct gw_tools *t);
 void gw_tools_deinit(struct gw_tools *t);
 
 /* Whether a chat request asks for a call or carries calls or their results. */
@@ -62,28 +67,40 @@ int gw_tool_message(json_t *m);
 char *gw_tool_message_text(json_t *msgs, json_t *m);
 
 /*
- * A call read out of the generated text as it grows. GW_TOOLS_NAMED: the text is the
- * arguments. GW_TOOLS_REQUIRED: the text is {"name": "...", "arguments": ...} as the
- * grammar writes it; the name is known once its string closes, the arguments begin after
- * "arguments": and end before the object's last brace.
+ * The calls read out of the generated text as it grows. GW_TOOLS_NAMED: the text is the
+ * arguments of one call. GW_TOOLS_REQUIRED: the text is {"name": "...", "arguments": ...}
+ * as the grammar writes it, and with parallel calls more such objects, each after a line
+ * break; a call's name is known once its string closes, its arguments begin after
+ * "arguments": and end before its object's last brace.
  */
 struct gw_call_reader {
     enum gw_tool_mode mode;
+    int index; /* the call being read: 0, 1, ... */
     char name[GW_TOOL_NAME_MAX + 1];
-    int head;       /* the name and where the arguments begin are known */
+    int head;       /* its name and where its arguments begin are known */
+    size_t at;      /* where its object begins in the text */
     size_t args_at; /* in the text */
-    size_t sent;    /* the arguments' bytes handed out so far */
+    size_t sent;    /* its arguments' bytes handed out so far */
+    /* its object read so far (GW_TOOLS_REQUIRED): the nesting, within a string, after a
+     * backslash; where it closed (its last brace; 0: open) */
+    size_t scanned, closed;
+    int depth, in_str, esc;
 };
 /* tool_choice "auto": what text[0..len), the answer so far, has begun: 1 a call (its first
  * byte that is not white space, at *at, is '{'), -1 words, 0 nothing yet (white space). */
 int gw_auto_begins(const char *text, size_t len, size_t *at);
 
 void gw_call_reader_init(struct gw_call_reader *r, const struct gw_tools *t);
-/* After the text has grown to text[0..len): 1 when the head is known, with [*from, *to) the
- * arguments' bytes that may go out now; 0: not yet. final 0: the text may grow (braces and
- * white space at its end are held back, as they may close the wrapping object); 1: the
- * document is complete (its last brace dropped); 2: it was cut short (all goes out). */
+/* After the text has grown to text[0..len): 1 when the head of the call being read is
+ * known, with [*from, *to) its arguments' bytes that may go out now; 0: not yet. final 0:
+ * the text may grow (braces and white space at its end are held back, as they may close
+ * the wrapping object); 1: the text is complete (its last brace dropped); 2: it was cut
+ * short (all goes out). */
 int gw_call_read(struct gw_call_reader *r, const char *text, size_t len, int final,
                  size_t *from, size_t *to);
+/* Once the call being read is whole and all its arguments handed out: 1 when the next
+ * call's object has begun in text[0..len) (the reader moves on to it, index + 1); 0 when
+ * none has (yet). */
+int gw_call_next(struct gw_call_reader *r, const char *text, size_t len);
 
 #endif

@@ -56,7 +56,8 @@ def test_required_answers_with_a_call_to_one_of_the_tools(server):
     for seed, temperature in ((0, 0), (1, 1.0), (2, 1.0)):
         r = c.chat.completions.create(model=MODEL, messages=user("What is the weather in Paris?"),
                                       tools=TOOLS, tool_choice="required", seed=seed,
-                                      temperature=temperature, max_tokens=80)
+                                      temperature=temperature, max_tokens=80,
+                                      parallel_tool_calls=False)
         ch = r.choices[0]
         assert ch.finish_reason == "tool_calls", ch
         assert ch.message.content is None and len(ch.message.tool_calls) == 1
@@ -206,6 +207,53 @@ def test_auto_answers_with_a_call_when_the_model_begins_one(server):
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
+def end_ids():
+    """The end-of-turn and end-of-text tokens (committed llama.cpp tokenizer fixture)."""
+    fx = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "engine" /
+                     "llamacpp.json").read_text())
+    ids = next(t["ids"] for t in fx["texts"] if t["text"] == "<|im_start|>user\nHi<|im_end|>")
+    return ids[-1], 0
+
+
+@pytest.mark.parametrize("choice", ["required", "auto"])
+def test_parallel_calls_one_json_object_a_line(server, choice):
+    """parallel_tool_calls (true unless said false): after a call the model may end or
+    write another on the next line, up to 8. With the end tokens banned it writes all 8,
+    each a call of its own (its own id, index and arguments), streamed as the SDK
+    accumulates them; with parallel_tool_calls false one call ends the answer."""
+    c = sdk(server)
+    ban = {str(i): -100 for i in end_ids()}
+    if choice == "auto":
+        ban[str(open_brace_id())] = 100
+    kw = dict(model=MODEL, messages=user("Weather in Paris, Oslo and Lima?"),
+              tools=[FORECAST, ALARM], tool_choice=choice, temperature=0, max_tokens=400,
+              logit_bias=ban)
+    r = c.chat.completions.create(**kw)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls", ch
+    assert ch.message.content is None and len(ch.message.tool_calls) == 8, ch
+    for call in ch.message.tool_calls:
+        assert call.id.startswith("call_") and len(call.id) == 29
+        check_auto_call(call)
+    assert len({call.id for call in ch.message.tool_calls}) == 8
+    chunks = [x for x in c.chat.completions.create(stream=True, **kw) if x.choices]
+    calls = {}
+    for x in chunks:
+        for d in x.choices[0].delta.tool_calls or []:
+            if d.id:
+                assert d.index not in calls, "a call's head comes once"
+                calls[d.index] = [d.id, d.function.name, ""]
+            calls[d.index][2] += d.function.arguments
+    assert sorted(calls) == list(range(8))
+    assert [(n, a) for _, n, a in (calls[i] for i in range(8))] == \
+        [(t.function.name, t.function.arguments) for t in ch.message.tool_calls]
+    assert len({v[0] for v in calls.values()}) == 8
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    one = c.chat.completions.create(parallel_tool_calls=False, **kw).choices[0]
+    assert one.finish_reason == "tool_calls" and len(one.message.tool_calls) == 1
+    assert one.message.tool_calls[0].function == ch.message.tool_calls[0].function
+
+
 def test_auto_holds_stop_strings_to_words_not_to_calls(server):
     c = sdk(server)
     r = c.chat.completions.create(model=MODEL, messages=user("Write a haiku about the sea."),
@@ -312,6 +360,7 @@ def test_calls_are_not_cached(server):
      "response_format", "tool call"),
     ({"tools": TOOLS, "tool_choice": "required", "logprobs": True}, "logprobs", "tool call"),
     ({"functions": [{"name": "f"}]}, "functions", "use tools"),
+    ({"tools": TOOLS, "parallel_tool_calls": "yes"}, "parallel_tool_calls", "boolean"),
 ])
 def test_what_cannot_be_served_is_refused(server, extra, param, words):
     with client(server) as h:

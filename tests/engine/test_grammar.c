@@ -541,15 +541,27 @@ static void vocab_teardown(void)
     gguf_close(file);
 }
 
+/* How many end-of-generation tokens the vocabulary has. */
+static int eog_count(void)
+{
+    int eog = 0;
+    for (int32_t id = 0; id < tok_n_vocab(vocab); id++)
+        eog += tok_is_eog(vocab, id);
+    return eog;
+}
+
 /* After prefix, the mask allows exactly the tokens eng_gm_allows() allows, one by one;
- * returns how many. optional: the matcher is eng_gm_optional's. */
+ * returns how many. optional: the matcher is eng_gm_optional's (1), or eng_gm_repeat's with
+ * one more document (2). */
 static int mask_matches_allows_in(const char *schema, const char *prefix, int optional)
 {
     eng_grammar *g = make(schema);
     eng_gm *m;
     cr_assert_eq(eng_gm_create(g, &m), 0);
-    if (optional)
+    if (optional == 1)
         eng_gm_optional(m);
+    if (optional == 2)
+        eng_gm_repeat(m, 1);
     cr_assert(eng_gm_feed(m, prefix, strlen(prefix)), "%s", prefix);
     int n = tok_n_vocab(vocab);
     float *logits = calloc((size_t)n, sizeof *logits);
@@ -632,6 +644,50 @@ Test(grammar, optional_document_or_text)
     eng_grammar_destroy(g);
 }
 
+/* Parallel calls: more documents, each after one line break, as many as allowed. */
+Test(grammar, repeated_documents)
+{
+    eng_grammar *g = make(person);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    eng_gm_repeat(m, 2);
+    const char *one = "{\"name\": \"Bo\", \"age\": 3}";
+    cr_expect_eq(taken(m, one), strlen(one));
+    cr_expect(eng_gm_accepting(m) && !eng_gm_done(m), "the answer may end or go on");
+    cr_expect_not(eng_gm_feed(m, " ", 1), "only a line break");
+    cr_expect_not(eng_gm_feed(m, "\n\n", 2), "one line break");
+    cr_expect_not(eng_gm_feed(m, "\n[", 2), "then the next document");
+    cr_expect(eng_gm_feed(m, "\n", 1));
+    cr_expect_not(eng_gm_accepting(m), "a line break ends no answer");
+    cr_expect_not(eng_gm_feed(m, "{\"x", 3), "held to the schema again");
+    cr_expect_eq(taken(m, one), strlen(one));
+    cr_expect(eng_gm_accepting(m) && !eng_gm_done(m));
+    const char *third = "\n{\"name\": \"Al\", \"age\": 4";
+    cr_expect(eng_gm_feed(m, third, strlen(third)));
+    cr_expect_not(eng_gm_done(m));
+    cr_expect(eng_gm_feed(m, "}", 1));
+    cr_expect(eng_gm_done(m), "the third of three is the last");
+    cr_expect_not(eng_gm_feed(m, "\n", 1));
+    eng_gm_destroy(m);
+    /* with an optional answer: the first document decides, and may be followed */
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    eng_gm_optional(m);
+    eng_gm_repeat(m, 1);
+    cr_expect(eng_gm_feed(m, "\n", 1));
+    cr_expect_eq(taken(m, one), strlen(one));
+    cr_expect_eq(eng_gm_state(m), ENG_GM_DOCUMENT);
+    cr_expect(eng_gm_feed(m, "\n", 1) && eng_gm_feed(m, one, strlen(one)));
+    cr_expect(eng_gm_done(m));
+    eng_gm_destroy(m);
+    /* without eng_gm_repeat nothing follows the document */
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    cr_expect_eq(taken(m, one), strlen(one));
+    cr_expect(eng_gm_done(m));
+    cr_expect_not(eng_gm_feed(m, "\n", 1));
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+}
+
 Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab_teardown,
      .timeout = 120)
 {
@@ -658,6 +714,10 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     cr_expect(at < near && near < either, "%d %d %d", at, near, either);
     cr_expect_gt(mask_matches_allows_in(person, "Sure", 1), either);
     cr_expect_eq(mask_matches_allows_in(person, "{\"name\": \"B", 1), str);
+    /* between repeated documents: the line break, then only what opens the next */
+    cr_expect_eq(mask_matches_allows_in(person, "{\"name\": \"B\", \"age\": 1}\n", 2), start);
+    int between = mask_matches_allows_in(person, "{\"name\": \"B\", \"age\": 1}", 2);
+    cr_expect(between > eog_count() && between < 10, "%d", between);
     /* a number, which may go on or end */
     mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4");
     mask_matches_allows("{\"enum\": [1, 12, \"x\"]}", "1");
@@ -674,10 +734,7 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     mask_matches_allows("{\"type\": \"string\", \"pattern\": \"^[\xc3\xa0-\xc3\xbf]+$\"}", "\"");
     /* complete: only the end-of-generation tokens */
     int end = mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4}");
-    int eog = 0;
-    for (int32_t id = 0; id < n; id++)
-        eog += tok_is_eog(vocab, id);
-    cr_expect_eq(end, eog);
+    cr_expect_eq(end, eog_count());
     /* a control token's own text is never taken as bytes */
     eng_grammar *g = make(NULL);
     eng_gm *m;

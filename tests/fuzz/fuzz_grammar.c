@@ -2,7 +2,8 @@
  * compiled or refused, and the rest of the input is fed to a matcher of it byte by byte,
  * one refused byte skipped at a time: never a crash, an out-of-bounds access or a leak,
  * whatever the schema ($ref cycles, deep nesting, huge enums) or the bytes. An input of odd
- * length is fed to an optional matcher (a document or text, eng_gm_optional). */
+ * length is fed to an optional matcher (a document or text, eng_gm_optional), one whose
+ * length is a multiple of 3 or 4 to a matcher of several documents (eng_gm_repeat). */
 #include "grammar.h"
 
 #include <stddef.h>
@@ -20,6 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     eng_gm *m;
     if (eng_gm_create(g, &m) == 0) {
         if (size & 1) eng_gm_optional(m);
+        if (size % 3 == 0 || size % 4 == 0) eng_gm_repeat(m, (int)(size % 5));
         for (size_t i = n + 1; i < size; i++) {
             eng_gm_feed(m, (const char *)data + i, 1);
             (void)eng_gm_accepting(m);

@@ -22,7 +22,7 @@ static json_t *load(const char *text)
 static int call_accepts(json_t *b, const char *doc)
 {
     struct gw_tools t;
-    cr_assert_eq(gw_tools_parse(b, &t), 0);
+    cr_assert_eq(gw_tools_parse(b, 1, &t), 0);
     cr_assert_neq(t.mode, GW_TOOLS_OFF);
     eng_grammar *g = NULL;
     char err[256];
@@ -63,7 +63,7 @@ Test(tools, schemas_of_calls)
              "\"function\": {\"name\": \"order\"}}}");
     cr_expect(call_accepts(b, "{\"item\": {\"n\": 7}}"));
     struct gw_tools t;
-    cr_assert_eq(gw_tools_parse(b, &t), 0);
+    cr_assert_eq(gw_tools_parse(b, 1, &t), 0);
     cr_expect_str_eq(t.name, "order");
     cr_expect(strstr(t.prompt, "calling the function order") != NULL, "%s", t.prompt);
     gw_tools_deinit(&t);
@@ -74,12 +74,36 @@ Test(tools, schemas_of_calls)
                            "{\"tools\": [" PING ", " ORDER "], \"tool_choice\": \"auto\"}"};
     for (int i = 0; i < 2; i++) {
         b = load(autos[i]);
-        cr_assert_eq(gw_tools_parse(b, &t), 0);
+        cr_assert_eq(gw_tools_parse(b, 1, &t), 0);
         cr_expect_eq(t.mode, GW_TOOLS_AUTO, "%s", autos[i]);
         cr_expect(strstr(t.prompt, "Otherwise answer in words") != NULL, "%s", t.prompt);
         cr_expect(call_accepts(b, "{\"name\": \"ping\", \"arguments\": {}}"));
         cr_expect_not(call_accepts(b, "{\"name\": \"pong\", \"arguments\": {}}"));
         cr_expect(gw_uses_tools(b), "never cached");
+        gw_tools_deinit(&t);
+        json_decref(b);
+    }
+    /* parallel calls: "required" and "auto" unless the request says false or the caller
+     * asks for one; a named function makes one */
+    static const struct {
+        const char *req;
+        int parallel, calls;
+    } par[] = {
+        {"{\"tools\": [" PING "]}", 1, GW_TOOLS_MAX_CALLS},
+        {"{\"tools\": [" PING "], \"tool_choice\": \"required\"}", 1, GW_TOOLS_MAX_CALLS},
+        {"{\"tools\": [" PING "], \"parallel_tool_calls\": true}", 1, GW_TOOLS_MAX_CALLS},
+        {"{\"tools\": [" PING "], \"parallel_tool_calls\": false}", 1, 1},
+        {"{\"tools\": [" PING "]}", 0, 1},
+        {"{\"tools\": [" PING "], \"tool_choice\": {\"type\": \"function\", \"function\": "
+         "{\"name\": \"ping\"}}}",
+         1, 1},
+    };
+    for (size_t i = 0; i < sizeof par / sizeof *par; i++) {
+        b = load(par[i].req);
+        cr_assert_eq(gw_tools_parse(b, par[i].parallel, &t), 0);
+        cr_expect_eq(t.max_calls, par[i].calls, "%s", par[i].req);
+        cr_expect_eq(strstr(t.prompt, "on its own line") != NULL, par[i].calls > 1, "%s",
+                     t.prompt);
         gw_tools_deinit(&t);
         json_decref(b);
     }
@@ -91,7 +115,7 @@ Test(tools, schemas_of_calls)
     cr_expect(gw_auto_begins(" It is {", 8, &at) == -1 && at == 1);
     /* none asks for no call; neither does a choice without tools */
     b = load("{\"tools\": [" PING "], \"tool_choice\": \"none\"}");
-    cr_assert_eq(gw_tools_parse(b, &t), 0);
+    cr_assert_eq(gw_tools_parse(b, 1, &t), 0);
     cr_expect_eq(t.mode, GW_TOOLS_OFF);
     cr_expect_not(gw_uses_tools(b));
     json_decref(b);
@@ -120,6 +144,8 @@ Test(tools, checks_name_what_is_wrong)
          "tool call"},
         {"{\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"ping\"}}}",
          "tool_choice", "no function"},
+        {"{\"tools\": [" PING "], \"parallel_tool_calls\": 1}", "parallel_tool_calls",
+         "boolean"},
         {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
          "[]}}], \"tool_choice\": \"required\"}",
          "tools", "tools[0].function"},
@@ -244,4 +270,51 @@ Test(tools, a_call_read_out_as_it_grows)
     cr_expect_str_eq(a, "{\"a\": [1, {}]}");
     cr_expect_str_eq(name, "f");
     free(a);
+}
+
+/* Feeds an answer of several calls to a reader byte by byte, moving on to each next call
+ * as it begins: how many calls, their names and arguments (joined by '|'). */
+static int read_calls(const char *doc, char *names, char *args)
+{
+    struct gw_tools t = {.mode = GW_TOOLS_REQUIRED};
+    struct gw_call_reader r;
+    gw_call_reader_init(&r, &t);
+    size_t n = strlen(doc);
+    int calls = 0;
+    names[0] = args[0] = 0;
+    for (size_t len = 1; len <= n; len++) {
+        for (;;) {
+            size_t from, to;
+            if (!gw_call_read(&r, doc, len, len == n, &from, &to))
+                break;
+            if (r.index == calls) { /* a new call's head */
+                if (calls++) {
+                    strcat(names, "|");
+                    strcat(args, "|");
+                }
+                strcat(names, r.name);
+            }
+            strncat(args, doc + from, to - from);
+            if (!gw_call_next(&r, doc, len))
+                break;
+        }
+    }
+    return calls;
+}
+
+Test(tools, several_calls_read_out_as_they_grow)
+{
+    char names[256], args[512];
+    const char *two = "{\"name\": \"a\", \"arguments\": {\"s\": \"}\\n{\\\"\", \"o\": {}}}\n"
+                      "{\"name\": \"bb\", \"arguments\": {\"x\": [1, {\"y\": 2}]}\n}";
+    cr_expect_eq(read_calls(two, names, args), 2);
+    cr_expect_str_eq(names, "a|bb");
+    cr_expect_str_eq(args, "{\"s\": \"}\\n{\\\"\", \"o\": {}}|{\"x\": [1, {\"y\": 2}]}", "%s", args);
+    /* one call: as before */
+    cr_expect_eq(read_calls("{\"name\": \"a\", \"arguments\": {}}", names, args), 1);
+    cr_expect_str_eq(args, "{}");
+    /* the next call cut before its name: the calls read whole */
+    cr_expect_eq(read_calls("{\"name\": \"a\", \"arguments\": {}}\n{\"name\": \"b", names, args),
+                 1);
+    cr_expect_str_eq(names, "a");
 }
