@@ -20,8 +20,9 @@ struct node {
     /* N_OBJECT: its declared properties, g->props[first..first+count);
      * N_ENUM: its values as JSON texts, g->lits[first..); N_UNION: g->alts[first..) */
     int32_t first, count;
-    /* N_ARRAY: the items' node (-1: none, only []); N_OBJECT without declared
-     * properties: the values' node (-1: no key at all) */
+    /* N_ARRAY: the items' node (-1: none, only [] or the tuple's), the tuple's nodes
+     * (prefixItems) g->alts[first..first+count); N_OBJECT without declared properties:
+     * the values' node (-1: no key at all) */
     int32_t sub;
     int32_t lo, hi; /* N_ARRAY: items, N_STRING: characters; hi -1: no bound */
 };
@@ -173,6 +174,7 @@ static const char *const structural[] = {
     "required",
     "additionalProperties",
     "items",
+    "prefixItems",
     "minItems",
     "maxItems",
     "minLength",
@@ -416,23 +418,53 @@ static int compile_object(struct build *b, json_t *s, const char *path, int id)
     return 0;
 }
 
+#define MAX_PREFIX_ITEMS 64
+
 static int compile_array(struct build *b, json_t *s, const char *path, int id)
 {
-    json_t *items = json_object_get(s, "items");
+    json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     int32_t lo = 0, hi = -1;
     int rc = bounds(b, s, path, "minItems", "maxItems", &lo, &hi);
     if (rc) return rc;
+    /* a tuple: the first items each of its own schema, "items" holding those after them */
+    int32_t tuple[MAX_PREFIX_ITEMS];
+    int n_tuple = 0;
+    if (prefix) {
+        if (!json_is_array(prefix) || !json_array_size(prefix))
+            return fail(b, path, "prefixItems must be a non-empty list of schemas");
+        if (json_array_size(prefix) > MAX_PREFIX_ITEMS)
+            return fail(b, path, "prefixItems lists more than %d schemas", MAX_PREFIX_ITEMS);
+        for (size_t i = 0; i < json_array_size(prefix); i++) {
+            char at[24], p[512];
+            snprintf(at, sizeof at, "%zu", i);
+            sub_path(p, sizeof p, path, "prefixItems", at);
+            int t = compile(b, json_array_get(prefix, i), p);
+            if (t < 0) return t;
+            tuple[n_tuple++] = t;
+        }
+    }
     int sub = B_ANY;
     if (json_is_false(items)) {
-        hi = 0;
+        if (hi < 0 || hi > n_tuple) hi = n_tuple;
         sub = -1;
-        if (lo > 0) return fail(b, path, "items is false and minItems above 0");
+        if (lo > hi)
+            return fail(b, path, n_tuple ? "items is false and minItems above prefixItems' length"
+                                         : "items is false and minItems above 0");
     } else if (items && !json_is_true(items)) {
         if (!json_is_object(items))
             return fail(b, path, "items must be a schema (a list of them is not supported)");
         char p[512];
         sub_path(p, sizeof p, path, "items", NULL);
         if ((sub = compile(b, items, p)) < 0) return sub;
+    }
+    if (n_tuple) {
+        eng_grammar *g = b->g;
+        if (eng_grow((void **)&g->alts, &g->cap_alts, g->n_alts + n_tuple, sizeof *g->alts))
+            return ENG_ENOMEM;
+        g->nodes[id].first = g->n_alts;
+        g->nodes[id].count = n_tuple;
+        memcpy(g->alts + g->n_alts, tuple, sizeof *tuple * (size_t)n_tuple);
+        g->n_alts += n_tuple;
     }
     struct node *nd = &b->g->nodes[id];
     nd->kind = N_ARRAY;
@@ -760,8 +792,8 @@ static int fill(struct build *b, json_t *s, const char *path, int id)
     if (json_object_get(s, "properties") || json_object_get(s, "required") ||
         json_object_get(s, "additionalProperties"))
         return compile_typed(b, s, "object", path, id);
-    if (json_object_get(s, "items") || json_object_get(s, "minItems") ||
-        json_object_get(s, "maxItems"))
+    if (json_object_get(s, "items") || json_object_get(s, "prefixItems") ||
+        json_object_get(s, "minItems") || json_object_get(s, "maxItems"))
         return compile_typed(b, s, "array", path, id);
     if (json_object_get(s, "minLength") || json_object_get(s, "maxLength") ||
         json_object_get(s, "pattern"))
@@ -1228,10 +1260,12 @@ static void array_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct
         }
         return;
     }
-    if (n->sub < 0 || (n->hi >= 0 && f->a >= (uint32_t)n->hi)) return;
+    /* the item's node: its own within a tuple (prefixItems), else the items' */
+    int32_t item = f->a < (uint32_t)n->count ? g->alts[n->first + f->a] : n->sub;
+    if (item < 0 || (n->hi >= 0 && f->a >= (uint32_t)n->hi)) return;
     f->phase = A_VALUE_DONE;
     f->a++;
-    if (push(t, F_VALUE, n->sub)) step(g, t, c, out, expansions);
+    if (push(t, F_VALUE, item)) step(g, t, c, out, expansions);
 }
 
 /* A whole character cp of a string with a pattern: taken when the pattern goes on with it

@@ -31,7 +31,8 @@
  *     entered, so that a hostile schema (unions of unions of itself) costs bounded time.
  *
  * Schema keywords read: type (a name or a list), properties, required,
- * additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum,
+ * additionalProperties, items, prefixItems (a tuple; items holds those after it), minItems,
+ * maxItems, minLength, maxLength, minimum,
  * maximum, exclusiveMinimum and exclusiveMaximum (numbers, or draft 4's flags),
  * multipleOf, pattern (pattern.h: a string's characters go through its automaton; a
  * string held to one is written without \u escapes), format date, time, date-time, email,
@@ -39,8 +40,8 @@
  * them), enum, const, anyOf, oneOf (generated as anyOf), allOf of one schema, $ref to "#",
  * "#/$defs/..." or "#/definitions/...", true and {} (any value). Annotations are ignored:
  * title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,
- * writeOnly, and the definitions' containers. Any other keyword (prefixItems, uniqueItems,
- * not, if/then/else, ...) is refused by name, since the output could break it.
+ * writeOnly, and the definitions' containers. Any other keyword (uniqueItems, not,
+ * if/then/else, ...) is refused by name, since the output could break it.
  *
  * Ownership and threads: a grammar is immutable after creation and may be read by many
  * matchers on any thread; it must outlive them. A matcher belongs to one sequence and is

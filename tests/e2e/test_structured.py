@@ -172,6 +172,31 @@ def test_patterns_and_formats_hold(server):
         assert re.fullmatch(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}", b.contact), b.contact
 
 
+class Route(BaseModel):
+    start: tuple[float, float]
+    stop: tuple[str, int]
+
+
+def test_tuples_of_pydantic_fields_hold(server):
+    """tuple[...] fields (prefixItems, each place its own type, as many items as places):
+    sampled hot, every answer parses with pydantic's own checks."""
+    c = sdk(server)
+    schema = Route.model_json_schema()
+    assert "prefixItems" in json.dumps(schema)
+    for seed in range(3):
+        r = c.chat.completions.parse(
+            model=MODEL, response_format=Route, temperature=1.0, seed=seed, max_tokens=80,
+            messages=user("A route: its start as latitude and longitude, and where it stops "
+                          "as a station name and a platform number."))
+        ch = r.choices[0]
+        assert ch.finish_reason == "stop", ch.message.content
+        doc = json.loads(ch.message.content)
+        assert len(doc["start"]) == 2 and len(doc["stop"]) == 2, doc
+        assert all(isinstance(v, (int, float)) for v in doc["start"])
+        assert isinstance(doc["stop"][0], str) and isinstance(doc["stop"][1], int)
+        assert isinstance(ch.message.parsed, Route)
+
+
 def test_max_tokens_cuts_a_document_with_length(server):
     r = sdk(server).chat.completions.create(
         model=MODEL, messages=user("Describe a city in detail, in JSON."), temperature=0, max_tokens=5,

@@ -478,6 +478,45 @@ Test(grammar, strings_held_to_patterns_and_formats)
                       "[\"x\", \"x\"]"));
 }
 
+/* Tuples (prefixItems, as pydantic writes a tuple's schema): each place its own schema,
+ * "items" those after them. */
+Test(grammar, tuples_of_prefix_items)
+{
+    /* tuple[int, str], as pydantic writes it */
+    const char *pair = "{\"type\": \"array\", \"prefixItems\": [{\"type\": \"integer\"}, "
+                       "{\"type\": \"string\"}], \"minItems\": 2, \"maxItems\": 2}";
+    cr_expect(accepts(pair, "[1, \"a\"]"));
+    refuses_at(pair, "[\"a\"", 1);
+    refuses_at(pair, "[1, 2", 4);
+    refuses_at(pair, "[1]", 2);
+    refuses_at(pair, "[1, \"a\", ", 7);
+    /* no bounds: fewer items may come, and any after them */
+    const char *open = "{\"prefixItems\": [{\"type\": \"boolean\"}]}";
+    cr_expect(accepts(open, "[]"));
+    cr_expect(accepts(open, "[true]"));
+    cr_expect(accepts(open, "[false, 3, {\"x\": null}]"));
+    refuses_at(open, "[3", 1);
+    /* "items" holds those after the tuple; false: none */
+    const char *rest = "{\"prefixItems\": [{\"const\": \"op\"}], \"items\": {\"type\": "
+                       "\"integer\"}, \"minItems\": 1}";
+    cr_expect(accepts(rest, "[\"op\", 1, 2, 3]"));
+    refuses_at(rest, "[\"op\", \"x", 7);
+    refuses_at(rest, "[]", 1);
+    const char *closed = "{\"prefixItems\": [{\"type\": \"null\"}, {\"enum\": [1, 2]}], "
+                         "\"items\": false}";
+    cr_expect(accepts(closed, "[null, 2]"));
+    cr_expect(accepts(closed, "[null]"));
+    refuses_at(closed, "[null, 2, ", 8);
+    /* nested within a property, and as a union's alternative */
+    const char *nested = "{\"type\": \"object\", \"properties\": {\"at\": {\"anyOf\": [{"
+                         "\"prefixItems\": [{\"type\": \"number\"}, {\"type\": \"number\"}], "
+                         "\"items\": false, \"minItems\": 2}, {\"type\": \"null\"}]}}, "
+                         "\"required\": [\"at\"]}";
+    cr_expect(accepts(nested, "{\"at\": [1.5, -2]}"));
+    cr_expect(accepts(nested, "{\"at\": null}"));
+    refuses_at(nested, "{\"at\": [1.5]", 11);
+}
+
 Test(grammar, schemas_refused_by_name)
 {
     compile_error("{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", "
@@ -502,7 +541,12 @@ Test(grammar, schemas_refused_by_name)
     compile_error("{\"type\": \"number\", \"multipleOf\": 0}", "multipleOf must be above 0");
     compile_error("{\"type\": \"number\", \"exclusiveMinimum\": true}",
                   "exclusiveMinimum is true without minimum");
-    compile_error("{\"type\": \"array\", \"prefixItems\": []}", "prefixItems is not supported");
+    compile_error("{\"type\": \"array\", \"prefixItems\": []}",
+                  "prefixItems must be a non-empty list of schemas");
+    compile_error("{\"prefixItems\": [{}, {\"type\": \"strin\"}]}",
+                  "prefixItems.1: unknown type \"strin\"");
+    compile_error("{\"prefixItems\": [{}], \"items\": false, \"minItems\": 2}",
+                  "minItems above prefixItems' length");
     compile_error("{\"$ref\": \"https://example.com/s.json\"}", "not found");
     compile_error("{\"$ref\": \"#/$defs/Missing\"}", "#/$defs/Missing is not found");
     compile_error("{\"type\": \"object\", \"properties\": {\"a\": {}}, \"required\": [\"b\"]}",
