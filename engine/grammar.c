@@ -448,8 +448,9 @@ static int compile_array(struct build *b, json_t *s, const char *path, int id)
         if (hi < 0 || hi > n_tuple) hi = n_tuple;
         sub = -1;
         if (lo > hi)
-            return fail(b, path, n_tuple ? "items is false and minItems above prefixItems' length"
-                                         : "items is false and minItems above 0");
+            return fail(b, path,
+                        n_tuple ? "items is false and minItems above prefixItems' length"
+                                : "items is false and minItems above 0");
     } else if (items && !json_is_true(items)) {
         if (!json_is_object(items))
             return fail(b, path, "items must be a schema (a list of them is not supported)");

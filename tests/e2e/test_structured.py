@@ -147,6 +147,18 @@ def test_numeric_bounds_of_pydantic_fields_hold(server):
     assert len(seen) > 1, "sampling made the same answer every time"
 
 
+def parsed_hot(server, model, max_tokens, question):
+    """The SDK's parse of question into model, sampled hot with seeds 0, 1 and 2: each
+    answer's choice, complete."""
+    c = sdk(server)
+    for seed in range(3):
+        r = c.chat.completions.parse(model=MODEL, response_format=model, temperature=1.0,
+                                     seed=seed, max_tokens=max_tokens, messages=user(question))
+        ch = r.choices[0]
+        assert ch.finish_reason == "stop", ch.message.content
+        yield ch
+
+
 class Booking(BaseModel):
     code: str = Field(pattern=r"^[A-Z]{3}-\d{4}$")
     day: date
@@ -158,14 +170,8 @@ class Booking(BaseModel):
 def test_patterns_and_formats_hold(server):
     """Field(pattern=), date, datetime and UUID fields (formats date, date-time, uuid) and a
     format email: sampled hot, every answer parses with pydantic's own checks."""
-    c = sdk(server)
-    for seed in range(3):
-        r = c.chat.completions.parse(
-            model=MODEL, response_format=Booking, temperature=1.0, seed=seed, max_tokens=220,
-            messages=user("Make up a hotel booking: a code, the day, the arrival time, a "
-                          "reference and the guest's email."))
-        ch = r.choices[0]
-        assert ch.finish_reason == "stop", ch.message.content
+    for ch in parsed_hot(server, Booking, 220, "Make up a hotel booking: a code, the day, the "
+                         "arrival time, a reference and the guest's email."):
         b = ch.message.parsed
         assert re.fullmatch(r"[A-Z]{3}-\d{4}", b.code)
         assert isinstance(b.day, date) and isinstance(b.at, datetime) and b.at.tzinfo
@@ -180,16 +186,9 @@ class Route(BaseModel):
 def test_tuples_of_pydantic_fields_hold(server):
     """tuple[...] fields (prefixItems, each place its own type, as many items as places):
     sampled hot, every answer parses with pydantic's own checks."""
-    c = sdk(server)
-    schema = Route.model_json_schema()
-    assert "prefixItems" in json.dumps(schema)
-    for seed in range(3):
-        r = c.chat.completions.parse(
-            model=MODEL, response_format=Route, temperature=1.0, seed=seed, max_tokens=80,
-            messages=user("A route: its start as latitude and longitude, and where it stops "
-                          "as a station name and a platform number."))
-        ch = r.choices[0]
-        assert ch.finish_reason == "stop", ch.message.content
+    assert "prefixItems" in json.dumps(Route.model_json_schema())
+    for ch in parsed_hot(server, Route, 80, "A route: its start as latitude and longitude, and "
+                         "where it stops as a station name and a platform number."):
         doc = json.loads(ch.message.content)
         assert len(doc["start"]) == 2 and len(doc["stop"]) == 2, doc
         assert all(isinstance(v, (int, float)) for v in doc["start"])
