@@ -624,7 +624,8 @@ int gw_call_read(struct gw_call_reader *r, const char *text, size_t len, int fin
 
 int gw_call_next(struct gw_call_reader *r, const char *text, size_t len)
 {
-    if (r->mode != GW_TOOLS_REQUIRED || !r->head || !r->closed)
+    if (r->mode != GW_TOOLS_REQUIRED || !r->head || !r->closed ||
+        r->index + 1 >= GW_TOOLS_MAX_CALLS)
         return 0;
     size_t k = r->closed + 1;
     while (k < len && space(text[k]))

@@ -100,7 +100,7 @@ int gw_call_read(struct gw_call_reader *r, const char *text, size_t len, int fin
                  size_t *from, size_t *to);
 /* Once the call being read is whole and all its arguments handed out: 1 when the next
  * call's object has begun in text[0..len) (the reader moves on to it, index + 1); 0 when
- * none has (yet). */
+ * none has (yet), or GW_TOOLS_MAX_CALLS have been read. */
 int gw_call_next(struct gw_call_reader *r, const char *text, size_t len);
 
 #endif

@@ -317,4 +317,9 @@ Test(tools, several_calls_read_out_as_they_grow)
     cr_expect_eq(read_calls("{\"name\": \"a\", \"arguments\": {}}\n{\"name\": \"b", names, args),
                  1);
     cr_expect_str_eq(names, "a");
+    /* never more than GW_TOOLS_MAX_CALLS, whatever the text */
+    char many[1024] = "";
+    for (int i = 0; i < GW_TOOLS_MAX_CALLS + 2; i++)
+        strcat(many, "{\"name\": \"f\", \"arguments\": {}}\n");
+    cr_expect_eq(read_calls(many, names, args), GW_TOOLS_MAX_CALLS);
 }
