@@ -790,9 +790,13 @@ def test_queue_takes_the_running_batch_and_max_waiting(make_server, seqs, waitin
             c.get("/health")  # connected before the barrier
             start.wait()
             # long enough that none ends before all have arrived
-            r = c.post("/v1/chat/completions",
-                       json={"model": MODEL, "max_tokens": 96, "temperature": 0,
-                             "messages": [{"role": "user", "content": "Tell me a story."}]})
+            try:
+                r = c.post("/v1/chat/completions",
+                           json={"model": MODEL, "max_tokens": 96, "temperature": 0,
+                                 "messages": [{"role": "user", "content": "Tell me a story."}]})
+            except httpx.HTTPError as e:  # (a thread's exception would be lost, not failed)
+                results.append((type(e).__name__, str(e)))
+                return
             results.append((r.status_code, r.headers.get("retry-after")))
 
     threads = [threading.Thread(target=one) for _ in range(sent)]
@@ -800,6 +804,7 @@ def test_queue_takes_the_running_batch_and_max_waiting(make_server, seqs, waitin
         t.start()
     for t in threads:
         t.join()
+    assert len(results) == sent, results
     ok = sum(1 for s, _ in results if s == 200)
     assert ok == seqs + waiting, results
     assert all(s == 429 and ra == "1" for s, ra in results if s != 200), results
