@@ -163,10 +163,11 @@ static int fail(struct build *b, const char *path, const char *fmt, ...)
 
 static int compile(struct build *b, json_t *s, const char *path);
 
+/* (discriminator: OpenAPI's, in pydantic's tagged unions; oneOf holds all the same) */
 static const char *const annotations[] = {
-    "title",     "description", "default",     "examples",         "format",
-    "$schema",   "$id",         "$comment",    "deprecated",       "readOnly",
-    "writeOnly", "$defs",       "definitions", "contentMediaType", "contentEncoding",
+    "title",       "description",      "default",         "examples",      "format",    "$schema",
+    "$id",         "$comment",         "deprecated",      "readOnly",      "writeOnly", "$defs",
+    "definitions", "contentMediaType", "contentEncoding", "discriminator",
 };
 static const char *const structural[] = {
     "type",
@@ -345,6 +346,63 @@ static int set_union(eng_grammar *g, int id, const int32_t *alt, int n)
     g->nodes[id].count = n;
     memcpy(g->alts + g->n_alts, alt, sizeof *alt * (size_t)n);
     g->n_alts += n;
+    return 0;
+}
+
+/* Whether literals a and b have the same bytes. */
+static int same_lit(const eng_grammar *g, struct lit a, struct lit b)
+{
+    return a.len == b.len && !memcmp(g->bytes + a.off, g->bytes + b.off, (size_t)a.len);
+}
+
+/* A union of objects told apart by their first property, a required const string, the
+ * same key in each (function calls: {"name": const, "arguments": ...}), is read as one
+ * object whose first value picks the alternative (node: N_OBJECT of that one property, its
+ * value an enum of the consts, the alternatives g->alts[lo..lo+hi)): one reading until
+ * then, however many alternatives, where a union is a reading each. Filled into union id
+ * when it is such a union; 0, or ENG_ENOMEM. */
+static int keyed_union(eng_grammar *g, int id)
+{
+    const struct node u = g->nodes[id];
+    if (u.kind != N_UNION || u.count < 2 || u.count > ENG_GM_MAX_PROPERTIES) return 0;
+    struct lit key = {0, 0}, value[ENG_GM_MAX_PROPERTIES];
+    int32_t alt[ENG_GM_MAX_PROPERTIES];
+    for (int i = 0; i < u.count; i++) {
+        /* (through references: unions of one) */
+        alt[i] = g->alts[u.first + i];
+        for (int hops = 0; g->nodes[alt[i]].kind == N_UNION && g->nodes[alt[i]].count == 1;)
+            if (++hops > 64 || (alt[i] = g->alts[g->nodes[alt[i]].first]) == id) return 0;
+        const struct node *a = &g->nodes[alt[i]];
+        if (a->kind != N_OBJECT || a->count < 1 || a->hi > 0) return 0;
+        const struct prop *first = &g->props[a->first];
+        const struct node *v = &g->nodes[first->node];
+        if (!first->required || v->kind != N_ENUM || v->count != 1) return 0;
+        value[i] = g->lits[v->first];
+        if (g->bytes[value[i].off] != '"') return 0; /* (no string is another's prefix) */
+        if (i && !same_lit(g, key, first->key)) return 0;
+        key = first->key;
+        for (int j = 0; j < i; j++)
+            if (same_lit(g, value[j], value[i])) return 0;
+    }
+    int e = new_node(g, N_ENUM);
+    if (e < 0) return e == ENG_EINVAL ? 0 : e;
+    if (eng_grow((void **)&g->lits, &g->cap_lits, g->n_lits + u.count, sizeof *g->lits) ||
+        eng_grow((void **)&g->props, &g->cap_props, g->n_props + 1, sizeof *g->props) ||
+        eng_grow((void **)&g->alts, &g->cap_alts, g->n_alts + u.count, sizeof *g->alts))
+        return ENG_ENOMEM;
+    memcpy(g->alts + g->n_alts, alt, sizeof *alt * (size_t)u.count);
+    g->nodes[e].first = g->n_lits;
+    g->nodes[e].count = u.count;
+    memcpy(g->lits + g->n_lits, value, sizeof *value * (size_t)u.count);
+    g->n_lits += u.count;
+    g->props[g->n_props] = (struct prop){.key = key, .node = e, .required = 1};
+    g->nodes[id] = (struct node){.kind = N_OBJECT,
+                                 .first = g->n_props++,
+                                 .count = 1,
+                                 .sub = -1,
+                                 .lo = g->n_alts,
+                                 .hi = u.count};
+    g->n_alts += u.count;
     return 0;
 }
 
@@ -769,7 +827,8 @@ static int fill(struct build *b, json_t *s, const char *path, int id)
             if (rc < 0) return rc;
             alt[i] = rc;
         }
-        return set_union(g, id, alt, (int)n);
+        int rc = set_union(g, id, alt, (int)n);
+        return rc ? rc : keyed_union(g, id);
     }
     json_t *type = json_object_get(s, "type");
     if (json_is_string(type)) return compile_typed(b, s, json_string_value(type), path, id);
@@ -1210,20 +1269,26 @@ static void enum_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct 
     struct frame *f = &t->f[t->depth - 1];
     const struct node *n = &g->nodes[f->node];
     uint64_t m = mask_of(f), keep = 0;
-    int done = 0;
+    int done = -1;
     for (int j = 0; j < n->count; j++) {
         if (!(m >> j & 1)) continue;
         struct lit l = g->lits[n->first + j];
         if (f->pos < l.len && (uint8_t)g->bytes[l.off + f->pos] == c) {
             if (f->pos + 1 == l.len)
-                done = 1;
+                done = j;
             else
                 keep |= 1ULL << j;
         }
     }
-    if (done) { /* one value is complete; a longer one (12 after 1) may go on */
+    if (done >= 0) { /* one value is complete; a longer one (12 after 1) may go on */
         struct thread end = *t;
         end.depth--;
+        /* the first value of a keyed union's object (keyed_union): the object is from now
+         * on the alternative it picks, after that property */
+        struct frame *o = &end.f[end.depth - 1];
+        const struct node *on = &g->nodes[o->node];
+        if (o->kind == F_OBJ && on->hi > 0 && on->kind == N_OBJECT)
+            o->node = g->alts[on->lo + done];
         taken(&end, out);
     }
     if (keep) {

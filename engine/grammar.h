@@ -37,10 +37,13 @@
  * multipleOf, pattern (pattern.h: a string's characters go through its automaton; a
  * string held to one is written without \u escapes), format date, time, date-time, email,
  * uuid and ipv4 (held to as patterns; other formats are annotations, as the standard has
- * them), enum, const, anyOf, oneOf (generated as anyOf), allOf of one schema, $ref to "#",
+ * them), enum, const, anyOf, oneOf (generated as anyOf; a union of objects whose first
+ * property is the same key, required, with a distinct const string in each, as function
+ * calls and pydantic's tagged unions are, is read as one object whose first value picks the
+ * alternative: one reading, for up to 64 alternatives), allOf of one schema, $ref to "#",
  * "#/$defs/..." or "#/definitions/...", true and {} (any value). Annotations are ignored:
  * title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,
- * writeOnly, and the definitions' containers. Any other keyword (uniqueItems, not,
+ * writeOnly, discriminator (OpenAPI's), and the definitions' containers. Any other keyword (uniqueItems, not,
  * if/then/else, ...) is refused by name, since the output could break it.
  *
  * Ownership and threads: a grammar is immutable after creation and may be read by many

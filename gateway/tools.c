@@ -339,13 +339,6 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
                       NULL);
     if (n > GW_TOOLS_MAX)
         return refuse(param, msg, len, "tools", "tools lists more than 64 functions.", NULL);
-    /* required: every function is a reading of the call until its name is written, and a
-     * matcher follows at most ENG_GM_MAX_THREADS at once */
-    if (mode != GW_TOOLS_NAMED && n > ENG_GM_MAX_THREADS)
-        return refuse(param, msg, len, "tools",
-                      "tool_choice \"required\" or \"auto\" (the default) takes at most 16 "
-                      "functions in tools; name the function to call, or send fewer.",
-                      NULL);
     size_t i, j;
     json_t *tool;
     int found = 0;

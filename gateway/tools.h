@@ -15,8 +15,9 @@
  * union as for "required"; anything else a reply, held to nothing, its stop strings
  * applied (a call's are not). Whether a small model calls when it should is the model's.
  *
- * "required" and "auto" take at most ENG_GM_MAX_THREADS (16) functions: until its name is
- * written, each is a reading the grammar's matcher follows. Stop strings are not applied
+ * The union of "required" and "auto" is of objects told apart by their first property, the
+ * name, which the grammar reads as one reading until the name is written (however many
+ * functions, up to GW_TOOLS_MAX). Stop strings are not applied
  * to a call. With parallel_tool_calls (true unless the request says false) "required" and
  * "auto" make up to GW_TOOLS_MAX_CALLS calls, one JSON object a line (eng_gm_repeat); a
  * named function, and the Responses API, one.

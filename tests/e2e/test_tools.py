@@ -207,6 +207,31 @@ def test_auto_answers_with_a_call_when_the_model_begins_one(server):
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
+def test_many_tools_any_of_them_called(server):
+    """Agent frameworks send many tools: with 40 (the default auto, and required) the call
+    is held to one of them, the one asked about being the last."""
+    fillers = [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": f"Internal tool number {i}.",
+        "parameters": {"type": "object", "properties": {"n": {"type": "integer"}},
+                       "required": ["n"]}}} for i in range(39)]
+    c = sdk(server)
+    for choice in ("required", "auto"):
+        kw = dict(model=MODEL, messages=user("What is the weather forecast in Paris?"),
+                  tools=fillers + [FORECAST], tool_choice=choice, temperature=0,
+                  max_tokens=120, parallel_tool_calls=False)
+        if choice == "auto":
+            kw["logit_bias"] = {str(open_brace_id()): 100}
+        ch = c.chat.completions.create(**kw).choices[0]
+        assert ch.finish_reason == "tool_calls", ch
+        call = ch.message.tool_calls[0]
+        args = json.loads(call.function.arguments)
+        if call.function.name == "get_forecast":
+            check_auto_call(call)
+        else:
+            assert call.function.name in {t["function"]["name"] for t in fillers}, call
+            assert set(args) == {"n"} and isinstance(args["n"], int), args
+
+
 def end_ids():
     """The end-of-turn and end-of-text tokens (committed llama.cpp tokenizer fixture)."""
     fx = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "engine" /
@@ -351,10 +376,10 @@ def test_calls_are_not_cached(server):
         "type": "object", "properties": {"code": {"type": "string", "pattern": "^(?=A)"}}}}}],
       "tool_choice": "required"}, "tools",
      "tools[1].function.parameters: properties.code: pattern: lookaround is not supported"),
-    ({"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(17)],
-      "tool_choice": "required"}, "tools", "at most 16 functions"),
-    ({"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(17)]},
-     "tools", "at most 16 functions"),
+    ({"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(65)],
+      "tool_choice": "required"}, "tools", "more than 64 functions"),
+    ({"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(65)]},
+     "tools", "more than 64 functions"),
     ({"tools": TOOLS, "logprobs": True}, "logprobs", "tool call"),
     ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}},
      "response_format", "tool call"),

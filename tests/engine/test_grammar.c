@@ -187,6 +187,84 @@ Test(grammar, enum_const_and_unions)
     cr_expect(accepts("true", "-0.25E-2"));
 }
 
+/* A union of n objects told apart by a first property "kind", const "k0", "k1", ...,
+ * each with its own second property "v<i>" of type integer. */
+static char *keyed_schema(int n, const char *first_key)
+{
+    size_t cap = 256 + (size_t)n * 200;
+    char *s = malloc(cap);
+    cr_assert_not_null(s);
+    strcpy(s, "{\"anyOf\": [");
+    for (int i = 0; i < n; i++) {
+        char alt[200];
+        snprintf(alt, sizeof alt,
+                 "%s{\"type\": \"object\", \"properties\": {\"%s\": {\"const\": \"k%d\"}, "
+                 "\"v%d\": {\"type\": \"integer\"}}, \"required\": [\"%s\", \"v%d\"]}",
+                 i ? ", " : "", i == 1 && first_key ? first_key : "kind", i, i,
+                 i == 1 && first_key ? first_key : "kind", i);
+        strcat(s, alt);
+    }
+    strcat(s, "]}");
+    return s;
+}
+
+/* A union of objects told apart by their first property (function calls): one reading
+ * until its value, so more alternatives than ENG_GM_MAX_THREADS can each be written. */
+Test(grammar, keyed_unions_of_many_objects)
+{
+    char *s = keyed_schema(64, NULL);
+    for (int i = 0; i < 64; i += 9) {
+        char doc[64];
+        snprintf(doc, sizeof doc, "{\"kind\": \"k%d\", \"v%d\": %d}", i, i, i);
+        cr_expect(accepts(s, doc), "%s", doc);
+        /* another alternative's second property is refused where its name differs */
+        char mine[8], other[8];
+        snprintf(mine, sizeof mine, "%d", i);
+        snprintf(other, sizeof other, "%d", i + 1);
+        size_t same = 0;
+        while (mine[same] == other[same])
+            same++;
+        snprintf(doc, sizeof doc, "{\"kind\": \"k%d\", \"v%d\": 1}", i, i + 1);
+        refuses_at(s, doc, (size_t)(strstr(doc, ", \"v") - doc) + 4 + same);
+    }
+    cr_expect(accepts(s, "{\"kind\": \"k63\", \"v63\": 1}"));
+    refuses_at(s, "{\"kind\": \"k64\"", 12);
+    refuses_at(s, "{\"kind\": \"k6\"}", 13);
+    refuses_at(s, "{\"v1\": 1}", 2);
+    free(s);
+    /* pydantic's tagged union: oneOf of references, with OpenAPI's discriminator */
+    char *tagged = malloc(8192);
+    cr_assert_not_null(tagged);
+    strcpy(tagged, "{\"$defs\": {");
+    for (int i = 0; i < 20; i++) {
+        char def[200];
+        snprintf(def, sizeof def,
+                 "%s\"P%d\": {\"type\": \"object\", \"title\": \"P%d\", \"properties\": {"
+                 "\"pet\": {\"const\": \"p%d\", \"type\": \"string\"}, \"age\": {\"type\": "
+                 "\"integer\"}}, \"required\": [\"pet\", \"age\"]}",
+                 i ? ", " : "", i, i, i);
+        strcat(tagged, def);
+    }
+    strcat(tagged, "}, \"oneOf\": [");
+    for (int i = 0; i < 20; i++) {
+        char ref[40];
+        snprintf(ref, sizeof ref, "%s{\"$ref\": \"#/$defs/P%d\"}", i ? ", " : "", i);
+        strcat(tagged, ref);
+    }
+    strcat(tagged, "], \"discriminator\": {\"propertyName\": \"pet\"}}");
+    cr_expect(accepts(tagged, "{\"pet\": \"p19\", \"age\": 3}"));
+    cr_expect(accepts(tagged, "{\"pet\": \"p0\", \"age\": 3}"));
+    refuses_at(tagged, "{\"pet\": \"p20\"", 11);
+    refuses_at(tagged, "{\"pet\": \"p1\"}", 12);
+    free(tagged);
+        /* not keyed (the first keys differ): a plain union, which follows 16 readings */
+    s = keyed_schema(20, "sort");
+    cr_expect(accepts(s, "{\"sort\": \"k1\", \"v1\": 5}"));
+    cr_expect(accepts(s, "{\"kind\": \"k15\", \"v15\": 5}"));
+    refuses_at(s, "{\"kind\": \"k19\", \"v19\": 5}", 12);
+    free(s);
+}
+
 Test(grammar, strings_count_characters)
 {
     const char *s = "{\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}";
@@ -762,7 +840,13 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     cr_expect_eq(mask_matches_allows_in(person, "{\"name\": \"B\", \"age\": 1}\n", 2), start);
     int between = mask_matches_allows_in(person, "{\"name\": \"B\", \"age\": 1}", 2);
     cr_expect(between > eog_count() && between < 10, "%d", between);
-    /* a number, which may go on or end */
+    /* a keyed union of 64 objects, in its key's value and after it */
+    char *keyed = keyed_schema(64, NULL);
+    int in_key = mask_matches_allows(keyed, "{\"kind\": \"k");
+    cr_expect(in_key > 1 && in_key < 100, "%d", in_key);
+    cr_expect_lt(mask_matches_allows(keyed, "{\"kind\": \"k42\", \"v"), 10);
+    free(keyed);
+        /* a number, which may go on or end */
     mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4");
     mask_matches_allows("{\"enum\": [1, 12, \"x\"]}", "1");
     /* a bounded number: few tokens may begin it, and after "2" of 100..250 only digits */
