@@ -360,7 +360,7 @@ static int same_lit(const eng_grammar *g, struct lit a, struct lit b)
  * object whose first value picks the alternative (node: N_OBJECT of that one property, its
  * value an enum of the consts, the alternatives g->alts[lo..lo+hi)): one reading until
  * then, however many alternatives, where a union is a reading each. Filled into union id
- * when it is such a union; 0, or ENG_ENOMEM. */
+ * when it is such a union; 0, ENG_ENOMEM, or ENG_EINVAL when the grammar has too many nodes. */
 static int keyed_union(eng_grammar *g, int id)
 {
     const struct node u = g->nodes[id];
@@ -385,7 +385,7 @@ static int keyed_union(eng_grammar *g, int id)
             if (same_lit(g, value[j], value[i])) return 0;
     }
     int e = new_node(g, N_ENUM);
-    if (e < 0) return e == ENG_EINVAL ? 0 : e;
+    if (e < 0) return e; /* (ENG_EINVAL: too many nodes) */
     if (eng_grow((void **)&g->lits, &g->cap_lits, g->n_lits + u.count, sizeof *g->lits) ||
         eng_grow((void **)&g->props, &g->cap_props, g->n_props + 1, sizeof *g->props) ||
         eng_grow((void **)&g->alts, &g->cap_alts, g->n_alts + u.count, sizeof *g->alts))
@@ -828,7 +828,8 @@ static int fill(struct build *b, json_t *s, const char *path, int id)
             alt[i] = rc;
         }
         int rc = set_union(g, id, alt, (int)n);
-        return rc ? rc : keyed_union(g, id);
+        if (!rc) rc = keyed_union(g, id);
+        return rc == ENG_EINVAL ? fail(b, path, "the schema is too large") : rc;
     }
     json_t *type = json_object_get(s, "type");
     if (json_is_string(type)) return compile_typed(b, s, json_string_value(type), path, id);
@@ -1761,7 +1762,7 @@ static int set_accepting(const eng_grammar *g, const struct tset *s)
 {
     for (int i = 0; i < s->n; i++) {
         const struct thread *t = &s->t[i];
-        if ((t->depth == 1 && !t->newlines) ||
+        if (t->depth == 1 ||
             (t->depth == 2 && t->f[1].kind == F_NUM && number_done(g, t, &t->f[1])))
             return 1;
     }

@@ -19,7 +19,8 @@
  *   - white space: one space after a colon; after an opening bracket or a comma and
  *     before a closing bracket, at most one line break, then at most 20 spaces or tabs
  *     (a small model could otherwise loop on blank lines); none before a colon or a
- *     comma, nor before or after the document, whose end ends the generation;
+ *     comma, nor before or after the document, whose end ends the generation (but
+ *     with eng_gm_repeat);
  *   - numbers: at most 16 digits before the point, 16 after it and 3 in an exponent; a
  *     number with bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum,
  *     multipleOf) without an exponent, and refused at the first byte after which no value
@@ -43,8 +44,8 @@
  * alternative: one reading, for up to 64 alternatives), allOf of one schema, $ref to "#",
  * "#/$defs/..." or "#/definitions/...", true and {} (any value). Annotations are ignored:
  * title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,
- * writeOnly, discriminator (OpenAPI's), and the definitions' containers. Any other keyword (uniqueItems, not,
- * if/then/else, ...) is refused by name, since the output could break it.
+ * writeOnly, discriminator (OpenAPI's), and the definitions' containers. Any other keyword
+ * (uniqueItems, not, if/then/else, ...) is refused by name, since the output could break it.
  *
  * Ownership and threads: a grammar is immutable after creation and may be read by many
  * matchers on any thread; it must outlive them. A matcher belongs to one sequence and is
@@ -93,9 +94,12 @@ enum eng_gm_state eng_gm_state(const eng_gm *m);
 
 /*
  * Several documents, one after another (parallel function calls): called on a fresh
- * matcher, up to more documents may follow the first, each after exactly one line break
- * ("}\n{"). Between them the answer may end; it is done once the last allowed one is
- * complete. Combines with eng_gm_optional (the first document decides; text stays text).
+ * matcher, up to more documents may follow the first, each an object after exactly one
+ * line break ("}\n{"). After a document, and after the line break that may begin the
+ * next, the answer may end (the break is then trailing white space); it is done once the
+ * last allowed one is complete. Combines with eng_gm_optional (the first document
+ * decides; text stays text). Meant for a grammar whose documents are objects: after
+ * another root value only the end may come.
  */
 void eng_gm_repeat(eng_gm *m, int more);
 

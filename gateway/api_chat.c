@@ -762,7 +762,7 @@ static void send_call(struct chat_req *c, int final)
 
 /* The JSON reply of an answer that is calls: message.tool_calls, content null. An answer
  * cut short before the first function's name is known is replied as text; a later call
- * cut so is left out. */
+ * cut short is left out (streamed, its deltas have gone out). */
 static void reply_call(struct chat_req *c, const char *finish, int final, struct usage u)
 {
     const char *text = c->text ? c->text : "";
@@ -771,6 +771,8 @@ static void reply_call(struct chat_req *c, const char *finish, int final, struct
         size_t from, to;
         if (!gw_call_read(&c->call, text, c->len, final, &from, &to))
             break;
+        if (final == 2 && c->call.index > 0 && !c->call.closed)
+            break; /* a later call cut short: the calls before it are whole */
         json_array_append_new(calls, call_json(c, 1, 0, text + from, to - from));
     } while (gw_call_next(&c->call, text, c->len));
     if (json_array_size(calls))

@@ -51,24 +51,31 @@ def check_weather_args(arguments):
     return args
 
 
-def test_required_answers_with_a_call_to_one_of_the_tools(server):
+@pytest.mark.parametrize("parallel", [False, None])
+def test_required_answers_with_a_call_to_one_of_the_tools(server, parallel):
+    """One call (parallel_tool_calls false), or with parallel calls (the default) as many
+    as the model writes, each whole: a later call cut by max_tokens is left out."""
     c = sdk(server)
+    extra = {} if parallel is None else {"parallel_tool_calls": parallel}
     for seed, temperature in ((0, 0), (1, 1.0), (2, 1.0)):
         r = c.chat.completions.create(model=MODEL, messages=user("What is the weather in Paris?"),
                                       tools=TOOLS, tool_choice="required", seed=seed,
-                                      temperature=temperature, max_tokens=80,
-                                      parallel_tool_calls=False)
+                                      temperature=temperature, max_tokens=80, **extra)
         ch = r.choices[0]
-        assert ch.finish_reason == "tool_calls", ch
-        assert ch.message.content is None and len(ch.message.tool_calls) == 1
-        call = ch.message.tool_calls[0]
-        assert call.type == "function" and call.id.startswith("call_") and len(call.id) == 29
-        assert call.function.name in ("get_weather", "get_time")
-        args = json.loads(call.function.arguments)
-        if call.function.name == "get_weather":
-            check_weather_args(call.function.arguments)
+        assert ch.message.content is None and ch.message.tool_calls, ch
+        if parallel is False:
+            assert ch.finish_reason == "tool_calls", ch
+            assert len(ch.message.tool_calls) == 1
         else:
-            assert isinstance(args["city"], str) and set(args) == {"city"}
+            assert ch.finish_reason in ("tool_calls", "length"), ch
+        for call in ch.message.tool_calls:
+            assert call.type == "function" and call.id.startswith("call_") and len(call.id) == 29
+            assert call.function.name in ("get_weather", "get_time")
+            args = json.loads(call.function.arguments)
+            if call.function.name == "get_weather":
+                check_weather_args(call.function.arguments)
+            else:
+                assert isinstance(args["city"], str) and set(args) == {"city"}
 
 
 def test_a_named_function_is_called(server):
