@@ -1704,7 +1704,7 @@ enum eng_gm_state eng_gm_state(const eng_gm *m)
 static size_t lead(const char *bytes, size_t n)
 {
     size_t k = 0;
-    while (k < n && (bytes[k] == ' ' || bytes[k] == '\n' || bytes[k] == '\t' || bytes[k] == '\r'))
+    while (k < n && is_space((uint8_t)bytes[k]))
         k++;
     return k;
 }
@@ -1923,7 +1923,7 @@ static void walk_lead(eng_gm *m, const eng_gm_vocab *gv, int32_t at, int lead)
 {
     for (int32_t c = gv->node[at].child; c >= 0; c = gv->node[c].sibling) {
         uint8_t b = gv->node[c].byte;
-        if (b == ' ' || b == '\n' || b == '\t' || b == '\r') {
+        if (is_space(b)) {
             if (lead >= MAX_LEAD) continue;
             for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
                 m->allowed[id] = 1;

@@ -592,19 +592,14 @@ int gw_call_read(struct gw_call_reader *r, const char *text, size_t len, int fin
     size_t end = len;
     if (r->mode == GW_TOOLS_REQUIRED) {
         scan(r, text, len);
-        if (r->closed) { /* whole: its arguments end before its last brace */
+        /* whole: its arguments end before its last brace (the grammar closes it before the
+         * answer may end); open: braces and white space at the end are held back while the
+         * text may grow, as they may close it; cut short: all goes out */
+        if (r->closed)
             end = r->closed;
-            while (end > r->args_at && space(text[end - 1]))
-                end--;
-        } else if (final == 1) { /* drop the wrapping object's last brace */
-            while (end > r->args_at && space(text[end - 1]))
-                end--;
-            if (end > r->args_at && text[end - 1] == '}')
-                end--;
-        }
-        if (!r->closed && final != 2)
-            while (end > r->args_at &&
-                   (space(text[end - 1]) || (!final && text[end - 1] == '}')))
+        if (r->closed || final != 2)
+            while (end > r->args_at && (space(text[end - 1]) ||
+                                        (!r->closed && !final && text[end - 1] == '}')))
                 end--;
     }
     if (end < r->args_at + r->sent)
