@@ -53,7 +53,9 @@ struct chat_req {
     struct gw_tools tools;       /* a call asked for (tools.h) */
     struct gw_call_reader call;  /* ... read out of the answer */
     char call_id[GW_TOOLS_MAX_CALLS][48]; /* each call's id, made as it begins */
-    int calls_out;               /* calls whose first tool_calls delta is out */
+    char item_id[GW_TOOLS_MAX_CALLS][48]; /* a response's: each call's item id */
+    int calls_out;               /* calls whose first delta (or item) is out */
+    json_t *items;               /* a streamed response's function_call items done */
     int opened;                  /* a response stream's created and in_progress are out */
     double t0, t_first; /* monotonic seconds: submitted, first text */
     struct event *timeout;
@@ -150,6 +152,7 @@ static void chat_req_free(struct chat_req *c)
     gw_cache_sem_deinit(&c->sem);
     json_decref(c->echo);
     json_decref(c->convo);
+    json_decref(c->items);
     json_decref(c->lp);
     free(c);
 }
@@ -442,7 +445,7 @@ out:
  * is compiled here), 503 when out of memory. */
 static int parse_tools(json_t *b, struct chat_req *c, struct parsed *p)
 {
-    if (gw_tools_parse(b, !c->resp, &c->tools)) { /* (a response makes one call) */
+    if (gw_tools_parse(b, &c->tools)) {
         bad(p, NULL, "Out of memory; try again.");
         return 503;
     }
@@ -466,7 +469,6 @@ static int parse_tools(json_t *b, struct chat_req *c, struct parsed *p)
     else
         c->job.params.n_stop = 0; /* a stop string would cut the call's JSON */
     c->job.params.grammar_more = c->tools.max_calls - 1;
-    make_id(c->call_id[0], "call_");
     gw_call_reader_init(&c->call, &c->tools);
     return 0;
 }
@@ -760,21 +762,38 @@ static void send_call(struct chat_req *c, int final)
     } while (gw_call_next(&c->call, text, c->len));
 }
 
-/* The JSON reply of an answer that is calls: message.tool_calls, content null. An answer
- * cut short before the first function's name is known is replied as text; a later call
- * cut short is left out (streamed, its deltas have gone out). */
-static void reply_call(struct chat_req *c, const char *finish, int final, struct usage u)
+/* The calls of a whole answer (final: as gw_call_read()), each call's entry as one(c,
+ * final) makes it of the call being read; a later call cut short is left out (the calls
+ * before it are whole). None: cut short before the first function's name is known. */
+static json_t *whole_calls(struct chat_req *c, int final,
+                           json_t *(*one)(struct chat_req *c, int final))
 {
     const char *text = c->text ? c->text : "";
-    json_t *m, *calls = json_array();
+    json_t *calls = json_array();
     do {
         size_t from, to;
         if (!gw_call_read(&c->call, text, c->len, final, &from, &to))
             break;
         if (final == 2 && c->call.index > 0 && !c->call.closed)
-            break; /* a later call cut short: the calls before it are whole */
-        json_array_append_new(calls, call_json(c, 1, 0, text + from, to - from));
+            break;
+        json_array_append_new(calls, one(c, final));
     } while (gw_call_next(&c->call, text, c->len));
+    return calls;
+}
+
+/* a tool_calls entry of a whole reply */
+static json_t *chat_call(struct chat_req *c, int final)
+{
+    (void)final;
+    return call_json(c, 1, 0, c->text + c->call.args_at, c->call.sent);
+}
+
+/* The JSON reply of an answer that is calls: message.tool_calls, content null. An answer
+ * cut short before the first function's name is known is replied as text; a later call
+ * cut short is left out (streamed, its deltas have gone out). */
+static void reply_call(struct chat_req *c, const char *finish, int final, struct usage u)
+{
+    json_t *m, *calls = whole_calls(c, final, chat_call);
     if (json_array_size(calls))
         m = json_pack("{s:s, s:n, s:n, s:o}", "role", "assistant", "content", "refusal",
                       "tool_calls", calls);
@@ -898,8 +917,6 @@ static int decide(struct chat_req *c, int final)
     c->len -= k;
     c->tools.mode = GW_TOOLS_REQUIRED;
     gw_call_reader_init(&c->call, &c->tools);
-    if (c->resp)
-        make_id(c->msg_id, "fc_");
     return 1;
 }
 
@@ -930,7 +947,7 @@ static json_t *one_field(const char *key, json_t *v)
 /* The stream's first events: the response created and in progress. */
 static void resp_open(struct chat_req *c)
 {
-    json_t *o = gw_response_object(&c->rs, "in_progress", NULL, 0, NULL, NULL);
+    json_t *o = gw_response_object(&c->rs, "in_progress", NULL, NULL, NULL);
     resp_send(c, "response.created", one_field("response", json_incref(o)));
     resp_send(c, "response.in_progress", one_field("response", o));
     c->opened = 1;
@@ -967,24 +984,36 @@ static const char *resp_status(const char *finish)
     return strcmp(finish, "length") ? "completed" : "incomplete";
 }
 
-/* The finished response object (finish "length": incomplete), stored with the conversation
- * through its answer unless the request said "store": false. */
-static json_t *resp_final(struct chat_req *c, const char *text, size_t len, const char *finish,
+/* The finished response object (finish "length": incomplete) of output (taken: its output
+ * items), stored with the conversation through its answer, as chat's assistant message
+ * (its text, or its calls), unless the request said "store": false. */
+static json_t *resp_final(struct chat_req *c, json_t *output, const char *finish,
                           struct usage u)
 {
     struct gw_response_usage ru = {u.prompt, u.completion, u.cached};
-    json_t *o = gw_response_object(&c->rs, resp_status(finish), text, len, &ru, NULL);
+    json_t *o = gw_response_object(&c->rs, resp_status(finish), output, &ru, NULL);
     if (c->convo && json_is_true(json_object_get(c->echo, "store"))) {
-        json_t *m = json_object();
-        json_object_set_new(m, "role", json_string("assistant"));
-        if (c->rs.call_name) /* a call, as chat's messages carry it */
-            json_object_set_new(m, "tool_calls",
-                                json_pack("[{s:s, s:s, s:{s:s, s:o}}]", "id", c->call_id[0],
-                                          "type", "function", "function", "name",
-                                          c->call.name, "arguments",
-                                          gw_response_string(text, len)));
-        json_object_set_new(m, "content",
-                            c->rs.call_name ? json_null() : gw_response_string(text, len));
+        json_t *m = json_pack("{s:s, s:n}", "role", "assistant", "content");
+        json_t *calls = json_array(), *item;
+        size_t i;
+        json_array_foreach(json_object_get(o, "output"), i, item)
+        {
+            if (json_object_get(item, "call_id"))
+                json_array_append_new(
+                    calls, json_pack("{s:O, s:s, s:{s:O, s:O}}", "id",
+                                     json_object_get(item, "call_id"), "type", "function",
+                                     "function", "name", json_object_get(item, "name"),
+                                     "arguments", json_object_get(item, "arguments")));
+            else
+                json_object_set(m, "content",
+                                json_object_get(json_array_get(json_object_get(item, "content"),
+                                                               0),
+                                                "text"));
+        }
+        if (json_array_size(calls))
+            json_object_set_new(m, "tool_calls", calls);
+        else
+            json_decref(calls);
         json_array_append_new(c->convo, m);
         char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         char *msgs = json_dumps(c->convo, JSON_COMPACT);
@@ -1000,13 +1029,17 @@ static json_t *resp_final(struct chat_req *c, const char *text, size_t len, cons
     return o;
 }
 
-/* The last events of a stream: its output item done, the response (done) completed or
- * incomplete. */
-static void resp_close(struct chat_req *c, json_t *item, const char *status, json_t *done)
+/* An output item's last event, output_item.done (item taken). */
+static void resp_item_done(struct chat_req *c, int index, json_t *item)
 {
-    json_t *f = one_field("output_index", json_integer(0));
+    json_t *f = one_field("output_index", json_integer(index));
     json_object_set_new(f, "item", item);
     resp_send(c, "response.output_item.done", f);
+}
+
+/* The end of a stream: the response (done) completed, or incomplete. */
+static void resp_close(struct chat_req *c, const char *status, json_t *done)
+{
     resp_send(c, *status == 'c' ? "response.completed" : "response.incomplete",
               one_field("response", done));
     gw_reply_sse_finish(c->req);
@@ -1020,7 +1053,8 @@ static void resp_end(struct chat_req *c, const char *text, size_t len, const cha
     if (!c->started)
         resp_begin(c);
     const char *status = resp_status(finish);
-    json_t *done = resp_final(c, text, len, finish, u);
+    json_t *done = resp_final(
+        c, json_pack("[o]", gw_response_message(&c->rs, status, text, len)), finish, u);
     json_t *f = part_fields(c);
     json_object_set_new(f, "text", gw_response_string(text, len));
     json_object_set_new(f, "logprobs", json_array());
@@ -1028,70 +1062,104 @@ static void resp_end(struct chat_req *c, const char *text, size_t len, const cha
     f = part_fields(c);
     json_object_set_new(f, "part", gw_response_text_part(text, len));
     resp_send(c, "response.content_part.done", f);
-    resp_close(c, gw_response_message(&c->rs, status, text, len), status, done);
+    resp_item_done(c, 0, gw_response_message(&c->rs, status, text, len));
+    resp_close(c, status, done);
 }
 
-/* A response's answer that is a call (tools.h): its function_call item's events. The head
- * read (the function's name), the response is begun with the item; then the arguments'
- * deltas as they may go out (final: as gw_call_read()). 0 while the head is not known. */
-static int resp_call_delta(struct chat_req *c, int final)
+/* The function_call item of call r (read out of the answer), with the first n bytes of its
+ * arguments; its item id and call_id are made as it first appears. */
+static json_t *call_item(struct chat_req *c, const struct gw_call_reader *r,
+                         const char *status, size_t n)
 {
-    size_t from, to;
-    if (!gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to))
-        return 0;
-    if (!c->started) {
-        c->rs.call_name = c->call.name;
-        c->rs.call_id = c->call_id[0];
-        if (!c->opened)
-            resp_open(c);
-        json_t *f = one_field("output_index", json_integer(0));
-        json_object_set_new(f, "item", gw_response_call(&c->rs, "in_progress", "", 0));
-        resp_send(c, "response.output_item.added", f);
-        c->started = 1;
-    }
-    if (to > from) {
-        json_t *f = one_field("item_id", json_string(c->msg_id));
-        json_object_set_new(f, "output_index", json_integer(0));
-        json_object_set_new(f, "delta", gw_response_string(c->text + from, to - from));
-        resp_send(c, "response.function_call_arguments.delta", f);
-    }
-    return 1;
+    const int i = r->index;
+    if (!c->item_id[i][0])
+        make_id(c->item_id[i], "fc_");
+    if (!c->call_id[i][0])
+        make_id(c->call_id[i], "call_");
+    return gw_response_call(c->item_id[i], c->call_id[i], r->name, status,
+                            c->text + r->args_at, n);
 }
 
-/* The last events of a response's call: the arguments and the item done, the response
- * completed (or incomplete); a call cut before its name is known ends as text. */
+/* A response's answer that is calls (tools.h), as it may go out (final: as
+ * gw_call_read()): a function_call item a call, added once the function's name is read, its
+ * arguments' deltas, and its arguments and item done once the next call has begun or the
+ * answer ended. The items done are kept in c->items. 0 while no call's name is known. */
+static int resp_calls(struct chat_req *c, int final)
+{
+    const char *text = c->text ? c->text : "";
+    for (;;) {
+        size_t from, to;
+        if (!gw_call_read(&c->call, text, c->len, final, &from, &to))
+            return c->call.index > 0; /* (a later call cut before its name: left out) */
+        const int i = c->call.index;
+        if (i >= c->calls_out) {
+            if (!c->opened)
+                resp_open(c);
+            json_t *f = one_field("output_index", json_integer(i));
+            json_object_set_new(f, "item", call_item(c, &c->call, "in_progress", 0));
+            resp_send(c, "response.output_item.added", f);
+            c->calls_out = i + 1;
+            c->started = 1;
+        }
+        if (to > from) {
+            json_t *f = one_field("item_id", json_string(c->item_id[i]));
+            json_object_set_new(f, "output_index", json_integer(i));
+            json_object_set_new(f, "delta", gw_response_string(text + from, to - from));
+            resp_send(c, "response.function_call_arguments.delta", f);
+        }
+        const struct gw_call_reader was = c->call;
+        const int more = gw_call_next(&c->call, text, c->len);
+        if (!more && !final)
+            return 1;
+        json_t *item = call_item(c, &was,
+                                 more || final == 1 || was.closed ? "completed" : "incomplete",
+                                 was.sent);
+        json_t *f = one_field("item_id", json_string(c->item_id[i]));
+        json_object_set_new(f, "output_index", json_integer(i));
+        json_object_set(f, "arguments", json_object_get(item, "arguments"));
+        resp_send(c, "response.function_call_arguments.done", f);
+        if (!c->items)
+            c->items = json_array();
+        json_array_append(c->items, item);
+        resp_item_done(c, i, item);
+        if (!more)
+            return 1;
+    }
+}
+
+/* The last events of a response's calls, and the response completed (or incomplete); an
+ * answer cut before a function's name is known ends as text, a message. */
 static void resp_call_end(struct chat_req *c, int final, const char *finish, struct usage u)
 {
-    if (!resp_call_delta(c, final)) { /* a message of the text, sent as one */
-        make_id(c->msg_id, "msg_");
+    if (!resp_calls(c, final)) {
         if (c->len)
             resp_delta(c, c->text, c->len);
         resp_end(c, c->text ? c->text : "", c->len, finish, u);
         return;
     }
-    const char *args = c->text + c->call.args_at, *status = resp_status(finish);
-    size_t n = c->call.sent;
-    json_t *done = resp_final(c, args, n, finish, u);
-    json_t *f = one_field("item_id", json_string(c->msg_id));
-    json_object_set_new(f, "output_index", json_integer(0));
-    json_object_set_new(f, "arguments", gw_response_string(args, n));
-    resp_send(c, "response.function_call_arguments.done", f);
-    resp_close(c, gw_response_call(&c->rs, status, args, n), status, done);
+    resp_close(c, resp_status(finish), resp_final(c, json_incref(c->items), finish, u));
 }
 
-/* A whole response whose answer is a call (as text when cut before its name is known). */
+/* a function_call item of a whole response */
+static json_t *response_call(struct chat_req *c, int final)
+{
+    return call_item(c, &c->call, final == 1 || c->call.closed ? "completed" : "incomplete",
+                     c->call.sent);
+}
+
+/* A whole response whose answer is calls, as chat replies them (reply_call), or text, a
+ * message, when cut before the first function's name is known. */
+
 static void reply_response_call(struct chat_req *c, int final, const char *finish,
                                 struct usage u)
 {
-    size_t from, to;
-    if (!gw_call_read(&c->call, c->text ? c->text : "", c->len, final, &from, &to)) {
-        make_id(c->msg_id, "msg_");
+    json_t *items = whole_calls(c, final, response_call);
+    if (!json_array_size(items)) {
+        json_decref(items);
         reply_response(c, c->text ? c->text : "", c->len, finish, u);
         return;
     }
-    c->rs.call_name = c->call.name;
-    c->rs.call_id = c->call_id[0];
-    reply_response(c, c->text + from, to - from, finish, u);
+    gw_reply_json(c->req, 200, resp_final(c, items, finish, u), 0);
 }
 
 /* An error after the stream's headers: response.failed, then the end. */
@@ -1101,15 +1169,16 @@ static void resp_failed(struct chat_req *c, const char *msg)
     if (!c->started)
         resp_begin(c);
     resp_send(c, "response.failed",
-              one_field("response", gw_response_object(&c->rs, "failed", NULL, 0, NULL, msg)));
+              one_field("response", gw_response_object(&c->rs, "failed", NULL, NULL, msg)));
     gw_reply_sse_finish(c->req);
 }
 
-/* A whole response as JSON. */
+/* A whole response whose answer is text, a message, as JSON. */
 static void reply_response(struct chat_req *c, const char *text, size_t len, const char *finish,
                            struct usage u)
 {
-    gw_reply_json(c->req, 200, resp_final(c, text, len, finish, u), 0);
+    json_t *m = gw_response_message(&c->rs, resp_status(finish), text, len);
+    gw_reply_json(c->req, 200, resp_final(c, json_pack("[o]", m), finish, u), 0);
 }
 
 /* ------------------------------------------------------------------ the engine's events */
@@ -1180,7 +1249,7 @@ static void on_event(struct gw_gen_event *ev)
         if (!appended)
             append_text(c, ev->text, ev->len);
         if (c->stream && c->resp)
-            resp_call_delta(c, 0);
+            resp_calls(c, 0);
         else if (c->stream)
             send_call(c, 0);
         free(ev);
@@ -1679,11 +1748,9 @@ static void handle(struct gw_req *r, int chat, int resp)
     make_id(c->id, resp ? "resp_" : chat ? "chatcmpl-" : "cmpl-");
     c->created = (long)time(NULL);
     if (resp) {
-        make_id(c->msg_id, c->tools.mode == GW_TOOLS_NAMED || c->tools.mode == GW_TOOLS_REQUIRED
-                               ? "fc_"
-                               : "msg_");
+        make_id(c->msg_id, "msg_");
         c->rs = (struct gw_response){c->id, c->msg_id, cfg->engine_model_name, c->echo,
-                                     c->created, 0, NULL, NULL};
+                                     c->created, 0};
     }
     c->t0 = now_s();
     c->tenant = tn->id;

@@ -352,6 +352,8 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
                                                    "function", f));
         }
         json_object_set_new(out, "tools", tools);
+        if ((v = json_object_get(b, "parallel_tool_calls")))
+            json_object_set(out, "parallel_tool_calls", v);
         if (named)
             json_object_set_new(out, "tool_choice",
                                 json_pack("{s:s, s:{s:O}}", "type", "function", "function",
@@ -382,29 +384,29 @@ json_t *gw_response_text_part(const char *text, size_t len)
 }
 
 /* An output item's id, type and status. */
-static json_t *item_head(const struct gw_response *r, const char *type, const char *status)
+static json_t *item_head(const char *id, const char *type, const char *status)
 {
     json_t *m = json_object();
-    json_object_set_new(m, "id", json_string(r->msg_id));
+    json_object_set_new(m, "id", json_string(id));
     json_object_set_new(m, "type", json_string(type));
     json_object_set_new(m, "status", json_string(status));
     return m;
 }
 
-json_t *gw_response_call(const struct gw_response *r, const char *status, const char *args,
-                         size_t len)
+json_t *gw_response_call(const char *id, const char *call_id, const char *name,
+                         const char *status, const char *args, size_t len)
 {
-    json_t *m = item_head(r, "function_call", status);
+    json_t *m = item_head(id, "function_call", status);
     json_object_set_new(m, "arguments", gw_response_string(args, len));
-    json_object_set_new(m, "call_id", json_string(r->call_id));
-    json_object_set_new(m, "name", json_string(r->call_name));
+    json_object_set_new(m, "call_id", json_string(call_id));
+    json_object_set_new(m, "name", json_string(name));
     return m;
 }
 
 json_t *gw_response_message(const struct gw_response *r, const char *status, const char *text,
                             size_t len)
 {
-    json_t *m = item_head(r, "message", status);
+    json_t *m = item_head(r->msg_id, "message", status);
     json_object_set_new(m, "role", json_string("assistant"));
     json_t *content = json_array();
     if (strcmp(status, "in_progress"))
@@ -413,8 +415,8 @@ json_t *gw_response_message(const struct gw_response *r, const char *status, con
     return m;
 }
 
-json_t *gw_response_object(const struct gw_response *r, const char *status, const char *text,
-                           size_t len, const struct gw_response_usage *u, const char *error)
+json_t *gw_response_object(const struct gw_response *r, const char *status, json_t *output,
+                           const struct gw_response_usage *u, const char *error)
 {
     json_t *o = json_object();
     json_object_set_new(o, "id", json_string(r->id));
@@ -438,11 +440,7 @@ json_t *gw_response_object(const struct gw_response *r, const char *status, cons
     json_object_set(o, "instructions", json_object_get(r->echo, "instructions"));
     json_object_set(o, "max_output_tokens", json_object_get(r->echo, "max_output_tokens"));
     json_object_set_new(o, "model", json_string(r->model));
-    json_t *output = json_array();
-    if (text && !error)
-        json_array_append_new(output, r->call_name ? gw_response_call(r, status, text, len)
-                                                   : gw_response_message(r, status, text, len));
-    json_object_set_new(o, "output", output);
+    json_object_set_new(o, "output", output ? output : json_array());
     json_object_set(o, "parallel_tool_calls", json_object_get(r->echo, "parallel_tool_calls"));
     json_object_set(o, "previous_response_id", json_object_get(r->echo, "previous_response_id"));
     json_t *reasoning = json_object();

@@ -11,14 +11,14 @@
  * continues (api_chat.c looks it up; instructions are not inherited, as at OpenAI).
  *
  * Function tools ({"type": "function", "name", "description", "parameters", "strict"}) are
- * chat's tools: with tool_choice "required" or {"type": "function", "name"} the answer is a
- * function_call output item (tools.h), and input items of type function_call and
- * function_call_output are the conversation's earlier calls and their results.
+ * chat's tools: an answer that is calls (tools.h) is a function_call output item a call
+ * (several with parallel_tool_calls, each its own item id and call_id), and input items of
+ * type function_call and function_call_output are the conversation's earlier calls and
+ * their results.
  *
  * Not implemented, and refused with a 400 naming the parameter rather than ignored:
- * conversation objects, tools other than functions, tool_choice "auto" with tools, other
- * output formats, reasoning, images and files, truncation "auto", background. Event loop
- * only.
+ * conversation objects, tools other than functions, other output formats, reasoning,
+ * images and files, truncation "auto", background. Event loop only.
  */
 #ifndef GW_RESPONSES_H
 #define GW_RESPONSES_H
@@ -47,19 +47,15 @@ struct gw_response {
     json_t *echo;
     long created_at;
     int seq; /* the next stream event's sequence_number */
-    /* an answer that is a call: its function's name (NULL: a message), its call_id, and
-     * the output item's id (msg_id's place) */
-    const char *call_name, *call_id;
 };
 
 /*
  * The response object. status: "in_progress", "completed", "incomplete" (max_output_tokens
- * was reached) or "failed" (error, a message). text: the answer, or a call's arguments when
- * r->call_name is set (NULL: no output item yet); u: NULL until it ended. The caller owns
- * the result.
+ * was reached) or "failed" (error, a message). output (taken; NULL: none yet): its output
+ * items; u: NULL until it ended. The caller owns the result.
  */
-json_t *gw_response_object(const struct gw_response *r, const char *status, const char *text,
-                           size_t len, const struct gw_response_usage *u, const char *error);
+json_t *gw_response_object(const struct gw_response *r, const char *status, json_t *output,
+                           const struct gw_response_usage *u, const char *error);
 
 /*
  * A stream event of type `type` with the response's next sequence number; fields (taken)
@@ -67,9 +63,9 @@ json_t *gw_response_object(const struct gw_response *r, const char *status, cons
  */
 json_t *gw_response_event(struct gw_response *r, const char *type, json_t *fields);
 
-/* The function_call item of a call (r->call_name) whose arguments are args[0..len). */
-json_t *gw_response_call(const struct gw_response *r, const char *status, const char *args,
-                         size_t len);
+/* The function_call item id of a call to name whose arguments are args[0..len). */
+json_t *gw_response_call(const char *id, const char *call_id, const char *name,
+                         const char *status, const char *args, size_t len);
 
 /* The message item: status "in_progress" (no content yet), "completed" or "incomplete". */
 json_t *gw_response_message(const struct gw_response *r, const char *status, const char *text,

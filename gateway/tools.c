@@ -389,7 +389,7 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
     return 0; /* (the union "required" holds the call to is compiled with the request) */
 }
 
-int gw_tools_parse(json_t *b, int parallel, struct gw_tools *t)
+int gw_tools_parse(json_t *b, struct gw_tools *t)
 {
     memset(t, 0, sizeof *t);
     t->mode = mode_of(b);
@@ -399,7 +399,7 @@ int gw_tools_parse(json_t *b, int parallel, struct gw_tools *t)
     }
     if (t->mode == GW_TOOLS_NAMED)
         snprintf(t->name, sizeof t->name, "%s", chosen(b));
-    t->max_calls = parallel && t->mode != GW_TOOLS_NAMED &&
+    t->max_calls = t->mode != GW_TOOLS_NAMED &&
                            !json_is_false(json_object_get(b, "parallel_tool_calls"))
                        ? GW_TOOLS_MAX_CALLS
                        : 1;

@@ -20,7 +20,7 @@
  * functions, up to GW_TOOLS_MAX). Stop strings are not applied
  * to a call. With parallel_tool_calls (true unless the request says false) "required" and
  * "auto" make up to GW_TOOLS_MAX_CALLS calls, one JSON object a line (eng_gm_repeat); a
- * named function, and the Responses API, one.
+ * named function one.
  *
  * A conversation may carry earlier calls (assistant messages with tool_calls) and their
  * results (role "tool"): the model reads each call as a sentence, "I called
@@ -52,9 +52,8 @@ struct gw_tools {
     char *prompt;                    /* the system text that describes the call */
     int max_calls;                   /* 1, or GW_TOOLS_MAX_CALLS (parallel calls) */
 };
-/* 0 (mode GW_TOOLS_OFF when no call is asked for), or -1 when out of memory. parallel 0:
- * one call, whatever the request says. */
-int gw_tools_parse(json_t *b, int parallel, struct gw_tools *t);
+/* 0 (mode GW_TOOLS_OFF when no call is asked for), or -1 when out of memory. */
+int gw_tools_parse(json_t *b, struct gw_tools *t);
 void gw_tools_deinit(struct gw_tools *t);
 
 /* Whether a chat request asks for a call or carries calls or their results. */

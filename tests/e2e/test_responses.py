@@ -367,3 +367,78 @@ def test_a_named_function_call_streamed(make_server):
                                                         "completed")
     assert events[-1].response.output[0].arguments == whole.arguments
     assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+def test_parallel_calls_are_items_of_their_own(make_server):
+    """parallel_tool_calls (true unless said false): each call of the answer is a
+    function_call item of its own (its own id and call_id), streamed one item after the
+    other at output_index 0, 1, ... (added, argument deltas, arguments done, item done);
+    stored, the response continues as all its calls. With the end tokens banned the model
+    writes all 8; with parallel_tool_calls false one call ends the answer. Cut short, a
+    whole reply leaves out a later call it cut, as chat's does."""
+    from test_tools import ALARM, FORECAST, end_ids
+    s = sdk(make_server(NO_CACHE))
+    tools = [{"type": "function", **t["function"]} for t in (FORECAST, ALARM)]
+    kw = dict(model=MODEL, input="Weather in Paris, Oslo and Lima?", tools=tools,
+              tool_choice="required", temperature=0, max_output_tokens=400,
+              extra_body={"logit_bias": {str(i): -100 for i in end_ids()}})
+    r = s.responses.create(**kw)
+    assert r.status == "completed" and len(r.output) == 8, r.output
+    for item in r.output:
+        assert item.type == "function_call" and item.status == "completed"
+        assert item.id.startswith("fc_") and item.call_id.startswith("call_")
+        args = json.loads(item.arguments)
+        assert args["city"] in ("Paris", "Oslo", "Lima") if item.name == "get_forecast" \
+            else 0 <= args["hour"] <= 23, item
+    assert len({o.id for o in r.output}) == len({o.call_id for o in r.output}) == 8
+    events = list(s.responses.create(stream=True, **kw))
+    assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    k = 2
+    for i in range(8):
+        added = events[k]
+        assert added.type == "response.output_item.added" and added.output_index == i
+        assert added.item.status == "in_progress" and added.item.arguments == ""
+        k += 1
+        args = ""
+        while events[k].type == "response.function_call_arguments.delta":
+            assert (events[k].output_index, events[k].item_id) == (i, added.item.id)
+            args += events[k].delta
+            k += 1
+        assert events[k].type == "response.function_call_arguments.done"
+        assert (events[k].output_index, events[k].arguments) == (i, args)
+        done = events[k + 1]
+        assert done.type == "response.output_item.done" and done.output_index == i
+        assert (done.item.id, done.item.call_id, done.item.arguments, done.item.status) == \
+            (added.item.id, added.item.call_id, args, "completed")
+        k += 2
+    assert k == len(events) - 1 and events[k].type == "response.completed"
+    out = events[k].response.output
+    assert [(o.name, o.arguments) for o in out] == [(o.name, o.arguments) for o in r.output]
+    assert [o.id for o in out] == [e.item.id for e in events if
+                                   e.type == "response.output_item.done"]
+    # the stored response continues as its eight calls, as when they are sent as items
+    results = [{"type": "function_call_output", "call_id": o.call_id, "output": "done"}
+               for o in r.output]
+    more = dict(model=MODEL, temperature=0, max_output_tokens=8)
+    r2 = s.responses.create(previous_response_id=r.id, input=results, **more)
+    r3 = s.responses.create(input=[{"role": "user", "content": kw["input"]}] +
+                            [{"type": "function_call", "call_id": o.call_id, "name": o.name,
+                              "arguments": o.arguments} for o in r.output] + results, **more)
+    assert r2.output[0].type == "message" and r2.output_text == r3.output_text
+    assert r2.usage.input_tokens == r3.usage.input_tokens
+    one = s.responses.create(parallel_tool_calls=False, **kw)
+    assert len(one.output) == 1 and one.parallel_tool_calls is False
+    assert (one.output[0].name, one.output[0].arguments) == (r.output[0].name,
+                                                             r.output[0].arguments)
+    # cut by max_output_tokens inside a later call: replied whole, the calls before it (all
+    # whole); streamed, the cut call's events have gone out, its item incomplete
+    kw["max_output_tokens"] = 45
+    whole = s.responses.create(**kw)
+    assert whole.status == "incomplete" and whole.output
+    assert all(o.status == "completed" and json.loads(o.arguments) for o in whole.output)
+    out = list(s.responses.create(stream=True, **kw))[-1].response.output
+    assert [(o.name, o.arguments) for o in out[:len(whole.output)]] == \
+        [(o.name, o.arguments) for o in whole.output]
+    assert len(out) - len(whole.output) in (0, 1)
+    assert all(o.status == "incomplete" for o in out[len(whole.output):])

@@ -127,9 +127,11 @@ Test(responses, objects_repeat_the_request_and_say_how_it_ended)
                         "\"metadata\":{\"k\":\"v\"}}",
                         NULL, &echo, NULL);
     free(s);
-    struct gw_response r = {"resp_1", "msg_1", "m", echo, 100, 0, NULL, NULL};
+    struct gw_response r = {"resp_1", "msg_1", "m", echo, 100, 0};
     struct gw_response_usage u = {7, 5, 2};
-    json_t *o = gw_response_object(&r, "incomplete", "Hello", 5, &u, NULL);
+    json_t *o = gw_response_object(
+        &r, "incomplete", json_pack("[o]", gw_response_message(&r, "incomplete", "Hello", 5)),
+        &u, NULL);
     s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     cr_assert_str_eq(
         s, "{\"id\":\"resp_1\",\"object\":\"response\",\"created_at\":100,\"status\":"
@@ -147,7 +149,7 @@ Test(responses, objects_repeat_the_request_and_say_how_it_ended)
     free(s);
     json_decref(o);
     /* a failure carries its error and no output; events number themselves */
-    o = gw_response_object(&r, "failed", NULL, 0, NULL, "boom");
+    o = gw_response_object(&r, "failed", NULL, NULL, "boom");
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(o, "error"), "message")),
                      "boom");
     cr_assert_eq(json_array_size(json_object_get(o, "output")), 0);
@@ -172,8 +174,8 @@ Test(responses, a_json_format_is_chats_response_format_and_is_repeated)
                         "\"response_format\":{\"json_schema\":{\"name\":\"P\",\"schema\":{"
                         "\"type\":\"object\"},\"strict\":true},\"type\":\"json_schema\"}}");
     free(s);
-    struct gw_response r = {"resp_1", "msg_1", "m", echo, 100, 0, NULL, NULL};
-    json_t *o = gw_response_object(&r, "completed", "{}", 2, NULL, NULL);
+    struct gw_response r = {"resp_1", "msg_1", "m", echo, 100, 0};
+    json_t *o = gw_response_object(&r, "completed", NULL, NULL, NULL);
     s = json_dumps(json_object_get(o, "text"), JSON_COMPACT | JSON_SORT_KEYS);
     cr_assert_str_eq(s, "{\"format\":{\"name\":\"P\",\"schema\":{\"type\":\"object\"},"
                         "\"strict\":true,\"type\":\"json_schema\"}}");
@@ -210,12 +212,17 @@ Test(responses, function_tools_calls_and_outputs_are_chats)
            "\"type\":\"function\"},\"tools\":[{\"function\":{\"name\":\"f\",\"parameters\":{}},"
            "\"type\":\"function\"}]}");
     free(s);
-    struct gw_response r = {"resp_1", "fc_1", "m", echo, 100, 0, "f", "call_1"};
-    json_t *o = gw_response_object(&r, "completed", "{\"x\":2}", 7, NULL, NULL);
-    s = json_dumps(json_object_get(o, "output"), JSON_COMPACT | JSON_SORT_KEYS);
-    cr_assert_str_eq(s, "[{\"arguments\":\"{\\\"x\\\":2}\",\"call_id\":\"call_1\",\"id\":\"fc_1\","
-                        "\"name\":\"f\",\"status\":\"completed\",\"type\":\"function_call\"}]");
+    json_t *o = gw_response_call("fc_1", "call_1", "f", "completed", "{\"x\":2}", 7);
+    s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    cr_assert_str_eq(s, "{\"arguments\":\"{\\\"x\\\":2}\",\"call_id\":\"call_1\",\"id\":\"fc_1\","
+                        "\"name\":\"f\",\"status\":\"completed\",\"type\":\"function_call\"}");
     free(s);
     json_decref(o);
     json_decref(echo);
+    /* parallel_tool_calls goes with the tools to chat, which makes one call when false */
+    s = translate("{\"input\":\"w?\",\"parallel_tool_calls\":false,\"tools\":[{\"type\":"
+                  "\"function\",\"name\":\"f\",\"parameters\":{}}]}",
+                  NULL, NULL, NULL);
+    cr_assert(strstr(s, "\"parallel_tool_calls\":false"), "%s", s);
+    free(s);
 }

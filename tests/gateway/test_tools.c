@@ -22,7 +22,7 @@ static json_t *load(const char *text)
 static int call_accepts(json_t *b, const char *doc)
 {
     struct gw_tools t;
-    cr_assert_eq(gw_tools_parse(b, 1, &t), 0);
+    cr_assert_eq(gw_tools_parse(b, &t), 0);
     cr_assert_neq(t.mode, GW_TOOLS_OFF);
     eng_grammar *g = NULL;
     char err[256];
@@ -63,7 +63,7 @@ Test(tools, schemas_of_calls)
              "\"function\": {\"name\": \"order\"}}}");
     cr_expect(call_accepts(b, "{\"item\": {\"n\": 7}}"));
     struct gw_tools t;
-    cr_assert_eq(gw_tools_parse(b, 1, &t), 0);
+    cr_assert_eq(gw_tools_parse(b, &t), 0);
     cr_expect_str_eq(t.name, "order");
     cr_expect(strstr(t.prompt, "calling the function order") != NULL, "%s", t.prompt);
     gw_tools_deinit(&t);
@@ -74,7 +74,7 @@ Test(tools, schemas_of_calls)
                            "{\"tools\": [" PING ", " ORDER "], \"tool_choice\": \"auto\"}"};
     for (int i = 0; i < 2; i++) {
         b = load(autos[i]);
-        cr_assert_eq(gw_tools_parse(b, 1, &t), 0);
+        cr_assert_eq(gw_tools_parse(b, &t), 0);
         cr_expect_eq(t.mode, GW_TOOLS_AUTO, "%s", autos[i]);
         cr_expect(strstr(t.prompt, "Otherwise answer in words") != NULL, "%s", t.prompt);
         cr_expect(call_accepts(b, "{\"name\": \"ping\", \"arguments\": {}}"));
@@ -83,24 +83,23 @@ Test(tools, schemas_of_calls)
         gw_tools_deinit(&t);
         json_decref(b);
     }
-    /* parallel calls: "required" and "auto" unless the request says false or the caller
-     * asks for one; a named function makes one */
+    /* parallel calls: "required" and "auto" unless the request says false; a named
+     * function makes one */
     static const struct {
         const char *req;
-        int parallel, calls;
+        int calls;
     } par[] = {
-        {"{\"tools\": [" PING "]}", 1, GW_TOOLS_MAX_CALLS},
-        {"{\"tools\": [" PING "], \"tool_choice\": \"required\"}", 1, GW_TOOLS_MAX_CALLS},
-        {"{\"tools\": [" PING "], \"parallel_tool_calls\": true}", 1, GW_TOOLS_MAX_CALLS},
-        {"{\"tools\": [" PING "], \"parallel_tool_calls\": false}", 1, 1},
-        {"{\"tools\": [" PING "]}", 0, 1},
+        {"{\"tools\": [" PING "]}", GW_TOOLS_MAX_CALLS},
+        {"{\"tools\": [" PING "], \"tool_choice\": \"required\"}", GW_TOOLS_MAX_CALLS},
+        {"{\"tools\": [" PING "], \"parallel_tool_calls\": true}", GW_TOOLS_MAX_CALLS},
+        {"{\"tools\": [" PING "], \"parallel_tool_calls\": false}", 1},
         {"{\"tools\": [" PING "], \"tool_choice\": {\"type\": \"function\", \"function\": "
          "{\"name\": \"ping\"}}}",
-         1, 1},
+         1},
     };
     for (size_t i = 0; i < sizeof par / sizeof *par; i++) {
         b = load(par[i].req);
-        cr_assert_eq(gw_tools_parse(b, par[i].parallel, &t), 0);
+        cr_assert_eq(gw_tools_parse(b, &t), 0);
         cr_expect_eq(t.max_calls, par[i].calls, "%s", par[i].req);
         cr_expect_eq(strstr(t.prompt, "on its own line") != NULL, par[i].calls > 1, "%s",
                      t.prompt);
@@ -115,7 +114,7 @@ Test(tools, schemas_of_calls)
     cr_expect(gw_auto_begins(" It is {", 8, &at) == -1 && at == 1);
     /* none asks for no call; neither does a choice without tools */
     b = load("{\"tools\": [" PING "], \"tool_choice\": \"none\"}");
-    cr_assert_eq(gw_tools_parse(b, 1, &t), 0);
+    cr_assert_eq(gw_tools_parse(b, &t), 0);
     cr_expect_eq(t.mode, GW_TOOLS_OFF);
     cr_expect_not(gw_uses_tools(b));
     json_decref(b);
