@@ -703,7 +703,7 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
 /*
  * Every token attends over the cache in place, in groups of tokens sharing blocks
  * (attend_group()), where that kernel exists (AVX-512, heads of a multiple of 16
- * dimensions); elsewhere attention goes by query tiles of up to ATT_TILE tokens x the
+ * dimensions; AVX2, F32 or F16 pools and heads of a multiple of 8); elsewhere attention goes by query tiles of up to ATT_TILE tokens x the
  * heads sharing a KV head: their scores against the whole context ([ATT_TILE *
  * group][ctx] floats) stay in L2. The in-place kernel is also the faster one for prompts:
  * 2 threads prefilled 1,056 tokens at 1,273-1,325 tokens/s through it against 1,152-1,190
@@ -1830,6 +1830,8 @@ VECTOR_CLONES static void swiglu(float *h, const float *gu, int n)
  * attn_scratch_floats(L, hd, group) floats. Callers run it inside a parallel region, where
  * OpenBLAS keeps to the calling thread.
  */
+static float softmax_best(float *x, int n, int len);
+
 static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, int layer,
                         const int32_t *table, int g, int group, float scale, float *buf,
                         float *out)
@@ -1890,7 +1892,7 @@ static void attend_tile(const float *q, int pos0, int t0, int t1, kvc_pool *kv, 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, L, hd, scale, Q, hd, Kt, L, 0.0f,
                 S, L);
     for (int r = 0; r < rows; r++)
-        inv[r] = 1.0f / softmax_row(S + (size_t)r * L, pos0 + t0 + r / group + 1, L);
+        inv[r] = 1.0f / softmax_best(S + (size_t)r * L, pos0 + t0 + r / group + 1, L);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, L, 1.0f, S, L, V, hd, 0.0f,
                 O, hd);
     for (int r = 0; r < rows; r++) {
@@ -1987,6 +1989,96 @@ AVX512 static void swiglu512(float *h, const float *gu, int n)
         const __m512 e = exp512(_mm512_mask_mov_ps(_mm512_xor_ps(g, sign), neg, g));
         const __m512 sig = _mm512_div_ps(_mm512_mask_mov_ps(one, neg, e), _mm512_add_ps(one, e));
         _mm512_storeu_ps(h + i, _mm512_mul_ps(_mm512_mul_ps(g, sig), u));
+    }
+    for (; i < n; i++)
+        h[i] = gu[i] / (1.0f + expf(-gu[i])) * gu[n + i];
+}
+
+/*
+ * The same on AVX2 (8 lanes; 16 as two halves), bit for bit: GCC lowers the portable
+ * kernels' 16-lane comparisons and blends lane by lane for AVX2 (softmax_row()'s clone took
+ * 11 ns a score, a seventh of a 1,024-token prefill), so these take them in intrinsics.
+ * AVX2F: AVX2, FMA and F16C (the in-place attention's too); these use no FMA.
+ */
+#define AVX2F __attribute__((target("avx2,fma,f16c")))
+
+AVX2F static inline __attribute__((always_inline)) __m256 exp8(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(EXP_LO);
+    const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_blendv_ps(x, lo, under);
+    const __m256 t =
+        _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), _mm256_set1_ps(0.5f));
+    __m256i ni = _mm256_cvttps_epi32(t); /* toward zero; floor below */
+    __m256 nf = _mm256_cvtepi32_ps(ni);
+    const __m256i over = _mm256_castps_si256(_mm256_cmp_ps(nf, t, _CMP_GT_OQ));
+    ni = _mm256_add_epi32(ni, over);
+    nf = _mm256_add_ps(nf, _mm256_cvtepi32_ps(over));
+    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(nf, _mm256_set1_ps(EXP_LN2_HI))),
+                                   _mm256_mul_ps(nf, _mm256_set1_ps(EXP_LN2_LO)));
+    __m256 p = _mm256_set1_ps(exp_poly[0]);
+    for (int k = 1; k < 6; k++)
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(exp_poly[k]));
+    __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r),
+                             _mm256_set1_ps(1.0f));
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(
+                             _mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23)));
+    return _mm256_andnot_ps(under, y);
+}
+
+/* softmax_row() on AVX2: x[j] <- e^(x[j] - max) for j < n, 0 for n <= j < len; the sum */
+AVX2F static float softmax_row8(float *x, int n, int len)
+{
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(x + j));
+    float lanes[16], mx = -INFINITY;
+    _mm256_storeu_ps(lanes, vmx);
+    for (int i = 0; i < 8; i++)
+        mx = lanes[i] > mx ? lanes[i] : mx;
+    for (; j < n; j++)
+        mx = x[j] > mx ? x[j] : mx;
+    const __m256 vm = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    /* the portable kernel's 16 lanes as two halves; the last 16 through masks (masked
+     * loads and stores cost far more than plain ones on some processors) */
+    for (j = 0; j + 16 <= n; j += 16)
+        for (int h = 0; h < 2; h++) {
+            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8 * h), vm));
+            _mm256_storeu_ps(x + j + 8 * h, e);
+            acc[h] = _mm256_add_ps(acc[h], e);
+        }
+    for (int h = 0; h < 2 && j < n; h++) {
+        const int at = j + 8 * h;
+        const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - at), lane);
+        const __m256 d = _mm256_blendv_ps(
+            ninf, _mm256_sub_ps(_mm256_maskload_ps(x + at, in), vm), _mm256_castsi256_ps(in));
+        const __m256 e = exp8(d);
+        _mm256_maskstore_ps(x + at, in, e);
+        acc[h] = _mm256_add_ps(acc[h], e);
+    }
+    memset(x + n, 0, sizeof(float) * (size_t)(len - n));
+    _mm256_storeu_ps(lanes, acc[0]);
+    _mm256_storeu_ps(lanes + 8, acc[1]);
+    float s = 0;
+    for (int i = 0; i < 16; i++)
+        s += lanes[i];
+    return s;
+}
+
+/* swiglu() on AVX2 (16 lanes at a time as two halves, the rest by expf() as there) */
+AVX2F static void swiglu8(float *h, const float *gu, int n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    int i = 0;
+    for (; i < n / 16 * 16; i += 8) {
+        const __m256 g = _mm256_loadu_ps(gu + i), u = _mm256_loadu_ps(gu + n + i);
+        const __m256 neg = _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ);
+        const __m256 e = exp8(_mm256_blendv_ps(_mm256_xor_ps(g, sign), g, neg));
+        const __m256 sig = _mm256_div_ps(_mm256_blendv_ps(one, e, neg), _mm256_add_ps(one, e));
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_mul_ps(g, sig), u));
     }
     for (; i < n; i++)
         h[i] = gu[i] / (1.0f + expf(-gu[i])) * gu[n + i];
@@ -2596,7 +2688,7 @@ AVX512 static void scale_by_v(kvc_pool *kv, int layer, const int32_t *table, int
  * the `group` query heads of KV head g: q, out: [T][n_head * hd] (the pass's rows).
  * buf: attn_scratch_floats() floats.
  */
-AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kvc_pool *kv,
+AVX512 static void attend_group512(const struct att_member *mb, int nm, int nsh, kvc_pool *kv,
                                 int layer, int g, int group, float scale, const float *q,
                                 float *out, float *buf)
 {
@@ -2669,12 +2761,292 @@ AVX512 static void attend_group(const struct att_member *mb, int nm, int nsh, kv
             dst[e] = o[(size_t)r * hd + e] * inv[r];
     }
 }
+
+/*
+ * attend_group() where AVX-512 is missing: AVX2 (8 lanes, FMA, F16C), over F32 and F16
+ * pools, with the same guarantee: a query's arithmetic is the same whatever its group and
+ * wherever the shared range ends, so that the engine is token-invariant there too
+ * (eng_model_token_invariant()):
+ *   - a score is one chain over the head's dimensions in order (a product, then FMAs), 8
+ *     positions in a vector's lanes (the keys are stored transposed);
+ *   - the softmax runs over the query's whole row of scores (softmax_row());
+ *   - the output is one chain of FMAs over the positions in order, per 8 dimensions.
+ * The shared blocks' keys and values are read once for the whole group. Up to A2_QK_MAX
+ * queries are scored together over 2 spans of 8 positions, and up to A2_PV_MAX weigh the
+ * values together over 4 slices of 8 dimensions: 8 accumulators of the 16 registers.
+ */
+#define A2_QK_MAX 4
+#define A2_PV_MAX 2
+
+/* 8 keys or values as floats (F16 widened: exact) */
+AVX2F static inline __attribute__((always_inline)) __m256 load8(const char *p, const int f16)
+{
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p))
+               : _mm256_loadu_ps((const float *)p);
+}
+
+/* scores of nq queries (qt transposed: dimension d of query i at qt[d * qld + i]) with np
+ * spans of 8 positions, span c's keys at kt[c] (dimension d kstep bytes a row further),
+ * into sc[c] + i * ld, the lanes of mask[c] (full: all of them, stored by plain stores,
+ * which cost far less than masked ones on some processors) */
+AVX2F static inline __attribute__((always_inline)) void
+qk_body8(const char *const *kt, const __m256i *mask, int full, size_t kstep, int hd,
+         const float *qt, size_t qld, float *const *sc, size_t ld, const int nq, const int np,
+         const int f16)
+{
+    __m256 s[A2_QK_MAX][2], k[2];
+#pragma GCC unroll 2
+    for (int c = 0; c < np; c++)
+        k[c] = load8(kt[c], f16);
+#pragma GCC unroll 4
+    for (int i = 0; i < nq; i++) {
+        const __m256 qd = _mm256_set1_ps(qt[i]);
+#pragma GCC unroll 2
+        for (int c = 0; c < np; c++)
+            s[i][c] = _mm256_mul_ps(qd, k[c]);
+    }
+    for (int d = 1; d < hd; d++) {
+#pragma GCC unroll 2
+        for (int c = 0; c < np; c++)
+            k[c] = load8(kt[c] + d * kstep, f16);
+        const float *qrow = qt + (size_t)d * qld;
+#pragma GCC unroll 4
+        for (int i = 0; i < nq; i++) {
+            const __m256 qd = _mm256_set1_ps(qrow[i]);
+#pragma GCC unroll 2
+            for (int c = 0; c < np; c++)
+                s[i][c] = _mm256_fmadd_ps(qd, k[c], s[i][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 2
+        for (int c = 0; c < np; c++)
+            if (full)
+                _mm256_storeu_ps(sc[c] + i * ld, s[i][c]);
+            else
+                _mm256_maskstore_ps(sc[c] + i * ld, mask[c], s[i][c]);
+}
+
+#define QK8_CASE(n)                                                                          \
+    case n:                                                                                  \
+        if (np == 2 && f16)                                                                  \
+            qk_body8(kt, mask, full, kstep, hd, qt, qld, sc, ld, n, 2, 1);                         \
+        else if (np == 2)                                                                    \
+            qk_body8(kt, mask, full, kstep, hd, qt, qld, sc, ld, n, 2, 0);                         \
+        else if (f16)                                                                        \
+            qk_body8(kt, mask, full, kstep, hd, qt, qld, sc, ld, n, 1, 1);                         \
+        else                                                                                 \
+            qk_body8(kt, mask, full, kstep, hd, qt, qld, sc, ld, n, 1, 0);                         \
+        break;
+
+AVX2F static void qk_chunk8(const char *const *kt, const __m256i *mask, int full, size_t kstep,
+                            int hd, const float *qt, size_t qld, float *const *sc, size_t ld,
+                            int nq, int np, int f16)
+{
+    switch (nq) {
+        QK8_CASE(1) QK8_CASE(2) QK8_CASE(3) QK8_CASE(4)
+    }
+}
+#undef QK8_CASE
+
+/* scores of queries 0..nq (qt transposed as for qk_body8(); rows of ld in sc) at positions
+ * j0 <= j < j1, keys of KV head g read through table, 16 positions a pass. A span of 8
+ * positions that a block's end cuts (blocks of other than a multiple of 8 positions) is
+ * gathered first, widened to floats, as the loads widen them. */
+AVX2F static void qk_range8(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
+                            int j1, const float *qt, size_t qld, int nq, float *sc, size_t ld)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int bs = ks->block_size, hd = ks->head_dim, f16 = ks->dtype == KVC_F16;
+    const size_t es = f16 ? 2 : 4;
+    const struct kvc_blocks kbs = kvc_k_blocks(kv, layer, g);
+    float tmp[16 * hd];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int j = j0; j < j1; j += 16) {
+        const int np = j + 8 < j1 ? 2 : 1;
+        const char *kt[2];
+        __m256i mask[2];
+        int whole = 1;
+        for (int c = 0; c < np; c++) {
+            const int at = j + 8 * c;
+            mask[c] = _mm256_cmpgt_epi32(_mm256_set1_epi32(j1 - at), lane);
+            kt[c] = kbs.base + (size_t)table[at / bs] * kbs.stride + (size_t)(at % bs) * es;
+            whole &= at % bs + 8 <= bs;
+        }
+        size_t kstep = (size_t)bs * es;
+        int form = f16;
+        if (!whole) {
+            for (int c = 0; c < np; c++)
+                for (int l = 0; l < 8; l++) {
+                    const int at = j + 8 * c + l;
+                    const char *blk = kbs.base + (size_t)table[(at < j1 ? at : j0) / bs] * kbs.stride;
+                    for (int d = 0; d < hd; d++)
+                        tmp[d * 16 + 8 * c + l] =
+                            at >= j1 ? 0.0f
+                            : f16    ? f16_to_f32(((const uint16_t *)blk)[(size_t)d * bs + at % bs])
+                                     : ((const float *)blk)[(size_t)d * bs + at % bs];
+                }
+            for (int c = 0; c < np; c++)
+                kt[c] = (const char *)(tmp + 8 * c);
+            kstep = 16 * sizeof(float);
+            form = 0;
+        }
+        for (int q0 = 0; q0 < nq; q0 += A2_QK_MAX) {
+            float *at[2] = {sc + (size_t)q0 * ld + j, sc + (size_t)q0 * ld + j + 8};
+            qk_chunk8(kt, mask, j + 8 * np <= j1, kstep, hd, qt + q0, qld, at, ld,
+                      nq - q0 < A2_QK_MAX ? nq - q0 : A2_QK_MAX, np, form);
+        }
+    }
+}
+
+/* o_i += sum over positions j0 <= j < j1 of pr_i[j] v[j], for ns slices of 8 dimensions
+ * (from voff bytes into a value row) of nq queries (pr: rows of ld probabilities by
+ * absolute position; o: rows of ldo floats, at the first slice), the values of KV head g
+ * read through table */
+AVX2F static inline __attribute__((always_inline)) void
+pv_body8(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
+         const float *pr, size_t ld, float *o, size_t ldo, const int nq, const int ns,
+         const int f16)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int bs = ks->block_size;
+    const size_t es = f16 ? 2 : 4, rb = (size_t)ks->head_dim * es;
+    const struct kvc_blocks vbs = kvc_v_blocks(kv, layer, g);
+    __m256 acc[A2_PV_MAX][4], v[4];
+#pragma GCC unroll 2
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < ns; c++)
+            acc[i][c] = _mm256_loadu_ps(o + i * ldo + 8 * c);
+    for (int j = j0; j < j1;) {
+        const char *vb = vbs.base + (size_t)table[j / bs] * vbs.stride + voff;
+        const int end = (j / bs + 1) * bs < j1 ? (j / bs + 1) * bs : j1;
+        for (const char *vr = vb + (size_t)(j % bs) * rb; j < end; j++, vr += rb) {
+#pragma GCC unroll 4
+            for (int c = 0; c < ns; c++)
+                v[c] = load8(vr + 8 * c * es, f16);
+#pragma GCC unroll 2
+            for (int i = 0; i < nq; i++) {
+                const __m256 p = _mm256_set1_ps(pr[i * ld + j]);
+#pragma GCC unroll 4
+                for (int c = 0; c < ns; c++)
+                    acc[i][c] = _mm256_fmadd_ps(p, v[c], acc[i][c]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < nq; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < ns; c++)
+            _mm256_storeu_ps(o + i * ldo + 8 * c, acc[i][c]);
+}
+
+#define PV8_CASE(n, ns)                                                                      \
+    if (nq == n && wide == (ns == 4)) {                                                      \
+        if (f16)                                                                             \
+            pv_body8(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, ns, 1);           \
+        else                                                                                 \
+            pv_body8(kv, layer, table, g, j0, j1, voff, pr, ld, o, ldo, n, ns, 0);           \
+        return;                                                                              \
+    }
+
+/* pv_body8() over 4 slices (wide) or 1, for 1 or 2 queries */
+AVX2F static void pv_chunk8(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
+                            int j1, size_t voff, const float *pr, size_t ld, float *o,
+                            size_t ldo, int nq, int wide, int f16)
+{
+    PV8_CASE(1, 1) PV8_CASE(2, 1) PV8_CASE(1, 4) PV8_CASE(2, 4)
+}
+#undef PV8_CASE
+
+/* output accumulators of queries 0..nq (rows of ldo in o) over positions j0 <= j < j1 */
+AVX2F static void pv_range8(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
+                            int j1, const float *pr, size_t ld, float *o, size_t ldo, int nq)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int f16 = ks->dtype == KVC_F16, nsl = ks->head_dim / 8;
+    const size_t slice = f16 ? 16 : 32; /* bytes of 8 dimensions of a value row */
+    for (int q0 = 0; q0 < nq; q0 += A2_PV_MAX) {
+        const int n = nq - q0 < A2_PV_MAX ? nq - q0 : A2_PV_MAX;
+        for (int c = 0; c < nsl;) { /* wide chunks of 4 slices, then single slices */
+            const int wide = c + 4 <= nsl;
+            pv_chunk8(kv, layer, table, g, j0, j1, (size_t)c * slice, pr + q0 * ld, ld,
+                      o + q0 * ldo + 8 * c, ldo, n, wide, f16);
+            c += wide ? 4 : 1;
+        }
+    }
+}
+
+/* attend_group() on AVX2, over an F32 or F16 pool (attend_direct_dtype_ok()) */
+AVX2F static void attend_group8(const struct att_member *mb, int nm, int nsh, kvc_pool *kv,
+                                int layer, int g, int group, float scale, const float *q,
+                                float *out, float *buf)
+{
+    const struct kvc_shape *ks = kvc_shape(kv);
+    const int hd = ks->head_dim, bs = ks->block_size, nq = nm * group;
+    const size_t HQ = (size_t)ks->n_kv_head * group * hd;
+    int pmax = 0;
+    for (int i = 0; i < nm; i++)
+        pmax = mb[i].p > pmax ? mb[i].p : pmax;
+    const size_t ld = (size_t)(pmax + 16) / 16 * 16;
+    float *qt = buf, *o = qt + (size_t)nq * hd, *inv = o + (size_t)nq * hd, *sc = inv + nq;
+    /* the scaled queries, transposed: [hd][nq] */
+    for (int i = 0; i < nm; i++)
+        for (int h = 0; h < group; h++) {
+            const size_t r = (size_t)i * group + h;
+            const float *qr = q + (size_t)mb[i].t * HQ + ((size_t)g * group + h) * hd;
+            for (int e = 0; e < hd; e++)
+                qt[(size_t)e * nq + r] = qr[e] * scale;
+        }
+    memset(o, 0, sizeof(float) * (size_t)nq * hd);
+    const int shared = nsh * bs;
+    if (shared)
+        qk_range8(kv, layer, mb[0].table, g, 0, shared, qt, nq, nq, sc, ld);
+    for (int i = 0; i < nm; i++)
+        qk_range8(kv, layer, mb[i].table, g, shared, mb[i].p + 1, qt + (size_t)i * group, nq,
+                  group, sc + (size_t)i * group * ld, ld);
+    for (int r = 0; r < nq; r++) {
+        const int n = mb[r / group].p + 1;
+        inv[r] = 1.0f / softmax_row8(sc + (size_t)r * ld, n, n);
+    }
+    if (shared)
+        pv_range8(kv, layer, mb[0].table, g, 0, shared, sc, ld, o, hd, nq);
+    for (int i = 0; i < nm; i++)
+        pv_range8(kv, layer, mb[i].table, g, shared, mb[i].p + 1, sc + (size_t)i * group * ld,
+                  ld, o + (size_t)i * group * hd, hd, group);
+    for (int r = 0; r < nq; r++) {
+        float *dst = out + (size_t)mb[r / group].t * HQ + ((size_t)g * group + r % group) * hd;
+        for (int e = 0; e < hd; e++)
+            dst[e] = o[(size_t)r * hd + e] * inv[r];
+    }
+}
+
+/* the in-place kernel of this processor (attend_direct_ok()) */
+static void attend_group(const struct att_member *mb, int nm, int nsh, kvc_pool *kv, int layer,
+                         int g, int group, float scale, const float *q, float *out, float *buf)
+{
+    if (have_avx512())
+        attend_group512(mb, nm, nsh, kv, layer, g, group, scale, q, out, buf);
+    else
+        attend_group8(mb, nm, nsh, kv, layer, g, group, scale, q, out, buf);
+}
 #endif
+
+/* softmax_row() by the processor's kernel: softmax_row8() where AVX2 is the widest */
+static float softmax_best(float *x, int n, int len)
+{
+#if defined(__x86_64__)
+    if (have_f16c() && !have_avx512())
+        return softmax_row8(x, n, len);
+#endif
+    return softmax_row(x, n, len);
+}
 
 static int attend_direct_ok(int hd)
 {
 #if defined(__x86_64__)
-    return have_avx512() && hd % 16 == 0;
+    return have_avx512() ? hd % 16 == 0 : have_f16c() && hd % 8 == 0;
 #else
     (void)hd;
     return 0;
@@ -2682,10 +3054,13 @@ static int attend_direct_ok(int hd)
 }
 
 /* attend_group() over a pool of this dtype: BF16 needs the BF16 dot products, Q8_0 the
- * 8-bit ones (elsewhere such a pool is read by query tiles, widened to F32) */
+ * 8-bit ones, and AVX2 (attend_group8()) takes F32 and F16 only (elsewhere such a pool is
+ * read by query tiles, widened to F32) */
 static int attend_direct_dtype_ok(enum kvc_dtype dtype)
 {
 #if defined(__x86_64__)
+    if (!have_avx512())
+        return dtype == KVC_F32 || dtype == KVC_F16;
     if (dtype == KVC_Q8_0)
         return have_vnni();
     return dtype != KVC_BF16 || have_avx512bf16();
@@ -3136,11 +3511,13 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
         n_groups = group_direct(seqs, n_seqs, first, tiles, bs, group, mb, gstart, gshared);
         order_groups(mb, gstart, n_groups, gorder);
     }
-    /* SwiGLU: on AVX-512 instructions where they run (the same floats) */
+    /* SwiGLU: on AVX-512 or AVX2 instructions where they run (the same floats) */
     void (*act)(float *, const float *, int) = swiglu;
 #if defined(__x86_64__)
     if (have_avx512())
         act = swiglu512;
+    else if (have_f16c())
+        act = swiglu8;
 #endif
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];

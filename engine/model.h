@@ -90,7 +90,8 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
 int eng_model_int8(const eng_model *m);
 /* 1 when, on top of that, every token attends by itself over a KV pool of this dtype
  * (AVX-512, a head shape the direct attention kernel takes, and for KVC_BF16 the BF16 dot
- * products): a token's logits then depend on nothing else in its pass, so a prompt gives
+ * products, for KVC_Q8_0 the 8-bit ones; or AVX2 with KVC_F32 or KVC_F16 and heads of a
+ * multiple of 8 dimensions): a token's logits then depend on nothing else in its pass, so a prompt gives
  * bit-identical logits however it is batched, chunked or found in the prefix cache */
 int eng_model_token_invariant(const eng_model *m, enum kvc_dtype kv_dtype);
 /* "cpu", or the device backend's description ("cuda:0 NVIDIA H100 ..."). */

@@ -257,8 +257,8 @@ def test_content_parts_and_system_message(server):
 def warm_prefix_cache(c, content):
     """Asks once so that the requests after it find the prompt in the prefix cache alike: a
     prompt computed whole and one computed after cached blocks may differ in their last bits
-    where the engine is not token-invariant (without AVX-512; its `engine ready` log line
-    says), which F16 keys and values can round into a different draw."""
+    where the engine is not token-invariant (its `engine ready` log line says: F32 products,
+    or a processor without AVX2), which F16 keys and values can round into a different draw."""
     ask(c, content, max_tokens=1)
 
 
@@ -643,7 +643,8 @@ def test_concurrent_requests_match_sequential(make_server, matmul):
     engine says which it runs), the prefix cache on: the questions share the chat
     template's system prompt, so they are prefilled from cached blocks of different
     lengths. int8 rounding magnifies last-bit differences between those paths unless
-    every token attends by itself (the engine says so: token_invariant, with AVX-512);
+    every token attends by itself (the engine says so: token_invariant, with AVX-512 or
+    AVX2);
     without that the prefix cache is off for int8, and the answers may part at near ties
     (same_or_near_tie())."""
     server = make_server(f"[engine]\ncpu_matmul = {matmul}\n")
@@ -682,8 +683,8 @@ def alone_and_together(server, questions, max_tokens):
     return alone, together
 
 
-# Where the engine is not token-invariant (its `engine ready` log line says; without
-# AVX-512), a prompt computed in another batch or after cached blocks differs in its last
+# Where the engine is not token-invariant (its `engine ready` log line says: F32 products,
+# or without AVX2), a prompt computed in another batch or after cached blocks differs in its last
 # bits, which F16 keys and values round into differences of about 1e-3 in the logits: a
 # greedy answer may then part from the other at a near tie, and only there.
 NEAR_TIE = 0.05

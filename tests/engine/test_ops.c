@@ -102,30 +102,44 @@ Test(ops, softmax_exp)
 }
 
 #if defined(__x86_64__)
-/* The in-place attention's AVX-512 softmax gives softmax_row()'s floats bit for bit (the
- * int8 mode's agreement with llama.cpp hangs on near ties): rows of scores from -120 to 30
- * in random order, lengths around the 16-lane vectors and the 64-score steps of its
- * maximum, and one row of equal scores. */
-Test(ops, softmax_avx512_matches_portable)
+/* The in-place attention's AVX-512 softmax, and the AVX2 one (also the tiles' there), give
+ * softmax_row()'s floats bit for bit (the int8 mode's agreement with llama.cpp hangs on
+ * near ties): rows of scores from -120 to 30 in random order, lengths around the 8- and
+ * 16-lane vectors and the 64-score steps of the AVX-512 maximum, and one row of equal
+ * scores; the AVX2 one zeros the row past n up to len, as softmax_row() does. */
+Test(ops, softmax_avx512_and_avx2_match_portable)
 {
-    if (!have_avx512())
-        return;
-    static const int ns[] = {1, 15, 16, 17, 63, 64, 65, 100, 1264};
-    float a[1280], b[1280];
+    static const int ns[] = {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 100, 1264};
+    float a[1280], b[1280], c8[1280];
     unsigned seed = 3;
     for (size_t c = 0; c <= sizeof ns / sizeof *ns; c++) {
-        const int n = c < sizeof ns / sizeof *ns ? ns[c] : 40;
+        const int n = c < sizeof ns / sizeof *ns ? ns[c] : 40, len = n + 9;
         for (int i = 0; i < n; i++)
             a[i] = c < sizeof ns / sizeof *ns ? (float)rand_r(&seed) / RAND_MAX * 150 - 120
                                               : 2.5f;
         memcpy(b, a, sizeof(float) * (size_t)n);
-        const float sa = softmax_row(a, n, n), sb = softmax_row512(b, n);
-        cr_assert(memcmp(&sa, &sb, sizeof sa) == 0, "n %d: sum %.9g against %.9g", n, sa, sb);
-        for (int i = 0; i < n; i++)
-            cr_assert(memcmp(&a[i], &b[i], sizeof a[i]) == 0, "n %d, [%d]: %.9g against %.9g",
-                      n, i, a[i], b[i]);
-        for (int i = n; i < (n + 15) / 16 * 16; i++)
-            cr_assert(b[i] == 0, "n %d: [%d] past the row = %g", n, i, b[i]);
+        for (int i = 0; i < len; i++)
+            c8[i] = i < n ? a[i] : 7.0f;
+        const float sa = softmax_row(a, n, n);
+        if (have_avx512()) {
+            const float sb = softmax_row512(b, n);
+            cr_assert(memcmp(&sa, &sb, sizeof sa) == 0, "n %d: sum %.9g against %.9g", n, sa,
+                      sb);
+            for (int i = 0; i < n; i++)
+                cr_assert(memcmp(&a[i], &b[i], sizeof a[i]) == 0,
+                          "n %d, [%d]: %.9g against %.9g", n, i, a[i], b[i]);
+            for (int i = n; i < (n + 15) / 16 * 16; i++)
+                cr_assert(b[i] == 0, "n %d: [%d] past the row = %g", n, i, b[i]);
+        }
+        if (have_f16c()) {
+            const float s8 = softmax_row8(c8, n, len);
+            cr_assert(memcmp(&sa, &s8, sizeof sa) == 0, "n %d: sum %.9g against %.9g (AVX2)",
+                      n, sa, s8);
+            for (int i = 0; i < len; i++)
+                cr_assert(i < n ? memcmp(&a[i], &c8[i], sizeof a[i]) == 0 : c8[i] == 0,
+                          "n %d, [%d]: %.9g against %.9g (AVX2)", n, i, i < n ? a[i] : 0.0f,
+                          c8[i]);
+        }
     }
 }
 #endif
@@ -151,24 +165,33 @@ Test(ops, swiglu_matches_libm)
 }
 
 #if defined(__x86_64__)
-/* The forward pass's AVX-512 SwiGLU gives swiglu()'s floats bit for bit: gates of both
- * signs (zeros of both signs among them) out to where e^-|g| underflows, a tail past the
- * last 16 lanes */
-Test(ops, swiglu_avx512_matches_portable)
+/* The forward pass's AVX-512 and AVX2 SwiGLU give swiglu()'s floats bit for bit: gates of
+ * both signs (zeros of both signs among them) out to where e^-|g| underflows, tails past
+ * the last 16 lanes (of 5, and of 8 and more: the AVX2 kernel's halves) */
+Test(ops, swiglu_avx512_and_avx2_match_portable)
 {
-    if (!have_avx512())
-        return;
     enum { N = 1541 };
     float gu[2 * N], a[N], b[N];
     unsigned seed = 5;
     for (int i = 0; i < 2 * N; i++)
         gu[i] = (float)rand_r(&seed) / RAND_MAX * 240 - 120;
     gu[3] = 0.0f, gu[4] = -0.0f, gu[5] = 1e-30f, gu[6] = -88.5f;
-    swiglu(a, gu, N);
-    swiglu512(b, gu, N);
-    for (int i = 0; i < N; i++)
-        cr_assert(memcmp(&a[i], &b[i], sizeof a[i]) == 0, "[%d] g %.9g: %.9g against %.9g", i,
-                  gu[i], a[i], b[i]);
+    for (int n = N; n >= N - 8; n -= 8) { /* the gates' half of gu: its first n, ups after */
+        float g2[2 * N];
+        memcpy(g2, gu, sizeof(float) * n);
+        memcpy(g2 + n, gu + N, sizeof(float) * n);
+        swiglu(a, g2, n);
+        for (int k = 0; k < 2; k++) {
+            if (k == 0 ? !have_avx512() : !have_f16c())
+                continue;
+            memset(b, 0, sizeof b);
+            (k == 0 ? swiglu512 : swiglu8)(b, g2, n);
+            for (int i = 0; i < n; i++)
+                cr_assert(memcmp(&a[i], &b[i], sizeof a[i]) == 0,
+                          "%s, n %d, [%d] g %.9g: %.9g against %.9g", k ? "AVX2" : "AVX-512", n,
+                          i, g2[i], a[i], b[i]);
+        }
+    }
 }
 #endif
 
@@ -402,6 +425,7 @@ Test(ops, attention_tiles_match_direct)
     attention_cases(KVC_F32, 128, 4, 16);
     attention_cases(KVC_F32, 64, 3, 8);  /* blocks narrower than a vector's 16 lanes */
     attention_cases(KVC_F32, 32, 1, 24); /* and a block of 16 + 8 positions */
+    attention_cases(KVC_F32, 64, 3, 12); /* blocks that cut 8 positions (AVX2's vector) */
 }
 
 Test(ops, attention_over_f16_keys_and_values_matches_direct)
@@ -410,6 +434,8 @@ Test(ops, attention_over_f16_keys_and_values_matches_direct)
     attention_cases(KVC_F16, 128, 4, 16);
     attention_cases(KVC_F16, 64, 3, 8);
     attention_cases(KVC_F16, 32, 1, 24);
+    attention_cases(KVC_F16, 64, 3, 12);
+    attention_cases(KVC_F16, 40, 2, 5); /* heads of 8 x 5 dimensions (AVX2: not AVX-512) */
 }
 
 Test(ops, attention_over_bf16_keys_and_values_matches_direct)
@@ -508,6 +534,7 @@ static void sharing_case(enum kvc_dtype dtype)
 
 Test(ops, sequences_sharing_a_prefix_attend_together_as_alone)
 {
+    sharing_case(KVC_F32);
     sharing_case(KVC_F16);
     sharing_case(KVC_BF16); /* pairs of positions across the shared range's end */
     sharing_case(KVC_Q8_0); /* scales read through each sequence's own table */
