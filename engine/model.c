@@ -381,6 +381,7 @@ void eng_model_destroy(eng_model *m)
 #if defined(__x86_64__)
 static int have_vnni(void);
 static int have_avx2(void);
+static int have_f16c(void);
 static int have_avx512(void);
 static int vnni_pack(struct wmat *w);
 #endif
@@ -388,13 +389,15 @@ static int vnni_pack(struct wmat *w);
 #if defined(__x86_64__)
 /* w regrouped (vnni_pack()). Its F32 copy goes (unless keep_f32: the token embeddings are
  * read from it): the 8-bit products read only the regrouped form, and the F32 ones read it
- * (gemm_lanes(), 4 tokens or more) or the stored form (1 to 3 tokens), which then stays. */
+ * (gemm_lanes(), 4 tokens or more) or the stored form (1 to 3 tokens), which then stays.
+ * On AVX2 the F32 products read the regrouped form for 4 to LANES8_MAX_T tokens
+ * (gemm_lanes8()) and the F32 copy, which stays, for more (an SGEMM). */
 static int pack_one(struct wmat *w, int int8, int keep_f32)
 {
     int rc = vnni_pack(w);
     if (rc || !w->vq)
         return rc;
-    if (!keep_f32) {
+    if (!keep_f32 && (int8 || have_avx512())) {
         free(w->f);
         w->f = NULL;
     }
@@ -419,11 +422,11 @@ static int int8_available(void)
 }
 
 /* whether the quantized matrices are regrouped: for the 8-bit products, or for the F32
- * ones where AVX-512 runs gemm_lanes() */
+ * ones where AVX-512 runs gemm_lanes() or AVX2 gemm_lanes8() */
 static int pack_wanted(const eng_model *m, const struct eng_options *opt)
 {
 #if defined(__x86_64__)
-    return m->int8 || (!(opt && opt->backend) && have_avx512());
+    return m->int8 || (!(opt && opt->backend) && (have_avx512() || have_f16c()));
 #else
     (void)m;
     (void)opt;
@@ -3226,6 +3229,136 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
             lanes_rows(w, g, xt, t, y, accumulate);
     }
 }
+
+/*
+ * gemm_lanes() on AVX2 (8 lanes, FMA): each 64-byte load of the regrouped weights as two
+ * halves of 8 rows, A2_TT tokens of a tile at a time (8 accumulators, the weights' two
+ * vectors and their scales in the 16 registers). Each (token, row) sums its k products in
+ * one lane in lanes_tile()'s order, so the same floats, whatever the number of tokens; no
+ * panel of the weights is packed (OpenBLAS's packing of the F32 copy took as long as its
+ * products in a 16-sequence decode step).
+ */
+#define A2_TT 8
+/* From this many tokens on, an SGEMM over the F32 copy is the faster: 2 threads prefilled
+ * 32 tokens at 242-278 tokens/s through gemm_lanes8() against 222-244 through the SGEMM,
+ * 64 at 218-281 against 296-318 (the whole pass, the default model, F16 keys and values) */
+#define LANES8_MAX_T 48
+
+/* rows 16 g + 8 h .. + 7 (those below n) of tokens 0..tt of the tile xt (its activations
+ * transposed: [k][LANES_TT]) into y (rows of n floats), or added to it */
+AVX2F static inline __attribute__((always_inline)) void
+lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int tt, float *y,
+            int accumulate)
+{
+    const int nb = w->k / 32, n = w->n, q4 = w->type == GGML_Q4_1;
+    const __m256i low4 = _mm256_set1_epi32(15);
+    __m256 acc[A2_TT];
+#pragma GCC unroll 8
+    for (int i = 0; i < tt; i++)
+        acc[i] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const size_t at = ((size_t)g * nb + b) * 16;
+        const __m256 d = _mm256_loadu_ps(w->vd + at + 8 * h);
+        const float *xb = xt + (size_t)32 * LANES_TT * b;
+        if (q4) {
+            const uint8_t *wq = w->vq + at * 16 + 32 * h;
+            const __m256 m = _mm256_loadu_ps(w->vm + at + 8 * h);
+#pragma GCC unroll 1
+            for (int c = 0; c < 4; c++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c));
+                const float *xc = xb + 8 * LANES_TT * c;
+#pragma GCC unroll 1
+                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += LANES_TT) {
+                    const __m256 lo =
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, low4)), d, m);
+                    const __m256 hi = _mm256_fmadd_ps(
+                        _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 4), low4)), d,
+                        m);
+#pragma GCC unroll 8
+                    for (int i = 0; i < tt; i++)
+                        acc[i] = _mm256_fmadd_ps(lo, _mm256_set1_ps(xc[i]), acc[i]);
+#pragma GCC unroll 8
+                    for (int i = 0; i < tt; i++)
+                        acc[i] = _mm256_fmadd_ps(hi, _mm256_set1_ps(xc[4 * LANES_TT + i]), acc[i]);
+                }
+            }
+        } else {
+            const uint8_t *wq = w->vq + at * 32 + 32 * h;
+#pragma GCC unroll 1
+            for (int c = 0; c < 8; c++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c));
+                const float *xc = xb + 4 * LANES_TT * c;
+#pragma GCC unroll 1
+                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += LANES_TT) {
+                    const __m256i q = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
+                    const __m256 wv = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+#pragma GCC unroll 8
+                    for (int i = 0; i < tt; i++)
+                        acc[i] = _mm256_fmadd_ps(wv, _mm256_set1_ps(xc[i]), acc[i]);
+                }
+            }
+        }
+    }
+    const int r0 = 16 * g + 8 * h, rows = n - r0 < 8 ? n - r0 : 8;
+#pragma GCC unroll 8
+    for (int i = 0; i < tt; i++) {
+        float *out = y + (size_t)i * n + r0, v[8];
+        if (rows == 8) {
+            _mm256_storeu_ps(out, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[i]) : acc[i]);
+            continue;
+        }
+        _mm256_storeu_ps(v, acc[i]);
+        for (int r = 0; r < rows; r++)
+            out[r] = accumulate ? out[r] + v[r] : v[r];
+    }
+}
+
+/* rows 16 g .. 16 g + 15 for all t tokens (xt as for lanes_rows()) */
+AVX2F static void lanes_rows8(const struct wmat *w, int g, const float *xt, int t, float *y,
+                              int accumulate)
+{
+    const size_t per = (size_t)w->k * LANES_TT, n = (size_t)w->n;
+    for (int h = 0; h < 2 && 16 * g + 8 * h < w->n; h++)
+        for (int i = 0; i < t; i += A2_TT) {
+            const float *tile = xt + (size_t)(i / LANES_TT) * per + i % LANES_TT;
+            float *yi = y + (size_t)i * n;
+            switch (t - i < A2_TT ? t - i : A2_TT) { /* accumulators in registers */
+#define LANES8_CASE(r)                                                                         \
+    case r:                                                                                    \
+        lanes_tile8(w, g, h, tile, r, yi, accumulate);                                         \
+        break;
+                LANES8_CASE(1) LANES8_CASE(2) LANES8_CASE(3) LANES8_CASE(4) LANES8_CASE(5)
+                LANES8_CASE(6) LANES8_CASE(7) LANES8_CASE(8)
+#undef LANES8_CASE
+            default:
+                break;
+            }
+        }
+}
+
+/* gemm_lanes() through lanes_rows8(): the same tiles of transposed activations */
+static void gemm_lanes8(const struct wmat *w, const float *x, int t, float *y, int accumulate,
+                        float *xt)
+{
+    const int k = w->k, groups = (w->n + 15) / 16;
+#pragma omp parallel
+    {
+        /* by pieces of 64 columns of a tile, as gemm_lanes() */
+        const int tiles = (t + LANES_TT - 1) / LANES_TT, pieces = (k + 63) / 64;
+#pragma omp for schedule(static)
+        for (int p = 0; p < tiles * pieces; p++) {
+            const int i0 = p / pieces * LANES_TT, k0 = p % pieces * 64;
+            const int i1 = i0 + LANES_TT < t ? i0 + LANES_TT : t, k1 = k0 + 64 < k ? k0 + 64 : k;
+            float *tile = xt + (size_t)(i0 / LANES_TT) * k * LANES_TT;
+            for (int kk = k0; kk < k1; kk++)
+                for (int i = i0; i < i1; i++)
+                    tile[(size_t)kk * LANES_TT + i - i0] = x[(size_t)i * k + kk];
+        }
+#pragma omp for schedule(guided)
+        for (int g = 0; g < groups; g++)
+            lanes_rows8(w, g, xt, t, y, accumulate);
+    }
+}
 #endif
 
 /*
@@ -3244,6 +3377,10 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
     }
     if (w->vq && t > QMV_MAX_T && have_avx512()) {
         gemm_lanes(w, x, t, y, accumulate, xt);
+        return;
+    }
+    if (w->vq && t > QMV_MAX_T && (t <= LANES8_MAX_T || !w->f)) { /* AVX2 (pack_wanted()) */
+        gemm_lanes8(w, x, t, y, accumulate, xt);
         return;
     }
     /* (F32 weights, or quantized ones not regrouped: their F32 copy holds the same floats) */

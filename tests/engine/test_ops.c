@@ -885,7 +885,8 @@ static float d_random(int r, int b, unsigned *seed)
 
 /*
  * F32 products over the regrouped weights (gemm_lanes(), from 4 tokens on where
- * AVX-512 exists; elsewhere linear() takes its other paths) against a double-precision sum
+ * AVX-512 exists; gemm_lanes8() from 4 to LANES8_MAX_T on AVX2; elsewhere linear() takes
+ * its other paths) against a double-precision sum
  * over the F32 copy: token counts around the 16-token tiles, rows not a multiple of 16,
  * accumulation. Tolerance 1e-5 relative to the sum of |x w| terms (F32 sums of up to 192
  * terms here, 1536 in the model).
