@@ -28,8 +28,10 @@ def client(server):
 
 
 class City(BaseModel):
-    name: str
-    country: str
+    """Bounded strings: sampled hot, a small model may otherwise write a name until
+    max_tokens (the bound is the grammar's maxLength, checked here too)."""
+    name: str = Field(max_length=40)
+    country: str = Field(max_length=40)
     population: int
     coastal: bool
 
@@ -53,6 +55,7 @@ def test_sdk_parse_returns_the_pydantic_model(server):
         ch = r.choices[0]
         assert ch.finish_reason == "stop", ch.message.content
         assert isinstance(ch.message.parsed, City)
+        assert len(ch.message.parsed.name) <= 40 and len(ch.message.parsed.country) <= 40
         # exactly the schema's keys, in its order
         assert list(json.loads(ch.message.content)) == ["name", "country", "population",
                                                         "coastal"]
