@@ -30,10 +30,12 @@
  * A weight matrix [n][k] (PyTorch's [out][in]) as stored in the file, read by the
  * matrix-vector kernels when a pass has few tokens (decode): those stream 0.6-1 byte per
  * weight instead of 4, and decode is bound by memory bandwidth; and for many tokens either
- * regrouped (vq, where AVX-512 or the 8-bit products run) or dequantized to F32 for SGEMMs.
+ * regrouped (vq, where AVX-512, AVX2 or the 8-bit products run) or dequantized to F32 for
+ * SGEMMs.
  */
 struct wmat {
-    float *f;            /* [n][k]; NULL once regrouped (vq), but for the token embeddings */
+    float *f; /* [n][k]; NULL once regrouped (vq), but for the token embeddings and, on AVX2,
+               * the F32 products (pack_one()) */
     enum ggml_type type; /* of the stored form */
     /* the stored form, repacked for the kernels: Q4_1 nibbles [n][k/2] with scales and
      * minima [n][k/32]; Q8_0 values [n][k] with scales [n][k/32]; NULL for other types */
@@ -41,7 +43,7 @@ struct wmat {
     float *qd, *qm;
     int n, k;
     /* the stored form regrouped (vnni_pack()) for the 8-bit products, and for the F32 ones
-     * where AVX-512 runs gemm_lanes(); NULL otherwise */
+     * where AVX-512 runs gemm_lanes() or AVX2 gemm_lanes8(); NULL otherwise */
     uint8_t *vq;
     float *vd, *vm;
     int32_t *vc;
@@ -2034,8 +2036,9 @@ AVX2F static float softmax_row8(float *x, int n, int len)
 {
     __m256 vmx = _mm256_set1_ps(-INFINITY);
     int j = 0;
-    for (; j + 8 <= n; j += 8)
-        vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(x + j));
+    for (; j + 8 <= n; j += 8) /* (the score first: as the portable blend, a NaN score
+                                * leaves the maximum as it was) */
+        vmx = _mm256_max_ps(_mm256_loadu_ps(x + j), vmx);
     float lanes[16], mx = -INFINITY;
     _mm256_storeu_ps(lanes, vmx);
     for (int i = 0; i < 8; i++)

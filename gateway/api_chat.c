@@ -785,7 +785,7 @@ static json_t *whole_calls(struct chat_req *c, int final,
 static json_t *chat_call(struct chat_req *c, int final)
 {
     (void)final;
-    return call_json(c, 1, 0, c->text + c->call.args_at, c->call.sent);
+    return call_json(c, 1, 0, (c->text ? c->text : "") + c->call.args_at, c->call.sent);
 }
 
 /* The JSON reply of an answer that is calls: message.tool_calls, content null. An answer
@@ -998,6 +998,9 @@ static json_t *resp_final(struct chat_req *c, json_t *output, const char *finish
         size_t i;
         json_array_foreach(json_object_get(o, "output"), i, item)
         {
+            const char *st = json_string_value(json_object_get(item, "status"));
+            if (i > 0 && st && !strcmp(st, "incomplete"))
+                continue; /* a later call cut short (streamed): its JSON would not parse */
             if (json_object_get(item, "call_id"))
                 json_array_append_new(
                     calls, json_pack("{s:O, s:s, s:{s:O, s:O}}", "id",
@@ -1077,7 +1080,7 @@ static json_t *call_item(struct chat_req *c, const struct gw_call_reader *r,
     if (!c->call_id[i][0])
         make_id(c->call_id[i], "call_");
     return gw_response_call(c->item_id[i], c->call_id[i], r->name, status,
-                            c->text + r->args_at, n);
+                            (c->text ? c->text : "") + r->args_at, n);
 }
 
 /* A response's answer that is calls (tools.h), as it may go out (final: as
