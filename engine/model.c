@@ -1,7 +1,7 @@
 /*
  * Loading a Llama-family GGUF model and its CPU forward pass: the projections over every
- * new token of the batch (linear(): regrouped quantized weights where AVX-512 runs, 8-bit
- * products if asked, OpenBLAS SGEMMs elsewhere); RMSNorm, RoPE and SwiGLU spread over OpenMP
+ * new token of the batch (linear(): regrouped quantized weights where AVX-512 or AVX2 runs,
+ * 8-bit products if asked, OpenBLAS SGEMMs elsewhere); RMSNorm, RoPE and SwiGLU spread over OpenMP
  * threads (OpenBLAS is its OpenMP build, so both share one pool, as in the embedder);
  * attention over the paged cache in place (attend_group()), or where that kernel does not
  * exist by SGEMMs per query tile and KV head over gathered keys and values, tiles spread
@@ -34,19 +34,19 @@
  * SGEMMs.
  */
 struct wmat {
-    float *f; /* [n][k]; NULL once regrouped (vq), but for the token embeddings and, on AVX2,
-               * the F32 products (pack_one()) */
+    float *f; /* [n][k]; NULL once regrouped (vq), but for the token embeddings */
     enum ggml_type type; /* of the stored form */
     /* the stored form, repacked for the kernels: Q4_1 nibbles [n][k/2] with scales and
-     * minima [n][k/32]; Q8_0 values [n][k] with scales [n][k/32]; NULL for other types */
+     * minima [n][k/32]; Q8_0 values [n][k] with scales [n][k/32]; NULL for other types, and
+     * once regrouped but where AVX-512 runs F32 products (pack_one()) */
     uint8_t *qs;
     float *qd, *qm;
     int n, k;
     /* the stored form regrouped (vnni_pack()) for the 8-bit products, and for the F32 ones
-     * where AVX-512 runs gemm_lanes() or AVX2 gemm_lanes8(); NULL otherwise */
+     * where AVX-512 or AVX2 runs (pack_wanted()); NULL otherwise */
     uint8_t *vq;
     float *vd, *vm;
-    int32_t *vc;
+    int32_t *vc; /* Q8_0's offsets for the 8-bit products; NULL for the F32 ones */
     int int8; /* 1: linear() runs the 8-bit products over vq (else F32 ones, gemm_lanes()) */
 };
 
@@ -390,22 +390,24 @@ static int vnni_pack(struct wmat *w);
 
 #if defined(__x86_64__)
 /* w regrouped (vnni_pack()). Its F32 copy goes (unless keep_f32: the token embeddings are
- * read from it): the 8-bit products read only the regrouped form, and the F32 ones read it
- * (gemm_lanes(), 4 tokens or more) or the stored form (1 to 3 tokens), which then stays.
- * On AVX2 the F32 products read the regrouped form for 4 to LANES8_MAX_T tokens
- * (gemm_lanes8()) and the F32 copy, which stays, for more (an SGEMM). */
+ * read from it): the 8-bit products read only the regrouped form, and so do the F32 ones
+ * on AVX2 (gemm_few8(), gemm_lanes8(), gemm_panel8()); with AVX-512 they read it from 4
+ * tokens on (gemm_lanes()) and the stored form for 1 to 3 (dotn_rows()), which there stays. */
 static int pack_one(struct wmat *w, int int8, int keep_f32)
 {
     int rc = vnni_pack(w);
     if (rc || !w->vq)
         return rc;
-    if (!keep_f32 && (int8 || have_avx512())) {
+    if (!keep_f32) {
         free(w->f);
         w->f = NULL;
     }
-    if (int8) {
-        w->int8 = 1;
+    w->int8 = int8;
+    if (int8 || !have_avx512())
         drop_stored(w);
+    if (!int8) {
+        free(w->vc);
+        w->vc = NULL;
     }
     return 0;
 }
@@ -509,9 +511,30 @@ static int to_device(eng_model *m, const struct eng_options *opt, char *msg, siz
 static int attend_direct_ok(int hd);
 static int attend_direct_dtype_ok(enum kvc_dtype dtype);
 
+/* whether every matrix product sums a token's terms in one order, whatever else its pass
+ * holds: every matrix regrouped, and multiplied by the 8-bit products, or by the F32 ones
+ * on AVX2 (lanes_tile8()'s order for any number of tokens; with AVX-512, 1 to 3 tokens
+ * take other kernels than more) */
+static int products_invariant(const eng_model *m)
+{
+#if defined(__x86_64__)
+    if (m->be || !m->layers || !(m->int8 || (!have_avx512() && have_f16c())))
+        return 0;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const struct layer *L = &m->layers[l];
+        if (!L->wqkv.vq || !L->wo.vq || !L->w_gate_up.vq || !L->w_down.vq)
+            return 0;
+    }
+    return m->output.vq != NULL;
+#else
+    (void)m;
+    return 0;
+#endif
+}
+
 int eng_model_token_invariant(const eng_model *m, enum kvc_dtype kv_dtype)
 {
-    return eng_model_int8(m) && attend_direct_ok(m->hp.head_dim) &&
+    return products_invariant(m) && attend_direct_ok(m->hp.head_dim) &&
            attend_direct_dtype_ok(kv_dtype);
 }
 
@@ -816,7 +839,8 @@ static int grow(eng_model *m, int T, int ctx)
  * Decode of 3 / 4 sequences at a 512-token context, 2 threads, alternating runs: 164-176 /
  * 157-182 tokens/s through the matrix-vector kernels run once a sequence, 140-166 / 189-233
  * through the F32 panels that preceded gemm_lanes(); for 3, dotn_rows() (all the sequences
- * at once) then gave 187-193. */
+ * at once) then gave 187-193. On AVX2 the regrouped weights serve every pass (gemm_few8()
+ * up to this many tokens). */
 #define QMV_MAX_T ENG_ROWS_MAX_T
 #ifndef GEMM_SMALL_MAX_T
 #define GEMM_SMALL_MAX_T 64
@@ -3242,16 +3266,19 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
  * products in a 16-sequence decode step).
  */
 #define A2_TT 8
-/* From this many tokens on, an SGEMM over the F32 copy is the faster: 2 threads prefilled
- * 32 tokens at 242-278 tokens/s through gemm_lanes8() against 222-244 through the SGEMM,
- * 64 at 218-281 against 296-318 (the whole pass, the default model, F16 keys and values) */
-#define LANES8_MAX_T 48
+/* Beyond this many tokens gemm_panel8() is the faster (where its panels fit: panel_fits()).
+ * 2 threads, the default model, F16 keys and values, alternating runs, tokens/s: decode of
+ * 18 sequences 181-206 through gemm_lanes8(), 210-290 through the panels; 20: 194-205
+ * against 205-239; 48: 180-192 against 213-290; a prompt of 96 tokens 218-317 against
+ * 292-385. */
+#define LANES8_MAX_T 16
 
 /* rows 16 g + 8 h .. + 7 (those below n) of tokens 0..tt of the tile xt (its activations
- * transposed: [k][LANES_TT]) into y (rows of n floats), or added to it */
+ * transposed: [k][ld], ld a constant where inlined: LANES_TT, or the token count of a pass
+ * of 1 to 3) into y (rows of n floats), or added to it */
 AVX2F static inline __attribute__((always_inline)) void
-lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int tt, float *y,
-            int accumulate)
+lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int ld, const int tt,
+            float *y, int accumulate)
 {
     const int nb = w->k / 32, n = w->n, q4 = w->type == GGML_Q4_1;
     const __m256i low4 = _mm256_set1_epi32(15);
@@ -3262,16 +3289,16 @@ lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int tt, f
     for (int b = 0; b < nb; b++) {
         const size_t at = ((size_t)g * nb + b) * 16;
         const __m256 d = _mm256_loadu_ps(w->vd + at + 8 * h);
-        const float *xb = xt + (size_t)32 * LANES_TT * b;
+        const float *xb = xt + (size_t)32 * ld * b;
         if (q4) {
             const uint8_t *wq = w->vq + at * 16 + 32 * h;
             const __m256 m = _mm256_loadu_ps(w->vm + at + 8 * h);
 #pragma GCC unroll 1
             for (int c = 0; c < 4; c++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c));
-                const float *xc = xb + 8 * LANES_TT * c;
+                const float *xc = xb + (size_t)8 * ld * c;
 #pragma GCC unroll 1
-                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += LANES_TT) {
+                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += ld) {
                     const __m256 lo =
                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, low4)), d, m);
                     const __m256 hi = _mm256_fmadd_ps(
@@ -3282,7 +3309,7 @@ lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int tt, f
                         acc[i] = _mm256_fmadd_ps(lo, _mm256_set1_ps(xc[i]), acc[i]);
 #pragma GCC unroll 8
                     for (int i = 0; i < tt; i++)
-                        acc[i] = _mm256_fmadd_ps(hi, _mm256_set1_ps(xc[4 * LANES_TT + i]), acc[i]);
+                        acc[i] = _mm256_fmadd_ps(hi, _mm256_set1_ps(xc[4 * ld + i]), acc[i]);
                 }
             }
         } else {
@@ -3290,9 +3317,9 @@ lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int tt, f
 #pragma GCC unroll 1
             for (int c = 0; c < 8; c++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c));
-                const float *xc = xb + 4 * LANES_TT * c;
+                const float *xc = xb + (size_t)4 * ld * c;
 #pragma GCC unroll 1
-                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += LANES_TT) {
+                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += ld) {
                     const __m256i q = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
                     const __m256 wv = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
 #pragma GCC unroll 8
@@ -3328,7 +3355,7 @@ AVX2F static void lanes_rows8(const struct wmat *w, int g, const float *xt, int 
             switch (t - i < A2_TT ? t - i : A2_TT) { /* accumulators in registers */
 #define LANES8_CASE(r)                                                                         \
     case r:                                                                                    \
-        lanes_tile8(w, g, h, tile, r, yi, accumulate);                                         \
+        lanes_tile8(w, g, h, tile, LANES_TT, r, yi, accumulate);                               \
         break;
                 LANES8_CASE(1) LANES8_CASE(2) LANES8_CASE(3) LANES8_CASE(4) LANES8_CASE(5)
                 LANES8_CASE(6) LANES8_CASE(7) LANES8_CASE(8)
@@ -3362,12 +3389,303 @@ static void gemm_lanes8(const struct wmat *w, const float *x, int t, float *y, i
             lanes_rows8(w, g, xt, t, y, accumulate);
     }
 }
+
+/* the 32 bytes at offset off of each of P octets' regrouped weights */
+AVX2F static inline __attribute__((always_inline)) void
+octet_loads(__m256i *v, const uint8_t *const *wq, const int P, size_t off)
+{
+#pragma GCC unroll 4
+    for (int o = 0; o < P; o++)
+        v[o] = _mm256_loadu_si256((const __m256i *)(wq[o] + off));
+}
+
+/*
+ * Rows of P octets of rows (octet q: half q % 2 of group q / 2, rows 8 q .. 8 q + 7) from
+ * octet q0, for tt tokens (xs: [k][ld], ld = tt): lanes_tile8()'s arithmetic, with the
+ * octets' chains interleaved. A row's products for one token are one chain of dependent
+ * FMAs; one or two tokens of one octet would leave the FMA units waiting on it.
+ */
+AVX2F static inline __attribute__((always_inline)) void
+few_tile8(const struct wmat *w, int q0, const int P, const float *xs, const int tt, float *y,
+          int accumulate)
+{
+    const int nb = w->k / 32, n = w->n, q4 = w->type == GGML_Q4_1;
+    const __m256i low4 = _mm256_set1_epi32(15);
+    __m256 acc[4][3];
+#pragma GCC unroll 4
+    for (int o = 0; o < P; o++)
+#pragma GCC unroll 3
+        for (int i = 0; i < tt; i++)
+            acc[o][i] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const float *xb = xs + (size_t)32 * tt * b;
+        __m256 d[4], m[4];
+        const uint8_t *wq[4];
+#pragma GCC unroll 4
+        for (int o = 0; o < P; o++) {
+            const int q = q0 + o, h = q % 2;
+            const size_t at = ((size_t)(q / 2) * nb + b) * 16;
+            d[o] = _mm256_loadu_ps(w->vd + at + 8 * h);
+            m[o] = q4 ? _mm256_loadu_ps(w->vm + at + 8 * h) : _mm256_setzero_ps();
+            wq[o] = w->vq + at * (q4 ? 16 : 32) + 32 * h;
+        }
+        if (q4) {
+#pragma GCC unroll 1
+            for (int c = 0; c < 4; c++) {
+                __m256i v[4];
+                octet_loads(v, wq, P, 64 * c);
+                const float *xc = xb + (size_t)8 * tt * c;
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++, xc += tt) {
+#pragma GCC unroll 4
+                    for (int o = 0; o < P; o++) {
+                        const __m256 lo = _mm256_fmadd_ps(
+                            _mm256_cvtepi32_ps(_mm256_and_si256(v[o], low4)), d[o], m[o]);
+#pragma GCC unroll 3
+                        for (int i = 0; i < tt; i++)
+                            acc[o][i] = _mm256_fmadd_ps(lo, _mm256_set1_ps(xc[i]), acc[o][i]);
+                    }
+#pragma GCC unroll 4
+                    for (int o = 0; o < P; o++) {
+                        const __m256 hi = _mm256_fmadd_ps(
+                            _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v[o], 4), low4)),
+                            d[o], m[o]);
+#pragma GCC unroll 3
+                        for (int i = 0; i < tt; i++)
+                            acc[o][i] =
+                                _mm256_fmadd_ps(hi, _mm256_set1_ps(xc[4 * tt + i]), acc[o][i]);
+                        v[o] = _mm256_srli_epi32(v[o], 8);
+                    }
+                }
+            }
+        } else {
+#pragma GCC unroll 1
+            for (int c = 0; c < 8; c++) {
+                __m256i v[4];
+                octet_loads(v, wq, P, 64 * c);
+                const float *xc = xb + (size_t)4 * tt * c;
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++, xc += tt)
+#pragma GCC unroll 4
+                    for (int o = 0; o < P; o++) {
+                        const __m256i q = _mm256_srai_epi32(_mm256_slli_epi32(v[o], 24), 24);
+                        const __m256 wv = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d[o]);
+#pragma GCC unroll 3
+                        for (int i = 0; i < tt; i++)
+                            acc[o][i] = _mm256_fmadd_ps(wv, _mm256_set1_ps(xc[i]), acc[o][i]);
+                        v[o] = _mm256_srli_epi32(v[o], 8);
+                    }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int o = 0; o < P; o++) {
+        const int r0 = 8 * (q0 + o), rows = n - r0 < 8 ? n - r0 : 8;
+#pragma GCC unroll 3
+        for (int i = 0; i < tt && rows > 0; i++) {
+            float *out = y + (size_t)i * n + r0, v[8];
+            if (rows == 8) {
+                _mm256_storeu_ps(out, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[o][i])
+                                                 : acc[o][i]);
+                continue;
+            }
+            _mm256_storeu_ps(v, acc[o][i]);
+            for (int r = 0; r < rows; r++)
+                out[r] = accumulate ? out[r] + v[r] : v[r];
+        }
+    }
+}
+
+/* one token: the rows of groups 2 p and 2 p + 1 (those there are); 2 or 3 tokens: the rows
+ * of group p (xs: [k][t]) */
+AVX2F static void few_rows8(const struct wmat *w, int p, const float *xs, int t, float *y,
+                            int accumulate)
+{
+    if (t == 1 && 2 * p + 1 < (w->n + 15) / 16)
+        few_tile8(w, 4 * p, 4, xs, 1, y, accumulate);
+    else if (t == 1)
+        few_tile8(w, 4 * p, 2, xs, 1, y, accumulate);
+    else if (t == 2)
+        few_tile8(w, 2 * p, 2, xs, 2, y, accumulate);
+    else
+        few_tile8(w, 2 * p, 2, xs, 3, y, accumulate);
+}
+
+/* 1 to 3 tokens (decode) through lanes_tile8(): their activations transposed to [k][t]
+ * (one token is that already), by one thread, so that one parallel loop runs the rows */
+static void gemm_few8(const struct wmat *w, const float *x, int t, float *y, int accumulate,
+                      float *xt)
+{
+    const int k = w->k, groups = (w->n + 15) / 16;
+    const float *xs = x;
+    if (t > 1) {
+        for (int kk = 0; kk < k; kk++)
+            for (int i = 0; i < t; i++)
+                xt[(size_t)kk * t + i] = x[(size_t)i * k + kk];
+        xs = xt;
+    }
+    const int items = t == 1 ? (groups + 1) / 2 : groups;
+#pragma omp parallel for schedule(guided)
+    for (int p = 0; p < items; p++)
+        few_rows8(w, p, xs, t, y, accumulate);
+}
+
+/*
+ * Long passes (prefill) on AVX2: a thread widens 16 rows of the regrouped weights into a
+ * panel of F32 ([k][16], in the order lanes_tile8() sums a row's products), then runs
+ * PANEL_TI tokens at a time over it: per column, two loads of the panel and PANEL_TI
+ * broadcasts for 2 PANEL_TI FMAs into 12 accumulators, which is as many FMAs a load as an
+ * SGEMM's kernel, where lanes_tile8() widens the weights again for every A2_TT tokens.
+ * Each (token, row) is the one chain of FMAs of lanes_tile8(), so any number of tokens
+ * comes out the same floats. The tokens go by chunks of PANEL_TC(k) (their activations
+ * stay in the level-2 cache), the panel is widened anew for each chunk.
+ */
+#define PANEL_TI 6
+static int panel_tc(int k)
+{
+    int tc = 65536 / k / PANEL_TI * PANEL_TI;
+    return tc < 4 * PANEL_TI ? 4 * PANEL_TI : tc;
+}
+
+/* the regrouped rows 16 g .. 16 g + 15 as F32: panel[s][16], s the position of a column
+ * in lanes_tile8()'s order (panel_col()) */
+AVX2F static void panel_fill8(const struct wmat *w, int g, float *panel)
+{
+    const int nb = w->k / 32;
+    const __m256i low4 = _mm256_set1_epi32(15);
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < 2; h++) {
+            const size_t at = ((size_t)g * nb + b) * 16;
+            const __m256 d = _mm256_loadu_ps(w->vd + at + 8 * h);
+            float *p = panel + (size_t)32 * 16 * b + 8 * h;
+            if (w->type == GGML_Q4_1) {
+                const uint8_t *wq = w->vq + at * 16 + 32 * h;
+                const __m256 m = _mm256_loadu_ps(w->vm + at + 8 * h);
+                for (int c = 0; c < 4; c++) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c));
+                    for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), p += 32) {
+                        const __m256i lo = _mm256_and_si256(v, low4);
+                        const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(v, 4), low4);
+                        _mm256_storeu_ps(p, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), d, m));
+                        _mm256_storeu_ps(p + 16, _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), d, m));
+                    }
+                }
+            } else {
+                const uint8_t *wq = w->vq + at * 32 + 32 * h;
+                for (int c = 0; c < 8; c++) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c));
+                    for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), p += 16) {
+                        const __m256i q = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
+                        _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+                    }
+                }
+            }
+        }
+}
+
+/* the column of a block that lanes_tile8() sums s-th (Q4_1: the low nibbles of 4 columns
+ * and the high ones of the 4 after them are interleaved; Q8_0: in order) */
+static inline int panel_col(int q4, int s)
+{
+    return q4 ? 8 * (s / 8) + s % 8 / 2 + 4 * (s % 2) : s;
+}
+
+/* tokens 0..ti of x (rows of k floats) times the panel's 16 rows into y's columns r0 ..
+ * r0 + rows - 1 (rows of n floats), or added to them */
+AVX2F static inline __attribute__((always_inline)) void
+panel_tile8(const float *panel, const int q4, int k, const float *x, const int ti, float *y,
+            int n, int r0, int rows, int accumulate)
+{
+    __m256 acc[PANEL_TI][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < ti; i++)
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int kb = 0; kb < k; kb += 32, panel += 32 * 16) {
+#pragma GCC unroll 32
+        for (int s = 0; s < 32; s++) {
+            const __m256 w0 = _mm256_loadu_ps(panel + 16 * s);
+            const __m256 w1 = _mm256_loadu_ps(panel + 16 * s + 8);
+            const int col = kb + panel_col(q4, s);
+#pragma GCC unroll 6
+            for (int i = 0; i < ti; i++) {
+                const __m256 xv = _mm256_set1_ps(x[(size_t)i * k + col]);
+                acc[i][0] = _mm256_fmadd_ps(w0, xv, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(w1, xv, acc[i][1]);
+            }
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < ti; i++) {
+        float *out = y + (size_t)i * n + r0, v[16];
+        if (rows == 16 && !accumulate) {
+            _mm256_storeu_ps(out, acc[i][0]);
+            _mm256_storeu_ps(out + 8, acc[i][1]);
+            continue;
+        }
+        _mm256_storeu_ps(v, acc[i][0]);
+        _mm256_storeu_ps(v + 8, acc[i][1]);
+        for (int r = 0; r < rows; r++)
+            out[r] = accumulate ? out[r] + v[r] : v[r];
+    }
+}
+
+/* tokens i0 .. i1 - 1 over the panel of group g */
+AVX2F static void panel_rows8(const struct wmat *w, int g, const float *panel, const float *x,
+                              int i0, int i1, float *y, int accumulate)
+{
+    const int k = w->k, n = w->n, r0 = 16 * g, rows = n - r0 < 16 ? n - r0 : 16;
+    const int q4 = w->type == GGML_Q4_1;
+    for (int i = i0; i < i1; i += PANEL_TI) {
+        const float *xi = x + (size_t)i * k;
+        float *yi = y + (size_t)i * n;
+        switch (i1 - i < PANEL_TI ? i1 - i : PANEL_TI) { /* accumulators in registers */
+#define PANEL_CASE(r)                                                                          \
+    case r:                                                                                    \
+        if (q4)                                                                                \
+            panel_tile8(panel, 1, k, xi, r, yi, n, r0, rows, accumulate);                      \
+        else                                                                                   \
+            panel_tile8(panel, 0, k, xi, r, yi, n, r0, rows, accumulate);                      \
+        break;
+            PANEL_CASE(1) PANEL_CASE(2) PANEL_CASE(3) PANEL_CASE(4) PANEL_CASE(5) PANEL_CASE(6)
+#undef PANEL_CASE
+        default:
+            break;
+        }
+    }
+}
+
+/* whether gemm_panel8() has its panels in linear()'s scratch for t tokens: a thread's
+ * panel takes 16 k floats, the scratch holds lanes_floats(t, k) (t rounded up to 16) */
+static int panel_fits(int t)
+{
+    return omp_get_max_threads() <= (t + LANES_TT - 1) / LANES_TT;
+}
+
+static void gemm_panel8(const struct wmat *w, const float *x, int t, float *y, int accumulate,
+                        float *scratch)
+{
+    const int k = w->k, groups = (w->n + 15) / 16, tc = panel_tc(k);
+    const int chunks = (t + tc - 1) / tc;
+#pragma omp parallel
+    {
+        float *panel = scratch + (size_t)omp_get_thread_num() * 16 * k;
+#pragma omp for schedule(static)
+        for (int p = 0; p < chunks * groups; p++) {
+            const int c = p / groups, g = p % groups;
+            const int i0 = c * tc, i1 = i0 + tc < t ? i0 + tc : t;
+            panel_fill8(w, g, panel);
+            panel_rows8(w, g, panel, x, i0, i1, y, accumulate);
+        }
+    }
+}
 #endif
 
 /*
- * y (+)= x W^T, x: [t][k], W: [n][k]. Many tokens: one SGEMM on the F32 copy. Few:
- * each output row of W is read once from its stored form for all t tokens. xt: scratch of
- * linear_scratch_bytes(t, k) bytes (the model's, sized by grow()).
+ * y (+)= x W^T, x: [t][k], W: [n][k]. Regrouped weights: the 8-bit products, or the F32
+ * ones (AVX-512: gemm_lanes() from 4 tokens on; AVX2: every pass). Otherwise many tokens:
+ * one SGEMM on the F32 copy; few: each output row of W is read once from its stored form
+ * for all t tokens. xt: scratch of linear_scratch_bytes(t, k) bytes (the model's, sized by
+ * grow()).
  */
 static void linear(const struct wmat *w, const float *x, int t, float *y, int accumulate,
                    float *xt)
@@ -3382,8 +3700,13 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
         gemm_lanes(w, x, t, y, accumulate, xt);
         return;
     }
-    if (w->vq && t > QMV_MAX_T && (t <= LANES8_MAX_T || !w->f)) { /* AVX2 (pack_wanted()) */
-        gemm_lanes8(w, x, t, y, accumulate, xt);
+    if (w->vq && !have_avx512() && have_f16c()) { /* AVX2: lanes_tile8()'s order */
+        if (t <= QMV_MAX_T)
+            gemm_few8(w, x, t, y, accumulate, xt);
+        else if (t <= LANES8_MAX_T || !panel_fits(t))
+            gemm_lanes8(w, x, t, y, accumulate, xt);
+        else
+            gemm_panel8(w, x, t, y, accumulate, xt);
         return;
     }
     /* (F32 weights, or quantized ones not regrouped: their F32 copy holds the same floats) */

@@ -73,9 +73,10 @@ struct eng_seq {
     enum eng_logits logits;
 };
 
-/* On the CPU without int8 products, passes of up to this many tokens run matrix-vector
- * kernels; longer ones compute each token's products the same way whatever else the pass
- * holds (the scheduler leaves a cached prompt more than this many tokens to compute). */
+/* On the CPU with AVX-512 and without int8 products, passes of up to this many tokens run
+ * matrix-vector kernels; longer ones compute each token's products the same way whatever
+ * else the pass holds (the scheduler leaves a cached prompt more than this many tokens to
+ * compute). On AVX2 every pass computes them that way. */
 #define ENG_ROWS_MAX_T 3
 
 /*
@@ -88,11 +89,14 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
 /* 1 when the CPU's matrix products round activations to 8 bits (eng_options.int8 on a
  * processor with AVX2), 0 when they are F32 */
 int eng_model_int8(const eng_model *m);
-/* 1 when, on top of that, every token attends by itself over a KV pool of this dtype
- * (AVX-512, a head shape the direct attention kernel takes, and for KVC_BF16 the BF16 dot
- * products, for KVC_Q8_0 the 8-bit ones; or AVX2 with KVC_F32 or KVC_F16 and heads of a
- * multiple of 8 dimensions): a token's logits then depend on nothing else in its pass, so a prompt gives
- * bit-identical logits however it is batched, chunked or found in the prefix cache */
+/* 1 when every matrix product sums a token's terms in the same order whatever its pass
+ * holds (the 8-bit products; or the F32 ones on AVX2 without AVX-512, where every pass
+ * runs over the regrouped weights) and every token attends by itself over a KV pool of
+ * this dtype (AVX-512, a head shape the direct attention kernel takes, and for KVC_BF16
+ * the BF16 dot products, for KVC_Q8_0 the 8-bit ones; or AVX2 with KVC_F32 or KVC_F16 and
+ * heads of a multiple of 8 dimensions): a token's logits then depend on nothing else in
+ * its pass, so a prompt gives bit-identical logits however it is batched, chunked or found
+ * in the prefix cache */
 int eng_model_token_invariant(const eng_model *m, enum kvc_dtype kv_dtype);
 /* "cpu", or the device backend's description ("cuda:0 NVIDIA H100 ..."). */
 const char *eng_model_device(const eng_model *m);

@@ -884,29 +884,36 @@ static float d_random(int r, int b, unsigned *seed)
 }
 
 /*
- * F32 products over the regrouped weights (gemm_lanes(), from 4 tokens on where
- * AVX-512 exists; gemm_lanes8() from 4 to LANES8_MAX_T on AVX2; elsewhere linear() takes
- * its other paths) against a double-precision sum
- * over the F32 copy: token counts around the 16-token tiles, rows not a multiple of 16,
- * accumulation. Tolerance 1e-5 relative to the sum of |x w| terms (F32 sums of up to 192
- * terms here, 1536 in the model).
+ * F32 products over the regrouped weights against a double-precision sum over the F32
+ * copy: gemm_lanes() from 4 tokens on where AVX-512 exists; on AVX2 gemm_few8() for 1 to
+ * 3 tokens, gemm_lanes8() to LANES8_MAX_T and gemm_panel8() beyond (400 tokens: more than
+ * one chunk of panel_tc()); elsewhere linear() takes its other paths. Token counts around
+ * the 16-token tiles and the 6-token panel tiles, rows not a multiple of 16, accumulation.
+ * Tolerance 1e-5 relative to the sum of |x w| terms (F32 sums of up to 192 terms here,
+ * 1536 in the model). And where all these passes sum in one order (AVX2: every count;
+ * AVX-512: from 4 tokens on), every token's row is bit for bit the same in every pass.
  */
 static void check_lanes(enum ggml_type type)
 {
-    const int n = 37, k = 192;
+    const int n = 37, k = 192, most = 400;
     unsigned seed = 5;
     struct wmat w = make_qmat(type, n, k, d_random, -0.75f, &seed);
     cr_assert_eq(vnni_pack(&w), 0);
-    static const int ts[] = {4, 5, 15, 16, 17, 33, 100};
-    float *x = malloc(sizeof(float) * 100 * k);
-    float *y = malloc(sizeof(float) * 100 * n);
-    for (int i = 0; i < 100 * k; i++)
+    static const int ts[] = {400, 1, 2, 3, 4, 5, 15, 16, 17, 33, 48, 49, 55, 100};
+    float *x = malloc(sizeof(float) * most * k);
+    float *y = malloc(sizeof(float) * most * n);
+    float *all = malloc(sizeof(float) * most * n);
+    for (int i = 0; i < most * k; i++)
         x[i] = (float)rand_r(&seed) / RAND_MAX * 2 - 1;
+    const int same_from = !have_f16c() ? most + 1 : have_avx512() ? 4 : 1;
     double worst = 0;
+    int compared = 0;
     for (size_t a = 0; a < sizeof ts / sizeof *ts; a++)
         for (int accumulate = 0; accumulate < 2; accumulate++) {
             const int t = ts[a];
             linear_over(&w, x, t, y, accumulate);
+            if (t == most && !accumulate)
+                memcpy(all, y, sizeof(float) * most * n);
             for (int i = 0; i < t; i++)
                 for (int r = 0; r < n; r++) {
                     double s = accumulate ? 0.25 : 0, mag = 1e-30;
@@ -919,12 +926,22 @@ static void check_lanes(enum ggml_type type)
                     worst = fmax(worst, e);
                     cr_assert(e < 1e-5, "%s t %d acc %d: y[%d][%d] = %.9g, want %.9g",
                               ggml_type_name(type), t, accumulate, i, r, y[i * n + r], s);
+                    if (t >= same_from && !accumulate) {
+                        cr_assert(memcmp(&y[i * n + r], &all[i * n + r], sizeof(float)) == 0,
+                                  "%s: y[%d][%d] = %.9g in a pass of %d tokens, %.9g in one "
+                                  "of %d", ggml_type_name(type), i, r, y[i * n + r], t,
+                                  all[i * n + r], most);
+                        compared++;
+                    }
                 }
         }
     fprintf(stderr, "ops: %s F32 products over the regrouped weights vs double: largest "
-                    "relative difference %.3g (tolerance 1e-5)\n", ggml_type_name(type), worst);
+                    "relative difference %.3g (tolerance 1e-5); %d outputs bit for bit the "
+                    "same as in a pass of %d tokens\n", ggml_type_name(type), worst, compared,
+            most);
     free(x);
     free(y);
+    free(all);
     wmat_free(&w);
 }
 
