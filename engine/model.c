@@ -76,7 +76,7 @@ struct eng_model {
     float *scores;
     size_t scratch_floats;
     int cap_ctx, threads;
-    float *xt; /* linear_scratch_bytes(cap, widest input): linear()'s activations, regrouped */
+    float *xt; /* linear_scratch_bytes(cap, widest input, threads): linear()'s scratch */
     int int8; /* engine.cpu_matmul = int8: quantized matrices in their 8-bit form only */
     /* a device backend (NULL: this file's CPU code); be_shape: the pool shape its KV
      * storage was made for (be_pool: for which pool) */
@@ -764,13 +764,16 @@ static size_t int8_act_bytes(int t, int k)
     return ((size_t)t * k + 63) / 64 * 64;
 }
 
-/* bytes of linear()'s scratch for t tokens of k columns: gemm_lanes()'s transposed
- * activations, or linear_int8()'s quantized ones with their scales and sums */
-static size_t linear_scratch_bytes(int t, int k)
+/* bytes of linear()'s scratch for t tokens of k columns, run by up to `threads` OpenMP
+ * threads: gemm_lanes()'s transposed activations, linear_int8()'s quantized ones with their
+ * scales and sums, or gemm_panel8()'s panels (16 k floats a thread) */
+static size_t linear_scratch_bytes(int t, int k, int threads)
 {
     const size_t lanes = sizeof(float) * lanes_floats(t, k);
     const size_t int8 = int8_act_bytes(t, k) + sizeof(float) * 2 * (size_t)t * (k / 32);
-    return lanes > int8 ? lanes : int8;
+    const size_t panels = sizeof(float) * 16 * (size_t)k * (size_t)threads;
+    const size_t most = lanes > int8 ? lanes : int8;
+    return most > panels ? most : panels;
 }
 
 /* floats of per-thread scratch for attend_tile() and attend_group() up to ctx positions */
@@ -808,7 +811,7 @@ static int grow(eng_model *m, int T, int ctx)
         widest = hp->n_head * hp->head_dim > widest ? hp->n_head * hp->head_dim : widest;
         int *pos = realloc(m->pos, t * sizeof *pos);
         float *sel = realloc(m->sel, t * (size_t)hp->n_embd * sizeof(float));
-        float *xt = realloc(m->xt, linear_scratch_bytes(T, widest));
+        float *xt = realloc(m->xt, linear_scratch_bytes(T, widest, m->threads));
         if (pos)
             m->pos = pos;
         if (sel)
@@ -1737,7 +1740,8 @@ INT8_AVX2 static void int8_avx2_pass(const struct wmat *w, const float *x, int t
 }
 
 /* y [t][n] (+)= x [t][k] W^T for a W with its 8-bit form (vq), which may be all it has;
- * scratch: linear_scratch_bytes(t, k) bytes (the model's) for the quantized activations */
+ * scratch: linear_scratch_bytes(t, k, threads) bytes (the model's) for the quantized
+ * activations */
 static void linear_int8(const struct wmat *w, const float *x, int t, float *y, int accumulate,
                         void *scratch)
 {
@@ -3266,12 +3270,12 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
  * products in a 16-sequence decode step).
  */
 #define A2_TT 8
-/* Beyond this many tokens gemm_panel8() is the faster (where its panels fit: panel_fits()).
- * 2 threads, the default model, F16 keys and values, alternating runs, tokens/s: decode of
- * 18 sequences 181-206 through gemm_lanes8(), 210-290 through the panels; 20: 194-205
- * against 205-239; 48: 180-192 against 213-290; a prompt of 96 tokens 218-317 against
- * 292-385. */
-#define LANES8_MAX_T 16
+/* Beyond this many tokens gemm_panel8() is the faster. 2 threads, the default model, F16
+ * keys and values, alternating runs, tokens/s: decode of 8 sequences 154-172 through
+ * gemm_lanes8(), 137-171 through the panels; 12: 150-189 against 184-230; 16: 178-187
+ * against 185-211; 18: 181-206 against 210-290; 48: 180-192 against 213-290; a prompt of
+ * 96 tokens 218-317 against 292-385. */
+#define LANES8_MAX_T 8
 
 /* rows 16 g + 8 h .. + 7 (those below n) of tokens 0..tt of the tile xt (its activations
  * transposed: [k][ld], ld a constant where inlined: LANES_TT, or the token count of a pass
@@ -3531,14 +3535,15 @@ static void gemm_few8(const struct wmat *w, const float *x, int t, float *y, int
 }
 
 /*
- * Long passes (prefill) on AVX2: a thread widens 16 rows of the regrouped weights into a
- * panel of F32 ([k][16], in the order lanes_tile8() sums a row's products), then runs
- * PANEL_TI tokens at a time over it: per column, two loads of the panel and PANEL_TI
+ * Passes of more than LANES8_MAX_T tokens on AVX2 (prompts; decode of 9 sequences or more):
+ * a thread widens 16 rows of the regrouped weights into a panel of F32 ([k][16], in the
+ * order lanes_tile8() sums a row's products), then runs PANEL_TI tokens at a time over it: per column, two loads of the panel and PANEL_TI
  * broadcasts for 2 PANEL_TI FMAs into 12 accumulators, which is as many FMAs a load as an
  * SGEMM's kernel, where lanes_tile8() widens the weights again for every A2_TT tokens.
  * Each (token, row) is the one chain of FMAs of lanes_tile8(), so any number of tokens
- * comes out the same floats. The tokens go by chunks of PANEL_TC(k) (their activations
- * stay in the level-2 cache), the panel is widened anew for each chunk.
+ * comes out the same floats. The tokens go by chunks of panel_tc(k) (their activations
+ * stay in the level-2 cache), the panel is widened anew for each chunk. A thread's panel
+ * is in linear()'s scratch (linear_scratch_bytes()).
  */
 #define PANEL_TI 6
 static int panel_tc(int k)
@@ -3654,13 +3659,6 @@ AVX2F static void panel_rows8(const struct wmat *w, int g, const float *panel, c
     }
 }
 
-/* whether gemm_panel8() has its panels in linear()'s scratch for t tokens: a thread's
- * panel takes 16 k floats, the scratch holds lanes_floats(t, k) (t rounded up to 16) */
-static int panel_fits(int t)
-{
-    return omp_get_max_threads() <= (t + LANES_TT - 1) / LANES_TT;
-}
-
 static void gemm_panel8(const struct wmat *w, const float *x, int t, float *y, int accumulate,
                         float *scratch)
 {
@@ -3684,8 +3682,9 @@ static void gemm_panel8(const struct wmat *w, const float *x, int t, float *y, i
  * y (+)= x W^T, x: [t][k], W: [n][k]. Regrouped weights: the 8-bit products, or the F32
  * ones (AVX-512: gemm_lanes() from 4 tokens on; AVX2: every pass). Otherwise many tokens:
  * one SGEMM on the F32 copy; few: each output row of W is read once from its stored form
- * for all t tokens. xt: scratch of linear_scratch_bytes(t, k) bytes (the model's, sized by
- * grow()).
+ * for all t tokens. xt: scratch of linear_scratch_bytes(t, k, threads) bytes, for at most
+ * that many OpenMP threads (the model's, sized by grow() for m->threads, which eng_forward()
+ * sets).
  */
 static void linear(const struct wmat *w, const float *x, int t, float *y, int accumulate,
                    float *xt)
@@ -3703,7 +3702,7 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
     if (w->vq && !have_avx512() && have_f16c()) { /* AVX2: lanes_tile8()'s order */
         if (t <= QMV_MAX_T)
             gemm_few8(w, x, t, y, accumulate, xt);
-        else if (t <= LANES8_MAX_T || !panel_fits(t))
+        else if (t <= LANES8_MAX_T)
             gemm_lanes8(w, x, t, y, accumulate, xt);
         else
             gemm_panel8(w, x, t, y, accumulate, xt);
