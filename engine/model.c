@@ -1,8 +1,8 @@
 /*
  * Loading a Llama-family GGUF model and its CPU forward pass: the projections over every
  * new token of the batch (linear(): regrouped quantized weights where AVX-512 or AVX2 runs,
- * 8-bit products if asked, OpenBLAS SGEMMs elsewhere); RMSNorm, RoPE and SwiGLU spread over OpenMP
- * threads (OpenBLAS is its OpenMP build, so both share one pool, as in the embedder);
+ * 8-bit products if asked, OpenBLAS SGEMMs elsewhere); RMSNorm, RoPE and SwiGLU spread over
+ * OpenMP threads (OpenBLAS is its OpenMP build, so both share one pool, as in the embedder);
  * attention over the paged cache in place (attend_group()), or where that kernel does not
  * exist by SGEMMs per query tile and KV head over gathered keys and values, tiles spread
  * over the threads with OpenBLAS single-threaded inside.
@@ -47,7 +47,7 @@ struct wmat {
     uint8_t *vq;
     float *vd, *vm;
     int32_t *vc; /* Q8_0's offsets for the 8-bit products; NULL for the F32 ones */
-    int int8; /* 1: linear() runs the 8-bit products over vq (else F32 ones, gemm_lanes()) */
+    int int8; /* 1: linear() runs the 8-bit products over vq (else F32 ones) */
 };
 
 struct layer {
@@ -731,9 +731,9 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
 /*
  * Every token attends over the cache in place, in groups of tokens sharing blocks
  * (attend_group()), where that kernel exists (AVX-512, heads of a multiple of 16
- * dimensions; AVX2, F32 or F16 pools and heads of a multiple of 8); elsewhere attention goes by query tiles of up to ATT_TILE tokens x the
- * heads sharing a KV head: their scores against the whole context ([ATT_TILE *
- * group][ctx] floats) stay in L2. The in-place kernel is also the faster one for prompts:
+ * dimensions; AVX2, F32 or F16 pools and heads of a multiple of 8); elsewhere attention
+ * goes by query tiles of up to ATT_TILE tokens x the heads sharing a KV head: their scores
+ * against the whole context ([ATT_TILE * group][ctx] floats) stay in L2. The in-place kernel is also the faster one for prompts:
  * 2 threads prefilled 1,056 tokens at 1,273-1,325 tokens/s through it against 1,152-1,190
  * through the tiles (F16 keys and values; F32 1,268-1,272 / 1,136-1,161, BF16 1,294-1,355
  * / 1,103-1,121; 3,000 tokens 939-951 / 777-779), and a request's last 46 prompt tokens
@@ -3515,8 +3515,8 @@ AVX2F static void few_rows8(const struct wmat *w, int p, const float *xs, int t,
         few_tile8(w, 2 * p, 2, xs, 3, y, accumulate);
 }
 
-/* 1 to 3 tokens (decode) through lanes_tile8(): their activations transposed to [k][t]
- * (one token is that already), by one thread, so that one parallel loop runs the rows */
+/* 1 to 3 tokens (decode) through few_tile8(): their activations transposed to [k][t] (one
+ * token is that already), by one thread, so that one parallel loop runs the rows */
 static void gemm_few8(const struct wmat *w, const float *x, int t, float *y, int accumulate,
                       float *xt)
 {
@@ -3537,9 +3537,10 @@ static void gemm_few8(const struct wmat *w, const float *x, int t, float *y, int
 /*
  * Passes of more than LANES8_MAX_T tokens on AVX2 (prompts; decode of 9 sequences or more):
  * a thread widens 16 rows of the regrouped weights into a panel of F32 ([k][16], in the
- * order lanes_tile8() sums a row's products), then runs PANEL_TI tokens at a time over it: per column, two loads of the panel and PANEL_TI
- * broadcasts for 2 PANEL_TI FMAs into 12 accumulators, which is as many FMAs a load as an
- * SGEMM's kernel, where lanes_tile8() widens the weights again for every A2_TT tokens.
+ * order lanes_tile8() sums a row's products), then runs PANEL_TI tokens at a time over it:
+ * per column, two loads of the panel and PANEL_TI broadcasts for 2 PANEL_TI FMAs into 12
+ * accumulators, which is as many FMAs a load as an SGEMM's kernel, where lanes_tile8()
+ * widens the weights again for every A2_TT tokens.
  * Each (token, row) is the one chain of FMAs of lanes_tile8(), so any number of tokens
  * comes out the same floats. The tokens go by chunks of panel_tc(k) (their activations
  * stay in the level-2 cache), the panel is widened anew for each chunk. A thread's panel
