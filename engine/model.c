@@ -392,7 +392,8 @@ static int vnni_pack(struct wmat *w);
 /* w regrouped (vnni_pack()). Its F32 copy goes (unless keep_f32: the token embeddings are
  * read from it): the 8-bit products read only the regrouped form, and so do the F32 ones
  * on AVX2 (gemm_few8(), gemm_lanes8(), gemm_panel8()); with AVX-512 they read it from 4
- * tokens on (gemm_lanes()) and the stored form for 1 to 3 (dotn_rows()), which there stays. */
+ * tokens on (gemm_lanes()) and the stored form for 1 to 3 (dot2_rows(), dotn_rows()), which
+ * there stays. */
 static int pack_one(struct wmat *w, int int8, int keep_f32)
 {
     int rc = vnni_pack(w);
@@ -426,7 +427,8 @@ static int int8_available(void)
 }
 
 /* whether the quantized matrices are regrouped: for the 8-bit products, or for the F32
- * ones where AVX-512 runs gemm_lanes() or AVX2 gemm_lanes8() */
+ * ones where AVX-512 runs gemm_lanes() or AVX2 (with F16C) gemm_few8(), gemm_lanes8() and
+ * gemm_panel8() */
 static int pack_wanted(const eng_model *m, const struct eng_options *opt)
 {
 #if defined(__x86_64__)
@@ -456,7 +458,8 @@ static int pack_layer(struct layer *L, int int8)
 }
 
 /* the same for the output head; the token embeddings are read from their F32 copy, which
- * stays, and are regrouped only when they are the output head too */
+ * stays, and are regrouped only when they are the output head too (else their stored form,
+ * which nothing reads, goes) */
 static int pack_head(eng_model *m, int int8)
 {
 #if defined(__x86_64__)
@@ -465,8 +468,7 @@ static int pack_head(eng_model *m, int int8)
         m->output = m->tok_embd;
         return rc;
     }
-    if (int8)
-        drop_stored(&m->tok_embd);
+    drop_stored(&m->tok_embd);
     return pack_one(&m->output, int8, 0);
 #else
     (void)m;
@@ -3278,8 +3280,8 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
 #define LANES8_MAX_T 8
 
 /* rows 16 g + 8 h .. + 7 (those below n) of tokens 0..tt of the tile xt (its activations
- * transposed: [k][ld], ld a constant where inlined: LANES_TT, or the token count of a pass
- * of 1 to 3) into y (rows of n floats), or added to it */
+ * transposed: [k][ld], ld a constant where inlined: LANES_TT) into y (rows of n floats), or
+ * added to it */
 AVX2F static inline __attribute__((always_inline)) void
 lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int ld, const int tt,
             float *y, int accumulate)
@@ -3539,11 +3541,12 @@ static void gemm_few8(const struct wmat *w, const float *x, int t, float *y, int
  * a thread widens 16 rows of the regrouped weights into a panel of F32 ([k][16], in the
  * order lanes_tile8() sums a row's products), then runs PANEL_TI tokens at a time over it:
  * per column, two loads of the panel and PANEL_TI broadcasts for 2 PANEL_TI FMAs into 12
- * accumulators, which is as many FMAs a load as an SGEMM's kernel, where lanes_tile8()
- * widens the weights again for every A2_TT tokens.
+ * accumulators, the shape of an AVX2 SGEMM kernel, where lanes_tile8() widens the weights
+ * again for every A2_TT tokens.
  * Each (token, row) is the one chain of FMAs of lanes_tile8(), so any number of tokens
- * comes out the same floats. The tokens go by chunks of panel_tc(k) (their activations
- * stay in the level-2 cache), the panel is widened anew for each chunk. A thread's panel
+ * comes out the same floats. The tokens go by chunks of panel_tc(k) (their activations,
+ * 256 KB, stay in the level-2 cache beside the panel's 16 k floats), the
+ * panel is widened anew for each chunk. A thread's panel
  * is in linear()'s scratch (linear_scratch_bytes()).
  */
 #define PANEL_TI 6
