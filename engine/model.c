@@ -731,15 +731,15 @@ struct gguf_file *eng_model_gguf(const eng_model *m)
 /* ------------------------------------------------------------------ forward */
 
 /*
- * Every token attends over the cache in place, in groups of tokens sharing blocks
- * (attend_group()), where that kernel exists (AVX-512, heads of a multiple of 16
- * dimensions; AVX2, F32 or F16 pools and heads of a multiple of 8); elsewhere attention
- * goes by query tiles of up to ATT_TILE tokens x the heads sharing a KV head: their scores
- * against the whole context ([ATT_TILE * group][ctx] floats) stay in L2. The in-place kernel is also the faster one for prompts:
- * 2 threads prefilled 1,056 tokens at 1,273-1,325 tokens/s through it against 1,152-1,190
- * through the tiles (F16 keys and values; F32 1,268-1,272 / 1,136-1,161, BF16 1,294-1,355
- * / 1,103-1,121; 3,000 tokens 939-951 / 777-779), and a request's last 46 prompt tokens
- * after a cached 1,024-token prefix took 44-46 ms against 55-56.
+ * Every token attends over the cache in place, in groups of tokens sharing blocks (attend_group()),
+ * where that kernel exists (AVX-512, heads of a multiple of 16 dimensions; AVX2, F32 or F16 pools
+ * and heads of a multiple of 8); elsewhere attention goes by query tiles of up to ATT_TILE tokens x
+ * the heads sharing a KV head: their scores against the whole context ([ATT_TILE * group][ctx]
+ * floats) stay in L2. The in-place kernel is also the faster one for prompts: 2 threads prefilled
+ * 1,056 tokens at 1,273-1,325 tokens/s through it against 1,152-1,190 through the tiles (F16 keys
+ * and values; F32 1,268-1,272 / 1,136-1,161, BF16 1,294-1,355 / 1,103-1,121; 3,000 tokens 939-951 /
+ * 777-779), and a request's last 46 prompt tokens after a cached 1,024-token prefix took 44-46 ms
+ * against 55-56.
  */
 #define ATT_TILE 32
 /* query heads attending together over shared blocks: members of a group (at most
