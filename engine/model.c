@@ -2036,6 +2036,10 @@ AVX512 static void swiglu512(float *h, const float *gu, int n)
  * AVX2F: AVX2, FMA and F16C (the in-place attention's too); these use no FMA.
  */
 #define AVX2F __attribute__((target("avx2,fma,f16c")))
+/* the F32 products' AVX2 kernels (their bounds follow from vnni_pack()'s layout, checked
+ * by test_ops.c): not instrumented by AddressSanitizer, which checked every broadcast and
+ * load of their inner loops and made a sanitized build's prompts minutes long */
+#define KERNEL_NOASAN __attribute__((no_sanitize_address))
 
 AVX2F static inline __attribute__((always_inline)) __m256 exp8(__m256 x)
 {
@@ -3282,7 +3286,7 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
 /* rows 16 g + 8 h .. + 7 (those below n) of tokens 0..tt of the tile xt (its activations
  * transposed: [k][ld], ld a constant where inlined: LANES_TT) into y (rows of n floats), or
  * added to it */
-AVX2F static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
 lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int ld, const int tt,
             float *y, int accumulate)
 {
@@ -3350,8 +3354,8 @@ lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int ld, c
 }
 
 /* rows 16 g .. 16 g + 15 for all t tokens (xt as for lanes_rows()) */
-AVX2F static void lanes_rows8(const struct wmat *w, int g, const float *xt, int t, float *y,
-                              int accumulate)
+AVX2F KERNEL_NOASAN static void lanes_rows8(const struct wmat *w, int g, const float *xt,
+                                            int t, float *y, int accumulate)
 {
     const size_t per = (size_t)w->k * LANES_TT, n = (size_t)w->n;
     for (int h = 0; h < 2 && 16 * g + 8 * h < w->n; h++)
@@ -3397,7 +3401,7 @@ static void gemm_lanes8(const struct wmat *w, const float *x, int t, float *y, i
 }
 
 /* the 32 bytes at offset off of each of P octets' regrouped weights */
-AVX2F static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
 octet_loads(__m256i *v, const uint8_t *const *wq, const int P, size_t off)
 {
 #pragma GCC unroll 4
@@ -3411,7 +3415,7 @@ octet_loads(__m256i *v, const uint8_t *const *wq, const int P, size_t off)
  * octets' chains interleaved. A row's products for one token are one chain of dependent
  * FMAs; one or two tokens of one octet would leave the FMA units waiting on it.
  */
-AVX2F static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
 few_tile8(const struct wmat *w, int q0, const int P, const float *xs, const int tt, float *y,
           int accumulate)
 {
@@ -3504,8 +3508,8 @@ few_tile8(const struct wmat *w, int q0, const int P, const float *xs, const int 
 
 /* one token: the rows of groups 2 p and 2 p + 1 (those there are); 2 or 3 tokens: the rows
  * of group p (xs: [k][t]) */
-AVX2F static void few_rows8(const struct wmat *w, int p, const float *xs, int t, float *y,
-                            int accumulate)
+AVX2F KERNEL_NOASAN static void few_rows8(const struct wmat *w, int p, const float *xs, int t,
+                                          float *y, int accumulate)
 {
     if (t == 1 && 2 * p + 1 < (w->n + 15) / 16)
         few_tile8(w, 4 * p, 4, xs, 1, y, accumulate);
@@ -3558,7 +3562,7 @@ static int panel_tc(int k)
 
 /* the regrouped rows 16 g .. 16 g + 15 as F32: panel[s][16], s the position of a column
  * in lanes_tile8()'s order (panel_col()) */
-AVX2F static void panel_fill8(const struct wmat *w, int g, float *panel)
+AVX2F KERNEL_NOASAN static void panel_fill8(const struct wmat *w, int g, float *panel)
 {
     const int nb = w->k / 32;
     const __m256i low4 = _mm256_set1_epi32(15);
@@ -3601,7 +3605,7 @@ static inline int panel_col(int q4, int s)
 
 /* tokens 0..ti of x (rows of k floats) times the panel's 16 rows into y's columns r0 ..
  * r0 + rows - 1 (rows of n floats), or added to them */
-AVX2F static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
 panel_tile8(const float *panel, const int q4, int k, const float *x, const int ti, float *y,
             int n, int r0, int rows, int accumulate)
 {
@@ -3639,8 +3643,9 @@ panel_tile8(const float *panel, const int q4, int k, const float *x, const int t
 }
 
 /* tokens i0 .. i1 - 1 over the panel of group g */
-AVX2F static void panel_rows8(const struct wmat *w, int g, const float *panel, const float *x,
-                              int i0, int i1, float *y, int accumulate)
+AVX2F KERNEL_NOASAN static void panel_rows8(const struct wmat *w, int g, const float *panel,
+                                            const float *x, int i0, int i1, float *y,
+                                            int accumulate)
 {
     const int k = w->k, n = w->n, r0 = 16 * g, rows = n - r0 < 16 ? n - r0 : 16;
     const int q4 = w->type == GGML_Q4_1;
