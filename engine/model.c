@@ -3284,11 +3284,10 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
 #define LANES8_MAX_T 8
 
 /* rows 16 g + 8 h .. + 7 (those below n) of tokens 0..tt of the tile xt (its activations
- * transposed: [k][ld], ld a constant where inlined: LANES_TT) into y (rows of n floats), or
- * added to it */
+ * transposed: [k][LANES_TT]) into y (rows of n floats), or added to it */
 AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
-lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int ld, const int tt,
-            float *y, int accumulate)
+lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int tt, float *y,
+            int accumulate)
 {
     const int nb = w->k / 32, n = w->n, q4 = w->type == GGML_Q4_1;
     const __m256i low4 = _mm256_set1_epi32(15);
@@ -3299,16 +3298,16 @@ lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int ld, c
     for (int b = 0; b < nb; b++) {
         const size_t at = ((size_t)g * nb + b) * 16;
         const __m256 d = _mm256_loadu_ps(w->vd + at + 8 * h);
-        const float *xb = xt + (size_t)32 * ld * b;
+        const float *xb = xt + (size_t)32 * LANES_TT * b;
         if (q4) {
             const uint8_t *wq = w->vq + at * 16 + 32 * h;
             const __m256 m = _mm256_loadu_ps(w->vm + at + 8 * h);
 #pragma GCC unroll 1
             for (int c = 0; c < 4; c++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c));
-                const float *xc = xb + (size_t)8 * ld * c;
+                const float *xc = xb + 8 * LANES_TT * c;
 #pragma GCC unroll 1
-                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += ld) {
+                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += LANES_TT) {
                     const __m256 lo =
                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, low4)), d, m);
                     const __m256 hi = _mm256_fmadd_ps(
@@ -3319,7 +3318,7 @@ lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int ld, c
                         acc[i] = _mm256_fmadd_ps(lo, _mm256_set1_ps(xc[i]), acc[i]);
 #pragma GCC unroll 8
                     for (int i = 0; i < tt; i++)
-                        acc[i] = _mm256_fmadd_ps(hi, _mm256_set1_ps(xc[4 * ld + i]), acc[i]);
+                        acc[i] = _mm256_fmadd_ps(hi, _mm256_set1_ps(xc[4 * LANES_TT + i]), acc[i]);
                 }
             }
         } else {
@@ -3327,9 +3326,9 @@ lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int ld, c
 #pragma GCC unroll 1
             for (int c = 0; c < 8; c++) {
                 __m256i v = _mm256_loadu_si256((const __m256i *)(wq + 64 * c));
-                const float *xc = xb + (size_t)4 * ld * c;
+                const float *xc = xb + 4 * LANES_TT * c;
 #pragma GCC unroll 1
-                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += ld) {
+                for (int e = 0; e < 4; e++, v = _mm256_srli_epi32(v, 8), xc += LANES_TT) {
                     const __m256i q = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
                     const __m256 wv = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
 #pragma GCC unroll 8
@@ -3365,7 +3364,7 @@ AVX2F KERNEL_NOASAN static void lanes_rows8(const struct wmat *w, int g, const f
             switch (t - i < A2_TT ? t - i : A2_TT) { /* accumulators in registers */
 #define LANES8_CASE(r)                                                                         \
     case r:                                                                                    \
-        lanes_tile8(w, g, h, tile, LANES_TT, r, yi, accumulate);                               \
+        lanes_tile8(w, g, h, tile, r, yi, accumulate);                                         \
         break;
                 LANES8_CASE(1) LANES8_CASE(2) LANES8_CASE(3) LANES8_CASE(4) LANES8_CASE(5)
                 LANES8_CASE(6) LANES8_CASE(7) LANES8_CASE(8)
@@ -3411,7 +3410,7 @@ octet_loads(__m256i *v, const uint8_t *const *wq, const int P, size_t off)
 
 /*
  * Rows of P octets of rows (octet q: half q % 2 of group q / 2, rows 8 q .. 8 q + 7) from
- * octet q0, for tt tokens (xs: [k][ld], ld = tt): lanes_tile8()'s arithmetic, with the
+ * octet q0, for tt tokens (xs: [k][tt]): lanes_tile8()'s arithmetic, with the
  * octets' chains interleaved. A row's products for one token are one chain of dependent
  * FMAs; one or two tokens of one octet would leave the FMA units waiting on it.
  */
