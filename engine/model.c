@@ -389,11 +389,10 @@ static int vnni_pack(struct wmat *w);
 #endif
 
 #if defined(__x86_64__)
-/* w regrouped (vnni_pack()). Its F32 copy goes (unless keep_f32: the token embeddings are
- * read from it): the 8-bit products read only the regrouped form, and so do the F32 ones
- * on AVX2 (gemm_few8(), gemm_lanes8(), gemm_panel8()); with AVX-512 they read it from 4
- * tokens on (gemm_lanes()) and the stored form for 1 to 3 (dot2_rows(), dotn_rows()), which
- * there stays. */
+/* w regrouped (vnni_pack()). Its F32 copy and its stored form go (unless keep_f32: the
+ * token embeddings are read from their F32 copy): the 8-bit products read only the
+ * regrouped form, and so do the F32 ones (AVX-512: gemm_few(), gemm_lanes(); AVX2:
+ * gemm_few(), gemm_lanes8(), gemm_panel8()). */
 static int pack_one(struct wmat *w, int int8, int keep_f32)
 {
     int rc = vnni_pack(w);
@@ -404,8 +403,7 @@ static int pack_one(struct wmat *w, int int8, int keep_f32)
         w->f = NULL;
     }
     w->int8 = int8;
-    if (int8 || !have_avx512())
-        drop_stored(w);
+    drop_stored(w);
     if (!int8) {
         free(w->vc);
         w->vc = NULL;
@@ -427,8 +425,8 @@ static int int8_available(void)
 }
 
 /* whether the quantized matrices are regrouped: for the 8-bit products, or for the F32
- * ones where AVX-512 runs gemm_lanes() or AVX2 (with F16C) gemm_few8(), gemm_lanes8() and
- * gemm_panel8() */
+ * ones where AVX-512 runs gemm_few() and gemm_lanes(), or AVX2 (with F16C) gemm_few(),
+ * gemm_lanes8() and gemm_panel8() */
 static int pack_wanted(const eng_model *m, const struct eng_options *opt)
 {
 #if defined(__x86_64__)
@@ -514,13 +512,12 @@ static int attend_direct_ok(int hd);
 static int attend_direct_dtype_ok(enum kvc_dtype dtype);
 
 /* whether every matrix product sums a token's terms in one order, whatever else its pass
- * holds: every matrix regrouped, and multiplied by the 8-bit products, or by the F32 ones
- * on AVX2 (lanes_tile8()'s order for any number of tokens; with AVX-512, 1 to 3 tokens
- * take other kernels than more) */
+ * holds: every matrix regrouped, and multiplied by the 8-bit products or the F32 ones
+ * (lanes_tile()'s order, or on AVX2 lanes_tile8()'s, for any number of tokens) */
 static int products_invariant(const eng_model *m)
 {
 #if defined(__x86_64__)
-    if (m->be || !m->layers || !(m->int8 || (!have_avx512() && have_f16c())))
+    if (m->be || !m->layers || !(m->int8 || have_avx512() || have_f16c()))
         return 0;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const struct layer *L = &m->layers[l];
@@ -836,16 +833,18 @@ static int grow(eng_model *m, int T, int ctx)
     return 0;
 }
 
-/* At most this many tokens in a pass go through the matrix-vector kernels (quantized
- * weights); more through gemm_lanes() where AVX-512 exists (any number: on 2 cores of an
- * AMD EPYC it ran the model's shapes at 300-420 GFLOP/s from 16 to 1,024 tokens, where
- * OpenBLAS on the F32 copies gave 60-220), or for F32 weights, from one token on, up to
- * GEMM_SMALL_MAX_T through gemm_small(), and beyond through OpenBLAS.
+/* At most this many tokens in a pass go through the decode kernels: gemm_few() over the
+ * regrouped weights (with AVX-512 or AVX2), or the matrix-vector kernels over the stored
+ * form (matrices not regrouped). More go through gemm_lanes() where AVX-512 exists (any
+ * number: on 2 cores of an AMD EPYC it ran the model's shapes at 300-420 GFLOP/s from 16 to
+ * 1,024 tokens, where OpenBLAS on the F32 copies gave 60-220), or for F32 weights, from one
+ * token on, up to GEMM_SMALL_MAX_T through gemm_small(), and beyond through OpenBLAS.
  * Decode of 3 / 4 sequences at a 512-token context, 2 threads, alternating runs: 164-176 /
  * 157-182 tokens/s through the matrix-vector kernels run once a sequence, 140-166 / 189-233
  * through the F32 panels that preceded gemm_lanes(); for 3, dotn_rows() (all the sequences
- * at once) then gave 187-193. On AVX2 the regrouped weights serve every pass (gemm_few8()
- * up to this many tokens). */
+ * at once) then gave 187-193. gemm_few() with AVX-512, one thread, alternating runs on an
+ * Intel Xeon (Cascade Lake), against dot2_rows() / dotn_rows(): one sequence 38-47 tokens/s
+ * against 37-47, 2: 64-85 against 61-68, 3: 89-99 against 76-83. */
 #define QMV_MAX_T ENG_ROWS_MAX_T
 #ifndef GEMM_SMALL_MAX_T
 #define GEMM_SMALL_MAX_T 64
@@ -975,46 +974,13 @@ static int have_f16c(void)
     return cached;
 }
 
-/*
- * AVX-512: two rows against one x, a block's 32 weights as two 16-lane vectors; the second
- * row hides the latency of the first's accumulator, and the offsets' m . xsum is a vector
- * dot product at the end rather than a scalar chain.
- */
+/* the AVX-512 kernels' target (with FMA) */
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
 /* the first min(left, 16) of 16 lanes (left > 0): a loop's last, partial vector */
 static inline __mmask16 lanes_left(int left)
 {
     return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-}
-
-AVX512 static inline __m512 q4_1_block(const uint8_t *qs, __m512 xl, __m512 xh)
-{
-    const __m128i low4 = _mm_set1_epi8(15);
-    __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    __m512 l = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(q, low4)));
-    __m512 h = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), low4)));
-    return _mm512_fmadd_ps(h, xh, _mm512_mul_ps(l, xl));
-}
-
-AVX512 static void dot2_q4_1_avx512(const uint8_t *qa, const uint8_t *qb, const float *da,
-                                    const float *db, const float *ma, const float *mb,
-                                    const float *x, const float *xsum, int nb, float *out)
-{
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        __m512 xl = _mm512_loadu_ps(x + 32 * b), xh = _mm512_loadu_ps(x + 32 * b + 16);
-        acc0 = _mm512_fmadd_ps(_mm512_set1_ps(da[b]), q4_1_block(qa + 16 * b, xl, xh), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_set1_ps(db[b]), q4_1_block(qb + 16 * b, xl, xh), acc1);
-    }
-    for (int b = 0; b < nb; b += 16) {
-        __mmask16 k = lanes_left(nb - b);
-        __m512 xs = _mm512_maskz_loadu_ps(k, xsum + b);
-        acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ma + b), xs, acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, mb + b), xs, acc1);
-    }
-    out[0] = _mm512_reduce_add_ps(acc0);
-    out[1] = _mm512_reduce_add_ps(acc1);
 }
 
 static int have_avx512(void)
@@ -1203,13 +1169,6 @@ static void dot2_rows(const struct wmat *w, int ra, int rb, const float *x, cons
     const int nb = w->k / 32;
     const size_t a = (size_t)ra * nb, b = (size_t)rb * nb;
     if (w->type == GGML_Q4_1) {
-#if defined(__x86_64__)
-        if (have_avx512()) {
-            dot2_q4_1_avx512(w->qs + a * 16, w->qs + b * 16, w->qd + a, w->qd + b, w->qm + a,
-                             w->qm + b, x, xsum, nb, out);
-            return;
-        }
-#endif
         out[0] = dot_q4_1(w->qs + a * 16, w->qd + a, w->qm + a, x, xsum, nb);
         out[1] = dot_q4_1(w->qs + b * 16, w->qd + b, w->qm + b, x, xsum, nb);
     } else { /* (an AVX-512 pair kernel as for Q4_1 streamed at half the speed) */
@@ -1288,73 +1247,6 @@ static void gemm_small(const float *x, int t, const float *w, int n, int k, floa
 #pragma omp parallel for schedule(static)
     for (int r0 = 0; r0 < n; r0 += GEMM_RJ)
         gemm_rows(x, t, w, r0, n - r0 < GEMM_RJ ? n - r0 : GEMM_RJ, k, y, n, accumulate);
-}
-
-/* block b (counted over the whole matrix) of a Q4_1 or Q8_0 matrix's stored form as F32,
- * weights 0-15 into *lo and 16-31 into *hi: the same floats as its F32 copy
- * (eng_dequant_row(): q * d, exact, then + m) */
-AVX512 static inline __attribute__((always_inline)) void widen_block(const struct wmat *w,
-                                                                     size_t b, __m512 *lo,
-                                                                     __m512 *hi)
-{
-    const __m512 d = _mm512_set1_ps(w->qd[b]);
-    if (w->type == GGML_Q4_1) {
-        const __m128i low4 = _mm_set1_epi8(15);
-        const __m128i q = _mm_loadu_si128((const __m128i *)(w->qs + b * 16));
-        const __m512 m = _mm512_set1_ps(w->qm[b]);
-        __m512 l = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(q, low4)));
-        __m512 h =
-            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), low4)));
-        *lo = _mm512_add_ps(_mm512_mul_ps(l, d), m);
-        *hi = _mm512_add_ps(_mm512_mul_ps(h, d), m);
-    } else {
-        const __m128i *q = (const __m128i *)(w->qs + b * 32);
-        *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))), d);
-        *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))), d);
-    }
-}
-
-/*
- * Rows ra and rb of a Q4_1 or Q8_0 matrix times t tokens of x (t <= QMV_MAX_T, a
- * constant where inlined): each block of the two rows is widened once, in registers, for
- * all the tokens, so that a decode of two or three sequences reads and widens the weights
- * once, not once a sequence. out[i][0], out[i][1]: token i.
- */
-AVX512 static inline __attribute__((always_inline)) void
-dotn_rows_body(const struct wmat *w, int ra, int rb, const float *x, int t, float (*out)[2])
-{
-    const int nb = w->k / 32, k = w->k;
-    __m512 acc[QMV_MAX_T][2];
-#pragma GCC unroll 3
-    for (int i = 0; i < t; i++)
-        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        __m512 a0, a1, b0, b1;
-        widen_block(w, (size_t)ra * nb + b, &a0, &a1);
-        widen_block(w, (size_t)rb * nb + b, &b0, &b1);
-#pragma GCC unroll 3
-        for (int i = 0; i < t; i++) {
-            const __m512 x0 = _mm512_loadu_ps(x + (size_t)i * k + 32 * b);
-            const __m512 x1 = _mm512_loadu_ps(x + (size_t)i * k + 32 * b + 16);
-            acc[i][0] = _mm512_fmadd_ps(a1, x1, _mm512_fmadd_ps(a0, x0, acc[i][0]));
-            acc[i][1] = _mm512_fmadd_ps(b1, x1, _mm512_fmadd_ps(b0, x0, acc[i][1]));
-        }
-    }
-#pragma GCC unroll 3
-    for (int i = 0; i < t; i++) {
-        out[i][0] = _mm512_reduce_add_ps(acc[i][0]);
-        out[i][1] = _mm512_reduce_add_ps(acc[i][1]);
-    }
-}
-
-_Static_assert(QMV_MAX_T == 3, "dotn_rows() takes 2 or 3 tokens");
-AVX512 static void dotn_rows(const struct wmat *w, int ra, int rb, const float *x, int t,
-                             float (*out)[2])
-{
-    if (t == 2)
-        dotn_rows_body(w, ra, rb, x, 2, out);
-    else
-        dotn_rows_body(w, ra, rb, x, 3, out);
 }
 
 /*
@@ -3268,6 +3160,126 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
 }
 
 /*
+ * 1 to 3 tokens (decode) with AVX-512: lanes_tile()'s arithmetic with the chains of P groups
+ * of 16 rows interleaved, from group g0, for tt tokens (xs: their activations as [k][tt]).
+ * A row's products for one token are one chain of dependent FMAs, and one group alone for
+ * one token left the FMA units waiting on it. Each (token, row) sums in lanes_tile()'s
+ * order, so decode steps give the floats a prompt pass gives. q4: w is Q4_1 (else Q8_0), a
+ * constant where inlined, as P and tt are.
+ */
+#define FEW_P 4 /* groups a one-token item */
+AVX512 static inline __attribute__((always_inline)) void
+few_tile(const struct wmat *w, int g0, const int P, const float *xs, const int tt, float *y,
+         int accumulate, const int q4)
+{
+    const int nb = w->k / 32;
+    const __m512i low4 = _mm512_set1_epi32(15);
+    __m512 acc[FEW_P][QMV_MAX_T];
+#pragma GCC unroll 4
+    for (int o = 0; o < P; o++)
+#pragma GCC unroll 3
+        for (int i = 0; i < tt; i++)
+            acc[o][i] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const float *xb = xs + (size_t)32 * tt * b;
+        __m512 d[FEW_P], m[FEW_P];
+        const uint8_t *wq[FEW_P];
+#pragma GCC unroll 4
+        for (int o = 0; o < P; o++) {
+            const size_t at = ((size_t)(g0 + o) * nb + b) * 16;
+            d[o] = _mm512_loadu_ps(w->vd + at);
+            m[o] = q4 ? _mm512_loadu_ps(w->vm + at) : _mm512_setzero_ps();
+            wq[o] = w->vq + at * (q4 ? 16 : 32);
+        }
+        /* a 64-byte load: 8 (Q4_1) or 4 (Q8_0) columns of the 16 rows, as in lanes_tile() */
+        const int loads = q4 ? 4 : 8, cols = q4 ? 8 : 4;
+#pragma GCC unroll 1
+        for (int c = 0; c < loads; c++) {
+            __m512i v[FEW_P];
+#pragma GCC unroll 4
+            for (int o = 0; o < P; o++)
+                v[o] = _mm512_loadu_si512(wq[o] + 64 * c);
+            const float *xc = xb + (size_t)cols * tt * c;
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++, xc += tt)
+#pragma GCC unroll 4
+                for (int o = 0; o < P; o++) {
+                    if (q4) {
+                        const __m512 lo = _mm512_fmadd_ps(
+                            _mm512_cvtepi32_ps(_mm512_and_si512(v[o], low4)), d[o], m[o]);
+                        const __m512 hi = _mm512_fmadd_ps(
+                            _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v[o], 4), low4)),
+                            d[o], m[o]);
+#pragma GCC unroll 3
+                        for (int i = 0; i < tt; i++)
+                            acc[o][i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(xc[i]), acc[o][i]);
+#pragma GCC unroll 3
+                        for (int i = 0; i < tt; i++)
+                            acc[o][i] =
+                                _mm512_fmadd_ps(hi, _mm512_set1_ps(xc[4 * tt + i]), acc[o][i]);
+                    } else {
+                        const __m512i q = _mm512_srai_epi32(_mm512_slli_epi32(v[o], 24), 24);
+                        const __m512 wv = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d[o]);
+#pragma GCC unroll 3
+                        for (int i = 0; i < tt; i++)
+                            acc[o][i] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xc[i]), acc[o][i]);
+                    }
+                    v[o] = _mm512_srli_epi32(v[o], 8);
+                }
+        }
+    }
+#pragma GCC unroll 4
+    for (int o = 0; o < P; o++)
+        store_rows16(acc[o], tt, g0 + o, y, w->n, accumulate);
+}
+
+/* few_tile() with q4 a constant */
+AVX512 static inline __attribute__((always_inline)) void
+few_case(const struct wmat *w, int g0, const int P, const float *xs, const int tt, float *y,
+         int accumulate)
+{
+    if (w->type == GGML_Q4_1)
+        few_tile(w, g0, P, xs, tt, y, accumulate, 1);
+    else
+        few_tile(w, g0, P, xs, tt, y, accumulate, 0);
+}
+
+/* item p of gemm_few(): FEW_P groups from FEW_P p for one token (fewer at the end), 2 from
+ * 2 p for 2 or 3 tokens (or the last 1) */
+AVX512 static void few_rows(const struct wmat *w, int p, const float *xs, int t, float *y,
+                            int accumulate)
+{
+    const int groups = (w->n + 15) / 16, per = t == 1 ? FEW_P : 2;
+    const int g0 = per * p, P = groups - g0 < per ? groups - g0 : per;
+    if (t == 1) {
+        switch (P) { /* accumulators in registers */
+        case 1:
+            few_case(w, g0, 1, xs, 1, y, accumulate);
+            break;
+        case 2:
+            few_case(w, g0, 2, xs, 1, y, accumulate);
+            break;
+        case 3:
+            few_case(w, g0, 3, xs, 1, y, accumulate);
+            break;
+        default:
+            few_case(w, g0, FEW_P, xs, 1, y, accumulate);
+            break;
+        }
+    } else if (t == 2) {
+        if (P == 2)
+            few_case(w, g0, 2, xs, 2, y, accumulate);
+        else
+            few_case(w, g0, 1, xs, 2, y, accumulate);
+    } else {
+        if (P == 2)
+            few_case(w, g0, 2, xs, 3, y, accumulate);
+        else
+            few_case(w, g0, 1, xs, 3, y, accumulate);
+    }
+}
+
+/*
  * gemm_lanes() on AVX2 (8 lanes, FMA): each 64-byte load of the regrouped weights as two
  * halves of 8 rows, A2_TT tokens of a tile at a time (8 accumulators, the weights' two
  * vectors and their scales in the 16 registers). Each (token, row) sums its k products in
@@ -3520,12 +3532,13 @@ AVX2F KERNEL_NOASAN static void few_rows8(const struct wmat *w, int p, const flo
         few_tile8(w, 2 * p, 2, xs, 3, y, accumulate);
 }
 
-/* 1 to 3 tokens (decode) through few_tile8(): their activations transposed to [k][t] (one
- * token is that already), by one thread, so that one parallel loop runs the rows */
-static void gemm_few8(const struct wmat *w, const float *x, int t, float *y, int accumulate,
-                      float *xt)
+/* 1 to 3 tokens (decode) through few_tile() (AVX-512) or few_tile8() (AVX2): their
+ * activations transposed to [k][t] (one token is that already), by one thread, so that one
+ * parallel loop runs the rows */
+static void gemm_few(const struct wmat *w, const float *x, int t, float *y, int accumulate,
+                     float *xt)
 {
-    const int k = w->k, groups = (w->n + 15) / 16;
+    const int k = w->k, groups = (w->n + 15) / 16, wide = have_avx512();
     const float *xs = x;
     if (t > 1) {
         for (int kk = 0; kk < k; kk++)
@@ -3533,10 +3546,15 @@ static void gemm_few8(const struct wmat *w, const float *x, int t, float *y, int
                 xt[(size_t)kk * t + i] = x[(size_t)i * k + kk];
         xs = xt;
     }
-    const int items = t == 1 ? (groups + 1) / 2 : groups;
+    const int per = wide ? (t == 1 ? FEW_P : 2) : (t == 1 ? 2 : 1);
+    const int items = (groups + per - 1) / per;
 #pragma omp parallel for schedule(guided)
-    for (int p = 0; p < items; p++)
-        few_rows8(w, p, xs, t, y, accumulate);
+    for (int p = 0; p < items; p++) {
+        if (wide)
+            few_rows(w, p, xs, t, y, accumulate);
+        else
+            few_rows8(w, p, xs, t, y, accumulate);
+    }
 }
 
 /*
@@ -3688,7 +3706,8 @@ static void gemm_panel8(const struct wmat *w, const float *x, int t, float *y, i
 
 /*
  * y (+)= x W^T, x: [t][k], W: [n][k]. Regrouped weights: the 8-bit products, or the F32
- * ones (AVX-512: gemm_lanes() from 4 tokens on; AVX2: every pass). Otherwise many tokens:
+ * ones (gemm_few() to QMV_MAX_T tokens, then gemm_lanes() with AVX-512, or gemm_lanes8()
+ * and gemm_panel8() on AVX2). Otherwise (weights not regrouped) many tokens:
  * one SGEMM on the F32 copy; few: each output row of W is read once from its stored form
  * for all t tokens. xt: scratch of linear_scratch_bytes(t, k, threads) bytes, for at most
  * that many OpenMP threads (the model's, sized by grow() for m->threads, which eng_forward()
@@ -3703,13 +3722,16 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
         linear_int8(w, x, t, y, accumulate, xt);
         return;
     }
-    if (w->vq && t > QMV_MAX_T && have_avx512()) {
-        gemm_lanes(w, x, t, y, accumulate, xt);
+    if (w->vq && have_avx512()) { /* lanes_tile()'s order */
+        if (t <= QMV_MAX_T)
+            gemm_few(w, x, t, y, accumulate, xt);
+        else
+            gemm_lanes(w, x, t, y, accumulate, xt);
         return;
     }
-    if (w->vq && !have_avx512() && have_f16c()) { /* AVX2: lanes_tile8()'s order */
+    if (w->vq && have_f16c()) { /* AVX2: lanes_tile8()'s order */
         if (t <= QMV_MAX_T)
-            gemm_few8(w, x, t, y, accumulate, xt);
+            gemm_few(w, x, t, y, accumulate, xt);
         else if (t <= LANES8_MAX_T)
             gemm_lanes8(w, x, t, y, accumulate, xt);
         else
@@ -3729,22 +3751,6 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
                     accumulate ? 1.0f : 0.0f, y, n);
         return;
     }
-#if defined(__x86_64__)
-    if (t >= 2 && have_avx512()) {
-#pragma omp parallel for schedule(static)
-        for (int r = 0; r < n; r += 2) {
-            int two = r + 1 < n; /* an odd last row is computed twice and stored once */
-            float v[QMV_MAX_T][2];
-            dotn_rows(w, r, two ? r + 1 : r, x, t, v);
-            for (int i = 0; i < t; i++)
-                for (int j = 0; j <= two; j++) {
-                    float *out = y + (size_t)i * n + r + j;
-                    *out = accumulate ? *out + v[i][j] : v[i][j];
-                }
-        }
-        return;
-    }
-#endif
     float xsum[QMV_MAX_T][k / 32 + 1]; /* per-block sums of x, for Q4_1's offsets */
     for (int i = 0; i < t; i++)
         for (int b = 0; b < k / 32; b++) {

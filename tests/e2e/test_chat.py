@@ -257,9 +257,9 @@ def test_content_parts_and_system_message(server):
 def warm_prefix_cache(c, content):
     """Asks once so that the requests after it find the prompt in the prefix cache alike: a
     prompt computed whole and one computed after cached blocks may differ in their last bits
-    where the engine is not token-invariant (its `engine ready` log line says: F32 products
-    with AVX-512, or a processor without AVX2), which F16 keys and values can round into a
-    different draw."""
+    where the engine is not token-invariant (its `engine ready` log line says: a processor
+    without AVX2, or keys and values it attends to by query tiles), which F16 keys and
+    values can round into a different draw."""
     ask(c, content, max_tokens=1)
 
 
@@ -647,8 +647,8 @@ def test_concurrent_requests_match_sequential(make_server, matmul):
     every token attends by itself (the engine says so: token_invariant, with AVX-512 or
     AVX2);
     without that the prefix cache is off for int8, and the answers may part at near ties
-    (same_or_near_tie()). Where the engine is token-invariant (int8, or F32 products on
-    AVX2 without AVX-512) they are the same token for token."""
+    (same_or_near_tie()). Where the engine is token-invariant (int8 or F32 products, with
+    AVX-512 or AVX2) they are the same token for token."""
     server = make_server(f"[engine]\ncpu_matmul = {matmul}\n")
     ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
     assert ready["cpu_matmul"] == ("int8" if matmul == "int8" and has_avx2() else "f32")
@@ -685,10 +685,10 @@ def alone_and_together(server, questions, max_tokens):
     return alone, together
 
 
-# Where the engine is not token-invariant (its `engine ready` log line says: F32 products
-# with AVX-512, or without AVX2), a prompt computed in another batch or after cached blocks
-# differs in its last bits, which F16 keys and values round into differences of about 1e-3
-# in the logits: a greedy answer may then part from the other at a near tie, and only there.
+# Where the engine is not token-invariant (its `engine ready` log line says: without AVX2,
+# say), a prompt computed in another batch or after cached blocks differs in its last bits,
+# which F16 keys and values round into differences of about 1e-3 in the logits: a greedy
+# answer may then part from the other at a near tie, and only there.
 NEAR_TIE = 0.05
 
 

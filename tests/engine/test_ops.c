@@ -885,14 +885,15 @@ static float d_random(int r, int b, unsigned *seed)
 
 /*
  * F32 products over the regrouped weights against a double-precision sum over the F32
- * copy: gemm_lanes() from 4 tokens on where AVX-512 exists; on AVX2 gemm_few8() for 1 to
- * 3 tokens, gemm_lanes8() to LANES8_MAX_T and gemm_panel8() beyond (400 tokens: more than
- * one chunk of panel_tc()); elsewhere linear() takes its other paths. Token counts around
- * the 16-token tiles and the 6-token panel tiles, rows not a multiple of 16 (37; 24: one
- * token's pair of groups, the second half-empty), accumulation.
+ * copy: where AVX-512 exists gemm_few() for 1 to 3 tokens and gemm_lanes() beyond; on AVX2
+ * gemm_few() for 1 to 3 tokens, gemm_lanes8() to LANES8_MAX_T and gemm_panel8() beyond
+ * (400 tokens: more than one chunk of panel_tc()); elsewhere linear() takes its other
+ * paths. Token counts around the 16-token tiles and the 6-token panel tiles, rows not a
+ * multiple of 16 (37; 24: one token's pair of groups on AVX2, the second half-empty; 85:
+ * one token's 4 groups and then 2 with AVX-512, the last one partly empty), accumulation.
  * Tolerance 1e-5 relative to the sum of |x w| terms (F32 sums of up to 192 terms here,
- * 1536 in the model). And where all these passes sum in one order (AVX2: every count;
- * AVX-512: from 4 tokens on), every token's row is bit for bit the same in every pass.
+ * 1536 in the model). And since all these passes sum in one order, every token's row is
+ * bit for bit the same in every pass.
  */
 static void check_lanes(enum ggml_type type, int n)
 {
@@ -906,7 +907,7 @@ static void check_lanes(enum ggml_type type, int n)
     float *all = malloc(sizeof(float) * most * n);
     for (int i = 0; i < most * k; i++)
         x[i] = (float)rand_r(&seed) / RAND_MAX * 2 - 1;
-    const int same_from = !have_f16c() ? most + 1 : have_avx512() ? 4 : 1;
+    const int same_from = have_avx512() || have_f16c() ? 1 : most + 1;
     double worst = 0;
     int compared = 0;
     for (size_t a = 0; a < sizeof ts / sizeof *ts; a++)
@@ -967,6 +968,14 @@ Test(ops, lanes_two_groups_the_second_half_empty)
 {
     check_lanes(GGML_Q4_1, 24);
     check_lanes(GGML_Q8_0, 24);
+}
+
+/* 85 rows, 6 groups: with AVX-512 one token's items of 4 groups and of 2 (few_rows()), the
+ * sixth group 5 rows */
+Test(ops, lanes_items_of_four_groups_and_of_two)
+{
+    check_lanes(GGML_Q4_1, 85);
+    check_lanes(GGML_Q8_0, 85);
 }
 
 /*
