@@ -27,18 +27,17 @@
 #include <string.h>
 
 /*
- * A weight matrix [n][k] (PyTorch's [out][in]) as stored in the file, read by the
- * matrix-vector kernels when a pass has few tokens (decode): those stream 0.6-1 byte per
- * weight instead of 4, and decode is bound by memory bandwidth; and for many tokens either
- * regrouped (vq, where AVX-512, AVX2 or the 8-bit products run) or dequantized to F32 for
- * SGEMMs.
+ * A weight matrix [n][k] (PyTorch's [out][in]) as stored in the file. Regrouped (vq, where
+ * AVX-512, AVX2 with F16C or the 8-bit products run), it serves every pass in that form.
+ * Otherwise the matrix-vector kernels read the stored form when a pass has few tokens
+ * (decode: 0.6-1 byte per weight instead of 4), and SGEMMs its F32 copy for many.
  */
 struct wmat {
     float *f; /* [n][k]; NULL once regrouped (vq), but for the token embeddings */
     enum ggml_type type; /* of the stored form */
     /* the stored form, repacked for the kernels: Q4_1 nibbles [n][k/2] with scales and
      * minima [n][k/32]; Q8_0 values [n][k] with scales [n][k/32]; NULL for other types, and
-     * once regrouped but where AVX-512 runs F32 products (pack_one()) */
+     * once regrouped (pack_one()) */
     uint8_t *qs;
     float *qd, *qm;
     int n, k;
@@ -842,9 +841,10 @@ static int grow(eng_model *m, int T, int ctx)
  * Decode of 3 / 4 sequences at a 512-token context, 2 threads, alternating runs: 164-176 /
  * 157-182 tokens/s through the matrix-vector kernels run once a sequence, 140-166 / 189-233
  * through the F32 panels that preceded gemm_lanes(); for 3, dotn_rows() (all the sequences
- * at once) then gave 187-193. gemm_few() with AVX-512, one thread, alternating runs on an
- * Intel Xeon (Cascade Lake), against dot2_rows() / dotn_rows(): one sequence 38-47 tokens/s
- * against 37-47, 2: 64-85 against 61-68, 3: 89-99 against 76-83. */
+ * at once, over the stored form; since removed) then gave 187-193. gemm_few() with
+ * AVX-512, one thread, alternating runs on an Intel Xeon (Cascade Lake), against
+ * dot2_rows() / dotn_rows(): one sequence 38-47 tokens/s against 37-47, 2: 64-85 against
+ * 61-68, 3: 89-99 against 76-83. */
 #define QMV_MAX_T ENG_ROWS_MAX_T
 #ifndef GEMM_SMALL_MAX_T
 #define GEMM_SMALL_MAX_T 64
@@ -1171,7 +1171,7 @@ static void dot2_rows(const struct wmat *w, int ra, int rb, const float *x, cons
     if (w->type == GGML_Q4_1) {
         out[0] = dot_q4_1(w->qs + a * 16, w->qd + a, w->qm + a, x, xsum, nb);
         out[1] = dot_q4_1(w->qs + b * 16, w->qd + b, w->qm + b, x, xsum, nb);
-    } else { /* (an AVX-512 pair kernel as for Q4_1 streamed at half the speed) */
+    } else {
         out[0] = dot_q8_0(w->qs + a * 32, w->qd + a, x, nb);
         out[1] = dot_q8_0(w->qs + b * 32, w->qd + b, x, nb);
     }
@@ -3168,7 +3168,7 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
  * constant where inlined, as P and tt are.
  */
 #define FEW_P 4 /* groups a one-token item */
-AVX512 static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
 few_tile(const struct wmat *w, int g0, const int P, const float *xs, const int tt, float *y,
          int accumulate, const int q4)
 {
@@ -3234,7 +3234,7 @@ few_tile(const struct wmat *w, int g0, const int P, const float *xs, const int t
 }
 
 /* few_tile() with q4 a constant */
-AVX512 static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
 few_case(const struct wmat *w, int g0, const int P, const float *xs, const int tt, float *y,
          int accumulate)
 {
@@ -3246,8 +3246,8 @@ few_case(const struct wmat *w, int g0, const int P, const float *xs, const int t
 
 /* item p of gemm_few(): FEW_P groups from FEW_P p for one token (fewer at the end), 2 from
  * 2 p for 2 or 3 tokens (or the last 1) */
-AVX512 static void few_rows(const struct wmat *w, int p, const float *xs, int t, float *y,
-                            int accumulate)
+AVX512 KERNEL_NOASAN static void few_rows(const struct wmat *w, int p, const float *xs, int t,
+                                          float *y, int accumulate)
 {
     const int groups = (w->n + 15) / 16, per = t == 1 ? FEW_P : 2;
     const int g0 = per * p, P = groups - g0 < per ? groups - g0 : per;

@@ -75,9 +75,9 @@ struct eng_seq {
 
 /* On the CPU without int8 products, passes of up to this many tokens run matrix-vector
  * kernels; longer ones compute each token's products the same way whatever else the pass
- * holds (the scheduler leaves a cached prompt more than this many tokens to compute). On
- * AVX2 (with F16C) without AVX-512 the regrouped matrices (Q4_0, Q4_1, Q8_0) compute them
- * that way in every pass. */
+ * holds (the scheduler leaves a cached prompt more than this many tokens to compute). With
+ * AVX-512, or AVX2 with F16C, the regrouped matrices (Q4_0, Q4_1, Q8_0) compute them that
+ * way in every pass. */
 #define ENG_ROWS_MAX_T 3
 
 /*

@@ -369,7 +369,7 @@ static sched_seq *newest_idle(sched *s)
 /*
  * Prompt tokens left to compute after a prefix-cache match, at least: one for the logits,
  * and more than ENG_ROWS_MAX_T, because the CPU's F32 products (but those over regrouped
- * weights on AVX2) run passes of that many tokens or fewer through other kernels than
+ * weights, with AVX-512 or AVX2) run passes of that many tokens or fewer through other kernels than
  * longer passes (which compute every token the same way, whatever else the pass holds).
  * A prompt whose cached part ended 1 to 3 tokens before its end would come out a few bits
  * off the same prompt computed whole, and a seeded sample could then differ between the

@@ -197,11 +197,11 @@ Test(forward_f16, matches_reference_teacher_forced)
     teacher_forced("f16 KV", F16_LOGIT_TOL, MIN_TOP1);
 }
 
-/* tol: F32 storage, 1e-3 (summation order only). F16: the passes compute keys and values
- * in different orders (with AVX-512, matrix-vector kernels on the stored weights for one
- * token, other kernels for a chunk), and rounding to F16 turns a last-bit difference into
- * an occasional one-unit (2^-11) step: measured 1.8e-3, tolerance 1e-2. 0 where the engine
- * is token-invariant (AVX2 without AVX-512: every pass sums in one order). */
+/* tol: F32 storage, 1e-3 (summation order only). F16: where the engine is not
+ * token-invariant (no AVX2, or attention by query tiles), the passes compute keys and values
+ * in different orders, and rounding to F16 turns a last-bit difference into an occasional
+ * one-unit (2^-11) step: measured 1.8e-3, tolerance 1e-2. 0 where it is token-invariant
+ * (every pass sums in one order). */
 static void chunked_and_batched(double tol)
 {
     json_t *prompts = json_object_get(fixture, "prompts");
@@ -368,7 +368,7 @@ Test(forward_int8, sequences_sharing_a_prefix_decode_as_they_do_alone)
  * probabilities to BF16 (prompts in F32 products go by query tiles, widened to F32).
  * Measured against transformers' F32: 0.10 (F16: 0.024), top-1 92/92, one of them a
  * tie (the reference's top two 0.008 apart, flipped by BF16's rounding). Chunked, batched or
- * alone, the F32 products sum in different orders, and a key or value whose last bits
+ * alone, prompts attend by query tiles and decode in place, and a key or value whose last bits
  * differ can round to the neighbouring BF16 value: measured 0.025 (chunked) and up to 0.058
  * (a batch's second step; F32 storage: 3e-5). Tolerances: 0.2, 0.1 and 0.15.
  */

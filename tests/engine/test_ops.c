@@ -793,7 +793,7 @@ static void check_kernel(enum ggml_type type)
     for (int i = 0; i < 3 * k; i++)
         x[i] = (float)((i * 37) % 19) / 7.0f - 1.0f;
     double worst = 0;
-    /* up to QMV_MAX_T tokens: the kernels for one token, and for two or three at once */
+    /* up to QMV_MAX_T tokens: the matrix-vector kernels, once a token */
     for (int t = 1; t <= 3; t += 2) {
         linear_scratch(&w, x, t, y_q, 0);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, n, k, 1.0f, x, k, w.f, k, 0.0f,
@@ -970,12 +970,14 @@ Test(ops, lanes_two_groups_the_second_half_empty)
     check_lanes(GGML_Q8_0, 24);
 }
 
-/* 85 rows, 6 groups: with AVX-512 one token's items of 4 groups and of 2 (few_rows()), the
- * sixth group 5 rows */
-Test(ops, lanes_items_of_four_groups_and_of_two)
+/* with AVX-512, one token's items of 4 groups and then (few_rows()): 85 rows, 6 groups, 2
+ * (the last of them 5 rows); 65 rows, 5 groups, 1 of one row */
+Test(ops, lanes_items_of_four_groups_and_of_fewer)
 {
     check_lanes(GGML_Q4_1, 85);
     check_lanes(GGML_Q8_0, 85);
+    check_lanes(GGML_Q4_1, 65);
+    check_lanes(GGML_Q8_0, 65);
 }
 
 /*
