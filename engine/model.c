@@ -385,6 +385,13 @@ static int have_avx2(void);
 static int have_f16c(void);
 static int have_avx512(void);
 static int vnni_pack(struct wmat *w);
+
+/* whether the F32 products have kernels over the regrouped weights: gemm_few() and
+ * gemm_lanes() with AVX-512, gemm_few(), gemm_lanes8() and gemm_panel8() on AVX2 with F16C */
+static int f32_regrouped(void)
+{
+    return have_avx512() || have_f16c();
+}
 #endif
 
 #if defined(__x86_64__)
@@ -424,12 +431,11 @@ static int int8_available(void)
 }
 
 /* whether the quantized matrices are regrouped: for the 8-bit products, or for the F32
- * ones where AVX-512 runs gemm_few() and gemm_lanes(), or AVX2 (with F16C) gemm_few(),
- * gemm_lanes8() and gemm_panel8() */
+ * ones where they have kernels for it */
 static int pack_wanted(const eng_model *m, const struct eng_options *opt)
 {
 #if defined(__x86_64__)
-    return m->int8 || (!(opt && opt->backend) && (have_avx512() || have_f16c()));
+    return m->int8 || (!(opt && opt->backend) && f32_regrouped());
 #else
     (void)m;
     (void)opt;
@@ -516,7 +522,7 @@ static int attend_direct_dtype_ok(enum kvc_dtype dtype);
 static int products_invariant(const eng_model *m)
 {
 #if defined(__x86_64__)
-    if (m->be || !m->layers || !(m->int8 || have_avx512() || have_f16c()))
+    if (m->be || !m->layers || !(m->int8 || f32_regrouped()))
         return 0;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const struct layer *L = &m->layers[l];
@@ -3722,16 +3728,11 @@ static void linear(const struct wmat *w, const float *x, int t, float *y, int ac
         linear_int8(w, x, t, y, accumulate, xt);
         return;
     }
-    if (w->vq && have_avx512()) { /* lanes_tile()'s order */
+    if (w->vq && f32_regrouped()) { /* lanes_tile()'s order (AVX2: lanes_tile8()'s) */
         if (t <= QMV_MAX_T)
             gemm_few(w, x, t, y, accumulate, xt);
-        else
+        else if (have_avx512())
             gemm_lanes(w, x, t, y, accumulate, xt);
-        return;
-    }
-    if (w->vq && have_f16c()) { /* AVX2: lanes_tile8()'s order */
-        if (t <= QMV_MAX_T)
-            gemm_few(w, x, t, y, accumulate, xt);
         else if (t <= LANES8_MAX_T)
             gemm_lanes8(w, x, t, y, accumulate, xt);
         else

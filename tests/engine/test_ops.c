@@ -907,7 +907,7 @@ static void check_lanes(enum ggml_type type, int n)
     float *all = malloc(sizeof(float) * most * n);
     for (int i = 0; i < most * k; i++)
         x[i] = (float)rand_r(&seed) / RAND_MAX * 2 - 1;
-    const int same_from = have_avx512() || have_f16c() ? 1 : most + 1;
+    const int same_from = f32_regrouped() ? 1 : most + 1;
     double worst = 0;
     int compared = 0;
     for (size_t a = 0; a < sizeof ts / sizeof *ts; a++)
