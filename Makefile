@@ -161,6 +161,18 @@ unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; \
 	    OMP_WAIT_POLICY=passive LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	    $$t --jobs 2; done
+ifneq ($(SAN),1)
+	@set -e; for isa in $(ISA_CAPS); do for t in $(ISA_BIN); do \
+	    echo "== $$t with CACHEGATE_CPU_ISA=$$isa"; \
+	    CACHEGATE_CPU_ISA=$$isa OMP_WAIT_POLICY=passive $$t --jobs 2; done; done
+endif
+
+# The kernel and forward-pass suites again under each CACHEGATE_CPU_ISA below what this
+# processor has, so that every machine also tests the paths of lesser ones (not under SAN=1,
+# whose run is already the longest part of CI)
+ISA_CAPS := $(if $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo y),avx2 portable,\
+              $(if $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo y),portable))
+ISA_BIN := $(BUILD)/tests/engine/test_ops $(BUILD)/tests/engine/test_forward
 
 e2e: $(BIN)
 	CACHEGATE_BIN=$(BIN) $(PYTEST) -q tests/e2e

@@ -379,6 +379,26 @@ void eng_model_destroy(eng_model *m)
     free(m);
 }
 
+/* CACHEGATE_CPU_ISA in the environment caps the instruction sets of the CPU kernels below
+ * what the processor has: avx512 (no cap), avx2 (the AVX2 kernels, also where AVX-512
+ * exists) or portable (none of the x86 kernels), so that one machine can run, compare and
+ * test each path. Read once. */
+enum cpu_isa { ISA_PORTABLE, ISA_AVX2, ISA_AVX512 };
+
+/* the cap, or -1 when the variable names none of them (eng_model_load() refuses it) */
+static int isa_cap(void)
+{
+    static int cached = -2;
+    if (cached == -2) {
+        const char *s = getenv("CACHEGATE_CPU_ISA");
+        cached = !s || !*s || !strcmp(s, "avx512") ? ISA_AVX512
+                 : !strcmp(s, "avx2")               ? ISA_AVX2
+                 : !strcmp(s, "portable")           ? ISA_PORTABLE
+                                                    : -1;
+    }
+    return cached;
+}
+
 #if defined(__x86_64__)
 static int have_vnni(void);
 static int have_avx2(void);
@@ -550,6 +570,17 @@ int eng_model_int8(const eng_model *m)
            (L->wqkv.int8 || L->wo.int8 || L->w_gate_up.int8 || L->w_down.int8);
 }
 
+const char *eng_model_cpu_isa(void)
+{
+#if defined(__x86_64__)
+    if (have_avx512())
+        return have_vnni() ? "avx512-vnni" : "avx512";
+    if (have_avx2())
+        return have_f16c() ? "avx2" : "avx2 without f16c";
+#endif
+    return "portable";
+}
+
 const char *eng_model_device(const eng_model *m)
 {
     return m->be ? m->be->describe(m->be_ctx) : "cpu";
@@ -626,8 +657,14 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
     if (!m)
         return ENG_ENOMEM;
     char msg[512];
-    int rc = gguf_open(path, &m->gguf, err, errlen);
-    if (rc)
+    int rc;
+    if (isa_cap() < 0) {
+        snprintf(err, errlen, "CACHEGATE_CPU_ISA is '%s': none of avx512, avx2, portable",
+                 getenv("CACHEGATE_CPU_ISA"));
+        rc = ENG_EINVAL;
+        goto fail_quiet;
+    }
+    if ((rc = gguf_open(path, &m->gguf, err, errlen)))
         goto fail_quiet;
     if ((rc = read_hparams(m, msg, sizeof msg)))
         goto fail;
@@ -966,7 +1003,8 @@ static int have_avx2(void)
 {
     static int cached = -1;
     if (cached < 0)
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        cached = isa_cap() >= ISA_AVX2 && __builtin_cpu_supports("avx2") &&
+                 __builtin_cpu_supports("fma");
     return cached;
 }
 
@@ -993,8 +1031,9 @@ static int have_avx512(void)
 {
     static int cached = -1;
     if (cached < 0)
-        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+        cached = isa_cap() >= ISA_AVX512 && __builtin_cpu_supports("avx512f") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512dq");
     return cached;
 }
 #endif

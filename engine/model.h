@@ -99,6 +99,10 @@ int eng_model_int8(const eng_model *m);
  * its pass, so a prompt gives bit-identical logits however it is batched, chunked or found
  * in the prefix cache */
 int eng_model_token_invariant(const eng_model *m, enum kvc_dtype kv_dtype);
+/* The x86 kernels the CPU's passes use: "avx512-vnni", "avx512", "avx2", "avx2 without
+ * f16c" or "portable" (what the processor has, capped by CACHEGATE_CPU_ISA = avx512, avx2
+ * or portable in the environment; a model does not load where it names none of those). */
+const char *eng_model_cpu_isa(void);
 /* "cpu", or the device backend's description ("cuda:0 NVIDIA H100 ..."). */
 const char *eng_model_device(const eng_model *m);
 /* 1 when the KV storage must be on the backend's device (kvc_shape.device_storage). */

@@ -1828,7 +1828,8 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     snprintf(nb, sizeof nb, "%d", n_blocks);
     gw_log_kv(GW_LOG_INFO, "engine ready", "model", cfg->engine_model, "chat_format",
               eng_chat_format_name(l->fmt), "kv_blocks", nb, "cpu_matmul",
-              eng_model_int8(l->m) ? "int8" : "f32", "token_invariant",
+              eng_model_int8(l->m) ? "int8" : "f32", "cpu_isa", eng_model_cpu_isa(),
+              "token_invariant",
               eng_model_token_invariant(l->m, dtype) ? "true" : "false", NULL);
     return 0;
 }

@@ -6,7 +6,9 @@
  * repeats the first two with keys and values stored in F16, forward_bf16 all three in BF16;
  * forward_int8 repeats them all with engine.cpu_matmul = int8 (activations rounded to 8-bit
  * blocks, llama.cpp's arithmetic), where its products exist (AVX2), and forward_int8_bf16
- * the last two with BF16 storage; forward_q8 all three with keys and values in 8 bits. */
+ * the last two with BF16 storage; forward_q8 all three with keys and values in 8 bits.
+ * make test runs the file again under each CACHEGATE_CPU_ISA below the processor's (suite
+ * cpu_isa: the cap holds). */
 #include "engine.h"
 #include "kvcache.h"
 #include "model.h"
@@ -16,6 +18,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MODEL "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define FIXTURE "tests/fixtures/engine/reference.json"
@@ -424,4 +427,40 @@ Test(forward_q8, chunked_and_batched_equal_one_pass)
 Test(forward_q8, sequences_sharing_a_prefix_decode_as_they_do_alone)
 {
     shared_prefix_decode(0.25);
+}
+
+/* CACHEGATE_CPU_ISA caps the kernels (make test runs this file again under each cap below
+ * what the processor has): the engine reports what it runs, which is the processor's best
+ * under the cap, and refuses a name it does not know. */
+TestSuite(cpu_isa, .timeout = 60);
+
+Test(cpu_isa, the_kernels_are_the_best_the_processor_has_under_the_cap)
+{
+    const char *cap = getenv("CACHEGATE_CPU_ISA");
+    int avx512 = 0, avx2 = 0;
+#if defined(__x86_64__)
+    avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    if (cap && !strcmp(cap, "portable"))
+        avx512 = avx2 = 0;
+    else if (cap && !strcmp(cap, "avx2"))
+        avx512 = 0;
+    const char *isa = eng_model_cpu_isa();
+    const char *want = avx512 ? "avx512" : avx2 ? "avx2" : "portable";
+    cr_assert(!strncmp(isa, want, strlen(want)), "CACHEGATE_CPU_ISA %s: the engine runs %s, "
+              "not %s", cap ? cap : "(unset)", isa, want);
+    if (!avx512 && !avx2)
+        cr_assert_str_eq(isa, "portable");
+}
+
+Test(cpu_isa, an_unknown_name_is_refused_with_the_names_it_takes)
+{
+    setenv("CACHEGATE_CPU_ISA", "avx3", 1);
+    char err[512] = "";
+    eng_model *m = NULL;
+    cr_assert_eq(eng_model_load(MODEL, NULL, &m, err, sizeof err), ENG_EINVAL);
+    cr_assert_null(m);
+    cr_assert(strstr(err, "'avx3'") && strstr(err, "avx512, avx2, portable"), "%s", err);
 }
