@@ -1811,31 +1811,73 @@ void eng_gm_vocab_destroy(eng_gm_vocab *gv)
     free(gv);
 }
 
-static int32_t child_of(eng_gm_vocab *gv, int32_t at, uint8_t c)
+/* a token's bytes, for sorting */
+struct piece {
+    const char *p;
+    int32_t len, id;
+};
+
+/* by bytes (a piece before those it begins), then by id */
+static int by_bytes(const void *a, const void *b)
 {
-    int32_t *link = &gv->node[at].child;
-    for (; *link >= 0; link = &gv->node[*link].sibling)
-        if (gv->node[*link].byte == c) return *link;
-    if (eng_grow((void **)&gv->node, &gv->cap_node, gv->n_node + 1, sizeof *gv->node))
-        return ENG_ENOMEM;
-    link = &gv->node[at].child; /* the array may have moved */
-    while (*link >= 0)
-        link = &gv->node[*link].sibling;
-    gv->node[gv->n_node] = (struct tnode){.child = -1, .sibling = -1, .token = -1, .byte = c};
-    *link = gv->n_node;
-    return gv->n_node++;
+    const struct piece *x = a, *y = b;
+    int c = memcmp(x->p, y->p, (size_t)(x->len < y->len ? x->len : y->len));
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The trie of the pieces sorted by by_bytes(): each piece's nodes past the bytes it shares
+ * with the one before hang under that one's path, as the last children there (a parent's
+ * children come in byte order). So no sibling list is searched, and the nodes lie in the
+ * order walk() visits them. */
+static int build_trie(eng_gm_vocab *gv, const struct piece *pc, int n)
+{
+    int32_t *path = malloc(sizeof *path * 2 * (size_t)(gv->depth + 1));
+    if (!path) return ENG_ENOMEM;
+    int32_t *last = path + gv->depth + 1; /* last[i]: path[i]'s last child, or -1 */
+    path[0] = 0;
+    last[0] = -1;
+    for (int i = 0; i < n; i++) {
+        int32_t l = 0;
+        if (i > 0)
+            while (l < pc[i].len && l < pc[i - 1].len && pc[i].p[l] == pc[i - 1].p[l])
+                l++;
+        for (; l < pc[i].len; l++) {
+            if (eng_grow((void **)&gv->node, &gv->cap_node, gv->n_node + 1, sizeof *gv->node)) {
+                free(path);
+                return ENG_ENOMEM;
+            }
+            const int32_t at = gv->n_node++;
+            gv->node[at] = (struct tnode){
+                .child = -1, .sibling = -1, .token = -1, .byte = (uint8_t)pc[i].p[l]};
+            if (last[l] >= 0)
+                gv->node[last[l]].sibling = at;
+            else
+                gv->node[path[l]].child = at;
+            last[l] = at;
+            path[l + 1] = at;
+            last[l + 1] = -1;
+        }
+        const int32_t at = path[pc[i].len];
+        gv->same[pc[i].id] = gv->node[at].token;
+        gv->node[at].token = pc[i].id;
+    }
+    free(path);
+    return 0;
 }
 
 int eng_gm_vocab_create(const tok_vocab *v, eng_gm_vocab **out)
 {
     eng_gm_vocab *gv = calloc(1, sizeof *gv);
-    int n = tok_n_vocab(v);
+    int n = tok_n_vocab(v), np = 0;
     if (!gv) return ENG_ENOMEM;
     gv->v = v;
     gv->n_vocab = n;
     gv->kind = calloc((size_t)n, 1);
     gv->same = malloc(sizeof *gv->same * (size_t)n);
-    if (!gv->kind || !gv->same ||
+    struct piece *pc = malloc(sizeof *pc * (size_t)n);
+    if (!gv->kind || !gv->same || !pc ||
         eng_grow((void **)&gv->node, &gv->cap_node, 1 << 16, sizeof *gv->node))
         goto fail;
     gv->node[0] = (struct tnode){.child = -1, .sibling = -1, .token = -1};
@@ -1849,19 +1891,20 @@ int eng_gm_vocab_create(const tok_vocab *v, eng_gm_vocab **out)
         int type = tok_type(v, id);
         const char *p;
         size_t len;
-        if (type == TOK_CONTROL || type == TOK_UNUSED || tok_piece(v, id, &p, &len) || !len)
+        if (type == TOK_CONTROL || type == TOK_UNUSED || tok_piece(v, id, &p, &len) || !len ||
+            len > INT32_MAX)
             continue;
-        int32_t at = 0;
-        for (size_t i = 0; i < len; i++)
-            if ((at = child_of(gv, at, (uint8_t)p[i])) < 0) goto fail;
-        gv->same[id] = gv->node[at].token;
-        gv->node[at].token = id;
+        pc[np++] = (struct piece){p, (int32_t)len, id};
         gv->kind[id] = T_BYTES;
         if ((int)len > gv->depth) gv->depth = (int)len;
     }
+    qsort(pc, (size_t)np, sizeof *pc, by_bytes);
+    if (build_trie(gv, pc, np)) goto fail;
+    free(pc);
     *out = gv;
     return 0;
 fail:
+    free(pc);
     eng_gm_vocab_destroy(gv);
     return ENG_ENOMEM;
 }

@@ -2,6 +2,7 @@
 openai SDK and raw HTTP, on the default model."""
 
 import json
+import os
 import pathlib
 import re
 import threading
@@ -632,9 +633,17 @@ def test_logit_bias_forces_and_bans_tokens(server):
     assert text == long.choices[0].message.content
 
 
-def has_avx2():
+def cpu_isa():
+    """The kernels the engine should say it runs (`cpu_isa`): the processor's best, under
+    the cap CACHEGATE_CPU_ISA of the environment the servers inherit."""
     with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and "avx2" in line.split() for line in f)
+        flags = set(next((line.split() for line in f if line.startswith("flags")), []))
+    cap = os.environ.get("CACHEGATE_CPU_ISA") or "avx512"
+    if cap == "avx512" and {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        return "avx512-vnni" if "avx512_vnni" in flags else "avx512"
+    if cap != "portable" and {"avx2", "fma"} <= flags:
+        return "avx2" if "f16c" in flags else "avx2 without f16c"
+    return "portable"
 
 
 @pytest.mark.parametrize("matmul", ["f32", pytest.param("int8", marks=cpu_only)])
@@ -651,7 +660,9 @@ def test_concurrent_requests_match_sequential(make_server, matmul):
     AVX-512 or AVX2) they are the same token for token."""
     server = make_server(f"[engine]\ncpu_matmul = {matmul}\n")
     ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
-    assert ready["cpu_matmul"] == ("int8" if matmul == "int8" and has_avx2() else "f32")
+    assert ready["cpu_isa"] == cpu_isa()
+    assert ready["cpu_matmul"] == ("int8" if matmul == "int8" and ready["cpu_isa"] != "portable"
+                                   else "f32")
     if ready["cpu_matmul"] == "int8" and ready["token_invariant"] != "true":
         server.stop()
         server = make_server("[engine]\ncpu_matmul = int8\nenable_prefix_caching = false\n")
