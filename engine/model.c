@@ -925,12 +925,11 @@ VECTOR_CLONES static float dot_q4_1_generic(const uint8_t *qs, const float *d, c
     v16f acc = {0};
     float macc = 0;
     for (int b = 0; b < nb; b++, qs += 16, x += 32) {
-        float lo[16], hi[16];
-        for (int j = 0; j < 16; j++) {
-            lo[j] = (float)(qs[j] & 15);
-            hi[j] = (float)(qs[j] >> 4);
-        }
-        acc += d[b] * (load16(lo) * load16(x) + load16(hi) * load16(x + 16));
+        v16u8 q;
+        memcpy(&q, qs, sizeof q);
+        const v16f lo = __builtin_convertvector(__builtin_convertvector(q & 15, v16i), v16f);
+        const v16f hi = __builtin_convertvector(__builtin_convertvector(q >> 4, v16i), v16f);
+        acc += d[b] * (lo * load16(x) + hi * load16(x + 16));
         macc += mn[b] * xsum[b];
     }
     return hsum(acc) + macc;
@@ -941,10 +940,12 @@ VECTOR_CLONES static float dot_q8_0_generic(const uint8_t *qs, const float *d, c
 {
     v16f acc = {0};
     for (int b = 0; b < nb; b++, qs += 32, x += 32) {
-        float f[32];
-        for (int j = 0; j < 32; j++)
-            f[j] = (float)(int8_t)qs[j];
-        acc += d[b] * (load16(f) * load16(x) + load16(f + 16) * load16(x + 16));
+        v16i8 q0, q1;
+        memcpy(&q0, qs, sizeof q0);
+        memcpy(&q1, qs + 16, sizeof q1);
+        const v16f f0 = __builtin_convertvector(__builtin_convertvector(q0, v16i), v16f);
+        const v16f f1 = __builtin_convertvector(__builtin_convertvector(q1, v16i), v16f);
+        acc += d[b] * (f0 * load16(x) + f1 * load16(x + 16));
     }
     return hsum(acc);
 }
