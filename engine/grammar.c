@@ -1788,7 +1788,7 @@ enum { T_NEVER, T_BYTES, T_END };
 
 struct tnode {
     int32_t child, sibling; /* -1: none */
-    int32_t token;          /* the first token whose bytes end here, -1: none */
+    int32_t token;          /* the last token (highest id) whose bytes end here, -1: none */
     uint8_t byte;
 };
 
@@ -1892,7 +1892,7 @@ int eng_gm_vocab_create(const tok_vocab *v, eng_gm_vocab **out)
         const char *p;
         size_t len;
         if (type == TOK_CONTROL || type == TOK_UNUSED || tok_piece(v, id, &p, &len) || !len ||
-            len > INT32_MAX)
+            len >= INT32_MAX)
             continue;
         pc[np++] = (struct piece){p, (int32_t)len, id};
         gv->kind[id] = T_BYTES;

@@ -381,9 +381,14 @@ void eng_model_destroy(eng_model *m)
 
 /* CACHEGATE_CPU_ISA in the environment caps the instruction sets of the CPU kernels below
  * what the processor has: avx512 (no cap), avx2 (the AVX2 kernels, also where AVX-512
- * exists) or portable (none of the x86 kernels), so that one machine can run, compare and
- * test each path. Read once. */
+ * exists) or portable (none of the intrinsics kernels: the portable C paths, as other
+ * architectures run them), so that one machine can run, compare and test each path. Read
+ * once. It caps have_avx2() and have_avx512(), not GCC's target clones (VECTOR_CLONES),
+ * which pick their vector width from the processor, nor OpenBLAS's kernels: the same
+ * arithmetic, compiled for other widths. */
 enum cpu_isa { ISA_PORTABLE, ISA_AVX2, ISA_AVX512 };
+
+static const char *isa_cap_name; /* the variable's value, when it names none of them */
 
 /* the cap, or -1 when the variable names none of them (eng_model_load() refuses it) */
 static int isa_cap(void)
@@ -391,6 +396,7 @@ static int isa_cap(void)
     static int cached = -2;
     if (cached == -2) {
         const char *s = getenv("CACHEGATE_CPU_ISA");
+        isa_cap_name = s;
         cached = !s || !*s || !strcmp(s, "avx512") ? ISA_AVX512
                  : !strcmp(s, "avx2")               ? ISA_AVX2
                  : !strcmp(s, "portable")           ? ISA_PORTABLE
@@ -660,7 +666,7 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
     int rc;
     if (isa_cap() < 0) {
         snprintf(err, errlen, "CACHEGATE_CPU_ISA is '%s': none of avx512, avx2, portable",
-                 getenv("CACHEGATE_CPU_ISA"));
+                 isa_cap_name ? isa_cap_name : "");
         rc = ENG_EINVAL;
         goto fail_quiet;
     }

@@ -80,7 +80,8 @@ static void setup_q8(void)
 static void need_int8(void)
 {
     if (!eng_model_int8(model))
-        cr_skip_test("no AVX2 on this processor: engine.cpu_matmul = int8 runs F32");
+        cr_skip_test("no AVX2 on this processor (or CACHEGATE_CPU_ISA=portable): "
+                     "engine.cpu_matmul = int8 runs F32");
 }
 
 static void teardown(void)
@@ -455,6 +456,7 @@ Test(cpu_isa, the_kernels_are_the_best_the_processor_has_under_the_cap)
         cr_assert_str_eq(isa, "portable");
 }
 
+/* (the engine reads the variable once a process: Criterion runs each test in its own) */
 Test(cpu_isa, an_unknown_name_is_refused_with_the_names_it_takes)
 {
     setenv("CACHEGATE_CPU_ISA", "avx3", 1);
@@ -463,4 +465,5 @@ Test(cpu_isa, an_unknown_name_is_refused_with_the_names_it_takes)
     cr_assert_eq(eng_model_load(MODEL, NULL, &m, err, sizeof err), ENG_EINVAL);
     cr_assert_null(m);
     cr_assert(strstr(err, "'avx3'") && strstr(err, "avx512, avx2, portable"), "%s", err);
+    unsetenv("CACHEGATE_CPU_ISA");
 }
