@@ -21,6 +21,10 @@ PKGS=(build-essential pkg-config dpkg-dev ca-certificates
       libopenblas-openmp-dev libjansson-dev libinih-dev libxxhash-dev libcriterion-dev
       libutf8proc-dev clang
       curl openssl wrk python3 python3-venv unzip)
+# make test's cross-check compiles the engine for aarch64 on x86-64 machines
+if [ "$(dpkg --print-architecture)" = amd64 ]; then
+    PKGS+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+fi
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -142,7 +142,12 @@ static inline __attribute__((always_inline)) float erf_approx(float x)
     return x < 0 ? -r : r;
 }
 
+/* x86-64: one clone per vector width, picked at load; elsewhere the compiler's own target */
+#if defined(__x86_64__)
 #define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
 
 VECTOR_CLONES static void gelu_range(float *x, size_t n)
 {

@@ -899,7 +899,12 @@ static int grow(eng_model *m, int T, int ctx)
 #define GEMM_SMALL_MAX_T 64
 #endif
 
+/* x86-64: one clone per vector width, picked at load; elsewhere the compiler's own target */
+#if defined(__x86_64__)
 #define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
 
 /* GCC vector types: the kernels below compile to SSE, AVX2 or AVX-512 (target_clones
  * picks at run time) without intrinsics. */

@@ -352,7 +352,7 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group, int bs)
     const float scale = 1.0f / sqrtf((float)hd);
     float *buf = malloc(sizeof(float) * attn_scratch_floats(nblk * bs, hd, group));
     double worst = 0, worst_direct = 0, worst_q8 = 0;
-    int direct_cases = 0, gm = group_members(group);
+    int direct_cases = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int pos0 = cases[c][0], n = cases[c][1];
         float *q = malloc(sizeof(float) * n * HQ), *out = malloc(sizeof(float) * n * HQ);
@@ -363,6 +363,7 @@ static void attention_cases(enum kvc_dtype dtype, int hd, int group, int bs)
                 attend_tile(q, pos0, t0, t0 + ATT_TILE < n ? t0 + ATT_TILE : n, kv, 1, table, g,
                             group, scale, buf, out);
 #if defined(__x86_64__)
+        const int gm = group_members(group);
         if (attend_direct_ok(hd) && attend_direct_dtype_ok(dtype)) {
             float *od = malloc(sizeof(float) * n * HQ), *og = malloc(sizeof(float) * n * HQ);
             struct att_member mb[ATT_GROUP_MAX];
@@ -869,6 +870,7 @@ Test(ops, linear_f32_small_batches_and_partial_tiles)
     fprintf(stderr, "ops: linear F32 vs double: largest relative difference %.3g\n", worst);
 }
 
+#if defined(__x86_64__) /* the regrouped weights and the 8-bit products: x86-64 only */
 /* linear() into y [t][w->n] filled first with 0.25 (accumulate) or NaN (not) */
 static void linear_over(struct wmat *w, const float *x, int t, float *y, int accumulate)
 {
@@ -1089,3 +1091,4 @@ Test(ops, int8_q4_0)
 {
     check_int8(GGML_Q4_0);
 }
+#endif
