@@ -173,15 +173,16 @@ ifeq ($(MULTIARCH),x86_64-linux-gnu)
 endif
 endif
 
-# The kernel and forward-pass suites again under each CACHEGATE_CPU_ISA below what this
-# processor has, so that every machine also tests the intrinsics kernels of lesser ones and
-# the portable C paths (not under SAN=1, whose run is already the longest part of CI). The
+# The kernel, forward-pass and loading suites again under each CACHEGATE_CPU_ISA below what
+# this processor has, so that every machine also tests the intrinsics kernels of lesser ones
+# and the portable C paths (not under SAN=1, whose run is already the longest part of CI). The
 # engine's AVX-512 wants F, BW, VL and DQ, its AVX2 FMA too.
 CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
 HAS_FLAGS = $(if $(filter-out $(CPU_FLAGS),$(1)),,y)
 ISA_CAPS := $(if $(call HAS_FLAGS,avx512f avx512bw avx512vl avx512dq),avx2 portable,\
               $(if $(call HAS_FLAGS,avx2 fma),portable))
-ISA_BIN := $(BUILD)/tests/engine/test_ops $(BUILD)/tests/engine/test_forward
+ISA_BIN := $(BUILD)/tests/engine/test_ops $(BUILD)/tests/engine/test_forward \
+           $(BUILD)/tests/engine/test_load
 
 # The engine's and the embedder's kernels name x86-64 instructions, each under a guard that
 # leaves other processors their portable C. Both, and their unit tests, compiled for aarch64

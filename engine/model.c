@@ -33,7 +33,7 @@
  * (decode: 0.6-1 byte per weight instead of 4), and SGEMMs its F32 copy for many.
  */
 struct wmat {
-    float *f; /* [n][k]; NULL once regrouped (vq), but for the token embeddings */
+    float *f; /* [n][k]; NULL where regrouped (vq), but for the token embeddings */
     enum ggml_type type; /* of the stored form */
     /* the stored form, repacked for the kernels: Q4_1 nibbles [n][k/2] with scales and
      * minima [n][k/32]; Q8_0 values [n][k] with scales [n][k/32]; NULL for other types, and
@@ -47,6 +47,10 @@ struct wmat {
     float *vd, *vm;
     int32_t *vc; /* Q8_0's offsets for the 8-bit products; NULL for the F32 ones */
     int int8; /* 1: linear() runs the 8-bit products over vq (else F32 ones) */
+    /* the file's blocks (in the model's mapping) and their type, for an F32 copy made
+     * only when it is wanted (wmat_f32()) */
+    const uint8_t *raw;
+    enum ggml_type raw_type;
 };
 
 struct layer {
@@ -87,8 +91,8 @@ struct eng_model {
 
 /* ------------------------------------------------------------------ loading */
 
-static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, struct wmat *w,
-                    char *err, size_t errlen);
+static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, int f32,
+                    struct wmat *w, char *err, size_t errlen);
 
 /* frees w's stored form (qs, qd, qm), leaving the rest */
 static void drop_stored(struct wmat *w)
@@ -104,7 +108,7 @@ static int weight(eng_model *m, const char *name, int64_t ne0, int64_t ne1, floa
                   char *err, size_t errlen)
 {
     struct wmat w;
-    int rc = weight_q(m, name, ne0, ne1, &w, err, errlen);
+    int rc = weight_q(m, name, ne0, ne1, 1, &w, err, errlen);
     if (rc == 0) {
         *out = w.f;
         drop_stored(&w);
@@ -150,8 +154,32 @@ static int stored_form(enum ggml_type type, const uint8_t *raw, struct wmat *wm)
     return 0;
 }
 
-static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, struct wmat *wm,
-                    char *err, size_t errlen)
+/* w's F32 copy from the file's blocks, where weight_q() did not make it */
+static int wmat_f32(struct wmat *w)
+{
+    if (w->f)
+        return 0;
+    if (!w->raw) /* (a stack's parts had theirs made before: wmat_stack()) */
+        return ENG_EINVAL;
+    int be, bb;
+    ggml_type_block(w->raw_type, &be, &bb);
+    const size_t row_bytes = (size_t)(w->k / be * bb);
+    if (!(w->f = malloc(sizeof(float) * (size_t)w->n * (size_t)w->k)))
+        return ENG_ENOMEM;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < w->n; r++)
+        eng_dequant_row(w->raw_type, w->raw + r * row_bytes, w->f + (size_t)r * w->k, w->k);
+    return 0;
+}
+
+/*
+ * Tensor `name` of shape [ne1][ne0] as a wmat: its stored form (stored_form()), and its F32
+ * copy when f32 is 1 or there is no stored form the regrouping could take (vnni_pack());
+ * a matrix that will be regrouped needs none, and makes it later only if it must
+ * (wmat_f32()).
+ */
+static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, int f32,
+                    struct wmat *wm, char *err, size_t errlen)
 {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -168,20 +196,13 @@ static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, st
                  ggml_type_name(t->type));
         return ENG_ENOTSUP;
     }
-    float *w = malloc(sizeof(float) * (size_t)t->nelem);
-    if (!w)
-        return ENG_ENOMEM;
-    int be, bb;
-    ggml_type_block(t->type, &be, &bb);
-    size_t row_bytes = (size_t)(ne0 / be * bb);
-    for (int64_t r = 0; r < ne1; r++)
-        eng_dequant_row(t->type, (const uint8_t *)t->data + r * row_bytes, w + r * ne0, ne0);
-    *wm = (struct wmat){.f = w, .type = t->type, .n = (int)ne1, .k = (int)ne0};
+    *wm = (struct wmat){.type = t->type, .n = (int)ne1, .k = (int)ne0, .raw = t->data,
+                        .raw_type = t->type};
     int rc = stored_form(t->type, t->data, wm);
-    if (rc) {
-        free(w);
-        wm->f = NULL;
-    }
+    if (!rc && (f32 || !wm->qs || wm->k % 32))
+        rc = wmat_f32(wm);
+    if (rc)
+        drop_stored(wm);
     return rc;
 }
 
@@ -291,26 +312,36 @@ static void wmat_free(struct wmat *w)
  */
 static int wmat_stack(struct wmat *parts, int n, struct wmat *out)
 {
-    int rows = 0, k = parts[0].k, same = parts[0].qs != NULL;
+    int rows = 0, k = parts[0].k, same = parts[0].qs != NULL, f32 = 0;
     for (int i = 0; i < n; i++) {
         rows += parts[i].n;
         same &= parts[i].type == parts[0].type && parts[i].qs != NULL;
+        f32 |= parts[i].f != NULL;
     }
+    /* without one stored form the stack is F32 only; with one, F32 too where a part had it */
+    f32 |= !same;
     int rc = ENG_ENOMEM;
-    struct wmat w = {.f = malloc(sizeof(float) * (size_t)rows * k), .type = parts[0].type,
-                     .n = rows, .k = k};
+    struct wmat w = {.type = parts[0].type, .n = rows, .k = k};
+    if (f32)
+        for (int i = 0; i < n; i++)
+            if ((rc = wmat_f32(&parts[i])))
+                goto out;
+    rc = ENG_ENOMEM;
     size_t nb = (size_t)rows * (k / 32), per = parts[0].type == GGML_Q4_1 ? 16 : 32;
+    if (f32)
+        w.f = malloc(sizeof(float) * (size_t)rows * k);
     if (same) {
         w.qs = malloc(nb * per);
         w.qd = malloc(nb * sizeof(float));
         if (parts[0].type == GGML_Q4_1)
             w.qm = malloc(nb * sizeof(float));
     }
-    if (!w.f || (same && (!w.qs || !w.qd || (parts[0].type == GGML_Q4_1 && !w.qm))))
+    if ((f32 && !w.f) || (same && (!w.qs || !w.qd || (parts[0].type == GGML_Q4_1 && !w.qm))))
         goto out;
     size_t r0 = 0;
     for (int i = 0; i < n; i++) {
-        memcpy(w.f + r0 * k, parts[i].f, sizeof(float) * (size_t)parts[i].n * k);
+        if (f32)
+            memcpy(w.f + r0 * k, parts[i].f, sizeof(float) * (size_t)parts[i].n * k);
         if (same) {
             size_t b0 = r0 * (k / 32), bn = (size_t)parts[i].n * (k / 32);
             memcpy(w.qs + b0 * per, parts[i].qs, bn * per);
@@ -676,18 +707,22 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         goto fail;
     const struct eng_hparams *hp = &m->hp;
     int D = hp->n_embd, HQ = hp->n_head * hp->head_dim, HK = hp->n_head_kv * hp->head_dim;
-    if ((rc = weight_q(m, "token_embd.weight", D, hp->n_vocab, &m->tok_embd, msg, sizeof msg)) ||
-        (rc = weight(m, "output_norm.weight", D, 1, &m->out_norm, msg, sizeof msg)))
-        goto fail;
-    if (hp->tied_output)
-        m->output = m->tok_embd;
-    else if ((rc = weight_q(m, "output.weight", D, hp->n_vocab, &m->output, msg, sizeof msg)))
-        goto fail;
     if (opt && opt->int8 && opt->backend)
         eng_log(ENG_LOG_INFO, "engine.cpu_matmul = int8 applies to the CPU's products; the "
                               "device keeps its own");
     m->int8 = opt && opt->int8 && !opt->backend && int8_available();
+    /* (a matrix to be regrouped is loaded without its F32 copy; the token embeddings are
+     * read from theirs) */
     const int pack = pack_wanted(m, opt);
+    if ((rc = weight_q(m, "token_embd.weight", D, hp->n_vocab, 1, &m->tok_embd, msg,
+                       sizeof msg)) ||
+        (rc = weight(m, "output_norm.weight", D, 1, &m->out_norm, msg, sizeof msg)))
+        goto fail;
+    if (hp->tied_output)
+        m->output = m->tok_embd;
+    else if ((rc = weight_q(m, "output.weight", D, hp->n_vocab, !pack, &m->output, msg,
+                            sizeof msg)))
+        goto fail;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
         rc = ENG_ENOMEM;
@@ -701,7 +736,7 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
             opt->progress(opt->progress_ud, (double)l / hp->n_layer);
 #define W(suffix, ne0, ne1, dst)                                                               \
     (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suffix),                                     \
-     weight_q(m, n, ne0, ne1, dst, msg, sizeof msg))
+     weight_q(m, n, ne0, ne1, !pack, dst, msg, sizeof msg))
         if ((rc = (snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l),
                    weight(m, n, D, 1, &L->attn_norm, msg, sizeof msg))) ||
             (rc = (snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l),
@@ -1370,29 +1405,40 @@ static int vnni_pack(struct wmat *w)
         vnni_free(w);
         return ENG_ENOMEM;
     }
-    for (int r = 0; r < w->n; r++)
-        for (int b = 0; b < nb; b++) {
-            const size_t src = (size_t)r * nb + b, at = ((size_t)(r / 16) * nb + b) * 16;
-            const int lane = r % 16;
-            uint8_t *dst = w->vq + at * (q4 ? 16 : 32) + 4 * lane;
-            w->vd[at + lane] = w->qd[src];
-            if (q4) {
-                const uint8_t *s = w->qs + src * 16;
-                w->vm[at + lane] = w->qm[src];
-                for (int e = 0; e < 32; e++) {
-                    const int v = e < 16 ? s[e] & 15 : s[e - 16] >> 4;
-                    dst[(e / 8) * 64 + e % 4] |= (uint8_t)(e % 8 < 4 ? v : v << 4);
+    /* (each group of 16 rows by one thread) */
+#pragma omp parallel for schedule(static)
+    for (int g = 0; g < (w->n + 15) / 16; g++)
+        for (int r = 16 * g; r < w->n && r < 16 * g + 16; r++)
+            for (int b = 0; b < nb; b++) {
+                const size_t src = (size_t)r * nb + b, at = ((size_t)g * nb + b) * 16;
+                const int lane = r % 16;
+                uint8_t *dst = w->vq + at * (q4 ? 16 : 32) + 4 * lane;
+                w->vd[at + lane] = w->qd[src];
+                if (q4) {
+                    /* bytes 4c + i of the regrouped block hold weights 8c + i (low nibble)
+                     * and 8c + 4 + i (high), worked on 4 bytes at once: x[j] is stored
+                     * bytes 4j .. 4j + 3, which hold weights 4j + i (low nibbles) and
+                     * 16 + 4j + i (high) */
+                    const uint32_t lo = 0x0F0F0F0Fu, hi = 0xF0F0F0F0u;
+                    uint32_t x[4], y[4];
+                    memcpy(x, w->qs + src * 16, 16);
+                    w->vm[at + lane] = w->qm[src];
+                    y[0] = (x[0] & lo) | (x[1] & lo) << 4;
+                    y[1] = (x[2] & lo) | (x[3] & lo) << 4;
+                    y[2] = (x[0] >> 4 & lo) | (x[1] & hi);
+                    y[3] = (x[2] >> 4 & lo) | (x[3] & hi);
+                    for (int c = 0; c < 4; c++)
+                        memcpy(dst + 64 * c, &y[c], 4);
+                } else {
+                    const int8_t *s = (const int8_t *)w->qs + src * 32;
+                    int32_t sum = 0;
+                    for (int c = 0; c < 8; c++) /* weights 4c .. 4c + 3 */
+                        memcpy(dst + 64 * c, s + 4 * c, 4);
+                    for (int e = 0; e < 32; e++)
+                        sum += s[e];
+                    w->vc[at + lane] = 128 * sum;
                 }
-            } else {
-                const int8_t *s = (const int8_t *)w->qs + src * 32;
-                int32_t sum = 0;
-                for (int e = 0; e < 32; e++) {
-                    dst[(e / 4) * 64 + e % 4] = (uint8_t)s[e];
-                    sum += s[e];
-                }
-                w->vc[at + lane] = 128 * sum;
             }
-        }
     return 0;
 }
 
