@@ -320,12 +320,11 @@ static int wmat_stack(struct wmat *parts, int n, struct wmat *out)
     }
     /* without one stored form the stack is F32 only; with one, F32 too where a part had it */
     f32 |= !same;
-    int rc = ENG_ENOMEM;
+    int rc = 0;
     struct wmat w = {.type = parts[0].type, .n = rows, .k = k};
-    if (f32)
-        for (int i = 0; i < n; i++)
-            if ((rc = wmat_f32(&parts[i])))
-                goto out;
+    for (int i = 0; f32 && i < n; i++)
+        if ((rc = wmat_f32(&parts[i])))
+            goto out;
     rc = ENG_ENOMEM;
     size_t nb = (size_t)rows * (k / 32), per = parts[0].type == GGML_Q4_1 ? 16 : 32;
     if (f32)

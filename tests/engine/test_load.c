@@ -87,7 +87,7 @@ static void fill(struct tensor *t)
     int be, bb;
     cr_assert(ggml_type_block(t->type, &be, &bb));
     const size_t nblk = (size_t)t->ne0 / (size_t)be * (size_t)t->ne1;
-    t->bytes = t->type == GGML_F32 ? sizeof(float) * (size_t)t->ne0 * t->ne1 : nblk * bb;
+    t->bytes = nblk * bb;
     t->data = malloc(t->bytes);
     cr_assert_not_null(t->data);
     if (t->type == GGML_F32) { /* norms: around 1 */
@@ -106,7 +106,8 @@ static void fill(struct tensor *t)
     }
 }
 
-/* the same tensor in F32, by the engine's dequantization (tested in test_quant.c) */
+/* the same tensor in F32, by the engine's dequantization (tested in test_quant.c; an F32
+ * tensor is copied) */
 static struct tensor as_f32(const struct tensor *q)
 {
     struct tensor t = *q;
@@ -209,15 +210,8 @@ static void setup(void)
         ADD("ffn_down", FF, D, ty[6]);
 #undef ADD
     }
-    for (int i = 0; i < n_ts; i++) {
-        if (ts[i].type == GGML_F32) {
-            twin[i] = ts[i];
-            twin[i].data = malloc(ts[i].bytes);
-            memcpy(twin[i].data, ts[i].data, ts[i].bytes);
-        } else {
-            twin[i] = as_f32(&ts[i]);
-        }
-    }
+    for (int i = 0; i < n_ts; i++)
+        twin[i] = as_f32(&ts[i]);
     qpath = write_file(ts, n_ts);
     fpath = write_file(twin, n_ts);
 }
