@@ -33,7 +33,9 @@
  * (decode: 0.6-1 byte per weight instead of 4), and SGEMMs its F32 copy for many.
  */
 struct wmat {
-    float *f; /* [n][k]; NULL where regrouped (vq), but for the token embeddings */
+    /* [n][k]; NULL where regrouped (vq), and for token embeddings that are not the output
+     * head too (their rows are read from the file's blocks: embed_row()) */
+    float *f;
     enum ggml_type type; /* of the stored form */
     /* the stored form, repacked for the kernels: Q4_1 nibbles [n][k/2] with scales and
      * minima [n][k/32]; Q8_0 values [n][k] with scales [n][k/32]; NULL for other types, and
@@ -170,6 +172,28 @@ static int wmat_f32(struct wmat *w)
     for (int r = 0; r < w->n; r++)
         eng_dequant_row(w->raw_type, w->raw + r * row_bytes, w->f + (size_t)r * w->k, w->k);
     return 0;
+}
+
+/* token embeddings that are not the output head: only their file's blocks are read
+ * (embed_row()) */
+static void embed_only(struct wmat *w)
+{
+    drop_stored(w);
+    free(w->f);
+    w->f = NULL;
+}
+
+/* row id of w (the token embeddings) into out[w->k]: from the F32 copy where there is one,
+ * else from the file's blocks (eng_dequant_row(), which also made any copy) */
+static void embed_row(const struct wmat *w, int id, float *out)
+{
+    if (w->f) {
+        memcpy(out, w->f + (size_t)id * w->k, sizeof(float) * (size_t)w->k);
+        return;
+    }
+    int be, bb;
+    ggml_type_block(w->raw_type, &be, &bb);
+    eng_dequant_row(w->raw_type, w->raw + (size_t)id * (size_t)(w->k / be * bb), out, w->k);
 }
 
 /*
@@ -378,7 +402,7 @@ static void free_weights(eng_model *m)
         }
     free(m->layers);
     m->layers = NULL;
-    if (m->output.f != m->tok_embd.f)
+    if (!m->hp.tied_output)
         wmat_free(&m->output);
     wmat_free(&m->tok_embd);
     m->output = m->tok_embd = (struct wmat){0};
@@ -451,19 +475,16 @@ static int f32_regrouped(void)
 #endif
 
 #if defined(__x86_64__)
-/* w regrouped (vnni_pack()). Its F32 copy and its stored form go (unless keep_f32: the
- * token embeddings are read from their F32 copy): the 8-bit products read only the
- * regrouped form, and so do the F32 ones (AVX-512: gemm_few(), gemm_lanes(); AVX2:
+/* w regrouped (vnni_pack()). Its F32 copy and its stored form go: the 8-bit products read
+ * only the regrouped form, and so do the F32 ones (AVX-512: gemm_few(), gemm_lanes(); AVX2:
  * gemm_few(), gemm_lanes8(), gemm_panel8()). */
-static int pack_one(struct wmat *w, int int8, int keep_f32)
+static int pack_one(struct wmat *w, int int8)
 {
     int rc = vnni_pack(w);
     if (rc || !w->vq)
         return rc;
-    if (!keep_f32) {
-        free(w->f);
-        w->f = NULL;
-    }
+    free(w->f);
+    w->f = NULL;
     w->int8 = int8;
     drop_stored(w);
     if (!int8) {
@@ -505,10 +526,10 @@ static int pack_layer(struct layer *L, int int8)
 {
 #if defined(__x86_64__)
     int rc;
-    if ((rc = pack_one(&L->wqkv, int8, 0)) || (rc = pack_one(&L->wo, int8, 0)) ||
-        (rc = pack_one(&L->w_gate_up, int8, 0)))
+    if ((rc = pack_one(&L->wqkv, int8)) || (rc = pack_one(&L->wo, int8)) ||
+        (rc = pack_one(&L->w_gate_up, int8)))
         return rc;
-    return pack_one(&L->w_down, int8, 0);
+    return pack_one(&L->w_down, int8);
 #else
     (void)L;
     (void)int8;
@@ -516,19 +537,17 @@ static int pack_layer(struct layer *L, int int8)
 #endif
 }
 
-/* the same for the output head; the token embeddings are read from their F32 copy, which
- * stays, and are regrouped only when they are the output head too (else their stored form,
- * which nothing reads, goes) */
+/* the same for the output head (the token embeddings, when it is theirs: their rows are
+ * read from the file's blocks then) */
 static int pack_head(eng_model *m, int int8)
 {
 #if defined(__x86_64__)
     if (m->hp.tied_output) {
-        int rc = pack_one(&m->tok_embd, int8, 1);
+        int rc = pack_one(&m->tok_embd, int8);
         m->output = m->tok_embd;
         return rc;
     }
-    drop_stored(&m->tok_embd);
-    return pack_one(&m->output, int8, 0);
+    return pack_one(&m->output, int8);
 #else
     (void)m;
     (void)int8;
@@ -545,9 +564,10 @@ static struct eng_weight eweight(const struct wmat *w)
 static int to_device(eng_model *m, const struct eng_options *opt, char *msg, size_t msglen)
 {
     const struct eng_hparams *hp = &m->hp;
-    struct eng_layer_weights *lw = calloc((size_t)hp->n_layer, sizeof *lw);
-    if (!lw)
-        return ENG_ENOMEM;
+    struct eng_layer_weights *lw;
+    int rc = wmat_f32(&m->tok_embd); /* (the device reads its own copy) */
+    if (rc || !(lw = calloc((size_t)hp->n_layer, sizeof *lw)))
+        return rc ? rc : ENG_ENOMEM;
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
         lw[l] = (struct eng_layer_weights){L->attn_norm, L->ffn_norm, eweight(&L->wqkv),
@@ -557,7 +577,7 @@ static int to_device(eng_model *m, const struct eng_options *opt, char *msg, siz
     struct eng_weights w = {*hp,           m->tok_embd.f, m->out_norm, eweight(&m->output),
                             m->rope_inv,   lw,            0};
     char why[256] = "";
-    int rc = opt->backend(&w, opt->progress, opt->progress_ud, &m->be, &m->be_ctx, why,
+    rc = opt->backend(&w, opt->progress, opt->progress_ud, &m->be, &m->be_ctx, why,
                           sizeof why);
     free(lw);
     if (rc) {
@@ -710,18 +730,21 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         eng_log(ENG_LOG_INFO, "engine.cpu_matmul = int8 applies to the CPU's products; the "
                               "device keeps its own");
     m->int8 = opt && opt->int8 && !opt->backend && int8_available();
-    /* (a matrix to be regrouped is loaded without its F32 copy; the token embeddings are
-     * read from theirs) */
-    const int pack = pack_wanted(m, opt);
-    if ((rc = weight_q(m, "token_embd.weight", D, hp->n_vocab, 1, &m->tok_embd, msg,
-                       sizeof msg)) ||
+    /* (a matrix to be regrouped is loaded without its F32 copy; so are the token
+     * embeddings, whose rows are read from the file's blocks, unless they are the output
+     * head too and not regrouped) */
+    const int pack = pack_wanted(m, opt), tied = hp->tied_output;
+    if ((rc = weight_q(m, "token_embd.weight", D, hp->n_vocab, tied && !pack, &m->tok_embd,
+                       msg, sizeof msg)) ||
         (rc = weight(m, "output_norm.weight", D, 1, &m->out_norm, msg, sizeof msg)))
         goto fail;
-    if (hp->tied_output)
+    if (tied)
         m->output = m->tok_embd;
     else if ((rc = weight_q(m, "output.weight", D, hp->n_vocab, !pack, &m->output, msg,
                             sizeof msg)))
         goto fail;
+    else
+        embed_only(&m->tok_embd);
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
         rc = ENG_ENOMEM;
@@ -4048,7 +4071,7 @@ int eng_forward(eng_model *m, kvc_pool *kv, const struct eng_seq *seqs, int n_se
             int32_t id = seqs[s].tokens[i];
             if (id < 0 || id >= hp->n_vocab)
                 return ENG_EINVAL;
-            memcpy(m->x + (size_t)t * D, m->tok_embd.f + (size_t)id * D, sizeof(float) * D);
+            embed_row(&m->tok_embd, id, m->x + (size_t)t * D);
             m->pos[t] = seqs[s].pos0 + i;
         }
 

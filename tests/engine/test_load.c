@@ -2,8 +2,11 @@
  * stacked matrices (query, key and value; gate and up) have one quantized type in one
  * layer and several in another, gives the logits of its twin holding the same weights in
  * F32. The regrouped matrices are loaded without an F32 copy, and a stack of mixed types
- * makes its parts' copies from the file. make test runs it under each CACHEGATE_CPU_ISA
- * below the processor's too (the portable paths keep every F32 copy). */
+ * makes its parts' copies from the file. So are the token embeddings, whose rows are read
+ * from the file's blocks, whether they are the output head too or not. make test runs it
+ * under each CACHEGATE_CPU_ISA below the processor's too (the portable paths keep every F32
+ * copy). */
+#include "backend.h"
 #include "engine.h"
 #include "gguf.h"
 #include "kvcache.h"
@@ -188,11 +191,15 @@ static void add(const char *name, int ne0, int ne1, enum ggml_type type)
     fill(t);
 }
 
-static void setup(void)
+/* Q8_0 token embeddings that are the output head, or (untied) the same embeddings and an
+ * output head of their own holding the same blocks: a model with the same logits, whose
+ * embeddings are loaded without a copy and read from the file, row by row. The twin is
+ * the tied one either way, its F32 embeddings copied. */
+static void setup_file(int untied)
 {
     n_ts = 0;
     seed = 12345;
-    add("token_embd.weight", D, VOCAB, GGML_Q8_0); /* tied output head */
+    add("token_embd.weight", D, VOCAB, GGML_Q8_0);
     add("output_norm.weight", D, 1, GGML_F32);
     for (int l = 0; l < LAYERS; l++) {
         const enum ggml_type *ty = layer_types[l];
@@ -212,8 +219,17 @@ static void setup(void)
     }
     for (int i = 0; i < n_ts; i++)
         twin[i] = as_f32(&ts[i]);
-    qpath = write_file(ts, n_ts);
     fpath = write_file(twin, n_ts);
+    if (untied) {
+        struct tensor *t = &ts[n_ts++];
+        *t = ts[0];
+        snprintf(t->name, sizeof t->name, "output.weight");
+        t->data = malloc(t->bytes);
+        cr_assert_not_null(t->data);
+        memcpy(t->data, ts[0].data, t->bytes);
+        twin[n_ts - 1] = (struct tensor){0};
+    }
+    qpath = write_file(ts, n_ts);
 }
 
 static void teardown(void)
@@ -228,7 +244,18 @@ static void teardown(void)
     }
 }
 
-TestSuite(load, .init = setup, .fini = teardown, .timeout = 60);
+static void setup_tied(void)
+{
+    setup_file(0);
+}
+
+static void setup_untied(void)
+{
+    setup_file(1);
+}
+
+TestSuite(load, .init = setup_tied, .fini = teardown, .timeout = 60);
+TestSuite(load_untied, .init = setup_untied, .fini = teardown, .timeout = 60);
 
 #define N_PROMPT 12
 #define N_DECODE 4
@@ -287,4 +314,43 @@ Test(load, mixed_and_shared_types_give_the_f32_twins_logits)
 Test(load, mixed_and_shared_types_with_the_8_bit_products)
 {
     same_logits_as_the_twin(1, 0.5f);
+}
+
+/* an output head of its own: the token embeddings' rows come from the file's blocks
+ * (measured as the tied file's) */
+Test(load_untied, embeddings_read_from_the_file_and_a_head_of_its_own)
+{
+    same_logits_as_the_twin(0, 1e-4f);
+}
+
+Test(load_untied, embeddings_read_from_the_file_with_the_8_bit_products)
+{
+    same_logits_as_the_twin(1, 0.5f);
+}
+
+/* a device backend is handed every embedding row in F32, made from the file for it: a
+ * stand-in for the device (a test double for hardware this machine lacks) that compares
+ * them with the twin's and declines, so that the load ends there */
+static int embeddings_seen;
+
+static int s_create(const struct eng_weights *w, void (*progress)(void *, double), void *ud,
+                    const struct eng_backend_i **vt, void **ctx, char *err, size_t errlen)
+{
+    (void)progress, (void)ud, (void)vt, (void)ctx;
+    cr_assert_not_null(w->tok_embd);
+    cr_assert_eq(memcmp(w->tok_embd, twin[0].data, sizeof(float) * D * VOCAB), 0);
+    cr_assert(w->output.f && w->output.n == VOCAB && w->output.k == D);
+    embeddings_seen = 1;
+    snprintf(err, errlen, "stand-in declines");
+    return ENG_ENOTSUP;
+}
+
+Test(load_untied, a_device_gets_the_embeddings_in_f32)
+{
+    eng_model *m = NULL;
+    char err[512];
+    struct eng_options o = {.backend = s_create};
+    cr_assert_neq(eng_model_load(qpath, &o, &m, err, sizeof err), 0);
+    cr_assert(embeddings_seen);
+    cr_assert(strstr(err, "stand-in declines"), "%s", err);
 }
