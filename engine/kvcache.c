@@ -51,8 +51,8 @@ static void *pool_map(size_t bytes)
 #ifdef MADV_HUGEPAGE
     madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
 #endif
-    /* on every core, 2 MiB (a huge page) at a time: the kernel's clearing of the pages is
-     * most of a server's start-up */
+    /* on the caller's OpenMP threads (the engine's, engine.threads), 2 MiB (a huge page's
+     * size) at a time: the kernel's clearing of the pages is most of a server's start-up */
     const long page = sysconf(_SC_PAGESIZE), chunk = 2l << 20;
     const long n = (long)((bytes + (size_t)chunk - 1) / (size_t)chunk);
 #pragma omp parallel for schedule(static) if (n > 1)

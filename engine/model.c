@@ -174,15 +174,6 @@ static int wmat_f32(struct wmat *w)
     return 0;
 }
 
-/* token embeddings that are not the output head: only their file's blocks are read
- * (embed_row()) */
-static void embed_only(struct wmat *w)
-{
-    drop_stored(w);
-    free(w->f);
-    w->f = NULL;
-}
-
 /* row id of w (the token embeddings) into out[w->k]: from the F32 copy where there is one,
  * else from the file's blocks (eng_dequant_row(), which also made any copy) */
 static void embed_row(const struct wmat *w, int id, float *out)
@@ -196,14 +187,10 @@ static void embed_row(const struct wmat *w, int id, float *out)
     eng_dequant_row(w->raw_type, w->raw + (size_t)id * (size_t)(w->k / be * bb), out, w->k);
 }
 
-/*
- * Tensor `name` of shape [ne1][ne0] as a wmat: its stored form (stored_form()), and its F32
- * copy when f32 is 1 or there is no stored form the regrouping could take (vnni_pack());
- * a matrix that will be regrouped needs none, and makes it later only if it must
- * (wmat_f32()).
- */
-static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, int f32,
-                    struct wmat *wm, char *err, size_t errlen)
+/* Tensor `name` of shape [ne1][ne0] as a wmat of the file's blocks only (raw; what token
+ * embeddings that are not the output head need: embed_row()) */
+static int weight_raw(eng_model *m, const char *name, int64_t ne0, int64_t ne1,
+                      struct wmat *wm, char *err, size_t errlen)
 {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -222,7 +209,20 @@ static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, in
     }
     *wm = (struct wmat){.type = t->type, .n = (int)ne1, .k = (int)ne0, .raw = t->data,
                         .raw_type = t->type};
-    int rc = stored_form(t->type, t->data, wm);
+    return 0;
+}
+
+/*
+ * The same with its stored form (stored_form()), and its F32 copy when f32 is 1 or there
+ * is no stored form the regrouping could take (vnni_pack()); a matrix that will be
+ * regrouped needs none, and makes it later only if it must (wmat_f32()).
+ */
+static int weight_q(eng_model *m, const char *name, int64_t ne0, int64_t ne1, int f32,
+                    struct wmat *wm, char *err, size_t errlen)
+{
+    int rc = weight_raw(m, name, ne0, ne1, wm, err, errlen);
+    if (!rc)
+        rc = stored_form(wm->raw_type, wm->raw, wm);
     if (!rc && (f32 || !wm->qs || wm->k % 32))
         rc = wmat_f32(wm);
     if (rc)
@@ -712,7 +712,7 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
     eng_model *m = calloc(1, sizeof *m);
     if (!m)
         return ENG_ENOMEM;
-    char msg[512];
+    char msg[512] = "out of memory";
     int rc;
     if (isa_cap() < 0) {
         snprintf(err, errlen, "CACHEGATE_CPU_ISA is '%s': none of avx512, avx2, portable",
@@ -730,12 +730,14 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         eng_log(ENG_LOG_INFO, "engine.cpu_matmul = int8 applies to the CPU's products; the "
                               "device keeps its own");
     m->int8 = opt && opt->int8 && !opt->backend && int8_available();
-    /* (a matrix to be regrouped is loaded without its F32 copy; so are the token
-     * embeddings, whose rows are read from the file's blocks, unless they are the output
-     * head too and not regrouped) */
+    /* (a matrix to be regrouped is loaded without its F32 copy; the token embeddings, whose
+     * rows are read from the file's blocks, are loaded as those blocks only, unless they
+     * are the output head too) */
     const int pack = pack_wanted(m, opt), tied = hp->tied_output;
-    if ((rc = weight_q(m, "token_embd.weight", D, hp->n_vocab, tied && !pack, &m->tok_embd,
-                       msg, sizeof msg)) ||
+    if ((rc = tied ? weight_q(m, "token_embd.weight", D, hp->n_vocab, !pack, &m->tok_embd,
+                              msg, sizeof msg)
+                   : weight_raw(m, "token_embd.weight", D, hp->n_vocab, &m->tok_embd, msg,
+                                sizeof msg)) ||
         (rc = weight(m, "output_norm.weight", D, 1, &m->out_norm, msg, sizeof msg)))
         goto fail;
     if (tied)
@@ -743,8 +745,6 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
     else if ((rc = weight_q(m, "output.weight", D, hp->n_vocab, !pack, &m->output, msg,
                             sizeof msg)))
         goto fail;
-    else
-        embed_only(&m->tok_embd);
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
         rc = ENG_ENOMEM;
