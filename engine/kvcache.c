@@ -53,12 +53,12 @@ static void *pool_map(size_t bytes)
 #endif
     /* on the caller's OpenMP threads (the engine's, engine.threads), 2 MiB (a huge page's
      * size) at a time: the kernel's clearing of the pages is most of a server's start-up */
-    const long page = sysconf(_SC_PAGESIZE), chunk = 2l << 20;
-    const long n = (long)((bytes + (size_t)chunk - 1) / (size_t)chunk);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), chunk = (size_t)2 << 20;
+    const long n = (long)((bytes + chunk - 1) / chunk);
 #pragma omp parallel for schedule(static) if (n > 1)
     for (long c = 0; c < n; c++) {
-        size_t end = (size_t)(c + 1) * (size_t)chunk;
-        for (size_t o = (size_t)c * (size_t)chunk; o < end && o < bytes; o += (size_t)page)
+        const size_t lo = (size_t)c * chunk, hi = lo + chunk < bytes ? lo + chunk : bytes;
+        for (size_t o = lo; o < hi; o += page)
             ((volatile char *)p)[o] = 0;
     }
     return p;

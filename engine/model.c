@@ -156,6 +156,14 @@ static int stored_form(enum ggml_type type, const uint8_t *raw, struct wmat *wm)
     return 0;
 }
 
+/* row r of w in F32 from the file's blocks, into out[w->k] */
+static void raw_row(const struct wmat *w, int r, float *out)
+{
+    int be, bb;
+    ggml_type_block(w->raw_type, &be, &bb);
+    eng_dequant_row(w->raw_type, w->raw + (size_t)r * (size_t)(w->k / be * bb), out, w->k);
+}
+
 /* w's F32 copy from the file's blocks, where weight_q() did not make it */
 static int wmat_f32(struct wmat *w)
 {
@@ -163,28 +171,22 @@ static int wmat_f32(struct wmat *w)
         return 0;
     if (!w->raw) /* (a stack's parts had theirs made before: wmat_stack()) */
         return ENG_EINVAL;
-    int be, bb;
-    ggml_type_block(w->raw_type, &be, &bb);
-    const size_t row_bytes = (size_t)(w->k / be * bb);
     if (!(w->f = malloc(sizeof(float) * (size_t)w->n * (size_t)w->k)))
         return ENG_ENOMEM;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < w->n; r++)
-        eng_dequant_row(w->raw_type, w->raw + r * row_bytes, w->f + (size_t)r * w->k, w->k);
+        raw_row(w, r, w->f + (size_t)r * w->k);
     return 0;
 }
 
 /* row id of w (the token embeddings) into out[w->k]: from the F32 copy where there is one,
- * else from the file's blocks (eng_dequant_row(), which also made any copy) */
+ * else from the file's blocks, as the copy was made */
 static void embed_row(const struct wmat *w, int id, float *out)
 {
-    if (w->f) {
+    if (w->f)
         memcpy(out, w->f + (size_t)id * w->k, sizeof(float) * (size_t)w->k);
-        return;
-    }
-    int be, bb;
-    ggml_type_block(w->raw_type, &be, &bb);
-    eng_dequant_row(w->raw_type, w->raw + (size_t)id * (size_t)(w->k / be * bb), out, w->k);
+    else
+        raw_row(w, id, out);
 }
 
 /* Tensor `name` of shape [ne1][ne0] as a wmat of the file's blocks only (raw; what token
@@ -564,10 +566,12 @@ static struct eng_weight eweight(const struct wmat *w)
 static int to_device(eng_model *m, const struct eng_options *opt, char *msg, size_t msglen)
 {
     const struct eng_hparams *hp = &m->hp;
-    struct eng_layer_weights *lw;
     int rc = wmat_f32(&m->tok_embd); /* (the device reads its own copy) */
-    if (rc || !(lw = calloc((size_t)hp->n_layer, sizeof *lw)))
-        return rc ? rc : ENG_ENOMEM;
+    if (rc)
+        return rc;
+    struct eng_layer_weights *lw = calloc((size_t)hp->n_layer, sizeof *lw);
+    if (!lw)
+        return ENG_ENOMEM;
     for (int l = 0; l < hp->n_layer; l++) {
         const struct layer *L = &m->layers[l];
         lw[l] = (struct eng_layer_weights){L->attn_norm, L->ffn_norm, eweight(&L->wqkv),
@@ -577,8 +581,7 @@ static int to_device(eng_model *m, const struct eng_options *opt, char *msg, siz
     struct eng_weights w = {*hp,           m->tok_embd.f, m->out_norm, eweight(&m->output),
                             m->rope_inv,   lw,            0};
     char why[256] = "";
-    rc = opt->backend(&w, opt->progress, opt->progress_ud, &m->be, &m->be_ctx, why,
-                          sizeof why);
+    rc = opt->backend(&w, opt->progress, opt->progress_ud, &m->be, &m->be_ctx, why, sizeof why);
     free(lw);
     if (rc) {
         m->be = NULL;

@@ -265,7 +265,7 @@ static void setup_own_head(void)
 }
 
 TestSuite(load, .init = setup_tied, .fini = teardown, .timeout = 60);
-TestSuite(load_untied, .init = setup_same_blocks, .fini = teardown, .timeout = 60);
+TestSuite(load_same_blocks, .init = setup_same_blocks, .fini = teardown, .timeout = 60);
 TestSuite(load_own_head, .init = setup_own_head, .fini = teardown, .timeout = 60);
 
 #define N_PROMPT 12
@@ -329,12 +329,12 @@ Test(load, mixed_and_shared_types_with_the_8_bit_products)
 
 /* an output head of its own with the embeddings' blocks: their rows come from the file
  * (measured as the tied file's) */
-Test(load_untied, embeddings_read_from_the_file_and_a_head_of_its_own)
+Test(load_same_blocks, embeddings_read_from_the_file_and_a_head_of_its_own)
 {
     same_logits_as_the_twin(0, 1e-4f);
 }
 
-Test(load_untied, embeddings_read_from_the_file_with_the_8_bit_products)
+Test(load_same_blocks, embeddings_read_from_the_file_with_the_8_bit_products)
 {
     same_logits_as_the_twin(1, 0.5f);
 }
