@@ -2056,9 +2056,12 @@ AVX512 static void swiglu512(float *h, const float *gu, int n)
  * AVX2F: AVX2, FMA and F16C (the in-place attention's too); these use no FMA.
  */
 #define AVX2F __attribute__((target("avx2,fma,f16c")))
-/* the F32 products' AVX2 kernels (their bounds follow from vnni_pack()'s layout, checked
- * by test_ops.c): not instrumented by AddressSanitizer, which checked every broadcast and
- * load of their inner loops and made a sanitized build's prompts minutes long */
+/* the F32 products' kernels, AVX2 and AVX-512 (their bounds follow from vnni_pack()'s
+ * layout), and the AVX-512 attention's (theirs from the pool's blocks and the block table),
+ * both checked by test_ops.c against references: not instrumented by AddressSanitizer,
+ * which checked every broadcast and load of their inner loops and made a sanitized build's
+ * prompts minutes long (82% of a sanitized server's time on a 1,900-token prompt was
+ * lanes_rows()'s checks, 14% attention's) */
 #define KERNEL_NOASAN __attribute__((no_sanitize_address))
 
 AVX2F static inline __attribute__((always_inline)) __m256 exp8(__m256 x)
@@ -2253,7 +2256,7 @@ prefetch_rows(const char *const *kn, const int np, int r, size_t kstep)
  * with np spans of up to 16 positions, span c in a block whose transposed keys start at
  * kt[c] (row d: kt[c] + d * kstep bytes; lanes mask[c]; a span with an empty mask is
  * skipped), into sc[c] + i * ld for query i; prefetching the spans at kn (or none: NULL) */
-AVX512 static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
 qk_body(const char *const *kt, const char *const *kn, const __mmask16 *mask, size_t kstep,
         int hd, const float *qt, size_t qld, float *const *sc, size_t ld, const int nq,
         const int np, const enum kv_form form, const int full)
@@ -2303,9 +2306,10 @@ qk_body(const char *const *kt, const char *const *kn, const __mmask16 *mask, siz
 
 /* qk_body() over ATT_QK_SPANS spans for up to ATT_QK_MAX queries; full: every span whole
  * (F16 keys then take plain loads); kn: the next pass's spans to prefetch, or NULL */
-AVX512 static void qk_chunk(const char *const *kt, const char *const *kn, const __mmask16 *mask,
-                            int full, size_t kstep, int hd, const float *qt, size_t qld,
-                            float *const *sc, size_t ld, int nq, enum kv_form form)
+AVX512 KERNEL_NOASAN static void qk_chunk(const char *const *kt, const char *const *kn,
+                                          const __mmask16 *mask, int full, size_t kstep, int hd,
+                                          const float *qt, size_t qld, float *const *sc, size_t ld,
+                                          int nq, enum kv_form form)
 {
     switch (nq) {
         QK_CASES
@@ -2330,7 +2334,7 @@ struct q8_queries {
     const float *scale;  /* [nq] */
 };
 
-VNNI static inline __attribute__((always_inline)) void
+VNNI KERNEL_NOASAN static inline __attribute__((always_inline)) void
 qk_body_q8(const char *const *kt, const char *const *kn, const float *const *ksc,
            const __mmask16 *mask, size_t kstep, int hd, struct q8_queries qb, float *const *sc,
            size_t ld, const int nq, const int np, const int full)
@@ -2382,9 +2386,10 @@ qk_body_q8(const char *const *kt, const char *const *kn, const float *const *ksc
         break;
 
 /* qk_body_q8() as qk_chunk() dispatches qk_body() */
-VNNI static void qk_chunk_q8(const char *const *kt, const char *const *kn, const float *const *ksc,
-                             const __mmask16 *mask, int full, size_t kstep, int hd,
-                             struct q8_queries qb, float *const *sc, size_t ld, int nq)
+VNNI KERNEL_NOASAN static void qk_chunk_q8(const char *const *kt, const char *const *kn,
+                                           const float *const *ksc, const __mmask16 *mask, int full,
+                                           size_t kstep, int hd, struct q8_queries qb,
+                                           float *const *sc, size_t ld, int nq)
 {
     switch (nq) {
         QK_CASES
@@ -2396,7 +2401,7 @@ VNNI static void qk_chunk_q8(const char *const *kt, const char *const *kn, const
  * (from voff bytes into a value row) of nq queries (pr: rows of ld probabilities by
  * absolute position; o: rows of ldo floats, at the first slice), the values of KV head g
  * read through table */
-AVX512 static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
 pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
         const float *pr, size_t ld, float *o, size_t ldo, const int nq, const int ns,
         const enum kv_form form)
@@ -2450,9 +2455,9 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
 
 /* pv_body() for 4 slices (wide) or 1 (the slices left), up to ATT_PV_MAX queries;
  * Q8_0: pr already holds the probabilities times the values' scales */
-AVX512 static void pv_chunk(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
-                            int j1, size_t voff, const float *pr, size_t ld, float *o,
-                            size_t ldo, int nq, int wide, enum kv_form form)
+AVX512 KERNEL_NOASAN static void pv_chunk(kvc_pool *kv, int layer, const int32_t *table, int g,
+                                          int j0, int j1, size_t voff, const float *pr, size_t ld,
+                                          float *o, size_t ldo, int nq, int wide, enum kv_form form)
 {
     PV_DISPATCH
 }
@@ -2501,7 +2506,7 @@ dp_pairs(__m512 (*acc)[4], const __m512i *v, const uint16_t *pair, size_t stride
 }
 
 /* qk_body() on BF16 keys: kt[c] + d * kstep is dimension pair d of span c's positions */
-BF16_DOT static inline __attribute__((always_inline)) void
+BF16_DOT KERNEL_NOASAN static inline __attribute__((always_inline)) void
 qk_body_bf16(const char *const *kt, const char *const *kn, const __mmask16 *mask, size_t kstep,
              int hd, const uint16_t *qh, float *const *sc, size_t ld, const int nq, const int np,
              const int full)
@@ -2536,9 +2541,10 @@ qk_body_bf16(const char *const *kt, const char *const *kn, const __mmask16 *mask
             qk_body_bf16(kt, kn, mask, kstep, hd, qh, sc, ld, n, ATT_QK_SPANS, 0);           \
         break;
 
-BF16_DOT static void qk_chunk_bf16(const char *const *kt, const char *const *kn,
-                                   const __mmask16 *mask, int full, size_t kstep, int hd,
-                                   const uint16_t *qh, float *const *sc, size_t ld, int nq)
+BF16_DOT KERNEL_NOASAN static void qk_chunk_bf16(const char *const *kt, const char *const *kn,
+                                                 const __mmask16 *mask, int full, size_t kstep,
+                                                 int hd, const uint16_t *qh, float *const *sc,
+                                                 size_t ld, int nq)
 {
     switch (nq) {
         QK_CASES
@@ -2549,7 +2555,7 @@ BF16_DOT static void qk_chunk_bf16(const char *const *kt, const char *const *kn,
 /* pv_body() on BF16 values, j0 even: one 64-byte row holds 16 dimensions of positions j and
  * j + 1; a pair cut by j1 reads position j only (its other half may be anything) and the
  * probabilities past a query's last position are 0 (attend_group()) */
-BF16_DOT static inline __attribute__((always_inline)) void
+BF16_DOT KERNEL_NOASAN static inline __attribute__((always_inline)) void
 pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
              const uint16_t *ph, size_t ld, float *o, size_t ldo, const int nq, const int ns)
 {
@@ -2589,9 +2595,10 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
         pv_body_bf16(kv, layer, table, g, j0, j1, voff, ph, ld, o, ldo, n, ns);              \
         break;
 
-BF16_DOT static void pv_chunk_bf16(kvc_pool *kv, int layer, const int32_t *table, int g,
-                                   int j0, int j1, size_t voff, const uint16_t *ph, size_t ld,
-                                   float *o, size_t ldo, int nq, int wide)
+BF16_DOT KERNEL_NOASAN static void pv_chunk_bf16(kvc_pool *kv, int layer, const int32_t *table,
+                                                 int g, int j0, int j1, size_t voff,
+                                                 const uint16_t *ph, size_t ld, float *o,
+                                                 size_t ldo, int nq, int wide)
 {
     PV_DISPATCH
 }
@@ -3143,7 +3150,7 @@ static int attend_direct_dtype_ok(enum kvc_dtype dtype)
  * load: 0, 4, 1, 5, ... for Q4_1), whatever the number of tokens.
  */
 
-AVX512 static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
 lanes_tile(const struct wmat *w, int g, const float *xt, int tt, float *y, int accumulate)
 {
     const int nb = w->k / 32, n = w->n, q4 = w->type == GGML_Q4_1;
@@ -3200,8 +3207,8 @@ lanes_tile(const struct wmat *w, int g, const float *xt, int tt, float *y, int a
 
 /* rows 16 g .. 16 g + 15 for all t tokens, xt: the tiles' activations transposed, one
  * after another ([t / LANES_TT rounded up][k][LANES_TT]) */
-AVX512 static void lanes_rows(const struct wmat *w, int g, const float *xt, int t, float *y,
-                              int accumulate)
+AVX512 KERNEL_NOASAN static void lanes_rows(const struct wmat *w, int g, const float *xt, int t,
+                                            float *y, int accumulate)
 {
     const size_t per = (size_t)w->k * LANES_TT, n = (size_t)w->n;
     int i = 0;
