@@ -418,6 +418,11 @@ uint32_t gguf_version(const gguf_file *f)
     return f->version;
 }
 
+size_t gguf_mapped_bytes(const gguf_file *f)
+{
+    return f->map_len;
+}
+
 int gguf_n_kv(const gguf_file *f)
 {
     return f->n_kv;

@@ -91,6 +91,8 @@ int gguf_open(const char *path, gguf_file **out, char *err, size_t errlen);
 void gguf_close(gguf_file *f); /* accepts NULL */
 
 uint32_t gguf_version(const gguf_file *f);
+/* the file's size as gguf_open() mapped it; 0 for an image gguf_parse() borrowed */
+size_t gguf_mapped_bytes(const gguf_file *f);
 int gguf_n_kv(const gguf_file *f);
 const struct gguf_kv *gguf_kv_at(const gguf_file *f, int i);
 const struct gguf_kv *gguf_find_kv(const gguf_file *f, const char *key); /* NULL if absent */

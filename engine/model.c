@@ -390,6 +390,35 @@ out:
     return rc;
 }
 
+/* the bytes w holds in the process's own memory: its F32 copy, its stored form and its
+ * regrouped one (rows padded to a multiple of 16: vnni_pack()); the file's blocks it reads
+ * are the mapping's */
+static size_t wmat_bytes(const struct wmat *w)
+{
+    const size_t n = (size_t)w->n, k = (size_t)w->k, blocks = n * (k / 32);
+    const size_t padded = (n + 15) / 16 * 16 * (k / 32), quant = w->type == GGML_Q4_1 ? 16 : 32;
+    size_t b = w->f ? n * k * sizeof(float) : 0;
+    b += (w->qs ? blocks * quant : 0) + (w->vq ? padded * quant : 0);
+    b += ((w->qd != NULL) + (w->qm != NULL)) * blocks * sizeof(float);
+    b += ((w->vd != NULL) + (w->vm != NULL) + (w->vc != NULL)) * padded * sizeof(float);
+    return b;
+}
+
+size_t eng_model_host_bytes(const eng_model *m)
+{
+    const struct eng_hparams *hp = &m->hp;
+    const size_t row = sizeof(float) * (size_t)hp->n_embd;
+    size_t b = wmat_bytes(&m->tok_embd) + (hp->tied_output ? 0 : wmat_bytes(&m->output));
+    b += (m->out_norm ? row : 0) + (m->rope_inv ? sizeof(float) * (size_t)(hp->n_rot / 2) : 0);
+    for (int l = 0; m->layers && l < hp->n_layer; l++) {
+        const struct layer *L = &m->layers[l];
+        b += ((L->attn_norm != NULL) + (L->ffn_norm != NULL)) * row;
+        b += wmat_bytes(&L->wqkv) + wmat_bytes(&L->wo) + wmat_bytes(&L->w_gate_up) +
+             wmat_bytes(&L->w_down);
+    }
+    return b;
+}
+
 static void free_weights(eng_model *m)
 {
     if (m->layers)
@@ -811,9 +840,12 @@ int eng_model_load(const char *path, const struct eng_options *opt, eng_model **
         goto fail;
     if (opt && opt->progress)
         opt->progress(opt->progress_ud, 1.0);
-    eng_log(ENG_LOG_INFO, "model %s: %d layers, %d dims, %d/%d heads, vocab %d%s, on %s", path,
-            hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->n_vocab,
-            hp->tied_output ? ", tied output" : "", eng_model_device(m));
+    eng_log(ENG_LOG_INFO,
+            "model %s: %d layers, %d dims, %d/%d heads, vocab %d%s, on %s; weights %.1f MB in "
+            "memory, the file's %.1f MB mapped",
+            path, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->n_vocab,
+            hp->tied_output ? ", tied output" : "", eng_model_device(m),
+            eng_model_host_bytes(m) / 1e6, gguf_mapped_bytes(m->gguf) / 1e6);
     *out = m;
     return 0;
 fail:

@@ -1820,10 +1820,17 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
                                    "request.", NULL, tok, 10);
     l->e2e = gw_metrics_histogram(srv->metrics, "cachegate_engine_request_duration_seconds",
                                   "From a request's arrival to its last token.", NULL, lat, 13);
-    if (!l->ttft || !l->tpot || !l->e2e) {
+    gw_metric *weights = gw_metrics_gauge(
+        srv->metrics, "cachegate_engine_weights_bytes",
+        "The chat model's weights: in the process's own memory (host: copies, quantized and "
+        "regrouped forms), and the model file mapped and read in place (mapped).",
+        "memory");
+    if (!l->ttft || !l->tpot || !l->e2e || !weights) {
         snprintf(err, errlen, "out of memory registering metrics");
         return -1;
     }
+    gw_metric_set(weights, (double)eng_model_host_bytes(l->m), "host");
+    gw_metric_set(weights, (double)gguf_mapped_bytes(eng_model_gguf(l->m)), "mapped");
     char nb[16];
     snprintf(nb, sizeof nb, "%d", n_blocks);
     gw_log_kv(GW_LOG_INFO, "engine ready", "model", cfg->engine_model, "chat_format",

@@ -912,6 +912,30 @@ def test_engine_metrics_after_requests_pass_promtool(server):
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+@cpu_only
+def test_metrics_say_what_the_weights_take(server):
+    """/metrics gives the chat model's weights in the process's own memory and the model
+    file mapped. Where the matrices are regrouped (AVX2, AVX-512) memory holds their
+    regrouped forms, about the file's size (112 MB against 98), and no F32 copy: the token
+    embeddings' alone (49,152 x 576) would add 113 MB."""
+    ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
+    path = (pathlib.Path(__file__).resolve().parents[2] /
+            "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+    with client(server) as c:
+        text = c.get("/metrics").text
+
+    def weights(memory):
+        m = re.search(rf'^cachegate_engine_weights_bytes{{memory="{memory}"}} (\S+)$', text,
+                      re.M)
+        return float(m.group(1))
+
+    assert weights("mapped") == path.stat().st_size
+    if ready["cpu_isa"].startswith("avx512") or ready["cpu_isa"] == "avx2":
+        assert 0.8 < weights("host") / weights("mapped") < 1.5
+    else:  # the portable paths keep F32 copies
+        assert weights("host") > weights("mapped")
+
+
 def test_request_timeout(make_server):
     server = make_server("[engine]\nrequest_timeout_ms = 400\n")
     body = {"model": MODEL, "max_tokens": 2000, "temperature": 0,
