@@ -199,7 +199,7 @@ cross-check:
 	done
 
 e2e: $(BIN)
-	CACHEGATE_BIN=$(BIN) $(PYTEST) -q tests/e2e
+	CACHEGATE_BIN=$(BIN) $(PYTEST) -q --durations=10 tests/e2e
 
 test: deps
 	@$(MAKE) --no-print-directory all

@@ -998,6 +998,17 @@ static int grow(eng_model *m, int T, int ctx)
 #define VECTOR_CLONES
 #endif
 
+/* The kernels of the matrix products (F32 and 8-bit, AVX2 and AVX-512) and of attention
+ * are not instrumented by AddressSanitizer in the server, which checked every broadcast and
+ * load of their inner loops and made a sanitized build's prompts minutes long (82% of a
+ * sanitized server's time on a 1,900-token prompt was lanes_rows()'s checks, 14%
+ * attention's). Their bounds follow from vnni_pack()'s layout, the pool's blocks and the
+ * block table, and the scratch the callers size; test_ops.c, which defines KERNEL_NOASAN
+ * empty, checks their values against references with the checks on. */
+#ifndef KERNEL_NOASAN
+#define KERNEL_NOASAN __attribute__((no_sanitize_address))
+#endif
+
 /* GCC vector types: the kernels below compile to SSE, AVX2 or AVX-512 (target_clones
  * picks at run time) without intrinsics. */
 typedef float v16f __attribute__((vector_size(64)));
@@ -1337,7 +1348,7 @@ static void dot2_rows(const struct wmat *w, int ra, int rb, const float *x, cons
 #define GEMM_TI 4
 #define GEMM_RJ 6
 
-AVX512 static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
 gemm_tile(const float *x, const float *w, float *y, int k, int n, int ti, int rj, int accumulate)
 {
     __m512 acc[GEMM_TI][GEMM_RJ];
@@ -1370,8 +1381,8 @@ gemm_tile(const float *x, const float *w, float *y, int k, int n, int ti, int rj
         }
 }
 
-AVX512 static void gemm_rows(const float *x, int t, const float *w, int r0, int rj, int k,
-                             float *y, int n, int accumulate)
+AVX512 KERNEL_NOASAN static void gemm_rows(const float *x, int t, const float *w, int r0, int rj,
+                                           int k, float *y, int n, int accumulate)
 {
     const float *wr = w + (size_t)r0 * k;
     int i = 0;
@@ -1553,7 +1564,7 @@ store_rows16(const __m512 *acc, int tt, int g, float *y, int n, int accumulate)
 
 /* rows 16 g .. 16 g + 15 of w times tt tokens of quantized x (a constant where inlined):
  * y[i][row] (+)= the products */
-VNNI static inline __attribute__((always_inline)) void
+VNNI KERNEL_NOASAN static inline __attribute__((always_inline)) void
 vnni_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const float *xs,
           int tt, float *y, int accumulate)
 {
@@ -1617,8 +1628,8 @@ vnni_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const 
 
 /* y [t][n] (+)= x [t][k] W^T through the 8-bit products, the quantized activations in
  * xq [t][k], xd and xs [t][k/32] */
-VNNI static void int8_pass(const struct wmat *w, const float *x, int t, float *y,
-                           int accumulate, int8_t *xq, float *xd, float *xs)
+VNNI KERNEL_NOASAN static void int8_pass(const struct wmat *w, const float *x, int t, float *y,
+                                         int accumulate, int8_t *xq, float *xd, float *xs)
 {
     const int k = w->k, nb = k / 32, groups = (w->n + 15) / 16;
 #pragma omp parallel
@@ -1666,7 +1677,7 @@ INT8_AVX2 static inline __attribute__((always_inline)) __m256i dot4_avx2(__m256i
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-INT8_AVX2 static inline __attribute__((always_inline)) void
+INT8_AVX2 KERNEL_NOASAN static inline __attribute__((always_inline)) void
 avx2_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const float *xs,
           int tt, float *y, int accumulate)
 {
@@ -1773,8 +1784,9 @@ INT8_AVX2 static void quantize_x_avx2(const float *x, int t, int k, int8_t *q, f
     }
 }
 
-INT8_AVX2 static void int8_avx2_pass(const struct wmat *w, const float *x, int t, float *y,
-                                     int accumulate, int8_t *xq, float *xd, float *xs)
+INT8_AVX2 KERNEL_NOASAN static void int8_avx2_pass(const struct wmat *w, const float *x, int t,
+                                                   float *y, int accumulate, int8_t *xq, float *xd,
+                                                   float *xs)
 {
     const int k = w->k, nb = k / 32, groups = (w->n + 15) / 16;
 #pragma omp parallel
@@ -2088,13 +2100,6 @@ AVX512 static void swiglu512(float *h, const float *gu, int n)
  * AVX2F: AVX2, FMA and F16C (the in-place attention's too); these use no FMA.
  */
 #define AVX2F __attribute__((target("avx2,fma,f16c")))
-/* the F32 products' kernels, AVX2 and AVX-512 (their bounds follow from vnni_pack()'s
- * layout), and the AVX-512 attention's (theirs from the pool's blocks and the block table),
- * both checked by test_ops.c against references: not instrumented by AddressSanitizer,
- * which checked every broadcast and load of their inner loops and made a sanitized build's
- * prompts minutes long (82% of a sanitized server's time on a 1,900-token prompt was
- * lanes_rows()'s checks, 14% attention's) */
-#define KERNEL_NOASAN __attribute__((no_sanitize_address))
 
 AVX2F static inline __attribute__((always_inline)) __m256 exp8(__m256 x)
 {
@@ -2888,7 +2893,7 @@ AVX2F static inline __attribute__((always_inline)) __m256 load8(const char *p, c
  * spans of 8 positions, span c's keys at kt[c] (dimension d kstep bytes a row further),
  * into sc[c] + i * ld, the lanes of mask[c] (full: all of them, stored by plain stores,
  * which cost far less than masked ones on some processors) */
-AVX2F static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
 qk_body8(const char *const *kt, const __m256i *mask, int full, size_t kstep, int hd,
          const float *qt, size_t qld, float *const *sc, size_t ld, const int nq, const int np,
          const int f16)
@@ -2939,9 +2944,9 @@ qk_body8(const char *const *kt, const __m256i *mask, int full, size_t kstep, int
             qk_body8(kt, mask, full, kstep, hd, qt, qld, sc, ld, n, 1, 0);                         \
         break;
 
-AVX2F static void qk_chunk8(const char *const *kt, const __m256i *mask, int full, size_t kstep,
-                            int hd, const float *qt, size_t qld, float *const *sc, size_t ld,
-                            int nq, int np, int f16)
+AVX2F KERNEL_NOASAN static void qk_chunk8(const char *const *kt, const __m256i *mask, int full,
+                                          size_t kstep, int hd, const float *qt, size_t qld,
+                                          float *const *sc, size_t ld, int nq, int np, int f16)
 {
     switch (nq) {
         QK8_CASE(1) QK8_CASE(2) QK8_CASE(3) QK8_CASE(4)
@@ -3003,7 +3008,7 @@ AVX2F static void qk_range8(kvc_pool *kv, int layer, const int32_t *table, int g
  * (from voff bytes into a value row) of nq queries (pr: rows of ld probabilities by
  * absolute position; o: rows of ldo floats, at the first slice), the values of KV head g
  * read through table */
-AVX2F static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
 pv_body8(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
          const float *pr, size_t ld, float *o, size_t ldo, const int nq, const int ns,
          const int f16)
@@ -3051,9 +3056,9 @@ pv_body8(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, s
     }
 
 /* pv_body8() over 4 slices (wide) or 1, for 1 or 2 queries */
-AVX2F static void pv_chunk8(kvc_pool *kv, int layer, const int32_t *table, int g, int j0,
-                            int j1, size_t voff, const float *pr, size_t ld, float *o,
-                            size_t ldo, int nq, int wide, int f16)
+AVX2F KERNEL_NOASAN static void pv_chunk8(kvc_pool *kv, int layer, const int32_t *table, int g,
+                                          int j0, int j1, size_t voff, const float *pr, size_t ld,
+                                          float *o, size_t ldo, int nq, int wide, int f16)
 {
     PV8_CASE(1, 1) PV8_CASE(2, 1) PV8_CASE(1, 4) PV8_CASE(2, 4)
 }
@@ -3266,7 +3271,7 @@ _Static_assert(LANES_TT == 16, "transpose16() makes the tiles' columns of 16 tok
  * read as 0): four rounds of shuffles over 16 registers. After the first two, u[4 a + b]
  * holds rows 4 a .. 4 a + 3 of columns b, b + 4, b + 8 and b + 12, one in each 128-bit
  * lane; the last two gather each column's four lanes. */
-AVX512 static void transpose16(const float *x, size_t ld, int rows, float *out)
+AVX512 KERNEL_NOASAN static void transpose16(const float *x, size_t ld, int rows, float *out)
 {
     __m512 r[16], t[16], u[16];
     for (int i = 0; i < 16; i++)

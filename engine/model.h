@@ -63,8 +63,8 @@ const struct eng_hparams *eng_model_hparams(const eng_model *m);
 /* The GGUF file, for the tokenizer and the chat template. Borrowed. */
 struct gguf_file *eng_model_gguf(const eng_model *m);
 /* The bytes the weights take in the process's own memory: F32 copies, stored and regrouped
- * forms, norms (what the engine reads from the mapped file in place is not counted, nor a
- * device's memory). */
+ * forms, norms, RoPE's frequencies (what the engine reads from the mapped file in place is
+ * not counted, nor a device's memory). */
 size_t eng_model_host_bytes(const eng_model *m);
 
 enum eng_logits { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST, ENG_LOGITS_ALL };

@@ -919,14 +919,16 @@ def test_metrics_say_what_the_weights_take(server):
     regrouped forms, about the file's size (112 MB against 98), and no F32 copy: the token
     embeddings' alone (49,152 x 576) would add 113 MB."""
     ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
-    path = (pathlib.Path(__file__).resolve().parents[2] /
-            "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+    path = pathlib.Path(ready["model"])
+    if not path.is_absolute():  # (relative to the repository, where the server runs)
+        path = pathlib.Path(__file__).resolve().parents[2] / path
     with client(server) as c:
         text = c.get("/metrics").text
 
     def weights(memory):
         m = re.search(rf'^cachegate_engine_weights_bytes{{memory="{memory}"}} (\S+)$', text,
                       re.M)
+        assert m, text
         return float(m.group(1))
 
     assert weights("mapped") == path.stat().st_size

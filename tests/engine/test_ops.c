@@ -1,7 +1,10 @@
 /* tests the CPU forward pass's operations (engine/model.c, included for its statics) on
  * small cases computed by hand: RMSNorm, RoPE, attention over the paged cache with
  * grouped heads (and its tiles against a direct evaluation on random data), the softmax's
- * e^x, SwiGLU, and the quantized matrix-vector kernels against the F32 SGEMM. */
+ * e^x, SwiGLU, and the quantized matrix-vector kernels against the F32 SGEMM. The kernels
+ * keep AddressSanitizer's checks here (a sanitized build's server goes without them: see
+ * KERNEL_NOASAN), so that make test SAN=1 checks their bounds too. */
+#define KERNEL_NOASAN
 #include "../../engine/model.c"
 
 #include <criterion/criterion.h>
