@@ -999,14 +999,15 @@ static int grow(eng_model *m, int T, int ctx)
 #endif
 
 /* The kernels of the matrix products (F32 and 8-bit, AVX2 and AVX-512) and of attention
- * are not instrumented by AddressSanitizer in the server, which checked every broadcast and
- * load of their inner loops and made a sanitized build's prompts minutes long (82% of a
- * sanitized server's time on a 1,900-token prompt was lanes_rows()'s checks, 14%
- * attention's). Their bounds follow from vnni_pack()'s layout, the pool's blocks and the
- * block table, and the scratch the callers size; test_ops.c, which defines KERNEL_NOASAN
- * empty, checks their values against references with the checks on. */
-#ifndef KERNEL_NOASAN
-#define KERNEL_NOASAN __attribute__((no_sanitize_address))
+ * are not instrumented by AddressSanitizer or UndefinedBehaviorSanitizer in the server,
+ * which checked every broadcast, load and index of their inner loops and made a sanitized
+ * build's prompts minutes long (82% of a sanitized server's time on a 1,900-token prompt
+ * was lanes_rows()'s address checks, 14% attention's; without them, UBSan's still made it
+ * 3 times the plain build's). Their bounds follow from vnni_pack()'s layout, the pool's
+ * blocks and the block table, and the scratch the callers size; test_ops.c, which defines
+ * KERNEL_NOSANITIZE empty, checks their values against references with the checks on. */
+#ifndef KERNEL_NOSANITIZE
+#define KERNEL_NOSANITIZE __attribute__((no_sanitize("address", "undefined")))
 #endif
 
 /* GCC vector types: the kernels below compile to SSE, AVX2 or AVX-512 (target_clones
@@ -1348,7 +1349,7 @@ static void dot2_rows(const struct wmat *w, int ra, int rb, const float *x, cons
 #define GEMM_TI 4
 #define GEMM_RJ 6
 
-AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 gemm_tile(const float *x, const float *w, float *y, int k, int n, int ti, int rj, int accumulate)
 {
     __m512 acc[GEMM_TI][GEMM_RJ];
@@ -1381,8 +1382,8 @@ gemm_tile(const float *x, const float *w, float *y, int k, int n, int ti, int rj
         }
 }
 
-AVX512 KERNEL_NOASAN static void gemm_rows(const float *x, int t, const float *w, int r0, int rj,
-                                           int k, float *y, int n, int accumulate)
+AVX512 KERNEL_NOSANITIZE static void gemm_rows(const float *x, int t, const float *w, int r0,
+                                               int rj, int k, float *y, int n, int accumulate)
 {
     const float *wr = w + (size_t)r0 * k;
     int i = 0;
@@ -1564,7 +1565,7 @@ store_rows16(const __m512 *acc, int tt, int g, float *y, int n, int accumulate)
 
 /* rows 16 g .. 16 g + 15 of w times tt tokens of quantized x (a constant where inlined):
  * y[i][row] (+)= the products */
-VNNI KERNEL_NOASAN static inline __attribute__((always_inline)) void
+VNNI KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 vnni_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const float *xs,
           int tt, float *y, int accumulate)
 {
@@ -1628,8 +1629,8 @@ vnni_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const 
 
 /* y [t][n] (+)= x [t][k] W^T through the 8-bit products, the quantized activations in
  * xq [t][k], xd and xs [t][k/32] */
-VNNI KERNEL_NOASAN static void int8_pass(const struct wmat *w, const float *x, int t, float *y,
-                                         int accumulate, int8_t *xq, float *xd, float *xs)
+VNNI KERNEL_NOSANITIZE static void int8_pass(const struct wmat *w, const float *x, int t, float *y,
+                                             int accumulate, int8_t *xq, float *xd, float *xs)
 {
     const int k = w->k, nb = k / 32, groups = (w->n + 15) / 16;
 #pragma omp parallel
@@ -1677,7 +1678,7 @@ INT8_AVX2 static inline __attribute__((always_inline)) __m256i dot4_avx2(__m256i
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-INT8_AVX2 KERNEL_NOASAN static inline __attribute__((always_inline)) void
+INT8_AVX2 KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 avx2_tile(const struct wmat *w, int g, const int8_t *xq, const float *xd, const float *xs,
           int tt, float *y, int accumulate)
 {
@@ -1784,9 +1785,9 @@ INT8_AVX2 static void quantize_x_avx2(const float *x, int t, int k, int8_t *q, f
     }
 }
 
-INT8_AVX2 KERNEL_NOASAN static void int8_avx2_pass(const struct wmat *w, const float *x, int t,
-                                                   float *y, int accumulate, int8_t *xq, float *xd,
-                                                   float *xs)
+INT8_AVX2 KERNEL_NOSANITIZE static void int8_avx2_pass(const struct wmat *w, const float *x, int t,
+                                                       float *y, int accumulate, int8_t *xq,
+                                                       float *xd, float *xs)
 {
     const int k = w->k, nb = k / 32, groups = (w->n + 15) / 16;
 #pragma omp parallel
@@ -2293,7 +2294,7 @@ prefetch_rows(const char *const *kn, const int np, int r, size_t kstep)
  * with np spans of up to 16 positions, span c in a block whose transposed keys start at
  * kt[c] (row d: kt[c] + d * kstep bytes; lanes mask[c]; a span with an empty mask is
  * skipped), into sc[c] + i * ld for query i; prefetching the spans at kn (or none: NULL) */
-AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 qk_body(const char *const *kt, const char *const *kn, const __mmask16 *mask, size_t kstep,
         int hd, const float *qt, size_t qld, float *const *sc, size_t ld, const int nq,
         const int np, const enum kv_form form, const int full)
@@ -2343,10 +2344,10 @@ qk_body(const char *const *kt, const char *const *kn, const __mmask16 *mask, siz
 
 /* qk_body() over ATT_QK_SPANS spans for up to ATT_QK_MAX queries; full: every span whole
  * (F16 keys then take plain loads); kn: the next pass's spans to prefetch, or NULL */
-AVX512 KERNEL_NOASAN static void qk_chunk(const char *const *kt, const char *const *kn,
-                                          const __mmask16 *mask, int full, size_t kstep, int hd,
-                                          const float *qt, size_t qld, float *const *sc, size_t ld,
-                                          int nq, enum kv_form form)
+AVX512 KERNEL_NOSANITIZE static void qk_chunk(const char *const *kt, const char *const *kn,
+                                              const __mmask16 *mask, int full, size_t kstep, int hd,
+                                              const float *qt, size_t qld, float *const *sc,
+                                              size_t ld, int nq, enum kv_form form)
 {
     switch (nq) {
         QK_CASES
@@ -2371,7 +2372,7 @@ struct q8_queries {
     const float *scale;  /* [nq] */
 };
 
-VNNI KERNEL_NOASAN static inline __attribute__((always_inline)) void
+VNNI KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 qk_body_q8(const char *const *kt, const char *const *kn, const float *const *ksc,
            const __mmask16 *mask, size_t kstep, int hd, struct q8_queries qb, float *const *sc,
            size_t ld, const int nq, const int np, const int full)
@@ -2423,10 +2424,10 @@ qk_body_q8(const char *const *kt, const char *const *kn, const float *const *ksc
         break;
 
 /* qk_body_q8() as qk_chunk() dispatches qk_body() */
-VNNI KERNEL_NOASAN static void qk_chunk_q8(const char *const *kt, const char *const *kn,
-                                           const float *const *ksc, const __mmask16 *mask, int full,
-                                           size_t kstep, int hd, struct q8_queries qb,
-                                           float *const *sc, size_t ld, int nq)
+VNNI KERNEL_NOSANITIZE static void qk_chunk_q8(const char *const *kt, const char *const *kn,
+                                               const float *const *ksc, const __mmask16 *mask,
+                                               int full, size_t kstep, int hd, struct q8_queries qb,
+                                               float *const *sc, size_t ld, int nq)
 {
     switch (nq) {
         QK_CASES
@@ -2438,7 +2439,7 @@ VNNI KERNEL_NOASAN static void qk_chunk_q8(const char *const *kt, const char *co
  * (from voff bytes into a value row) of nq queries (pr: rows of ld probabilities by
  * absolute position; o: rows of ldo floats, at the first slice), the values of KV head g
  * read through table */
-AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
         const float *pr, size_t ld, float *o, size_t ldo, const int nq, const int ns,
         const enum kv_form form)
@@ -2492,9 +2493,10 @@ pv_body(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, si
 
 /* pv_body() for 4 slices (wide) or 1 (the slices left), up to ATT_PV_MAX queries;
  * Q8_0: pr already holds the probabilities times the values' scales */
-AVX512 KERNEL_NOASAN static void pv_chunk(kvc_pool *kv, int layer, const int32_t *table, int g,
-                                          int j0, int j1, size_t voff, const float *pr, size_t ld,
-                                          float *o, size_t ldo, int nq, int wide, enum kv_form form)
+AVX512 KERNEL_NOSANITIZE static void pv_chunk(kvc_pool *kv, int layer, const int32_t *table, int g,
+                                              int j0, int j1, size_t voff, const float *pr,
+                                              size_t ld, float *o, size_t ldo, int nq, int wide,
+                                              enum kv_form form)
 {
     PV_DISPATCH
 }
@@ -2543,7 +2545,7 @@ dp_pairs(__m512 (*acc)[4], const __m512i *v, const uint16_t *pair, size_t stride
 }
 
 /* qk_body() on BF16 keys: kt[c] + d * kstep is dimension pair d of span c's positions */
-BF16_DOT KERNEL_NOASAN static inline __attribute__((always_inline)) void
+BF16_DOT KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 qk_body_bf16(const char *const *kt, const char *const *kn, const __mmask16 *mask, size_t kstep,
              int hd, const uint16_t *qh, float *const *sc, size_t ld, const int nq, const int np,
              const int full)
@@ -2578,10 +2580,10 @@ qk_body_bf16(const char *const *kt, const char *const *kn, const __mmask16 *mask
             qk_body_bf16(kt, kn, mask, kstep, hd, qh, sc, ld, n, ATT_QK_SPANS, 0);           \
         break;
 
-BF16_DOT KERNEL_NOASAN static void qk_chunk_bf16(const char *const *kt, const char *const *kn,
-                                                 const __mmask16 *mask, int full, size_t kstep,
-                                                 int hd, const uint16_t *qh, float *const *sc,
-                                                 size_t ld, int nq)
+BF16_DOT KERNEL_NOSANITIZE static void qk_chunk_bf16(const char *const *kt, const char *const *kn,
+                                                     const __mmask16 *mask, int full, size_t kstep,
+                                                     int hd, const uint16_t *qh, float *const *sc,
+                                                     size_t ld, int nq)
 {
     switch (nq) {
         QK_CASES
@@ -2592,7 +2594,7 @@ BF16_DOT KERNEL_NOASAN static void qk_chunk_bf16(const char *const *kt, const ch
 /* pv_body() on BF16 values, j0 even: one 64-byte row holds 16 dimensions of positions j and
  * j + 1; a pair cut by j1 reads position j only (its other half may be anything) and the
  * probabilities past a query's last position are 0 (attend_group()) */
-BF16_DOT KERNEL_NOASAN static inline __attribute__((always_inline)) void
+BF16_DOT KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
              const uint16_t *ph, size_t ld, float *o, size_t ldo, const int nq, const int ns)
 {
@@ -2632,10 +2634,10 @@ pv_body_bf16(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j
         pv_body_bf16(kv, layer, table, g, j0, j1, voff, ph, ld, o, ldo, n, ns);              \
         break;
 
-BF16_DOT KERNEL_NOASAN static void pv_chunk_bf16(kvc_pool *kv, int layer, const int32_t *table,
-                                                 int g, int j0, int j1, size_t voff,
-                                                 const uint16_t *ph, size_t ld, float *o,
-                                                 size_t ldo, int nq, int wide)
+BF16_DOT KERNEL_NOSANITIZE static void pv_chunk_bf16(kvc_pool *kv, int layer, const int32_t *table,
+                                                     int g, int j0, int j1, size_t voff,
+                                                     const uint16_t *ph, size_t ld, float *o,
+                                                     size_t ldo, int nq, int wide)
 {
     PV_DISPATCH
 }
@@ -2893,7 +2895,7 @@ AVX2F static inline __attribute__((always_inline)) __m256 load8(const char *p, c
  * spans of 8 positions, span c's keys at kt[c] (dimension d kstep bytes a row further),
  * into sc[c] + i * ld, the lanes of mask[c] (full: all of them, stored by plain stores,
  * which cost far less than masked ones on some processors) */
-AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 qk_body8(const char *const *kt, const __m256i *mask, int full, size_t kstep, int hd,
          const float *qt, size_t qld, float *const *sc, size_t ld, const int nq, const int np,
          const int f16)
@@ -2944,9 +2946,9 @@ qk_body8(const char *const *kt, const __m256i *mask, int full, size_t kstep, int
             qk_body8(kt, mask, full, kstep, hd, qt, qld, sc, ld, n, 1, 0);                         \
         break;
 
-AVX2F KERNEL_NOASAN static void qk_chunk8(const char *const *kt, const __m256i *mask, int full,
-                                          size_t kstep, int hd, const float *qt, size_t qld,
-                                          float *const *sc, size_t ld, int nq, int np, int f16)
+AVX2F KERNEL_NOSANITIZE static void qk_chunk8(const char *const *kt, const __m256i *mask, int full,
+                                              size_t kstep, int hd, const float *qt, size_t qld,
+                                              float *const *sc, size_t ld, int nq, int np, int f16)
 {
     switch (nq) {
         QK8_CASE(1) QK8_CASE(2) QK8_CASE(3) QK8_CASE(4)
@@ -3008,7 +3010,7 @@ AVX2F static void qk_range8(kvc_pool *kv, int layer, const int32_t *table, int g
  * (from voff bytes into a value row) of nq queries (pr: rows of ld probabilities by
  * absolute position; o: rows of ldo floats, at the first slice), the values of KV head g
  * read through table */
-AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 pv_body8(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, size_t voff,
          const float *pr, size_t ld, float *o, size_t ldo, const int nq, const int ns,
          const int f16)
@@ -3056,9 +3058,10 @@ pv_body8(kvc_pool *kv, int layer, const int32_t *table, int g, int j0, int j1, s
     }
 
 /* pv_body8() over 4 slices (wide) or 1, for 1 or 2 queries */
-AVX2F KERNEL_NOASAN static void pv_chunk8(kvc_pool *kv, int layer, const int32_t *table, int g,
-                                          int j0, int j1, size_t voff, const float *pr, size_t ld,
-                                          float *o, size_t ldo, int nq, int wide, int f16)
+AVX2F KERNEL_NOSANITIZE static void pv_chunk8(kvc_pool *kv, int layer, const int32_t *table, int g,
+                                              int j0, int j1, size_t voff, const float *pr,
+                                              size_t ld, float *o, size_t ldo, int nq, int wide,
+                                              int f16)
 {
     PV8_CASE(1, 1) PV8_CASE(2, 1) PV8_CASE(1, 4) PV8_CASE(2, 4)
 }
@@ -3187,7 +3190,7 @@ static int attend_direct_dtype_ok(enum kvc_dtype dtype)
  * load: 0, 4, 1, 5, ... for Q4_1), whatever the number of tokens.
  */
 
-AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 lanes_tile(const struct wmat *w, int g, const float *xt, int tt, float *y, int accumulate)
 {
     const int nb = w->k / 32, n = w->n, q4 = w->type == GGML_Q4_1;
@@ -3244,8 +3247,8 @@ lanes_tile(const struct wmat *w, int g, const float *xt, int tt, float *y, int a
 
 /* rows 16 g .. 16 g + 15 for all t tokens, xt: the tiles' activations transposed, one
  * after another ([t / LANES_TT rounded up][k][LANES_TT]) */
-AVX512 KERNEL_NOASAN static void lanes_rows(const struct wmat *w, int g, const float *xt, int t,
-                                            float *y, int accumulate)
+AVX512 KERNEL_NOSANITIZE static void lanes_rows(const struct wmat *w, int g, const float *xt, int t,
+                                                float *y, int accumulate)
 {
     const size_t per = (size_t)w->k * LANES_TT, n = (size_t)w->n;
     int i = 0;
@@ -3271,7 +3274,7 @@ _Static_assert(LANES_TT == 16, "transpose16() makes the tiles' columns of 16 tok
  * read as 0): four rounds of shuffles over 16 registers. After the first two, u[4 a + b]
  * holds rows 4 a .. 4 a + 3 of columns b, b + 4, b + 8 and b + 12, one in each 128-bit
  * lane; the last two gather each column's four lanes. */
-AVX512 KERNEL_NOASAN static void transpose16(const float *x, size_t ld, int rows, float *out)
+AVX512 KERNEL_NOSANITIZE static void transpose16(const float *x, size_t ld, int rows, float *out)
 {
     __m512 r[16], t[16], u[16];
     for (int i = 0; i < 16; i++)
@@ -3340,7 +3343,7 @@ static void gemm_lanes(const struct wmat *w, const float *x, int t, float *y, in
  * constant where inlined, as P and tt are.
  */
 #define FEW_P 4 /* groups a one-token item */
-AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 few_tile(const struct wmat *w, int g0, const int P, const float *xs, const int tt, float *y,
          int accumulate, const int q4)
 {
@@ -3406,7 +3409,7 @@ few_tile(const struct wmat *w, int g0, const int P, const float *xs, const int t
 }
 
 /* few_tile() with q4 a constant */
-AVX512 KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX512 KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 few_case(const struct wmat *w, int g0, const int P, const float *xs, const int tt, float *y,
          int accumulate)
 {
@@ -3418,8 +3421,8 @@ few_case(const struct wmat *w, int g0, const int P, const float *xs, const int t
 
 /* item p of gemm_few(): FEW_P groups from FEW_P p for one token (fewer at the end), 2 from
  * 2 p for 2 or 3 tokens (or the last 1) */
-AVX512 KERNEL_NOASAN static void few_rows(const struct wmat *w, int p, const float *xs, int t,
-                                          float *y, int accumulate)
+AVX512 KERNEL_NOSANITIZE static void few_rows(const struct wmat *w, int p, const float *xs, int t,
+                                              float *y, int accumulate)
 {
     const int groups = (w->n + 15) / 16, per = t == 1 ? FEW_P : 2;
     const int g0 = per * p, P = groups - g0 < per ? groups - g0 : per;
@@ -3469,7 +3472,7 @@ AVX512 KERNEL_NOASAN static void few_rows(const struct wmat *w, int p, const flo
 
 /* rows 16 g + 8 h .. + 7 (those below n) of tokens 0..tt of the tile xt (its activations
  * transposed: [k][LANES_TT]) into y (rows of n floats), or added to it */
-AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int tt, float *y,
             int accumulate)
 {
@@ -3537,8 +3540,8 @@ lanes_tile8(const struct wmat *w, int g, int h, const float *xt, const int tt, f
 }
 
 /* rows 16 g .. 16 g + 15 for all t tokens (xt as for lanes_rows()) */
-AVX2F KERNEL_NOASAN static void lanes_rows8(const struct wmat *w, int g, const float *xt,
-                                            int t, float *y, int accumulate)
+AVX2F KERNEL_NOSANITIZE static void lanes_rows8(const struct wmat *w, int g, const float *xt, int t,
+                                                float *y, int accumulate)
 {
     const size_t per = (size_t)w->k * LANES_TT, n = (size_t)w->n;
     for (int h = 0; h < 2 && 16 * g + 8 * h < w->n; h++)
@@ -3584,7 +3587,7 @@ static void gemm_lanes8(const struct wmat *w, const float *x, int t, float *y, i
 }
 
 /* the 32 bytes at offset off of each of P octets' regrouped weights */
-AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 octet_loads(__m256i *v, const uint8_t *const *wq, const int P, size_t off)
 {
 #pragma GCC unroll 4
@@ -3598,7 +3601,7 @@ octet_loads(__m256i *v, const uint8_t *const *wq, const int P, size_t off)
  * octets' chains interleaved. A row's products for one token are one chain of dependent
  * FMAs; one or two tokens of one octet would leave the FMA units waiting on it.
  */
-AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 few_tile8(const struct wmat *w, int q0, const int P, const float *xs, const int tt, float *y,
           int accumulate)
 {
@@ -3691,8 +3694,8 @@ few_tile8(const struct wmat *w, int q0, const int P, const float *xs, const int 
 
 /* one token: the rows of groups 2 p and 2 p + 1 (those there are); 2 or 3 tokens: the rows
  * of group p (xs: [k][t]) */
-AVX2F KERNEL_NOASAN static void few_rows8(const struct wmat *w, int p, const float *xs, int t,
-                                          float *y, int accumulate)
+AVX2F KERNEL_NOSANITIZE static void few_rows8(const struct wmat *w, int p, const float *xs, int t,
+                                              float *y, int accumulate)
 {
     if (t == 1 && 2 * p + 1 < (w->n + 15) / 16)
         few_tile8(w, 4 * p, 4, xs, 1, y, accumulate);
@@ -3751,7 +3754,7 @@ static int panel_tc(int k)
 
 /* the regrouped rows 16 g .. 16 g + 15 as F32: panel[s][16], s the position of a column
  * in lanes_tile8()'s order (panel_col()) */
-AVX2F KERNEL_NOASAN static void panel_fill8(const struct wmat *w, int g, float *panel)
+AVX2F KERNEL_NOSANITIZE static void panel_fill8(const struct wmat *w, int g, float *panel)
 {
     const int nb = w->k / 32;
     const __m256i low4 = _mm256_set1_epi32(15);
@@ -3794,7 +3797,7 @@ static inline int panel_col(int q4, int s)
 
 /* tokens 0..ti of x (rows of k floats) times the panel's 16 rows into y's columns r0 ..
  * r0 + rows - 1 (rows of n floats), or added to them */
-AVX2F KERNEL_NOASAN static inline __attribute__((always_inline)) void
+AVX2F KERNEL_NOSANITIZE static inline __attribute__((always_inline)) void
 panel_tile8(const float *panel, const int q4, int k, const float *x, const int ti, float *y,
             int n, int r0, int rows, int accumulate)
 {
@@ -3832,9 +3835,9 @@ panel_tile8(const float *panel, const int q4, int k, const float *x, const int t
 }
 
 /* tokens i0 .. i1 - 1 over the panel of group g */
-AVX2F KERNEL_NOASAN static void panel_rows8(const struct wmat *w, int g, const float *panel,
-                                            const float *x, int i0, int i1, float *y,
-                                            int accumulate)
+AVX2F KERNEL_NOSANITIZE static void panel_rows8(const struct wmat *w, int g, const float *panel,
+                                                const float *x, int i0, int i1, float *y,
+                                                int accumulate)
 {
     const int k = w->k, n = w->n, r0 = 16 * g, rows = n - r0 < 16 ? n - r0 : 16;
     const int q4 = w->type == GGML_Q4_1;

@@ -2,9 +2,9 @@
  * small cases computed by hand: RMSNorm, RoPE, attention over the paged cache with
  * grouped heads (and its tiles against a direct evaluation on random data), the softmax's
  * e^x, SwiGLU, and the quantized matrix-vector kernels against the F32 SGEMM. The kernels
- * keep AddressSanitizer's checks here (a sanitized build's server goes without them: see
- * KERNEL_NOASAN), so that make test SAN=1 checks their bounds too. */
-#define KERNEL_NOASAN
+ * keep the sanitizers' checks here (a sanitized build's server goes without them: see
+ * KERNEL_NOSANITIZE), so that make test SAN=1 checks their bounds and arithmetic too. */
+#define KERNEL_NOSANITIZE
 #include "../../engine/model.c"
 
 #include <criterion/criterion.h>
