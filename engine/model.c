@@ -55,6 +55,30 @@ struct wmat {
     enum ggml_type raw_type;
 };
 
+/*
+ * The sizes of those forms, in one place for their allocations and wmat_bytes(). A stored
+ * block is 32 weights of a row: 16 bytes of Q4_1 nibbles or 32 Q8_0 values, with a float
+ * scale (and a float minimum for Q4_1) each. The regrouped form keeps the same blocks for
+ * groups of 16 rows (the last padded with zero rows), each group's block of a column range
+ * 16 stored blocks long, and a float (or Q8_0's int32 offset) per row and block.
+ */
+static size_t block_bytes(enum ggml_type stored)
+{
+    return stored == GGML_Q4_1 ? 16 : 32;
+}
+
+static size_t stored_blocks(const struct wmat *w)
+{
+    return (size_t)w->n * (size_t)(w->k / 32);
+}
+
+/* rows padded to a multiple of 16, times blocks per row: a regrouped form's per-row-and-
+ * block entries (vd, vm, vc), and its blocks of block_bytes() each */
+static size_t padded_blocks(const struct wmat *w)
+{
+    return (size_t)(w->n + 15) / 16 * 16 * (size_t)(w->k / 32);
+}
+
 struct layer {
     float *attn_norm, *ffn_norm; /* [n_embd] */
     /* query, key and value rows stacked ([n_head*hd + 2*n_kv*hd][n_embd]), and gate and
@@ -132,8 +156,8 @@ static int stored_form(enum ggml_type type, const uint8_t *raw, struct wmat *wm)
     const int q4 = type != GGML_Q8_0;
     int be, bb;
     ggml_type_block(type, &be, &bb);
-    size_t nblk = (size_t)(wm->k / 32) * (size_t)wm->n, per = q4 ? 16 : 32;
     wm->type = q4 ? GGML_Q4_1 : GGML_Q8_0;
+    const size_t nblk = stored_blocks(wm), per = block_bytes(wm->type);
     wm->qs = malloc(nblk * per);
     wm->qd = malloc(nblk * sizeof(float));
     wm->qm = q4 ? malloc(nblk * sizeof(float)) : NULL;
@@ -145,12 +169,12 @@ static int stored_form(enum ggml_type type, const uint8_t *raw, struct wmat *wm)
         wm->qd[b] = eng_f16_to_f32((uint16_t)(raw[0] | raw[1] << 8));
         if (type == GGML_Q4_1) {
             wm->qm[b] = eng_f16_to_f32((uint16_t)(raw[2] | raw[3] << 8));
-            memcpy(wm->qs + b * 16, raw + 4, 16);
+            memcpy(wm->qs + b * per, raw + 4, per);
         } else if (type == GGML_Q4_0) {
             wm->qm[b] = -8.0f * wm->qd[b];
-            memcpy(wm->qs + b * 16, raw + 2, 16);
+            memcpy(wm->qs + b * per, raw + 2, per);
         } else {
-            memcpy(wm->qs + b * 32, raw + 2, 32);
+            memcpy(wm->qs + b * per, raw + 2, per);
         }
     }
     return 0;
@@ -352,7 +376,7 @@ static int wmat_stack(struct wmat *parts, int n, struct wmat *out)
         if ((rc = wmat_f32(&parts[i])))
             goto out;
     rc = ENG_ENOMEM;
-    size_t nb = (size_t)rows * (k / 32), per = parts[0].type == GGML_Q4_1 ? 16 : 32;
+    const size_t nb = stored_blocks(&w), per = block_bytes(w.type);
     if (f32)
         w.f = malloc(sizeof(float) * (size_t)rows * k);
     if (same) {
@@ -368,7 +392,7 @@ static int wmat_stack(struct wmat *parts, int n, struct wmat *out)
         if (f32)
             memcpy(w.f + r0 * k, parts[i].f, sizeof(float) * (size_t)parts[i].n * k);
         if (same) {
-            size_t b0 = r0 * (k / 32), bn = (size_t)parts[i].n * (k / 32);
+            size_t b0 = r0 * (k / 32), bn = stored_blocks(&parts[i]);
             memcpy(w.qs + b0 * per, parts[i].qs, bn * per);
             memcpy(w.qd + b0, parts[i].qd, bn * sizeof(float));
             if (w.qm)
@@ -395,9 +419,9 @@ out:
  * are the mapping's */
 static size_t wmat_bytes(const struct wmat *w)
 {
-    const size_t n = (size_t)w->n, k = (size_t)w->k, blocks = n * (k / 32);
-    const size_t padded = (n + 15) / 16 * 16 * (k / 32), quant = w->type == GGML_Q4_1 ? 16 : 32;
-    size_t b = w->f ? n * k * sizeof(float) : 0;
+    const size_t blocks = stored_blocks(w), padded = padded_blocks(w);
+    const size_t quant = block_bytes(w->type);
+    size_t b = w->f ? (size_t)w->n * (size_t)w->k * sizeof(float) : 0;
     b += (w->qs ? blocks * quant : 0) + (w->vq ? padded * quant : 0);
     b += ((w->qd != NULL) + (w->qm != NULL)) * blocks * sizeof(float);
     b += ((w->vd != NULL) + (w->vm != NULL) + (w->vc != NULL)) * padded * sizeof(float);
@@ -1463,13 +1487,13 @@ static int vnni_pack(struct wmat *w)
     if (!w->qs || w->k % 32)
         return 0;
     const int nb = w->k / 32, q4 = w->type == GGML_Q4_1;
-    const size_t gb = (size_t)((w->n + 15) / 16) * nb; /* (group, block) pairs */
-    w->vq = calloc(gb, q4 ? 256 : 512);
-    w->vd = calloc(gb * 16, sizeof(float));
+    const size_t entries = padded_blocks(w), per = block_bytes(w->type);
+    w->vq = calloc(entries, per);
+    w->vd = calloc(entries, sizeof(float));
     if (q4)
-        w->vm = calloc(gb * 16, sizeof(float));
+        w->vm = calloc(entries, sizeof(float));
     else
-        w->vc = calloc(gb * 16, sizeof(int32_t));
+        w->vc = calloc(entries, sizeof(int32_t));
     if (!w->vq || !w->vd || (q4 ? !w->vm : !w->vc)) {
         vnni_free(w);
         return ENG_ENOMEM;
@@ -1481,7 +1505,7 @@ static int vnni_pack(struct wmat *w)
             for (int b = 0; b < nb; b++) {
                 const size_t src = (size_t)r * nb + b, at = ((size_t)g * nb + b) * 16;
                 const int lane = r % 16;
-                uint8_t *dst = w->vq + at * (q4 ? 16 : 32) + 4 * lane;
+                uint8_t *dst = w->vq + at * per + 4 * lane;
                 w->vd[at + lane] = w->qd[src];
                 if (q4) {
                     /* bytes 4c + i of the regrouped block hold weights 8c + i (low nibble)
@@ -1490,7 +1514,7 @@ static int vnni_pack(struct wmat *w)
                      * 16 + 4j + i (high) */
                     const uint32_t lo = 0x0F0F0F0Fu, hi = 0xF0F0F0F0u;
                     uint32_t x[4], y[4];
-                    memcpy(x, w->qs + src * 16, 16);
+                    memcpy(x, w->qs + src * per, 16);
                     w->vm[at + lane] = w->qm[src];
                     y[0] = (x[0] & lo) | (x[1] & lo) << 4;
                     y[1] = (x[2] & lo) | (x[3] & lo) << 4;
@@ -1499,7 +1523,7 @@ static int vnni_pack(struct wmat *w)
                     for (int c = 0; c < 4; c++)
                         memcpy(dst + 64 * c, &y[c], 4);
                 } else {
-                    const int8_t *s = (const int8_t *)w->qs + src * 32;
+                    const int8_t *s = (const int8_t *)w->qs + src * per;
                     int32_t sum = 0;
                     for (int c = 0; c < 8; c++) /* weights 4c .. 4c + 3 */
                         memcpy(dst + 64 * c, s + 4 * c, 4);
@@ -3364,7 +3388,7 @@ few_tile(const struct wmat *w, int g0, const int P, const float *xs, const int t
             const size_t at = ((size_t)(g0 + o) * nb + b) * 16;
             d[o] = _mm512_loadu_ps(w->vd + at);
             m[o] = q4 ? _mm512_loadu_ps(w->vm + at) : _mm512_setzero_ps();
-            wq[o] = w->vq + at * (q4 ? 16 : 32);
+            wq[o] = w->vq + at * block_bytes(w->type);
         }
         /* a 64-byte load: 8 (Q4_1) or 4 (Q8_0) columns of the 16 rows, as in lanes_tile() */
         const int loads = q4 ? 4 : 8, cols = q4 ? 8 : 4;
@@ -3623,7 +3647,7 @@ few_tile8(const struct wmat *w, int q0, const int P, const float *xs, const int 
             const size_t at = ((size_t)(q / 2) * nb + b) * 16;
             d[o] = _mm256_loadu_ps(w->vd + at + 8 * h);
             m[o] = q4 ? _mm256_loadu_ps(w->vm + at + 8 * h) : _mm256_setzero_ps();
-            wq[o] = w->vq + at * (q4 ? 16 : 32) + 32 * h;
+            wq[o] = w->vq + at * block_bytes(w->type) + 32 * h;
         }
         if (q4) {
 #pragma GCC unroll 1
