@@ -2,91 +2,49 @@
  * a set of hostile edits are refused with a message; the default model's metadata. */
 #include "engine.h"
 #include "gguf.h"
+#include "gguf_writer.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct w {
-    uint8_t buf[4096];
-    size_t n;
-};
-
-static void put(struct w *w, const void *p, size_t n)
-{
-    memcpy(w->buf + w->n, p, n);
-    w->n += n;
-}
-static void u32(struct w *w, uint32_t v)
-{
-    put(w, &v, 4);
-}
-static void u64(struct w *w, uint64_t v)
-{
-    put(w, &v, 8);
-}
-static void str(struct w *w, const char *s)
-{
-    u64(w, strlen(s));
-    put(w, s, strlen(s));
-}
-
 /* A small valid file: 4 metadata keys, two tensors (F32 [4] "norm.weight", Q8_0 [32 x 2]
  * named qname). */
-static size_t build_named(struct w *w, uint32_t version, const char *qname)
+static size_t build_named(struct gw *w, uint32_t version, const char *qname)
 {
-    w->n = 0;
-    u32(w, 0x46554747);
-    u32(w, version);
-    u64(w, 2); /* tensors */
-    u64(w, 4); /* kv */
-    str(w, "general.architecture");
-    u32(w, GGUF_STRING);
-    str(w, "llama");
-    str(w, "llama.block_count");
-    u32(w, GGUF_U32);
-    u32(w, 30);
-    str(w, "llama.rope.freq_base");
-    u32(w, GGUF_F32);
-    float fb = 100000.0f;
-    put(w, &fb, 4);
-    str(w, "tokenizer.ggml.tokens");
-    u32(w, GGUF_ARRAY);
-    u32(w, GGUF_STRING);
-    u64(w, 3);
-    str(w, "<s>");
-    str(w, "a");
-    str(w, "bc");
-    str(w, "norm.weight");
-    u32(w, 1);
-    u64(w, 4);
-    u32(w, GGML_F32);
-    u64(w, 0);
-    str(w, qname);
-    u32(w, 2);
-    u64(w, 32);
-    u64(w, 2);
-    u32(w, GGML_Q8_0);
-    u64(w, 32); /* aligned */
-    while (w->n % 32)
-        w->buf[w->n++] = 0;
-    float v[4] = {1, 2, 3, 4};
-    put(w, v, 16);
-    for (int i = 0; i < 16; i++)
-        w->buf[w->n++] = 0; /* up to offset 32 */
-    for (int i = 0; i < 68; i++)
-        w->buf[w->n++] = (uint8_t)i;
+    gw_header(w, version, 2, 4);
+    gw_kv_str(w, "general.architecture", "llama");
+    gw_kv_u32(w, "llama.block_count", 30);
+    gw_kv_f32(w, "llama.rope.freq_base", 100000.0f);
+    gw_kv_array(w, "tokenizer.ggml.tokens", GGUF_STRING, 3);
+    gw_str(w, "<s>");
+    gw_str(w, "a");
+    gw_str(w, "bc");
+    gw_str(w, "norm.weight");
+    gw_u32(w, 1);
+    gw_u64(w, 4);
+    gw_u32(w, GGML_F32);
+    gw_u64(w, 0);
+    gw_tensor_info(w, qname, 32, 2, GGML_Q8_0, 32); /* aligned */
+    gw_pad(w, 32);
+    const float v[4] = {1, 2, 3, 4};
+    gw_put(w, v, 16);
+    gw_pad(w, 32); /* up to offset 32 */
+    for (int i = 0; i < 68; i++) {
+        const uint8_t b = (uint8_t)i;
+        gw_put(w, &b, 1);
+    }
     return w->n;
 }
 
-static size_t build(struct w *w, uint32_t version)
+static size_t build(struct gw *w, uint32_t version)
 {
     return build_named(w, version, "q.weight");
 }
 
 Test(gguf, reads_back_what_was_written)
 {
-    struct w w;
+    struct gw w = {0};
     size_t n = build(&w, 3);
     gguf_file *f;
     char err[256];
@@ -120,11 +78,12 @@ Test(gguf, reads_back_what_was_written)
     build(&w, 2);
     cr_assert_eq(gguf_parse(w.buf, n, &f, err, sizeof err), 0, "version 2: %s", err);
     gguf_close(f);
+    gw_free(&w);
 }
 
 Test(gguf, every_truncation_is_refused)
 {
-    struct w w;
+    struct gw w = {0};
     size_t n = build(&w, 3);
     for (size_t len = 0; len < n; len++) {
         uint8_t *copy = malloc(len ? len : 1); /* exact size: the sanitizer sees overreads */
@@ -136,11 +95,12 @@ Test(gguf, every_truncation_is_refused)
         cr_assert(err[0], "length %zu: no message", len);
         free(copy);
     }
+    gw_free(&w);
 }
 
-static void refused_after(void (*edit)(struct w *), int want_rc, const char *msg)
+static void refused_after(void (*edit)(struct gw *), int want_rc, const char *msg)
 {
-    struct w w;
+    struct gw w = {0};
     build(&w, 3);
     edit(&w);
     gguf_file *f = NULL;
@@ -148,29 +108,30 @@ static void refused_after(void (*edit)(struct w *), int want_rc, const char *msg
     int rc = gguf_parse(w.buf, w.n, &f, err, sizeof err);
     cr_assert_eq(rc, want_rc, "%s: rc %d (%s)", msg, rc, err);
     cr_assert(strstr(err, msg), "got '%s', want '%s'", err, msg);
+    gw_free(&w);
 }
 
 /* offsets in the image of build() */
 #define OFF_KV_COUNT 16
 #define OFF_FIRST_KEY_LEN 24
 
-static void bad_magic(struct w *w)
+static void bad_magic(struct gw *w)
 {
     w->buf[0] = 'X';
 }
-static void version1(struct w *w)
+static void version1(struct gw *w)
 {
     w->buf[4] = 1;
 }
-static void huge_kv_count(struct w *w)
+static void huge_kv_count(struct gw *w)
 {
     memset(w->buf + OFF_KV_COUNT, 0xff, 8);
 }
-static void huge_key_length(struct w *w)
+static void huge_key_length(struct gw *w)
 {
     memset(w->buf + OFF_FIRST_KEY_LEN, 0xff, 8);
 }
-static size_t find(struct w *w, const char *s)
+static size_t find(struct gw *w, const char *s)
 {
     for (size_t i = 0; i + strlen(s) <= w->n; i++)
         if (!memcmp(w->buf + i, s, strlen(s)))
@@ -179,53 +140,53 @@ static size_t find(struct w *w, const char *s)
     return 0;
 }
 /* tensor "q.weight": name, n_dims u32, ne[0] u64, ne[1] u64, type u32, offset u64 */
-static size_t q_info(struct w *w)
+static size_t q_info(struct gw *w)
 {
     return find(w, "q.weight") + 8;
 }
-static void offset_beyond(struct w *w)
+static void offset_beyond(struct gw *w)
 {
     uint64_t off = 1 << 20;
     memcpy(w->buf + q_info(w) + 4 + 16 + 4, &off, 8);
 }
-static void misaligned(struct w *w)
+static void misaligned(struct gw *w)
 {
     uint64_t off = 33;
     memcpy(w->buf + q_info(w) + 4 + 16 + 4, &off, 8);
 }
-static void unknown_type(struct w *w)
+static void unknown_type(struct gw *w)
 {
     uint32_t t = 99;
     memcpy(w->buf + q_info(w) + 4 + 16, &t, 4);
 }
-static void dims_overflow(struct w *w)
+static void dims_overflow(struct gw *w)
 {
     uint64_t big = (uint64_t)1 << 40;
     memcpy(w->buf + q_info(w) + 4, &big, 8);
     memcpy(w->buf + q_info(w) + 12, &big, 8);
 }
-static void zero_dim(struct w *w)
+static void zero_dim(struct gw *w)
 {
     uint64_t z = 0;
     memcpy(w->buf + q_info(w) + 12, &z, 8);
 }
-static void five_dims(struct w *w)
+static void five_dims(struct gw *w)
 {
     uint32_t d = 5;
     memcpy(w->buf + q_info(w), &d, 4);
 }
-static void row_not_blocks(struct w *w)
+static void row_not_blocks(struct gw *w)
 {
     uint64_t ne0 = 33;
     memcpy(w->buf + q_info(w) + 4, &ne0, 8);
 }
-static void nested_array(struct w *w)
+static void nested_array(struct gw *w)
 {
     size_t p = find(w, "tokenizer.ggml.tokens") + strlen("tokenizer.ggml.tokens") + 4;
     uint32_t t = GGUF_ARRAY;
     memcpy(w->buf + p, &t, 4);
 }
-static void bad_value_type(struct w *w)
+static void bad_value_type(struct gw *w)
 {
     size_t p = find(w, "llama.block_count") + strlen("llama.block_count");
     uint32_t t = 77;
@@ -251,12 +212,13 @@ Test(gguf, hostile_edits)
 
 Test(gguf, duplicate_tensor_names)
 {
-    struct w w;
+    struct gw w = {0};
     size_t n = build_named(&w, 3, "norm.weight");
     gguf_file *f = NULL;
     char err[256] = "";
     cr_assert_eq(gguf_parse(w.buf, n, &f, err, sizeof err), ENG_EFORMAT);
     cr_assert(strstr(err, "tensor 'norm.weight' appears twice"), "%s", err);
+    gw_free(&w);
 }
 
 Test(gguf, default_model_metadata, .timeout = 60)

@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "engine.h"
 #include "gguf.h"
+#include "gguf_writer.h"
 #include "kvcache.h"
 #include "model.h"
 #include "quant.h"
@@ -24,45 +25,6 @@
 #include <unistd.h>
 
 enum { D = 64, HEADS = 2, KV_HEADS = 1, HD = 32, FF = 96, LAYERS = 2, VOCAB = 48 };
-
-struct buf {
-    uint8_t *p;
-    size_t n, cap;
-};
-
-static void put(struct buf *b, const void *p, size_t n)
-{
-    if (b->n + n > b->cap) {
-        b->cap = 2 * (b->n + n);
-        b->p = realloc(b->p, b->cap);
-        cr_assert_not_null(b->p);
-    }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-}
-
-static void u32(struct buf *b, uint32_t v)
-{
-    put(b, &v, 4);
-}
-
-static void u64(struct buf *b, uint64_t v)
-{
-    put(b, &v, 8);
-}
-
-static void str(struct buf *b, const char *s)
-{
-    u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
-
-static void kv_u32(struct buf *b, const char *key, uint32_t v)
-{
-    str(b, key);
-    u32(b, GGUF_U32);
-    u32(b, v);
-}
 
 struct tensor {
     char name[48];
@@ -133,42 +95,31 @@ static struct tensor as_f32(const struct tensor *q)
 /* a GGUF v3 file of these tensors with a Llama's metadata; its path (unlink it) */
 static char *write_file(const struct tensor *ts, int n)
 {
-    struct buf b = {0};
-    u32(&b, 0x46554747);
-    u32(&b, 3);
-    u64(&b, (uint64_t)n);
-    u64(&b, 7);
-    str(&b, "general.architecture");
-    u32(&b, GGUF_STRING);
-    str(&b, "llama");
-    kv_u32(&b, "llama.block_count", LAYERS);
-    kv_u32(&b, "llama.embedding_length", D);
-    kv_u32(&b, "llama.attention.head_count", HEADS);
-    kv_u32(&b, "llama.attention.head_count_kv", KV_HEADS);
-    kv_u32(&b, "llama.feed_forward_length", FF);
-    kv_u32(&b, "llama.context_length", 256);
+    struct gw b = {0};
+    gw_header(&b, 3, (uint64_t)n, 7);
+    gw_kv_str(&b, "general.architecture", "llama");
+    gw_kv_u32(&b, "llama.block_count", LAYERS);
+    gw_kv_u32(&b, "llama.embedding_length", D);
+    gw_kv_u32(&b, "llama.attention.head_count", HEADS);
+    gw_kv_u32(&b, "llama.attention.head_count_kv", KV_HEADS);
+    gw_kv_u32(&b, "llama.feed_forward_length", FF);
+    gw_kv_u32(&b, "llama.context_length", 256);
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
-        str(&b, ts[i].name);
-        u32(&b, 2);
-        u64(&b, (uint64_t)ts[i].ne0);
-        u64(&b, (uint64_t)ts[i].ne1);
-        u32(&b, ts[i].type);
-        u64(&b, off);
+        gw_tensor_info(&b, ts[i].name, (uint64_t)ts[i].ne0, (uint64_t)ts[i].ne1, ts[i].type, off);
         off += (ts[i].bytes + 31) / 32 * 32;
     }
-    static const uint8_t zero[32];
-    put(&b, zero, (32 - b.n % 32) % 32);
+    gw_pad(&b, 32);
     for (int i = 0; i < n; i++) {
-        put(&b, ts[i].data, ts[i].bytes);
-        put(&b, zero, (32 - ts[i].bytes % 32) % 32);
+        gw_put(&b, ts[i].data, ts[i].bytes);
+        gw_pad(&b, 32);
     }
     char *path = strdup("/tmp/cachegate-test-load-XXXXXX");
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
-    cr_assert_eq(write(fd, b.p, b.n), (ssize_t)b.n);
+    cr_assert_eq(write(fd, b.buf, b.n), (ssize_t)b.n);
     close(fd);
-    free(b.p);
+    gw_free(&b);
     return path;
 }
 

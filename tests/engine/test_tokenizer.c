@@ -5,6 +5,7 @@
  * SentencePiece vocabulary built here, refused metadata; the time to encode a long text. */
 #include "engine.h"
 #include "gguf.h"
+#include "gguf_writer.h"
 #include "tokenizer.h"
 
 #include <criterion/criterion.h>
@@ -18,67 +19,7 @@
 #define MODEL "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define FIXTURE "tests/fixtures/engine/tokenizer.json"
 
-/* ---- a GGUF writer (metadata only) -------------------------------------------------- */
-
-struct w {
-    uint8_t *buf;
-    size_t n, cap;
-};
-
-static void put(struct w *w, const void *p, size_t n)
-{
-    if (w->n + n > w->cap) {
-        w->cap = (w->n + n) * 2;
-        w->buf = realloc(w->buf, w->cap);
-        cr_assert_not_null(w->buf);
-    }
-    memcpy(w->buf + w->n, p, n);
-    w->n += n;
-}
-static void u32(struct w *w, uint32_t v)
-{
-    put(w, &v, 4);
-}
-static void u64(struct w *w, uint64_t v)
-{
-    put(w, &v, 8);
-}
-static void strn(struct w *w, const char *s, size_t n)
-{
-    u64(w, n);
-    put(w, s, n);
-}
-static void str(struct w *w, const char *s)
-{
-    strn(w, s, strlen(s));
-}
-static void header(struct w *w, uint64_t n_kv)
-{
-    w->n = 0;
-    u32(w, 0x46554747);
-    u32(w, 3);
-    u64(w, 0); /* tensors */
-    u64(w, n_kv);
-}
-static void kv_str(struct w *w, const char *key, const char *val)
-{
-    str(w, key);
-    u32(w, GGUF_STRING);
-    str(w, val);
-}
-static void kv_u32(struct w *w, const char *key, uint32_t val)
-{
-    str(w, key);
-    u32(w, GGUF_U32);
-    u32(w, val);
-}
-static void kv_bool(struct w *w, const char *key, int val)
-{
-    str(w, key);
-    u32(w, GGUF_BOOL);
-    uint8_t b = (uint8_t)val;
-    put(w, &b, 1);
-}
+/* ---- the model's tokenizer metadata copied into a GGUF file ------------------------ */
 
 static size_t scalar_size(enum gguf_vtype t)
 {
@@ -100,32 +41,32 @@ static size_t scalar_size(enum gguf_vtype t)
 }
 
 /* Writes kv back as it was read. */
-static void kv_copy(struct w *w, const struct gguf_kv *kv)
+static void kv_copy(struct gw *w, const struct gguf_kv *kv)
 {
-    strn(w, kv->key.p, kv->key.len);
-    u32(w, kv->type);
+    gw_strn(w, kv->key.p, kv->key.len);
+    gw_u32(w, kv->type);
     if (kv->type == GGUF_STRING) {
-        strn(w, kv->v.s.p, kv->v.s.len);
+        gw_strn(w, kv->v.s.p, kv->v.s.len);
     } else if (kv->type == GGUF_ARRAY) {
-        u32(w, kv->v.arr.type);
-        u64(w, kv->v.arr.n);
+        gw_u32(w, kv->v.arr.type);
+        gw_u64(w, kv->v.arr.n);
         if (kv->v.arr.type == GGUF_STRING)
             for (uint64_t i = 0; i < kv->v.arr.n; i++)
-                strn(w, kv->v.arr.strs[i].p, kv->v.arr.strs[i].len);
+                gw_strn(w, kv->v.arr.strs[i].p, kv->v.arr.strs[i].len);
         else
-            put(w, kv->v.arr.data, kv->v.arr.n * scalar_size(kv->v.arr.type));
+            gw_put(w, kv->v.arr.data, kv->v.arr.n * scalar_size(kv->v.arr.type));
     } else if (kv->type == GGUF_F32) {
         float f = (float)kv->v.f;
-        put(w, &f, 4);
+        gw_put(w, &f, 4);
     } else if (kv->type == GGUF_F64) {
-        put(w, &kv->v.f, 8);
+        gw_put(w, &kv->v.f, 8);
     } else {
-        put(w, &kv->v.u, scalar_size(kv->type)); /* little-endian: the low bytes */
+        gw_put(w, &kv->v.u, scalar_size(kv->type)); /* little-endian: the low bytes */
     }
 }
 
 /* The model's tokenizer metadata with tokenizer.ggml.pre set to pre (NULL: removed). */
-static void copy_with_pre(const gguf_file *src, const char *pre, struct w *w)
+static void copy_with_pre(const gguf_file *src, const char *pre, struct gw *w)
 {
     uint64_t n = 0;
     for (int i = 0; i < gguf_n_kv(src); i++) {
@@ -133,14 +74,14 @@ static void copy_with_pre(const gguf_file *src, const char *pre, struct w *w)
         n += kv->key.len > 10 && !memcmp(kv->key.p, "tokenizer.", 10) &&
              !(kv->key.len == 18 && !memcmp(kv->key.p, "tokenizer.ggml.pre", 18));
     }
-    header(w, n + (pre != NULL));
+    gw_header(w, 3, 0, n + (pre != NULL));
     for (int i = 0; i < gguf_n_kv(src); i++) {
         const struct gguf_kv *kv = gguf_kv_at(src, i);
         if (kv->key.len > 10 && !memcmp(kv->key.p, "tokenizer.", 10) &&
             !(kv->key.len == 18 && !memcmp(kv->key.p, "tokenizer.ggml.pre", 18)))
             kv_copy(w, kv);
     }
-    if (pre) kv_str(w, "tokenizer.ggml.pre", pre);
+    if (pre) gw_kv_str(w, "tokenizer.ggml.pre", pre);
 }
 
 /* ---- the model's tokenizer against the reference ------------------------------------ */
@@ -235,7 +176,7 @@ Test(smollm, other_pre_tokenizers_equal_the_reference)
 {
     static const char *const pres[] = {"gpt2", "llama-bpe", "qwen2"};
     for (size_t p = 0; p < sizeof pres / sizeof pres[0]; p++) {
-        struct w w = {0};
+        struct gw w = {0};
         copy_with_pre(file, pres[p], &w);
         gguf_file *f;
         tok_vocab *v;
@@ -243,7 +184,7 @@ Test(smollm, other_pre_tokenizers_equal_the_reference)
         cr_assert_eq(gguf_parse(w.buf, w.n, &f, err, sizeof err), 0, "%s", err);
         cr_assert_eq(tok_create(f, &v, err, sizeof err), 0, "%s", err);
         gguf_close(f);
-        free(w.buf); /* the vocab keeps copies */
+        gw_free(&w); /* the vocab keeps copies */
         int n = check_reference(v, pres[p]);
         printf("tokenizer: %s: %d texts identical to the reference\n", pres[p], n);
         tok_destroy(v);
@@ -506,47 +447,38 @@ static const struct {
 };
 #define SPM_N (259 + (int)(sizeof spm_pieces / sizeof spm_pieces[0]))
 
-static void build_spm(struct w *w, int add_space_prefix)
+static void build_spm(struct gw *w, int add_space_prefix)
 {
-    header(w, 8);
-    kv_str(w, "tokenizer.ggml.model", "llama");
-    str(w, "tokenizer.ggml.tokens");
-    u32(w, GGUF_ARRAY);
-    u32(w, GGUF_STRING);
-    u64(w, SPM_N);
-    str(w, "<unk>");
-    str(w, "<s>");
-    str(w, "</s>");
+    gw_header(w, 3, 0, 8);
+    gw_kv_str(w, "tokenizer.ggml.model", "llama");
+    gw_kv_array(w, "tokenizer.ggml.tokens", GGUF_STRING, SPM_N);
+    gw_str(w, "<unk>");
+    gw_str(w, "<s>");
+    gw_str(w, "</s>");
     for (int b = 0; b < 256; b++) {
         char s[8];
         snprintf(s, sizeof s, "<0x%02X>", b);
-        str(w, s);
+        gw_str(w, s);
     }
     for (int i = 0; i < SPM_N - 259; i++)
-        str(w, spm_pieces[i].text);
-    str(w, "tokenizer.ggml.scores");
-    u32(w, GGUF_ARRAY);
-    u32(w, GGUF_F32);
-    u64(w, SPM_N);
+        gw_str(w, spm_pieces[i].text);
+    gw_kv_array(w, "tokenizer.ggml.scores", GGUF_F32, SPM_N);
     for (int i = 0; i < SPM_N; i++) {
         float s = i < 259 ? 0.0f : spm_pieces[i - 259].score;
-        put(w, &s, 4);
+        gw_put(w, &s, 4);
     }
-    str(w, "tokenizer.ggml.token_type");
-    u32(w, GGUF_ARRAY);
-    u32(w, GGUF_I32);
-    u64(w, SPM_N);
+    gw_kv_array(w, "tokenizer.ggml.token_type", GGUF_I32, SPM_N);
     for (int i = 0; i < SPM_N; i++) {
         int32_t t = i == 0 ? TOK_UNKNOWN : i < 3 ? TOK_CONTROL : i < 259 ? TOK_BYTE : TOK_NORMAL;
-        put(w, &t, 4);
+        gw_put(w, &t, 4);
     }
-    kv_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    kv_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    kv_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    kv_bool(w, "tokenizer.ggml.add_space_prefix", add_space_prefix);
+    gw_kv_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gw_kv_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    gw_kv_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    gw_kv_bool(w, "tokenizer.ggml.add_space_prefix", add_space_prefix);
 }
 
-static tok_vocab *spm_vocab(struct w *w, int add_space_prefix)
+static tok_vocab *spm_vocab(struct gw *w, int add_space_prefix)
 {
     build_spm(w, add_space_prefix);
     gguf_file *f;
@@ -582,7 +514,7 @@ static void expect(const tok_vocab *v, const char *text, int allow_special, cons
 
 Test(spm, merges_by_score_with_byte_fallback)
 {
-    struct w w = {0};
+    struct gw w = {0};
     tok_vocab *v = spm_vocab(&w, 1);
     cr_assert_eq(tok_n_vocab(v), SPM_N);
     cr_assert(tok_add_bos(v) && tok_bos(v) == 1 && tok_unk(v) == 0);
@@ -628,7 +560,7 @@ Test(spm, merges_by_score_with_byte_fallback)
     EXPECT(v, "hello", 0, 273);
     EXPECT(v, "hello world", 0, 273, 279);
     tok_destroy(v);
-    free(w.buf);
+    gw_free(&w);
 }
 
 /* Random bytes mixed with pieces of special tokens and characters: ids in range, no
@@ -678,16 +610,16 @@ Test(smollm, random_bytes)
 
 Test(spm, random_bytes)
 {
-    struct w w = {0};
+    struct gw w = {0};
     tok_vocab *v = spm_vocab(&w, 1);
     random_texts(v, 1);
     tok_destroy(v);
-    free(w.buf);
+    gw_free(&w);
 }
 
 /* ---- refused metadata --------------------------------------------------------------- */
 
-static int create_from(struct w *w, char *err, size_t errlen)
+static int create_from(struct gw *w, char *err, size_t errlen)
 {
     gguf_file *f;
     tok_vocab *v = NULL;
@@ -701,50 +633,41 @@ static int create_from(struct w *w, char *err, size_t errlen)
 
 Test(refused, bad_metadata)
 {
-    struct w w = {0};
+    struct gw w = {0};
     char err[256];
 
-    header(&w, 1);
-    kv_str(&w, "tokenizer.ggml.model", "gpt2");
+    gw_header(&w, 3, 0, 1);
+    gw_kv_str(&w, "tokenizer.ggml.model", "gpt2");
     cr_assert_eq(create_from(&w, err, sizeof err), ENG_EFORMAT);
     cr_assert(strstr(err, "tokenizer.ggml.tokens: missing"), "%s", err);
 
-    header(&w, 2);
-    kv_str(&w, "tokenizer.ggml.model", "bert");
-    str(&w, "tokenizer.ggml.tokens");
-    u32(&w, GGUF_ARRAY);
-    u32(&w, GGUF_STRING);
-    u64(&w, 1);
-    str(&w, "a");
+    gw_header(&w, 3, 0, 2);
+    gw_kv_str(&w, "tokenizer.ggml.model", "bert");
+    gw_kv_array(&w, "tokenizer.ggml.tokens", GGUF_STRING, 1);
+    gw_str(&w, "a");
     cr_assert_eq(create_from(&w, err, sizeof err), ENG_ENOTSUP);
     cr_assert(strstr(err, "'bert' is not supported"), "%s", err);
 
-    header(&w, 3);
-    kv_str(&w, "tokenizer.ggml.model", "gpt2");
-    kv_str(&w, "tokenizer.ggml.pre", "made-up");
-    str(&w, "tokenizer.ggml.tokens");
-    u32(&w, GGUF_ARRAY);
-    u32(&w, GGUF_STRING);
-    u64(&w, 1);
-    str(&w, "a");
+    gw_header(&w, 3, 0, 3);
+    gw_kv_str(&w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_str(&w, "tokenizer.ggml.pre", "made-up");
+    gw_kv_array(&w, "tokenizer.ggml.tokens", GGUF_STRING, 1);
+    gw_str(&w, "a");
     cr_assert_eq(create_from(&w, err, sizeof err), ENG_ENOTSUP);
     cr_assert(strstr(err, "pre-tokenizer 'made-up' is not supported"), "%s", err);
 
-    header(&w, 3);
-    kv_str(&w, "tokenizer.ggml.model", "gpt2");
-    kv_str(&w, "tokenizer.ggml.pre", "gpt2");
-    str(&w, "tokenizer.ggml.tokens");
-    u32(&w, GGUF_ARRAY);
-    u32(&w, GGUF_STRING);
-    u64(&w, 1);
-    str(&w, "a");
+    gw_header(&w, 3, 0, 3);
+    gw_kv_str(&w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_str(&w, "tokenizer.ggml.pre", "gpt2");
+    gw_kv_array(&w, "tokenizer.ggml.tokens", GGUF_STRING, 1);
+    gw_str(&w, "a");
     cr_assert_eq(create_from(&w, err, sizeof err), ENG_EFORMAT);
     cr_assert(strstr(err, "tokenizer.ggml.merges: missing"), "%s", err);
 
     build_spm(&w, 1);
-    kv_u32(&w, "tokenizer.ggml.padding_token_id", 5000); /* a ninth key */
+    gw_kv_u32(&w, "tokenizer.ggml.padding_token_id", 5000); /* a ninth key */
     memcpy(w.buf + 16, &(uint64_t){9}, 8);
     cr_assert_eq(create_from(&w, err, sizeof err), ENG_EFORMAT);
     cr_assert(strstr(err, "padding_token_id: 5000 is not below the vocabulary size"), "%s", err);
-    free(w.buf);
+    gw_free(&w);
 }
