@@ -2073,7 +2073,9 @@ AVX512 static inline __attribute__((always_inline)) __m512 exp512(__m512 x)
 
 /* softmax_row() for the in-place attention on AVX-512, with the same results: x[j] <-
  * e^(x[j] - max) for j < n and 0 from n to the next multiple of 16, the maximum in four
- * chains of VMAXPS, the exponentials by exp512(), the sum in the same order. Returns it. */
+ * chains of VMAXPS, the exponentials by exp512(), the sum in the same order. Returns it.
+ * VMAXPS gives its second operand where either is NaN: with the score first, a NaN score
+ * leaves the maximum as softmax_row()'s comparison does (its own e^x is NaN in both). */
 AVX512 static float softmax_row512(float *x, int n)
 {
     __m512 m4[4] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY),
@@ -2081,10 +2083,10 @@ AVX512 static float softmax_row512(float *x, int n)
     int j = 0;
     for (; j + 64 <= n; j += 64)
         for (int c = 0; c < 4; c++)
-            m4[c] = _mm512_max_ps(m4[c], _mm512_loadu_ps(x + j + 16 * c));
-    for (; j < n; j += 16) {
+            m4[c] = _mm512_max_ps(_mm512_loadu_ps(x + j + 16 * c), m4[c]);
+    for (; j < n; j += 16) { /* (the score first: as in softmax_row8()) */
         const __mmask16 m = lanes_left(n - j);
-        m4[0] = _mm512_mask_max_ps(m4[0], m, m4[0], _mm512_maskz_loadu_ps(m, x + j));
+        m4[0] = _mm512_mask_max_ps(m4[0], m, _mm512_maskz_loadu_ps(m, x + j), m4[0]);
     }
     const float mx = _mm512_reduce_max_ps(
         _mm512_max_ps(_mm512_max_ps(m4[0], m4[1]), _mm512_max_ps(m4[2], m4[3])));

@@ -105,41 +105,52 @@ Test(ops, softmax_exp)
 }
 
 #if defined(__x86_64__)
+/* equal bits, or both NaN (whose payloads may differ) */
+static int same_float(float x, float y)
+{
+    return (isnan(x) && isnan(y)) || memcmp(&x, &y, sizeof x) == 0;
+}
+
 /* The in-place attention's AVX-512 softmax, and the AVX2 one (also the tiles' there), give
  * softmax_row()'s floats bit for bit (the int8 mode's agreement with llama.cpp hangs on
  * near ties): rows of scores from -120 to 30 in random order, lengths around the 8- and
- * 16-lane vectors and the 64-score steps of the AVX-512 maximum, and one row of equal
- * scores; the AVX2 one zeros the row past n up to len, as softmax_row() does. */
+ * 16-lane vectors and the 64-score steps of the AVX-512 maximum, one row of equal scores,
+ * and rows with a NaN score in the 64-score steps or in the tail, in the lane of the
+ * maximum (which it must not hide: the others' values as softmax_row() gives them, not
+ * NaN); the AVX2 one zeros the row past n up to len, as softmax_row() does. */
 Test(ops, softmax_avx512_and_avx2_match_portable)
 {
     static const int ns[] = {1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 100, 1264};
+    enum { RANDOM = sizeof ns / sizeof *ns, EQUAL = RANDOM, NAN_BODY, NAN_TAIL };
     float a[1280], b[1280], c8[1280];
     unsigned seed = 3;
-    for (size_t c = 0; c <= sizeof ns / sizeof *ns; c++) {
-        const int n = c < sizeof ns / sizeof *ns ? ns[c] : 40, len = n + 9;
+    for (int c = 0; c <= NAN_TAIL; c++) {
+        const int n = c < RANDOM ? ns[c] : c == EQUAL ? 40 : 200, len = n + 9;
         for (int i = 0; i < n; i++)
-            a[i] = c < sizeof ns / sizeof *ns ? (float)rand_r(&seed) / RAND_MAX * 150 - 120
-                                              : 2.5f;
+            a[i] = c != EQUAL ? (float)rand_r(&seed) / RAND_MAX * 150 - 120 : 2.5f;
+        if (c == NAN_BODY || c == NAN_TAIL) { /* the maximum, then a NaN, in one lane */
+            a[5] = 40.0f;
+            a[c == NAN_BODY ? 64 + 5 : 192 + 5] = NAN;
+        }
         memcpy(b, a, sizeof(float) * (size_t)n);
         for (int i = 0; i < len; i++)
             c8[i] = i < n ? a[i] : 7.0f;
         const float sa = softmax_row(a, n, n);
+        cr_assert(!isnan(a[0]), "row %d: the portable softmax's values NaN", c);
         if (have_avx512()) {
             const float sb = softmax_row512(b, n);
-            cr_assert(memcmp(&sa, &sb, sizeof sa) == 0, "n %d: sum %.9g against %.9g", n, sa,
-                      sb);
+            cr_assert(same_float(sa, sb), "n %d: sum %.9g against %.9g", n, sa, sb);
             for (int i = 0; i < n; i++)
-                cr_assert(memcmp(&a[i], &b[i], sizeof a[i]) == 0,
-                          "n %d, [%d]: %.9g against %.9g", n, i, a[i], b[i]);
+                cr_assert(same_float(a[i], b[i]), "row %d, n %d, [%d]: %.9g against %.9g", c,
+                          n, i, a[i], b[i]);
             for (int i = n; i < (n + 15) / 16 * 16; i++)
                 cr_assert(b[i] == 0, "n %d: [%d] past the row = %g", n, i, b[i]);
         }
         if (have_f16c()) {
             const float s8 = softmax_row8(c8, n, len);
-            cr_assert(memcmp(&sa, &s8, sizeof sa) == 0, "n %d: sum %.9g against %.9g (AVX2)",
-                      n, sa, s8);
+            cr_assert(same_float(sa, s8), "n %d: sum %.9g against %.9g (AVX2)", n, sa, s8);
             for (int i = 0; i < len; i++)
-                cr_assert(i < n ? memcmp(&a[i], &c8[i], sizeof a[i]) == 0 : c8[i] == 0,
+                cr_assert(i < n ? same_float(a[i], c8[i]) : c8[i] == 0,
                           "n %d, [%d]: %.9g against %.9g (AVX2)", n, i, i < n ? a[i] : 0.0f,
                           c8[i]);
         }
