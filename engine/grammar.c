@@ -948,9 +948,10 @@ enum { P_START, P_MINUS, P_ZERO, P_INT, P_DOT, P_FRAC, P_E, P_ESIGN, P_EXP };
 /* One level of a parse stack. The meaning of a, b and pos by kind:
  * F_OBJ: a = the next declared property that may come (after a key: one past its own);
  * F_KEY, F_ENUM: pos = bytes matched, a | b << 32 = the candidates still matching;
- * F_ARR: a = items so far; F_STR: a = characters so far, b = hex digits or UTF-8
- * continuation bytes still due, pos = a UTF-8 lead byte whose next byte has a narrower
- * range; F_NUM: a = digits in the current part, b = 1 after a minus sign (bounded). */
+ * F_ARR: a = items so far; F_STR: a = characters so far (without maxLength or a pattern,
+ * at most minLength), b = hex digits or UTF-8 continuation bytes still due, pos = a UTF-8
+ * lead byte whose next byte has a narrower range; F_NUM: a = digits in the current part,
+ * b = 1 after a minus sign (bounded). */
 struct frame {
     int32_t node;
     uint8_t kind, phase;
@@ -1465,7 +1466,9 @@ static void string_byte(const eng_grammar *g, struct thread *t, uint8_t c, struc
             f->b = (uint32_t)more;
             f->pos = c == 0xE0 || c == 0xED || c == 0xF0 || c == 0xF4 ? c : 0;
         }
-        f->a++;
+        /* without maxLength, the count matters only until minLength: held there, so that
+         * the thread inside a string is the same after every character (plain_string()) */
+        if (n->hi >= 0 || f->a < (uint32_t)n->lo) f->a++;
         taken(t, out);
         return;
     case S_UTF8: {
@@ -1937,16 +1940,51 @@ int eng_gm_take(eng_gm *m, const eng_gm_vocab *gv, int32_t token)
     return eng_gm_feed(m, p, len) ? 0 : ENG_EINVAL;
 }
 
-/* Marks the tokens below trie node at whose bytes the state lvl[level] takes. */
-static void walk(eng_gm *m, const eng_gm_vocab *gv, int32_t at, int level)
+/*
+ * Whether every thread of s is inside a string with neither a pattern nor maxLength, at
+ * a character's start, with minLength reached: a printable ASCII byte other than '"' and
+ * '\' then leaves each as it is (its count held: string_byte()), so s takes that byte and
+ * is unchanged. Most of the vocabulary's bytes are such, and inside a string walk() takes
+ * them without stepping the threads.
+ */
+static int plain_string(const eng_grammar *g, const struct tset *s)
 {
+    for (int i = 0; i < s->n; i++) {
+        const struct thread *t = &s->t[i];
+        const struct frame *f = &t->f[t->depth - 1];
+        const struct node *n = &g->nodes[f->node];
+        if (f->kind != F_STR || f->phase != S_PLAIN || n->sub >= 0 || n->hi >= 0 ||
+            f->a < (uint32_t)n->lo)
+            return 0;
+    }
+    return s->n > 0;
+}
+
+static int plain_byte(uint8_t c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+/* Marks the tokens below trie node at whose bytes the state in takes; in is lvl[level]
+ * or, where plain_string() held and only plain bytes were taken since, the state that
+ * held it (unchanged by them). plain: plain_string(in). */
+static void walk(eng_gm *m, const eng_gm_vocab *gv, int32_t at, const struct tset *in, int level,
+                 int plain)
+{
+    struct tset *next = &m->lvl[level + 1];
     for (int32_t c = gv->node[at].child; c >= 0; c = gv->node[c].sibling) {
-        struct tset *next = &m->lvl[level + 1];
-        step_all(m->g, &m->lvl[level], gv->node[c].byte, next);
-        if (!next->n) continue;
+        const int same = plain && plain_byte(gv->node[c].byte);
+        if (!same) {
+            step_all(m->g, in, gv->node[c].byte, next);
+            if (!next->n) continue;
+        }
         for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
             m->allowed[id] = 1;
-        if (gv->node[c].child >= 0) walk(m, gv, c, level + 1);
+        if (gv->node[c].child < 0) continue;
+        if (same)
+            walk(m, gv, c, in, level, 1); /* (next is free again: the child's scratch) */
+        else
+            walk(m, gv, c, next, level + 1, plain_string(m->g, next));
     }
 }
 
@@ -1976,7 +2014,8 @@ static void walk_lead(eng_gm *m, const eng_gm_vocab *gv, int32_t at, int lead)
             if (!m->lvl[1].n) continue;
             for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
                 m->allowed[id] = 1;
-            if (gv->node[c].child >= 0) walk(m, gv, c, 1);
+            if (gv->node[c].child >= 0)
+                walk(m, gv, c, &m->lvl[1], 1, plain_string(m->g, &m->lvl[1]));
         } else {
             mark_all(m, gv, c);
         }
@@ -2007,7 +2046,7 @@ int eng_gm_mask(eng_gm *m, const eng_gm_vocab *gv, float *logits)
     else if (m->state == ENG_GM_UNDECIDED)
         walk_lead(m, gv, 0, m->lead);
     else
-        walk(m, gv, 0, 0);
+        walk(m, gv, 0, &m->lvl[0], 0, plain_string(m->g, &m->lvl[0]));
     int end = eng_gm_accepting(m), n = 0;
     for (int32_t id = 0; id < gv->n_vocab; id++) {
         int ok = gv->kind[id] == T_END ? end : m->allowed[id];

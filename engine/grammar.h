@@ -8,7 +8,9 @@
  * bytes of each token the sequence takes. Before a token is taken, the scheduler asks
  * whether the grammar allows it (eng_gm_allows); when it does not, eng_gm_mask() sets
  * every refused token's logit to -inf by walking a trie of the vocabulary's byte pieces
- * (eng_gm_vocab) with the matcher's state, a branch abandoned at its first refused byte.
+ * (eng_gm_vocab) with the matcher's state, a branch abandoned at its first refused byte
+ * (inside a string with neither a pattern nor maxLength, a printable ASCII byte other than
+ * '"' and '\' leaves the state as it was, and is taken without stepping it).
  *
  * What is generated is always valid JSON and always valid for the schema, but not every
  * valid document can be generated (generation is free to choose, the schema to accept):

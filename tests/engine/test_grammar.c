@@ -273,6 +273,11 @@ Test(grammar, strings_count_characters)
     cr_expect(accepts(s, "\"a\\n\""));
     refuses_at(s, "\"a\"", 2);
     refuses_at(s, "\"abcd\"", 4);
+    /* minLength alone: counted up to it, any length past it */
+    const char *at_least = "{\"type\": \"string\", \"minLength\": 3}";
+    cr_expect(accepts(at_least, "\"ab\xc3\xa9\""));
+    cr_expect(accepts(at_least, "\"abcdefghijklmnopqrstuvwxyz0123456789\""));
+    refuses_at(at_least, "\"a\\n\"", 4);
 }
 
 Test(grammar, references_and_recursion)
@@ -823,6 +828,20 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     /* inside a string: nearly everything */
     int str = mask_matches_allows(person, "{\"name\": \"B");
     cr_expect(str > n / 2, "%d of %d", str, n);
+    /* inside strings whose plain characters walk() takes without stepping the threads: after
+     * a character of two bytes and within one; before minLength is reached (tokens that
+     * close the string too soon refused) and after; a string key; a union whose other
+     * reading counts to a maxLength */
+    cr_expect_eq(mask_matches_allows(person, "{\"name\": \"caf\xc3\xa9 "), str);
+    cr_expect_lt(mask_matches_allows(person, "{\"name\": \"caf\xc3"), 200);
+    const char *at_least = "{\"type\": \"string\", \"minLength\": 4}";
+    int short_of = mask_matches_allows(at_least, "\"B");
+    cr_expect(short_of > n / 2 && short_of < mask_matches_allows(at_least, "\"Bobby"), "%d",
+              short_of);
+    mask_matches_allows("{\"additionalProperties\": {\"type\": \"integer\"}}", "{\"k");
+    mask_matches_allows("{\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"string\", "
+                        "\"maxLength\": 2}]}",
+                        "\"a");
     /* optional (a call or a reply): undecided, any token but those that begin a document
      * the schema refuses; after white space the same; after text, every token */
     int either = mask_matches_allows_in(person, "", 1);
