@@ -9,15 +9,57 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * s as a JSON string, also where it is not UTF-8 (a message that quotes a request's text
+ * cut to a length inside a character, or a path that decodes to bytes of no text), which
+ * json_string() refuses: each maximal piece that is not a character, as U+FFFD (Unicode's
+ * practice), so that the text is kept.
+ */
+static json_t *text_string(const char *s)
+{
+    json_t *v = json_string(s);
+    if (v)
+        return v;
+    const unsigned char *u = (const unsigned char *)s;
+    const size_t n = strlen(s);
+    char *t = malloc(3 * n + 1), *w = t;
+    if (!t)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        unsigned cp;
+        size_t k = oai_utf8_next(u + i, n - i, &cp);
+        if (k) {
+            memcpy(w, u + i, k);
+            w += k;
+            i += k;
+            continue;
+        }
+        memcpy(w, "\xEF\xBF\xBD", 3);
+        w += 3;
+        /* a lead byte and the continuation bytes it was due: one piece */
+        const size_t due = u[i] >= 0xF0 && u[i] <= 0xF4   ? 3
+                           : u[i] >= 0xE0 && u[i] <= 0xEF ? 2
+                           : u[i] >= 0xC2 && u[i] <= 0xDF ? 1
+                                                          : 0;
+        i++;
+        for (size_t j = 0; j < due && i < n && (u[i] & 0xC0) == 0x80; j++)
+            i++;
+    }
+    *w = 0;
+    v = json_string(t);
+    free(t);
+    return v;
+}
+
 static json_t *str_or_null(const char *s)
 {
-    return s ? json_string(s) : json_null();
+    return s ? text_string(s) : json_null();
 }
 
 json_t *oai_error(const char *message, const char *type, const char *param, const char *code)
 {
     json_t *e = json_object();
-    json_object_set_new(e, "message", json_string(message));
+    json_object_set_new(e, "message", text_string(message));
     json_object_set_new(e, "type", json_string(type));
     json_object_set_new(e, "param", str_or_null(param));
     json_object_set_new(e, "code", str_or_null(code));

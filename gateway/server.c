@@ -106,6 +106,9 @@ struct route {
     const char *allow;
     void (*handle)(struct gw_req *rc);
     const char *label; /* a prefix route's name in metrics and logs */
+    /* 1: a path under the name (a '/' after it) is no route, whatever its method: the
+     * handler answers it 404 rather than the method 405 */
+    int leaf;
 };
 
 struct gw_server {
@@ -1402,23 +1405,23 @@ static void handle_model(struct gw_req *rc)
 #define GET_HEAD (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD)
 
 static const struct route routes[] = {
-    {"/health", GET_HEAD, "GET, HEAD", handle_health, NULL},
-    {"/metrics", GET_HEAD, "GET, HEAD", handle_metrics, NULL},
-    {"/v1/models", GET_HEAD, "GET, HEAD", handle_models, NULL},
-    {"/v1/models/", GET_HEAD, "GET, HEAD", handle_model, "/v1/models/{model}"},
-    {"/v1/embeddings", EVHTTP_REQ_POST, "POST", gw_handle_embeddings, NULL},
-    {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions, NULL},
-    {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions, NULL},
-    {"/v1/responses", EVHTTP_REQ_POST, "POST", gw_handle_responses, NULL},
+    {"/health", GET_HEAD, "GET, HEAD", handle_health, NULL, 0},
+    {"/metrics", GET_HEAD, "GET, HEAD", handle_metrics, NULL, 0},
+    {"/v1/models", GET_HEAD, "GET, HEAD", handle_models, NULL, 0},
+    {"/v1/models/", GET_HEAD, "GET, HEAD", handle_model, "/v1/models/{model}", 0},
+    {"/v1/embeddings", EVHTTP_REQ_POST, "POST", gw_handle_embeddings, NULL, 0},
+    {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions, NULL, 0},
+    {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions, NULL, 0},
+    {"/v1/responses", EVHTTP_REQ_POST, "POST", gw_handle_responses, NULL, 0},
     {"/v1/responses/", GET_HEAD | EVHTTP_REQ_DELETE, "GET, HEAD, DELETE", gw_handle_response_by_id,
-     "/v1/responses/{id}"},
-    {"/admin/cache", EVHTTP_REQ_DELETE, "DELETE", gw_handle_admin_cache_delete, NULL},
-    {"/admin/cache/import", EVHTTP_REQ_POST, "POST", gw_handle_admin_cache_import, NULL},
+     "/v1/responses/{id}", 1},
+    {"/admin/cache", EVHTTP_REQ_DELETE, "DELETE", gw_handle_admin_cache_delete, NULL, 0},
+    {"/admin/cache/import", EVHTTP_REQ_POST, "POST", gw_handle_admin_cache_import, NULL, 0},
     {"/admin/tenants", EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE,
-     "GET, POST, PUT, DELETE", gw_handle_admin_tenants, NULL},
+     "GET, POST, PUT, DELETE", gw_handle_admin_tenants, NULL, 0},
     {"/admin/keys", EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE, "GET, POST, DELETE",
-     gw_handle_admin_keys, NULL},
-    {"/admin/usage", EVHTTP_REQ_GET, "GET", gw_handle_admin_usage, NULL},
+     gw_handle_admin_keys, NULL, 0},
+    {"/admin/usage", EVHTTP_REQ_GET, "GET", gw_handle_admin_usage, NULL, 0},
 };
 
 /* PREFIX-COUNTER: the prefix is random per process, so ids from restarts differ. */
@@ -1498,7 +1501,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         rc->route = routes[i].label ? routes[i].label : routes[i].path;
         if (cors_preflight(rc, routes[i].allow))
             return;
-        if (!(routes[i].methods & cmd)) {
+        if (!(routes[i].methods & cmd) && !(routes[i].leaf && strchr(path + n, '/'))) {
             char msg[160];
             evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", routes[i].allow);
             snprintf(msg, sizeof msg, "Method %s is not allowed on %s; allowed: %s", rc->method,

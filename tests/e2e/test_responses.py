@@ -254,6 +254,10 @@ def test_stored_responses_continue_read_back_and_delete(make_server, tmp_path):
     with pytest.raises(openai.NotFoundError) as e:
         s.responses.input_items.list(second.id)
     assert "Unknown route" in e.value.message
+    # the SDK's cancel (POST .../cancel): no such route either, not a method of {id}'s
+    with pytest.raises(openai.NotFoundError) as e:
+        s.responses.cancel(second.id)
+    assert "Unknown route: POST" in e.value.message and e.value.code == "not_found"
     # "store": false keeps nothing
     r = s.responses.create(model=MODEL, input="Hi", max_output_tokens=4, store=False)
     assert r.store is False

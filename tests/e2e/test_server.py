@@ -126,6 +126,26 @@ def test_openai_sdk_lists_models(server):
     assert 'route="/v1/models/{model}"' in metrics
 
 
+def test_error_messages_quoting_cut_or_undecodable_text(server):
+    """An error that quotes the request (a model's name cut to 200 bytes, inside a
+    character; a path that decodes to bytes of no text) keeps its message: those bytes as
+    U+FFFD, never the message dropped from the body (the SDK then had only the status)."""
+    http = httpx.Client(verify=server.ssl_context())
+    sdk = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", http_client=http)
+    with pytest.raises(openai.NotFoundError) as e:
+        sdk.chat.completions.create(model="\u65e5" * 100, messages=[{"role": "user",
+                                                                   "content": "Hi"}])
+    body = e.value.body
+    assert body["code"] == "model_not_found" and body["param"] == "model"
+    assert body["message"].startswith("The model `" + "\u65e5" * 66 + "\ufffd`")
+    http.close()
+    with client(server) as c:
+        r = c.get("/v1/models/%ff%fe")
+        err = r.json()["error"]
+        assert r.status_code == 404 and err["code"] == "model_not_found"
+        assert err["message"] == "The model `\ufffd\ufffd` does not exist."
+
+
 def test_unknown_route_404(server):
     with client(server) as c:
         r = c.get("/v1/nothing-here")
