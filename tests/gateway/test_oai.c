@@ -1,4 +1,5 @@
-/* oai's JSON writer: byte for byte what json_dumps writes for the same values. */
+/* oai: the JSON writer, byte for byte what json_dumps writes for the same values; error
+ * bodies that keep a message that is not UTF-8. */
 #include "oai.h"
 
 #include <criterion/criterion.h>
@@ -123,5 +124,32 @@ Test(oai_buf, reals_and_integers_write_like_jansson)
         expect(&b, 0, want, "integer");
         free(want);
         oai_buf_deinit(&b);
+    }
+}
+
+/* An error's message that is not UTF-8 (a request's text cut inside a character, a path's
+ * bytes of no text) is kept, each piece that is no character as one U+FFFD: a lead byte
+ * with the continuation bytes it was due so far, or a lone byte. */
+Test(oai_error, message_and_param_kept_where_not_utf8)
+{
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"plain", "plain"},
+        {"`\xe6\x97\xa5\xe6\x97`", "`\xe6\x97\xa5\xef\xbf\xbd`"}, /* U+65E5, then 2 of its 3 */
+        {"\xff\xfe", "\xef\xbf\xbd\xef\xbf\xbd"},                 /* two lone bytes */
+        {"a\xf0\x9f\x98", "a\xef\xbf\xbd"},                       /* 3 of an emoji's 4 */
+        {"\xc3(", "\xef\xbf\xbd("},                               /* a lead, no continuation */
+        {"\x80\x80x", "\xef\xbf\xbd\xef\xbf\xbdx"},               /* stray continuations */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *o = oai_error(cases[i].in, "invalid_request_error", cases[i].in, "x");
+        json_t *e = json_object_get(o, "error");
+        const char *msg = json_string_value(json_object_get(e, "message"));
+        const char *param = json_string_value(json_object_get(e, "param"));
+        cr_assert(msg && !strcmp(msg, cases[i].want), "case %zu: message %s", i,
+                  msg ? msg : "(dropped)");
+        cr_assert(param && !strcmp(param, cases[i].want), "case %zu: param", i);
+        json_decref(o);
     }
 }
