@@ -1020,14 +1020,17 @@ static const char *cors_origin(struct gw_req *rc)
     return NULL;
 }
 
-/* What a browser page may read of a response from an allowed origin. */
+/* What a browser page may read of a response from an allowed origin. With origins
+ * configured, every response says it varies by Origin (also one to no origin or another
+ * one, which a shared cache must not give an allowed page, nor the reverse). */
 static void cors_headers(struct gw_req *rc, struct evkeyvalq *h)
 {
+    if (*rc->srv->cfg->cors_origins)
+        evhttp_add_header(h, "Vary", "Origin");
     const char *origin = cors_origin(rc);
     if (!origin)
         return;
     evhttp_add_header(h, "Access-Control-Allow-Origin", origin);
-    evhttp_add_header(h, "Vary", "Origin");
     evhttp_add_header(h, "Access-Control-Expose-Headers",
                       "X-Request-Id, X-Cache, X-Cache-Kind, X-Cache-Similarity, X-Cache-Entry, "
                       "X-Cache-Nearest, X-Cache-Miss-Reason, Retry-After, "

@@ -282,16 +282,21 @@ def test_cors_for_the_browser_origins_configured(make_server):
         assert r.status_code == 200
         assert r.headers["access-control-allow-origin"] == "https://chat.example"
         assert "X-Cache" in r.headers["access-control-expose-headers"]
+        assert r.headers["vary"] == "Origin"
         other = {"Origin": "https://evil.example"}
         r = c.get("/health", headers=other)
         assert "access-control-allow-origin" not in r.headers
+        # a response that depends on Origin says so also where it allows none, so that a
+        # shared cache gives neither page the other's
+        assert r.headers["vary"] == "Origin"
+        assert c.get("/health").headers["vary"] == "Origin"
         r = c.options("/v1/chat/completions",
                       headers={**other, "Access-Control-Request-Method": "POST"})
         assert r.status_code == 405 and "access-control-allow-origin" not in r.headers
     cors.stop()
     with client(make_server()) as c:  # the default: no origin is allowed
         r = c.get("/health", headers=page)
-        assert "access-control-allow-origin" not in r.headers
+        assert "access-control-allow-origin" not in r.headers and "vary" not in r.headers
 
 
 def test_head_too_large_431(make_server):
