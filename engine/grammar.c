@@ -5,6 +5,7 @@
 #include "pattern.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1467,7 +1468,7 @@ static void string_byte(const eng_grammar *g, struct thread *t, uint8_t c, struc
             f->pos = c == 0xE0 || c == 0xED || c == 0xF0 || c == 0xF4 ? c : 0;
         }
         /* without maxLength, the count matters only until minLength: held there, so that
-         * the thread inside a string is the same after every character (plain_string()) */
+         * the thread inside a string is the same after every character (plain_room()) */
         if (n->hi >= 0 || f->a < (uint32_t)n->lo) f->a++;
         taken(t, out);
         return;
@@ -1665,6 +1666,7 @@ struct eng_gm {
     enum eng_gm_state state;
     int lead; /* white space bytes taken while undecided */
     struct tset cur, tmp[2];
+    struct tset moved; /* walk()'s: a state after plain bytes (plain_advance()) */
     /* eng_gm_mask()'s: a state a trie level ([n_lvl]), and which tokens it allowed */
     struct tset *lvl;
     int n_lvl;
@@ -1941,23 +1943,24 @@ int eng_gm_take(eng_gm *m, const eng_gm_vocab *gv, int32_t token)
 }
 
 /*
- * Whether every thread of s is inside a string with neither a pattern nor maxLength, at
- * a character's start, with minLength reached: a printable ASCII byte other than '"' and
- * '\' then leaves each as it is (its count held: string_byte()), so s takes that byte and
- * is unchanged. Most of the vocabulary's bytes are such, and inside a string walk() takes
- * them without stepping the threads.
+ * How many more characters every thread of s can take inside a string, where each thread
+ * is inside a string without a pattern, at a character's start: a printable ASCII byte
+ * other than '"' and '\' is then a character to each, which changes only its count
+ * (F_STR's a; string_byte()). INT_MAX without maxLength; -1 where s is not so. Most of the
+ * vocabulary's bytes are such, and walk() takes them without stepping the threads, keeping
+ * how many it took (plain_advance() makes the state they lead to, when it is wanted).
  */
-static int plain_string(const eng_grammar *g, const struct tset *s)
+static int plain_room(const eng_grammar *g, const struct tset *s)
 {
+    int room = INT_MAX;
     for (int i = 0; i < s->n; i++) {
         const struct thread *t = &s->t[i];
         const struct frame *f = &t->f[t->depth - 1];
         const struct node *n = &g->nodes[f->node];
-        if (f->kind != F_STR || f->phase != S_PLAIN || n->sub >= 0 || n->hi >= 0 ||
-            f->a < (uint32_t)n->lo)
-            return 0;
+        if (f->kind != F_STR || f->phase != S_PLAIN || n->sub >= 0) return -1;
+        if (n->hi >= 0 && n->hi - (int64_t)f->a < room) room = (int)(n->hi - (int64_t)f->a);
     }
-    return s->n > 0;
+    return s->n > 0 ? room : -1;
 }
 
 static int plain_byte(uint8_t c)
@@ -1965,26 +1968,50 @@ static int plain_byte(uint8_t c)
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
-/* Marks the tokens below trie node at whose bytes the state in takes; in is lvl[level]
- * or, where plain_string() held and only plain bytes were taken since, the state that
- * held it (unchanged by them). plain: plain_string(in). */
+/* s after `extra` characters of plain bytes (within plain_room(s)) into out: each count
+ * moved on as string_byte() moves it (without maxLength, not past minLength) */
+static void plain_advance(const eng_grammar *g, const struct tset *s, int extra, struct tset *out)
+{
+    out->n = s->n;
+    out->work = 0;
+    for (int i = 0; i < s->n; i++) {
+        memcpy(&out->t[i], &s->t[i], THREAD_BYTES(&s->t[i]));
+        struct frame *f = &out->t[i].f[out->t[i].depth - 1];
+        const struct node *n = &g->nodes[f->node];
+        uint32_t a = f->a + (uint32_t)extra;
+        if (n->hi < 0) {
+            const uint32_t held = f->a > (uint32_t)n->lo ? f->a : (uint32_t)n->lo;
+            a = a < held ? a : held;
+        }
+        f->a = a;
+    }
+}
+
+/* Marks the tokens below trie node at whose bytes the state in (lvl[level]) takes after
+ * `extra` plain bytes already taken below it (room: plain_room(in)). */
 static void walk(eng_gm *m, const eng_gm_vocab *gv, int32_t at, const struct tset *in, int level,
-                 int plain)
+                 int room, int extra)
 {
     struct tset *next = &m->lvl[level + 1];
     for (int32_t c = gv->node[at].child; c >= 0; c = gv->node[c].sibling) {
-        const int same = plain && plain_byte(gv->node[c].byte);
+        const uint8_t b = gv->node[c].byte;
+        const int same = room > extra && plain_byte(b);
         if (!same) {
-            step_all(m->g, in, gv->node[c].byte, next);
+            const struct tset *from = in;
+            if (extra) { /* (m->moved is free again once stepped: each child makes its own) */
+                plain_advance(m->g, in, extra, &m->moved);
+                from = &m->moved;
+            }
+            step_all(m->g, from, b, next);
             if (!next->n) continue;
         }
         for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
             m->allowed[id] = 1;
         if (gv->node[c].child < 0) continue;
-        if (same)
-            walk(m, gv, c, in, level, 1); /* (next is free again: the child's scratch) */
+        if (same) /* (next is free again: the child's scratch) */
+            walk(m, gv, c, in, level, room, extra + 1);
         else
-            walk(m, gv, c, next, level + 1, plain_string(m->g, next));
+            walk(m, gv, c, next, level + 1, plain_room(m->g, next), 0);
     }
 }
 
@@ -2015,7 +2042,7 @@ static void walk_lead(eng_gm *m, const eng_gm_vocab *gv, int32_t at, int lead)
             for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
                 m->allowed[id] = 1;
             if (gv->node[c].child >= 0)
-                walk(m, gv, c, &m->lvl[1], 1, plain_string(m->g, &m->lvl[1]));
+                walk(m, gv, c, &m->lvl[1], 1, plain_room(m->g, &m->lvl[1]), 0);
         } else {
             mark_all(m, gv, c);
         }
@@ -2046,7 +2073,7 @@ int eng_gm_mask(eng_gm *m, const eng_gm_vocab *gv, float *logits)
     else if (m->state == ENG_GM_UNDECIDED)
         walk_lead(m, gv, 0, m->lead);
     else
-        walk(m, gv, 0, &m->lvl[0], 0, plain_string(m->g, &m->lvl[0]));
+        walk(m, gv, 0, &m->lvl[0], 0, plain_room(m->g, &m->lvl[0]), 0);
     int end = eng_gm_accepting(m), n = 0;
     for (int32_t id = 0; id < gv->n_vocab; id++) {
         int ok = gv->kind[id] == T_END ? end : m->allowed[id];

@@ -9,8 +9,8 @@
  * whether the grammar allows it (eng_gm_allows); when it does not, eng_gm_mask() sets
  * every refused token's logit to -inf by walking a trie of the vocabulary's byte pieces
  * (eng_gm_vocab) with the matcher's state, a branch abandoned at its first refused byte
- * (inside a string with neither a pattern nor maxLength, a printable ASCII byte other than
- * '"' and '\' leaves the state as it was, and is taken without stepping it).
+ * (inside a string without a pattern, a printable ASCII byte other than '"' and '\'
+ * changes only the string's count of characters, and is taken without stepping the state).
  *
  * What is generated is always valid JSON and always valid for the schema, but not every
  * valid document can be generated (generation is free to choose, the schema to accept):

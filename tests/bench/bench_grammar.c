@@ -1,6 +1,7 @@
 /* Structured output's cost on the CPU engine: greedy decode tokens/s of one sequence through
  * the scheduler with a JSON Schema grammar (grammar.h) and, for as many tokens, without;
- * and the time of one mask (eng_gm_mask) at a few places of a document. Run by
+ * and the time of one mask (eng_gm_mask) at a few places of a document, and inside strings
+ * held to a pattern and to a maxLength. Run by
  * tests/bench/structured.py beside llama.cpp's grammar sampler on the same prompt ids.
  *
  * usage: bench_grammar MODEL.gguf THREADS MAX_TOKENS SCHEMA_FILE PROMPT_IDS
@@ -170,14 +171,21 @@ int main(int argc, char **argv)
     if (eng_grammar_create(words, strlen(words), &pg, err, sizeof err) == 0)
         at_pattern = mask_ms(pg, gv, V, "\"hello wor");
     eng_grammar_destroy(pg);
+    /* and a string with a maxLength (pydantic's Field(max_length=)), 9 characters in */
+    static const char capped[] = "{\"type\": \"string\", \"maxLength\": 200}";
+    double at_capped = -1;
+    pg = NULL;
+    if (eng_grammar_create(capped, strlen(capped), &pg, err, sizeof err) == 0)
+        at_capped = mask_ms(pg, gv, V, "\"hello wor");
+    eng_grammar_destroy(pg);
     double rate_with = (with.completion - 1) / (with.t_end - with.t_first);
     double rate_without = (without.completion - 1) / (without.t_end - without.t_first);
     printf("{\"tokens\":%d,\"finish\":\"%s\",\"decode_tok_s\":%.1f,\"plain_decode_tok_s\":%.1f,"
            "\"mask_ms_in_string\":%.3f,\"mask_ms_in_number\":%.3f,\"mask_ms_after_comma\":%.3f,"
-           "\"mask_ms_in_pattern\":%.3f,\"text_bytes\":%zu}\n",
+           "\"mask_ms_in_pattern\":%.3f,\"mask_ms_in_max_length\":%.3f,\"text_bytes\":%zu}\n",
            with.completion, eng_finish_name(with.finish), rate_with, rate_without,
            at_str ? mask_ms(g, gv, V, doc[0]) : -1, at_num ? mask_ms(g, gv, V, doc[1]) : -1,
-           at_gap ? mask_ms(g, gv, V, doc[2]) : -1, at_pattern, with.len);
+           at_gap ? mask_ms(g, gv, V, doc[2]) : -1, at_pattern, at_capped, with.len);
     eng_gm_vocab_destroy(gv);
     tok_destroy(v);
     eng_model_destroy(m);

@@ -831,7 +831,7 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     /* inside strings whose plain characters walk() takes without stepping the threads: after
      * a character of two bytes and within one; before minLength is reached (tokens that
      * close the string too soon refused) and after; a string key; a union whose other
-     * reading counts to a maxLength */
+     * reading counts to a maxLength; strings with a maxLength */
     cr_expect_eq(mask_matches_allows(person, "{\"name\": \"caf\xc3\xa9 "), str);
     cr_expect_lt(mask_matches_allows(person, "{\"name\": \"caf\xc3"), 200);
     const char *at_least = "{\"type\": \"string\", \"minLength\": 4}";
@@ -842,6 +842,31 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     mask_matches_allows("{\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"string\", "
                         "\"maxLength\": 2}]}",
                         "\"a");
+    /* with maxLength: two characters left (longer tokens refused), none left (the quote
+     * alone), and a union whose readings have room for different lengths */
+    const char *five = "{\"type\": \"string\", \"maxLength\": 5}";
+    int two_left = mask_matches_allows(five, "\"abc");
+    cr_expect(two_left > 100 && two_left < str, "%d of %d", two_left, str);
+    cr_expect_lt(mask_matches_allows(five, "\"abcde"), 100);
+    mask_matches_allows("{\"anyOf\": [{\"type\": \"string\", \"maxLength\": 2}, {\"type\": "
+                        "\"string\", \"minLength\": 3, \"maxLength\": 6}]}",
+                        "\"a");
+    /* at every byte of a document whose strings have bounds, escapes and characters of
+     * several bytes */
+    const char *bounded = "{\"type\": \"object\", \"properties\": {"
+                          "\"name\": {\"type\": \"string\", \"maxLength\": 12}, "
+                          "\"note\": {\"type\": \"string\", \"minLength\": 4}, "
+                          "\"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\", "
+                          "\"maxLength\": 4}}}}";
+    const char *doc = "{\"name\": \"Zo\xc3\xab \\\"Q\\\" 12\", "
+                      "\"note\": \"a\\u00e9\xe2\x82\xac" "b\", \"tags\": [\"x\", \"abcd\"]}";
+    char prefix[128];
+    for (size_t k = 0; k < strlen(doc); k++) {
+        memcpy(prefix, doc, k);
+        prefix[k] = 0;
+        mask_matches_allows(bounded, prefix);
+    }
+    cr_expect(accepts(bounded, doc));
     /* optional (a call or a reply): undecided, any token but those that begin a document
      * the schema refuses; after white space the same; after text, every token */
     int either = mask_matches_allows_in(person, "", 1);
