@@ -3390,7 +3390,7 @@ few_tile(const struct wmat *w, int g0, const int P, const float *xs, const int t
             const size_t at = ((size_t)(g0 + o) * nb + b) * 16;
             d[o] = _mm512_loadu_ps(w->vd + at);
             m[o] = q4 ? _mm512_loadu_ps(w->vm + at) : _mm512_setzero_ps();
-            wq[o] = w->vq + at * block_bytes(w->type);
+            wq[o] = w->vq + at * block_bytes(q4 ? GGML_Q4_1 : GGML_Q8_0);
         }
         /* a 64-byte load: 8 (Q4_1) or 4 (Q8_0) columns of the 16 rows, as in lanes_tile() */
         const int loads = q4 ? 4 : 8, cols = q4 ? 8 : 4;
@@ -3649,7 +3649,7 @@ few_tile8(const struct wmat *w, int q0, const int P, const float *xs, const int 
             const size_t at = ((size_t)(q / 2) * nb + b) * 16;
             d[o] = _mm256_loadu_ps(w->vd + at + 8 * h);
             m[o] = q4 ? _mm256_loadu_ps(w->vm + at + 8 * h) : _mm256_setzero_ps();
-            wq[o] = w->vq + at * block_bytes(w->type) + 32 * h;
+            wq[o] = w->vq + at * block_bytes(q4 ? GGML_Q4_1 : GGML_Q8_0) + 32 * h;
         }
         if (q4) {
 #pragma GCC unroll 1

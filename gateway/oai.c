@@ -17,8 +17,8 @@
  */
 static json_t *text_string(const char *s)
 {
-    json_t *v = json_string(s);
-    if (v)
+    json_t *v = s ? json_string(s) : NULL;
+    if (v || !s)
         return v;
     const unsigned char *u = (const unsigned char *)s;
     const size_t n = strlen(s);
@@ -36,14 +36,17 @@ static json_t *text_string(const char *s)
         }
         memcpy(w, "\xEF\xBF\xBD", 3);
         w += 3;
-        /* a lead byte and the continuation bytes it was due: one piece */
-        const size_t due = u[i] >= 0xF0 && u[i] <= 0xF4   ? 3
-                           : u[i] >= 0xE0 && u[i] <= 0xEF ? 2
-                           : u[i] >= 0xC2 && u[i] <= 0xDF ? 1
-                                                          : 0;
+        /* a lead byte and as many of the bytes it was due as may follow it there (the
+         * second's range narrower after E0, ED, F0 and F4): one piece */
+        const unsigned c = u[i];
+        const size_t due = c >= 0xF0 && c <= 0xF4 ? 3 : c >= 0xE0 && c <= 0xEF ? 2
+                           : c >= 0xC2 && c <= 0xDF ? 1 : 0;
+        const unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+        const unsigned hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
         i++;
-        for (size_t j = 0; j < due && i < n && (u[i] & 0xC0) == 0x80; j++)
-            i++;
+        for (size_t j = 0; j < due && i < n; j++, i++)
+            if (u[i] < (j ? 0x80 : lo) || u[i] > (j ? 0xBF : hi))
+                break;
     }
     *w = 0;
     v = json_string(t);

@@ -129,7 +129,7 @@ Test(oai_buf, reals_and_integers_write_like_jansson)
 
 /* An error's message that is not UTF-8 (a request's text cut inside a character, a path's
  * bytes of no text) is kept, each piece that is no character as one U+FFFD: a lead byte
- * with the continuation bytes it was due so far, or a lone byte. */
+ * with the bytes it was due so far that may follow it, or a lone byte. */
 Test(oai_error, message_and_param_kept_where_not_utf8)
 {
     static const struct {
@@ -141,6 +141,12 @@ Test(oai_error, message_and_param_kept_where_not_utf8)
         {"a\xf0\x9f\x98", "a\xef\xbf\xbd"},                       /* 3 of an emoji's 4 */
         {"\xc3(", "\xef\xbf\xbd("},                               /* a lead, no continuation */
         {"\x80\x80x", "\xef\xbf\xbd\xef\xbf\xbdx"},               /* stray continuations */
+        /* a second byte out of its lead's range is a piece of its own: an overlong form,
+         * a surrogate, past U+10FFFF, each 3 or 4 pieces as Unicode counts them */
+        {"\xe0\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xf0\x9f\x98z", "\xef\xbf\xbdz"}, /* 3 of 4, then a letter */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         json_t *o = oai_error(cases[i].in, "invalid_request_error", cases[i].in, "x");
