@@ -167,15 +167,12 @@ static int stored_form(enum ggml_type type, const uint8_t *raw, struct wmat *wm)
     }
     for (size_t b = 0; b < nblk; b++, raw += bb) {
         wm->qd[b] = eng_f16_to_f32((uint16_t)(raw[0] | raw[1] << 8));
-        if (type == GGML_Q4_1) {
+        if (type == GGML_Q4_1)
             wm->qm[b] = eng_f16_to_f32((uint16_t)(raw[2] | raw[3] << 8));
-            memcpy(wm->qs + b * per, raw + 4, per);
-        } else if (type == GGML_Q4_0) {
+        else if (type == GGML_Q4_0)
             wm->qm[b] = -8.0f * wm->qd[b];
-            memcpy(wm->qs + b * per, raw + 2, per);
-        } else {
-            memcpy(wm->qs + b * per, raw + 2, per);
-        }
+        /* the quants after the scale (and Q4_1's minimum) */
+        memcpy(wm->qs + b * per, raw + (type == GGML_Q4_1 ? 4 : 2), per);
     }
     return 0;
 }

@@ -2,6 +2,7 @@
 
 #include "engine.h"
 #include "grammar.h"
+#include "stop.h"
 #include "tools.h"
 
 #include <math.h>
@@ -12,44 +13,28 @@
 /*
  * s as a JSON string, also where it is not UTF-8 (a message that quotes a request's text
  * cut to a length inside a character, or a path that decodes to bytes of no text), which
- * json_string() refuses: each maximal piece that is not a character, as U+FFFD (Unicode's
- * practice), so that the text is kept.
+ * json_string() refuses: cleaned as the engine's streamed text is (stop.h: each maximal
+ * ill-formed subpart as U+FFFD), so that the text is kept.
  */
 static json_t *text_string(const char *s)
 {
     json_t *v = s ? json_string(s) : NULL;
     if (v || !s)
         return v;
-    const unsigned char *u = (const unsigned char *)s;
     const size_t n = strlen(s);
-    char *t = malloc(3 * n + 1), *w = t;
-    if (!t)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        unsigned cp;
-        size_t k = oai_utf8_next(u + i, n - i, &cp);
-        if (k) {
-            memcpy(w, u + i, k);
-            w += k;
-            i += k;
-            continue;
+    char *t = malloc(3 * n + 1); /* (a byte becomes at most the 3 of U+FFFD) */
+    eng_stop *clean = NULL;
+    const char *p;
+    size_t len, at = 0;
+    if (t && !eng_stop_create(NULL, 0, &clean) && !eng_stop_feed(clean, s, n, &p, &len)) {
+        memcpy(t, p, len);
+        at = len;
+        if (!eng_stop_flush(clean, &p, &len)) {
+            memcpy(t + at, p, len);
+            v = json_stringn(t, at + len);
         }
-        memcpy(w, "\xEF\xBF\xBD", 3);
-        w += 3;
-        /* a lead byte and as many of the bytes it was due as may follow it there (the
-         * second's range narrower after E0, ED, F0 and F4): one piece */
-        const unsigned c = u[i];
-        const size_t due = c >= 0xF0 && c <= 0xF4 ? 3 : c >= 0xE0 && c <= 0xEF ? 2
-                           : c >= 0xC2 && c <= 0xDF ? 1 : 0;
-        const unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-        const unsigned hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-        i++;
-        for (size_t j = 0; j < due && i < n; j++, i++)
-            if (u[i] < (j ? 0x80 : lo) || u[i] > (j ? 0xBF : hi))
-                break;
     }
-    *w = 0;
-    v = json_string(t);
+    eng_stop_destroy(clean);
     free(t);
     return v;
 }

@@ -98,6 +98,18 @@ static double mask_ms(const eng_grammar *g, const eng_gm_vocab *gv, int n_vocab,
     return best * 1e3;
 }
 
+/* mask_ms() 9 characters into a string of the given schema; -1 if it is refused */
+static double string_mask_ms(const char *schema, const eng_gm_vocab *gv, int n_vocab)
+{
+    eng_grammar *g;
+    char err[256];
+    if (eng_grammar_create(schema, strlen(schema), &g, err, sizeof err))
+        return -1;
+    double ms = mask_ms(g, gv, n_vocab, "\"hello wor");
+    eng_grammar_destroy(g);
+    return ms;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 6) {
@@ -164,20 +176,11 @@ int main(int argc, char **argv)
     }
     if (getenv("BENCH_GRAMMAR_TEXT"))
         fprintf(stderr, "%s\n", with.text);
-    /* a string held to a pattern of 240 positions ("(\w+ ?){1,80}"), 9 characters in */
-    static const char words[] = "{\"type\": \"string\", \"pattern\": \"^(\\\\w+ ?){1,80}$\"}";
-    eng_grammar *pg = NULL;
-    double at_pattern = -1;
-    if (eng_grammar_create(words, strlen(words), &pg, err, sizeof err) == 0)
-        at_pattern = mask_ms(pg, gv, V, "\"hello wor");
-    eng_grammar_destroy(pg);
-    /* and a string with a maxLength (pydantic's Field(max_length=)), 9 characters in */
-    static const char capped[] = "{\"type\": \"string\", \"maxLength\": 200}";
-    double at_capped = -1;
-    pg = NULL;
-    if (eng_grammar_create(capped, strlen(capped), &pg, err, sizeof err) == 0)
-        at_capped = mask_ms(pg, gv, V, "\"hello wor");
-    eng_grammar_destroy(pg);
+    /* 9 characters into a string held to a pattern of 240 positions ("(\w+ ?){1,80}"), and
+     * into one with a maxLength (pydantic's Field(max_length=)) */
+    const double at_pattern = string_mask_ms(
+        "{\"type\": \"string\", \"pattern\": \"^(\\\\w+ ?){1,80}$\"}", gv, V);
+    const double at_capped = string_mask_ms("{\"type\": \"string\", \"maxLength\": 200}", gv, V);
     double rate_with = (with.completion - 1) / (with.t_end - with.t_first);
     double rate_without = (without.completion - 1) / (without.t_end - without.t_first);
     printf("{\"tokens\":%d,\"finish\":\"%s\",\"decode_tok_s\":%.1f,\"plain_decode_tok_s\":%.1f,"
