@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 /* ---- the compiled schema ------------------------------------------------------------- */
 
@@ -700,11 +701,12 @@ static int compile_number(struct build *b, json_t *s, const char *t, const char 
 }
 
 /* The formats held to, as patterns (any other format is an annotation, as the standard
- * has it). Dates are of days every year has (no 29 February); times carry their offset
- * (RFC 3339). */
+ * has it). Dates are real days (29 February of leap years only: a multiple of 4 that ends
+ * in 00 only when a multiple of 400); times carry their offset (RFC 3339). */
 #define DATE_RE                                                                                    \
-    "\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)"    \
-    "|02-(?:0[1-9]|1\\d|2[0-8]))"
+    "(?:\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])"                                     \
+    "|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|02-(?:0[1-9]|1\\d|2[0-8]))"                              \
+    "|(?:\\d\\d(?:0[48]|[2468][048]|[13579][26])|(?:0[048]|[2468][048]|[13579][26])00)-02-29)"
 #define TIME_RE                                                                                    \
     "(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d{1,6})?(?:Z|[+-](?:[01]\\d|2[0-3]):[0-5]\\d)"
 #define OCTET_RE "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"
@@ -1661,12 +1663,39 @@ static void step_all(const eng_grammar *g, const struct tset *in, uint8_t c, str
         step(g, &in->t[i], c, out, 0);
 }
 
+/*
+ * A pattern's states as eng_gm_mask() meets them, kept as a DFA over the plain bytes
+ * (plain_byte()): inside a string with a pattern and its minLength reached, such a byte
+ * changes only the pattern's state and the count, so walk() follows these edges without
+ * stepping threads, as it takes plain bytes inside strings without a pattern
+ * (plain_room()), and holds the count to maxLength by each state's need
+ * (eng_pat_need()). States are made as they are met and kept from one mask to the next,
+ * for one pattern at a time; past DFA_MAX_STATES walk() steps threads until a mask starts
+ * afresh.
+ */
+#define DFA_MAX_STATES 1024
+#define DFA_SLOTS (2 * DFA_MAX_STATES)
+#define DFA_UNSEEN (-1) /* an edge not followed yet */
+#define DFA_DEAD (-2)   /* the pattern refuses the byte */
+#define DFA_FULL (-3)   /* no room for the state the byte leads to */
+#define N_PLAIN 96      /* bytes 0x20..0x7F, at b - 0x20 */
+
+struct dfa {
+    const eng_pattern *p; /* whose states these are; NULL before the first */
+    int n, cap;
+    eng_pat_set *set;
+    int32_t *need;            /* eng_pat_need() of each */
+    int32_t (*edge)[N_PLAIN]; /* a state, or DFA_UNSEEN, DFA_DEAD */
+    int32_t *slot;            /* [DFA_SLOTS]: states by their set's hash, -1 free */
+};
+
 struct eng_gm {
     const eng_grammar *g;
     enum eng_gm_state state;
     int lead; /* white space bytes taken while undecided */
     struct tset cur, tmp[2];
     struct tset moved; /* walk()'s: a state after plain bytes (plain_advance()) */
+    struct dfa dfa;
     /* eng_gm_mask()'s: a state a trie level ([n_lvl]), and which tokens it allowed */
     struct tset *lvl;
     int n_lvl;
@@ -1717,6 +1746,10 @@ static size_t lead(const char *bytes, size_t n)
 void eng_gm_destroy(eng_gm *m)
 {
     if (!m) return;
+    free(m->dfa.set);
+    free(m->dfa.need);
+    free(m->dfa.edge);
+    free(m->dfa.slot);
     free(m->lvl);
     free(m->allowed);
     free(m);
@@ -1968,18 +2001,99 @@ static int plain_byte(uint8_t c)
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
-/* s after `extra` characters of plain bytes (within plain_room(s)) into out: each count
- * moved on as string_byte() moves it (without maxLength, not past minLength) */
-static void plain_advance(const eng_grammar *g, const struct tset *s, int extra, struct tset *out)
+/* The pattern of s's one thread, where it is inside a string with a pattern at a
+ * character's start with its minLength reached: a plain byte then changes only the
+ * pattern's state and the count (pattern_byte()), and whether it is taken depends on the
+ * state it leads to and, under a maxLength, on how many characters are left (*room,
+ * INT_MAX without one). NULL otherwise. */
+static const eng_pattern *pattern_run(const eng_grammar *g, const struct tset *s, int *room)
+{
+    if (s->n != 1) return NULL;
+    const struct frame *f = &s->t[0].f[s->t[0].depth - 1];
+    const struct node *n = &g->nodes[f->node];
+    if (f->kind != F_STR || f->phase != S_PLAIN || n->sub < 0 || f->a < (uint32_t)n->lo)
+        return NULL;
+    *room = n->hi < 0 ? INT_MAX : n->hi - (int64_t)f->a < 0 ? 0 : (int)(n->hi - (int64_t)f->a);
+    return g->pats[n->sub];
+}
+
+static void dfa_clear(struct dfa *d)
+{
+    d->p = NULL;
+    d->n = 0;
+    if (d->slot) memset(d->slot, 0xFF, sizeof *d->slot * DFA_SLOTS);
+}
+
+/* The DFA's state for pattern p's state s, made if new: -1 when the DFA holds another
+ * pattern's states, is full or cannot grow. */
+static int32_t dfa_state(struct dfa *d, const eng_pattern *p, const eng_pat_set *s)
+{
+    if (d->p != p && d->n) return -1;
+    d->p = p;
+    if (!d->slot) {
+        if (!(d->slot = malloc(sizeof *d->slot * DFA_SLOTS))) return -1;
+        memset(d->slot, 0xFF, sizeof *d->slot * DFA_SLOTS);
+    }
+    size_t h = XXH3_64bits(s, sizeof *s) & (DFA_SLOTS - 1);
+    for (; d->slot[h] >= 0; h = (h + 1) & (DFA_SLOTS - 1))
+        if (!memcmp(&d->set[d->slot[h]], s, sizeof *s)) return d->slot[h];
+    if (d->n == DFA_MAX_STATES) return -1;
+    if (d->n == d->cap) {
+        int cap = d->cap ? 2 * d->cap : 16;
+        eng_pat_set *set = realloc(d->set, sizeof *set * (size_t)cap);
+        if (set) d->set = set;
+        int32_t *need = realloc(d->need, sizeof *need * (size_t)cap);
+        if (need) d->need = need;
+        int32_t(*edge)[N_PLAIN] = realloc(d->edge, sizeof *edge * (size_t)cap);
+        if (edge) d->edge = edge;
+        if (!set || !need || !edge) return -1;
+        d->cap = cap;
+    }
+    d->set[d->n] = *s;
+    d->need[d->n] = eng_pat_need(p, s);
+    memset(d->edge[d->n], 0xFF, sizeof d->edge[d->n]);
+    d->slot[h] = d->n;
+    return d->n++;
+}
+
+/* The state after plain byte b from state `from`, with a match still ahead: a state,
+ * DFA_DEAD or DFA_FULL. */
+static int32_t dfa_edge(struct dfa *d, int32_t from, uint8_t b)
+{
+    int32_t to = d->edge[from][b - 0x20];
+    if (to != DFA_UNSEEN) return to;
+    eng_pat_set next;
+    if (!eng_pat_step(d->p, &d->set[from], b, &next) || eng_pat_need(d->p, &next) < 0)
+        to = DFA_DEAD;
+    else if ((to = dfa_state(d, d->p, &next)) < 0)
+        return DFA_FULL;
+    d->edge[from][b - 0x20] = to;
+    return to;
+}
+
+/* How walk() takes plain bytes below a state: room (plain_room(); pattern_run()'s in a
+ * pattern's run), and in a pattern's run the DFA's state after them (pat). */
+struct run {
+    int room;
+    int32_t pat; /* -1: none */
+};
+
+/* s after `extra` characters of plain bytes taken in run r into out: each count moved on
+ * as string_byte() moves it (without maxLength, not past minLength), a pattern's state
+ * replaced by the DFA's */
+static void plain_advance(const eng_gm *m, const struct tset *s, struct run r, int extra,
+                          struct tset *out)
 {
     out->n = s->n;
     out->work = 0;
     for (int i = 0; i < s->n; i++) {
         memcpy(&out->t[i], &s->t[i], THREAD_BYTES(&s->t[i]));
         struct frame *f = &out->t[i].f[out->t[i].depth - 1];
-        const struct node *n = &g->nodes[f->node];
+        const struct node *n = &m->g->nodes[f->node];
         uint32_t a = f->a + (uint32_t)extra;
-        if (n->hi < 0) {
+        if (r.pat >= 0) {
+            pat_put(&out->t[i], &m->dfa.set[r.pat]);
+        } else if (n->hi < 0) {
             const uint32_t held = f->a > (uint32_t)n->lo ? f->a : (uint32_t)n->lo;
             a = a < held ? a : held;
         }
@@ -1987,19 +2101,31 @@ static void plain_advance(const eng_grammar *g, const struct tset *s, int extra,
     }
 }
 
+static void walk_from(eng_gm *m, const eng_gm_vocab *gv, int32_t at, const struct tset *in,
+                      int level);
+
 /* Marks the tokens below trie node at whose bytes the state in (lvl[level]) takes after
- * `extra` plain bytes already taken below it (room: plain_room(in)). */
+ * `extra` plain bytes already taken below it in run r. */
 static void walk(eng_gm *m, const eng_gm_vocab *gv, int32_t at, const struct tset *in, int level,
-                 int room, int extra)
+                 struct run r, int extra)
 {
     struct tset *next = &m->lvl[level + 1];
     for (int32_t c = gv->node[at].child; c >= 0; c = gv->node[c].sibling) {
         const uint8_t b = gv->node[c].byte;
-        const int same = room > extra && plain_byte(b);
+        int32_t pat = -1; /* the child's DFA state, in a pattern's run */
+        int same;
+        if (r.pat >= 0 && plain_byte(b)) {
+            pat = dfa_edge(&m->dfa, r.pat, b);
+            if (pat == DFA_DEAD || (pat >= 0 && m->dfa.need[pat] > r.room - extra - 1))
+                continue;
+            same = pat >= 0;
+        } else {
+            same = r.room > extra && plain_byte(b);
+        }
         if (!same) {
             const struct tset *from = in;
             if (extra) { /* (m->moved is free again once stepped: each child makes its own) */
-                plain_advance(m->g, in, extra, &m->moved);
+                plain_advance(m, in, r, extra, &m->moved);
                 from = &m->moved;
             }
             step_all(m->g, from, b, next);
@@ -2009,10 +2135,25 @@ static void walk(eng_gm *m, const eng_gm_vocab *gv, int32_t at, const struct tse
             m->allowed[id] = 1;
         if (gv->node[c].child < 0) continue;
         if (same) /* (next is free again: the child's scratch) */
-            walk(m, gv, c, in, level, room, extra + 1);
+            walk(m, gv, c, in, level, (struct run){r.room, pat}, extra + 1);
         else
-            walk(m, gv, c, next, level + 1, plain_room(m->g, next), 0);
+            walk_from(m, gv, c, next, level + 1);
     }
+}
+
+/* walk() below trie node at from state in (lvl[level]), no byte taken yet */
+static void walk_from(eng_gm *m, const eng_gm_vocab *gv, int32_t at, const struct tset *in,
+                      int level)
+{
+    struct run r = {plain_room(m->g, in), -1};
+    int room;
+    const eng_pattern *p = pattern_run(m->g, in, &room);
+    if (p) {
+        eng_pat_set s;
+        pat_get(&in->t[0], &s);
+        if ((r.pat = dfa_state(&m->dfa, p, &s)) >= 0) r.room = room;
+    }
+    walk(m, gv, at, in, level, r, 0);
 }
 
 /* Marks the tokens at trie node at and below it. */
@@ -2041,8 +2182,7 @@ static void walk_lead(eng_gm *m, const eng_gm_vocab *gv, int32_t at, int lead)
             if (!m->lvl[1].n) continue;
             for (int32_t id = gv->node[c].token; id >= 0; id = gv->same[id])
                 m->allowed[id] = 1;
-            if (gv->node[c].child >= 0)
-                walk(m, gv, c, &m->lvl[1], 1, plain_room(m->g, &m->lvl[1]), 0);
+            if (gv->node[c].child >= 0) walk_from(m, gv, c, &m->lvl[1], 1);
         } else {
             mark_all(m, gv, c);
         }
@@ -2068,12 +2208,16 @@ int eng_gm_mask(eng_gm *m, const eng_gm_vocab *gv, float *logits)
     m->lvl[0].n = m->cur.n;
     for (int i = 0; i < m->cur.n; i++)
         memcpy(&m->lvl[0].t[i], &m->cur.t[i], THREAD_BYTES(&m->cur.t[i]));
+    /* the DFA afresh when full, or when this mask begins in another pattern's string */
+    int room;
+    const eng_pattern *p = pattern_run(m->g, &m->lvl[0], &room);
+    if (m->dfa.n == DFA_MAX_STATES || (p && p != m->dfa.p)) dfa_clear(&m->dfa);
     if (m->state == ENG_GM_TEXT)
         mark_all(m, gv, 0);
     else if (m->state == ENG_GM_UNDECIDED)
         walk_lead(m, gv, 0, m->lead);
     else
-        walk(m, gv, 0, &m->lvl[0], 0, plain_room(m->g, &m->lvl[0]), 0);
+        walk_from(m, gv, 0, &m->lvl[0], 0);
     int end = eng_gm_accepting(m), n = 0;
     for (int32_t id = 0; id < gv->n_vocab; id++) {
         int ok = gv->kind[id] == T_END ? end : m->allowed[id];

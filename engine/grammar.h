@@ -10,7 +10,9 @@
  * every refused token's logit to -inf by walking a trie of the vocabulary's byte pieces
  * (eng_gm_vocab) with the matcher's state, a branch abandoned at its first refused byte
  * (inside a string without a pattern, a printable ASCII byte other than '"' and '\'
- * changes only the string's count of characters, and is taken without stepping the state).
+ * changes only the string's count of characters, and is taken without stepping the state;
+ * inside one with a pattern, only the pattern's state, and is taken through a DFA of the
+ * pattern's states that the matcher builds as its masks meet them).
  *
  * What is generated is always valid JSON and always valid for the schema, but not every
  * valid document can be generated (generation is free to choose, the schema to accept):

@@ -894,6 +894,16 @@ int eng_pat_accepting(const eng_pattern *p, const eng_pat_set *s)
     return has_bit(s, 0);
 }
 
+int32_t eng_pat_need(const eng_pattern *p, const eng_pat_set *s)
+{
+    if (has_bit(s, 0)) return 0;
+    int64_t best = INF_LEN;
+    for (int q = next_bit(s, 1); q >= 0; q = next_bit(s, q + 1))
+        if (p->shortest[q] != INF_LEN && 1 + (int64_t)p->shortest[q] < best)
+            best = 1 + (int64_t)p->shortest[q];
+    return best < INF_LEN ? (int32_t)best : -1;
+}
+
 /* A match ends here, or goes on through a position the next character takes. */
 int eng_pat_length_ok(const eng_pattern *p, const eng_pat_set *s, uint32_t done, int32_t lo,
                       int32_t hi)

@@ -51,6 +51,10 @@ int eng_pat_any(const eng_pattern *p, const eng_pat_set *s, uint32_t lo, uint32_
                 int32_t len_lo, int32_t len_hi);
 /* Whether the characters so far match. */
 int eng_pat_accepting(const eng_pattern *p, const eng_pat_set *s);
+/* The fewest characters still to write before a match can end: 0 when the characters so
+ * far match, -1 when no match is ahead. With done characters written and no minLength
+ * ahead, eng_pat_length_ok() holds for hi exactly when done + this <= hi. */
+int32_t eng_pat_need(const eng_pattern *p, const eng_pat_set *s);
 /* Whether, with done characters written, the string can still match and end with a total
  * length in [lo, hi] (hi -1: no bound). Judged by the shortest and longest way to a match
  * from each position the next character may take, so a length between the two that no

@@ -534,9 +534,18 @@ Test(grammar, strings_held_to_patterns_and_formats)
     refuses_at(date, "\"2024-13-01\"", 7);
     refuses_at(date, "\"2024-02-30\"", 9);
     refuses_at(date, "\"2024-04-31\"", 10);
+    /* 29 February of leap years only */
+    cr_expect(accepts(date, "\"2024-02-29\""));
+    cr_expect(accepts(date, "\"2000-02-29\""));
+    cr_expect(accepts(date, "\"1996-02-29\""));
+    refuses_at(date, "\"2023-02-29\"", 10);
+    refuses_at(date, "\"1900-02-29\"", 10);
+    refuses_at(date, "\"2024-02-30\"", 9);
     const char *dt = "{\"type\": \"string\", \"format\": \"date-time\"}";
     cr_expect(accepts(dt, "\"2024-05-06T07:08:09Z\""));
     cr_expect(accepts(dt, "\"2024-05-06T23:59:59.123+02:00\""));
+    cr_expect(accepts(dt, "\"2024-02-29T12:00:00Z\""));
+    refuses_at(dt, "\"2100-02-29T", 10);
     refuses_at(dt, "\"2024-05-06 07:08:09Z\"", 11);
     refuses_at(dt, "\"2024-05-06T24:00:00Z\"", 13);
     cr_expect(accepts("{\"type\": \"string\", \"format\": \"uuid\"}",
@@ -680,16 +689,8 @@ static int eog_count(void)
 /* After prefix, the mask allows exactly the tokens eng_gm_allows() allows, one by one;
  * returns how many. optional: the matcher is eng_gm_optional's (1), or eng_gm_repeat's with
  * one more document (2). */
-static int mask_matches_allows_in(const char *schema, const char *prefix, int optional)
+static int mask_equals_allows(eng_gm *m, const char *prefix)
 {
-    eng_grammar *g = make(schema);
-    eng_gm *m;
-    cr_assert_eq(eng_gm_create(g, &m), 0);
-    if (optional == 1)
-        eng_gm_optional(m);
-    if (optional == 2)
-        eng_gm_repeat(m, 1);
-    cr_assert(eng_gm_feed(m, prefix, strlen(prefix)), "%s", prefix);
     int n = tok_n_vocab(vocab);
     float *logits = calloc((size_t)n, sizeof *logits);
     cr_assert_not_null(logits);
@@ -713,9 +714,41 @@ static int mask_matches_allows_in(const char *schema, const char *prefix, int op
     /* the state is unchanged by either */
     cr_expect_eq(eng_gm_accepting(m), taken(m, "") == 0 && eng_gm_accepting(m));
     free(logits);
+    return count;
+}
+
+static int mask_matches_allows_in(const char *schema, const char *prefix, int optional)
+{
+    eng_grammar *g = make(schema);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    if (optional == 1)
+        eng_gm_optional(m);
+    if (optional == 2)
+        eng_gm_repeat(m, 1);
+    cr_assert(eng_gm_feed(m, prefix, strlen(prefix)), "%s", prefix);
+    int count = mask_equals_allows(m, prefix);
     eng_gm_destroy(m);
     eng_grammar_destroy(g);
     return count;
+}
+
+/* One matcher fed doc a byte at a time, masked after each (what a mask learns of a
+ * pattern's states is kept for the next): each mask as eng_gm_allows() has it. */
+static void masks_along(const char *schema, const char *doc)
+{
+    eng_grammar *g = make(schema);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    for (size_t k = 0; doc[k]; k++) {
+        cr_assert(eng_gm_feed(m, doc + k, 1), "%s at %zu", doc, k);
+        char prefix[256];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)k + 1, doc);
+        mask_equals_allows(m, prefix);
+    }
+    cr_expect(eng_gm_accepting(m), "%s", doc);
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
 }
 
 static int mask_matches_allows(const char *schema, const char *prefix)
@@ -905,6 +938,27 @@ Test(grammar, mask_equals_feeding_each_token, .init = vocab_setup, .fini = vocab
     int in_date = mask_matches_allows(dt, "\"2024-0");
     cr_expect(in_date > 1 && in_date < 100, "%d", in_date);
     mask_matches_allows("{\"type\": \"string\", \"pattern\": \"^[\xc3\xa0-\xc3\xbf]+$\"}", "\"");
+    /* patterns with one matcher masked at every byte: words repeated under a bound, two
+     * patterns in one document (the second's states made afresh), a minLength reached only
+     * after a few characters, a maxLength, and a union of two patterns (two threads) */
+    masks_along("{\"type\": \"string\", \"pattern\": \"^(\\\\w+ ?){1,8}$\"}",
+                "\"hello wo rld x1_\"");
+    masks_along("{\"type\": \"object\", \"properties\": {"
+                "\"day\": {\"type\": \"string\", \"format\": \"date\"}, "
+                "\"id\": {\"type\": \"string\", \"pattern\": \"^[A-Z]{2}-[0-9]+$\", "
+                "\"minLength\": 6}, "
+                "\"code\": {\"type\": \"string\", \"pattern\": \"x\", \"maxLength\": 4}}}",
+                "{\"day\": \"2024-02-29\", \"id\": \"AB-1234\", \"code\": \"a\\\"x\"}");
+    masks_along("{\"type\": \"string\", \"pattern\": \"^[a-z]+\\\\d$\", \"maxLength\": 7}",
+                "\"abcdef1\"");
+    masks_along("{\"type\": \"string\", \"pattern\": \"^[a-z ]*$\", \"maxLength\": 9}",
+                "\"the cat s\"");
+    masks_along("{\"type\": \"array\", \"prefixItems\": [{\"type\": \"string\", "
+                "\"pattern\": \"^[a-z ]+$\"}, {\"type\": \"string\", \"pattern\": \"^[0-9 ]+$\"}]}",
+                "[\"a\",\"1 2\"]");
+    masks_along("{\"anyOf\": [{\"type\": \"string\", \"pattern\": \"^a+b$\"}, "
+                "{\"type\": \"string\", \"pattern\": \"^a+c$\"}]}",
+                "\"aaac\"");
     /* complete: only the end-of-generation tokens */
     int end = mask_matches_allows(person, "{\"name\": \"Bo\", \"age\": 4}");
     cr_expect_eq(end, eog_count());

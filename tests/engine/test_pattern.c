@@ -211,6 +211,26 @@ Test(pattern, lengths_to_a_match)
     cr_expect_not(eng_pat_any(p, &n, 'a', 'z', 2, 0, -1));
     /* a digit as the 2nd character, with at most 2 in all: no match can end so */
     cr_expect_not(eng_pat_any(p, &n, '0', '9', 2, 0, 2));
+    /* the fewest characters still to write: 3 from the start, 2 after one digit, none
+     * after three (a match), and no match after a letter */
+    cr_expect_eq(eng_pat_need(p, &s), 3);
+    cr_expect_eq(eng_pat_need(p, &n), 2);
+    eng_pat_set m;
+    cr_assert(eng_pat_step(p, &n, '2', &m) && eng_pat_step(p, &m, '3', &m));
+    cr_expect_eq(eng_pat_need(p, &m), 0);
+    cr_assert(eng_pat_step(p, &m, '-', &m));
+    cr_expect_eq(eng_pat_need(p, &m), 2);
+    eng_pattern_destroy(p);
+    p = make("a[0-9]*$"); /* not anchored at the start: any character may come first */
+    eng_pat_start(p, &s);
+    cr_assert(eng_pat_step(p, &s, 'z', &n));
+    cr_expect_eq(eng_pat_need(p, &n), 1);
+    eng_pattern_destroy(p);
+    p = make("^ab$");
+    eng_pat_start(p, &s);
+    cr_assert(eng_pat_step(p, &s, 'a', &n) && eng_pat_step(p, &n, 'b', &n));
+    cr_expect_eq(eng_pat_need(p, &n), 0);
+    cr_expect_not(eng_pat_step(p, &n, 'c', &m));
     eng_pattern_destroy(p);
     /* a star: no longest */
     p = make("^a(bc)*$");
