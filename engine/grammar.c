@@ -73,6 +73,9 @@ struct eng_grammar {
     int n_nb, cap_nb;
     eng_pattern **pats; /* N_STRING's sub, when it has a pattern */
     int n_pats, cap_pats;
+    /* per node, the levels of nesting below a value of it that its shortest document needs
+     * (grammar_depths()): DEEP_INF where no document is finite */
+    uint8_t *deep;
     int root;
 };
 
@@ -890,9 +893,84 @@ static int compile(struct build *b, json_t *s, const char *path)
     return rc < 0 ? rc : id;
 }
 
+/*
+ * Nesting: a value written at parse depth d (its frame the d-th) can be completed only when
+ * d + deep[its node] <= ENG_GM_MAX_DEPTH, and the matcher starts no value, key or item that
+ * cannot, so that the document never stops short at the limit. deep is the least fixed
+ * point of: 0 for a scalar or any value (a string will do); a union's least alternative;
+ * an object's most required property, a level below it (1 + its value's); an array's most
+ * of its first minItems items; a keyed union's (keyed_union()) most alternative, as the
+ * alternative is picked only after its object has begun. What is deeper than the limit is
+ * held at DEEP_CAP; DEEP_INF is left where every document would go on forever (a required
+ * property that requires its own object again).
+ */
+#define DEEP_INF 255
+#define DEEP_CAP (ENG_GM_MAX_DEPTH + 1)
+
+static int deeper(int below)
+{
+    return below >= DEEP_INF ? DEEP_INF : below + 1 < DEEP_CAP ? below + 1 : DEEP_CAP;
+}
+
+/* The node's deep[] from its parts' as they stand. */
+static int node_deep(const eng_grammar *g, const struct node *n)
+{
+    int d = 0;
+    switch (n->kind) {
+    case N_UNION:
+        d = DEEP_INF;
+        for (int32_t i = 0; i < n->count; i++)
+            if (g->deep[g->alts[n->first + i]] < d) d = g->deep[g->alts[n->first + i]];
+        return d;
+    case N_OBJECT:
+        if (n->hi > 0) { /* a keyed union */
+            for (int32_t i = 0; i < n->hi; i++)
+                if (g->deep[g->alts[n->lo + i]] > d) d = g->deep[g->alts[n->lo + i]];
+            return d;
+        }
+        for (int32_t j = 0; j < n->count; j++)
+            if (g->props[n->first + j].required && deeper(g->deep[g->props[n->first + j].node]) > d)
+                d = deeper(g->deep[g->props[n->first + j].node]);
+        return d;
+    case N_ARRAY:
+        for (int32_t i = 0; i < n->lo; i++) {
+            int32_t item = i < n->count ? g->alts[n->first + i] : n->sub;
+            int below = item < 0 ? DEEP_INF : deeper(g->deep[item]);
+            if (below > d) d = below;
+        }
+        return d;
+    default:
+        return 0;
+    }
+}
+
+static int grammar_depths(eng_grammar *g)
+{
+    if (!(g->deep = malloc((size_t)g->n_nodes))) return ENG_ENOMEM;
+    memset(g->deep, DEEP_INF, (size_t)g->n_nodes);
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = g->n_nodes - 1; i >= 0; i--) { /* (parts are mostly made after) */
+            int d = node_deep(g, &g->nodes[i]);
+            if (d < g->deep[i]) {
+                g->deep[i] = (uint8_t)d;
+                changed = 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Whether a value of node `node` may begin as the depth-th frame. */
+static int fits(const eng_grammar *g, int32_t node, int depth)
+{
+    return depth + g->deep[node] <= ENG_GM_MAX_DEPTH;
+}
+
 void eng_grammar_destroy(eng_grammar *g)
 {
     if (!g) return;
+    free(g->deep);
     free(g->nodes);
     free(g->props);
     free(g->lits);
@@ -916,6 +994,10 @@ int eng_grammar_create(const char *schema, size_t len, eng_grammar **out, char *
     }
     if (!schema) {
         g->root = B_OBJECT;
+        if (grammar_depths(g)) {
+            eng_grammar_destroy(g);
+            return ENG_ENOMEM;
+        }
         *out = g;
         return 0;
     }
@@ -936,6 +1018,23 @@ int eng_grammar_create(const char *schema, size_t len, eng_grammar **out, char *
         return rc;
     }
     g->root = rc;
+    if (grammar_depths(g)) {
+        snprintf(err, errlen, "out of memory");
+        eng_grammar_destroy(g);
+        return ENG_ENOMEM;
+    }
+    /* the document is the second frame (the first: what holds it) */
+    if (!fits(g, g->root, 2)) {
+        if (g->deep[g->root] == DEEP_INF)
+            snprintf(err, errlen,
+                     "no document of the schema is finite: each way through it requires a "
+                     "property or item that requires it again");
+        else
+            snprintf(err, errlen, "the schema requires more than %d levels of nesting",
+                     ENG_GM_MAX_DEPTH - 1);
+        eng_grammar_destroy(g);
+        return ENG_EINVAL;
+    }
     *out = g;
     return 0;
 }
@@ -1129,6 +1228,7 @@ static void value_start(const eng_grammar *g, struct thread *t, uint8_t c, struc
         if (t->depth > 2 && c == ' ' && !t->spaces) gap(t, c, out);
         return;
     }
+    if (!fits(g, f->node, t->depth)) return;
     switch (n->kind) {
     case N_UNION:
         if (expansions >= MAX_UNION_EXPANSION) return;
@@ -1151,13 +1251,13 @@ static void value_start(const eng_grammar *g, struct thread *t, uint8_t c, struc
         step(g, t, c, out, expansions);
         return;
     }
-    case N_OBJECT: /* a container only where its contents have room: no dead end */
-        if (c != '{' || t->depth >= ENG_GM_MAX_DEPTH) return;
+    case N_OBJECT:
+        if (c != '{') return;
         *f = (struct frame){.node = f->node, .kind = F_OBJ, .phase = O_OPEN};
         taken(t, out);
         return;
     case N_ARRAY:
-        if (c != '[' || t->depth >= ENG_GM_MAX_DEPTH) return;
+        if (c != '[') return;
         *f = (struct frame){.node = f->node, .kind = F_ARR, .phase = A_OPEN};
         taken(t, out);
         return;
@@ -1184,6 +1284,20 @@ static void value_start(const eng_grammar *g, struct thread *t, uint8_t c, struc
     }
 }
 
+/* The keys that may come next in an object of node n at frame depth, from its declared
+ * property next on (a bit each): up to the first required one, each whose value fits a
+ * level below (fits()). Without declared properties, 1 when a key may come. */
+static uint64_t next_keys(const eng_grammar *g, const struct node *n, uint32_t next, int depth)
+{
+    if (!n->count) return n->sub >= 0 && fits(g, n->sub, depth + 1);
+    uint64_t m = 0;
+    for (int32_t j = (int32_t)next; j < n->count; j++) {
+        if (fits(g, g->props[n->first + j].node, depth + 1)) m |= 1ULL << j;
+        if (g->props[n->first + j].required) break;
+    }
+    return m;
+}
+
 static void object_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct tset *out)
 {
     struct frame *f = &t->f[t->depth - 1];
@@ -1200,18 +1314,13 @@ static void object_byte(const eng_grammar *g, struct thread *t, uint8_t c, struc
     case O_OPEN:
     case O_COMMA:
         if (c == '"') {
+            uint64_t m = next_keys(g, n, f->a, t->depth);
+            if (!m) return;
             if (!n->count) { /* any key: a string */
-                if (n->sub < 0) return;
                 f->phase = O_KEY_DONE;
                 if (push(t, F_STR, B_STRING)) taken(t, out);
                 return;
             }
-            uint64_t m = 0;
-            for (int32_t j = (int32_t)f->a; j < n->count; j++) {
-                m |= 1ULL << j;
-                if (g->props[n->first + j].required) break;
-            }
-            if (!m) return;
             int32_t node = f->node;
             f->phase = O_KEY_DONE;
             if (!push(t, F_KEY, node)) return;
@@ -1231,7 +1340,7 @@ static void object_byte(const eng_grammar *g, struct thread *t, uint8_t c, struc
         if (push(t, F_VALUE, n->count ? g->props[n->first + f->a - 1].node : n->sub)) taken(t, out);
         return;
     case O_VALUE_DONE:
-        if (c == ',' && !spaced && (!n->count || (int32_t)f->a < n->count)) {
+        if (c == ',' && !spaced && next_keys(g, n, f->a, t->depth)) {
             f->phase = O_COMMA;
             taken(t, out);
         } else if (c == '}' && closable(g, n, f->a)) {
@@ -1315,7 +1424,10 @@ static void array_byte(const eng_grammar *g, struct thread *t, uint8_t c, struct
     }
     if (f->phase == A_VALUE_DONE) {
         int spaced = t->spaces || t->newlines; /* none before a comma */
-        if (c == ',' && !spaced && (n->hi < 0 || f->a < (uint32_t)n->hi)) {
+        /* (a comma only where the next item has room) */
+        int32_t next = f->a < (uint32_t)n->count ? g->alts[n->first + f->a] : n->sub;
+        if (c == ',' && !spaced && (n->hi < 0 || f->a < (uint32_t)n->hi) && next >= 0 &&
+            fits(g, next, t->depth + 1)) {
             f->phase = A_COMMA;
             taken(t, out);
         } else if (c == ']' && f->a >= (uint32_t)n->lo) {

@@ -30,7 +30,12 @@
  *     multipleOf) without an exponent, and refused at the first byte after which no value
  *     within them can be written (its digits are kept and the bounds compared exactly, in
  *     units of 10^-16; a bound such as 0.1 is read as the shortest decimal of its double);
- *   - at most ENG_GM_MAX_DEPTH nested values, and ENG_GM_MAX_THREADS readings at once
+ *   - at most ENG_GM_MAX_DEPTH - 1 levels of nesting: no value, key, item or comma is
+ *     begun where what it begins could not be finished within them (an optional
+ *     recursion stops where it must and closes), and a schema none of whose documents is
+ *     finite ({"$ref": "#"}, a required property that requires its object again) or that
+ *     requires deeper nesting is refused;
+ *   - ENG_GM_MAX_THREADS readings at once
  *     (the earliest kept: a schema that branches more is still generated validly, from
  *     fewer of its alternatives); a byte's reading stops after 4,096 steps and 16 unions
  *     entered, so that a hostile schema (unions of unions of itself) costs bounded time.

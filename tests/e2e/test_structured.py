@@ -235,6 +235,30 @@ def test_max_tokens_cuts_a_document_with_length(server):
         json.loads(r.choices[0].message.content)
 
 
+def test_recursion_nested_to_the_limit_still_closes(server):
+    """A schema of optional recursion lets the model nest as deep as it likes: where no
+    deeper level fits, the grammar leaves only what closes, so the answer still parses
+    (streamed the same) and ends with stop, well within max_tokens."""
+    tree = {"type": "object", "properties": {"a": {"$ref": "#"}}, "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "tree", "schema": tree}}
+    kids = {"type": "array", "items": {"$ref": "#"}}
+    c = sdk(server)
+    for f in (fmt, {"type": "json_schema", "json_schema": {"name": "kids", "schema": kids}}):
+        r = c.chat.completions.create(model=MODEL, messages=user("JSON please"), temperature=0,
+                                      max_tokens=600, response_format=f)
+        ch = r.choices[0]
+        assert ch.finish_reason == "stop", ch.message.content
+        json.loads(ch.message.content)
+    stream = c.chat.completions.create(model=MODEL, messages=user("JSON please"), temperature=0,
+                                       max_tokens=600, response_format=fmt, stream=True)
+    text = "".join(k.choices[0].delta.content or "" for k in stream if k.choices)
+    doc = json.loads(text)
+    depth = 0
+    while doc:
+        doc, depth = doc["a"], depth + 1
+    assert depth >= 2, text
+
+
 @pytest.mark.parametrize("fmt,words", [
     ({"type": "json_schema", "json_schema": {"name": "a", "schema": {
         "type": "object", "properties": {"code": {"type": "string", "pattern": "^(?!A)"}}}}},
@@ -244,6 +268,11 @@ def test_max_tokens_cuts_a_document_with_length(server):
     ({"type": "json_schema", "json_schema": {"name": "a", "schema": {
         "type": "object", "properties": {"a": {}}, "required": ["b"]}}},
      "required names \"b\""),
+    ({"type": "json_schema", "json_schema": {"name": "a", "schema": {"$ref": "#"}}},
+     "no document of the schema is finite"),
+    ({"type": "json_schema", "json_schema": {"name": "a", "schema": {
+        "type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}}},
+     "no document of the schema is finite"),
     ({"type": "json_schema", "json_schema": "{}"}, "json_schema must be an object"),
     ({"type": "yaml"}, "must be text, json_object or json_schema"),
     ("json", "must be an object"),

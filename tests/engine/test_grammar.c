@@ -314,8 +314,104 @@ Test(grammar, references_and_recursion)
     cr_expect(eng_gm_done(m));
     eng_gm_destroy(m);
     eng_grammar_destroy(g);
-    /* a reference to itself alone has no value; refused, not looped on */
-    refuses_at("{\"$defs\": {\"L\": {\"$ref\": \"#/$defs/L\"}}, \"$ref\": \"#/$defs/L\"}", "1", 0);
+}
+
+/* From any place of a document, the document can be finished: a matcher fed the first of
+ * `open` that it takes (or any printable byte) for `steps` bytes, going as deep as it may,
+ * then the first of `close`, always takes some byte until the document is done. */
+static void never_stuck(const char *schema, const char *open, const char *close, int steps)
+{
+    eng_grammar *g = make(schema);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    char doc[4096];
+    size_t len = 0;
+    for (int i = 0; i < 2000 && !eng_gm_done(m); i++) {
+        const char *prefer = i < steps ? open : close;
+        int took = 0;
+        for (const char *c = prefer; *c && !took; c++)
+            took = eng_gm_feed(m, c, 1) && (doc[len++] = *c);
+        for (int c = 0x20; c < 0x7F && !took; c++)
+            took = eng_gm_feed(m, (char[]){(char)c}, 1) && (doc[len++] = (char)c);
+        doc[len] = 0;
+        cr_assert(took, "%s: stuck after %s", schema, doc);
+    }
+    cr_expect(eng_gm_done(m), "%s: %s", schema, doc);
+    cr_expect(accepts(schema, doc));
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+}
+
+/* Nested as deep as the limit lets them, values still end: a property, an item or a comma
+ * is refused where what it begins could not be finished within ENG_GM_MAX_DEPTH. */
+Test(grammar, no_dead_end_at_the_nesting_limit)
+{
+    const char *opt = "{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#\"}}, "
+                      "\"additionalProperties\": false}";
+    eng_grammar *g = make(opt);
+    eng_gm *m;
+    cr_assert_eq(eng_gm_create(g, &m), 0);
+    int levels = 0;
+    while (eng_gm_feed(m, "{\"a\": ", 6))
+        levels++;
+    cr_expect_eq(levels, ENG_GM_MAX_DEPTH - 2);
+    cr_expect(eng_gm_feed(m, "{}", 2)); /* the deepest object is empty */
+    eng_gm_destroy(m);
+    eng_grammar_destroy(g);
+    never_stuck(opt, "{\"a: ", "}", 200);
+    never_stuck("{\"type\": \"array\", \"items\": {\"$ref\": \"#\"}}", "[,", "]", 200);
+    /* items required: each level needs one more below it, so fewer levels */
+    never_stuck("{\"type\": \"array\", \"items\": {\"anyOf\": [{\"$ref\": \"#\"}, "
+                "{\"type\": \"integer\"}]}, \"minItems\": 2}",
+                "[,", "]0", 200);
+    never_stuck("{\"type\": \"object\", \"properties\": {\"n\": {\"anyOf\": [{\"$ref\": "
+                "\"#\"}, {\"type\": \"null\"}]}, \"k\": {\"type\": \"array\", \"items\": "
+                "{\"$ref\": \"#\"}}}, \"required\": [\"n\", \"k\"]}",
+                "{[\"nk: ,", "}]nul", 300);
+    /* a tuple whose second place is deeper than the first (at both parities of depth: the
+     * comma after the first refused where the second has no room) */
+    const char *tuple = "{\"type\": \"array\", \"prefixItems\": [{\"type\": \"integer\"}, "
+                        "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/T\"}, "
+                        "\"minItems\": 1}]}";
+    char twice[512];
+    snprintf(twice, sizeof twice, "{\"$defs\": {\"T\": %s}, \"$ref\": \"#/$defs/T\"}", tuple);
+    never_stuck(twice, "[,0", "]", 200);
+    snprintf(twice, sizeof twice,
+             "{\"$defs\": {\"T\": %s}, \"type\": \"object\", \"properties\": {\"t\": "
+             "{\"$ref\": \"#/$defs/T\"}}}",
+             tuple);
+    never_stuck(twice, "{\"t:[,0", "]}", 200);
+    never_stuck(NULL, "[{\"a: ,", "\"]}", 200); /* any JSON */
+}
+
+Test(grammar, schemas_without_a_finite_document_refused)
+{
+    const char *none = "no document of the schema is finite";
+    compile_error("{\"$ref\": \"#\"}", none);
+    compile_error("{\"allOf\": [{\"$ref\": \"#\"}]}", none);
+    compile_error("{\"$defs\": {\"L\": {\"$ref\": \"#/$defs/L\"}}, \"$ref\": \"#/$defs/L\"}", none);
+    compile_error("{\"$defs\": {\"A\": {\"$ref\": \"#/$defs/B\"}, \"B\": {\"$ref\": "
+                  "\"#/$defs/A\"}}, \"$ref\": \"#/$defs/A\"}",
+                  none);
+    compile_error("{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#\"}}, "
+                  "\"required\": [\"a\"]}",
+                  none);
+    compile_error("{\"type\": \"array\", \"items\": {\"$ref\": \"#\"}, \"minItems\": 1}", none);
+    /* a finite document deeper than the limit */
+    char chain[2048] = "";
+    for (int i = 0; i < ENG_GM_MAX_DEPTH; i++)
+        strcat(chain, "{\"type\": \"object\", \"required\": [\"a\"], \"properties\": {\"a\": ");
+    strcat(chain, "{\"type\": \"integer\"}");
+    for (int i = 0; i < ENG_GM_MAX_DEPTH; i++)
+        strcat(chain, "}}");
+    compile_error(chain, "the schema requires more than 23 levels of nesting");
+    /* an alternative without one is left out; the others stand */
+    cr_expect(accepts("{\"anyOf\": [{\"$ref\": \"#\"}, {\"type\": \"integer\"}]}", "7"));
+    const char *opt = "{\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"array\", "
+                      "\"items\": {\"$ref\": \"#/properties/x\"}, \"minItems\": 1}, "
+                      "\"y\": {\"type\": \"integer\"}}}";
+    refuses_at(opt, "{\"x", 2);
+    cr_expect(accepts(opt, "{\"y\": 1}"));
 }
 
 Test(grammar, free_keys_follow_additional_properties)
@@ -346,14 +442,15 @@ Test(grammar, white_space_and_nesting_limits)
     refuses_at(NULL, doc, 22); /* twenty spaces */
     /* numbers: sixteen digits */
     refuses_at(NULL, "{\"a\": 12345678901234567}", 22);
-    /* nesting: ENG_GM_MAX_DEPTH levels of stack, the root's among them */
+    /* nesting: ENG_GM_MAX_DEPTH levels of stack, the root's and what holds it among them */
     char deep[128] = "{\"a\":";
     for (int i = 0; i < ENG_GM_MAX_DEPTH; i++)
         strcat(deep, "[");
-    refuses_at(NULL, deep, 5 + ENG_GM_MAX_DEPTH - 3);
-    /* a container opens only where its contents have room: the deepest can still close */
-    deep[5 + ENG_GM_MAX_DEPTH - 3] = 0;
-    for (int i = 0; i < ENG_GM_MAX_DEPTH - 3; i++)
+    refuses_at(NULL, deep, 5 + ENG_GM_MAX_DEPTH - 2);
+    /* the deepest container holds nothing, and closes */
+    refuses_at(NULL, "{\"a\":[[[[[[[[[[[[[[[[[[[[[[0", 5 + ENG_GM_MAX_DEPTH - 2);
+    deep[5 + ENG_GM_MAX_DEPTH - 2] = 0;
+    for (int i = 0; i < ENG_GM_MAX_DEPTH - 2; i++)
         strcat(deep, "]");
     strcat(deep, "}");
     cr_expect(accepts(NULL, deep), "%s", deep);
