@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +250,8 @@ static int parse_response_format(json_t *b, struct chat_req *c, struct parsed *p
     return 0;
 }
 
+#define COMPLETION_MAX_TOKENS_DEFAULT 16
+
 /* Sampling parameters, max_tokens, stop, n, stream; shared by both routes. */
 static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req *c,
                         struct parsed *p)
@@ -272,7 +275,10 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
                                                   : (uint64_t)(int64_t)json_real_value(seed);
         gp->sampling.has_seed = 1;
     }
+    /* a completion without max_tokens gets 16, as OpenAI's and vLLM's do */
     gp->max_tokens = (int)cfg->engine_max_tokens_default;
+    if (!c->chat && gp->max_tokens > COMPLETION_MAX_TOKENS_DEFAULT)
+        gp->max_tokens = COMPLETION_MAX_TOKENS_DEFAULT;
     const char *mk[] = {"max_completion_tokens", "max_tokens"};
     for (int i = 0; i < 2; i++) {
         json_t *v = json_object_get(b, mk[i]);
@@ -1679,6 +1685,14 @@ static void handle(struct gw_req *r, int chat, int resp)
     c->req = r;
     c->chat = chat;
     c->resp = resp;
+    const char *unknown = oai_unknown_param(b, resp ? OAI_RESPONSES : chat ? OAI_CHAT
+                                                                           : OAI_COMPLETION);
+    if (unknown) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "Unrecognized request argument supplied: %.200s", unknown);
+        gw_reply_error(r, 400, msg, unknown, NULL);
+        goto out;
+    }
     if (resp && resp_request(c, tn, &b))
         goto out;
     json_t *model = json_object_get(b, "model");
@@ -2262,9 +2276,16 @@ void gw_handle_response_by_id(struct gw_req *r)
     struct gw_tenant *tn = gw_tenants_auth(gw_server_tenants(srv), r);
     if (!tn)
         return;
-    char *id = evhttp_uridecode(gw_req_path(r) + strlen("/v1/responses/"), 0, NULL);
+    size_t idlen = 0;
+    char *id = evhttp_uridecode(gw_req_path(r) + strlen("/v1/responses/"), 0, &idlen);
     if (!id) {
         gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+        return;
+    }
+    if (strlen(id) != idlen) { /* %00: no id holds a NUL, nor is one cut at it */
+        gw_reply_error(r, 404, "No response has an id with a NUL byte (%00) in it.", NULL,
+                       "not_found");
+        free(id);
         return;
     }
     if (strchr(id, '/')) { /* /v1/responses/{id}/input_items, /cancel, ... */
@@ -2275,9 +2296,23 @@ void gw_handle_response_by_id(struct gw_req *r)
         free(id);
         return;
     }
+    int del = !strcmp(gw_req_method(r), "DELETE");
+    /* ?stream=true replays a background response's events, which this server does not run */
+    struct evkeyvalq q = {0};
+    const char *qs = gw_req_query(r), *stream = NULL;
+    if (!del && qs && !evhttp_parse_query_str(qs, &q))
+        stream = evhttp_find_header(&q, "stream");
+    int streamed = stream && strcmp(stream, "false");
+    evhttp_clear_headers(&q);
+    if (streamed) {
+        gw_reply_error(r, 400, "stream is not supported when retrieving a response (no "
+                       "response runs in the background here); retrieve it without stream.",
+                       "stream", NULL);
+        free(id);
+        return;
+    }
     gw_cache *cache = gw_server_cache(srv);
     char *body = NULL;
-    int del = !strcmp(gw_req_method(r), "DELETE");
     int rc = del ? gw_cache_response_delete(cache, tn->id, id)
                  : gw_cache_response_get(cache, tn->id, id, &body, NULL);
     if (rc == STORE_ENOTFOUND) {

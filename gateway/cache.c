@@ -126,6 +126,18 @@ char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
     return src;
 }
 
+/* A content part's text: a text part's, or a refusal part's (an assistant's answer that
+ * declined, written back in its history); NULL for any other part. */
+static json_t *part_text(json_t *part)
+{
+    const char *type = json_string_value(json_object_get(part, "type"));
+    json_t *t = !type                       ? NULL
+                : !strcmp(type, "text")     ? json_object_get(part, "text")
+                : !strcmp(type, "refusal")  ? json_object_get(part, "refusal")
+                                            : NULL;
+    return json_is_string(t) ? t : NULL;
+}
+
 int gw_messages_check(json_t *msgs, char *msg, size_t len)
 {
     if (!json_is_array(msgs) || !json_array_size(msgs)) {
@@ -181,18 +193,24 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
             continue;
         if (json_array_size(tc) && (!content || json_is_null(content)))
             continue; /* a call, with no text */
-        if (!json_is_array(content)) {
-            snprintf(msg, len, "messages[%zu].content must be a string or an array of text "
-                     "parts.", i);
+        if (!json_is_array(content) || !json_array_size(content)) {
+            snprintf(msg, len, "messages[%zu].content must be a string or a non-empty array "
+                     "of text parts.", i);
             return -1;
         }
         json_array_foreach(content, j, part)
         {
             const char *type = json_string_value(json_object_get(part, "type"));
-            if (!type || strcmp(type, "text") || !json_is_string(json_object_get(part, "text"))) {
+            if (type && !strcmp(type, "refusal") && strcmp(role, "assistant")) {
+                snprintf(msg, len, "messages[%zu].content[%zu]: only an assistant message has "
+                         "refusal parts.", i, j);
+                return -1;
+            }
+            if (!part_text(part)) {
                 snprintf(msg, len, "messages[%zu].content[%zu] must be a text part ({\"type\": "
-                         "\"text\", \"text\": a string}); images, audio and files are not "
-                         "supported.", i, j);
+                         "\"text\", \"text\": a string}, or an assistant's {\"type\": "
+                         "\"refusal\", \"refusal\": a string}); images, audio and files are "
+                         "not supported.", i, j);
                 return -1;
             }
         }
@@ -222,9 +240,8 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
     json_t *part;
     json_array_foreach(content, i, part)
     {
-        const char *type = json_string_value(json_object_get(part, "type"));
-        json_t *t = json_object_get(part, "text");
-        if (!type || strcmp(type, "text") != 0 || !json_is_string(t)) {
+        json_t *t = part_text(part);
+        if (!t) {
             *bad = (long)i;
             return NULL;
         }
@@ -237,7 +254,7 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
     }
     json_array_foreach(content, i, part)
     {
-        json_t *t = json_object_get(part, "text");
+        json_t *t = part_text(part);
         if (i > 0) /* as vLLM joins them: "Summarize:" and "Part one." do not run together */
             *w++ = '\n';
         memcpy(w, json_string_value(t), json_string_length(t));

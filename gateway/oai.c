@@ -342,7 +342,7 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
         return refuse(param, msg, len, "top_k", "top_k must be an integer from 0 (off) to "
                                                 "1048576.");
     /* the OpenAI schema's parameters this server does not implement */
-    static const char *const chat_keys[] = {"audio", "prediction"};
+    static const char *const chat_keys[] = {"audio", "prediction", "web_search_options"};
     static const char *const completion_keys[] = {"echo", "suffix"};
     const char *const *keys = chat ? chat_keys : completion_keys;
     const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys
@@ -355,6 +355,10 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
         }
     if (chat && gw_tools_check(b, param, msg, len))
         return -1;
+    if (chat && !oai_metadata_ok(json_object_get(b, "metadata")))
+        return refuse(param, msg, len, "metadata",
+                      "metadata must be an object of at most 16 string values of at most 512 "
+                      "characters, their keys of at most 64.");
     /* logprobs: chat's a boolean with top_logprobs beside it, a completion's the number of
      * alternatives */
     json_t *lp = json_object_get(b, "logprobs"), *top = json_object_get(b, "top_logprobs");
@@ -386,6 +390,63 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
             return refuse(param, msg, len, "best_of", "Only best_of = 1 is supported.");
     }
     return 0;
+}
+
+static const char *const chat_params[] = {
+    "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "messages", "metadata", "min_p", "modalities",
+    "model", "n", "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
+    "prompt_cache_retention", "reasoning_effort", "response_format", "safety_identifier",
+    "seed", "service_tier", "stop", "store", "stream", "stream_options", "temperature",
+    "tool_choice", "tools", "top_k", "top_logprobs", "top_p", "user", "verbosity",
+    "web_search_options"};
+static const char *const completion_params[] = {
+    "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "min_p",
+    "model", "n", "presence_penalty", "prompt", "response_format", "seed", "stop", "stream",
+    "stream_options", "suffix", "temperature", "top_k", "top_p", "user"};
+static const char *const responses_params[] = {
+    "background", "conversation", "frequency_penalty", "include", "input", "instructions",
+    "logit_bias", "max_output_tokens", "max_tool_calls", "metadata", "min_p", "model",
+    "parallel_tool_calls", "presence_penalty", "previous_response_id", "prompt",
+    "prompt_cache_key", "prompt_cache_retention", "reasoning", "safety_identifier", "seed",
+    "service_tier", "stop", "store", "stream", "stream_options", "temperature", "text",
+    "tool_choice", "tools", "top_k", "top_logprobs", "top_p", "truncation", "user"};
+
+const char *oai_unknown_param(json_t *b, enum oai_route route)
+{
+    const char *const *known = route == OAI_CHAT         ? chat_params
+                               : route == OAI_COMPLETION ? completion_params
+                                                         : responses_params;
+    size_t n = route == OAI_CHAT         ? sizeof chat_params / sizeof *chat_params
+               : route == OAI_COMPLETION ? sizeof completion_params / sizeof *completion_params
+                                         : sizeof responses_params / sizeof *responses_params;
+    const char *key;
+    json_t *v;
+    json_object_foreach(b, key, v)
+    {
+        size_t i = 0;
+        while (i < n && strcmp(known[i], key))
+            i++;
+        if (i == n)
+            return key;
+    }
+    return NULL;
+}
+
+int oai_metadata_ok(json_t *v)
+{
+    if (!v || json_is_null(v))
+        return 1;
+    if (!json_is_object(v) || json_object_size(v) > 16)
+        return 0;
+    const char *k;
+    json_t *m;
+    json_object_foreach(v, k, m)
+    {
+        if (!json_is_string(m) || strlen(k) > 64 || json_string_length(m) > 512)
+            return 0;
+    }
+    return 1;
 }
 
 int oai_response_format(json_t *rf, eng_grammar **g, char *msg, size_t len)

@@ -45,6 +45,22 @@ int oai_param_neutral(const char *key, json_t *v);
 int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t len);
 
 /*
+ * The first top-level key of request body b that the route does not know: those of
+ * OpenAI's schema for it (implemented, accepted for their neutral values, or refused by
+ * name as not supported) and the extensions this server reads (top_k, min_p; on the
+ * Responses route, chat's sampling parameters). NULL when every key is known. OpenAI
+ * refuses an unknown argument; so does this server, so that a misspelt parameter
+ * ("temprature") or another server's extension (repetition_penalty) is not silently
+ * ignored and its answer cached as the default's.
+ */
+enum oai_route { OAI_CHAT, OAI_COMPLETION, OAI_RESPONSES };
+const char *oai_unknown_param(json_t *b, enum oai_route route);
+
+/* Whether v is OpenAI's metadata: absent or null, or an object of at most 16 string values
+ * of at most 512 characters whose keys have at most 64. */
+int oai_metadata_ok(json_t *v);
+
+/*
  * A request's response_format rf (NULL, null or {"type": "text"}: none) compiled into the
  * grammar that holds the answer to it (engine/grammar.h): json_object, or json_schema with
  * its schema (none: any JSON value). 0 with *g set (NULL for none; the caller destroys

@@ -1,5 +1,7 @@
 #include "responses.h"
 
+#include "oai.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -235,21 +237,13 @@ json_t *gw_responses_request(json_t *b, json_t *history, json_t **echo, json_t *
                           "tools: only function tools are supported ({\"type\": \"function\", "
                           "\"name\", \"parameters\"}); built-in tools are not.");
     }
-    v = json_object_get(b, "metadata");
-    if (!absent(v)) {
-        const char *k;
-        json_t *m;
-        if (!json_is_object(v) || json_object_size(v) > 16)
-            return refuse(out, param, msg, len, "metadata",
-                          "metadata must be an object of at most 16 string values.");
-        json_object_foreach(v, k, m)
-        {
-            if (!json_is_string(m) || strlen(k) > 64 || json_string_length(m) > 512)
-                return refuse(out, param, msg, len, "metadata",
-                              "metadata values must be strings of at most 512 characters, "
-                              "their keys of at most 64.");
-        }
-    }
+    if (!oai_metadata_ok(json_object_get(b, "metadata")))
+        return refuse(out, param, msg, len, "metadata",
+                      "metadata must be an object of at most 16 string values of at most 512 "
+                      "characters, their keys of at most 64.");
+    v = json_object_get(b, "max_tool_calls");
+    if (!absent(v))
+        return refuse(out, param, msg, len, "max_tool_calls", "max_tool_calls is not supported.");
     static const struct {
         const char *key;
         int boolean; /* else a string */

@@ -1069,6 +1069,13 @@ static void common_headers(struct gw_req *rc, struct evkeyvalq *h)
         evhttp_add_header(h, "Date", date);
 }
 
+/* The reason phrase of a status this server sends that evhttp's own table lacks (its 4xx
+ * end at 417), else NULL (evhttp's). */
+static const char *reason(int status)
+{
+    return status == 429 ? "Too Many Requests" : NULL;
+}
+
 static void send_body(struct gw_req *rc, int status, const char *ctype, const char *body,
                       size_t len)
 {
@@ -1088,7 +1095,7 @@ static void send_body(struct gw_req *rc, int status, const char *ctype, const ch
     }
     rc->status = status;
     rc->replied = 1;
-    evhttp_send_reply(rc->req, status, NULL, b);
+    evhttp_send_reply(rc->req, status, reason(status), b);
     if (b)
         evbuffer_free(b);
 }
@@ -1386,12 +1393,16 @@ static void handle_model(struct gw_req *rc)
         return;
     const struct gw_config *cfg = rc->srv->cfg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(rc->req);
-    char *id = evhttp_uridecode(evhttp_uri_get_path(uri) + strlen("/v1/models/"), 0, NULL);
+    size_t idlen = 0;
+    char *id = evhttp_uridecode(evhttp_uri_get_path(uri) + strlen("/v1/models/"), 0, &idlen);
     if (!id) {
         gw_reply_error(rc, 503, "Out of memory; try again.", NULL, NULL);
         return;
     }
-    if (gw_tenants_model_ok(tn, rc, id)) {
+    if (strlen(id) != idlen) { /* %00: no model's name holds a NUL */
+        gw_reply_error(rc, 404, "No model has a name with a NUL byte (%00) in it.", "model",
+                       "model_not_found");
+    } else if (gw_tenants_model_ok(tn, rc, id)) {
         /* not the tenant's: answered 404 model_not_found */
     } else if (!strcmp(id, cfg->engine_model_name)) {
         send_json(rc, 200, model_entry(cfg->engine_model_name, cfg->engine_model));

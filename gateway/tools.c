@@ -366,6 +366,13 @@ int gw_tools_check(json_t *b, const char **param, char *msg, size_t len)
                           "tools[%s].function: description must be a string, parameters a "
                           "JSON Schema object and strict a boolean.",
                           at);
+        /* arguments are a JSON object, as every client reads them */
+        json_t *pt = json_object_get(p, "type");
+        if (!absent(pt) && !(json_is_string(pt) && !strcmp(json_string_value(pt), "object")))
+            return refuse(param, msg, len, "tools",
+                          "tools[%s].function.parameters must describe an object (type "
+                          "\"object\"): a call's arguments are a JSON object.",
+                          at);
         for (j = 0; j < i; j++)
             if (!strcmp(name_of(json_array_get(tools, j)), name))
                 return refuse(param, msg, len, "tools", "tools names the function %s twice.",

@@ -98,6 +98,37 @@ def test_completions_endpoint(server):
     assert "".join(ch.choices[0].text for ch in s if ch.choices) == r.choices[0].text
 
 
+def test_completions_default_to_16_tokens_and_refuse_unknown_arguments(server):
+    """Without max_tokens a completion is 16 tokens at most, as OpenAI's and vLLM's are (a
+    chat answer has engine.max_tokens_default); an argument of no completion's schema is
+    refused, also through the SDK's extra_body."""
+    c = sdk(server)
+    r = c.completions.create(model=MODEL, prompt="Once upon a time, in a land far away,",
+                             temperature=0)
+    assert r.usage.completion_tokens == 16 and r.choices[0].finish_reason == "length"
+    with pytest.raises(openai.BadRequestError) as e:
+        c.completions.create(model=MODEL, prompt="Hi", max_tokens=2,
+                             extra_body={"ignore_eos": True})
+    assert e.value.body["param"] == "ignore_eos"
+    assert "Unrecognized request argument supplied: ignore_eos" in e.value.message
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                  max_tokens=2, extra_body={"temprature": 0})
+    assert e.value.body["param"] == "temprature"
+
+
+def test_an_assistant_refusal_in_the_history_is_its_text(server):
+    c = sdk(server)
+    ask = [{"role": "user", "content": "Say no."}]
+    parts = c.chat.completions.create(model=MODEL, temperature=0, max_tokens=8, messages=ask + [
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]},
+        {"role": "user", "content": "Why?"}])
+    text = c.chat.completions.create(model=MODEL, temperature=0, max_tokens=8, messages=ask + [
+        {"role": "assistant", "content": "No."}, {"role": "user", "content": "Why?"}])
+    assert parts.choices[0].message.content == text.choices[0].message.content
+    assert parts.usage.prompt_tokens == text.usage.prompt_tokens
+
+
 def test_completions_prompt_as_token_ids(server):
     """/v1/completions takes the prompt as token ids too (llama.cpp's ids for the text,
     committed fixture): the same greedy answer and prompt count as the text; ids out of the
@@ -334,6 +365,15 @@ def test_top_k_and_min_p_are_applied(server):
     ({"top_k": "a"}, "top_k"),
     ({"min_p": 2}, "min_p"),
     ({"min_p": -1}, "min_p"),
+    # arguments of no route's schema (a typo, another server's extensions): named, as
+    # OpenAI names them, not ignored (nor the answer cached as the default's)
+    ({"temprature": 0}, "temprature"),
+    ({"repetition_penalty": 1.5}, "repetition_penalty"),
+    ({"min_tokens": 10}, "min_tokens"),
+    ({"metadata": {"a": [1]}}, "metadata"),
+    ({"web_search_options": {"search_context_size": "low"}}, "web_search_options"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "string"}}}], "tool_choice": "required"}, "tools"),
 ])
 def test_unsupported_or_bad_chat_parameters(server, extra, param):
     """A parameter this server does not implement is refused naming it, not ignored (a
@@ -574,7 +614,8 @@ def test_n_answers_of_each_prompt_of_a_completion(server):
      "max_tokens", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stop": ["a"] * 5}, 400,
      "stop", None),
-    ({"model": MODEL, "prompt": "x"}, 400, "messages", None),
+    ({"model": MODEL, "prompt": "x"}, 400, "prompt", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": []}]}, 400, "messages", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "logit_bias": [1]}, 400,
      "logit_bias", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
@@ -773,18 +814,19 @@ def test_full_queue_answers_429(make_server):
             r = c.post("/v1/chat/completions",
                        json={"model": MODEL, "max_tokens": 64, "temperature": 0,
                              "messages": [{"role": "user", "content": "Tell me a story."}]})
-            results.append((r.status_code, r.headers.get("retry-after"), r.text))
+            results.append((r.status_code, r.headers.get("retry-after"), r.text,
+                            r.reason_phrase))
 
     threads = [threading.Thread(target=one) for _ in range(6)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    codes = [s for s, _, _ in results]
+    codes = [s for s, _, _, _ in results]
     assert 200 in codes and 429 in codes, codes
-    for s, ra, body in results:
+    for s, ra, body, reason in results:
         if s == 429:
-            assert ra == "1"
+            assert ra == "1" and reason == "Too Many Requests"
             assert json.loads(body)["error"]["code"] == "rate_limit_exceeded"
 
 

@@ -181,6 +181,9 @@ def test_cache_is_shared_with_chat_completions(make_server):
     ({"include": ["message.output_text.logprobs"]}, "include"),
     ({"background": True}, "background"),
     ({"metadata": {"k": 1}}, "metadata"),
+    ({"extra_body": {"max_tokens": 4}}, "max_tokens"),  # chat's name: unknown here
+    ({"extra_body": {"repetition_penalty": 1.2}}, "repetition_penalty"),
+    ({"max_tool_calls": 2}, "max_tool_calls"),
 ])
 def test_refusals_name_the_parameter(server, extra, param):
     body = {"model": MODEL, "input": "Hi", **extra}
@@ -258,6 +261,17 @@ def test_stored_responses_continue_read_back_and_delete(make_server, tmp_path):
     with pytest.raises(openai.NotFoundError) as e:
         s.responses.cancel(second.id)
     assert "Unknown route: POST" in e.value.message and e.value.code == "not_found"
+    # an id with a NUL in it is no id (not the one before the NUL), and retrieving with
+    # stream is refused (nothing runs in the background to replay), not answered in JSON
+    h = client(again)
+    for method in ("GET", "DELETE"):
+        r = h.request(method, f"/v1/responses/{second.id}%00x")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
+    assert s.responses.retrieve(second.id).id == second.id
+    with pytest.raises(openai.BadRequestError) as e:
+        s.responses.retrieve(second.id, stream=True)
+    assert e.value.body["param"] == "stream"
+    assert h.get(f"/v1/responses/{second.id}?stream=false").json()["id"] == second.id
     # "store": false keeps nothing
     r = s.responses.create(model=MODEL, input="Hi", max_output_tokens=4, store=False)
     assert r.store is False

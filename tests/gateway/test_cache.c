@@ -371,6 +371,45 @@ Test(cache_key, text_parts_are_joined_by_line_breaks)
     cr_assert_str_eq(t, "One part");
     free(t);
     json_decref(c);
+    /* an assistant's refusal, written back in its history, is its text */
+    c = json_loads("[{\"type\":\"refusal\",\"refusal\":\"I can't.\"}]", 0, NULL);
+    t = gw_message_text(c, &len, &bad);
+    cr_assert_str_eq(t, "I can't.");
+    free(t);
+    json_decref(c);
+}
+
+/* Messages as OpenAI takes them: content a string or a non-empty array of text parts,
+ * refusal parts in an assistant's. */
+Test(cache_key, messages_checked_as_openai_takes_them)
+{
+    static const struct {
+        const char *msgs, *words; /* NULL: taken */
+    } cases[] = {
+        {"[{\"role\":\"user\",\"content\":\"q\"}]", NULL},
+        {"[{\"role\":\"user\",\"content\":[]}]", "messages[0].content must be a string or a "
+                                                 "non-empty array"},
+        {"[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":"
+         "[{\"type\":\"refusal\",\"refusal\":\"No.\"}]},{\"role\":\"user\",\"content\":\"q\"}]",
+         NULL},
+        {"[{\"role\":\"user\",\"content\":[{\"type\":\"refusal\",\"refusal\":\"No.\"}]}]",
+         "messages[0].content[0]: only an assistant message has refusal parts"},
+        {"[{\"role\":\"assistant\",\"content\":[{\"type\":\"refusal\",\"text\":\"No.\"}]}]",
+         "messages[0].content[0] must be a text part"},
+        {"[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]",
+         "images, audio and files are not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *m = json_loads(cases[i].msgs, 0, NULL);
+        cr_assert(m, "case %zu", i);
+        char msg[300] = "";
+        int rc = gw_messages_check(m, msg, sizeof msg);
+        if (cases[i].words)
+            cr_expect(rc == -1 && strstr(msg, cases[i].words), "case %zu: %d %s", i, rc, msg);
+        else
+            cr_expect_eq(rc, 0, "case %zu: %s", i, msg);
+        json_decref(m);
+    }
 }
 
 Test(cache_key, ascii_and_unicode_queries_normalize_alike)

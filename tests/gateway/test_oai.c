@@ -159,3 +159,96 @@ Test(oai_error, message_and_param_kept_where_not_utf8)
         json_decref(o);
     }
 }
+
+/* A route's unknown argument is named (a misspelt one, another server's extension); every
+ * argument of OpenAI's schema for the route, and this server's extensions, are known. */
+Test(oai_params, unknown_arguments_named_by_route)
+{
+    static const struct {
+        enum oai_route route;
+        const char *body, *unknown;
+    } cases[] = {
+        {OAI_CHAT, "{\"model\": \"m\", \"messages\": [], \"temprature\": 0}", "temprature"},
+        {OAI_CHAT, "{\"model\": \"m\", \"repetition_penalty\": 1.5}", "repetition_penalty"},
+        {OAI_CHAT, "{\"model\": \"m\", \"prompt\": \"x\"}", "prompt"},
+        {OAI_COMPLETION, "{\"model\": \"m\", \"prompt\": \"x\", \"messages\": []}", "messages"},
+        {OAI_COMPLETION, "{\"prompt\": \"x\", \"ignore_eos\": true}", "ignore_eos"},
+        {OAI_RESPONSES, "{\"model\": \"m\", \"input\": \"x\", \"max_tokens\": 4}", "max_tokens"},
+        {OAI_RESPONSES, "{\"input\": \"x\", \"messages\": []}", "messages"},
+        {OAI_CHAT,
+         "{\"model\": \"m\", \"messages\": [], \"max_tokens\": 1, \"max_completion_tokens\": 1,"
+         " \"temperature\": 0, \"top_p\": 1, \"top_k\": 0, \"min_p\": 0, \"n\": 1, \"stop\": [],"
+         " \"seed\": 1, \"stream\": false, \"stream_options\": null, \"presence_penalty\": 0,"
+         " \"frequency_penalty\": 0, \"logit_bias\": {}, \"logprobs\": false,"
+         " \"top_logprobs\": 0, \"user\": \"u\", \"metadata\": {}, \"store\": false,"
+         " \"tools\": [], \"tool_choice\": \"auto\", \"parallel_tool_calls\": true,"
+         " \"response_format\": null, \"service_tier\": \"auto\", \"audio\": null,"
+         " \"modalities\": [\"text\"], \"prediction\": null, \"reasoning_effort\": null,"
+         " \"verbosity\": null, \"web_search_options\": null, \"functions\": [],"
+         " \"function_call\": null, \"safety_identifier\": \"s\", \"prompt_cache_key\": \"k\","
+         " \"prompt_cache_retention\": null}",
+         NULL},
+        {OAI_COMPLETION,
+         "{\"model\": \"m\", \"prompt\": \"x\", \"best_of\": 1, \"echo\": false, \"suffix\": null,"
+         " \"logprobs\": null, \"max_tokens\": 5, \"n\": 1, \"stop\": null, \"stream\": false,"
+         " \"stream_options\": null, \"seed\": 0, \"temperature\": 1, \"top_p\": 1,"
+         " \"top_k\": 0, \"min_p\": 0, \"presence_penalty\": 0, \"frequency_penalty\": 0,"
+         " \"logit_bias\": null, \"user\": \"u\", \"response_format\": null}",
+         NULL},
+        {OAI_RESPONSES,
+         "{\"model\": \"m\", \"input\": \"x\", \"instructions\": null, \"max_output_tokens\": 4,"
+         " \"temperature\": 1, \"top_p\": 1, \"stream\": false, \"store\": true,"
+         " \"previous_response_id\": null, \"metadata\": {}, \"text\": null, \"tools\": [],"
+         " \"tool_choice\": \"auto\", \"parallel_tool_calls\": true, \"truncation\": null,"
+         " \"include\": null, \"reasoning\": null, \"background\": false, \"user\": null,"
+         " \"service_tier\": null, \"top_logprobs\": 0, \"max_tool_calls\": null,"
+         " \"conversation\": null, \"prompt\": null, \"prompt_cache_key\": null,"
+         " \"safety_identifier\": null, \"stream_options\": null, \"seed\": 1, \"stop\": null,"
+         " \"top_k\": 0, \"min_p\": 0, \"presence_penalty\": 0, \"frequency_penalty\": 0,"
+         " \"logit_bias\": null, \"prompt_cache_retention\": null}",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *b = json_loads(cases[i].body, 0, NULL);
+        cr_assert(b, "case %zu", i);
+        const char *u = oai_unknown_param(b, cases[i].route);
+        if (cases[i].unknown)
+            cr_expect(u && !strcmp(u, cases[i].unknown), "case %zu: %s", i, u ? u : "(none)");
+        else
+            cr_expect_null(u, "case %zu: %s", i, u);
+        json_decref(b);
+    }
+}
+
+Test(oai_params, metadata_of_strings)
+{
+    static const char *const good[] = {"null", "{}", "{\"a\": \"b\", \"c\": \"\"}"};
+    static const char *const bad[] = {
+        "[]", "\"x\"", "{\"a\": 1}", "{\"a\": [[[]]]}", "{\"a\": {\"b\": \"c\"}}",
+        "{\"a1\":\"\",\"a2\":\"\",\"a3\":\"\",\"a4\":\"\",\"a5\":\"\",\"a6\":\"\",\"a7\":\"\","
+        "\"a8\":\"\",\"a9\":\"\",\"b1\":\"\",\"b2\":\"\",\"b3\":\"\",\"b4\":\"\",\"b5\":\"\","
+        "\"b6\":\"\",\"b7\":\"\",\"b8\":\"\"}"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        json_t *v = json_loads(good[i], JSON_DECODE_ANY, NULL);
+        cr_expect(oai_metadata_ok(v), "%s", good[i]);
+        json_decref(v);
+    }
+    cr_expect(oai_metadata_ok(NULL));
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *v = json_loads(bad[i], JSON_DECODE_ANY, NULL);
+        cr_assert(v, "%s", bad[i]);
+        cr_expect_not(oai_metadata_ok(v), "%s", bad[i]);
+        json_decref(v);
+    }
+    /* a value of 513 characters, a key of 65 */
+    char big[600];
+    memset(big, 'x', 513);
+    big[513] = 0;
+    json_t *v = json_pack("{s:s}", "k", big);
+    cr_expect_not(oai_metadata_ok(v));
+    json_decref(v);
+    big[65] = 0;
+    v = json_pack("{s:s}", big, "v");
+    cr_expect_not(oai_metadata_ok(v));
+    json_decref(v);
+}

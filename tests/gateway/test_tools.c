@@ -149,9 +149,15 @@ Test(tools, checks_name_what_is_wrong)
          "[]}}], \"tool_choice\": \"required\"}",
          "tools", "tools[0].function"},
         {"{\"tools\": [" PING ", {\"type\": \"function\", \"function\": {\"name\": \"g\", "
-         "\"parameters\": {\"type\": \"array\", \"uniqueItems\": true}}}], \"tool_choice\": "
-         "\"required\"}",
-         "tools", "tools[1].function.parameters: uniqueItems is not supported"},
+         "\"parameters\": {\"type\": \"object\", \"properties\": {\"t\": {\"type\": \"array\", "
+         "\"uniqueItems\": true}}}}}], \"tool_choice\": \"required\"}",
+         "tools", "tools[1].function.parameters: properties.t: uniqueItems is not supported"},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+         "{\"type\": \"string\"}}}], \"tool_choice\": \"required\"}",
+         "tools", "tools[0].function.parameters must describe an object"},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+         "{\"type\": [\"object\", \"null\"]}}}]}",
+         "tools", "must describe an object"},
         /* neutral values ask for nothing */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -170,6 +176,9 @@ Test(tools, checks_name_what_is_wrong)
         "{\"tools\": [" PING "]}",
         "{\"tools\": [" PING "], \"tool_choice\": \"auto\"}",
         "{\"tools\": [" PING "], \"tool_choice\": \"none\"}",
+        /* parameters without a type: their keywords describe an object */
+        "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+        "{\"properties\": {\"a\": {\"type\": \"integer\"}}}}}]}",
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         json_t *b = load(good[i]);
