@@ -43,8 +43,9 @@ void gw_cache_key_deinit(struct gw_cache_key *k);
 
 /*
  * A message's content as text: a string, or the text parts of an array (and an assistant's
- * refusal parts, by their "refusal"), joined by line breaks (malloc'd, *len bytes). NULL with *bad: -1 when content is neither, the index of the
- * first part that is not text, or -2 when out of memory.
+ * refusal parts, by their "refusal"), joined by line breaks (malloc'd, *len bytes). NULL
+ * with *bad: -1 when content is neither, the index of the first part that is not text, or
+ * -2 when out of memory.
  */
 char *gw_message_text(json_t *content, size_t *len, long *bad);
 
