@@ -57,6 +57,16 @@ static int write_pem(const char *path, int mode, int is_key, EVP_PKEY *key, X509
     return 0;
 }
 
+/* OpenSSL's passphrase callback: none is given; *asked (the userdata) notes the ask. */
+static int no_passphrase(char *buf, int size, int rwflag, void *asked)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    *(int *)asked = 1;
+    return -1;
+}
+
 /* A P-256 key and a certificate valid for ten years for the loopback names. */
 static int generate(const char *cert_path, const char *key_path, char *err, size_t errlen)
 {
@@ -175,12 +185,25 @@ SSL_CTX *tls_server_ctx_create(const char *cert_file, const char *key_file,
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
                                  SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* an encrypted key is refused, never asked for on the terminal (OpenSSL's default
+     * would block the event loop there, at a start or a reload alike) */
+    int asked = 0;
+    SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, &asked);
     char what[4200];
     if (SSL_CTX_use_certificate_chain_file(ctx, cert_path) != 1) {
         snprintf(what, sizeof what, "loading certificate %s", cert_path);
         goto fail;
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, key_path, SSL_FILETYPE_PEM) != 1) {
+        if (asked) {
+            ERR_clear_error();
+            snprintf(err, errlen, "the key %s is encrypted: a passphrase is not supported (write "
+                     "it unencrypted, readable by this user alone: openssl pkey -in KEY -out "
+                     "PLAIN)", key_path);
+            SSL_CTX_free(ctx);
+            return NULL;
+        }
         snprintf(what, sizeof what, "loading key %s", key_path);
         goto fail;
     }
@@ -189,9 +212,16 @@ SSL_CTX *tls_server_ctx_create(const char *cert_file, const char *key_file,
                  cert_path);
         goto fail;
     }
+    SSL_CTX_set_default_passwd_cb(ctx, NULL);
     return ctx;
 fail:
     ssl_error(err, errlen, what);
+    if (!*cert_file) { /* the pair this server made: a new one is made once it is gone */
+        size_t n = strlen(err);
+        snprintf(err + n, errlen > n ? errlen - n : 0,
+                 " (the self-signed pair this server made is damaged: delete %s and %s, and "
+                 "a new one is made at the next start)", cert_path, key_path);
+    }
     SSL_CTX_free(ctx);
     return NULL;
 }

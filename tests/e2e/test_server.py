@@ -710,6 +710,23 @@ def test_missing_certificate_fails_clearly(tmp_path):
     assert "No such file or directory" in r.stderr
 
 
+def test_encrypted_or_damaged_keys_fail_clearly(tmp_path):
+    files = tmp_path / "certs"
+    make_cert(files, "locked", 30)
+    encrypt_key(files / "key.pem")
+    r = start_failing(tmp_path, f"[tls]\ncert_file = {files}/cert.pem\n"
+                                f"key_file = {files}/key.pem\n")
+    assert r.returncode == 1 and "is encrypted: a passphrase is not supported" in r.stderr
+    assert "pass phrase" not in r.stderr.lower()
+    # the self-signed pair the server made, damaged (a crash while it was written): how to
+    # have a new one made is said
+    tls = tmp_path / "d" / "tls"
+    make_cert(tls, "made", 30)
+    (tls / "key.pem").write_text("")
+    r = start_failing(tmp_path, "")
+    assert r.returncode == 1 and f"delete {tls}/cert.pem and {tls}/key.pem" in r.stderr, r.stderr
+
+
 def test_bad_config_fails_with_file_and_line(tmp_path):
     r = start_failing(tmp_path, "[server]\nmax_body_bytes = 1M\nmax_bdy_bytes = 2M\n")
     assert r.returncode == 2
@@ -772,6 +789,13 @@ def make_cert(directory, name, days):
     return ssl.PEM_cert_to_DER_cert((directory / "cert.pem").read_text())
 
 
+def encrypt_key(path):
+    """The key at path written over encrypted with a passphrase."""
+    out = subprocess.run(["openssl", "pkey", "-in", str(path), "-aes256", "-passout",
+                          "pass:secret"], check=True, capture_output=True).stdout
+    path.write_bytes(out)
+
+
 def served_certificate(server):
     """The DER certificate a new connection is served."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -828,6 +852,17 @@ def test_sighup_reloads_the_certificate_for_new_connections(tmp_path, make_serve
     assert served_certificate(server) == second
     assert metric_value(server, 'cachegate_tls_reloads_total{result="failed"}') == 1
     assert server.proc.poll() is None
+
+    # an encrypted key: refused at once, never asked for (a passphrase prompt on the
+    # terminal would hold the event loop), the pair before still served
+    make_cert(files, "third", 30)
+    encrypt_key(files / "key.pem")
+    server.signal(signal.SIGHUP)
+    line = server.wait_log(lambda l: "not reloaded" in l.get("msg", "") and
+                           "encrypted" in l.get("error", ""))
+    assert line and "a passphrase is not supported" in line["error"], line
+    assert served_certificate(server) == second
+    assert metric_value(server, 'cachegate_tls_reloads_total{result="failed"}') == 2
 
 
 def test_sighup_while_starting_is_a_reload_once_listening(tmp_path):
