@@ -220,7 +220,9 @@ struct store_usage {
     int64_t requests, prompt_tokens, completion_tokens, cached_tokens;
     int64_t exact_hits, semantic_hits, tokens_saved;
 };
-/* Queues usage to add to (tenant, day); batched by the writer. */
+/* Queues usage to add to (tenant, day); batched by the writer, which is woken for usage that
+ * spent tokens (committed at once: quotas are counted from it after a restart, and a crash
+ * must not lose it), while a cache hit's waits for the next batch. */
 int store_usage_add(store *s, const struct store_usage *u);
 /* Rows with day >= since (NULL: all) of tenant (< 0: all), by tenant then day. */
 int store_usage_list(store *s, int64_t tenant, const char *since, struct store_usage **out,

@@ -27,6 +27,11 @@ static size_t touch_slot(const store *s, int64_t id)
     return i;
 }
 
+static int spends(const struct store_usage *u)
+{
+    return u->prompt_tokens > 0 || u->completion_tokens > 0;
+}
+
 static int enqueue(store *s, struct op *o)
 {
     pthread_mutex_lock(&s->q_mu);
@@ -50,8 +55,11 @@ static int enqueue(store *s, struct op *o)
         s->q_usage[s->q_nusage++] = o;
     }
     /* a touch (LRU bookkeeping) waits for the next batch or the writer's once-a-second
-     * wake: waking the writer per cache hit would cost more than the hit */
-    if (o->kind != OP_TOUCH && o->kind != OP_PROMPT_TOKENS && o->kind != OP_USAGE) {
+     * wake: waking the writer per cache hit would cost more than the hit; so does usage
+     * without tokens spent (a cache hit's), while tokens spent, which quotas count from the
+     * table after a restart, are committed at once (a crash loses none) */
+    if ((o->kind != OP_TOUCH && o->kind != OP_PROMPT_TOKENS && o->kind != OP_USAGE) ||
+        (o->kind == OP_USAGE && spends(&o->u))) {
         s->q_urgent++;
         pthread_cond_signal(&s->q_cond);
     }
@@ -172,6 +180,10 @@ int store_usage_add(store *s, const struct store_usage *u)
         q->u.exact_hits += u->exact_hits;
         q->u.semantic_hits += u->semantic_hits;
         q->u.tokens_saved += u->tokens_saved;
+        if (spends(u)) { /* (as enqueue() does) */
+            s->q_urgent++;
+            pthread_cond_signal(&s->q_cond);
+        }
     }
     pthread_mutex_unlock(&s->q_mu);
     if (q)

@@ -225,6 +225,27 @@ def test_monthly_quota_and_usage(server):
     assert 'cachegate_tenant_requests_total{tenant="a",result="ok"} 2' in text
 
 
+def test_tokens_spent_survive_a_crash(make_server):
+    """Usage that spent tokens is committed as the request ends (it was batched about once a
+    second): killed at once after, a restarted server counts it, and the month's quota with
+    it, so a crash cannot reset what a tenant may still spend."""
+    server = make_server(AUTH_CONF)
+    key = make_tenant(server, "k", {"monthly_tokens": 1000000})
+    c = client(server, key)
+    r = chat(c, "Name a colour.", headers={"Cache-Control": "no-store"}, max_tokens=8)
+    assert r.status_code == 200
+    spent = r.json()["usage"]
+    assert embed(c).status_code == 200  # 3 tokens
+    time.sleep(0.1)
+    server.proc.kill()
+    server.proc.wait()
+    again = make_server(AUTH_CONF)  # the same data directory
+    rows = admin(again).get("/admin/usage?tenant=k").json()["data"]
+    assert len(rows) == 1 and rows[0]["requests"] == 2, rows
+    assert rows[0]["prompt_tokens"] == spent["prompt_tokens"] + 3, rows
+    assert rows[0]["completion_tokens"] == spent["completion_tokens"], rows
+
+
 def test_a_client_that_leaves_mid_stream_is_charged_for_what_was_generated(server):
     key = make_tenant(server, "a")
     body = {"model": MODEL, "stream": True, "max_tokens": 200, "temperature": 0,
