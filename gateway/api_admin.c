@@ -3,7 +3,7 @@
  *   POST   /admin/cache/import   body: JSON lines {"model", "messages" | "prompt", "answer"}
  *                                [?tenant=NAME]; answers once every line is committed (404
  *                                if the tenant was deleted meanwhile: nothing is kept)
- *   DELETE /admin/cache?id=N | ?tenant=NAME | ?all=true
+ *   DELETE /admin/cache?id=N[&tenant=NAME] | ?tenant=NAME | ?all=true
  */
 #include "http_impl.h"
 
@@ -34,6 +34,16 @@ int gw_admin_ok(struct gw_req *r)
     gw_tenants_auth_failed(gw_server_tenants(gw_req_server(r)));
     gw_reply_error(r, 401, "Incorrect or missing admin key.", NULL, "invalid_api_key");
     return 0;
+}
+
+/* The first key that a query string gives more than once, or NULL. */
+static const char *repeated(struct evkeyvalq *q)
+{
+    for (struct evkeyval *a = q->tqh_first; a; a = a->next.tqe_next)
+        for (struct evkeyval *b = a->next.tqe_next; b; b = b->next.tqe_next)
+            if (!strcmp(a->key, b->key))
+                return a->key;
+    return NULL;
 }
 
 /* The tenant named by ?tenant= (default: "default"). 0, or replies 404 and returns -1. */
@@ -135,8 +145,20 @@ void gw_handle_admin_cache_delete(struct gw_req *r)
         return;
     }
     const char *id_s = evhttp_find_header(&q, "id"), *all = evhttp_find_header(&q, "all");
+    const char *twice = repeated(&q);
     int64_t tenant = -1, id = -1;
     char *end = NULL;
+    if (twice) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%.64s is given more than once.", twice);
+        gw_reply_error(r, 400, msg, twice, NULL);
+        goto out;
+    }
+    if (all && (id_s || evhttp_find_header(&q, "tenant"))) {
+        gw_reply_error(r, 400, "all=true deletes every entry: give it alone, or ?id=N, "
+                       "?tenant=NAME, ?id=N&tenant=NAME without it.", "all", NULL);
+        goto out;
+    }
     if (id_s) {
         id = strtoll(id_s, &end, 10);
         if (end == id_s || *end || id < 0) {
@@ -144,10 +166,11 @@ void gw_handle_admin_cache_delete(struct gw_req *r)
                            NULL);
             goto out;
         }
-    } else if (evhttp_find_header(&q, "tenant")) {
+    }
+    if (evhttp_find_header(&q, "tenant")) { /* with an id: that entry, if the tenant's */
         if (query_tenant(r, &q, &tenant))
             goto out;
-    } else if (!all || strcmp(all, "true")) {
+    } else if (!id_s && (!all || strcmp(all, "true"))) {
         gw_reply_error(r, 400, "Say what to delete: ?id=N, ?tenant=NAME or ?all=true.", NULL,
                        NULL);
         goto out;

@@ -929,8 +929,8 @@ void gw_cache_note_unmet(gw_cache *c)
 }
 
 /* The metric slot of a tenant (its eviction counts so far, its last label), or -1 when
- * there is none. label NULL: the tenant is gone (deleted, perhaps by another process); its
- * gauges go to 0 and it gives its slot up. */
+ * there is none. label NULL: the tenant is gone (deleted, perhaps by another process) and
+ * gives its slot up (its series leave /metrics with the tenant's: gw_tenants_reload()). */
 static int name_slot(gw_cache *c, int64_t tenant, const char *label)
 {
     int i = 0;
@@ -939,10 +939,6 @@ static int name_slot(gw_cache *c, int64_t tenant, const char *label)
     if (!label) {
         if (i == c->nnames)
             return -1;
-        if (c->names[i].name[0] && strcmp(c->names[i].name, "other")) {
-            gw_metric_set(c->m_entries, 0, c->names[i].name);
-            gw_metric_set(c->m_bytes, 0, c->names[i].name);
-        }
         c->names[i] = c->names[--c->nnames];
         return -1;
     }

@@ -395,6 +395,34 @@ static void render_metric(struct buf *b, const gw_metric *m)
     }
 }
 
+int gw_metrics_forget(gw_metrics *r, const char *label, const char *value)
+{
+    int n = 0;
+    pthread_mutex_lock(&r->mu);
+    for (gw_metric *m = r->first; m; m = m->next) {
+        int k = 0;
+        while (k < m->nlabels && strcmp(m->labels[k], label))
+            k++;
+        if (k == m->nlabels)
+            continue;
+        struct series **at = &m->series;
+        m->tail = &m->series;
+        while (*at) {
+            struct series *s = *at;
+            if (!strcmp(s->values[k], value)) {
+                *at = s->next;
+                series_free(s, m->nlabels);
+                n++;
+            } else {
+                at = &s->next;
+                m->tail = at;
+            }
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
 char *gw_metrics_render(gw_metrics *r, size_t *len)
 {
     struct buf b = {0};

@@ -3,9 +3,9 @@
  * Prometheus text exposition format (version 0.0.4) for GET /metrics.
  *
  * A family (gw_metric) is registered once with its label names; each distinct tuple of
- * label values is a series, created on first use. Families and series live until the
- * registry is destroyed. Every function is thread-safe (one mutex per registry): worker
- * threads update, the event loop renders.
+ * label values is a series, created on first use. Families live until the registry is
+ * destroyed, series until then or gw_metrics_forget(). Every function is thread-safe (one
+ * mutex per registry): worker threads update, the event loop renders.
  */
 #ifndef GW_METRICS_H
 #define GW_METRICS_H
@@ -39,6 +39,10 @@ gw_metric *gw_metrics_histogram(gw_metrics *reg, const char *name, const char *h
 int gw_metric_add(gw_metric *m, double v, ...);     /* counter (v >= 0) or gauge */
 int gw_metric_set(gw_metric *m, double v, ...);     /* gauge */
 int gw_metric_observe(gw_metric *m, double v, ...); /* histogram */
+
+/* Drops every series, in every family with the label, whose label has the value (a deleted
+ * tenant's): a counter that comes back starts again from 0. Returns how many. */
+int gw_metrics_forget(gw_metrics *reg, const char *label, const char *value);
 
 /* Renders every family. Returns a malloc'd NUL-terminated string (caller frees), or NULL. */
 char *gw_metrics_render(gw_metrics *reg, size_t *len /* out, may be NULL */);

@@ -31,6 +31,7 @@ struct gw_tenants {
     int nt, capt;
     struct key_row *keys; /* sorted by sha */
     int nkeys;
+    gw_metrics *reg;
     gw_metric *m_requests, *m_tokens, *m_auth_fail;
 };
 
@@ -289,6 +290,24 @@ static void assign_labels(gw_tenants *t)
     free(live);
 }
 
+/* A deleted tenant's series go from the metrics (its name no live tenant's label), so that
+ * tenants made and deleted do not grow /metrics past metrics_max_tenants, and a tenant made
+ * again under the name starts from 0. Those that shared "other" stay counted there. */
+static void forget_deleted(gw_tenants *t)
+{
+    for (int i = 0; i < t->nt; i++) {
+        struct gw_tenant *tn = t->t[i];
+        if (!tn->deleted || tn->forgotten || !t->reg)
+            continue;
+        tn->forgotten = 1;
+        int shared = !strcmp(tn->label, "other");
+        for (int j = 0; j < t->nt && !shared; j++)
+            shared = !t->t[j]->deleted && !strcmp(t->t[j]->label, tn->name);
+        if (!shared)
+            gw_metrics_forget(t->reg, "tenant", tn->name);
+    }
+}
+
 void gw_tenants_reload(gw_tenants *t)
 {
     struct store_tenant *list;
@@ -339,6 +358,7 @@ void gw_tenants_reload(gw_tenants *t)
             store_tenant_deinit(&list[i]);
         free(list);
         assign_labels(t);
+        forget_deleted(t);
     }
     uint8_t(*sha)[32];
     int64_t *tenants;
@@ -377,6 +397,7 @@ gw_tenants *gw_tenants_create(const struct gw_config *cfg, store *st, struct eve
     }
     t->cfg = cfg;
     t->st = st;
+    t->reg = m;
     gw_tenants_reload(t);
     if (!find(t, 1)) {
         snprintf(err, errlen, "the store has no default tenant");

@@ -44,6 +44,7 @@ struct gw_tenant {
     const char *label; /* its metric label: the name, or "other" */
     struct gw_tenant_policy pol;
     int deleted;
+    int forgotten; /* deleted, and its metric series dropped */
     int policy_refused; /* its stored policy did not parse: the defaults apply (logged once) */
     /* limiter state */
     double req_bucket, tok_bucket, refill_s;

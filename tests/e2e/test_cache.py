@@ -727,7 +727,16 @@ def test_a_wrong_answer_is_deleted_by_the_id_its_hit_names(server):
     r = only_if_cached(c, "Who wrote Hamlet?")
     assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "exact"
     entry = r.headers["X-Cache-Entry"]
-    r = c.delete(f"/admin/cache?id={entry}", headers={"Authorization": f"Bearer {ADMIN}"})
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    # with a tenant named, only that tenant's entry; selectors that disagree are refused
+    assert c.post("/admin/tenants", json={"name": "second"}, headers=auth).status_code == 201
+    r = c.delete(f"/admin/cache?id={entry}&tenant=second", headers=auth)
+    assert r.status_code == 200 and r.json() == {"deleted": 0}
+    for q in (f"id={entry}&all=true", "tenant=second&all=true", f"id={entry}&id=1"):
+        r = c.delete(f"/admin/cache?{q}", headers=auth)
+        assert r.status_code == 400, q
+    assert only_if_cached(c, "Who wrote Hamlet?").status_code == 200
+    r = c.delete(f"/admin/cache?id={entry}&tenant=default", headers=auth)
     assert r.status_code == 200 and r.json() == {"deleted": 1}
     assert only_if_cached(c, "Who wrote Hamlet?").status_code == 504
     assert only_if_cached(c, "Who wrote Macbeth?").status_code == 200

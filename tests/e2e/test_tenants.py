@@ -638,6 +638,27 @@ def test_metric_labels_go_to_the_oldest_tenants_and_follow_deletions(make_server
     assert labels() >= {"amy", "bob"}, "zed's label went to the next in line"
 
 
+def test_a_deleted_tenants_series_leave_the_metrics(make_server):
+    """Tenants made and deleted do not grow /metrics past metrics_max_tenants (each freed
+    its label for the next, its series stayed); one made again under the name starts from
+    0."""
+    server = make_server(AUTH_CONF + "metrics_max_tenants = 2\n")  # default, then one
+    a = admin(server)
+    line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi?"}],
+                       "answer": "Hello."})
+    for name in ("eph1", "eph2", "eph1"):
+        key = make_tenant(server, name)
+        assert a.post(f"/admin/cache/import?tenant={name}", content=line).status_code == 200
+        assert embed(client(server, key)).status_code == 200
+        text = a.get("/metrics").text
+        assert f'cachegate_tenant_requests_total{{tenant="{name}",result="ok"}} 1' in text
+        assert a.delete(f"/admin/tenants?name={name}").status_code == 200
+        time.sleep(1.2)  # (the tenants are read again once a second)
+        text = a.get("/metrics").text
+        assert f'tenant="{name}"' not in text, text
+        assert 'tenant="other"' not in text
+
+
 def test_cache_metrics_follow_any_number_of_tenants_and_their_churn(make_server):
     server = make_server(AUTH_CONF + "metrics_max_tenants = 200\n")
     a = admin(server)

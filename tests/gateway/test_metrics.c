@@ -30,6 +30,44 @@ Test(metrics, counter_and_gauge_text)
     gw_metrics_destroy(r);
 }
 
+/* A deleted tenant's series go, in every family labelled by tenant; others stay, and a
+ * series made again starts from 0 at the end. */
+Test(metrics, forgotten_series_leave_every_family)
+{
+    gw_metrics *r = gw_metrics_create();
+    gw_metric *c = gw_metrics_counter(r, "x_total", "Requests.", "tenant,result");
+    gw_metric *g = gw_metrics_gauge(r, "x_entries", "Entries.", "tenant");
+    gw_metric *u = gw_metrics_gauge(r, "x_open", "Open.", "route");
+    cr_assert(c && g && u);
+    gw_metric_add(c, 1, "a", "ok");
+    gw_metric_add(c, 2, "b", "ok");
+    gw_metric_add(c, 3, "a", "error");
+    gw_metric_set(g, 5, "a");
+    gw_metric_set(g, 6, "b");
+    gw_metric_set(u, 1, "a");
+    cr_expect_eq(gw_metrics_forget(r, "tenant", "a"), 3);
+    cr_expect_eq(gw_metrics_forget(r, "tenant", "a"), 0);
+    gw_metric_add(c, 1, "a", "ok");
+    char *text = gw_metrics_render(r, NULL);
+    cr_assert_str_eq(text, "# HELP x_total Requests.\n"
+                           "# TYPE x_total counter\n"
+                           "x_total{tenant=\"b\",result=\"ok\"} 2\n"
+                           "x_total{tenant=\"a\",result=\"ok\"} 1\n"
+                           "# HELP x_entries Entries.\n"
+                           "# TYPE x_entries gauge\n"
+                           "x_entries{tenant=\"b\"} 6\n"
+                           "# HELP x_open Open.\n"
+                           "# TYPE x_open gauge\n"
+                           "x_open{route=\"a\"} 1\n");
+    free(text);
+    cr_expect_eq(gw_metrics_forget(r, "tenant", "b"), 2);
+    gw_metric_set(g, 1, "c");
+    text = gw_metrics_render(r, NULL);
+    cr_expect(strstr(text, "x_entries{tenant=\"c\"} 1\n") != NULL, "%s", text);
+    free(text);
+    gw_metrics_destroy(r);
+}
+
 Test(metrics, unlabelled_series_start_at_zero)
 {
     gw_metrics *r = gw_metrics_create();
