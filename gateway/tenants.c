@@ -334,6 +334,7 @@ void gw_tenants_reload(gw_tenants *t)
                 tn->month = this_month(NULL);
                 tn->month_used = month_usage(t->st, tn->id);
                 tn->label = "other"; /* until assign_labels() */
+                tn->held_ttl_s = -1;
                 policy_defaults(&tn->pol);
                 t->t[t->nt++] = tn;
             }
@@ -349,9 +350,15 @@ void gw_tenants_reload(gw_tenants *t)
                 policy_defaults(&pol);
             }
             tn->policy_refused = bad;
-            /* capacity overrides go to the store only when they change */
+            /* capacity overrides go to the store only when they change (it holds the
+             * entries to them at once); so does the TTL, which the entries stored before are
+             * held to as well (the operator's retention limit) */
             if (pol.max_entries != tn->pol.max_entries || pol.max_bytes != tn->pol.max_bytes)
                 store_set_limits(t->st, tn->id, pol.max_entries, pol.max_bytes);
+            int64_t ttl = pol.ttl_s >= 0 ? pol.ttl_s : t->cfg->cache_ttl_s;
+            if (ttl != tn->held_ttl_s && ttl > 0)
+                store_apply_limits(t->st, tn->id, ttl * 1000);
+            tn->held_ttl_s = ttl;
             tn->pol = pol;
         }
         for (int i = 0; i < n; i++)

@@ -45,6 +45,7 @@ struct gw_tenant {
     struct gw_tenant_policy pol;
     int deleted;
     int forgotten; /* deleted, and its metric series dropped */
+    int64_t held_ttl_s; /* the TTL its stored entries were last held to; -1: none yet */
     int policy_refused; /* its stored policy did not parse: the defaults apply (logged once) */
     /* limiter state */
     double req_bucket, tok_bucket, refill_s;

@@ -524,6 +524,7 @@ void store_set_limits(store *s, int64_t tenant, int64_t max_entries, int64_t max
     sl->max_entries = max_entries;
     sl->max_bytes = max_bytes;
     pthread_mutex_unlock(&s->q_mu);
+    store_apply_limits(s, tenant, 0);
 }
 
 int store_stats(store *s, struct store_tenant_stats *out, int cap)

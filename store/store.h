@@ -136,6 +136,11 @@ uint64_t store_generation(store *s, int64_t tenant);
 
 /* Per-tenant capacity; 0 in either: the store's default for that limit. */
 void store_set_limits(store *s, int64_t tenant, int64_t max_entries, int64_t max_bytes);
+/* Holds a tenant's entries to its capacity at once (store_set_limits() asks it; they were
+ * otherwise held to it at the tenant's next write), and with ttl_ms > 0 to that TTL from
+ * their creation: an expiry later than created + ttl_ms is brought to it, and what is past
+ * it goes in the same batch. Queued for the writer. */
+int store_apply_limits(store *s, int64_t tenant, int64_t ttl_ms);
 
 struct store_tenant_stats {
     int64_t tenant, entries, bytes;

@@ -48,7 +48,16 @@ struct slot {
 #define STORE_TOUCH_SLOTS 16384 /* a power of two; at most half are used */
 #define STORE_USAGE_SLOTS 32
 
-enum op_kind { OP_PUT, OP_TOUCH, OP_DELETE, OP_FLUSH, OP_USAGE, OP_PROMPT_TOKENS, OP_RESPONSE };
+enum op_kind {
+    OP_PUT,
+    OP_TOUCH,
+    OP_DELETE,
+    OP_FLUSH,
+    OP_USAGE,
+    OP_PROMPT_TOKENS,
+    OP_RESPONSE,
+    OP_LIMITS
+};
 
 struct op {
     struct op *next;
@@ -56,7 +65,9 @@ struct op {
     store_done_fn done;
     void *arg;
     int64_t tenant, id;
-    int64_t value; /* OP_TOUCH: the latest hit's time (ms); OP_PROMPT_TOKENS: the count */
+    /* OP_TOUCH: the latest hit's time (ms); OP_PROMPT_TOKENS: the count; OP_LIMITS: a TTL
+     * (ms) the tenant's entries are held to from their creation, 0: none */
+    int64_t value;
     int64_t hits;  /* OP_TOUCH: hits merged into this touch */
     /* OP_PUT: the entry, with its strings and embedding in one allocation after it */
     struct store_entry e;
@@ -111,7 +122,7 @@ struct store {
     /* writer's prepared statements */
     sqlite3_stmt *st_find_exact, *st_insert, *st_delete_id, *st_touch, *st_usage,
         *st_lru, *st_expired, *st_tenant_ids, *st_prompt_tokens, *st_resp_put, *st_resp_expired,
-        *st_resp_bytes, *st_resp_oldest, *st_resp_delete;
+        *st_resp_bytes, *st_resp_oldest, *st_resp_delete, *st_shorten;
 };
 
 int store_db_open(const char *path, int readonly, sqlite3 **out);

@@ -113,6 +113,11 @@ static int simple_op(store *s, enum op_kind kind, int64_t tenant, int64_t id, in
     return enqueue(s, o);
 }
 
+int store_apply_limits(store *s, int64_t tenant, int64_t ttl_ms)
+{
+    return simple_op(s, OP_LIMITS, tenant, 0, ttl_ms > 0 ? ttl_ms : 0, NULL, NULL);
+}
+
 int store_touch(store *s, int64_t id, int64_t now_ms)
 {
     pthread_mutex_lock(&s->q_mu);
@@ -262,6 +267,8 @@ static const char *const SQL[] = {
     "SELECT id, bytes FROM responses WHERE tenant = ?1 AND created_ms < (SELECT "
     "max(created_ms) FROM responses WHERE tenant = ?1) ORDER BY created_ms, id LIMIT 256",
     "DELETE FROM responses WHERE id = ?1",
+    "UPDATE entries SET expires_ms = created_ms + ?2 WHERE tenant = ?1 AND "
+    "(expires_ms = 0 OR expires_ms > created_ms + ?2)",
 };
 
 int store_writer_prepare(store *s)
@@ -270,7 +277,7 @@ int store_writer_prepare(store *s)
                            &s->st_touch,      &s->st_usage,   &s->st_lru,
                            &s->st_expired,    &s->st_tenant_ids, &s->st_prompt_tokens,
                            &s->st_resp_put,   &s->st_resp_expired, &s->st_resp_bytes,
-                           &s->st_resp_oldest, &s->st_resp_delete};
+                           &s->st_resp_oldest, &s->st_resp_delete, &s->st_shorten};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         if (sqlite3_prepare_v3(s->wdb, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, st[i], NULL) !=
             SQLITE_OK)
@@ -283,7 +290,8 @@ void store_writer_finalize(store *s)
     sqlite3_stmt *st[] = {s->st_find_exact, s->st_insert,  s->st_delete_id, s->st_touch,
                           s->st_usage,      s->st_lru,     s->st_expired,   s->st_tenant_ids,
                           s->st_prompt_tokens, s->st_resp_put, s->st_resp_expired,
-                          s->st_resp_bytes, s->st_resp_oldest, s->st_resp_delete};
+                          s->st_resp_bytes, s->st_resp_oldest, s->st_resp_delete,
+                          s->st_shorten};
     for (size_t i = 0; i < sizeof st / sizeof *st; i++)
         sqlite3_finalize(st[i]);
     free(s->wt);
@@ -751,6 +759,15 @@ static void run_batch(store *s, struct op *ops, int touches)
             sqlite3_bind_text(s->st_resp_put, 6, o->rmsgs, -1, SQLITE_STATIC);
             sqlite3_bind_int64(s->st_resp_put, 7, bytes);
             rc = step_done(s->st_resp_put);
+            break;
+        case OP_LIMITS: /* a tenant's capacity or TTL lowered: held to them at once */
+            if (o->value > 0) {
+                sqlite3_bind_int64(s->st_shorten, 1, o->tenant);
+                sqlite3_bind_int64(s->st_shorten, 2, o->value);
+                rc = step_done(s->st_shorten);
+                s->last_sweep_ms = 0; /* (what is past it now goes in this batch) */
+            }
+            note_tenant(&b, o->tenant);
             break;
         case OP_FLUSH: break;
         }

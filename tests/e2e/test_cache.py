@@ -721,6 +721,37 @@ def test_imports_take_the_tenants_ttl_and_capacity(tmp_path, make_server):
     assert only_if_cached(c, "How many legs does a spider have?").status_code == 504
 
 
+def cache_entries(c, tenant="default"):
+    for line in c.get("/metrics").text.splitlines():
+        if line.startswith(f'cachegate_cache_entries{{tenant="{tenant}"}} '):
+            return float(line.split()[1])
+    return None
+
+
+def test_lowered_ttl_and_capacity_hold_the_entries_already_stored(server):
+    """A tenant's ttl_s is the operator's retention limit and max_entries its capacity:
+    lowered, they hold the entries stored before at once (capacity was held only at the
+    tenant's next write, and the TTL never: entries kept their week)."""
+    c = client(server)
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    questions = [f"What is {i} plus {i}?" for i in range(12)]
+    import_lines(c, [(q, "Some number.") for q in questions])
+    time.sleep(1.2)
+    assert cache_entries(c) == 12
+    r = c.put("/admin/tenants?name=default", json={"max_entries": 5}, headers=auth)
+    assert r.status_code == 200, r.text
+    time.sleep(1.5)  # (the tenants are read again once a second)
+    assert cache_entries(c) == 5
+    assert only_if_cached(c, questions[0]).status_code == 504  # the least recently used
+    assert only_if_cached(c, questions[-1]).status_code == 200
+    r = c.put("/admin/tenants?name=default", json={"max_entries": 5, "ttl_s": 1},
+              headers=auth)
+    assert r.status_code == 200, r.text
+    time.sleep(2.5)
+    assert only_if_cached(c, questions[-1]).status_code == 504
+    assert cache_entries(c) == 0
+
+
 def test_a_wrong_answer_is_deleted_by_the_id_its_hit_names(server):
     c = client(server)
     import_lines(c, [("Who wrote Hamlet?", "Marlowe."), ("Who wrote Macbeth?", "Shakespeare.")])

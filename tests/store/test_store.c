@@ -261,6 +261,57 @@ Test(store, capacity_evicts_the_least_recently_hit)
     store_close(s);
 }
 
+/* Limits lowered hold the entries already stored at once: the capacity without waiting for
+ * the tenant's next write, a TTL from each entry's creation (a later expiry, or none, is
+ * brought to it), the other tenants' entries untouched. */
+/* st[0]: tenant 1's figures, st[1]: tenant 2's */
+static void stats_of(store *s, struct store_tenant_stats st[2])
+{
+    struct store_tenant_stats all[8];
+    int n = store_stats(s, all, 8);
+    cr_assert(n <= 8);
+    memset(st, 0, sizeof *st * 2);
+    for (int i = 0; i < n; i++)
+        if (all[i].tenant == 1 || all[i].tenant == 2)
+            st[all[i].tenant - 1] = all[i];
+}
+
+Test(store, lowered_limits_hold_the_entries_already_stored)
+{
+    store *s = open_store(0, 0, NULL);
+    int64_t other;
+    cr_assert_eq(store_tenant_create(s, "other-tenant", &other), STORE_OK);
+    cr_assert_eq(other, 2);
+    for (int i = 0; i < 6; i++)
+        put(s, 1, 20 + (uint64_t)i, i, "a", i % 2 ? 0 : now_ms() + 3600 * 1000);
+    put(s, 2, 20, 0, "b", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    struct store_tenant_stats st[2];
+    stats_of(s, st);
+    cr_assert_eq(st[0].entries, 6);
+    store_set_limits(s, 1, 4, 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    stats_of(s, st);
+    cr_assert_eq(st[0].entries, 4);
+    cr_assert_eq(st[0].evicted_lru, 2);
+    cr_assert(!has_exact(s, 1, 20, NULL, 0) && has_exact(s, 1, 25, NULL, 0));
+    /* a TTL none has outlived yet: nothing goes */
+    cr_assert_eq(store_apply_limits(s, 1, 3600 * 1000), STORE_OK);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    stats_of(s, st);
+    cr_assert_eq(st[0].entries, 4);
+    usleep(30 * 1000);
+    cr_assert_eq(store_apply_limits(s, 1, 10), STORE_OK); /* 10 ms: every one is past it */
+    cr_assert_eq(store_sync(s), STORE_OK);
+    stats_of(s, st);
+    cr_assert_eq(st[0].entries, 0);
+    cr_assert_eq(st[0].expired, 4);
+    cr_assert(!has_exact(s, 1, 25, NULL, 0));
+    cr_assert_eq(st[1].entries, 1, "another tenant's entries stay");
+    cr_assert(has_exact(s, 2, 20, NULL, 0));
+    store_close(s);
+}
+
 Test(store, index_is_loaded_from_its_file_or_rebuilt_from_the_database)
 {
     store *s = open_store(0, 0, NULL);
