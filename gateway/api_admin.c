@@ -460,6 +460,9 @@ void gw_handle_admin_tenants(struct gw_req *r)
             gw_reply_error(r, 400, err, unknown, NULL);
         } else if (!json_is_string(nm)) {
             gw_reply_error(r, 400, "name must be a string.", "name", NULL);
+        } else if (!strcmp(json_string_value(nm), "other")) {
+            gw_reply_error(r, 400, "The name other is reserved: it is the metrics label of "
+                           "the tenants past metrics_max_tenants.", "name", NULL);
         } else if (p && !json_is_object(p)) {
             gw_reply_error(r, 400, "policy must be a JSON object.", "policy", NULL);
         } else if (!ptext || gw_policy_check(ptext, cfg->engine_model_name,
@@ -535,7 +538,20 @@ void gw_handle_admin_keys(struct gw_req *r)
             goto out;
         const char *tn = json_string_value(json_object_get(b, "tenant"));
         char key[80], prefix[16];
-        if (!tn)
+        const char *field;
+        json_t *v;
+        const char *unknown = NULL;
+        json_object_foreach(b, field, v)
+        {
+            if (strcmp(field, "tenant") && !unknown)
+                unknown = field;
+        }
+        if (unknown) { /* (a key has no settings: a field sent for one would be lost) */
+            char msg[200];
+            snprintf(msg, sizeof msg, "Unknown field '%.100s': the body is {\"tenant\"}.",
+                     unknown);
+            gw_reply_error(r, 400, msg, unknown, NULL);
+        } else if (!tn)
             gw_reply_error(r, 400, "tenant must be a tenant's name.", "tenant", NULL);
         else if ((rc = store_tenant_get(st, tn, &t)))
             reply_store_error(r, rc, "No such tenant.");

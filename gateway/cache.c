@@ -11,6 +11,7 @@
 #include "tools.h"
 #include "tokenizer.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -644,6 +645,20 @@ void gw_cache_exact_prompt_tokens(gw_cache *c, int prompt_tokens)
     store_set_prompt_tokens(c->st, c->lent->id, prompt_tokens);
 }
 
+/* The embedding of the query's differing sentences, kept across the candidates of one
+ * search (they usually differ from it in the same place). */
+struct span_vec {
+    size_t off, len;
+    float *v; /* [dim]; NULL: none yet */
+};
+
+/* A similarity under the threshold as a miss reason writes it, 3 decimals cut rather than
+ * rounded: 0.8296 below 0.83 reads 0.829, not 0.830 below 0.830. */
+static double below(double sim)
+{
+    return floor(sim * 1000) / 1000;
+}
+
 /*
  * Worker thread: whether candidate h asks what s asks, beyond their similarity as wholes
  * (which reached the threshold). When the two share whole sentences around their
@@ -652,13 +667,6 @@ void gw_cache_exact_prompt_tokens(gw_cache *c, int prompt_tokens)
  * the shared context would otherwise make any two questions over it look alike. 0 with
  * why when not.
  */
-/* The embedding of the query's differing sentences, kept across the candidates of one
- * search (they usually differ from it in the same place). */
-struct span_vec {
-    size_t off, len;
-    float *v; /* [dim]; NULL: none yet */
-};
-
 static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *h,
                          struct span_vec *qv, char *why, size_t whylen)
 {
@@ -710,7 +718,7 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
     if (rc || sim < s->threshold) {
         snprintf(why, whylen, rc ? "the differing sentences could not be embedded"
                                  : "the differing sentences: similarity %.3f below %.3f",
-                 sim, s->threshold);
+                 below(sim), s->threshold);
         return 0;
     }
     h->similarity = (float)sim; /* what the threshold was held to, as a hit reports it */
@@ -756,7 +764,7 @@ static void sem_search(struct gw_embed_job *j)
         /* a miss says why the nearest was not served (the candidates come nearest first) */
         char why[sizeof s->why] = "";
         if (h->similarity < s->threshold)
-            snprintf(why, sizeof why, "similarity %.3f below %.3f", h->similarity,
+            snprintf(why, sizeof why, "similarity %.3f below %.3f", below(h->similarity),
                      s->threshold);
         else if (h->completion_tokens > s->max_tokens)
             snprintf(why, sizeof why, "the stored answer exceeds max_tokens");

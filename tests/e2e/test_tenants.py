@@ -392,6 +392,10 @@ def test_policies_are_checked_whole(server):
     assert a.post("/admin/tenants", json={"name": "p", "policy": None}).status_code == 201
     r = a.post("/admin/tenants", json={"name": "other"})
     assert r.status_code == 400, "other is the metrics' label of the tenants past the limit"
+    assert "The name other is reserved" in r.json()["error"]["message"]
+    # a key has no settings: a field sent for one is refused, not lost
+    r = a.post("/admin/keys", json={"tenant": "p", "expires": "2027-01-01"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "expires", r.text
 
 
 def test_a_stored_policy_now_refused_gives_the_defaults_not_none(make_server):
