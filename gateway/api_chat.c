@@ -280,17 +280,10 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
     if (!c->chat && gp->max_tokens > COMPLETION_MAX_TOKENS_DEFAULT)
         gp->max_tokens = COMPLETION_MAX_TOKENS_DEFAULT;
     const char *mk[] = {"max_completion_tokens", "max_tokens"};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++) { /* (their range checked by oai_params_check()) */
         json_t *v = json_object_get(b, mk[i]);
         if (!v || json_is_null(v))
             continue;
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > 1 << 20) {
-            snprintf(p->msg, sizeof p->msg, "%s must be an integer from 1 to %d.", mk[i],
-                     1 << 20);
-            p->param = mk[i];
-            return -1;
-        }
         gp->max_tokens = (int)json_integer_value(v);
         c->max_tokens_key = mk[i];
         break;
@@ -1686,7 +1679,8 @@ static void handle(struct gw_req *r, int chat, int resp)
     c->chat = chat;
     c->resp = resp;
     const char *unknown = oai_unknown_param(b, resp ? OAI_RESPONSES : chat ? OAI_CHAT
-                                                                           : OAI_COMPLETION);
+                                                                           : OAI_COMPLETION,
+                                            NULL);
     if (unknown) {
         char msg[300];
         snprintf(msg, sizeof msg, "Unrecognized request argument supplied: %.200s", unknown);

@@ -1076,7 +1076,13 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
         snprintf(err, errlen, "\"model\" must be %.64s, the model requests name", model_name);
         goto out;
     }
-    const char *param;
+    const char *param, *unknown = oai_unknown_param(j, chat ? OAI_CHAT : OAI_COMPLETION,
+                                                     "answer");
+    if (unknown) { /* (a misspelt parameter would key the answer as its default's) */
+        snprintf(err, errlen, "\"%.64s\" is not a parameter of a %s request", unknown,
+                 chat ? "chat" : "completion");
+        goto out;
+    }
     if (oai_params_check(j, chat, &param, err, errlen)) /* refused in a request */
         goto out;
     if (gw_wants_logprobs(j, chat)) { /* such a request is never answered from the caches */

@@ -332,6 +332,16 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
             return -1;
         }
     }
+    static const char *const mk[] = {"max_completion_tokens", "max_tokens"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *v = json_object_get(b, mk[i]);
+        if (v && !json_is_null(v) &&
+            (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1 << 20)) {
+            snprintf(msg, len, "%s must be an integer from 1 to %d.", mk[i], 1 << 20);
+            *param = mk[i];
+            return -1;
+        }
+    }
     json_t *seed = json_object_get(b, "seed");
     if (seed && !json_is_null(seed) && !json_is_integer(seed) &&
         !(json_is_real(seed) && oai_integral(json_real_value(seed))))
@@ -412,7 +422,7 @@ static const char *const responses_params[] = {
     "service_tier", "stop", "store", "stream", "stream_options", "temperature", "text",
     "tool_choice", "tools", "top_k", "top_logprobs", "top_p", "truncation", "user"};
 
-const char *oai_unknown_param(json_t *b, enum oai_route route)
+const char *oai_unknown_param(json_t *b, enum oai_route route, const char *also)
 {
     const char *const *known = route == OAI_CHAT         ? chat_params
                                : route == OAI_COMPLETION ? completion_params
@@ -427,7 +437,7 @@ const char *oai_unknown_param(json_t *b, enum oai_route route)
         size_t i = 0;
         while (i < n && strcmp(known[i], key))
             i++;
-        if (i == n)
+        if (i == n && !(also && !strcmp(key, also)))
             return key;
     }
     return NULL;

@@ -34,7 +34,8 @@ int oai_param_neutral(const char *key, json_t *v);
 /*
  * The request parameters that no answer of this server can honour, in a chat (chat) or
  * completion request body b: a sampling number of the wrong type or out of its range
- * (temperature, top_p, the penalties; seed an integer), or a parameter of the OpenAI schema
+ * (temperature, top_p, the penalties; seed an integer; max_tokens and
+ * max_completion_tokens from 1 to 2^20), or a parameter of the OpenAI schema
  * that the server does not implement (tools, a JSON response_format, echo, ...) set to
  * anything but absence, null, false, 0, "" or a neutral value (tools pass when tool_choice
  * is "none": none is called), or logprobs and top_logprobs of the wrong type or range (a
@@ -45,7 +46,8 @@ int oai_param_neutral(const char *key, json_t *v);
 int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t len);
 
 /*
- * The first top-level key of request body b that the route does not know: those of
+ * The first top-level key of request body b that the route does not know (nor is also,
+ * when not NULL: an import line's "answer"): those of
  * OpenAI's schema for it (implemented, accepted for their neutral values, or refused by
  * name as not supported) and the extensions this server reads (top_k, min_p; on the
  * Responses route, chat's sampling parameters). NULL when every key is known. OpenAI
@@ -54,7 +56,7 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
  * ignored and its answer cached as the default's.
  */
 enum oai_route { OAI_CHAT, OAI_COMPLETION, OAI_RESPONSES };
-const char *oai_unknown_param(json_t *b, enum oai_route route);
+const char *oai_unknown_param(json_t *b, enum oai_route route, const char *also);
 
 /* Whether v is OpenAI's metadata: absent or null, or an object of at most 16 string values
  * of at most 512 characters whose keys have at most 64. */

@@ -161,8 +161,9 @@ Test(cache_key, import_lines_are_validated)
     cr_assert_eq(it.key.exact, k.exact, "an imported entry keys like the request it answers");
     gw_cache_key_deinit(&k);
     gw_import_item_deinit(&it);
-    const char *neutral = "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"tools\":[],"
-                          "\"tool_choice\":\"none\",\"temperature\":0,\"seed\":-4}";
+    const char *neutral = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
+                          "\"q\"}],\"answer\":\"a\",\"tools\":[],\"tool_choice\":\"none\","
+                          "\"temperature\":0,\"seed\":-4}";
     cr_assert_eq(gw_cache_import_parse(neutral, strlen(neutral), 1, NULL, "m", &it, err,
                                        sizeof err),
                  0, "%s", err);
@@ -183,6 +184,14 @@ Test(cache_key, import_lines_are_validated)
                          "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\","
                          "\"temperature\":\"hot\"}",
                          "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"top_p\":1.5}",
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"max_tokens\":-1}",
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"max_tokens\":0}",
+                         /* arguments no request has: a misspelt one would key the answer
+                          * as the default's */
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"temprature\":0}",
+                         "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"ttl_s\":5}",
+                         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
+                         "\"q\"}],\"answer\":\"a\",\"prompt\":\"q\"}",
                          "{\"model\":\"m\",\"prompt\":\"q\",\"answer\":\"a\",\"seed\":0.5}",
                          "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
                          "\"answer\":\"a\",\"tools\":[{}]}",

@@ -211,13 +211,18 @@ Test(oai_params, unknown_arguments_named_by_route)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         json_t *b = json_loads(cases[i].body, 0, NULL);
         cr_assert(b, "case %zu", i);
-        const char *u = oai_unknown_param(b, cases[i].route);
+        const char *u = oai_unknown_param(b, cases[i].route, NULL);
         if (cases[i].unknown)
             cr_expect(u && !strcmp(u, cases[i].unknown), "case %zu: %s", i, u ? u : "(none)");
         else
             cr_expect_null(u, "case %zu: %s", i, u);
         json_decref(b);
     }
+    /* an import line: its answer beside the request's arguments */
+    json_t *b = json_loads("{\"model\": \"m\", \"prompt\": \"q\", \"answer\": \"a\"}", 0, NULL);
+    cr_expect_null(oai_unknown_param(b, OAI_COMPLETION, "answer"));
+    cr_expect_str_eq(oai_unknown_param(b, OAI_COMPLETION, NULL), "answer");
+    json_decref(b);
 }
 
 Test(oai_params, metadata_of_strings)
