@@ -61,6 +61,7 @@ struct chat_req {
     double t0, t_first; /* monotonic seconds: submitted, first text */
     struct event *timeout;
     int timed_out;
+    int cut; /* cut short by the server's shutdown (timed_out too) */
     /* cache */
     int64_t tenant;
     int cacheable, store;      /* keyed; the answer is to be stored when it ends with stop */
@@ -251,6 +252,11 @@ static int parse_response_format(json_t *b, struct chat_req *c, struct parsed *p
 }
 
 #define COMPLETION_MAX_TOKENS_DEFAULT 16
+
+/* a reply still running when the server's shutdown grace ran out (on_cut()) */
+#define SHUTDOWN_MSG                                                                           \
+    "The server is shutting down and its grace period ran out before this answer was "      \
+    "complete; send the request again."
 
 /* Sampling parameters, max_tokens, stop, n, stream; shared by both routes. */
 static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req *c,
@@ -1276,7 +1282,12 @@ static void on_event(struct gw_gen_event *ev)
     if (c->tools.mode == GW_TOOLS_REQUIRED && !strcmp(finish, "stop"))
         finish = "tool_calls"; /* (a named function's call ends with stop, as OpenAI's) */
     const struct usage u = {ev->prompt_tokens, ev->completion_tokens, ev->cached_tokens};
-    if (c->timed_out && c->stream && c->resp) {
+    if (c->cut) {
+        if (c->stream)
+            stream_error(c, 503, SHUTDOWN_MSG);
+        else
+            chat_error(c, 503, SHUTDOWN_MSG, NULL, NULL);
+    } else if (c->timed_out && c->stream && c->resp) {
         resp_failed(c, "The generation exceeded engine.request_timeout_ms.");
     } else if (c->timed_out && !c->stream) {
         chat_error(c, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
@@ -1342,6 +1353,13 @@ static void on_gone(void *arg)
     struct chat_req *c = arg;
     if (c->engine)
         gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
+}
+
+static void on_cut(void *arg)
+{
+    struct chat_req *c = arg;
+    c->cut = c->timed_out = 1;
+    gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
 }
 
 /* ------------------------------------------------------------------ cache */
@@ -1477,6 +1495,7 @@ static void reply_not_cached(struct chat_req *c)
 }
 
 static void start_engine(struct chat_req *c);
+
 static void batch_run(struct chat_req *c, json_t *b, json_t *prompts);
 
 /* A prompt (with max_tokens, when the request sets it) longer than the engine runs. */
@@ -1818,14 +1837,16 @@ out:
     json_decref(b);
 }
 
-/* c's reply waits for its engine jobs: gone runs if its client leaves first, and timeout
- * once engine.request_timeout_ms has passed. */
-static void defer_engine(struct chat_req *c, void (*gone)(void *), event_callback_fn timeout)
+/* c's reply waits for its engine jobs: gone runs if its client leaves first, timeout once
+ * engine.request_timeout_ms has passed, and cut if the server's shutdown grace runs out. */
+static void defer_engine(struct chat_req *c, void (*gone)(void *), event_callback_fn timeout,
+                         void (*cut)(void *))
 {
     gw_server *srv = gw_req_server(c->req);
     const int64_t ms = gw_server_config(srv)->engine_request_timeout_ms;
     gw_req_defer(c->req);
     gw_req_on_gone(c->req, gone, c);
+    gw_req_on_cut(c->req, cut, c);
     if ((c->timeout = evtimer_new(gw_server_base(srv), timeout, c))) {
         struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000)};
         evtimer_add(c->timeout, &tv);
@@ -1853,7 +1874,7 @@ static void start_engine(struct chat_req *c)
         return;
     }
     c->engine = 1;
-    defer_engine(c, on_gone, on_timeout);
+    defer_engine(c, on_gone, on_timeout, on_cut);
     if (gw_server_cache(srv) && cfg->cache_enabled)
         cache_headers(c, NULL, 0, 0);
     if (c->stream)
@@ -1889,6 +1910,13 @@ static void batch_timeout(evutil_socket_t fd, short what, void *arg)
 static void batch_gone(void *arg)
 {
     batch_cancel(arg, 0);
+}
+
+static void batch_cut(void *arg)
+{
+    struct chat_req *c = arg;
+    c->cut = c->timed_out = 1;
+    batch_cancel(c, 1);
 }
 
 /* The parent's first error; replied when its kids are done, or at once in a stream (whose
@@ -2059,7 +2087,9 @@ static void kid_event(struct chat_req *k, struct gw_gen_event *ev)
         if (ev->completion_tokens > 1 && k->t_first)
             gw_metric_observe(c->llm->tpot, (t - k->t_first) / (ev->completion_tokens - 1));
     }
-    if (k->timed_out && !c->stream) {
+    if (c->cut) {
+        batch_error(c, 503, SHUTDOWN_MSG, NULL);
+    } else if (k->timed_out && !c->stream) {
         batch_error(c, 504, "The generation exceeded engine.request_timeout_ms.", "timeout");
     } else if (ev->err) {
         batch_error(c, ev->err == ENG_EINVAL || ev->err == ENG_EFULL ? 400 : 500,
@@ -2227,7 +2257,7 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
         return;
     }
     if (c->left)
-        defer_engine(c, batch_gone, batch_timeout);
+        defer_engine(c, batch_gone, batch_timeout, batch_cut);
     if (gw_server_cache(srv) && cfg->cache_enabled) {
         gw_reply_header(r, "X-Cache", misses ? "MISS" : "HIT");
         if (!misses)

@@ -79,6 +79,10 @@ void gw_reply_body(struct gw_req *r, int status, const char *ctype, const char *
 void gw_req_defer(struct gw_req *r);
 /* After gw_req_defer(): fn(arg) runs when the client goes away before the reply ends. */
 void gw_req_on_gone(struct gw_req *r, void (*fn)(void *arg), void *arg);
+/* After gw_req_defer(): fn(arg) runs when the server's shutdown grace period runs out with
+ * the reply unfinished; it should end the reply with an error at once (the server waits a
+ * moment more for it to go out, then closes the connection). */
+void gw_req_on_cut(struct gw_req *r, void (*fn)(void *arg), void *arg);
 
 /* Server-Sent Events: start (200, text/event-stream), "data: JSON" events (body taken),
  * and the end ("data: [DONE]"). */

@@ -41,6 +41,8 @@
 #include <unistd.h>
 
 #define DRAIN_TICK_MS 50
+/* after the grace period, how long the replies told to end (on_cut) have to go out */
+#define CUT_GRACE_MS 2000
 
 /* Framing state of the request currently arriving on a connection. */
 enum frame {
@@ -93,6 +95,8 @@ struct gw_req {
     int replied;  /* the whole reply was handed to evhttp: nothing is left to cancel */
     void (*on_gone)(void *arg);
     void *gone_arg;
+    void (*on_cut)(void *arg); /* the shutdown's grace ran out: end the reply with an error */
+    void *cut_arg;
     struct event *hangup; /* while deferred: watches for the client hanging up */
     int own_req; /* evhttp detached req from its connection: we free it */
     int long_timeout; /* the connection's timeout was raised while deferred */
@@ -136,6 +140,9 @@ struct gw_server {
     long nconns;
     struct event *sig_int, *sig_term, *sig_hup, *drain_timer;
     int draining;
+    int cut; /* the grace period ran out: deferred replies were told to end (on_cut) */
+    long told; /* how many */
+    struct timespec t_cut;
     struct timespec t_start, t_drain;
     time_t wall_start;
     char id_prefix[9];
@@ -1217,6 +1224,12 @@ void gw_req_on_gone(struct gw_req *rc, void (*fn)(void *arg), void *arg)
     rc->gone_arg = arg;
 }
 
+void gw_req_on_cut(struct gw_req *rc, void (*fn)(void *arg), void *arg)
+{
+    rc->on_cut = fn;
+    rc->cut_arg = arg;
+}
+
 void gw_reply_retry_after(struct gw_req *rc, int seconds)
 {
     char v[16];
@@ -1554,7 +1567,26 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
         event_base_loopexit(srv->base, NULL);
         return;
     }
-    if (since_ms(&srv->t_drain) >= (double)srv->cfg->shutdown_grace_ms) {
+    if (!srv->cut && since_ms(&srv->t_drain) >= (double)srv->cfg->shutdown_grace_ms) {
+        /* the replies still running end with an error their clients read (a 503, or an
+         * error event and the stream's end), not a connection cut mid-reply */
+        srv->cut = 1;
+        clock_gettime(CLOCK_MONOTONIC, &srv->t_cut);
+        for (struct conn *c = srv->conns; c; c = next) {
+            next = c->next;
+            struct gw_req *rc = c->cur;
+            if (!c->closing && rc && rc->deferred && !rc->replied && rc->on_cut) {
+                void (*cut)(void *) = rc->on_cut;
+                rc->on_cut = NULL;
+                cut(rc->cut_arg);
+                srv->told++;
+            }
+        }
+        if (srv->told)
+            gw_log(GW_LOG_WARN, "shutdown grace period over; ending %ld busy request(s) with "
+                   "an error", srv->told);
+    }
+    if (srv->cut && (!srv->told || since_ms(&srv->t_cut) >= CUT_GRACE_MS)) {
         gw_log(GW_LOG_WARN, "shutdown grace period over; closing %ld busy connection(s)", busy);
         event_base_loopexit(srv->base, NULL);
         return;

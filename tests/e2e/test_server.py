@@ -682,8 +682,10 @@ def test_shutdown_cuts_a_long_answer_cleanly(make_server, second_signal, stream)
     s = server.tls_socket(timeout=30)
     s.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                "application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
+    got = b""
     if stream:
-        assert s.recv(4096).startswith(b"HTTP/1.1 200")  # the answer has begun
+        got = s.recv(4096)
+        assert got.startswith(b"HTTP/1.1 200")  # the answer has begun
     else:
         time.sleep(0.5)
     server.signal(signal.SIGTERM)
@@ -691,6 +693,32 @@ def test_shutdown_cuts_a_long_answer_cleanly(make_server, second_signal, stream)
         assert server.wait_log(lambda l: "SIGTERM" in l.get("msg", ""), timeout=5)
         server.signal(signal.SIGTERM)
     assert server.proc.wait(timeout=20) == (1 if second_signal else 0)
+    if not second_signal:
+        # the grace period over, the answer ends with an error its client reads, not a
+        # connection cut mid-reply (an empty reply, a stream without its end)
+        while chunk := s.recv(65536):
+            got += chunk
+        if stream:
+            head, _, rest = got.partition(b"\r\n\r\n")
+            assert b"chunked" in head.lower(), head
+            body = b""
+            while rest:  # the chunked framing undone
+                size, _, rest = rest.partition(b"\r\n")
+                n = int(size, 16)
+                body, rest = body + rest[:n], rest[n + 2:]
+                if n == 0:
+                    break
+            events = [e for e in body.decode(errors="replace").split("\n")
+                      if e.startswith("data: ")]
+            assert events[-1] == "data: [DONE]", events[-3:]
+            err = json.loads(events[-2][6:])["error"]
+            assert "shutting down" in err["message"] and err["type"] == "server_error", err
+        else:
+            assert got.startswith(b"HTTP/1.1 503"), got[:200]
+            assert b"shutting down" in got
+        # (not 499, the client's leaving: the server ended it)
+        assert server.wait_log(lambda l: l.get("status") == (200 if stream else 503) and
+                               l.get("route") == "/v1/chat/completions", timeout=2)
     s.close()
 
 
