@@ -214,18 +214,9 @@ gw_engw *gw_engw_create(eng_model *m, const tok_vocab *v, const struct sched_con
         if (!w->m_running || !w->m_waiting || !w->m_blocks_used || !w->m_preempt || !w->m_gen ||
             !w->m_prompt || !w->m_cached || !w->m_blocks_cached || !w->m_waste)
             w->m_running = NULL;
-        else {
-            /* every series from the start, not from the first request: dashboards and
-             * rate() see zeros rather than no data */
-            gw_metric_set(w->m_blocks_used, 0);
-            gw_metric_set(w->m_running, 0);
-            gw_metric_set(w->m_waiting, 0);
-            gw_metric_set(w->m_waste, 0);
-            gw_metric_add(w->m_preempt, 0);
-            gw_metric_add(w->m_gen, 0);
-            gw_metric_add(w->m_prompt, 0);
-            gw_metric_add(w->m_cached, 0);
-        }
+        else /* every series from the start, not from the first request: dashboards and
+              * rate() see the pool's blocks and zeros rather than no data */
+            update_metrics(w);
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);

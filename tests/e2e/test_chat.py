@@ -939,6 +939,18 @@ def test_non_streaming_client_that_hangs_up_is_cancelled(server):
     assert server.wait_log(lambda l: l.get("status") == 499, timeout=2)
 
 
+def test_the_kv_pool_is_published_from_the_start(server):
+    """Before any request the pool's blocks are on /metrics, all free (dashboards saw no
+    data until the engine's first step)."""
+    ready = server.wait_log(lambda l: l.get("msg") == "engine ready")
+    with client(server) as c:
+        text = c.get("/metrics").text
+    blocks = {m[1]: float(m[2]) for m in
+              re.finditer(r'^cachegate_engine_kv_blocks\{state="(\w+)"\} (\S+)$', text, re.M)}
+    assert blocks == {"cached": 0, "evictable": 0, "free": int(ready["kv_blocks"])}, blocks
+    assert metric(server, "cachegate_engine_kv_blocks_used") == 0
+
+
 def test_engine_metrics_after_requests_pass_promtool(server):
     import subprocess
     from conftest import PROMTOOL
