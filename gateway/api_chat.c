@@ -1995,13 +1995,16 @@ static void batch_end(struct chat_req *c)
     const int ok = c->req && !c->err_status;
     for (int i = 0; i < c->nkids; i++) {
         struct chat_req *k = c->kids[i];
-        sum.prompt += k->got.prompt;
+        /* a prompt's n answers count it once, as OpenAI counts it (its blocks are computed
+         * once, the other answers take them from the prefix cache) */
+        const int first = c->n <= 1 || i % c->n == 0;
+        sum.prompt += first ? k->got.prompt : 0;
         sum.completion += k->got.completion;
-        sum.cached += k->got.cached;
+        sum.cached += first ? k->got.cached : 0;
         if (!c->refused) { /* what the engine spent, as for one request */
-            c->use.prompt += k->use.prompt;
+            c->use.prompt += first ? k->use.prompt : 0;
             c->use.completion += k->use.completion;
-            c->use.cached += k->use.cached;
+            c->use.cached += first ? k->use.cached : 0;
         }
         hits += k->use.hit == 1;
         if (ok && !c->stream && k->hit_id)

@@ -555,8 +555,10 @@ def test_n_answers_of_one_question(server):
     assert [ch.index for ch in r.choices] == [0, 1, 2]
     texts = [ch.message.content for ch in r.choices]
     assert all(texts) and len(set(texts)) > 1, texts
-    # usage: summed over the choices
-    assert r.usage.prompt_tokens % 3 == 0 and 3 <= r.usage.completion_tokens <= 36
+    # usage: the prompt once, as OpenAI counts it, and every choice's tokens
+    one = c.chat.completions.create(temperature=0, **kw)
+    assert r.usage.prompt_tokens == one.usage.prompt_tokens
+    assert 3 <= r.usage.completion_tokens <= 36
     greedy = c.chat.completions.create(n=2, temperature=0, **kw)
     assert greedy.choices[0].message.content == greedy.choices[1].message.content
     with client(server) as h:  # never answered from the caches
@@ -574,7 +576,7 @@ def test_n_answers_of_one_question(server):
             if x.finish_reason:
                 finishes[x.index] = x.finish_reason
         if ch.usage:
-            assert ch.usage.prompt_tokens == 2 * r.usage.prompt_tokens // 3
+            assert ch.usage.prompt_tokens == r.usage.prompt_tokens
     assert sorted(got) == [0, 1] and all(got.values()) and sorted(finishes) == [0, 1]
 
 
@@ -583,6 +585,10 @@ def test_n_answers_of_each_prompt_of_a_completion(server):
                                        temperature=1.0, max_tokens=6, seed=1)
     assert [ch.index for ch in r.choices] == [0, 1, 2, 3]
     assert all(ch.text for ch in r.choices)
+    # each prompt counted once, as for n = 1
+    one = sdk(server).completions.create(model=MODEL, prompt=["The sky is", "Water is"],
+                                         temperature=0, max_tokens=1)
+    assert r.usage.prompt_tokens == one.usage.prompt_tokens
 
 
 @pytest.mark.parametrize("body,status,param,code", [
