@@ -118,7 +118,8 @@ static void op_reply(struct gw_cq_item *item)
     struct admin_op *op = gw_cq_container(item, struct admin_op, item);
     if (!gw_req_gone(op->req)) {
         if (op->rc) {
-            gw_reply_error(op->req, 500, store_strerror(op->rc), NULL, NULL);
+            gw_reply_error(op->req, op->rc == STORE_EFULL ? 507 : 500, store_strerror(op->rc),
+                           NULL, NULL);
         } else if (op->dropped) {
             /* deleting a tenant deletes its entries too, so none of the import is kept */
             gw_reply_error(op->req, 404, "The tenant was deleted during the import; nothing "

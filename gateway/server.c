@@ -1077,10 +1077,10 @@ static void common_headers(struct gw_req *rc, struct evkeyvalq *h)
 }
 
 /* The reason phrase of a status this server sends that evhttp's own table lacks (its 4xx
- * end at 417), else NULL (evhttp's). */
+ * end at 417, its 5xx at 505), else NULL (evhttp's). */
 static const char *reason(int status)
 {
-    return status == 429 ? "Too Many Requests" : NULL;
+    return status == 429 ? "Too Many Requests" : status == 507 ? "Insufficient Storage" : NULL;
 }
 
 static void send_body(struct gw_req *rc, int status, const char *ctype, const char *body,

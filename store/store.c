@@ -39,6 +39,7 @@ const char *store_strerror(int rc)
     case STORE_EBUSY: return "the data directory is in use by another process";
     case STORE_ECLOSED: return "the store is closing";
     case STORE_EINDEX: return "vector index error";
+    case STORE_EFULL: return "the disk holding the data directory is full";
     }
     return "unknown error";
 }

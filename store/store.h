@@ -33,6 +33,7 @@
 #define STORE_EBUSY (-6)     /* the data directory is in use by another process */
 #define STORE_ECLOSED (-7)   /* the store is closing */
 #define STORE_EINDEX (-8)    /* the vector index failed */
+#define STORE_EFULL (-9)     /* the disk holding the data directory is full */
 
 const char *store_strerror(int rc);
 

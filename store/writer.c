@@ -792,7 +792,10 @@ static void run_batch(store *s, struct op *ops, int touches)
         rc = sqlite3_exec(s->wdb, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
     else
         rc = -1;
+    int err = STORE_OK; /* what the callbacks are told */
     if (rc) {
+        /* (a full disk said as such: an operator can act on it) */
+        err = !b.failed && sqlite3_errcode(s->wdb) == SQLITE_FULL ? STORE_EFULL : STORE_EIO;
         if (s->opt.on_error) {
             size_t n = 0;
             for (struct op *o = ops; o; o = o->next)
@@ -831,7 +834,7 @@ static void run_batch(store *s, struct op *ops, int touches)
     for (struct op *o = ops, *next; o; o = next) {
         next = o->next;
         if (o->done)
-            o->done(o->arg, rc ? STORE_EIO : STORE_OK, rc ? -1 : o->id);
+            o->done(o->arg, err, rc ? -1 : o->id);
         free(o);
     }
     free(b.ch);
