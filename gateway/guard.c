@@ -356,7 +356,8 @@ static const char qualifiers[] =
     "broken cheap budget luxury professional commercial private public international "
     "domestic online offline local remote single multiple all every each only just entire "
     "partial dark next former future previous last nautical square cubic metric imperial "
-    "fluid troy";
+    "fluid troy ascending descending alphabetical chronological reverse reversed worst "
+    "average";
 
 /* Words that join two things without ordering them. */
 static const char join_words[] = "and or vs versus nor";
@@ -429,6 +430,14 @@ static const char when_units[] = "year date day time century decade month era";
 static const char frame_nouns[] = "reason purpose meaning definition word term phrase concept "
                                   "process method kind type sort time times people person "
                                   "someone somebody ago";
+
+/* Adverbs of manner that set a task apart when added, unlike most in -ly ("quickly"): "center
+ * a div vertically", "sort a list alphabetically", "download it legally". */
+static const char manner_adverbs[] =
+    "vertically horizontally diagonally alphabetically numerically chronologically "
+    "recursively iteratively asynchronously synchronously concurrently manually "
+    "automatically permanently temporarily remotely wirelessly legally illegally "
+    "insensitively sensitively";
 
 /* Words in -ly that are adjectives, not adverbs: "early symptoms" narrows "symptoms",
  * "quickly" in "quickly boil an egg" does not narrow the egg. */
@@ -538,6 +547,7 @@ enum {
     K_PAST,
     K_NOW,
     K_LYADJ,
+    K_MANNER,
     K_FRAME,
     K_WHEN,
     K_HOWQTY,
@@ -643,6 +653,7 @@ static void lex_build(void)
     lex_add_words(past_aux, K_PAST, 0);
     lex_add_words(now_aux, K_NOW, 0);
     lex_add_words(ly_adjectives, K_LYADJ, 0);
+    lex_add_words(manner_adverbs, K_MANNER, 0);
     lex_add_words(frame_nouns, K_FRAME, 0);
     lex_add_words(when_units, K_WHEN, 0);
     lex_add_words(how_quantity, K_HOWQTY, 0);
@@ -2073,6 +2084,14 @@ static int how_differs(const side *a, const side *b)
 {
     if (!a->nt || !b->nt || !is_word(&a->t[0], "how")) return 0;
     const tok *y = &b->t[0];
+    /* an amount ("how many live there"), a way ("how can I use it") or reasons to do it
+     * ("why should I use it") is not what "why" asks ("why do so many live there"), but
+     * "how do I get hiccups" may be "why do I get hiccups" */
+    if (is_word(y, "why") && a->nt > 2 && b->nt > 1 &&
+        (word_is(&a->t[1], K_HOWQTY) || is_word(&a->t[1], "can") ||
+         is_word(&a->t[1], "should") || is_word(&b->t[1], "should") ||
+         is_word(&b->t[1], "would")))
+        return 1;
     if (is_word(y, "why") || is_word(y, "where") || is_word(y, "how") || !(y->flags & F_WH))
         return 0;
     if (a->nt > 1 && is_word(y, "when") && word_is(&a->t[1], K_HOWQTY)) return 0;
@@ -2306,13 +2325,22 @@ static int glued(const side *q, int j, const side *p)
 }
 
 /* Whether q->t[j] is a content word that p says nowhere, in no form, and that may narrow
- * q's question: adverbs in -ly ("quickly") and the nouns that frame a question ("the
- * reason cats purr") do not. */
+ * q's question: adverbs in -ly ("quickly") but those of manner, and the nouns that frame a
+ * question ("the reason cats purr", "the word ubiquitous") do not, but for what an answer
+ * is measured in ("in one word"). */
 static int added_word(const side *p, const side *q, int j)
 {
     const tok *t = &q->t[j];
     if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t)) return 0;
-    if (t->len > 4 && memcmp(t->s + t->len - 2, "ly", 2) == 0 && !word_is(t, K_LYADJ)) return 0;
+    if (t->len > 4 && memcmp(t->s + t->len - 2, "ly", 2) == 0 && !word_is(t, K_LYADJ) &&
+        !word_is(t, K_MANNER))
+        return 0;
+    if (word_is(t, K_FRAME) && word_is(t, K_FORMAT)) {
+        int k = j - 1;
+        while (k >= 0 && (q->t[k].flags & (F_DROP | F_NUM)))
+            k--;
+        if (k >= 0 && is_word(&q->t[k], "in")) return !glued(q, j, p);
+    }
     /* "how long ago" asks "when" */
     if (j > 0 && is_word(&q->t[j - 1], "how") && word_is(t, K_HOWQTY)) return 0;
     /* "Lake Baikal" names "Baikal" */
@@ -2375,6 +2403,9 @@ static int narrowing(const side *p, const side *q)
         /* "when it launched", "if I am pregnant": a clause of its own */
         for (int c = j - 1; c >= 0 && c >= j - 3 && (q->t[c].flags & F_STOP); c--)
             if (word_is(&q->t[c], K_SUBORD)) return j;
+        /* "vertically", "alphabetically": a manner the task is done in */
+        if (run_has(q, j, e, K_MANNER)) return j;
+
         if (run_has(q, j, e, K_DEIXIS) &&
             (run_has(q, j, e, K_TIMENOUN) || (next && word_is(next, K_TIMENOUN))))
             return j;
@@ -2669,6 +2700,38 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* Whether t is the comparative of adjective w in -er ("healthier" of "healthy", "safer" of
+ * "safe", "cheaper" of "cheap"). */
+static int comparative_of(const tok *t, const tok *w)
+{
+    const char *c = t->s, *a = w->s;
+    size_t n = t->len, m = w->len;
+    if (m < 3 || n < m + 1 || memcmp(c + n - 2, "er", 2)) return 0;
+    if (a[m - 1] == 'y') return n == m + 2 && !memcmp(c, a, m - 1) && c[m - 1] == 'i';
+    if (a[m - 1] == 'e') return n == m + 1 && !memcmp(c, a, m);
+    return n == m + 2 && !memcmp(c, a, m);
+}
+
+/* "less healthy" on one side where the other says "healthier": the comparison flipped
+ * ("which is healthier, brown or white rice" vs "which is less healthy"). */
+static int rule_less(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const side *x = pass ? b : a, *y = pass ? a : b;
+        for (int i = 0; i + 1 < x->nt; i++) {
+            if (!is_word(&x->t[i], "less") && !is_word(&x->t[i], "fewer")) continue;
+            for (int j = 0; j < y->nt; j++)
+                if (comparative_of(&y->t[j], &x->t[i + 1]) &&
+                    !(j > 0 && (is_word(&y->t[j - 1], "less") || is_word(&y->t[j - 1], "no")))) {
+                    say(why, whylen, "\"less %.*s\" vs \"%.*s\"", (int)x->t[i + 1].len,
+                        x->t[i + 1].s, (int)y->t[j].len, y->t[j].s);
+                    return 0;
+                }
+        }
+    }
+    return 1;
+}
+
 /* The guard with a choice of rules; the benchmark driver measures each one. */
 static int guard_check(const char *stored, size_t slen, const char *query, size_t qlen,
                        unsigned rules, char *why, size_t whylen)
@@ -2685,7 +2748,8 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
     if ((rules & R_NUM) && !rule_numbers(&a, &b, why, whylen)) return 0;
     if ((rules & R_NEG) && !rule_negation(&a, &b, why, whylen)) return 0;
     if ((rules & R_CONTRAST) &&
-        (!rule_contrast(&a, &b, why, whylen) || !rule_contrast(&b, &a, why, whylen)))
+        (!rule_contrast(&a, &b, why, whylen) || !rule_contrast(&b, &a, why, whylen) ||
+         !rule_less(&a, &b, why, whylen)))
         return 0;
     if ((rules & R_PREFIX) && !rule_prefix(&a, &b, why, whylen)) return 0;
     if ((rules & R_ENTITY) && !rule_entities(&a, &b, why, whylen)) return 0;

@@ -337,6 +337,49 @@ Test(guard, added_clauses_formats_and_measures)
          "How do I delete the first and last lines of a file?", "last");
     PASS("How much sleep does a teenager need?",
          "How many hours of sleep does a teenager need?");
+    /* "word" frames a question ("the word ubiquitous") but measures an answer after "in" */
+    VETO("What is the capital of France?", "What is the capital of France in one word?",
+         "word");
+    VETO("What is the capital of France?", "What is the capital of France? Answer in one word.",
+         "word");
+    PASS("What does the word ubiquitous mean?", "What does ubiquitous mean?");
+}
+
+/* An added manner, order or case sets the task apart; most adverbs in -ly do not */
+Test(guard, added_manner_order_and_case)
+{
+    VETO("How do I center a div in CSS?", "How do I center a div vertically in CSS?",
+         "vertically");
+    VETO("How do I sort a list in Python?", "How do I sort a list alphabetically in Python?",
+         "alphabetically");
+    VETO("How do I sort a list in Python?",
+         "How do I sort a list in descending order in Python?", "descending");
+    VETO("What is the time complexity of quicksort?",
+         "What is the worst-case time complexity of quicksort?", "worst");
+    VETO("What is the time complexity of quicksort?",
+         "What is the average time complexity of quicksort?", "average");
+    VETO("How do I traverse a binary tree?", "How do I traverse a binary tree recursively?",
+         "recursively");
+    VETO("How do I compare two strings in JavaScript?",
+         "How do I compare two strings case-insensitively in JavaScript?", NULL);
+    PASS("How do I quickly boil an egg?", "How do I boil an egg?");
+    PASS("How do I sort a list in Python?", "How can I sort a Python list?");
+}
+
+/* A comparison flipped by "less", and "why" against a "how" of amount, way or reasons */
+Test(guard, less_against_a_comparative_and_why_against_how)
+{
+    VETO("Which is healthier, brown rice or white rice?",
+         "Which is less healthy, brown rice or white rice?", "less healthy");
+    VETO("Is a train safer than a car?", "Is a train less safe than a car?", "less safe");
+    PASS("Which is healthier, brown rice or white rice?",
+         "Which is more healthy, brown rice or white rice?");
+    VETO("How many people live in Tokyo?", "Why do so many people live in Tokyo?", "why");
+    VETO("How do I use async/await in JavaScript?",
+         "Why should I use async/await in JavaScript?", "why");
+    VETO("How can I learn Rust?", "Why would I learn Rust?", "why");
+    PASS("How do I get hiccups?", "Why do I get hiccups?");
+    PASS("How come the sky is blue?", "Why is the sky blue?");
 }
 
 Test(guard, one_or_all_of_a_plural)
