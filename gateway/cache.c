@@ -11,6 +11,7 @@
 #include "tools.h"
 #include "tokenizer.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -652,6 +653,42 @@ struct span_vec {
     float *v; /* [dim]; NULL: none yet */
 };
 
+/* Whether a and b ask the same question first and then say other things, statements
+ * only ("Where is the meeting? It is on the roof this week." vs "... in the main hall
+ * ..."): facts given after the question change its answer as those before it do. Not
+ * when one only adds to the other ("Thanks."), which the guard reads. */
+static int facts_after(const char *a, size_t alen, const char *b, size_t blen)
+{
+    size_t p = 0;
+    while (p < alen && p < blen && a[p] == b[p])
+        p++;
+    size_t q = p;
+    while (q > 0 && a[q - 1] != '?')
+        q--;
+    if (!q || memchr(a + q, '?', alen - q) || memchr(b + q, '?', blen - q))
+        return 0;
+    for (int side = 0; side < 2; side++) { /* both go on with words of their own */
+        const char *t = side ? b : a;
+        size_t n = side ? blen : alen, i = q;
+        while (i < n && !isalnum((unsigned char)t[i]))
+            i++;
+        if (i == n)
+            return 0;
+    }
+    /* which differ by more than white space (code indented otherwise: the code rule's) */
+    size_t i = q, j = q;
+    for (;;) {
+        while (i < alen && isspace((unsigned char)a[i]))
+            i++;
+        while (j < blen && isspace((unsigned char)b[j]))
+            j++;
+        if (i == alen || j == blen)
+            return i != alen || j != blen;
+        if (a[i++] != b[j++])
+            return 1;
+    }
+}
+
 /* A similarity under the threshold as a miss reason writes it, 3 decimals cut rather than
  * rounded: 0.8296 below 0.83 reads 0.829, not 0.830 below 0.830. */
 static double below(double sim)
@@ -675,6 +712,10 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
     const int guard = c->cfg->cache_guard;
     char g[80];
     struct gw_core core;
+    if (facts_after(a, alen, b, blen)) {
+        snprintf(why, whylen, "the context differs after the same question");
+        return 0;
+    }
     if (!gw_guard_core(a, alen, b, blen, &core)) {
         if (guard && !gw_guard_compatible(a, alen, b, blen, g, sizeof g)) {
             snprintf(why, whylen, "guard: %s", g);
@@ -688,6 +729,7 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
         snprintf(why, whylen, "the context differs before the same question");
         return 0;
     }
+
     /* the cheap checks first: the code rule on the wholes, the guard on the sentences */
     if (guard && (!gw_guard_code_compatible(a, alen, b, blen, g, sizeof g) ||
                   !gw_guard_compatible(a + core.aoff, core.alen, b + core.boff, core.blen, g,

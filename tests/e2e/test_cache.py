@@ -369,6 +369,14 @@ def test_questions_over_one_retrieved_context_are_told_apart(server):
     import_lines(c, [(rag_prompt(news, q), "The flight was delayed.")])
     r = only_if_cached(c, rag_prompt(news.replace("delayed by", "cancelled because of"), q))
     assert r.status_code == 504, r.headers.get("X-Cache-Similarity")
+    # the question first, the facts after it: other facts are not served either
+    import_lines(c, [("Where is the team meeting? It is on the rooftop terrace this week.",
+                      "On the rooftop terrace.")])
+    r = only_if_cached(c, "Where is the team meeting? It is in the main hall this week.")
+    assert r.status_code == 504, r.headers.get("X-Cache-Similarity")
+    assert r.headers["X-Cache-Miss-Reason"] == "the context differs after the same question"
+    r = only_if_cached(c, "Where's the team meeting? It is on the rooftop terrace this week.")
+    assert r.status_code == 200, r.headers.get("X-Cache-Miss-Reason")
 
 
 LIBRARY = (
