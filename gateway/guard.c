@@ -33,9 +33,9 @@ static const char *const contrast_groups[] = {
     "permit forbid", "approve reject", "approve deny", "include exclude", "insert delete",
     "create delete", "create destroy", "build destroy", "attach detach", "connect disconnect",
     "link unlink", "subscribe unsubscribe", "follow unfollow", "like dislike", "agree disagree",
-    "appear disappear", "arrive depart", "arrive leave", "win lose", "gain lose",
-    "save spend", "borrow lend", "rise fall", "raise lower", "expand collapse", "expand shrink",
-    "grow shrink", "inhale exhale", "freeze thaw", "freeze melt", "boil freeze", "heat cool",
+    "appear disappear", "arrive depart", "arrive leave", "win lose", "won lost", "wins loses",
+    "winning losing", "gain lose", "save spend", "borrow lend", "rise fall", "raise lower",
+    "expand collapse", "expand shrink", "grow shrink", "inhale exhale", "freeze thaw", "freeze melt", "boil freeze", "heat cool",
     "warm cool", "maximize minimize", "show hide", "hide reveal", "hide unhide", "pack unpack",
     "wrap unwrap", "mute unmute", "block unblock", "ban unban", "pin unpin",
     "archive unarchive", "merge split", "join leave", "join split", "enter exit", "enter leave",
@@ -1140,6 +1140,19 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
     }
 }
 
+/* Whether a number word or numeral is an ordinal: "first", "second", "third", "fifth",
+ * "twentieth", "3rd", "21st". */
+static int ordinal(const tok *t)
+{
+    if (t->len >= 3 && is_digit((unsigned char)t->s[t->len - 3]))
+        return !memcmp(t->s + t->len - 2, "st", 2) || !memcmp(t->s + t->len - 2, "nd", 2) ||
+               !memcmp(t->s + t->len - 2, "rd", 2) || !memcmp(t->s + t->len - 2, "th", 2);
+    return (t->len == 5 && !memcmp(t->s, "first", 5)) ||
+           (t->len == 6 && !memcmp(t->s, "second", 6)) ||
+           (t->len == 5 && !memcmp(t->s, "third", 5)) ||
+           (t->len > 3 && !memcmp(t->s + t->len - 2, "th", 2));
+}
+
 /* Collects numbers: numerals, number words ("twenty-five", "two hundred", "a dozen"),
  * ordinals ("2nd", "second"), digits inside words ("K2", "IPv6", "100km"). */
 static void collect_numbers(side *sd)
@@ -1147,6 +1160,13 @@ static void collect_numbers(side *sd)
     for (int i = 0; i < sd->nt; i++) {
         tok *t = &sd->t[i];
         if (t->num >= 0) continue;
+        /* "one" after an ordinal is a pronoun: "the second one" is 2, "the 3rd one" 3 */
+        if (i > 0 && (sd->t[i - 1].flags & F_NUM) && ordinal(&sd->t[i - 1]) &&
+            ((t->len == 3 && !memcmp(t->s, "one", 3)) ||
+             (t->len == 4 && !memcmp(t->s, "ones", 4)))) {
+            t->flags &= (uint16_t)~F_NUM;
+            continue;
+        }
         int nw = t->lex >= 0 ? lex_num(t->lex) : -1;
         if (nw < 0) {
             int e = lex_find(t->s, t->len);
@@ -1188,6 +1208,7 @@ static void collect_numbers(side *sd)
                 u->num = (int16_t)sd->nnum;
                 words++;
                 j++;
+                if (ordinal(u)) break; /* an ordinal ends its number */
             }
             if (frac) {
                 t->flags |= F_NUM;

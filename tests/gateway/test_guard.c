@@ -382,6 +382,17 @@ Test(guard, less_against_a_comparative_and_why_against_how)
     PASS("How come the sky is blue?", "Why is the sky blue?");
 }
 
+/* "one" after an ordinal is a pronoun; a past form's opposite is one beside another change */
+Test(guard, ordinals_with_one_and_past_opposites)
+{
+    PASS("I'll take the second one.", "I'll take the second.");
+    PASS("I'll take the 3rd one.", "I'll take the third one.");
+    VETO("I'll take the second one.", "I'll take the third.", "numbers differ");
+    VETO("I'll take the 3rd one.", "I'll take the second one.", "numbers differ");
+    VETO("Who won the 2018 FIFA World Cup?", "Who lost the 2018 FIFA World Cup final?",
+         "won vs lost");
+}
+
 Test(guard, one_or_all_of_a_plural)
 {
     VETO("How do I delete a branch in git?", "How do I delete all branches in git?", "scope");
