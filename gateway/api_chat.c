@@ -171,6 +171,7 @@ static void chat_error(struct chat_req *c, int status, const char *msg, const ch
 
 struct parsed {
     const char *param; /* on error */
+    const char *code;  /* on error, when it has one */
     char msg[256];
 };
 
@@ -351,6 +352,24 @@ static int parse_common(json_t *b, const struct gw_config *cfg, struct chat_req 
 
 /* The prompt's token ids for a chat request whose messages gw_messages_check() took (in
  * handle(), before the caches). */
+/* Whether text of `bytes` bytes takes more tokens than the model's context holds, known
+ * without tokenizing it (no token stands for more than tok_decode_max() bytes): a prompt
+ * of megabytes is refused at once rather than tokenized on the event loop, which held
+ * every other client meanwhile. Then p says so (param what). */
+static int surely_too_long(const struct gw_llm *llm, size_t bytes, struct parsed *p,
+                           const char *what)
+{
+    const size_t per = tok_decode_max(llm->v), least = per ? bytes / per : 0;
+    if (least < (size_t)llm->max_model_len)
+        return 0;
+    snprintf(p->msg, sizeof p->msg, "This model's maximum context length is %d tokens; the "
+             "%s take at least %zu (%zu bytes). Shorten the %s.", llm->max_model_len, what,
+             least, bytes, what);
+    p->param = what;
+    p->code = "context_length_exceeded";
+    return 1;
+}
+
 static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct parsed *p)
 {
     json_t *msgs = json_object_get(b, "messages");
@@ -424,6 +443,11 @@ static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct par
         }
     }
     const struct gw_llm *llm = gw_server_llm(srv);
+    size_t bytes = 0;
+    for (size_t i = 0; i < k; i++)
+        bytes += m[i].len;
+    if (surely_too_long(llm, bytes, p, c->resp ? "input" : "messages"))
+        goto out;
     struct eng_chat_prompt cp;
     if (eng_chat_render(llm->fmt, m, (int)k, 1, llm->default_system, &cp)) {
         bad(p, "messages", "The conversation cannot be rendered for this model.");
@@ -525,6 +549,8 @@ static int completion_prompt(gw_server *srv, json_t *b, struct chat_req *c, stru
         return prompt_ids(llm, pr, c, p);
     if (!json_is_string(pr) || json_string_length(pr) == 0)
         return bad(p, "prompt", "prompt must be a non-empty string or an array of token ids.");
+    if (surely_too_long(llm, json_string_length(pr), p, "prompt"))
+        return -1;
     struct eng_chat_prompt raw = {.text = (char *)json_string_value(pr),
                                   .len = json_string_length(pr)};
     struct eng_chat_segment seg = {0, raw.len, 0};
@@ -1805,7 +1831,7 @@ static void handle(struct gw_req *r, int chat, int resp)
         goto out;
     }
     if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p)) {
-        chat_error(c, 400, p.msg, param_of(c, p.param), NULL);
+        chat_error(c, 400, p.msg, param_of(c, p.param), p.code);
         goto out;
     }
     if (context_exceeded(gw_server_llm(srv), c, &p)) {
@@ -2148,7 +2174,7 @@ static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
                      * none from the caches, nor stored */
         k->job.params.sampling.seed += (uint64_t)(i % c->n);
         return (c->chat ? chat_prompt(srv, kb, k, p) : completion_prompt(srv, kb, k, p))
-                   ? (p->param ? KID_BAD : KID_OOM)
+                   ? (p->code ? KID_LONG : p->param ? KID_BAD : KID_OOM)
                    : context_exceeded(c->llm, k, p) ? KID_LONG
                                                     : 0;
     }
@@ -2168,7 +2194,7 @@ static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
         return h->answer_len && k->len != h->answer_len ? KID_OOM : 0;
     }
     if (completion_prompt(srv, kb, k, p))
-        return p->param ? KID_BAD : KID_OOM;
+        return p->code ? KID_LONG : p->param ? KID_BAD : KID_OOM;
     return context_exceeded(c->llm, k, p) ? KID_LONG : 0;
 }
 

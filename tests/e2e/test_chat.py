@@ -524,6 +524,18 @@ def test_context_length_is_checked_before_the_engine(make_server):
         assert r.json()["error"]["code"] == "context_length_exceeded"
     with pytest.raises(openai.BadRequestError):
         list(ask(sdk(server), long, stream=True))
+    # megabytes are refused by their length, without being tokenized (which held every
+    # other client for seconds)
+    huge = "x" * 4_000_000
+    with client(server) as c:
+        r = c.post("/v1/chat/completions", json={
+            "model": MODEL, "messages": [{"role": "user", "content": huge}]})
+        err = r.json()["error"]
+        assert err["code"] == "context_length_exceeded" and "at least" in err["message"], err
+        assert err["param"] == "messages"
+        r = c.post("/v1/completions", json={"model": MODEL, "prompt": huge})
+        err = r.json()["error"]
+        assert err["code"] == "context_length_exceeded" and "at least" in err["message"], err
     end = special_ids()[2]
     r = ask(sdk(server), "Count from 1 to 100.", logit_bias={str(end): -100})
     assert r.choices[0].finish_reason == "length"
