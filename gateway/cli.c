@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -494,6 +495,15 @@ int gw_cli_key(int argc, char **argv)
         if (gw_key_make(st, id, key, sizeof key, prefix, sizeof prefix))
             goto fail;
         puts(key); /* shown once: only its hash is kept */
+        memset(key, 0, sizeof key);
+        if (fflush(stdout) || ferror(stdout)) { /* nobody saw it: it must not stay live */
+            int e = errno;
+            int vrc = store_key_revoke(st, prefix);
+            fprintf(stderr, "cachegate: cannot write the key to the output (%s); key %s... %s\n",
+                    strerror(e ? e : EIO), prefix,
+                    vrc ? "is live: revoke it" : "was revoked");
+            goto out;
+        }
         fprintf(stderr, "key %s... created for tenant '%s'; it is not shown again\n", prefix,
                 ops[0]);
     } else if (!strcmp(verb, "list") && nops == 1) {
@@ -519,6 +529,15 @@ int gw_cli_key(int argc, char **argv)
         /* the prefix a list shows, or the whole key (its first 12 characters are the prefix) */
         char prefix[16];
         snprintf(prefix, sizeof prefix, "%.12s", ops[0]);
+        int64_t owner;
+        uint8_t sha[32];
+        SHA256((const unsigned char *)ops[0], strlen(ops[0]), sha);
+        if (strlen(ops[0]) == 51 && store_key_lookup(st, sha, &owner) != STORE_OK) {
+            /* a whole key is the key itself, not any key of its prefix */
+            fprintf(stderr, "cachegate: no live key is '%.12s...' (a whole key given)\n",
+                    ops[0]);
+            goto out;
+        }
         int src = store_key_revoke(st, strlen(ops[0]) == 51 ? prefix : ops[0]);
         if (src == STORE_ENOTFOUND) {
             fprintf(stderr, "cachegate: no live key with prefix '%s'\n", ops[0]);

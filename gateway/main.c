@@ -590,12 +590,19 @@ int main(int argc, char **argv)
         return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "cache"))
         return gw_cli_cache(argc - 1, argv + 1);
-    if (!strcmp(cmd, "tenant"))
-        return gw_cli_tenant(argc - 1, argv + 1);
-    if (!strcmp(cmd, "key"))
-        return gw_cli_key(argc - 1, argv + 1);
-    if (!strcmp(cmd, "usage"))
-        return gw_cli_usage(argc - 1, argv + 1);
+    /* (what they print is the operator's record: lost, it is an error) */
+    if (!strcmp(cmd, "tenant")) {
+        int rc = gw_cli_tenant(argc - 1, argv + 1);
+        return rc ? rc : stdout_done("tenant", 0);
+    }
+    if (!strcmp(cmd, "key")) {
+        int rc = gw_cli_key(argc - 1, argv + 1);
+        return rc ? rc : stdout_done("key", 0);
+    }
+    if (!strcmp(cmd, "usage")) {
+        int rc = gw_cli_usage(argc - 1, argv + 1);
+        return rc ? rc : stdout_done("usage", 0);
+    }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("cachegate %s\n", GW_VERSION);
         return 0;

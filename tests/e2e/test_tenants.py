@@ -533,6 +533,21 @@ def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
     listed = cli("key", "list", "cli-t").stdout
     assert key[:12] in listed and key not in listed
     assert "cli-t" in cli("tenant", "list").stdout
+    # a key that cannot be written out is nobody's: revoked, and a failure
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([str(BIN), "key", "create", "cli-t", "--data-dir",
+                            str(server.data_dir), "--config", str(server.conf)], cwd=ROOT,
+                           stdout=full, stderr=subprocess.PIPE, text=True)
+        assert p.returncode == 1 and "was revoked" in p.stderr, p.stderr
+        p = subprocess.run([str(BIN), "tenant", "list", "--data-dir", str(server.data_dir),
+                            "--config", str(server.conf)], cwd=ROOT, stdout=full,
+                           stderr=subprocess.PIPE, text=True)
+        assert p.returncode == 1 and "cannot write the output" in p.stderr, p.stderr
+    live = [l for l in cli("key", "list", "cli-t").stdout.splitlines()[1:] if l.endswith("-")]
+    assert len(live) == 1 and live[0].startswith(key[:12]), live
+    # a whole key must be the key: another of the same prefix revokes nothing
+    p = cli("key", "revoke", key[:12] + "0" * 39)
+    assert p.returncode == 1 and "no live key" in p.stderr, p.stderr
     p = cli("key", "revoke", key)  # the whole key, or its prefix
     assert p.returncode == 0 and key[:12] in p.stdout and key not in p.stdout
     time.sleep(1.2)
