@@ -75,7 +75,10 @@ static json_t *load_json(const char *dir, const char *name, int required, char *
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
     if (!j) {
-        snprintf(err, errlen, "%s: %s (line %d)", path, je.text, je.line);
+        if (je.line > 0)
+            snprintf(err, errlen, "%s: %s (line %d)", path, je.text, je.line);
+        else /* (not read at all: a missing or unreadable file) */
+            snprintf(err, errlen, "%s: %s", path, je.text);
         *rc = access(path, R_OK) == 0 ? EMB_EFORMAT : EMB_EIO;
     } else if (!json_is_object(j)) {
         snprintf(err, errlen, "%s: not a JSON object", path);

@@ -10,6 +10,8 @@
  */
 #include "http_impl.h"
 
+#include "oai.h"
+
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +172,12 @@ void gw_handle_embeddings(struct gw_req *r)
     if (!body)
         return;
     char msg[512];
+    const char *unknown = oai_unknown_param(body, OAI_EMBEDDINGS, NULL);
+    if (unknown) {
+        snprintf(msg, sizeof msg, "Unrecognized request argument supplied: %.200s", unknown);
+        gw_reply_error(r, 400, msg, unknown, NULL);
+        goto out;
+    }
     json_t *model = json_object_get(body, "model");
     if (!json_is_string(model)) {
         gw_reply_error(r, 400, "You must provide a model parameter (a string).", "model", NULL);

@@ -313,7 +313,7 @@ static void on_progress(void *ud, double f)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     double el = (double)(t.tv_sec - p->t0.tv_sec) + (double)(t.tv_nsec - p->t0.tv_nsec) / 1e9;
-    if (el < 1.0 && !p->shown)
+    if ((el < 1.0 && !p->shown) || !isatty(STDERR_FILENO)) /* (frames fill a log file) */
         return;
     int w = 30, k = (int)(f * w + 0.5);
     fprintf(stderr, "\rloading model [%.*s%.*s] %3d%%", k, "##############################",

@@ -422,14 +422,19 @@ static const char *const responses_params[] = {
     "service_tier", "stop", "store", "stream", "stream_options", "temperature", "text",
     "tool_choice", "tools", "top_k", "top_logprobs", "top_p", "truncation", "user"};
 
+static const char *const embeddings_params[] = {"dimensions", "encoding_format", "input",
+                                                 "model", "user"};
+
 const char *oai_unknown_param(json_t *b, enum oai_route route, const char *also)
 {
     const char *const *known = route == OAI_CHAT         ? chat_params
                                : route == OAI_COMPLETION ? completion_params
-                                                         : responses_params;
+                               : route == OAI_RESPONSES  ? responses_params
+                                                         : embeddings_params;
     size_t n = route == OAI_CHAT         ? sizeof chat_params / sizeof *chat_params
                : route == OAI_COMPLETION ? sizeof completion_params / sizeof *completion_params
-                                         : sizeof responses_params / sizeof *responses_params;
+               : route == OAI_RESPONSES  ? sizeof responses_params / sizeof *responses_params
+                                         : sizeof embeddings_params / sizeof *embeddings_params;
     const char *key;
     json_t *v;
     json_object_foreach(b, key, v)
