@@ -406,8 +406,12 @@ int gw_cli_tenant(int argc, char **argv)
         int src = store_tenant_create(st, ops[0], &id);
         if (src == STORE_EEXIST || src == STORE_EINVAL) {
             fprintf(stderr, "cachegate: %s\n",
-                    src == STORE_EEXIST ? "a tenant of that name exists"
-                                        : "a tenant name is 1-63 letters, digits, '-', '_', '.'");
+                    src == STORE_EEXIST          ? "a tenant of that name exists"
+                    : !strcmp(ops[0], "other") ? "the name other is reserved: it is the "
+                                                 "metrics label of the tenants past "
+                                                 "metrics_max_tenants"
+                                               : "a tenant name is 1-63 letters, digits, '-', "
+                                                 "'_', '.'");
             rc = src == STORE_EINVAL ? 2 : 1;
             goto out;
         }

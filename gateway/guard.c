@@ -1118,6 +1118,23 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
     if (nup == 1 && upfirst == 1 && !(flags & F_INITIAL)) flags |= F_CAP;
     if (ndig) flags |= F_NUM;
 
+    /* WWI, WWII, WW1, WW2: read as "World War I" and "World War II" are */
+    int war = base == 3 && (!memcmp(word, "wwi", 3) || !memcmp(word, "ww1", 3))    ? 1
+              : (base == 4 && !memcmp(word, "wwii", 4)) || (base == 3 && !memcmp(word, "ww2", 3))
+                  ? 2
+                  : 0;
+    if (war) {
+        const uint16_t keep = flags & (F_INITIAL | F_QUOTED);
+        static const char *const parts[] = {"world", "war", "1", "2"};
+        for (int i = 0; i < 3; i++) {
+            const char *w = i < 2 ? parts[i] : parts[1 + war];
+            tok *t = push_tok(sd, w, strlen(w),
+                              (uint16_t)(keep | (i < 2 ? F_CAP | F_UPFIRST : F_NUM)));
+            if (t) classify(sd, t);
+        }
+        return;
+    }
+
     if (base > 0) {
         tok *t = push_tok(sd, word, base, flags);
         if (!t) return;

@@ -517,6 +517,8 @@ def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
     # a bad argument is a usage error (2); a name taken is a failure (1)
     assert cli("tenant", "create", "bad", '{"nonsense": 1}').returncode == 2
     assert cli("tenant", "create", "a b").returncode == 2
+    p = cli("tenant", "create", "other")
+    assert p.returncode == 2 and "the name other is reserved" in p.stderr, p.stderr
     assert cli("tenant", "set", "cli-t", "notjson").returncode == 2
     # an empty policy (an unset shell variable) would have erased every limit
     p = cli("tenant", "set", "cli-t", "")

@@ -391,6 +391,10 @@ Test(guard, ordinals_with_one_and_past_opposites)
     VETO("I'll take the 3rd one.", "I'll take the second one.", "numbers differ");
     VETO("Who won the 2018 FIFA World Cup?", "Who lost the 2018 FIFA World Cup final?",
          "won vs lost");
+    /* WWII, WW1: World War II and I */
+    PASS("When did World War II end?", "What year did WWII come to an end?");
+    PASS("What caused World War I?", "What caused WW1?");
+    VETO("When did World War I end?", "When did WWII end?", "numbers differ");
 }
 
 Test(guard, one_or_all_of_a_plural)
