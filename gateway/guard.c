@@ -2158,6 +2158,21 @@ static int how_asks(const side *sd)
     return 0;
 }
 
+/* Whether a word is a unit a measure is counted in ("how many feet tall", "how many square
+ * miles"). */
+static int measure_unit(const tok *t)
+{
+    static const char units[] =
+        " feet foot meters metres meter metre miles mile kilometers kilometres km inches inch "
+        "centimeters centimetres cm millimeters mm yards yard square cubic acres acre hectares "
+        "pounds pound lbs kilograms kilos kg grams ounces oz tons tonnes liters litres gallons "
+        "degrees stories storeys calories ";
+    char w[40];
+    if ((size_t)t->len + 3 > sizeof w) return 0;
+    snprintf(w, sizeof w, " %.*s ", (int)t->len, t->s);
+    return strstr(units, w) != NULL;
+}
+
 /* Whether "how x" and "how y" both ask for an amount or a measure, one that could be another
  * (an amount of money is how big a fund is: "much" and "many" are no measure's opposite). */
 static int how_measures(const tok *x, const tok *y)
@@ -2228,6 +2243,21 @@ static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
         say(why, whylen, "question differs: how %.*s vs how %.*s", (int)a->t[1].len,
             a->t[1].s, (int)b->t[1].len, b->t[1].s);
         return 0; /* "how long does it take" and "how much does it cost" */
+    }
+    /* "how tall is the tower" vs "how many levels does the tower have": a measure of the
+     * thing against a count of something else (not of its units: "how many feet tall") */
+    for (int pass = 0; x && y && pass < 2; pass++) {
+        const side *m = pass ? b : a, *c = pass ? a : b;
+        if (m->nt > 2 && c->nt > 2 && is_word(&m->t[0], "how") && is_word(&c->t[0], "how") &&
+            (word_is(&m->t[1], K_HOWDIM) || word_is(&m->t[1], K_HOWQTY)) &&
+            !is_word(&m->t[1], "many") && !is_word(&m->t[1], "much") &&
+            (m->t[2].flags & F_STOP) && is_word(&c->t[1], "many") &&
+            !(c->t[2].flags & (F_STOP | F_NUM)) && !how_asks(c) && !measure_unit(&c->t[2]) &&
+            !side_has_like(m, &c->t[2])) {
+            say(why, whylen, "question differs: how %.*s vs how many %.*s", (int)m->t[1].len,
+                m->t[1].s, (int)c->t[2].len, c->t[2].s);
+            return 0;
+        }
     }
     if (!x || !y || !(x->flags & F_WH) || !(y->flags & F_WH) || tok_eq(x, y)) return 1;
     if ((is_word(x, "how") && !how_differs(a, b)) || (is_word(y, "how") && !how_differs(b, a)))

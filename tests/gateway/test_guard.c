@@ -380,6 +380,13 @@ Test(guard, less_against_a_comparative_and_why_against_how)
     VETO("How can I learn Rust?", "Why would I learn Rust?", "why");
     PASS("How do I get hiccups?", "Why do I get hiccups?");
     PASS("How come the sky is blue?", "Why is the sky blue?");
+    /* a measure of the thing against a count of something else, not of its units */
+    VETO("How tall is the Eiffel Tower?", "How many levels does the Eiffel Tower have?",
+         "how tall vs how many");
+    VETO("How big is Tokyo?", "How many people live in Tokyo?", "how big vs how many");
+    PASS("How tall is he?", "How many feet tall is he?");
+    PASS("How big is Texas?", "How many square miles is Texas?");
+    PASS("How far is the moon?", "How many miles away is the moon?");
 }
 
 /* "one" after an ordinal is a pronoun; a past form's opposite is one beside another change */
