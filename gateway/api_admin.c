@@ -379,7 +379,7 @@ static void reply_store_error(struct gw_req *r, int rc, const char *what)
         gw_reply_error(r, 400, "A tenant name is 1-63 letters, digits, '-', '_' or '.'.", "name",
                        NULL);
     else
-        gw_reply_error(r, 500, store_strerror(rc), NULL, NULL);
+        gw_reply_error(r, rc == STORE_EFULL ? 507 : 500, store_strerror(rc), NULL, NULL);
 }
 
 /* The admin key's check and the query string's parameters (cleared by the caller). */
