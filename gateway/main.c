@@ -380,8 +380,15 @@ static int cmd_generate(int argc, char **argv)
         case 'c': config = optarg; break;
         case 'm': model = optarg; break;
         case 'C': chat = 1; break;
-        case 's': system = optarg; break;
-        case 'p': prompt = optarg; break;
+        case 's':
+        case 'p':
+            if (ch == 'p' ? prompt : system) { /* (the first would be lost without a word) */
+                fprintf(stderr, "cachegate generate: --%s is given twice\n",
+                        ch == 'p' ? "prompt" : "system");
+                return 2;
+            }
+            *(ch == 'p' ? &prompt : &system) = optarg;
+            break;
         case 'n': if (int_arg(optarg, 0, 1 << 20, &gp.max_tokens)) goto bad; break;
         case 't':
             gp.sampling.temperature = strtof(optarg, &end);

@@ -77,7 +77,9 @@ def test_bad_arguments_are_usage_errors():
                         (("--temperature", ""), "bad value ''"),
                         (("--top-p", ""), "bad value ''"),
                         (("--top-p", "1.5"), "top-p in [0, 1]"),
-                        (("unquoted",), "unexpected argument 'unquoted'")):
+                        (("unquoted",), "unexpected argument 'unquoted'"),
+                        (("--prompt", "again"), "--prompt is given twice"),
+                        (("--chat", "--system", "a", "--system", "b"), "--system is given twice")):
         r = generate(*base, *extra)
         assert r.returncode == 2 and says in r.stderr, (extra, r.stderr)
 
