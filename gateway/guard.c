@@ -432,6 +432,14 @@ static const char frame_nouns[] = "reason purpose meaning definition word term p
                                   "process method kind type sort time times people person "
                                   "someone somebody ago";
 
+/* Units a measure is counted in: "how many feet tall" asks "how tall", "how many square
+ * miles" "how big". */
+static const char measure_units[] =
+    "feet foot meters metres meter metre miles mile kilometers kilometres km inches inch "
+    "centimeters centimetres cm millimeters mm yards yard square cubic acres acre hectares "
+    "pounds pound lbs kilograms kilos kg grams ounces oz tons tonnes liters litres gallons "
+    "degrees stories storeys calories";
+
 /* Adverbs of manner that set a task apart when added, unlike most in -ly ("quickly"): "center
  * a div vertically", "sort a list alphabetically", "download it legally". */
 static const char manner_adverbs[] =
@@ -549,6 +557,7 @@ enum {
     K_NOW,
     K_LYADJ,
     K_MANNER,
+    K_UNIT,
     K_FRAME,
     K_WHEN,
     K_HOWQTY,
@@ -655,6 +664,7 @@ static void lex_build(void)
     lex_add_words(now_aux, K_NOW, 0);
     lex_add_words(ly_adjectives, K_LYADJ, 0);
     lex_add_words(manner_adverbs, K_MANNER, 0);
+    lex_add_words(measure_units, K_UNIT, 0);
     lex_add_words(frame_nouns, K_FRAME, 0);
     lex_add_words(when_units, K_WHEN, 0);
     lex_add_words(how_quantity, K_HOWQTY, 0);
@@ -2158,21 +2168,6 @@ static int how_asks(const side *sd)
     return 0;
 }
 
-/* Whether a word is a unit a measure is counted in ("how many feet tall", "how many square
- * miles"). */
-static int measure_unit(const tok *t)
-{
-    static const char units[] =
-        " feet foot meters metres meter metre miles mile kilometers kilometres km inches inch "
-        "centimeters centimetres cm millimeters mm yards yard square cubic acres acre hectares "
-        "pounds pound lbs kilograms kilos kg grams ounces oz tons tonnes liters litres gallons "
-        "degrees stories storeys calories ";
-    char w[40];
-    if ((size_t)t->len + 3 > sizeof w) return 0;
-    snprintf(w, sizeof w, " %.*s ", (int)t->len, t->s);
-    return strstr(units, w) != NULL;
-}
-
 /* Whether "how x" and "how y" both ask for an amount or a measure, one that could be another
  * (an amount of money is how big a fund is: "much" and "many" are no measure's opposite). */
 static int how_measures(const tok *x, const tok *y)
@@ -2252,7 +2247,7 @@ static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
             (word_is(&m->t[1], K_HOWDIM) || word_is(&m->t[1], K_HOWQTY)) &&
             !is_word(&m->t[1], "many") && !is_word(&m->t[1], "much") &&
             (m->t[2].flags & F_STOP) && is_word(&c->t[1], "many") &&
-            !(c->t[2].flags & (F_STOP | F_NUM)) && !how_asks(c) && !measure_unit(&c->t[2]) &&
+            !(c->t[2].flags & (F_STOP | F_NUM)) && !how_asks(c) && !word_is(&c->t[2], K_UNIT) &&
             !side_has_like(m, &c->t[2])) {
             say(why, whylen, "question differs: how %.*s vs how many %.*s", (int)m->t[1].len,
                 m->t[1].s, (int)c->t[2].len, c->t[2].s);

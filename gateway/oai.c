@@ -427,14 +427,17 @@ static const char *const embeddings_params[] = {"dimensions", "encoding_format",
 
 const char *oai_unknown_param(json_t *b, enum oai_route route, const char *also)
 {
-    const char *const *known = route == OAI_CHAT         ? chat_params
-                               : route == OAI_COMPLETION ? completion_params
-                               : route == OAI_RESPONSES  ? responses_params
-                                                         : embeddings_params;
-    size_t n = route == OAI_CHAT         ? sizeof chat_params / sizeof *chat_params
-               : route == OAI_COMPLETION ? sizeof completion_params / sizeof *completion_params
-               : route == OAI_RESPONSES  ? sizeof responses_params / sizeof *responses_params
-                                         : sizeof embeddings_params / sizeof *embeddings_params;
+#define ROUTE(list) {list, sizeof list / sizeof *list}
+    static const struct {
+        const char *const *known;
+        size_t n;
+    } routes[] = {[OAI_CHAT] = ROUTE(chat_params),
+                  [OAI_COMPLETION] = ROUTE(completion_params),
+                  [OAI_RESPONSES] = ROUTE(responses_params),
+                  [OAI_EMBEDDINGS] = ROUTE(embeddings_params)};
+#undef ROUTE
+    const char *const *known = routes[route].known;
+    const size_t n = routes[route].n;
     const char *key;
     json_t *v;
     json_object_foreach(b, key, v)
