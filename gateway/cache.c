@@ -710,6 +710,7 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
     const char *a = h->query, *b = s->key->query;
     size_t alen = h->query_len, blen = s->key->query_len;
     const int guard = c->cfg->cache_guard;
+    const double strict = c->cfg->cache_guard_strict_below;
     char g[80];
     struct gw_core core;
     if (facts_after(a, alen, b, blen)) {
@@ -717,7 +718,9 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
         return 0;
     }
     if (!gw_guard_core(a, alen, b, blen, &core)) {
-        if (guard && !gw_guard_compatible(a, alen, b, blen, g, sizeof g)) {
+        if (guard && (!gw_guard_compatible(a, alen, b, blen, g, sizeof g) ||
+                      (h->similarity < strict &&
+                       !gw_guard_close_call(a, alen, b, blen, g, sizeof g)))) {
             snprintf(why, whylen, "guard: %s", g);
             return 0;
         }
@@ -761,6 +764,11 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
         snprintf(why, whylen, rc ? "the differing sentences could not be embedded"
                                  : "the differing sentences: similarity %.3f below %.3f",
                  below(sim), s->threshold);
+        return 0;
+    }
+    if (guard && sim < strict &&
+        !gw_guard_close_call(a + core.aoff, core.alen, b + core.boff, core.blen, g, sizeof g)) {
+        snprintf(why, whylen, "guard: %s", g);
         return 0;
     }
     h->similarity = (float)sim; /* what the threshold was held to, as a hit reports it */

@@ -446,7 +446,12 @@ static const char manner_adverbs[] =
     "vertically horizontally diagonally alphabetically numerically chronologically "
     "recursively iteratively asynchronously synchronously concurrently manually "
     "automatically permanently temporarily remotely wirelessly legally illegally "
-    "insensitively sensitively";
+    "insensitively sensitively securely";
+
+/* Words a reworded question adds around what it asks, narrowing nothing ("I was wondering",
+ * "walk me through", "the process for", "start investing", "check which version"). */
+static const char rephrase_words[] =
+    "wondering wonder share walk process procedure method start begin check";
 
 /* Words in -ly that are adjectives, not adverbs: "early symptoms" narrows "symptoms",
  * "quickly" in "quickly boil an egg" does not narrow the egg. */
@@ -557,6 +562,7 @@ enum {
     K_NOW,
     K_LYADJ,
     K_MANNER,
+    K_REPHRASE,
     K_UNIT,
     K_FRAME,
     K_WHEN,
@@ -664,6 +670,7 @@ static void lex_build(void)
     lex_add_words(now_aux, K_NOW, 0);
     lex_add_words(ly_adjectives, K_LYADJ, 0);
     lex_add_words(manner_adverbs, K_MANNER, 0);
+    lex_add_words(rephrase_words, K_REPHRASE, 0);
     lex_add_words(measure_units, K_UNIT, 0);
     lex_add_words(frame_nouns, K_FRAME, 0);
     lex_add_words(when_units, K_WHEN, 0);
@@ -2796,19 +2803,27 @@ static int rule_less(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* Both texts tokenized (NULL reads as empty); 0, saying so, when either is too long. */
+static int read_pair(side *a, side *b, const char *stored, size_t slen, const char *query,
+                     size_t qlen, char *why, size_t whylen)
+{
+    pthread_once(&lex_once, lex_build);
+    say(why, whylen, "%s", "");
+    tokenize(a, stored ? stored : "", stored ? slen : 0);
+    tokenize(b, query ? query : "", query ? qlen : 0);
+    if (a->overflow || b->overflow) {
+        say(why, whylen, "too long to check");
+        return 0;
+    }
+    return 1;
+}
+
 /* The guard with a choice of rules; the benchmark driver measures each one. */
 static int guard_check(const char *stored, size_t slen, const char *query, size_t qlen,
                        unsigned rules, char *why, size_t whylen)
 {
     side a, b;
-    pthread_once(&lex_once, lex_build);
-    say(why, whylen, "%s", "");
-    tokenize(&a, stored ? stored : "", stored ? slen : 0);
-    tokenize(&b, query ? query : "", query ? qlen : 0);
-    if (a.overflow || b.overflow) {
-        say(why, whylen, "too long to check");
-        return 0;
-    }
+    if (!read_pair(&a, &b, stored, slen, query, qlen, why, whylen)) return 0;
     if ((rules & R_NUM) && !rule_numbers(&a, &b, why, whylen)) return 0;
     if ((rules & R_NEG) && !rule_negation(&a, &b, why, whylen)) return 0;
     if ((rules & R_CONTRAST) &&
@@ -2846,6 +2861,73 @@ int gw_guard_code_compatible(const char *stored, size_t slen, const char *query,
     say(why, whylen, "%s", "");
     return rule_code(stored ? stored : "", stored ? slen : 0, query ? query : "",
                      query ? qlen : 0, why, whylen);
+}
+
+/* ------------------------------------------------------------------ close calls */
+
+/* The question word a side opens with, when it asks for an answer of a kind of its own
+ * (1 where, 2 when, 3 who, 4 why), else 0: "how do I", "what is" and a request ask nothing
+ * so particular, but "what year" or "what time" asks a when. Two words of phrasing may
+ * come first ("so where", "at what time"). */
+static int head_wh(const side *sd)
+{
+    int i = 0;
+    while (i < 2 && i < sd->nt && (sd->t[i].flags & F_STOP) && !(sd->t[i].flags & F_WH))
+        i++;
+    if (i >= sd->nt) return 0;
+    const tok *t = &sd->t[i];
+    /* "what year", "what's the best time": a when */
+    if (is_word(t, "what") || is_word(t, "which"))
+        for (int j = i + 1; j < sd->nt && j <= i + 3; j++)
+            if (word_is(&sd->t[j], K_WHEN)) return 2;
+    if (is_word(t, "where")) return 1;
+    if (is_word(t, "when")) return 2;
+    if (is_word(t, "who") || is_word(t, "whom") || is_word(t, "whose")) return 3;
+    return is_word(t, "why") ? 4 : 0;
+}
+
+static int unit_word(const tok *t)
+{
+    return word_is(t, K_UNIT) || lex_has(lex_find(t->n, t->nlen), K_UNIT);
+}
+
+int gw_guard_close_call(const char *stored, size_t slen, const char *query, size_t qlen,
+                        char *why, size_t whylen)
+{
+    static const char *const asks[] = {"", "where", "when", "who", "why"};
+    side a, b;
+    if (!read_pair(&a, &b, stored, slen, query, qlen, why, whylen)) return 0;
+    /* one side says all the other does and more: the more narrows it, whatever it is */
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? &b : &a, *q = pass ? &a : &b;
+        if (!words_within(p, q)) continue;
+        for (int j = 0; j < q->nt; j++)
+            if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE)) {
+                say(why, whylen, "close call: %s adds \"%.*s\"", pass ? "stored" : "query",
+                    (int)q->t[j].len, q->t[j].s);
+                return 0;
+            }
+    }
+    /* a measure in other units ("the speed of light in km/s" vs "in miles per hour") */
+    const tok *unit[2] = {NULL, NULL};
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? &b : &a, *q = pass ? &a : &b;
+        for (int j = 0; j < p->nt && !unit[pass]; j++)
+            if (unit_word(&p->t[j]) && !side_has_like(q, &p->t[j])) unit[pass] = &p->t[j];
+    }
+    if (unit[0] && unit[1]) {
+        say(why, whylen, "close call: units differ: %.*s vs %.*s", (int)unit[0]->len, unit[0]->s,
+            (int)unit[1]->len, unit[1]->s);
+        return 0;
+    }
+    /* "where do pandas live" vs "what do pandas eat"; a why may be asked as a what
+     * ("why do onions make you cry" vs "what makes people tear up") */
+    int x = head_wh(&a), y = head_wh(&b);
+    if (x != y && !((x == 4 || y == 4) && (x == 0 || y == 0))) {
+        say(why, whylen, "close call: asks %s vs %s", x ? asks[x] : "what", y ? asks[y] : "what");
+        return 0;
+    }
+    return 1;
 }
 
 /* ------------------------------------------------------------------ templates */

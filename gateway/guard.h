@@ -46,6 +46,20 @@ int gw_guard_compatible(const char *stored, size_t slen, const char *query, size
                         size_t whylen);
 
 /*
+ * The stricter check for a close call: a candidate whose embedding similarity reached the
+ * threshold but not the level where the embedding alone is to be trusted (the cache's
+ * guard_strict_below). There, two questions that share most of their words yet differ a
+ * little are usually two questions: the close call also vetoes when one side says all that
+ * the other says and adds a word of its own (request phrasing aside: "Good movies to watch
+ * tonight" vs "Good horror movies ..."), and when the two open with different question
+ * words of where, when, who ("Where do pandas live?" vs "What do pandas eat?"). Rewordings
+ * ("How do I defrost chicken quickly?" vs "What's the fastest way to thaw chicken?") pass.
+ * Call it after gw_guard_compatible() has passed; same contract.
+ */
+int gw_guard_close_call(const char *stored, size_t slen, const char *query, size_t qlen,
+                        char *why, size_t whylen);
+
+/*
  * Where two texts that share whole sentences or lines differ: a template, the same
  * context around another question (retrieval-augmented prompts put the retrieved passages
  * and the question in one message). Their similarity as wholes is mostly the shared

@@ -103,9 +103,9 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
         assert r.status_code == 504, (negative, r.headers.get("X-Cache-Kind"))
         # a miss says how near the nearest came and why it was not served
         near, why = float(r.headers["X-Cache-Nearest"]), r.headers["X-Cache-Miss-Reason"]
-        m = re.fullmatch(r"similarity (0\.\d{3}) below 0\.830", why)
-        # (3 decimals cut, not rounded: never "0.830 below 0.830")
-        assert (m and float(m[1]) < 0.83 and abs(float(m[1]) - near) < 0.0011) if near < 0.83 \
+        m = re.fullmatch(r"similarity (0\.\d{3}) below 0\.760", why)
+        # (3 decimals cut, not rounded: never "0.760 below 0.760")
+        assert (m and float(m[1]) < 0.76 and abs(float(m[1]) - near) < 0.0011) if near < 0.76 \
             else why.startswith("guard: "), r.headers
     # a per-request threshold override: 1.0 accepts only the identical question
     r = chat(c, "What's the capital city of France?",
@@ -124,6 +124,17 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
     assert r.headers["X-Cache-Miss-Reason"] == "guard: tense differs: is vs was", r.headers
     r = only_if_cached(c, "Who painted the Mona Lisa?")
     assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) < 0.5, r.headers
+    # a close call, under cache.guard_strict_below (0.83): a rewording is served; the same
+    # words and one more are another question
+    import_lines(c, [("How can I stop snoring?", "Sleep on your side."),
+                     ("How do I update Node?", "Use a version manager.")])
+    r = only_if_cached(c, "what helps with snoring at night")
+    assert r.status_code == 200 and 0.76 <= float(r.headers["X-Cache-Similarity"]) < 0.83, \
+        r.headers
+    r = only_if_cached(c, "How do I update Node offline?")
+    assert r.status_code == 504 and 0.76 <= float(r.headers["X-Cache-Nearest"]) < 0.83, r.headers
+    assert r.headers["X-Cache-Miss-Reason"] == 'guard: close call: query adds "offline"', \
+        r.headers
 
 
 def test_logprobs_are_answered_by_the_engine(server):
@@ -154,14 +165,18 @@ def test_logprobs_are_answered_by_the_engine(server):
     assert r.status_code == 400 and "logprobs" in r.text, r.text
 
 
-def test_miss_reasons_can_be_left_out(make_server):
-    """An operator may keep the stored question's words out of a miss's headers."""
-    server = make_server(CONF + "[cache]\nmiss_reasons = false\n")
+def test_miss_reasons_and_close_calls_can_be_turned_off(make_server):
+    """An operator may keep the stored question's words out of a miss's headers, and turn
+    the close calls' stricter check off."""
+    server = make_server(CONF + "[cache]\nmiss_reasons = false\nguard_strict_below = 0\n")
     with client(server) as c:
-        import_lines(c, [("Who is the president of France?", "Emmanuel Macron.")])
+        import_lines(c, [("Who is the president of France?", "Emmanuel Macron."),
+                         ("How do I update Node?", "Use a version manager.")])
         r = only_if_cached(c, "Who was the president of France?")
         assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) >= 0.83, r.headers
         assert "X-Cache-Miss-Reason" not in r.headers, r.headers
+        r = only_if_cached(c, "How do I update Node offline?")
+        assert r.status_code == 200 and float(r.headers["X-Cache-Similarity"]) < 0.83, r.headers
 
 
 def test_streamed_hit_through_the_sdk(server):

@@ -564,6 +564,49 @@ Test(guard, a_word_that_looks_like_a_plural_of_another)
     PASS("How do I delete rows in Excel?", "How to delete a row in Excel");
 }
 
+/* The close call's verdict both ways round, after the guard's own has passed. */
+static void close_call(const char *a, const char *b, int ok, const char *word)
+{
+    char why[128];
+    cr_expect_eq(check(a, b, why, sizeof why), 1, "\"%s\" vs \"%s\": the guard vetoes (%s)", a,
+                 b, why);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *x = pass ? b : a, *y = pass ? a : b;
+        int r = gw_guard_close_call(x, strlen(x), y, strlen(y), why, sizeof why);
+        cr_expect_eq(r, ok, "close call \"%s\" vs \"%s\": got %d (%s), want %d", x, y, r, why,
+                     ok);
+        if (!r && word)
+            cr_expect(strstr(why, word) != NULL, "\"%s\" vs \"%s\": reason \"%s\" lacks \"%s\"",
+                      x, y, why, word);
+        if (r)
+            cr_expect_str_eq(why, "");
+    }
+}
+
+/* Below guard_strict_below, one side that says all the other does and more, a question
+ * word of its own, or other units are another question; rewordings are not. */
+Test(guard, close_calls)
+{
+    close_call("How do I bake bread?", "How do I bake sourdough bread?", 0, "sourdough");
+    close_call("How do I update Node?", "How do I update Node offline?", 0, "offline");
+    close_call("Where do koalas live?", "What do koalas eat?", 0, "where");
+    close_call("Who founded Wikipedia?", "What is Wikipedia funded by?", 0, "who");
+    close_call("What is the speed of sound in km/h?",
+               "What is the speed of sound in miles per hour?", 0, "units differ");
+    /* rewordings: few words shared, request phrasing added, a why asked as a what */
+    close_call("How do I thaw frozen shrimp fast?", "what's the quickest way to defrost shrimp",
+               1, NULL);
+    close_call("How do I check my Python version?",
+               "I was wondering, what command shows which Python I have?", 1, NULL);
+    close_call("Walk me through changing a bike tire.", "How do I change a bicycle tyre?", 1,
+               NULL);
+    close_call("Why do cats purr?", "What makes a cat purr?", 1, NULL);
+    close_call("How can I tell when a mango is ripe?", "How do I know if a mango is ripe?", 1,
+               NULL);
+    char why[64];
+    cr_expect_eq(gw_guard_close_call(NULL, 0, NULL, 0, why, sizeof why), 1);
+}
+
 Test(guard, empty_and_null)
 {
     char why[64];
