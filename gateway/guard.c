@@ -1344,6 +1344,15 @@ static int bound_prefix(const unsigned char *p, size_t a, size_t b)
     return 0;
 }
 
+/* Nouns a programming keyword names: "a for loop" vs "a while loop". */
+static int names_keyword(const tok *t)
+{
+    static const char *const nouns[] = {"loop", "statement", "clause", "keyword", "block"};
+    for (size_t i = 0; i < sizeof nouns / sizeof *nouns; i++)
+        if (t->nlen == strlen(nouns[i]) && !memcmp(t->n, nouns[i], t->nlen)) return 1;
+    return 0;
+}
+
 static void tokenize(side *sd, const char *text, size_t len)
 {
     const unsigned char *p = (const unsigned char *)text;
@@ -1480,6 +1489,13 @@ static void tokenize(side *sd, const char *text, size_t len)
         unsigned f = t->flags;
         if (title) f &= ~(unsigned)F_CAP;
         if (shout) f &= ~(unsigned)F_ACRO;
+        /* "a for loop", "an if statement", "the where clause": a keyword named */
+        if ((f & F_STOP) && k + 1 < sd->nt && names_keyword(&sd->t[k + 1]))
+            f &= ~(unsigned)(F_STOP | F_DROP | F_WH | F_DIR);
+        /* "type A", "vitamin A", "plan A": after a noun, a capital A names a letter */
+        if ((f & F_CAP) && t->len == 1 && t->s[0] == 'a' && k > 0 &&
+            !(sd->t[k - 1].flags & (F_STOP | F_NUM)))
+            f &= ~(unsigned)(F_STOP | F_DROP);
         int ent = (f & (F_CAP | F_ACRO | F_MIXED | F_CODE | F_QUOTED)) != 0;
         if ((f & F_STOP) && !(f & (F_CODE | F_MIXED))) ent = 0;
         if (f & F_NUM) ent = 0;
@@ -2456,6 +2472,8 @@ static int narrowing(const side *p, const side *q)
         int k = j - 1; /* the word before, past articles and numbers ("in one sentence") */
         while (k >= 0 && (q->t[k].flags & (F_DROP | F_NUM)))
             k--;
+        /* "the history of a single file": one of a kind narrows like a qualifier */
+        if (run_has(q, k + 1, j - 1, K_ONE)) qual = 1;
         /* "in one month", "within a week": a time frame narrows what is asked ("learn
          * guitar"), not in a rate question ("how much protein in a day") */
         if (k >= 0 && run_has(q, j, e, K_TIMENOUN) &&
@@ -2874,7 +2892,7 @@ static int head_wh(const side *sd)
     int i = 0;
     while (i < 2 && i < sd->nt && (sd->t[i].flags & F_STOP) && !(sd->t[i].flags & F_WH))
         i++;
-    if (i >= sd->nt) return 0;
+    if (i >= sd->nt || !(sd->t[i].flags & F_STOP)) return 0; /* "the WHERE clause" */
     const tok *t = &sd->t[i];
     /* "what year", "what's the best time": a when */
     if (is_word(t, "what") || is_word(t, "which"))

@@ -564,6 +564,23 @@ Test(guard, a_word_that_looks_like_a_plural_of_another)
     PASS("How do I delete rows in Excel?", "How to delete a row in Excel");
 }
 
+/* A capital A after a noun names a letter; a keyword before "loop" or "statement" is the
+ * thing asked about; "of a single file" narrows. */
+Test(guard, letters_keywords_and_one_of_a_kind)
+{
+    VETO("Can blood type B donate to blood type A?", "Can blood type A donate to blood type B?",
+         NULL);
+    VETO("Which fruits have vitamin A?", "Which fruits have vitamin E?", NULL);
+    PASS("Which fruits have vitamin A?", "What fruits contain vitamin A?");
+    PASS("Is It Hard To Find A Job In Berlin?", "is it hard to find a job in Berlin");
+    VETO("How do I write a for loop in Rust?", "How do I write a while loop in Rust?", "while");
+    VETO("When should I use a with statement?", "When should I use an if statement?", NULL);
+    PASS("How do I write a for loop in Rust?", "How do you write a Rust for loop?");
+    VETO("How do I undo the last commit in git?",
+         "How do I undo the last commit of a single file in git?", "file");
+    PASS("How do I remove a row in SQL?", "How do I remove a single row in SQL?");
+}
+
 /* The close call's verdict both ways round, after the guard's own has passed. */
 static void close_call(const char *a, const char *b, int ok, const char *word)
 {
