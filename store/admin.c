@@ -14,6 +14,13 @@ static int prep(store *s, const char *sql, sqlite3_stmt **st)
     return sqlite3_prepare_v2(s->adb, sql, -1, st, NULL) == SQLITE_OK ? 0 : STORE_EIO;
 }
 
+/* What a write that did not finish says: a full disk as such (an operator can act on it),
+ * another error as a database error (admin_mu held). */
+static int write_failed(store *s)
+{
+    return sqlite3_errcode(s->adb) == SQLITE_FULL ? STORE_EFULL : STORE_EIO;
+}
+
 void store_tenant_deinit(struct store_tenant *t)
 {
     if (t) {
@@ -48,7 +55,7 @@ int store_tenant_create(store *s, const char *name, int64_t *id)
         int src = sqlite3_step(st);
         rc = src == SQLITE_DONE         ? STORE_OK
              : src == SQLITE_CONSTRAINT ? STORE_EEXIST
-                                        : STORE_EIO;
+                                        : write_failed(s);
         if (!rc && id)
             *id = sqlite3_last_insert_rowid(s->adb);
         sqlite3_finalize(st);
@@ -141,7 +148,7 @@ static int exec_bound(store *s, const char *sql, int64_t a)
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, a);
-    rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : STORE_EIO;
+    rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : write_failed(s);
     sqlite3_finalize(st);
     return rc;
 }
@@ -170,7 +177,7 @@ int store_tenant_delete(store *s, const char *name)
  * changed none (admin_mu held). */
 static int step_one_row(store *s, sqlite3_stmt *st)
 {
-    int rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : STORE_EIO;
+    int rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : write_failed(s);
     if (!rc && sqlite3_changes(s->adb) == 0)
         rc = STORE_ENOTFOUND;
     sqlite3_finalize(st);
@@ -207,7 +214,9 @@ int store_key_add(store *s, int64_t tenant, const char *prefix, const uint8_t sh
         sqlite3_bind_blob(st, 3, sha256, 32, SQLITE_STATIC);
         sqlite3_bind_int64(st, 4, store_now_ms());
         int src = sqlite3_step(st);
-        rc = src == SQLITE_DONE ? STORE_OK : src == SQLITE_CONSTRAINT ? STORE_EEXIST : STORE_EIO;
+        rc = src == SQLITE_DONE         ? STORE_OK
+             : src == SQLITE_CONSTRAINT ? STORE_EEXIST
+                                        : write_failed(s);
         sqlite3_finalize(st);
     }
     pthread_mutex_unlock(&s->admin_mu);

@@ -3,11 +3,14 @@
 #include "store.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -621,6 +624,39 @@ Test(store, a_failed_batch_is_told)
     cr_assert(strstr(told, "rolled back") && strstr(told, "no space left (test)"), "%s", told);
     cr_assert(!has_exact(s, 1, 1, NULL, 0));
     store_close(s);
+}
+
+/* A full disk is said as such, by the synchronous administration (tenants, policies, keys)
+ * and by the writer: the data directory on a filesystem of 384 KiB, mounted in this test's
+ * own mount namespace where the system allows it. */
+Test(store, a_full_disk_is_said_as_such)
+{
+    if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+        mount("tmpfs", dir, "tmpfs", 0, "size=384k"))
+        cr_skip_test("no small filesystem can be mounted here: %s", strerror(errno));
+    store *s = open_store(0, 0, NULL);
+    int64_t first;
+    cr_assert_eq(store_tenant_create(s, "first", &first), STORE_OK);
+    static char policy[8000];
+    memset(policy, 'x', sizeof policy - 1);
+    int rc = STORE_OK, made = 0;
+    for (; made < 1000 && !rc; made++) {
+        char name[32];
+        int64_t id;
+        snprintf(name, sizeof name, "t%d", made);
+        if (!(rc = store_tenant_create(s, name, &id))) rc = store_tenant_set_policy(s, id, policy);
+    }
+    cr_assert_eq(rc, STORE_EFULL, "after %d tenants: %d (%s)", made, rc, store_strerror(rc));
+    cr_assert_str_eq(store_strerror(rc), "the disk holding the data directory is full");
+    static char answer[200000];
+    memset(answer, 'a', sizeof answer - 1);
+    struct written w = {-1, 0};
+    put_cb(s, first, 1, 1, answer, 0, on_written, &w);
+    store_sync(s);
+    cr_assert_eq(w.rc, STORE_EFULL, "%d (%s)", w.rc, store_strerror(w.rc));
+    cr_assert(!has_exact(s, first, 1, NULL, 0));
+    store_close(s);
+    cr_assert_eq(umount2(dir, MNT_DETACH), 0);
 }
 
 /* an index file whose tenant has no entries (deleted by the CLI beside a server) goes at
