@@ -24,6 +24,8 @@
 /* clang-format off */
 static const char *const contrast_groups[] = {
     /* verbs: actions and their inverse */
+    /* a capital is often not the largest city */
+    "capital largest", "capital biggest",
     "enable disable", "install uninstall", "install remove", "buy sell", "increase decrease",
     "increase reduce", "add remove", "add subtract", "add delete", "open close", "open shut",
     "start stop", "start finish", "begin end", "begin finish", "encrypt decrypt",
@@ -343,7 +345,7 @@ static const char cease_words[] = "quit stop cease keep prevent avoid";
  * database"): these narrow it only with a qualifier or a group of people ("symptoms in
  * children"). */
 static const char strong_preps[] = "for with during after before under over per";
-static const char weak_preps[] = "in on of at by near inside outside within from";
+static const char weak_preps[] = "in on of at by near inside outside within from as";
 
 /* Words that narrow the noun they stand before or the phrase they are in: diets and
  * preparations, stages and severities, sizes and scopes, conditions. A noun that names a
@@ -358,7 +360,7 @@ static const char qualifiers[] =
     "domestic online offline local remote single multiple all every each only just entire "
     "partial dark next former future previous last nautical square cubic metric imperial "
     "fluid troy ascending descending alphabetical chronological reverse reversed worst "
-    "average";
+    "average indoor outdoor";
 
 /* Words that join two things without ordering them. */
 static const char join_words[] = "and or vs versus nor";
@@ -367,6 +369,13 @@ static const char join_words[] = "and or vs versus nor";
  * night", "tires in winter" (not a unit: "how much water in a day"). */
 static const char time_settings[] = "night nights nighttime morning mornings evening evenings "
                                     "afternoon winter summer spring autumn weekend weekends";
+/* Qualifiers that end a question after what they qualify ("open an account online"). */
+static const char trailing_qualifiers[] = "online offline indoors outdoors overnight";
+
+/* Places and appliances a task is done in, which narrow it as a time does: "cook salmon in
+ * the oven", "remove a tattoo at home". */
+static const char place_settings[] = "home oven microwave grill stovetop stove cooker fryer "
+                                     "airfryer smoker";
 
 /* What an answer is measured in: "in one sentence", "in three bullet points". */
 static const char format_nouns[] = "sentence sentences paragraph paragraphs word words bullet "
@@ -446,7 +455,7 @@ static const char manner_adverbs[] =
     "vertically horizontally diagonally alphabetically numerically chronologically "
     "recursively iteratively asynchronously synchronously concurrently manually "
     "automatically permanently temporarily remotely wirelessly legally illegally "
-    "insensitively sensitively securely";
+    "insensitively sensitively securely naturally";
 
 /* Words a reworded question adds around what it asks, narrowing nothing ("I was wondering",
  * "walk me through", "the process for", "start investing", "check which version"). */
@@ -571,6 +580,7 @@ enum {
     K_SUBORD,
     K_FORMAT,
     K_SETTING,
+    K_TRAIL,
     K_DEIXIS,
     K_TIMENOUN,
     K_PLACE,
@@ -679,6 +689,8 @@ static void lex_build(void)
     lex_add_words(subordinators, K_SUBORD, 0);
     lex_add_words(format_nouns, K_FORMAT, 0);
     lex_add_words(time_settings, K_SETTING, 0);
+    lex_add_words(place_settings, K_SETTING, 0);
+    lex_add_words(trailing_qualifiers, K_TRAIL, 0);
     for (size_t i = 0; i < sizeof time_deixis / sizeof *time_deixis; i++)
         lex_add_words(time_deixis[i], K_DEIXIS, (int)i);
     lex_add_words(time_nouns, K_TIMENOUN, 0);
@@ -1053,6 +1065,22 @@ static int is_from(const tok *t)
 /* Splits one raw word into tokens: lower case, contraction handled. */
 static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsigned flags)
 {
+    /* a currency before an amount is its unit after it: "$50" and "50 dollars" agree,
+     * "$50" and "€50" do not */
+    static const struct {
+        const char *sym, *unit;
+    } money[] = {{"$", "dollar"}, {"\xe2\x82\xac", "euro"}, {"\xc2\xa3", "pound"},
+                 {"\xc2\xa5", "yen"},  {"\xe2\x82\xb9", "rupee"}};
+    for (size_t m = 0; m < sizeof money / sizeof *money; m++) {
+        size_t sl = strlen(money[m].sym);
+        if (b - a > sl && !memcmp(p + a, money[m].sym, sl) && is_digit(p[a + sl])) {
+            emit_word(sd, p, a + sl, b, flags);
+            tok *t = push_tok(sd, money[m].unit, strlen(money[m].unit),
+                              (uint16_t)(flags & F_QUOTED));
+            if (t) classify(sd, t);
+            return;
+        }
+    }
     size_t n = b - a;
     char *o = side_alloc(sd, n);
     if (!o) return;
@@ -1112,6 +1140,19 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
                    (sl == 1 && (suf[0] == 'd' || suf[0] == 'm'))) {
             base = apos; /* we're, I've, you'll, I'd, I'm */
         }
+    }
+    /* typed without the apostrophe: dont, doesnt, cant, wont */
+    if (apos == (size_t)-1 && k >= 4 && o[k - 2] == 'n' && o[k - 1] == 't') {
+        static const char *const bare[] = {"dont",    "doesnt",   "didnt",   "isnt",  "arent",
+                                           "wasnt",   "werent",   "cant",    "wont",  "wouldnt",
+                                           "shouldnt", "couldnt", "havent",  "hasnt", "hadnt",
+                                           "mustnt",  "aint",     "shant",   "neednt"};
+        for (size_t i = 0; i < sizeof bare / sizeof *bare; i++)
+            if (k == strlen(bare[i]) && !memcmp(o, bare[i], k)) {
+                base = k - 2;
+                neg = "not";
+                break;
+            }
     }
     const char *word = o;
     if (neg && neg[0] == 'n') {
@@ -1369,6 +1410,8 @@ static void tokenize(side *sd, const char *text, size_t len)
         int wb = c >= 0x80 ? pl == 0 : (is_alnum(c) || c == '_');
         if (c == '-' && i + 1 < len && is_digit(p[i + 1]) && (i == 0 || !word_byte(p, i - 1, len)))
             wb = 1; /* a negative number */
+        if (c == '$' && i + 1 < len && is_digit(p[i + 1]))
+            wb = 1; /* "$50", read as "50 dollar" (emit_word()) */
         if (!wb) {
             if (pl) {
                 if (kind == P_DQ_OPEN)
@@ -1723,6 +1766,72 @@ static int number_order(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* How often a side says number k, weak ones ("one" alone) aside. */
+static int num_count(const side *sd, const char *k)
+{
+    int c = 0;
+    for (int i = 0; i < sd->nnum; i++)
+        c += !sd->numweak[i] && !strcmp(sd->nums[i], k);
+    return c;
+}
+
+/* "merge two dictionaries in Python 2" vs "... in Python": a number said twice on one side
+ * and once on the other is one number fewer. */
+static int numbers_counted(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int i = 0; i < a->nnum; i++) {
+        int ca = num_count(a, a->nums[i]), cb = num_count(b, a->nums[i]);
+        if (ca != cb && (ca > 1 || cb > 1)) {
+            say(why, whylen, "numbers differ: %s %d times vs %d", a->nums[i], ca, cb);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The letters of a word that holds digits: "200°c" -> "°c", "a4" -> "a"; 0 for a word
+ * without digits ("two"). */
+static size_t marks_of(const tok *t, char *out, size_t cap)
+{
+    size_t n = 0, digits = 0;
+    for (size_t i = 0; i < t->len && n + 1 < cap; i++)
+        if (is_digit((unsigned char)t->s[i]))
+            digits++;
+        else if (t->s[i] != '.' && t->s[i] != ',')
+            out[n++] = t->s[i];
+    return digits ? n : 0;
+}
+
+/* "200°C" vs "200°F", "3pm" vs "3am", "Audi A4" vs "Audi S4": the same number marked
+ * otherwise in a word of its own on both sides. */
+static int numbers_marked(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int i = 0; i < a->nt; i++) {
+        const tok *x = &a->t[i];
+        char mx[NUM_LEN], my[NUM_LEN];
+        size_t nx;
+        if (x->num < 0 || !(nx = marks_of(x, mx, sizeof mx)) || ordinal(x)) continue;
+        int same = 0, other = -1;
+        for (int j = 0; j < b->nt && !same; j++) {
+            const tok *y = &b->t[j];
+            size_t ny;
+            if (y->num < 0 || strcmp(a->nums[x->num], b->nums[y->num]) ||
+                !(ny = marks_of(y, my, sizeof my)) || ordinal(y))
+                continue;
+            if (nx == ny && !memcmp(mx, my, nx))
+                same = 1;
+            else
+                other = j;
+        }
+        if (!same && other >= 0) {
+            say(why, whylen, "numbers differ: %.*s vs %.*s", (int)x->len, x->s,
+                (int)b->t[other].len, b->t[other].s);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int rule_numbers(const side *a, const side *b, char *why, size_t whylen)
 {
     const char *xa = NULL, *xb = NULL;
@@ -1730,7 +1839,8 @@ static int rule_numbers(const side *a, const side *b, char *why, size_t whylen)
         if (!num_in(b, a->nums[i]) && !(a->numweak[i] && b->nnum == 0)) xa = a->nums[i];
     for (int i = 0; i < b->nnum && !xb; i++)
         if (!num_in(a, b->nums[i]) && !(b->numweak[i] && a->nnum == 0)) xb = b->nums[i];
-    if (!xa && !xb) return number_order(a, b, why, whylen);
+    if (!xa && !xb) return numbers_counted(a, b, why, whylen) &&
+                           numbers_marked(a, b, why, whylen) && number_order(a, b, why, whylen);
     say(why, whylen, "numbers differ: %s vs %s", xa ? xa : "none", xb ? xb : "none");
     return 0;
 }
@@ -2494,6 +2604,11 @@ static int narrowing(const side *p, const side *q)
             if (word_is(&q->t[c], K_SUBORD)) return j;
         /* "vertically", "alphabetically": a manner the task is done in */
         if (run_has(q, j, e, K_MANNER)) return j;
+        /* "open a bank account online", "grow tomatoes indoors": a qualifier at the end,
+         * after a word both say */
+        if (word_is(&q->t[j], K_TRAIL) && e + 1 == q->nt && e == j && prev &&
+            !(prev->flags & F_STOP) && side_has_like(p, prev))
+            return j;
 
         if (run_has(q, j, e, K_DEIXIS) &&
             (run_has(q, j, e, K_TIMENOUN) || (next && word_is(next, K_TIMENOUN))))
@@ -2736,6 +2851,47 @@ static int rule_verb_tense(const side *a, const side *b, char *why, size_t whyle
     return 1;
 }
 
+/* Whether t says a past that f says after its "will" at w, in its main clause: an
+ * auxiliary of the past (was, did), or the past or participle of a verb f says there ("who
+ * won" vs "who will win", "how has it changed" vs "how will it change"). */
+static int past_of_future(const tok *t, const side *f, int w)
+{
+    if (word_is(t, K_PAST)) return 1;
+    const unsigned past = 3u << 3, now = 7u;
+    unsigned ft, fi;
+    int v = lex_verb(lex_find(t->s, t->len), &ft);
+    int ed = t->len > 4 && !memcmp(t->s + t->len - 2, "ed", 2);
+    for (int i = w + 1; i < f->nt && !word_is(&f->t[i], K_SUBORD); i++) {
+        const tok *x = &f->t[i];
+        if (v >= 0 && (ft & past) && !(ft & now) &&
+            lex_verb(lex_find(x->s, x->len), &fi) == v && (fi & now))
+            return 1;
+        if (v < 0 && ed && inflected(t->s, t->len, x->s, x->len)) return 1;
+    }
+    return 0;
+}
+
+/* "Who will win the final?" vs "Who won the final?": a future against a past. */
+static int rule_future(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const side *f = pass ? b : a, *p = pass ? a : b;
+        int w = -1, other = 0;
+        for (int i = 0; i < f->nt && w < 0; i++)
+            if (is_word(&f->t[i], "will")) w = i;
+        for (int j = 0; j < p->nt; j++)
+            other |= is_word(&p->t[j], "will");
+        if (w < 0 || other) continue;
+        /* the main clauses: "what will happen if I miss it" vs "what happens if I missed it" */
+        for (int j = 0; j < p->nt && !(j > 0 && word_is(&p->t[j], K_SUBORD)); j++)
+            if (past_of_future(&p->t[j], f, w)) {
+                say(why, whylen, "tense differs: will vs %.*s", (int)p->t[j].len, p->t[j].s);
+                return 0;
+            }
+    }
+    return 1;
+}
+
 static int every_other(const side *sd, int i)
 {
     return i + 1 < sd->nt && is_word(&sd->t[i], "every") && is_word(&sd->t[i + 1], "other");
@@ -2855,7 +3011,8 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
     if ((rules & R_WH) && !rule_wh(&a, &b, why, whylen)) return 0;
     if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen)) return 0;
     if ((rules & R_TIME) &&
-        (!rule_time(&a, &b, why, whylen) || !rule_verb_tense(&a, &b, why, whylen)))
+        (!rule_time(&a, &b, why, whylen) || !rule_verb_tense(&a, &b, why, whylen) ||
+         !rule_future(&a, &b, why, whylen)))
         return 0;
     if ((rules & R_SCOPE) && !rule_scope(&a, &b, why, whylen)) return 0;
     if ((rules & R_ADD) && !rule_added(&a, &b, why, whylen)) return 0;

@@ -3,7 +3,8 @@
  * the guard looks for the cheap, well-known ways two close questions still ask different
  * things, and vetoes the hit when it finds one:
  *
- *   numbers      15 vs 25, "second" vs "2nd" agree, "World War II" vs "World War I" not
+ *   numbers      15 vs 25, "second" vs "2nd" agree, "World War II" vs "World War I" not;
+ *                a number marked otherwise ("200°C" vs "200°F", "$50" vs "€50", "A4" vs "S4")
  *   negation     one side says not / n't / never / no / without, or keeps something from
  *                doing it ("keep my screen from turning off"), the other does not
  *   opposites    a general lexicon of contrast pairs and closed classes (enable/disable,
@@ -16,7 +17,8 @@
  *                (when/where)
  *   order        "x to y" on one side, "y to x" on the other; two words trading places
  *   added        a qualifier one side adds ("vegan lasagna", "symptoms in children")
- *   tense, time  "who is" vs "who was", "who sang" vs "who sings", "this year" vs "last year"
+ *   tense, time  "who is" vs "who was", "who sang" vs "who sings", "who will win" vs "who
+ *                won", "this year" vs "last year"
  *   measure      "how wide is it" vs "how tall is it"
  *   scope        one of a thing vs all of them
  *   operation    another operation on a number ("the square root of 16" vs "the square")

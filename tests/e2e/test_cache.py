@@ -127,13 +127,13 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
     # a close call, under cache.guard_strict_below (0.83): a rewording is served; the same
     # words and one more are another question
     import_lines(c, [("How can I stop snoring?", "Sleep on your side."),
-                     ("How do I update Node?", "Use a version manager.")])
+                     ("How do I bake bread?", "Knead, proof, bake.")])
     r = only_if_cached(c, "what helps with snoring at night")
     assert r.status_code == 200 and 0.76 <= float(r.headers["X-Cache-Similarity"]) < 0.83, \
         r.headers
-    r = only_if_cached(c, "How do I update Node offline?")
+    r = only_if_cached(c, "How do I bake sourdough bread?")
     assert r.status_code == 504 and 0.76 <= float(r.headers["X-Cache-Nearest"]) < 0.83, r.headers
-    assert r.headers["X-Cache-Miss-Reason"] == 'guard: close call: query adds "offline"', \
+    assert r.headers["X-Cache-Miss-Reason"] == 'guard: close call: query adds "sourdough"', \
         r.headers
 
 
@@ -171,11 +171,11 @@ def test_miss_reasons_and_close_calls_can_be_turned_off(make_server):
     server = make_server(CONF + "[cache]\nmiss_reasons = false\nguard_strict_below = 0\n")
     with client(server) as c:
         import_lines(c, [("Who is the president of France?", "Emmanuel Macron."),
-                         ("How do I update Node?", "Use a version manager.")])
+                         ("How do I bake bread?", "Knead, proof, bake.")])
         r = only_if_cached(c, "Who was the president of France?")
         assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) >= 0.83, r.headers
         assert "X-Cache-Miss-Reason" not in r.headers, r.headers
-        r = only_if_cached(c, "How do I update Node offline?")
+        r = only_if_cached(c, "How do I bake sourdough bread?")
         assert r.status_code == 200 and float(r.headers["X-Cache-Similarity"]) < 0.83, r.headers
 
 

@@ -581,6 +581,39 @@ Test(guard, letters_keywords_and_one_of_a_kind)
     PASS("How do I remove a row in SQL?", "How do I remove a single row in SQL?");
 }
 
+/* A future against a past, a capital against the largest city, contractions typed without
+ * their apostrophe, a place or way a task is done in, a number marked otherwise. */
+Test(guard, futures_places_and_marked_numbers)
+{
+    VETO("Who will win the World Series?", "Who won the World Series?", "will");
+    VETO("How will inflation affect my savings?", "How has inflation affected my savings?",
+         "will");
+    VETO("When will the next leap year be?", "When was the last leap year?", NULL);
+    PASS("What will happen if I skip a dose?", "What happens if I skipped a dose?");
+    PASS("Will it snow in Denver tomorrow?", "Is it going to snow in Denver tomorrow?");
+    VETO("What is the capital of Ohio?", "What is the largest city in Ohio?", "capital");
+    PASS("What is the capital of Ohio?", "What's Ohio's capital city?");
+    PASS("Why doesn't my printer work?", "why doesnt my printer work");
+    PASS("Why won't my laptop turn on?", "why wont my laptop turn on");
+    VETO("Why does my printer work?", "why doesnt my printer work", NULL);
+    VETO("How do I renew my passport?", "How do I renew my passport online?", "online");
+    VETO("How do I grow basil?", "How do I grow basil indoors?", "indoors");
+    VETO("How do I whiten my teeth?", "How do I whiten my teeth at home?", "home");
+    VETO("How do I roast potatoes?", "How do I roast potatoes in the oven?", "oven");
+    VETO("How can I lower my blood pressure?", "How can I lower my blood pressure naturally?",
+         "naturally");
+    VETO("How do I learn to swim?", "How do I learn to swim as a senior?", "senior");
+    PASS("Explain photosynthesis in simple terms.",
+         "Can you give me a simple explanation of photosynthesis?");
+    VETO("Is 30°C hot?", "Is 30°F hot?", "30");
+    VETO("What time is 5pm GMT in Tokyo?", "What time is 5am GMT in Tokyo?", NULL);
+    VETO("Is the BMW X3 reliable?", "Is the BMW M3 reliable?", NULL);
+    VETO("Is $20 a good tip?", "Is €20 a good tip?", NULL);
+    PASS("How much is $20 in euros?", "how much is 20 dollars in euros");
+    VETO("How do I join two strings in Python 2?", "How do I join two strings in Python?", "2");
+    PASS("How do I turn on 2FA?", "How do I enable two-factor authentication?");
+}
+
 /* The close call's verdict both ways round, after the guard's own has passed. */
 static void close_call(const char *a, const char *b, int ok, const char *word)
 {
@@ -605,7 +638,8 @@ static void close_call(const char *a, const char *b, int ok, const char *word)
 Test(guard, close_calls)
 {
     close_call("How do I bake bread?", "How do I bake sourdough bread?", 0, "sourdough");
-    close_call("How do I update Node?", "How do I update Node offline?", 0, "offline");
+    close_call("How do I clone a repository?", "How do I clone a forked repository?", 0,
+               "forked");
     close_call("Where do koalas live?", "What do koalas eat?", 0, "where");
     close_call("Who founded Wikipedia?", "What is Wikipedia funded by?", 0, "who");
     close_call("What is the speed of sound in km/h?",
