@@ -439,7 +439,8 @@ static const char when_units[] = "year date day time century decade month era";
  * ubiquitous". */
 static const char frame_nouns[] = "reason purpose meaning definition word term phrase concept "
                                   "process method kind type sort time times people person "
-                                  "someone somebody ago";
+                                  "someone somebody ago form located situated called "
+                                  "today nowadays currently";
 
 /* Units a measure is counted in: "how many feet tall" asks "how tall", "how many square
  * miles" "how big". */
@@ -1440,6 +1441,9 @@ static void tokenize(side *sd, const char *text, size_t len)
                 initial = 1;
             } else if (c == '(' && sd->nt > 0 && i > 0 && word_byte(p, i - 1, len)) {
                 sd->t[sd->nt - 1].flags |= F_CODE; /* f( */
+            } else if (c == '%' && sd->nt > 0 && i > 0 && is_digit(p[i - 1])) {
+                tok *t = push_tok(sd, "percent", 7, 0); /* "15%" is "15 percent" */
+                if (t) classify(sd, t);
             }
             i++;
             continue;
@@ -2532,6 +2536,7 @@ static int added_word(const side *p, const side *q, int j)
     if (t->len > 4 && memcmp(t->s + t->len - 2, "ly", 2) == 0 && !word_is(t, K_LYADJ) &&
         !word_is(t, K_MANNER))
         return 0;
+    if (is_word(t, "fast")) return 0; /* "quickly" */
     if (word_is(t, K_FRAME) && word_is(t, K_FORMAT)) {
         int k = j - 1;
         while (k >= 0 && (q->t[k].flags & (F_DROP | F_NUM)))
@@ -2793,6 +2798,49 @@ static int rule_added(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* Words a question adds to sound natural, narrowing nothing: "a new branch", "more
+ * healthy", "a simple example". */
+static int filler_adjective(const tok *t)
+{
+    static const char *const w[] = {"new", "more", "most", "very", "nice", "simple",
+                                    "easy", "quick", "exact"};
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        if (is_word(t, w[i])) return 1;
+    return 0;
+}
+
+/* "How do I clean a mechanical keyboard?" vs "How do I clean a keyboard?", "red wine" vs
+ * "wine": the same words in the same order but for one or two more that the other side
+ * says nowhere (added_word()), which narrow it, whatever they are. A reworded question
+ * hardly ever only inserts a word. */
+static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
+{
+    int ia[MAX_TOK], ib[MAX_TOK];
+    int na = kept_words(a, ia), nb = kept_words(b, ib);
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        const int *ip = pass ? ib : ia, *iq = pass ? ia : ib;
+        int np = pass ? nb : na, nq = pass ? na : nb, n = nq - np, i = 0, ok = 1;
+        if (n < 1 || n > 2) continue;
+        while (i < np && tok_like(&p->t[ip[i]], &q->t[iq[i]]))
+            i++;
+        /* not words before it all ("Quick question: what is ..."), nor a class after a name
+         * or a number ("a 401k retirement plan", "the vim editor") */
+        const tok *before = i > 0 ? &q->t[iq[i - 1]] : NULL;
+        if (!before || (before->flags & (F_NUM | F_ACRO))) continue;
+        for (int k = i; k < np && ok; k++)
+            ok = tok_like(&p->t[ip[k]], &q->t[iq[k + n]]);
+        for (int k = i; k < i + n && ok; k++)
+            ok = added_word(p, q, iq[k]) && !filler_adjective(&q->t[iq[k]]);
+        /* nor a class before a name ("the movie Jaws") */
+        if (!ok || (i + n < nq && (q->t[iq[i + n]].flags & (F_ENTITY | F_CAP)))) continue;
+        say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query", (int)q->t[iq[i]].len,
+            q->t[iq[i]].s);
+        return 0;
+    }
+    return 1;
+}
+
 /* When a side reads the time noun like `noun` (a year, a season): 0 now ("this year",
  * "the year"), 1 before ("last year"), 2 after ("next year"); -1 when it does not say it. */
 static int deixis_of(const side *sd, const tok *noun)
@@ -2888,6 +2936,83 @@ static int rule_future(const side *a, const side *b, char *why, size_t whylen)
                 say(why, whylen, "tense differs: will vs %.*s", (int)p->t[j].len, p->t[j].s);
                 return 0;
             }
+    }
+    return 1;
+}
+
+/* Whether a side asks yes or no: it opens with an auxiliary ("can cats eat tuna", "should
+ * I refinance"), not a request ("can you explain"), a question of existence ("is there a
+ * way") or a choice ("should I use who or whom"). */
+static int yes_no(const side *sd)
+{
+    static const char *const modals[] = {"could", "should", "would", "may", "might", "must"};
+    if (sd->nt < 2) return 0;
+    const tok *t = &sd->t[0], *u = &sd->t[1];
+    int aux = word_is(t, K_NOW) || word_is(t, K_PAST);
+    for (size_t i = 0; i < sizeof modals / sizeof *modals && !aux; i++)
+        aux = is_word(t, modals[i]);
+    if (!aux || is_word(u, "you") || is_word(u, "there")) return 0;
+    for (int i = 2; i < sd->nt; i++)
+        if (is_word(&sd->t[i], "or")) return 0;
+    return 1;
+}
+
+/* Whether a side opens with a how of amount or time ("how much tuna", "how long"), of way
+ * ("how do I"), or a why. */
+static int how_or_why(const side *sd)
+{
+    if (sd->nt < 2) return 0;
+    const tok *t = &sd->t[0], *u = &sd->t[1];
+    if (is_word(t, "why")) return 1;
+    if (!is_word(t, "how")) return 0;
+    return word_is(u, K_HOWQTY) || ((is_do(u) || is_word(u, "can") || is_word(u, "should")) &&
+                                    sd->nt > 2 && (sd->t[2].flags & F_STOP));
+}
+
+/* "Can cats eat tuna?" vs "How much tuna can cats eat?", "Should I refinance?" vs "How do
+ * I refinance?": a yes or no against an amount, a way or a reason. */
+static int rule_yes_no(const side *a, const side *b, char *why, size_t whylen)
+{
+    if ((yes_no(a) && how_or_why(b)) || (yes_no(b) && how_or_why(a))) {
+        const tok *x = &a->t[0], *y = &b->t[0];
+        say(why, whylen, "question differs: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
+        return 0;
+    }
+    return 1;
+}
+
+/* The first place of a side's word w, or -1. */
+static int place_of(const side *sd, const char *w)
+{
+    for (int i = 0; i < sd->nt; i++)
+        if (is_word(&sd->t[i], w)) return i;
+    return -1;
+}
+
+/* "Can I sue my employer?" vs "Can my employer sue me?", "How much do I owe the IRS?" vs
+ * "How much does the IRS owe me?": the asker before a verb on one side, after it on the
+ * other, who does it and who undergoes it traded. */
+static int rule_pronoun_roles(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        int ip = place_of(p, "i"), mq = place_of(q, "me");
+        if (ip < 0 || mq < 0 || place_of(q, "i") >= 0 || place_of(p, "me") >= 0) continue;
+        /* "the intake for me", "explain to me": the asker served, not acted on */
+        const tok *before = mq > 0 ? &q->t[mq - 1] : NULL;
+        if (before && (is_word(before, "for") || is_word(before, "to") ||
+                       is_word(before, "with")))
+            continue;
+        for (int v = 0; v < mq; v++) {
+            const tok *t = &q->t[v];
+            if (t->flags & (F_STOP | F_NUM | F_NEG)) continue;
+            for (int k = ip + 1; k < p->nt; k++)
+                if (tok_like(&p->t[k], t)) {
+                    say(why, whylen, "roles reversed: I ... %.*s vs %.*s ... me", (int)t->len,
+                        t->s, (int)t->len, t->s);
+                    return 0;
+                }
+        }
     }
     return 1;
 }
@@ -3008,14 +3133,18 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
     if ((rules & R_ENTITY) && !rule_entities(&a, &b, why, whylen)) return 0;
     if ((rules & R_ORDER) && (!rule_order(&a, &b, why, whylen) || !rule_order(&b, &a, why, whylen)))
         return 0;
-    if ((rules & R_WH) && !rule_wh(&a, &b, why, whylen)) return 0;
+    if ((rules & R_WH) && (!rule_wh(&a, &b, why, whylen) || !rule_yes_no(&a, &b, why, whylen)))
+        return 0;
+    if ((rules & R_ORDER) && !rule_pronoun_roles(&a, &b, why, whylen)) return 0;
     if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen)) return 0;
     if ((rules & R_TIME) &&
         (!rule_time(&a, &b, why, whylen) || !rule_verb_tense(&a, &b, why, whylen) ||
          !rule_future(&a, &b, why, whylen)))
         return 0;
     if ((rules & R_SCOPE) && !rule_scope(&a, &b, why, whylen)) return 0;
-    if ((rules & R_ADD) && !rule_added(&a, &b, why, whylen)) return 0;
+    if ((rules & R_ADD) &&
+        (!rule_added(&a, &b, why, whylen) || !rule_inserted(&a, &b, why, whylen)))
+        return 0;
     if ((rules & R_OP) && !rule_operation(&a, &b, why, whylen)) return 0;
     if ((rules & R_CODE) && !rule_code(stored ? stored : "", stored ? slen : 0,
                                        query ? query : "", query ? qlen : 0, why, whylen))

@@ -131,7 +131,7 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
     r = only_if_cached(c, "what helps with snoring at night")
     assert r.status_code == 200 and 0.76 <= float(r.headers["X-Cache-Similarity"]) < 0.83, \
         r.headers
-    r = only_if_cached(c, "How do I bake sourdough bread?")
+    r = only_if_cached(c, "What is the way to bake sourdough bread?")
     assert r.status_code == 504 and 0.76 <= float(r.headers["X-Cache-Nearest"]) < 0.83, r.headers
     assert r.headers["X-Cache-Miss-Reason"] == 'guard: close call: query adds "sourdough"', \
         r.headers
@@ -175,7 +175,7 @@ def test_miss_reasons_and_close_calls_can_be_turned_off(make_server):
         r = only_if_cached(c, "Who was the president of France?")
         assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) >= 0.83, r.headers
         assert "X-Cache-Miss-Reason" not in r.headers, r.headers
-        r = only_if_cached(c, "How do I bake sourdough bread?")
+        r = only_if_cached(c, "What is the way to bake sourdough bread?")
         assert r.status_code == 200 and float(r.headers["X-Cache-Similarity"]) < 0.83, r.headers
 
 

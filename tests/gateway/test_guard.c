@@ -614,6 +614,31 @@ Test(guard, futures_places_and_marked_numbers)
     PASS("How do I turn on 2FA?", "How do I enable two-factor authentication?");
 }
 
+/* A yes or no against an amount, a way or a reason; the asker acting against the asker
+ * acted on; the same words with one or two inserted. */
+Test(guard, yes_or_no_roles_and_inserted_words)
+{
+    VETO("Can rabbits eat carrots?", "How many carrots can rabbits eat?", "question differs");
+    VETO("Should I consolidate my loans?", "How do I consolidate my loans?", "question differs");
+    VETO("Will rents go up?", "Why did rents go up?", NULL);
+    PASS("Can you explain how tides work?", "How do tides work?");
+    PASS("Is there a way to rename a branch in git?", "How do I rename a branch in git?");
+    PASS("Is Lisbon expensive to visit?", "How pricey is a trip to Lisbon?");
+    VETO("Can I sue my landlord?", "Can my landlord sue me?", "roles");
+    VETO("What should I tell my lawyer?", "What will my lawyer tell me?", NULL);
+    PASS("How much fiber should I eat per day?",
+         "What's the recommended daily fiber intake for me?");
+    VETO("How do I clean a suede jacket?", "How do I clean a jacket?", "suede");
+    VETO("How long does brown rice keep in the fridge?", "How long does rice keep in the fridge?",
+         "brown");
+    VETO("Best tacos in Austin", "Best tacos in Austin that deliver", "deliver");
+    PASS("What is the plural of \"octopus\"?", "what is the plural form of octopus");
+    PASS("Quick question: what is the Monty Hall problem?", "What is the Monty Hall problem?");
+    PASS("What is a Roth 401k?", "What is a Roth 401k retirement account?");
+    PASS("What is 20% of 150?", "what's 20 percent of 150");
+    PASS("How do I stop hiccups?", "How do I stop hiccups fast?");
+}
+
 /* The close call's verdict both ways round, after the guard's own has passed. */
 static void close_call(const char *a, const char *b, int ok, const char *word)
 {
@@ -637,8 +662,9 @@ static void close_call(const char *a, const char *b, int ok, const char *word)
  * word of its own, or other units are another question; rewordings are not. */
 Test(guard, close_calls)
 {
-    close_call("How do I bake bread?", "How do I bake sourdough bread?", 0, "sourdough");
-    close_call("How do I clone a repository?", "How do I clone a forked repository?", 0,
+    close_call("How do I bake bread?", "What is the way to bake sourdough bread?", 0,
+               "sourdough");
+    close_call("How do I clone a repository?", "what's the way to clone a forked repository", 0,
                "forked");
     close_call("Where do koalas live?", "What do koalas eat?", 0, "where");
     close_call("Who founded Wikipedia?", "What is Wikipedia funded by?", 0, "who");
