@@ -223,7 +223,9 @@ static const char *const synonym_groups[] = {
     "liter litre", "kilometer kilometre km", "centimeter centimetre cm",
     "millimeter millimetre mm", "kilogram kg kilo", "gram g", "pound lb lbs", "ounce oz", "celsius °c", "fahrenheit °f",
     "foot feet ft", "inch inches", "mile miles mi", "liter l", "milliliter ml",
-    "usa us america american", "uk britain", "javascript js", "typescript ts", "golang go",
+    "usa us america american", "uk britain british", "tire tyre", "mold mould",
+    "aluminum aluminium", "jewelry jewellery", "pajamas pyjamas", "catalog catalogue",
+    "curb kerb", "donut doughnut", "plow plough", "javascript js", "typescript ts", "golang go",
     "postgres postgresql", "kubernetes k8s", "tall high", "height tall", "height high",
     "length long",
     "weight heavy", "age old", "width wide", "depth deep", "distance far",
@@ -1507,6 +1509,21 @@ static void tokenize(side *sd, const char *text, size_t len)
         initial = 0;
         i = j;
     }
+    /* "the United States" is "the US", "the United Kingdom" "the UK" */
+    for (int k = 0; k + 1 < sd->nt; k++) {
+        tok *t = &sd->t[k], *u = &sd->t[k + 1];
+        if (t->len != 6 || memcmp(t->s, "united", 6)) continue;
+        const char *as = u->len == 6 && !memcmp(u->s, "states", 6)    ? "us"
+                         : u->len == 7 && !memcmp(u->s, "kingdom", 7) ? "uk"
+                                                                       : NULL;
+        if (!as) continue;
+        uint16_t keep = t->flags & (F_INITIAL | F_QUOTED);
+        memmove(u, u + 1, sizeof *u * (size_t)(sd->nt - k - 2));
+        sd->nt--;
+        *t = (tok){.s = as, .len = 2, .flags = (uint16_t)(keep | F_ACRO | F_UPFIRST), .lex = -1,
+                   .num = -1};
+        classify(sd, t);
+    }
     collect_numbers(sd);
 
     /* Title Case and ALL CAPS text says nothing about names: ignore its capitals. */
@@ -1539,6 +1556,8 @@ static void tokenize(side *sd, const char *text, size_t len)
         /* "a for loop", "an if statement", "the where clause": a keyword named */
         if ((f & F_STOP) && k + 1 < sd->nt && names_keyword(&sd->t[k + 1]))
             f &= ~(unsigned)(F_STOP | F_DROP | F_WH | F_DIR);
+        /* "the US" is not "us" */
+        if ((f & F_ACRO) && t->len == 2 && !memcmp(t->s, "us", 2)) f &= ~(unsigned)F_STOP;
         /* "type A", "vitamin A", "plan A": after a noun, a capital A names a letter */
         if ((f & F_CAP) && t->len == 1 && t->s[0] == 'a' && k > 0 &&
             !(sd->t[k - 1].flags & (F_STOP | F_NUM)))
@@ -1640,6 +1659,32 @@ static int in_law(const tok *t)
     return t->nlen > 5 && !memcmp(t->n + t->nlen - 5, "inlaw", 5);
 }
 
+/* One spelling of one word: British and American (organise, organize; travelled,
+ * traveled), or a slip of one letter in a long word (symtoms, sneezeing, diffrence): one
+ * letter more, fewer, other or two swapped, not the first, in words of 7 letters or more. */
+static int spelled_alike(const char *a, size_t al, const char *b, size_t bl)
+{
+    shorter_first(&a, &al, &b, &bl);
+    if (al < 6 || bl - al > 1 || a[0] != b[0]) return 0;
+    size_t i = 0;
+    while (i < al && a[i] == b[i])
+        i++;
+    if (i == al) return bl == al + 1 && bl >= 8; /* one more at the end */
+    if (al == bl) {
+        /* organise, organize */
+        if (((a[i] == 's' && b[i] == 'z') || (a[i] == 'z' && b[i] == 's')) &&
+            (a[i - 1] == 'i' || a[i - 1] == 'y') && !memcmp(a + i + 1, b + i + 1, al - i - 1))
+            return 1;
+        if (al < 7) return 0;
+        if (!memcmp(a + i + 1, b + i + 1, al - i - 1)) return 1; /* one other letter */
+        return i + 1 < al && a[i] == b[i + 1] && a[i + 1] == b[i] &&
+               !memcmp(a + i + 2, b + i + 2, al - i - 2); /* two swapped */
+    }
+    /* travelled, traveled: the doubled l; else one letter more in a long word */
+    if (b[i] == 'l' && i > 0 && b[i - 1] == 'l' && !memcmp(a + i, b + i + 1, al - i)) return 1;
+    return bl >= 8 && !memcmp(a + i, b + i + 1, al - i);
+}
+
 static int tok_like(const tok *a, const tok *b)
 {
     if (tok_eq(a, b) || syn(a, b)) return 1;
@@ -1663,7 +1708,8 @@ static int tok_like(const tok *a, const tok *b)
         const tok *x = a->nlen <= b->nlen ? a : b, *y = x == a ? b : a;
         return x->nlen >= 3 && !memcmp(x->n, y->n, x->nlen); /* Austria and Austrian */
     }
-    return same_root(a->n, a->nlen, b->n, b->nlen);
+    return same_root(a->n, a->nlen, b->n, b->nlen) ||
+           spelled_alike(a->s, a->len, b->s, b->len);
 }
 
 static int side_has(const side *sd, const tok *x)

@@ -639,6 +639,26 @@ Test(guard, yes_or_no_roles_and_inserted_words)
     PASS("How do I stop hiccups?", "How do I stop hiccups fast?");
 }
 
+/* British and American spellings, a slip of one letter in a long word, the United States
+ * as the US. */
+Test(guard, spellings_slips_and_the_us)
+{
+    PASS("How do I organize my closet?", "How do I organise my closet?");
+    PASS("What is the best fertilizer for roses?", "What is the best fertiliser for roses?");
+    PASS("Where should I go travelling in May?", "Where should I go traveling in May?");
+    PASS("How often should I rotate my tires?", "How often should I rotate my tyres?");
+    PASS("What causes migraines in teenagers?", "What causes migranes in teenagers?");
+    PASS("What are the symptoms of anemia?", "What are the symtoms of anemia?");
+    VETO("What is the difference between a desert and a dessert?",
+         "What is the difference between a desert and a forest?", NULL);
+    PASS("What is the minimum wage in the United States?", "What is the minimum wage in the US?");
+    PASS("How do I renew my UK passport?", "How do I renew my British passport?");
+    VETO("What is the largest state in the US?", "What is the largest state?", "us");
+    VETO("How do I get a visa for the United States?",
+         "How do I get a visa for the United Kingdom?", NULL);
+    PASS("Can you help us plan a trip?", "Can you help plan a trip?");
+}
+
 /* The close call's verdict both ways round, after the guard's own has passed. */
 static void close_call(const char *a, const char *b, int ok, const char *word)
 {
