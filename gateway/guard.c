@@ -25,7 +25,8 @@
 static const char *const contrast_groups[] = {
     /* verbs: actions and their inverse */
     /* a capital is often not the largest city */
-    "capital largest", "capital biggest",
+    "capital largest", "capital biggest", "born die", "birth death",
+    "boot exit", "backup restore",
     "enable disable", "install uninstall", "install remove", "buy sell", "increase decrease",
     "increase reduce", "add remove", "add subtract", "add delete", "open close", "open shut",
     "start stop", "start finish", "begin end", "begin finish", "encrypt decrypt",
@@ -442,7 +443,7 @@ static const char when_units[] = "year date day time century decade month era";
 static const char frame_nouns[] = "reason purpose meaning definition word term phrase concept "
                                   "process method kind type sort time times people person "
                                   "someone somebody ago form located situated called "
-                                  "today nowadays currently";
+                                  "today nowadays currently question";
 
 /* Units a measure is counted in: "how many feet tall" asks "how tall", "how many square
  * miles" "how big". */
@@ -2582,7 +2583,7 @@ static int added_word(const side *p, const side *q, int j)
     if (t->len > 4 && memcmp(t->s + t->len - 2, "ly", 2) == 0 && !word_is(t, K_LYADJ) &&
         !word_is(t, K_MANNER))
         return 0;
-    if (is_word(t, "fast")) return 0; /* "quickly" */
+    if (is_word(t, "fast") || is_word(t, "quick")) return 0; /* "quickly" */
     if (word_is(t, K_FRAME) && word_is(t, K_FORMAT)) {
         int k = j - 1;
         while (k >= 0 && (q->t[k].flags & (F_DROP | F_NUM)))

@@ -592,6 +592,10 @@ Test(guard, futures_places_and_marked_numbers)
     PASS("What will happen if I skip a dose?", "What happens if I skipped a dose?");
     PASS("Will it snow in Denver tomorrow?", "Is it going to snow in Denver tomorrow?");
     VETO("What is the capital of Ohio?", "What is the largest city in Ohio?", "capital");
+    VETO("Was Mozart born in Vienna?", "did mozart die in vienna", "born");
+    VETO("How do I boot my Mac into recovery mode?", "how do i exit recovery mode on my mac",
+         "boot");
+    PASS("How do I rotate a PDF?", "quick question: how do i rotate a pdf");
     PASS("What is the capital of Ohio?", "What's Ohio's capital city?");
     PASS("Why doesn't my printer work?", "why doesnt my printer work");
     PASS("Why won't my laptop turn on?", "why wont my laptop turn on");
