@@ -782,6 +782,7 @@ enum {
     F_INITIAL = 1 << 11,
     F_UPFIRST = 1 << 12, /* first letter is a capital */
     F_ENTITY = 1 << 13,
+    F_JOINED = 1 << 14, /* joined to the word before by a hyphen: gluten-free */
 };
 
 typedef struct {
@@ -1405,7 +1406,7 @@ static void tokenize(side *sd, const char *text, size_t len)
     sd->used = 0;
     sd->nnum = 0;
     sd->overflow = 0;
-    int initial = 1, in_dq = 0, in_bq = 0, in_sq = 0;
+    int initial = 1, in_dq = 0, in_bq = 0, in_sq = 0, joined = 0;
     size_t i = 0;
     while (i < len && !sd->overflow) {
         unsigned char c = p[i];
@@ -1417,6 +1418,8 @@ static void tokenize(side *sd, const char *text, size_t len)
         if (c == '$' && i + 1 < len && is_digit(p[i + 1]))
             wb = 1; /* "$50", read as "50 dollar" (emit_word()) */
         if (!wb) {
+            joined = c == '-' && i > 0 && word_byte(p, i - 1, len) && i + 1 < len &&
+                     word_byte(p, i + 1, len);
             if (pl) {
                 if (kind == P_DQ_OPEN)
                     in_dq = 1;
@@ -1506,6 +1509,8 @@ static void tokenize(side *sd, const char *text, size_t len)
         if (initial) flags |= F_INITIAL;
         if (in_dq || in_bq || in_sq) flags |= F_QUOTED;
         if (in_bq) flags |= F_CODE;
+        if (joined) flags |= F_JOINED;
+        joined = 0;
         emit_word(sd, p, i, j, flags);
         initial = 0;
         i = j;
@@ -1557,6 +1562,10 @@ static void tokenize(side *sd, const char *text, size_t len)
         /* "a for loop", "an if statement", "the where clause": a keyword named */
         if ((f & F_STOP) && k + 1 < sd->nt && names_keyword(&sd->t[k + 1]))
             f &= ~(unsigned)(F_STOP | F_DROP | F_WH | F_DIR);
+        /* "gluten-free", "sugar-free": without it */
+        if ((f & F_JOINED) && t->len == 4 && !memcmp(t->s, "free", 4) && k > 0 &&
+            !(sd->t[k - 1].flags & (F_STOP | F_NUM)))
+            f |= F_NEG;
         /* "the US" is not "us" */
         if ((f & F_ACRO) && t->len == 2 && !memcmp(t->s, "us", 2)) f &= ~(unsigned)F_STOP;
         /* "type A", "vitamin A", "plan A": after a noun, a capital A names a letter */
@@ -1993,6 +2002,14 @@ static int negated_form(const tok *x, const tok *y)
     return 0;
 }
 
+/* "crustless" is without a crust: x is y's root and -less. */
+static int without_root(const tok *x, const tok *y)
+{
+    if (x->len < 7 || memcmp(x->s + x->len - 4, "less", 4)) return 0;
+    size_t rl = x->len - 4;
+    return (y->nlen == rl && !memcmp(y->n, x->s, rl)) || (y->len == rl && !memcmp(y->s, x->s, rl));
+}
+
 /* "not safe" on one side and "unsafe" on the other say the same thing. */
 static int negation_spelled(const side *p, int i, const side *q)
 {
@@ -2003,7 +2020,7 @@ static int negation_spelled(const side *p, int i, const side *q)
             continue;
         for (int k = 0; k < q->nt; k++) {
             const tok *x = &q->t[k];
-            if (negated_form(x, r)) return 1;
+            if (negated_form(x, r) || without_root(x, r)) return 1;
             /* "without eggs" and "egg-free" */
             if (k + 1 < q->nt && is_word(&q->t[k + 1], "free") && tok_like(x, r)) return 1;
             /* "not good" and "bad" */
@@ -2046,6 +2063,17 @@ static int rule_negation(const side *a, const side *b, char *why, size_t whylen)
 
 static int rule_prefix(const side *a, const side *b, char *why, size_t whylen)
 {
+    /* "a crustless pie" vs "a pie with a crust"; "a pie without a crust" agrees */
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        for (int i = 0; i < p->nt; i++)
+            for (int j = 0; j < q->nt; j++)
+                if (without_root(&p->t[i], &q->t[j]) && !negated_at(q, j)) {
+                    say(why, whylen, "opposites: %.*s vs %.*s", (int)p->t[i].len, p->t[i].s,
+                        (int)q->t[j].len, q->t[j].s);
+                    return 0;
+                }
+    }
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
         for (int i = 0; i < p->nt; i++) {
@@ -2442,6 +2470,70 @@ static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
     if ((is_word(x, "how") && !how_differs(a, b)) || (is_word(y, "how") && !how_differs(b, a)))
         return 1;
     say(why, whylen, "question differs: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
+    return 0;
+}
+
+/* Whether sd->t[j], after a what, makes it a when: "what year did", "what's the best time
+ * to", not "what's the time difference". */
+static int asks_a_when(const side *sd, int j)
+{
+    return word_is(&sd->t[j], K_WHEN) &&
+           (j + 1 == sd->nt || (sd->t[j + 1].flags & (F_STOP | F_NUM)));
+}
+
+/* What a side's first word asks: 'w' what or which, or the first letter of where, when,
+ * who, why, how; "what year" asks a when, "what place" a where, "what reason" a why, "what
+ * way" a how; 0 for none. */
+static int asked(const side *sd)
+{
+    if (!sd->nt) return 0;
+    const tok *t = &sd->t[0];
+    if (is_word(t, "who") || is_word(t, "whom") || is_word(t, "whose")) return 'o';
+    if (is_word(t, "where")) return 'r';
+    if (is_word(t, "when")) return 'e';
+    if (is_word(t, "why")) return 'y';
+    if (is_word(t, "how")) /* "how long ago" asks a when */
+        return sd->nt > 2 && is_word(&sd->t[1], "long") && is_word(&sd->t[2], "ago") ? 'e' : 'h';
+    if (!is_word(t, "what") && !is_word(t, "which")) return 0;
+    /* "which inventor", "what sushi": a choice among things, which any question word may ask */
+    if (sd->nt > 1 && !(sd->t[1].flags & (F_STOP | F_NUM))) return 0;
+    static const struct {
+        const char *w;
+        int c;
+    } of[] = {{"place", 'r'}, {"location", 'r'}, {"country", 'r'}, {"city", 'r'},
+              {"reason", 'y'}, {"way", 'w' + 256}, {"person", 'o'}};
+    for (int j = 1; j < sd->nt && j <= 3; j++) {
+        if (asks_a_when(sd, j)) return 'e';
+        for (size_t k = 0; k < sizeof of / sizeof *of; k++)
+            if (is_word(&sd->t[j], of[k].w)) return of[k].c == 'w' + 256 ? 'h' : of[k].c;
+    }
+    return 'w';
+}
+
+/* "What is the Eiffel Tower?" vs "Where is the Eiffel Tower?", "What do lions eat?" vs "How
+ * do lions eat?", "Why do cats purr?" vs "How do cats purr?": another question word before
+ * the same words (the other side may add up to three). */
+static int rule_wh_swap(const side *a, const side *b, char *why, size_t whylen)
+{
+    int x = asked(a), y = asked(b);
+    if (!x || !y || x == y) return 1;
+    /* "how do I get hiccups" may be "why do I get hiccups"; "how do cats purr" is not "why" */
+    const side *hs = x == 'h' ? a : b;
+    if (x + y == 'h' + 'y' && hs->nt > 2 &&
+        (is_word(&hs->t[2], "i") || is_word(&hs->t[2], "you") || is_word(&hs->t[2], "we")))
+        return 1;
+    int ia[MAX_TOK], ib[MAX_TOK], na = kept_words(a, ia), nb = kept_words(b, ib);
+    const side *p = na <= nb ? a : b, *q = p == a ? b : a;
+    const int *ip = p == a ? ia : ib, *iq = p == a ? ib : ia;
+    int np = p == a ? na : nb, nq = p == a ? nb : na, j = 1;
+    if (np < 3 || nq - np > 3) return 1;
+    for (int i = 1; i < np; i++) { /* p's words after the first, in order, within q's */
+        while (j < nq && !tok_like(&p->t[ip[i]], &q->t[iq[j]]))
+            j++;
+        if (j++ >= nq) return 1;
+    }
+    say(why, whylen, "question differs: %.*s vs %.*s", (int)a->t[0].len, a->t[0].s,
+        (int)b->t[0].len, b->t[0].s);
     return 0;
 }
 
@@ -3064,6 +3156,64 @@ static int rule_pronoun_roles(const side *a, const side *b, char *why, size_t wh
     return 1;
 }
 
+/* The subject of the verb at sd->t[end], as far as word order tells: the first content word
+ * after the first auxiliary ("did Brutus kill", "what port does HTTPS use"), else the first
+ * before the verb; -1 when none. */
+static int subject_of(const side *sd, int end)
+{
+    int aux = 0;
+    while (aux < end && !word_is(&sd->t[aux], K_NOW) && !word_is(&sd->t[aux], K_PAST) &&
+           !is_word(&sd->t[aux], "get") && !is_word(&sd->t[aux], "got"))
+        aux++;
+    for (int from = aux < end ? aux + 1 : 0;; from = 0) {
+        for (int i = from; i < end; i++)
+            if (!(sd->t[i].flags & (F_STOP | F_NUM | F_NEG))) return i;
+        if (!from) return -1;
+    }
+}
+
+/* Whether t reads as a participle: "killed", "beaten", "bought". */
+static int participle(const tok *t)
+{
+    unsigned f;
+    if (lex_verb(lex_find(t->s, t->len), &f) >= 0 && (f & (3u << 3))) return 1;
+    return t->len > 4 && (!memcmp(t->s + t->len - 2, "ed", 2) ||
+                          !memcmp(t->s + t->len - 2, "en", 2));
+}
+
+/* Whether x and y are forms of one verb: "kill" and "killed", "beat" and "beaten". */
+static int verb_forms(const tok *x, const tok *y)
+{
+    unsigned fx, fy;
+    int vx = lex_verb(lex_find(x->s, x->len), &fx);
+    if (vx >= 0 && vx == lex_verb(lex_find(y->s, y->len), &fy)) return 1;
+    return tok_eq(x, y) || inflected(x->s, x->len, y->s, y->len) ||
+           inflected(y->s, y->len, x->s, x->len);
+}
+
+/* "Did Brutus kill Caesar?" vs "Was Brutus killed by Caesar?": the same doer first, once in
+ * the active and once in the passive, is the other way round. */
+static int rule_passive(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        int kb = place_of(q, "by");
+        if (kb < 2 || place_of(p, "by") >= 0) continue;
+        int vq = kb - 1;
+        if ((q->t[vq].flags & (F_STOP | F_NUM)) || !participle(&q->t[vq])) continue;
+        for (int vp = 1; vp < p->nt; vp++) {
+            if (!verb_forms(&p->t[vp], &q->t[vq])) continue;
+            int sp = subject_of(p, vp), sq = subject_of(q, vq);
+            if (sp < 0 || sq < 0 || !tok_like(&p->t[sp], &q->t[sq])) break;
+            say(why, whylen, "roles reversed: %.*s %.*s vs %.*s %.*s by", (int)p->t[sp].len,
+                p->t[sp].s, (int)p->t[vp].len, p->t[vp].s, (int)q->t[sq].len, q->t[sq].s,
+                (int)q->t[vq].len, q->t[vq].s);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int every_other(const side *sd, int i)
 {
     return i + 1 < sd->nt && is_word(&sd->t[i], "every") && is_word(&sd->t[i + 1], "other");
@@ -3180,9 +3330,12 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
     if ((rules & R_ENTITY) && !rule_entities(&a, &b, why, whylen)) return 0;
     if ((rules & R_ORDER) && (!rule_order(&a, &b, why, whylen) || !rule_order(&b, &a, why, whylen)))
         return 0;
-    if ((rules & R_WH) && (!rule_wh(&a, &b, why, whylen) || !rule_yes_no(&a, &b, why, whylen)))
+    if ((rules & R_WH) && (!rule_wh(&a, &b, why, whylen) || !rule_yes_no(&a, &b, why, whylen) ||
+                           !rule_wh_swap(&a, &b, why, whylen)))
         return 0;
-    if ((rules & R_ORDER) && !rule_pronoun_roles(&a, &b, why, whylen)) return 0;
+    if ((rules & R_ORDER) &&
+        (!rule_pronoun_roles(&a, &b, why, whylen) || !rule_passive(&a, &b, why, whylen)))
+        return 0;
     if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen)) return 0;
     if ((rules & R_TIME) &&
         (!rule_time(&a, &b, why, whylen) || !rule_verb_tense(&a, &b, why, whylen) ||
@@ -3223,14 +3376,15 @@ int gw_guard_code_compatible(const char *stored, size_t slen, const char *query,
 static int head_wh(const side *sd)
 {
     int i = 0;
-    while (i < 2 && i < sd->nt && (sd->t[i].flags & F_STOP) && !(sd->t[i].flags & F_WH))
+    while (i < 2 && i < sd->nt && (sd->t[i].flags & F_STOP) && !(sd->t[i].flags & F_WH) &&
+           !is_word(&sd->t[i], "what") && !is_word(&sd->t[i], "which"))
         i++;
     if (i >= sd->nt || !(sd->t[i].flags & F_STOP)) return 0; /* "the WHERE clause" */
     const tok *t = &sd->t[i];
     /* "what year", "what's the best time": a when */
     if (is_word(t, "what") || is_word(t, "which"))
         for (int j = i + 1; j < sd->nt && j <= i + 3; j++)
-            if (word_is(&sd->t[j], K_WHEN)) return 2;
+            if (asks_a_when(sd, j)) return 2;
     if (is_word(t, "where")) return 1;
     if (is_word(t, "when")) return 2;
     if (is_word(t, "who") || is_word(t, "whom") || is_word(t, "whose")) return 3;
@@ -3253,7 +3407,8 @@ int gw_guard_close_call(const char *stored, size_t slen, const char *query, size
         const side *p = pass ? &b : &a, *q = pass ? &a : &b;
         if (!words_within(p, q)) continue;
         for (int j = 0; j < q->nt; j++)
-            if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE)) {
+            if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE) &&
+                !(head_wh(q) == 2 && head_wh(p) == 2 && asks_a_when(q, j))) {
                 say(why, whylen, "close call: %s adds \"%.*s\"", pass ? "stored" : "query",
                     (int)q->t[j].len, q->t[j].s);
                 return 0;

@@ -212,7 +212,7 @@ Test(guard, added_qualifier)
     PASS("How do I iron a shirt?", "How do I quickly iron a shirt?");
     PASS("What is the capital of Peru?", "What is the capital city of Peru?");
     PASS("What's a good lunch?", "What should I eat for a good lunch?");
-    VETO("Give me a brownie recipe.", "Give me a gluten-free brownie recipe.", "gluten");
+    VETO("Give me a brownie recipe.", "Give me a gluten-free brownie recipe.", NULL);
     VETO("When is the best time to visit Norway?",
          "When is the best time to visit Norway to watch whales and hike glaciers?", NULL);
     PASS("What shoes are best for flat feet?", "What shoes are best for people with flat feet?");
@@ -661,6 +661,27 @@ Test(guard, spellings_slips_and_the_us)
     VETO("How do I get a visa for the United States?",
          "How do I get a visa for the United Kingdom?", NULL);
     PASS("Can you help us plan a trip?", "Can you help plan a trip?");
+}
+
+/* Without a thing against with it, another question word before the same words, and the
+ * same doer first in the active and in the passive. */
+Test(guard, free_of_another_question_word_and_the_passive)
+{
+    VETO("How do I make pasta with eggs?", "How do I make egg-free pasta?", "negation");
+    VETO("Which teas have caffeine?", "Which teas are caffeine-free?", "negation");
+    PASS("How do I make egg-free pasta?", "How do I make pasta without eggs?");
+    PASS("How do I get free shipping on eBay?", "How do I get shipping on eBay for free?");
+    VETO("How do I bake a cake with flour?", "How do I bake a flourless cake?", "flourless");
+    PASS("How do I bake a flourless cake?", "How do I bake a cake without flour?");
+    VETO("What is the Golden Gate Bridge?", "Where is the Golden Gate Bridge?", "where");
+    VETO("What do owls hunt?", "How do owls hunt?", "how");
+    VETO("Why do dogs pant?", "How do dogs pant?", NULL);
+    VETO("What is Diwali?", "When is Diwali?", NULL);
+    PASS("What time does the museum open?", "When does the museum open?");
+    PASS("What year did the Cold War end?", "When did the Cold War end?");
+    VETO("Did Rome conquer Carthage?", "Was Rome conquered by Carthage?", "roles");
+    PASS("Did Rome conquer Carthage?", "Was Carthage conquered by Rome?");
+    PASS("What protocol does SSH use?", "Which protocol is used by SSH?");
 }
 
 /* The close call's verdict both ways round, after the guard's own has passed. */
