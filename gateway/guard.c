@@ -224,7 +224,8 @@ static const char *const synonym_groups[] = {
     "liter litre", "kilometer kilometre km", "centimeter centimetre cm",
     "millimeter millimetre mm", "kilogram kg kilo", "gram g", "pound lb lbs", "ounce oz", "celsius °c", "fahrenheit °f",
     "foot feet ft", "inch inches", "mile miles mi", "liter l", "milliliter ml",
-    "usa us america american", "uk britain british", "tire tyre", "mold mould",
+    "mother mom mum mommy", "father dad daddy", "bicycle bike", "mount mt", "doctor dr",
+    "barbecue bbq", "usa us america american", "uk britain british", "tire tyre", "mold mould",
     "aluminum aluminium", "jewelry jewellery", "pajamas pyjamas", "catalog catalogue",
     "curb kerb", "donut doughnut", "plow plough", "javascript js", "typescript ts", "golang go",
     "postgres postgresql", "kubernetes k8s", "tall high", "height tall", "height high",
@@ -320,7 +321,7 @@ static const char stop_words[] =
     "make makes made making go goes going went take takes took put puts say says said "
     "tells give gives gave show shows showed provide example examples instance possible "
     "best good right correct proper properly recommended recommend suggest suggestions "
-    "steps step guide tutorial command commands help idea ideas tips list";
+    "steps step guide tutorial command commands help idea ideas tips list u ur thx pls plz";
 
 /* Dropped from the swap rule's word sequence: articles and determiners only say which
  * one, not what. */
@@ -363,7 +364,7 @@ static const char qualifiers[] =
     "domestic online offline local remote single multiple all every each only just entire "
     "partial dark next former future previous last nautical square cubic metric imperial "
     "fluid troy ascending descending alphabetical chronological reverse reversed worst "
-    "average indoor outdoor";
+    "average indoor outdoor bulk scratch advance";
 
 /* Words that join two things without ordering them. */
 static const char join_words[] = "and or vs versus nor";
@@ -378,7 +379,7 @@ static const char trailing_qualifiers[] = "online offline indoors outdoors overn
 /* Places and appliances a task is done in, which narrow it as a time does: "cook salmon in
  * the oven", "remove a tattoo at home". */
 static const char place_settings[] = "home oven microwave grill stovetop stove cooker fryer "
-                                     "airfryer smoker";
+                                     "airfryer smoker pan skillet wok griddle";
 
 /* What an answer is measured in: "in one sentence", "in three bullet points". */
 static const char format_nouns[] = "sentence sentences paragraph paragraphs word words bullet "
@@ -2054,7 +2055,7 @@ static int rule_negation(const side *a, const side *b, char *why, size_t whylen)
     int plain = 0;
     for (int i = 0; i < p->nt; i++)
         if ((p->t[i].flags & F_NEG) && !negation_spelled(p, i, q) &&
-            !(is_from(&p->t[i]) && stops_doing(q)))
+            !((is_from(&p->t[i]) || word_is(&p->t[i], K_CEASE)) && stops_doing(q)))
             plain++;
     if (!plain) return 1;
     say(why, whylen, "negation in %s only", na ? "stored" : "query");
@@ -2959,7 +2960,7 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
         const int *ip = pass ? ib : ia, *iq = pass ? ia : ib;
-        int np = pass ? nb : na, nq = pass ? na : nb, n = nq - np, i = 0, ok = 1;
+        int np = pass ? nb : na, nq = pass ? na : nb, n = nq - np, i = 0, ok = 1, words = 0;
         if (n < 1 || n > 2) continue;
         while (i < np && tok_like(&p->t[ip[i]], &q->t[iq[i]]))
             i++;
@@ -2969,10 +2970,17 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
         if (!before || (before->flags & (F_NUM | F_ACRO))) continue;
         for (int k = i; k < np && ok; k++)
             ok = tok_like(&p->t[ip[k]], &q->t[iq[k + n]]);
-        for (int k = i; k < i + n && ok; k++)
-            ok = added_word(p, q, iq[k]) && !filler_adjective(&q->t[iq[k]]);
+        /* "myself" is one ("install a dishwasher myself"); not a preposition's phrase, whose
+         * setting is often the one implied ("in my car", "per day"): narrowing() knows those
+         * that narrow ("in the oven", "from scratch") */
+        for (int k = i; k < i + n && ok; k++) {
+            const tok *t = &q->t[iq[k]];
+            int mine = t->len > 4 && !memcmp(t->s + t->len - 4, "self", 4);
+            words += ok = mine || (added_word(p, q, iq[k]) && !filler_adjective(t));
+        }
         /* nor a class before a name ("the movie Jaws") */
-        if (!ok || (i + n < nq && (q->t[iq[i + n]].flags & (F_ENTITY | F_CAP)))) continue;
+        if (!ok || !words || (i + n < nq && (q->t[iq[i + n]].flags & (F_ENTITY | F_CAP))))
+            continue;
         say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query", (int)q->t[iq[i]].len,
             q->t[iq[i]].s);
         return 0;
@@ -3043,7 +3051,7 @@ static int rule_verb_tense(const side *a, const side *b, char *why, size_t whyle
  * won" vs "who will win", "how has it changed" vs "how will it change"). */
 static int past_of_future(const tok *t, const side *f, int w)
 {
-    if (word_is(t, K_PAST)) return 1;
+    if (word_is(t, K_PAST) || is_word(t, "been")) return 1;
     const unsigned past = 3u << 3, now = 7u;
     unsigned ft, fi;
     int v = lex_verb(lex_find(t->s, t->len), &ft);
@@ -3059,20 +3067,47 @@ static int past_of_future(const tok *t, const side *f, int w)
 }
 
 /* "Who will win the final?" vs "Who won the final?": a future against a past. */
+/* Where a side says its future ends: "will", "is going to", "is expected to"; -1 when it
+ * does not. */
+static int future_at(const side *sd)
+{
+    for (int i = 0; i < sd->nt; i++) {
+        if (is_word(&sd->t[i], "will")) return i;
+        if (i + 1 < sd->nt && (is_word(&sd->t[i], "going") || is_word(&sd->t[i], "expected")) &&
+            is_word(&sd->t[i + 1], "to"))
+            return i + 1;
+    }
+    return -1;
+}
+
+/* Whether a side says "used to": a past that no longer holds. */
+static int used_to(const side *sd)
+{
+    for (int i = 0; i + 1 < sd->nt; i++)
+        if (is_word(&sd->t[i], "used") && is_word(&sd->t[i + 1], "to")) return 1;
+    return 0;
+}
+
 static int rule_future(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
         const side *f = pass ? b : a, *p = pass ? a : b;
-        int w = -1, other = 0;
-        for (int i = 0; i < f->nt && w < 0; i++)
-            if (is_word(&f->t[i], "will")) w = i;
-        for (int j = 0; j < p->nt; j++)
-            other |= is_word(&p->t[j], "will");
-        if (w < 0 || other) continue;
+        /* "what used to be the capital" vs "what is the capital" */
+        if (used_to(f) && !used_to(p))
+            for (int j = 0; j < p->nt; j++)
+                if (word_is(&p->t[j], K_NOW) && !is_word(&p->t[j], "can")) {
+                    say(why, whylen, "tense differs: used to vs %.*s", (int)p->t[j].len,
+                        p->t[j].s);
+                    return 0;
+                }
+        int w = future_at(f);
+        if (w < 0 || future_at(p) >= 0) continue;
         /* the main clauses: "what will happen if I miss it" vs "what happens if I missed it" */
         for (int j = 0; j < p->nt && !(j > 0 && word_is(&p->t[j], K_SUBORD)); j++)
             if (past_of_future(&p->t[j], f, w)) {
-                say(why, whylen, "tense differs: will vs %.*s", (int)p->t[j].len, p->t[j].s);
+                const tok *m = is_word(&f->t[w], "to") ? &f->t[w - 1] : &f->t[w];
+                say(why, whylen, "tense differs: %.*s%s vs %.*s", (int)m->len, m->s,
+                    m == &f->t[w] ? "" : " to", (int)p->t[j].len, p->t[j].s);
                 return 0;
             }
     }
@@ -3094,6 +3129,34 @@ static int yes_no(const side *sd)
     for (int i = 2; i < sd->nt; i++)
         if (is_word(&sd->t[i], "or")) return 0;
     return 1;
+}
+
+/* What a side's modal asks: 1 leave ("can I", "may I", "am I allowed to"), 2 duty ("must
+ * I", "do I have to", "am I required to"), 3 advice ("should I"), 0 none ("do I need to" is
+ * duty or advice). */
+static int modal_of(const side *sd)
+{
+    for (int i = 0; i < sd->nt && i < 5; i++) {
+        const tok *t = &sd->t[i];
+        if (is_word(t, "can") || is_word(t, "may") || is_word(t, "allowed")) return 1;
+        if (is_word(t, "must") || is_word(t, "required") ||
+            (is_word(t, "have") && i + 1 < sd->nt && is_word(&sd->t[i + 1], "to")))
+            return 2;
+        if (is_word(t, "should") || is_word(t, "ought")) return 3;
+    }
+    return 0;
+}
+
+/* "Should I tell my boss?" vs "Do I have to tell my boss?", "Can I bring food on a plane?"
+ * vs "Must I declare food on a plane?": leave, duty and advice are three yes-or-no
+ * questions. */
+static int rule_modal(const side *a, const side *b, char *why, size_t whylen)
+{
+    static const char *const names[] = {"", "may", "must", "should"};
+    int x = modal_of(a), y = modal_of(b);
+    if (!x || !y || x == y || !yes_no(a) || !yes_no(b)) return 1; /* not "how can I" */
+    say(why, whylen, "question differs: %s vs %s", names[x], names[y]);
+    return 0;
 }
 
 /* Whether a side opens with a how of amount or time ("how much tuna", "how long"), of way
@@ -3339,7 +3402,7 @@ static int guard_check(const char *stored, size_t slen, const char *query, size_
     if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen)) return 0;
     if ((rules & R_TIME) &&
         (!rule_time(&a, &b, why, whylen) || !rule_verb_tense(&a, &b, why, whylen) ||
-         !rule_future(&a, &b, why, whylen)))
+         !rule_future(&a, &b, why, whylen) || !rule_modal(&a, &b, why, whylen)))
         return 0;
     if ((rules & R_SCOPE) && !rule_scope(&a, &b, why, whylen)) return 0;
     if ((rules & R_ADD) &&

@@ -684,6 +684,29 @@ Test(guard, free_of_another_question_word_and_the_passive)
     PASS("What protocol does SSH use?", "Which protocol is used by SSH?");
 }
 
+/* A phrase of method, rate or place inserted, "used to" and "going to" against another
+ * time, leave against duty against advice, and everyday spellings of one word. */
+Test(guard, inserted_phrases_times_modals_and_everyday_spellings)
+{
+    VETO("How do I make pizza dough?", "How do I make pizza dough from scratch?", "scratch");
+    VETO("How do I buy rice?", "How do I buy rice in bulk?", "bulk");
+    VETO("How do I fix a leaky tap?", "How do I fix a leaky tap myself?", "myself");
+    VETO("How do I cook eggs?", "How do I cook eggs in a microwave?", "microwave");
+    VETO("What used to be the capital of Japan?", "What is the capital of Japan?", "used to");
+    VETO("Who won the Ballon d'Or?", "Who is going to win the Ballon d'Or?", "going to");
+    VETO("Who has won the most Grammys?", "Who is expected to win the most Grammys?", NULL);
+    VETO("Should I tell HR about my diagnosis?", "Do I have to tell HR about my diagnosis?",
+         "should");
+    VETO("Can I bring a knife on a plane?", "Must I declare a knife on a plane?", NULL);
+    PASS("How often should I water my ferns?", "how often do i need to water my ferns");
+    PASS("Can you explain recursion?", "Could you explain recursion?");
+    PASS("How do I prevent rust on my bike?", "How do I stop rust on my bike?");
+    PASS("How do I connect my speaker?", "how do u connect ur speaker");
+    PASS("What should I buy my mom for her birthday?",
+         "What should I buy my mother for her birthday?");
+    PASS("How tall is Mount Fuji?", "How tall is Mt Fuji?");
+}
+
 /* The close call's verdict both ways round, after the guard's own has passed. */
 static void close_call(const char *a, const char *b, int ok, const char *word)
 {
