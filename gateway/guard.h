@@ -5,8 +5,8 @@
  *
  *   numbers      15 vs 25, "second" vs "2nd" agree, "World War II" vs "World War I" not;
  *                a number marked otherwise ("200°C" vs "200°F", "$50" vs "€50", "A4" vs "S4")
- *   negation     one side says not / n't / never / no / without, or keeps something from
- *                doing it ("keep my screen from turning off"), the other does not
+ *   negation     one side says not / n't / never / no / without / X-free / X-less, or keeps
+ *                something from doing it ("keep my screen from turning off"), the other not
  *   opposites    a general lexicon of contrast pairs and closed classes (enable/disable,
  *                larger/smaller, Monday/Friday, Celsius/Kelvin, Python/Rust) and the
  *                negating prefixes un-/dis-/in-/non-/de- (install/uninstall)
@@ -14,20 +14,25 @@
  *                the other side does not mention
  *   swap         the two questions are the same words except for one or two aligned
  *                content words (symptoms of the flu / of a cold), or a question word
- *                (when/where)
- *   order        "x to y" on one side, "y to x" on the other; two words trading places
- *   added        a qualifier one side adds ("vegan lasagna", "symptoms in children")
+ *                (when/where, what is / where is, can cats eat / how much can cats eat)
+ *   order        "x to y" on one side, "y to x" on the other; two words trading places;
+ *                roles turned ("can I sue my employer" / "can my employer sue me", "did
+ *                Brutus kill Caesar" / "was Brutus killed by Caesar")
+ *   added        a qualifier one side adds ("vegan lasagna", "symptoms in children"), or
+ *                any word it inserts into the same sentence ("a mechanical keyboard")
+ *   modal        "should I" vs "do I have to" vs "can I"
  *   tense, time  "who is" vs "who was", "who sang" vs "who sings", "who will win" vs "who
- *                won", "this year" vs "last year"
+ *                won", "used to be" vs "is", "this year" vs "last year"
  *   measure      "how wide is it" vs "how tall is it"
  *   scope        one of a thing vs all of them
  *   operation    another operation on a number ("the square root of 16" vs "the square")
  *
  * Precision comes before recall: a vetoed hit is a miss, a wrong hit is a wrong answer.
- * Text is compared after light normalization (ASCII lowercase, contractions, possessive
- * 's, plurals, irregular verbs' forms, a hyphened prefix glued: step-mother is stepmother),
- * so case and rewording alone never veto. Bytes >= 0x80 are word bytes;
- * nothing is case-folded outside ASCII.
+ * Text is compared after light normalization (ASCII lowercase, contractions with or without
+ * their apostrophe, possessive 's, plurals, irregular verbs' forms, a hyphened prefix glued:
+ * step-mother is stepmother, British and American spellings, a slip of one letter in a long
+ * word, "$50" as "50 dollar"), so case and rewording alone never veto. Bytes >= 0x80 are
+ * word bytes; nothing is case-folded outside ASCII.
  *
  * Pure functions: no allocation, no global state after a one-time lexicon build (done
  * under pthread_once on first use). Any thread may call them. Inputs need not be
