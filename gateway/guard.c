@@ -2938,6 +2938,19 @@ static int rule_added(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* Nouns that name the class of the word before them, adding nothing to it: "the fall
+ * season", "the vim editor", "my Gmail account", "the new features". */
+static int class_noun(const tok *t)
+{
+    static const char *const w[] = {"season",  "editor",   "app",     "application", "tool",
+                                    "language", "software", "platform", "service",     "program",
+                                    "account", "website",  "site",    "device",      "feature",
+                                    "game",    "series",   "company", "brand"};
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        if (t->nlen == strlen(w[i]) && !memcmp(t->n, w[i], t->nlen)) return 1;
+    return 0;
+}
+
 /* Words a question adds to sound natural, narrowing nothing: "a new branch", "more
  * healthy", "a simple example". */
 static int filler_adjective(const tok *t)
@@ -2978,7 +2991,9 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
             int mine = t->len > 4 && !memcmp(t->s + t->len - 4, "self", 4);
             words += ok = mine || (added_word(p, q, iq[k]) && !filler_adjective(t));
         }
-        /* nor a class before a name ("the movie Jaws") */
+        /* nor the class a word both say is of ("the fall season", "the vim editor", "my
+         * Gmail account"), nor a class before a name ("the movie Jaws") */
+        if (ok && i > 0 && n == 1 && class_noun(&q->t[iq[i]])) continue;
         if (!ok || !words || (i + n < nq && (q->t[iq[i + n]].flags & (F_ENTITY | F_CAP))))
             continue;
         say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query", (int)q->t[iq[i]].len,
@@ -3470,7 +3485,7 @@ int gw_guard_close_call(const char *stored, size_t slen, const char *query, size
         const side *p = pass ? &b : &a, *q = pass ? &a : &b;
         if (!words_within(p, q)) continue;
         for (int j = 0; j < q->nt; j++)
-            if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE) &&
+            if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE) && !class_noun(&q->t[j]) &&
                 !(head_wh(q) == 2 && head_wh(p) == 2 && asks_a_when(q, j))) {
                 say(why, whylen, "close call: %s adds \"%.*s\"", pass ? "stored" : "query",
                     (int)q->t[j].len, q->t[j].s);

@@ -705,6 +705,8 @@ Test(guard, inserted_phrases_times_modals_and_everyday_spellings)
     PASS("What should I buy my mom for her birthday?",
          "What should I buy my mother for her birthday?");
     PASS("How tall is Mount Fuji?", "How tall is Mt Fuji?");
+    PASS("Write a limerick about spring.", "Compose a limerick about the spring season.");
+    PASS("How do I exit nano?", "How do I quit the nano editor?");
 }
 
 /* The close call's verdict both ways round, after the guard's own has passed. */
