@@ -377,12 +377,13 @@ def test_head_has_no_body_and_keeps_the_connection(server):
             assert r.status_code == 200 and r.content == b""
             assert int(r.headers["content-length"]) > 0
             assert c.get("/v1/models").json()["object"] == "list"  # same connection
-    got = exchange(server, b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"
-                           b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    # (a body that does not change between the two: /health's uptime may gain a digit)
+    got = exchange(server, b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+                           b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
                    bodiless=(0,))
     assert [g[0] for g in got] == [200, 200]
     assert got[0][1]["content-length"] == got[1][1]["content-length"]
-    assert b'"status":"ok"' in got[1][2]
+    assert b'"object":"list"' in got[1][2]
 
 
 def test_pipelined_replies_keep_their_order(server):
