@@ -2482,9 +2482,9 @@ static int asks_a_when(const side *sd, int j)
            (j + 1 == sd->nt || (sd->t[j + 1].flags & (F_STOP | F_NUM)));
 }
 
-/* What a side's first word asks: 'w' what or which, or the first letter of where, when,
- * who, why, how; "what year" asks a when, "what place" a where, "what reason" a why, "what
- * way" a how; 0 for none. */
+/* What a side's first word asks: 'w' what or which, 'r' where, 'e' when, 'o' who, 'y' why,
+ * 'h' how; "what year" asks a when, "what place" a where, "what reason" a why, "what way" a
+ * how, "how long ago" a when; 0 for none. */
 static int asked(const side *sd)
 {
     if (!sd->nt) return 0;
@@ -2493,7 +2493,7 @@ static int asked(const side *sd)
     if (is_word(t, "where")) return 'r';
     if (is_word(t, "when")) return 'e';
     if (is_word(t, "why")) return 'y';
-    if (is_word(t, "how")) /* "how long ago" asks a when */
+    if (is_word(t, "how"))
         return sd->nt > 2 && is_word(&sd->t[1], "long") && is_word(&sd->t[2], "ago") ? 'e' : 'h';
     if (!is_word(t, "what") && !is_word(t, "which")) return 0;
     /* "which inventor", "what sushi": a choice among things, which any question word may ask */
@@ -2502,11 +2502,11 @@ static int asked(const side *sd)
         const char *w;
         int c;
     } of[] = {{"place", 'r'}, {"location", 'r'}, {"country", 'r'}, {"city", 'r'},
-              {"reason", 'y'}, {"way", 'w' + 256}, {"person", 'o'}};
+              {"reason", 'y'}, {"way", 'h'}, {"person", 'o'}};
     for (int j = 1; j < sd->nt && j <= 3; j++) {
         if (asks_a_when(sd, j)) return 'e';
         for (size_t k = 0; k < sizeof of / sizeof *of; k++)
-            if (is_word(&sd->t[j], of[k].w)) return of[k].c == 'w' + 256 ? 'h' : of[k].c;
+            if (is_word(&sd->t[j], of[k].w)) return of[k].c;
     }
     return 'w';
 }
@@ -3081,7 +3081,6 @@ static int past_of_future(const tok *t, const side *f, int w)
     return 0;
 }
 
-/* "Who will win the final?" vs "Who won the final?": a future against a past. */
 /* Where a side says its future ends: "will", "is going to", "is expected to"; -1 when it
  * does not. */
 static int future_at(const side *sd)
@@ -3103,6 +3102,8 @@ static int used_to(const side *sd)
     return 0;
 }
 
+/* "Who will win the final?" vs "Who won the final?", "What used to be the capital?" vs
+ * "What is the capital?": a future or a former past against another time. */
 static int rule_future(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
