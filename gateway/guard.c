@@ -364,7 +364,7 @@ static const char qualifiers[] =
     "domestic online offline local remote single multiple all every each only just entire "
     "partial dark next former future previous last nautical square cubic metric imperial "
     "fluid troy ascending descending alphabetical chronological reverse reversed worst "
-    "average indoor outdoor bulk scratch advance";
+    "average indoor outdoor bulk scratch advance hand";
 
 /* Words that join two things without ordering them. */
 static const char join_words[] = "and or vs versus nor";
@@ -460,7 +460,7 @@ static const char manner_adverbs[] =
     "vertically horizontally diagonally alphabetically numerically chronologically "
     "recursively iteratively asynchronously synchronously concurrently manually "
     "automatically permanently temporarily remotely wirelessly legally illegally "
-    "insensitively sensitively securely naturally";
+    "insensitively sensitively securely naturally privately internationally cheaply";
 
 /* Words a reworded question adds around what it asks, narrowing nothing ("I was wondering",
  * "walk me through", "the process for", "start investing", "check which version"). */
@@ -1563,9 +1563,10 @@ static void tokenize(side *sd, const char *text, size_t len)
         /* "a for loop", "an if statement", "the where clause": a keyword named */
         if ((f & F_STOP) && k + 1 < sd->nt && names_keyword(&sd->t[k + 1]))
             f &= ~(unsigned)(F_STOP | F_DROP | F_WH | F_DIR);
-        /* "gluten-free", "sugar-free": without it */
-        if ((f & F_JOINED) && t->len == 4 && !memcmp(t->s, "free", 4) && k > 0 &&
-            !(sd->t[k - 1].flags & (F_STOP | F_NUM)))
+        /* "gluten-free", "sugar-free", "are caffeine free?": without it */
+        if (t->len == 4 && !memcmp(t->s, "free", 4) && k > 0 &&
+            !(sd->t[k - 1].flags & (F_STOP | F_NUM)) &&
+            ((f & F_JOINED) || k + 1 == sd->nt || (sd->t[k + 1].flags & F_STOP)))
             f |= F_NEG;
         /* "the US" is not "us" */
         if ((f & F_ACRO) && t->len == 2 && !memcmp(t->s, "us", 2)) f &= ~(unsigned)F_STOP;
@@ -3094,6 +3095,15 @@ static int future_at(const side *sd)
     return -1;
 }
 
+/* Whether t is the present -s of a verb f says ("owns" for "used to own"). */
+static int present_of(const tok *t, const side *f)
+{
+    if (t->len < 4 || t->s[t->len - 1] != 's') return 0;
+    for (int i = 0; i < f->nt; i++)
+        if (f->t[i].len + 1 == t->len && !memcmp(f->t[i].s, t->s, f->t[i].len)) return 1;
+    return 0;
+}
+
 /* Whether a side says "used to": a past that no longer holds. */
 static int used_to(const side *sd)
 {
@@ -3111,7 +3121,8 @@ static int rule_future(const side *a, const side *b, char *why, size_t whylen)
         /* "what used to be the capital" vs "what is the capital" */
         if (used_to(f) && !used_to(p))
             for (int j = 0; j < p->nt; j++)
-                if (word_is(&p->t[j], K_NOW) && !is_word(&p->t[j], "can")) {
+                if ((word_is(&p->t[j], K_NOW) && !is_word(&p->t[j], "can")) ||
+                    present_of(&p->t[j], f)) {
                     say(why, whylen, "tense differs: used to vs %.*s", (int)p->t[j].len,
                         p->t[j].s);
                     return 0;
@@ -3266,8 +3277,11 @@ static int verb_forms(const tok *x, const tok *y)
     unsigned fx, fy;
     int vx = lex_verb(lex_find(x->s, x->len), &fx);
     if (vx >= 0 && vx == lex_verb(lex_find(y->s, y->len), &fy)) return 1;
+    const tok *l = x->len > y->len ? x : y, *r = l == x ? y : x; /* "beat", "beaten" */
     return tok_eq(x, y) || inflected(x->s, x->len, y->s, y->len) ||
-           inflected(y->s, y->len, x->s, x->len);
+           inflected(y->s, y->len, x->s, x->len) ||
+           (l->len == r->len + 2 && !memcmp(l->s, r->s, r->len) &&
+            !memcmp(l->s + r->len, "en", 2));
 }
 
 /* "Did Brutus kill Caesar?" vs "Was Brutus killed by Caesar?": the same doer first, once in

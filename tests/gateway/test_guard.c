@@ -706,6 +706,12 @@ Test(guard, inserted_phrases_times_modals_and_everyday_spellings)
          "What should I buy my mother for her birthday?");
     PASS("How tall is Mount Fuji?", "How tall is Mt Fuji?");
     PASS("Write a limerick about spring.", "Compose a limerick about the spring season.");
+    VETO("Who used to run Tesla?", "Who runs Tesla?", "used to");
+    VETO("Did Spain beat Italy?", "Was Spain beaten by Italy?", "roles");
+    VETO("Which juices have sugar in them?", "Which juices are sugar free?", "negation");
+    VETO("How do I wash silk?", "How do I wash silk by hand?", "hand");
+    VETO("How do I sell my boat?", "How do I sell my boat privately?", "privately");
+    PASS("How do I check free memory on Linux?", "linux command to see how much memory is free");
     PASS("How do I exit nano?", "How do I quit the nano editor?");
 }
 
