@@ -373,6 +373,19 @@ static const char join_words[] = "and or vs versus nor";
  * night", "tires in winter" (not a unit: "how much water in a day"). */
 static const char time_settings[] = "night nights nighttime morning mornings evening evenings "
                                     "afternoon winter summer spring autumn weekend weekends";
+/* Nouns a programming keyword names: "a for loop" vs "a while loop". */
+static const char keyword_nouns[] = "loop statement clause keyword block";
+
+/* Nouns that name the class of the word before them, adding nothing to it: "the fall
+ * season", "the vim editor", "my Gmail account", "the new features". */
+static const char class_nouns[] = "season editor app application tool language software "
+                                  "platform service program account website site device "
+                                  "feature game series company brand";
+
+/* Words a question adds to sound natural, narrowing nothing: "a new branch", "more
+ * healthy", "a simple example". */
+static const char filler_adjectives[] = "new more most very nice simple easy quick exact";
+
 /* Qualifiers that end a question after what they qualify ("open an account online"). */
 static const char trailing_qualifiers[] = "online offline indoors outdoors overnight";
 
@@ -586,6 +599,9 @@ enum {
     K_FORMAT,
     K_SETTING,
     K_TRAIL,
+    K_KEYNOUN,
+    K_CLASS,
+    K_FILLER,
     K_DEIXIS,
     K_TIMENOUN,
     K_PLACE,
@@ -696,6 +712,9 @@ static void lex_build(void)
     lex_add_words(time_settings, K_SETTING, 0);
     lex_add_words(place_settings, K_SETTING, 0);
     lex_add_words(trailing_qualifiers, K_TRAIL, 0);
+    lex_add_words(keyword_nouns, K_KEYNOUN, 0);
+    lex_add_words(class_nouns, K_CLASS, 0);
+    lex_add_words(filler_adjectives, K_FILLER, 0);
     for (size_t i = 0; i < sizeof time_deixis / sizeof *time_deixis; i++)
         lex_add_words(time_deixis[i], K_DEIXIS, (int)i);
     lex_add_words(time_nouns, K_TIMENOUN, 0);
@@ -1391,13 +1410,11 @@ static int bound_prefix(const unsigned char *p, size_t a, size_t b)
     return 0;
 }
 
-/* Nouns a programming keyword names: "a for loop" vs "a while loop". */
-static int names_keyword(const tok *t)
+/* Whether a word's singular is in the lexicon as kind: "features" is a K_CLASS word as
+ * "feature" is. */
+static int singular_is(const tok *t, int kind)
 {
-    static const char *const nouns[] = {"loop", "statement", "clause", "keyword", "block"};
-    for (size_t i = 0; i < sizeof nouns / sizeof *nouns; i++)
-        if (t->nlen == strlen(nouns[i]) && !memcmp(t->n, nouns[i], t->nlen)) return 1;
-    return 0;
+    return lex_has(lex_find(t->n, t->nlen), kind);
 }
 
 static void tokenize(side *sd, const char *text, size_t len)
@@ -1561,7 +1578,7 @@ static void tokenize(side *sd, const char *text, size_t len)
         if (title) f &= ~(unsigned)F_CAP;
         if (shout) f &= ~(unsigned)F_ACRO;
         /* "a for loop", "an if statement", "the where clause": a keyword named */
-        if ((f & F_STOP) && k + 1 < sd->nt && names_keyword(&sd->t[k + 1]))
+        if ((f & F_STOP) && k + 1 < sd->nt && singular_is(&sd->t[k + 1], K_KEYNOUN))
             f &= ~(unsigned)(F_STOP | F_DROP | F_WH | F_DIR);
         /* "gluten-free", "sugar-free", "are caffeine free?": without it */
         if (t->len == 4 && !memcmp(t->s, "free", 4) && k > 0 &&
@@ -1624,6 +1641,7 @@ static int word_is(const tok *t, int kind)
 {
     return lex_has(lex_find(t->s, t->len), kind);
 }
+
 
 static int syn(const tok *a, const tok *b)
 {
@@ -2939,30 +2957,6 @@ static int rule_added(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
-/* Nouns that name the class of the word before them, adding nothing to it: "the fall
- * season", "the vim editor", "my Gmail account", "the new features". */
-static int class_noun(const tok *t)
-{
-    static const char *const w[] = {"season",  "editor",   "app",     "application", "tool",
-                                    "language", "software", "platform", "service",     "program",
-                                    "account", "website",  "site",    "device",      "feature",
-                                    "game",    "series",   "company", "brand"};
-    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
-        if (t->nlen == strlen(w[i]) && !memcmp(t->n, w[i], t->nlen)) return 1;
-    return 0;
-}
-
-/* Words a question adds to sound natural, narrowing nothing: "a new branch", "more
- * healthy", "a simple example". */
-static int filler_adjective(const tok *t)
-{
-    static const char *const w[] = {"new", "more", "most", "very", "nice", "simple",
-                                    "easy", "quick", "exact"};
-    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
-        if (is_word(t, w[i])) return 1;
-    return 0;
-}
-
 /* "How do I clean a mechanical keyboard?" vs "How do I clean a keyboard?", "red wine" vs
  * "wine": the same words in the same order but for one or two more that the other side
  * says nowhere (added_word()), which narrow it, whatever they are. A reworded question
@@ -2974,7 +2968,7 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
         const int *ip = pass ? ib : ia, *iq = pass ? ia : ib;
-        int np = pass ? nb : na, nq = pass ? na : nb, n = nq - np, i = 0, ok = 1, words = 0;
+        int np = pass ? nb : na, nq = pass ? na : nb, n = nq - np, i = 0, ok = 1;
         if (n < 1 || n > 2) continue;
         while (i < np && tok_like(&p->t[ip[i]], &q->t[iq[i]]))
             i++;
@@ -2990,12 +2984,12 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
         for (int k = i; k < i + n && ok; k++) {
             const tok *t = &q->t[iq[k]];
             int mine = t->len > 4 && !memcmp(t->s + t->len - 4, "self", 4);
-            words += ok = mine || (added_word(p, q, iq[k]) && !filler_adjective(t));
+            ok = mine || (added_word(p, q, iq[k]) && !word_is(t, K_FILLER));
         }
         /* nor the class a word both say is of ("the fall season", "the vim editor", "my
          * Gmail account"), nor a class before a name ("the movie Jaws") */
-        if (ok && i > 0 && n == 1 && class_noun(&q->t[iq[i]])) continue;
-        if (!ok || !words || (i + n < nq && (q->t[iq[i + n]].flags & (F_ENTITY | F_CAP))))
+        if (ok && i > 0 && n == 1 && singular_is(&q->t[iq[i]], K_CLASS)) continue;
+        if (!ok || (i + n < nq && (q->t[iq[i + n]].flags & (F_ENTITY | F_CAP))))
             continue;
         say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query", (int)q->t[iq[i]].len,
             q->t[iq[i]].s);
@@ -3500,7 +3494,8 @@ int gw_guard_close_call(const char *stored, size_t slen, const char *query, size
         const side *p = pass ? &b : &a, *q = pass ? &a : &b;
         if (!words_within(p, q)) continue;
         for (int j = 0; j < q->nt; j++)
-            if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE) && !class_noun(&q->t[j]) &&
+            if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE) &&
+                !singular_is(&q->t[j], K_CLASS) &&
                 !(head_wh(q) == 2 && head_wh(p) == 2 && asks_a_when(q, j))) {
                 say(why, whylen, "close call: %s adds \"%.*s\"", pass ? "stored" : "query",
                     (int)q->t[j].len, q->t[j].s);
