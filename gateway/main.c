@@ -45,7 +45,94 @@ static void usage(FILE *f)
                "       cachegate version\n"
                "\n"
                "Defaults: --config " DEFAULT_CONFIG ", --listen 127.0.0.1:8443,\n"
-               "--data-dir ./var, --device auto (command-line values override the file).\n");
+               "--data-dir ./var, --device auto (command-line values override the file).\n"
+               "`cachegate help COMMAND` (or COMMAND --help) tells more of one command.\n");
+}
+
+/* What `cachegate COMMAND --help` and `cachegate help COMMAND` print. */
+static const struct {
+    const char *cmd, *text;
+} command_help[] = {
+    {"serve",
+     "usage: cachegate serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
+     "                       [--device auto|cpu|cuda]\n"
+     "Serves the OpenAI API over TLS: exact cache, semantic cache, then the engine.\n"
+     "  --config FILE      the configuration (default " DEFAULT_CONFIG ")\n"
+     "  --listen HOST:PORT overrides [server] listen (default 127.0.0.1:8443)\n"
+     "  --data-dir DIR     overrides [server] data_dir (default ./var): the database,\n"
+     "                     the indexes and a generated certificate live there\n"
+     "  --device D         auto (a GPU when there is one), cpu or cuda\n"
+     "SIGTERM or SIGINT stops it gracefully: answers in flight finish, the cache is saved.\n"},
+    {"device",
+     "usage: cachegate device [--config FILE] [--device auto|cpu|cuda]\n"
+     "Prints, as JSON, where the models would run; a log line on standard error says why.\n"},
+    {"embed",
+     "usage: cachegate embed [--config FILE] [--model DIR] [--device D] TEXT...\n"
+     "Prints each TEXT's sentence embedding as a JSON array, one line per text.\n"
+     "  --model DIR        a safetensors directory (default: [embedder] model)\n"},
+    {"generate",
+     "usage: cachegate generate [--model FILE] [--chat] [--system TEXT] --prompt TEXT\n"
+     "                [--max-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
+     "                [--threads N] [--device auto|cpu|cuda] [--config FILE]\n"
+     "Streams the model's continuation of TEXT to standard output; prompt and generation\n"
+     "tokens/s and the finish reason go to standard error.\n"
+     "  --model FILE       a GGUF file (default: [engine] model)\n"
+     "  --chat             wrap the prompt in the model's chat template\n"
+     "  --system TEXT      a system message (with --chat)\n"
+     "  --max-tokens N     at most N tokens (default 256)\n"
+     "  --temperature T    0 is greedy (default 1)\n"
+     "  --top-p P          nucleus sampling (default 1)\n"
+     "  --seed S           a seed that makes sampling reproducible\n"
+     "  --threads N        CPU threads (default: [engine] threads)\n"},
+    {"cache",
+     "usage: cachegate cache import FILE|- [--tenant NAME] [--data-dir DIR] [--config FILE]\n"
+     "Stores answers in a tenant's cache (default tenant: default) before a server starts;\n"
+     "a running server takes them at POST /admin/cache/import. FILE (- for standard\n"
+     "input) holds JSON lines {\"model\", \"messages\" (or \"prompt\"), \"answer\"}, with\n"
+     "optional sampling parameters as a request's. Bad lines are reported as FILE:LINE\n"
+     "and make the exit status 1; the good ones are kept.\n"},
+    {"tenant",
+     "usage: cachegate tenant create NAME [POLICY_JSON] | set NAME POLICY_JSON | list\n"
+     "                      | delete NAME   [--data-dir DIR] [--config FILE]\n"
+     "A policy may set similarity_threshold, ttl_s, max_entries, max_bytes,\n"
+     "share_prefix_cache, models, requests_per_minute, tokens_per_minute,\n"
+     "concurrent_requests, monthly_tokens, e.g. '{\"requests_per_minute\": 60}'; set\n"
+     "replaces the whole policy. delete also deletes the tenant's keys, usage and cached\n"
+     "answers. A running server rereads tenants within a second.\n"},
+    {"key",
+     "usage: cachegate key create TENANT | list TENANT | revoke PREFIX|KEY\n"
+     "                   [--data-dir DIR] [--config FILE]\n"
+     "create prints only the new key (shown once: only its hash is kept); list shows\n"
+     "prefixes; revoke takes a key or its 12-character prefix. A running server rereads\n"
+     "keys within a second.\n"},
+    {"usage",
+     "usage: cachegate usage [--tenant NAME] [--since YYYY-MM-DD] [--data-dir DIR]\n"
+     "                       [--config FILE]\n"
+     "Prints per tenant and day the requests, prompt and completion tokens, cached\n"
+     "prompt tokens, exact and semantic cache hits, and the tokens the caches saved.\n"},
+    {"version", "usage: cachegate version\nPrints the version.\n"},
+};
+
+static int help_known(const char *cmd)
+{
+    for (size_t i = 0; i < sizeof command_help / sizeof *command_help; i++)
+        if (!strcmp(cmd, command_help[i].cmd))
+            return 1;
+    return 0;
+}
+
+/* Prints cmd's help to f ("serve", or getopt's "cachegate serve"); the whole usage when
+ * cmd is not a command. */
+static void help(FILE *f, const char *cmd)
+{
+    if (!strncmp(cmd, "cachegate ", 10))
+        cmd += 10;
+    for (size_t i = 0; i < sizeof command_help / sizeof *command_help; i++)
+        if (!strcmp(cmd, command_help[i].cmd)) {
+            fputs(command_help[i].text, f);
+            return;
+        }
+    usage(f);
 }
 
 /* mkdir -p */
@@ -83,13 +170,13 @@ static int load_config(int argc, char **argv, struct gw_config *cfg)
         case 'l': listen = optarg; break;
         case 'd': data_dir = optarg; break;
         case 'D': device = optarg; break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return 2;
+        case 'h': help(stdout, argv[0]); exit(0);
+        default: help(stderr, argv[0]); return 2;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "cachegate: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
+        fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[optind]);
+        help(stderr, argv[0]);
         return 2;
     }
     char err[1024];
@@ -247,7 +334,7 @@ static int cmd_embed(int argc, char **argv)
         case 'c': config = optarg; break;
         case 'm': model = optarg; break;
         case 'D': device = optarg; break;
-        default: usage(stderr); return 2;
+        default: help(stderr, argv[0]); return 2;
         }
     }
     if (optind >= argc) {
@@ -401,7 +488,7 @@ static int cmd_generate(int argc, char **argv)
         case 'S': if (u64_arg(optarg, &gp.sampling.seed)) goto bad; gp.sampling.has_seed = 1; break;
         case 'T': threads = optarg; break;
         case 'D': device = optarg; break;
-        default: usage(stderr); return 2;
+        default: help(stderr, argv[0]); return 2;
         }
     }
     if (optind < argc) {
@@ -568,11 +655,11 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    /* "cachegate tenant list --help": the usage, whatever the command (options end at
-     * "--", and a value such as --prompt's is not an option) */
+    /* "cachegate tenant list --help": the command's help, whatever else is there (options
+     * end at "--", and a value such as --prompt's is not an option) */
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++) {
-        if (!strcmp(argv[i], "--help")) {
-            usage(stdout);
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            help(stdout, cmd);
             return 0;
         }
         if (argv[i][0] == '-' && argv[i][1] == '-' && !strchr(argv[i], '=') &&
@@ -615,7 +702,12 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        usage(stdout);
+        if (argc > 3 || (argc == 3 && !help_known(argv[2]))) {
+            fprintf(stderr, "cachegate help: no command '%s'\n", argv[argc - 1]);
+            usage(stderr);
+            return 2;
+        }
+        help(stdout, argc == 3 ? argv[2] : "");
         return 0;
     }
     fprintf(stderr, "cachegate: unknown command '%s'\n", cmd);

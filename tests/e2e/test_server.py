@@ -770,13 +770,31 @@ def test_max_model_len_over_the_context_is_said(make_server):
 
 
 def test_help_on_every_command():
-    for args in (["serve", "--help"], ["embed", "--help"], ["generate", "--help"],
-                 ["cache", "import", "--help"], ["tenant", "list", "--help"],
-                 ["key", "create", "x", "--help"], ["usage", "--help"], ["device", "--help"]):
-        p = subprocess.run([str(BIN), *args], cwd=ROOT, capture_output=True, text=True)
-        assert p.returncode == 0 and "usage: cachegate serve" in p.stdout, args
-    p = subprocess.run([str(BIN), "version", "extra"], cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode == 2
+    def run(*args):
+        return subprocess.run([str(BIN), *args], cwd=ROOT, capture_output=True, text=True)
+    # each command's --help (wherever it stands) and `help COMMAND` tell of that command
+    for args, says in ((["serve", "--help"], "--listen HOST:PORT overrides"),
+                       (["embed", "--help"], "sentence embedding"),
+                       (["generate", "-h"], "--max-tokens N     at most N tokens (default 256)"),
+                       (["cache", "import", "--help"], "JSON lines"),
+                       (["tenant", "list", "--help"], "requests_per_minute"),
+                       (["key", "create", "x", "--help"], "revoke takes a key or its"),
+                       (["usage", "--help"], "per tenant and day"),
+                       (["device", "--help"], "where the models would run"),
+                       (["help", "tenant"], "requests_per_minute")):
+        p = run(*args)
+        assert p.returncode == 0 and says in p.stdout, args
+        assert "usage: cachegate " + args[args[0] == "help"] in p.stdout, args
+    p = run("help")
+    assert p.returncode == 0 and "usage: cachegate serve" in p.stdout
+    assert "cachegate usage [--tenant NAME]" in p.stdout
+    # a usage error shows the command's own usage
+    p = run("embed", "--bogus")
+    assert p.returncode == 2 and "unrecognized option '--bogus'" in p.stderr
+    assert "usage: cachegate embed" in p.stderr and "cachegate serve" not in p.stderr
+    p = run("help", "bogus")
+    assert p.returncode == 2 and "no command 'bogus'" in p.stderr
+    assert run("version", "extra").returncode == 2
 
 
 def test_bad_override_fails(tmp_path):
