@@ -2442,6 +2442,8 @@ static int words_within(const side *p, const side *q)
     return 1;
 }
 
+static int asked(const side *sd);
+
 static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
 {
     const tok *x = a->nt ? &a->t[0] : NULL, *y = b->nt ? &b->t[0] : NULL;
@@ -2489,6 +2491,8 @@ static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
     if (!x || !y || !(x->flags & F_WH) || !(y->flags & F_WH) || tok_eq(x, y)) return 1;
     if ((is_word(x, "how") && !how_differs(a, b)) || (is_word(y, "how") && !how_differs(b, a)))
         return 1;
+    /* "what's the best time to visit" is "when is the best time to visit" */
+    if (asked(a) == 'e' && asked(b) == 'e') return 1;
     say(why, whylen, "question differs: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
     return 0;
 }
@@ -2522,9 +2526,9 @@ static int asked(const side *sd)
         int c;
     } of[] = {{"place", 'r'}, {"location", 'r'}, {"country", 'r'}, {"city", 'r'},
               {"reason", 'y'}, {"way", 'h'}, {"person", 'o'}};
-    for (int j = 1; j < sd->nt && j <= 3; j++) {
+    for (int j = 1; j < sd->nt && j <= 4; j++) { /* "what's the best time to" */
         if (asks_a_when(sd, j)) return 'e';
-        for (size_t k = 0; k < sizeof of / sizeof *of; k++)
+        for (size_t k = 0; k < sizeof of / sizeof *of && j <= 3; k++)
             if (is_word(&sd->t[j], of[k].w)) return of[k].c;
     }
     return 'w';
@@ -3387,6 +3391,53 @@ static int rule_less(const side *a, const side *b, char *why, size_t whylen)
 }
 
 /* Both texts tokenized (NULL reads as empty); 0, saying so, when either is too long. */
+/* Whether t, a word inside a name the other side abbreviates, may be passed over:
+ * "Bank of America", "Department of the Interior" */
+static int acronym_glue(const tok *t)
+{
+    return (t->flags & F_STOP) && (is_word(t, "of") || is_word(t, "and") ||
+                                   is_word(t, "the") || is_word(t, "for"));
+}
+
+/* "LA" on one side where the other spells out "Los Angeles": the words spelled out, as
+ * many as the capitals and each beginning with its letter, become the abbreviation (also
+ * "NYC", "EU", "BP"; "US" and "UK" tokenize() merges alone). A token of side p's buffer
+ * goes into q: both live until the pair is checked. */
+static void spelled_as_abbreviations(const side *p, side *q)
+{
+    for (int i = 0; i < p->nt; i++) {
+        const tok *x = &p->t[i];
+        if (!(x->flags & F_ACRO) || x->len < 2 || x->len > 5) continue;
+        int letters = 1;
+        for (size_t k = 0; k < x->len; k++)
+            letters &= is_alpha((unsigned char)x->s[k]);
+        int found = 0;
+        for (int j = 0; j < q->nt && !found; j++)
+            found = tok_eq(x, &q->t[j]);
+        if (!letters || found) continue;
+        for (int j = 0; j < q->nt; j++) {
+            size_t k = 0;
+            int e = j;
+            for (; e < q->nt && k < x->len; e++) {
+                const tok *u = &q->t[e];
+                if (k > 0 && acronym_glue(u)) continue;
+                if (u->s[0] != x->s[k] || (u->flags & (F_STOP | F_NUM | F_ACRO)) ||
+                    u->len < 2)
+                    break;
+                k++;
+            }
+            if (k != x->len) continue;
+            tok merged = *x;
+            merged.flags = (uint16_t)((x->flags & ~(unsigned)(F_INITIAL | F_QUOTED)) |
+                                      (q->t[j].flags & (F_INITIAL | F_QUOTED)));
+            q->t[j] = merged;
+            memmove(&q->t[j + 1], &q->t[e], sizeof *q->t * (size_t)(q->nt - e));
+            q->nt -= e - j - 1;
+            break;
+        }
+    }
+}
+
 static int read_pair(side *a, side *b, const char *stored, size_t slen, const char *query,
                      size_t qlen, char *why, size_t whylen)
 {
@@ -3398,6 +3449,8 @@ static int read_pair(side *a, side *b, const char *stored, size_t slen, const ch
         say(why, whylen, "too long to check");
         return 0;
     }
+    spelled_as_abbreviations(a, b);
+    spelled_as_abbreviations(b, a);
     return 1;
 }
 
@@ -3470,7 +3523,7 @@ static int head_wh(const side *sd)
     const tok *t = &sd->t[i];
     /* "what year", "what's the best time": a when */
     if (is_word(t, "what") || is_word(t, "which"))
-        for (int j = i + 1; j < sd->nt && j <= i + 3; j++)
+        for (int j = i + 1; j < sd->nt && j <= i + 4; j++)
             if (asks_a_when(sd, j)) return 2;
     if (is_word(t, "where")) return 1;
     if (is_word(t, "when")) return 2;

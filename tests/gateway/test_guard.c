@@ -760,6 +760,30 @@ Test(guard, close_calls)
     cr_expect_eq(gw_guard_close_call(NULL, 0, NULL, 0, why, sizeof why), 1);
 }
 
+/* A name one side abbreviates and the other spells out is one name, to the guard and to the
+ * close calls; "what's the best time to" asks a when. */
+Test(guard, abbreviations_and_what_time)
+{
+    PASS("Is it safe to walk around LA at night?", "Is it safe to walk around Los Angeles at night?");
+    PASS("Where can I get cheap tacos in San Diego?", "Where can I get cheap tacos in SD?");
+    PASS("What is the tallest building in NYC?", "What is the tallest building in New York City?");
+    PASS("Does coffee raise your BP?", "Does coffee raise your blood pressure?");
+    PASS("How much does the WHO spend on vaccines?",
+         "How much does the World Health Organization spend on vaccines?");
+    VETO("What is the best museum in LA?", "What is the best museum in New York?", NULL);
+    VETO("Can I work in the EU with a US passport?",
+         "Can I work in the European Union with a Canadian passport?", NULL);
+    PASS("Is the UK part of the EU?", "Is the UK a part of the European Union?");
+    close_call("How hot does it get in LA in summer?",
+               "How hot does it get in Los Angeles in summer?", 1, NULL);
+    VETO("Where should I eat in NYC?", "Where should I eat brunch in New York City?", "brunch");
+    PASS("What's the best time to visit Iceland?", "When is the best time to visit Iceland?");
+    close_call("What is the best time of day to water tomatoes?",
+               "When should I water tomatoes?", 1, NULL);
+    VETO("What is the time difference between Tokyo and Sydney?",
+         "When is the time difference between Tokyo and Sydney?", "question");
+}
+
 Test(guard, empty_and_null)
 {
     char why[64];
