@@ -231,7 +231,7 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     rc = 1;
-    gw_server_catch_early_reload(); /* a reload asked while the models load is no exit */
+    gw_server_catch_early_signals(); /* a reload or a stop asked while the models load */
     if (make_dirs(cfg.data_dir, err, sizeof err)) {
         gw_log_kv(GW_LOG_ERROR, "cannot start", "error", err, NULL);
         goto out;

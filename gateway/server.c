@@ -1596,18 +1596,26 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
 }
 
 /* A SIGHUP that came while the server was starting (the models load for minutes after the
- * certificate was read): replayed once it listens. */
-static volatile sig_atomic_t early_hup;
+ * certificate was read): replayed once it listens. A SIGTERM or SIGINT then: the server
+ * stops as soon as it can, and exits 0 like any graceful stop; a second one kills it at
+ * once (the default action again). */
+static volatile sig_atomic_t early_hup, early_stop;
 
-static void on_early_hup(int sig)
+static void on_early_signal(int sig)
 {
-    (void)sig;
-    early_hup = 1;
+    if (sig == SIGHUP) {
+        early_hup = 1;
+        return;
+    }
+    early_stop = sig;
+    signal(sig, SIG_DFL);
 }
 
-void gw_server_catch_early_reload(void)
+void gw_server_catch_early_signals(void)
 {
-    signal(SIGHUP, on_early_hup);
+    signal(SIGHUP, on_early_signal);
+    signal(SIGTERM, on_early_signal);
+    signal(SIGINT, on_early_signal);
 }
 
 /* SIGHUP: the TLS certificate and key are read again (a renewed certificate is served
@@ -2098,6 +2106,12 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     }
     if (bind_listener(srv, err, errlen))
         goto fail;
+    if (early_stop) { /* it drains nothing and exits 0 */
+        gw_log(GW_LOG_INFO, "%s came while starting: stopping",
+               early_stop == SIGINT ? "SIGINT" : "SIGTERM");
+        event_active(early_stop == SIGINT ? srv->sig_int : srv->sig_term, EV_SIGNAL, 1);
+        early_stop = 0;
+    }
     return srv;
 fail:
     gw_server_destroy(srv);

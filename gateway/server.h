@@ -48,7 +48,8 @@ int gw_server_run(gw_server *srv);
 void gw_server_destroy(gw_server *srv); /* accepts NULL */
 
 /* Before gw_server_create(): a SIGHUP from now on (while the models load) is remembered, and
- * the server reloads its TLS certificate for it once it listens. */
-void gw_server_catch_early_reload(void);
+ * the server reloads its TLS certificate for it once it listens; a SIGTERM or SIGINT is a
+ * graceful stop as soon as it listens (exit 0), a second one the signal's default action. */
+void gw_server_catch_early_signals(void);
 
 #endif

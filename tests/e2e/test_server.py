@@ -912,14 +912,19 @@ def test_sighup_reloads_the_certificate_for_new_connections(tmp_path, make_serve
     assert metric_value(server, 'cachegate_tls_reloads_total{result="failed"}') == 2
 
 
+def start_bare(tmp_path):
+    """A server started without waiting for it, its log lines to read from proc.stderr."""
+    conf = tmp_path / "c.conf"
+    conf.write_text("")
+    return subprocess.Popen([str(BIN), "serve", "--config", str(conf), "--listen",
+                             "127.0.0.1:0", "--data-dir", str(tmp_path / "data"), "--device",
+                             DEVICE], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+
+
 def test_sighup_while_starting_is_a_reload_once_listening(tmp_path):
     """A reload asked while the models load (a renewal hook meeting a restart) was lost, or
     before that killed the server: it is done once the server listens."""
-    conf = tmp_path / "c.conf"
-    conf.write_text("")
-    proc = subprocess.Popen([str(BIN), "serve", "--config", str(conf), "--listen",
-                             "127.0.0.1:0", "--data-dir", str(tmp_path / "data"), "--device",
-                             DEVICE], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    proc = start_bare(tmp_path)
     killer = threading.Timer(60, proc.kill)  # a reload that never comes ends the read
     killer.start()
     try:
@@ -937,6 +942,26 @@ def test_sighup_while_starting_is_a_reload_once_listening(tmp_path):
         killer.cancel()
         proc.terminate()
         proc.wait(15)
+
+
+def test_sigterm_while_starting_is_a_graceful_stop(tmp_path):
+    """A stop asked while the models load (systemd stopping a service that is starting) was
+    the signal's default action, exit status 143, against the README's 0 for a graceful
+    stop: the server now stops as soon as it has started, and exits 0."""
+    proc = start_bare(tmp_path)
+    try:
+        msgs = []
+        for line in proc.stderr:
+            msgs.append(json.loads(line).get("msg", ""))
+            if msgs[-1].startswith("embedder: "):  # the models load from here on
+                proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, msgs
+        assert "SIGTERM came while starting: stopping" in msgs, msgs
+        assert msgs[-1] == "shutdown complete", msgs
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(15)
 
 
 def test_sighup_with_a_generated_certificate_never_generates_another(make_server):
