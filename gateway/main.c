@@ -155,8 +155,9 @@ static int make_dirs(const char *path, char *err, size_t errlen)
     }
 }
 
-/* Parses the common options into cfg. Returns 0, or the exit status to use. */
-static int load_config(int argc, char **argv, struct gw_config *cfg)
+/* Parses the common options into cfg. Returns 0, or the exit status to use. `optional`: the
+ * shipped file may be missing (a command that reads nothing else from it, run elsewhere). */
+static int load_config(int argc, char **argv, int optional, struct gw_config *cfg)
 {
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},   {"listen", required_argument, NULL, 'l'},
@@ -181,7 +182,8 @@ static int load_config(int argc, char **argv, struct gw_config *cfg)
     }
     char err[1024];
     gw_config_defaults(cfg);
-    if (gw_config_load(cfg, config, err, sizeof err) ||
+    if (((!optional || strcmp(config, DEFAULT_CONFIG) || access(config, F_OK) == 0) &&
+         gw_config_load(cfg, config, err, sizeof err)) ||
         (listen && gw_config_set(cfg, "server", "listen", listen, "--listen", err, sizeof err)) ||
         (data_dir &&
          gw_config_set(cfg, "server", "data_dir", data_dir, "--data-dir", err, sizeof err)) ||
@@ -221,7 +223,7 @@ static int cmd_serve(int argc, char **argv)
     struct gw_config cfg;
     struct gw_device dev;
     char err[1024];
-    int rc = load_config(argc, argv, &cfg);
+    int rc = load_config(argc, argv, 0, &cfg);
     if (rc)
         return rc;
     if (gw_config_check_serve(&cfg, err, sizeof err)) {
@@ -261,7 +263,7 @@ static int cmd_device(int argc, char **argv)
 {
     struct gw_config cfg;
     struct gw_device dev;
-    int rc = load_config(argc, argv, &cfg);
+    int rc = load_config(argc, argv, 1, &cfg);
     if (rc)
         return rc;
     rc = select_device(&cfg, &dev) ? 1 : 0;
@@ -291,8 +293,6 @@ static int load_tool_config(const char *config, struct gw_config *cfg)
     return 0;
 }
 
-/* The device of a one-shot command: --device, else the config's (auto by default). A
- * failure (device = cuda without one) is one line on stderr. */
 /* The device for a one-shot command: 0, or the exit status after saying why (2: a bad
  * --device value, 1: the device asked for is not there). */
 static int tool_device(struct gw_config *cfg, const char *device, const char *prog,

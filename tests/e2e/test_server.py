@@ -797,6 +797,17 @@ def test_help_on_every_command():
     assert run("version", "extra").returncode == 2
 
 
+def test_device_runs_anywhere(tmp_path):
+    """`device` reads nothing but the device from the configuration: like embed and generate
+    it runs outside the source tree without the shipped file, which it used to demand."""
+    p = subprocess.run([str(BIN), "device"], cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["device"]
+    p = subprocess.run([str(BIN), "device", "--config", "missing.conf"], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "missing.conf: cannot open" in p.stderr
+
+
 def test_bad_override_fails(tmp_path):
     r = start_failing(tmp_path, "", "--device", "tpu")
     assert r.returncode == 2
