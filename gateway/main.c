@@ -33,7 +33,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: cachegate serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
                "                       [--device auto|cpu|cuda]\n"
                "       cachegate device [--config FILE] [--device auto|cpu|cuda]\n"
-               "       cachegate embed [--config FILE] [--model DIR] [--device D] TEXT...\n"
+               "       cachegate embed [--config FILE] [--model DIR] [--device D] TEXT...|-\n"
                "       cachegate generate [--model FILE] [--chat] [--system TEXT] --prompt TEXT\n"
                "                [--max-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
                "                [--threads N] [--device auto|cpu|cuda] [--config FILE]\n"
@@ -67,8 +67,9 @@ static const struct {
      "usage: cachegate device [--config FILE] [--device auto|cpu|cuda]\n"
      "Prints, as JSON, where the models would run; a log line on standard error says why.\n"},
     {"embed",
-     "usage: cachegate embed [--config FILE] [--model DIR] [--device D] TEXT...\n"
-     "Prints each TEXT's sentence embedding as a JSON array, one line per text.\n"
+     "usage: cachegate embed [--config FILE] [--model DIR] [--device D] TEXT...|-\n"
+     "Prints each TEXT's sentence embedding as a JSON array, one line per text; with -\n"
+     "as the only TEXT, each line of standard input is a text.\n"
      "  --model DIR        a safetensors directory (default: [embedder] model)\n"},
     {"generate",
      "usage: cachegate generate [--model FILE] [--chat] [--system TEXT] --prompt TEXT\n"
@@ -321,6 +322,67 @@ static int stdout_done(const char *prog, int failed)
     return 1;
 }
 
+/* Embeds n texts and prints a JSON array for each, one a line: 0, or 1 after saying why. */
+static int embed_print(emb_model *m, const char *const *texts, int n)
+{
+    int dim = emb_dim(m), rc = EMB_ENOMEM;
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)dim);
+    size_t *lens = malloc(sizeof(size_t) * (size_t)n);
+    if (out && lens) {
+        for (int i = 0; i < n; i++)
+            lens[i] = strlen(texts[i]);
+        rc = emb_encode(m, texts, lens, n, out, NULL);
+    }
+    if (rc) {
+        fprintf(stderr, "cachegate embed: %s\n", emb_strerror(rc));
+    } else {
+        for (int i = 0; i < n; i++) {
+            putchar('[');
+            for (int j = 0; j < dim; j++)
+                printf("%s%.9g", j ? "," : "", out[(size_t)i * dim + j]);
+            puts("]");
+        }
+    }
+    free(out);
+    free(lens);
+    return rc ? 1 : 0;
+}
+
+/* `cachegate embed -`: each line of f a text (its line break, and a CR before it, not part
+ * of it), embedded EMBED_LINES_BATCH at a time so that a long file streams. */
+#define EMBED_LINES_BATCH 64
+static int embed_lines(emb_model *m, FILE *f)
+{
+    char *texts[EMBED_LINES_BATCH] = {0};
+    size_t caps[EMBED_LINES_BATCH] = {0};
+    int n = 0, rc = 0;
+    for (;;) {
+        ssize_t len = getline(&texts[n], &caps[n], f);
+        if (len >= 0) {
+            while (len > 0 && (texts[n][len - 1] == '\n' || texts[n][len - 1] == '\r'))
+                texts[n][--len] = 0;
+            n++;
+        }
+        if (n && (len < 0 || n == EMBED_LINES_BATCH)) {
+            rc = embed_print(m, (const char *const *)texts, n);
+            n = 0;
+            if (rc || fflush(stdout))
+                break;
+        }
+        if (len < 0) {
+            if (ferror(f)) {
+                fprintf(stderr, "cachegate embed: cannot read standard input: %s\n",
+                        strerror(errno));
+                rc = 1;
+            }
+            break;
+        }
+    }
+    for (int i = 0; i < EMBED_LINES_BATCH; i++)
+        free(texts[i]);
+    return rc;
+}
+
 static int cmd_embed(int argc, char **argv)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
@@ -360,28 +422,10 @@ static int cmd_embed(int argc, char **argv)
         fprintf(stderr, "cachegate embed: %s\n", err);
         return 1;
     }
-    int n = argc - optind, dim = emb_dim(m);
-    float *out = malloc(sizeof(float) * (size_t)n * (size_t)dim);
-    size_t *lens = malloc(sizeof(size_t) * (size_t)n);
-    if (!out || !lens) {
-        rc = EMB_ENOMEM;
-    } else {
-        for (int i = 0; i < n; i++)
-            lens[i] = strlen(argv[optind + i]);
-        rc = emb_encode(m, (const char *const *)argv + optind, lens, n, out, NULL);
-    }
-    if (rc) {
-        fprintf(stderr, "cachegate embed: %s\n", emb_strerror(rc));
-    } else {
-        for (int i = 0; i < n; i++) {
-            putchar('[');
-            for (int j = 0; j < dim; j++)
-                printf("%s%.9g", j ? "," : "", out[(size_t)i * dim + j]);
-            puts("]");
-        }
-    }
-    free(out);
-    free(lens);
+    if (argc - optind == 1 && !strcmp(argv[optind], "-"))
+        rc = embed_lines(m, stdin);
+    else
+        rc = embed_print(m, (const char *const *)argv + optind, argc - optind);
     emb_model_destroy(m);
     if (!rc && stdout_done("embed", 0))
         rc = -1;

@@ -189,6 +189,22 @@ def test_cli_embed_prints_one_array_per_text():
         assert cosine(v, REF[text]["embedding"]) >= 0.9999
 
 
+def test_cli_embed_reads_lines_from_standard_input():
+    """`embed -` embeds each line of its input (a script's file of texts, past the batch of
+    64 it embeds at a time), as the same texts given as arguments are."""
+    texts = ["What is the capital of France?", "Hello, world!"] * 40
+    r = subprocess.run([str(BIN), "embed", "-"], input="\r\n".join(texts) + "\n",
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().split("\n")
+    assert len(lines) == len(texts)
+    for line, text in zip(lines, texts):
+        assert cosine(json.loads(line), REF[text]["embedding"]) >= 0.9999
+    r = subprocess.run([str(BIN), "embed", "-"], input="", capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert r.returncode == 0 and r.stdout == ""
+
+
 def test_cli_embed_bad_model_dir(tmp_path):
     r = subprocess.run([str(BIN), "embed", "--model", str(tmp_path), "x"], capture_output=True,
                        text=True, cwd=ROOT, timeout=60)
