@@ -308,6 +308,27 @@ static void forget_deleted(gw_tenants *t)
     }
 }
 
+static int64_t limit(int64_t pol, int64_t def);
+static void refill(gw_tenants *t, struct gw_tenant *tn);
+
+/* A per-minute limit changed on a tenant in use: what it used this minute stays used, so a
+ * limit raised adds the difference to what is left (raised from 1 to 100 with the 1 used,
+ * 99 are left, not the 1 a minute's refill at the new rate would give back), and one
+ * lowered caps it. A limit set where there was none starts whole (the bucket was full). */
+static void rebucket(gw_tenants *t, struct gw_tenant *tn, const struct gw_tenant_policy *pol)
+{
+    refill(t, tn); /* what the old limit gave back until now */
+    int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
+    int64_t to = limit(pol->rpm, t->cfg->tenants_rpm);
+    if (rpm && to > rpm)
+        tn->req_bucket += (double)(to - rpm);
+    int64_t tpm = limit(tn->pol.tpm, t->cfg->tenants_tpm);
+    to = limit(pol->tpm, t->cfg->tenants_tpm);
+    if (tpm && to > tpm)
+        tn->tok_bucket += (double)(to - tpm);
+    /* (refill() with the new policy caps them at a lowered limit) */
+}
+
 void gw_tenants_reload(gw_tenants *t)
 {
     struct store_tenant *list;
@@ -359,6 +380,7 @@ void gw_tenants_reload(gw_tenants *t)
             if (ttl != tn->held_ttl_s && ttl > 0)
                 store_apply_limits(t->st, tn->id, ttl * 1000);
             tn->held_ttl_s = ttl;
+            rebucket(t, tn, &pol);
             tn->pol = pol;
         }
         for (int i = 0; i < n; i++)
@@ -539,10 +561,10 @@ static void reset_text(double s, char *out, size_t len)
 {
     if (s < 0.001)
         snprintf(out, len, "0s");
-    else if (s < 60)
+    else if (s < 59.95) /* (what "%.3g" writes as 60 is "1m0s") */
         snprintf(out, len, "%.3gs", s);
     else
-        snprintf(out, len, "%dm%ds", (int)(s / 60), (int)fmod(s, 60));
+        snprintf(out, len, "%ldm%lds", lround(s) / 60, lround(s) % 60);
 }
 
 /* One pair of limit and bucket as OpenAI's x-ratelimit-{limit,remaining,reset}-KIND headers:

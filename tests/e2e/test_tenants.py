@@ -374,6 +374,29 @@ def test_a_limit_set_on_a_tenant_in_use_starts_with_its_whole_allowance(server):
     assert [embed(c).status_code for _ in range(5)] == [200] * 5
 
 
+def test_a_limit_raised_adds_to_what_is_left(server):
+    """Raising the limit of a tenant that used it up (what an operator does in an incident)
+    kept it throttled: the old bucket only refilled at the new rate, while the headers said
+    the new limit. What it used this minute stays used; the rest of the new limit is left."""
+    key = make_tenant(server, "a", {"requests_per_minute": 2, "tokens_per_minute": 100})
+    time.sleep(1.2)
+    c = client(server, key)
+    assert [embed(c).status_code for _ in range(3)] == [200, 200, 429]
+    r = admin(server).put("/admin/tenants?name=a",
+                          content='{"requests_per_minute": 100, "tokens_per_minute": 100000}')
+    assert r.status_code == 200
+    r = embed(c)
+    assert r.status_code == 200, r.text
+    assert r.headers["x-ratelimit-limit-requests"] == "100"
+    assert 96 <= int(r.headers["x-ratelimit-remaining-requests"]) <= 98
+    assert int(r.headers["x-ratelimit-remaining-tokens"]) > 99000
+    assert [embed(c).status_code for _ in range(5)] == [200] * 5
+    # lowered, what is left is capped at the new limit
+    r = admin(server).put("/admin/tenants?name=a", content='{"requests_per_minute": 3}')
+    codes = [embed(c).status_code for _ in range(4)]
+    assert codes[:3] == [200] * 3 and codes[3] == 429, codes
+
+
 def test_policies_are_checked_whole(server):
     a = admin(server)
     for policy, says in (({"requests_per_minute": 0.5}, "whole number"),
