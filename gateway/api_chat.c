@@ -1395,20 +1395,34 @@ static void on_cut(void *arg)
 static int cache_controls(struct gw_req *r, struct gw_cache_ctl *ctl, struct parsed *p)
 {
     *ctl = (struct gw_cache_ctl){.threshold = -1, .ttl_s = -1};
-    const char *cc = gw_req_header(r, "Cache-Control");
-    for (const char *t = cc; t && *t;) {
-        while (*t == ' ' || *t == '\t' || *t == ',')
-            t++;
-        size_t n = strcspn(t, ",");
-        while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
-            n--;
-        if (n == 8 && !strncasecmp(t, "no-cache", n))
-            ctl->no_cache = 1;
-        else if (n == 8 && !strncasecmp(t, "no-store", n))
-            ctl->no_store = 1;
-        else if (n == 14 && !strncasecmp(t, "only-if-cached", n))
-            ctl->only_if_cached = 1;
-        t += strcspn(t, ",");
+    const char *cc;
+    for (int line = 0; (cc = gw_req_header_at(r, "Cache-Control", line)); line++) {
+        for (const char *t = cc; *t;) {
+            while (*t == ' ' || *t == '\t' || *t == ',')
+                t++;
+            size_t n = strcspn(t, ",");
+            while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+                n--;
+            if (n == 8 && !strncasecmp(t, "no-cache", n))
+                ctl->no_cache = 1;
+            else if (n == 8 && !strncasecmp(t, "no-store", n))
+                ctl->no_store = 1;
+            else if (n == 14 && !strncasecmp(t, "only-if-cached", n))
+                ctl->only_if_cached = 1;
+            t += strcspn(t, ",");
+        }
+    }
+    /* (one value each: two that disagree leave the request's meaning open) */
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "X-Cache-TTL" : "X-Cache-Threshold", *v = NULL, *w;
+        for (int line = 0; (w = gw_req_header_at(r, name, line)); line++) {
+            if (v && strcmp(v, w)) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "%s is given twice, with two values.", name);
+                return bad(p, NULL, msg);
+            }
+            v = w;
+        }
     }
     const char *th = gw_req_header(r, "X-Cache-Threshold");
     if (th) {

@@ -51,6 +51,10 @@ gw_tenants *gw_server_tenants(gw_server *srv);
 
 /* A request header, or NULL. Borrowed for the request's life. */
 const char *gw_req_header(struct gw_req *r, const char *name);
+/* The i-th (from 0) line of a request header that may be sent on several lines, as a list
+ * header may (RFC 9110 5.3: "Cache-Control: no-cache" and "Cache-Control: no-store" mean
+ * "no-cache, no-store"); NULL past the last. */
+const char *gw_req_header_at(struct gw_req *r, const char *name, int i);
 /* "GET", "POST", ... */
 const char *gw_req_method(struct gw_req *r);
 /* The URI's path, as sent (percent-encoded). */

@@ -1135,6 +1135,12 @@ static void send_json(struct gw_req *rc, int status, json_t *body /* takes owner
 void gw_reply_error(struct gw_req *rc, int status, const char *message, const char *param,
                     const char *code)
 {
+    /* The SDKs retry a 5xx and a 429 twice unless told not to, as OpenAI's servers tell them:
+     * a miss that only-if-cached asked for, a generation that ran out of time (run again, it
+     * would for as long) and a month's spent quota answer the same when asked again. */
+    if (code && (!strcmp(code, "cache_miss") || !strcmp(code, "timeout") ||
+                 !strcmp(code, "insufficient_quota")))
+        gw_reply_header(rc, "x-should-retry", "false");
     send_json(rc, status, oai_error(message, oai_error_type(status, code), param, code));
 }
 
@@ -1959,6 +1965,15 @@ gw_cache *gw_server_cache(gw_server *srv)
 const char *gw_req_header(struct gw_req *rc, const char *name)
 {
     return evhttp_find_header(evhttp_request_get_input_headers(rc->req), name);
+}
+
+const char *gw_req_header_at(struct gw_req *rc, const char *name, int i)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(rc->req);
+    for (struct evkeyval *h = in->tqh_first; h; h = h->next.tqe_next)
+        if (!strcasecmp(h->key, name) && i-- == 0)
+            return h->value;
+    return NULL;
 }
 
 void gw_reply_header(struct gw_req *rc, const char *name, const char *value)

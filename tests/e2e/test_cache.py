@@ -293,11 +293,16 @@ def tokens_saved(c):
                if line.startswith("cachegate_cache_tokens_saved_total{"))
 
 
-def embedded_texts(c):
+def metric(c, name):
+    """The value of a metric without labels."""
     for line in c.get("/metrics").text.splitlines():
-        if line.startswith("cachegate_embed_texts_total "):
+        if line.startswith(name + " "):
             return float(line.split()[1])
-    raise AssertionError("no cachegate_embed_texts_total in /metrics")
+    raise AssertionError(f"no {name} in /metrics")
+
+
+def embedded_texts(c):
+    return metric(c, "cachegate_embed_texts_total")
 
 
 def test_completions_are_stored_without_embedding_their_prompts(server):
@@ -525,6 +530,38 @@ def test_no_store_no_cache_and_max_tokens(server):
     assert r.headers["X-Cache"] == "MISS"
 
 
+def test_cache_control_on_several_lines_and_no_sdk_retries(server):
+    """A Cache-Control sent on two lines (a proxy or a library adds its own) counted only its
+    first line, so a no-store on the second was stored; and the SDKs retried a 504 that
+    only-if-cached asked for twice, as they retry any 5xx they are not told to leave."""
+    c = client(server)
+    q = "What is the capital of Italy?"
+    r = c.post("/v1/chat/completions", headers=[("Cache-Control", "max-age=0"),
+                                                ("Cache-Control", "no-store")],
+               json={"model": MODEL, "messages": [{"role": "user", "content": q}],
+                     "max_tokens": 40, "temperature": 0})
+    assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "stop", r.text
+    time.sleep(1)
+    r = only_if_cached(c, q, max_tokens=40, temperature=0)
+    assert r.status_code == 504 and r.headers["x-should-retry"] == "false"
+    r = c.post("/v1/chat/completions", headers=[("Cache-Control", "no-cache"),
+                                                ("Cache-Control", "only-if-cached")],
+               json={"model": MODEL, "messages": [{"role": "user", "content": q}]})
+    assert r.status_code == 504, "the engine never runs for only-if-cached"
+    # two values of a one-value header
+    r = c.post("/v1/chat/completions", headers=[("X-Cache-Threshold", "0.9"),
+                                                ("X-Cache-Threshold", "0.5")],
+               json={"model": MODEL, "messages": [{"role": "user", "content": q}]})
+    assert r.status_code == 400 and "X-Cache-Threshold is given twice" in r.text
+    sdk = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused",
+                        http_client=httpx.Client(verify=server.ssl_context(), timeout=120))
+    before = metric(c, "cachegate_cache_only_if_cached_misses_total")
+    with pytest.raises(openai.InternalServerError):
+        sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": q}],
+                                    extra_headers={"Cache-Control": "only-if-cached"})
+    assert metric(c, "cachegate_cache_only_if_cached_misses_total") == before + 1
+
+
 def test_ttl_header_expires_entries(server):
     c = client(server)
     q = "What is the capital of France?"
@@ -578,10 +615,7 @@ def test_admin_routes_need_the_admin_key_and_delete(server, make_server):
 
 
 def hot_entries(c):
-    for line in c.get("/metrics").text.splitlines():
-        if line.startswith("cachegate_cache_hot_entries "):
-            return float(line.split()[1])
-    raise AssertionError("no cachegate_cache_hot_entries in /metrics")
+    return metric(c, "cachegate_cache_hot_entries")
 
 
 def hit(c, q, answer):

@@ -213,6 +213,7 @@ def test_monthly_quota_and_usage(server):
     r = embed(c)
     assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota"
     assert r.json()["error"]["type"] == "insufficient_quota"  # as OpenAI's body says it
+    assert r.headers["x-should-retry"] == "false"  # the SDKs' retries would meet the same
     assert int(r.headers["Retry-After"]) > 0
     time.sleep(1.5)  # usage is written in batches, about once a second
     rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
