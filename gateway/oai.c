@@ -357,12 +357,23 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
     const char *const *keys = chat ? chat_keys : completion_keys;
     const size_t n = chat ? sizeof chat_keys / sizeof *chat_keys
                           : sizeof completion_keys / sizeof *completion_keys;
-    for (size_t i = 0; i < n; i++)
-        if (!nothing(keys[i], json_object_get(b, keys[i]))) {
+    for (size_t i = 0; i < n; i++) /* (web_search_options {} is a search with defaults) */
+        if (json_is_object(json_object_get(b, keys[i])) ||
+            !nothing(keys[i], json_object_get(b, keys[i]))) {
             snprintf(msg, len, "%s is not supported by this server.", keys[i]);
             *param = keys[i];
             return -1;
         }
+    if (chat) { /* as the Responses route refuses its reasoning and text.verbosity */
+        json_t *re = json_object_get(b, "reasoning_effort"), *vb = json_object_get(b, "verbosity");
+        if (re && !json_is_null(re))
+            return refuse(param, msg, len, "reasoning_effort",
+                          "reasoning_effort is not supported: this model does not reason.");
+        if (vb && !json_is_null(vb) &&
+            !(json_is_string(vb) && !strcmp(json_string_value(vb), "medium")))
+            return refuse(param, msg, len, "verbosity",
+                          "Only verbosity \"medium\" (the default) is supported.");
+    }
     if (chat && gw_tools_check(b, param, msg, len))
         return -1;
     if (chat && !oai_metadata_ok(json_object_get(b, "metadata")))

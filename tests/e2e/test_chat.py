@@ -372,6 +372,11 @@ def test_top_k_and_min_p_are_applied(server):
     ({"min_tokens": 10}, "min_tokens"),
     ({"metadata": {"a": [1]}}, "metadata"),
     ({"web_search_options": {"search_context_size": "low"}}, "web_search_options"),
+    # {} is OpenAI's own example of a search with the defaults: not a neutral value here
+    ({"web_search_options": {}}, "web_search_options"),
+    ({"audio": {}}, "audio"),
+    ({"reasoning_effort": "low"}, "reasoning_effort"),
+    ({"verbosity": "low"}, "verbosity"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
         "type": "string"}}}], "tool_choice": "required"}, "tools"),
 ])
