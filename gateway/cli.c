@@ -30,7 +30,10 @@ int gw_cli_config(const char *config, const char *data_dir, struct gw_config *cf
 {
     char err[1024];
     gw_config_defaults(cfg);
-    if (gw_config_load(cfg, config ? config : DEFAULT_CONFIG, err, sizeof err) ||
+    /* with --data-dir, the shipped file may be missing (an administrator's command run
+     * outside the installation directory) */
+    int skip = !config && data_dir && access(DEFAULT_CONFIG, F_OK) != 0;
+    if ((!skip && gw_config_load(cfg, config ? config : DEFAULT_CONFIG, err, sizeof err)) ||
         (data_dir &&
          gw_config_set(cfg, "server", "data_dir", data_dir, "--data-dir", err, sizeof err))) {
         fprintf(stderr, "cachegate: %s\n", err);
@@ -300,8 +303,14 @@ static int one_of(const char *word, const char *list)
 static char served[2][256];
 
 /* Common options of the administration commands; argv[optind..] are the operands. */
+/* How many operands a command takes after its options, and its usage line for others. */
+struct operands {
+    int min, max;
+    const char *usage;
+};
+
 static int admin_open(int argc, char **argv, int *first, const char **since, const char **tenant,
-                      int writes, store **st)
+                      int writes, struct operands ops, store **st)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
                                               {"data-dir", required_argument, NULL, 'd'},
@@ -321,6 +330,10 @@ static int admin_open(int argc, char **argv, int *first, const char **since, con
         }
     }
     *first = optind;
+    if (argc - optind < ops.min || argc - optind > ops.max) { /* before any file is made */
+        fputs(ops.usage, stderr);
+        return 2;
+    }
     if (since && *since && !gw_usage_day_ok(*since)) { /* before any file is opened */
         fprintf(stderr, "cachegate usage: --since must be a day, YYYY-MM-DD (got '%s')\n",
                 *since);
@@ -387,8 +400,16 @@ int gw_cli_tenant(int argc, char **argv)
     }
     store *st = NULL;
     name_verb(argv);
+    /* create NAME [POLICY], set NAME POLICY, list, delete NAME */
+    struct operands n = {1, 1, usage};
+    if (!strcmp(verb, "list"))
+        n.min = n.max = 0;
+    else if (!strcmp(verb, "create"))
+        n.max = 2;
+    else if (!strcmp(verb, "set"))
+        n.min = n.max = 2;
     int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL,
-                               one_of(verb, "create set"), &st);
+                               one_of(verb, "create set"), n, &st);
     if (rc)
         return rc;
     char **ops = argv + 1 + first;
@@ -485,7 +506,8 @@ int gw_cli_key(int argc, char **argv)
     }
     store *st = NULL;
     name_verb(argv);
-    int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL, 0, &st);
+    int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL, 0,
+                               (struct operands){1, 1, usage}, &st);
     if (rc)
         return rc;
     char **ops = argv + 1 + first;
@@ -569,7 +591,9 @@ int gw_cli_usage(int argc, char **argv)
 {
     const char *since = NULL, *tenant = NULL;
     store *st = NULL;
-    int first, rc = admin_open(argc, argv, &first, &since, &tenant, 0, &st);
+    int first, rc = admin_open(argc, argv, &first, &since, &tenant, 0,
+                               (struct operands){0, 0, "usage: cachegate usage [--tenant NAME] "
+                                                       "[--since YYYY-MM-DD]\n"}, &st);
     if (rc)
         return rc;
     rc = 1;
@@ -577,11 +601,6 @@ int gw_cli_usage(int argc, char **argv)
     struct store_usage *u = NULL;
     struct store_tenant *t = NULL;
     int n = 0, nt = 0;
-    if (first != argc) {
-        fprintf(stderr, "usage: cachegate usage [--tenant NAME] [--since YYYY-MM-DD]\n");
-        rc = 2;
-        goto out;
-    }
     if (tenant && tenant_id(st, tenant, &id))
         goto out;
     if (store_usage_list(st, id, since, &u, &n) || store_tenant_list(st, &t, &nt)) {

@@ -620,6 +620,18 @@ def test_cli_reads_refuse_a_directory_without_a_database(tmp_path, server):
                        capture_output=True, text=True)
     assert p.returncode == 2
     assert not typo.exists()
+    # a command missing its operands (or given too many) is a usage error before any file
+    # is made: `tenant create` without a NAME made the database, then said its usage
+    for args in (("tenant", "create"), ("tenant", "set", "x"), ("tenant", "list", "x"),
+                 ("key", "list"), ("key", "create", "a", "b"), ("usage", "x")):
+        p = subprocess.run([str(BIN), *args, "--data-dir", str(typo)], cwd=ROOT,
+                           capture_output=True, text=True)
+        assert p.returncode == 2 and "usage: cachegate " + args[0] in p.stderr, (args, p.stderr)
+        assert not typo.exists(), args
+    # with --data-dir, an administrator's command runs outside the installation directory
+    p = subprocess.run([str(BIN), "tenant", "list", "--data-dir", str(server.data_dir)],
+                       cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 0 and "default" in p.stdout, p.stderr
     p = subprocess.run([str(BIN), "usage", "--since", "garbage", "--data-dir",
                         str(server.data_dir), "--config", str(server.conf)], cwd=ROOT,
                        capture_output=True, text=True)
