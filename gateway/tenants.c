@@ -290,9 +290,11 @@ static void assign_labels(gw_tenants *t)
     free(live);
 }
 
-/* A deleted tenant's series go from the metrics (its name no live tenant's label), so that
- * tenants made and deleted do not grow /metrics past metrics_max_tenants, and a tenant made
- * again under the name starts from 0. Those that shared "other" stay counted there. */
+/* A deleted tenant's series go from the metrics, so that tenants made and deleted do not
+ * grow /metrics past metrics_max_tenants, and a tenant made again under the name starts
+ * from 0: also when this reload is the first to see both the deletion and the new tenant
+ * (the CLI's delete and create within a second), which has had no request yet. Those that
+ * shared "other" stay counted there. */
 static void forget_deleted(gw_tenants *t)
 {
     for (int i = 0; i < t->nt; i++) {
@@ -300,10 +302,7 @@ static void forget_deleted(gw_tenants *t)
         if (!tn->deleted || tn->forgotten || !t->reg)
             continue;
         tn->forgotten = 1;
-        int shared = !strcmp(tn->label, "other");
-        for (int j = 0; j < t->nt && !shared; j++)
-            shared = !t->t[j]->deleted && !strcmp(t->t[j]->label, tn->name);
-        if (!shared)
+        if (strcmp(tn->label, "other"))
             gw_metrics_forget(t->reg, "tenant", tn->name);
     }
 }

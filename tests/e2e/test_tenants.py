@@ -714,6 +714,24 @@ def test_a_deleted_tenants_series_leave_the_metrics(make_server):
         text = a.get("/metrics").text
         assert f'tenant="{name}"' not in text, text
         assert 'tenant="other"' not in text
+    # deleted and made again by the CLI within the second the server rereads tenants in:
+    # the old series went on counting under the new tenant
+    key = make_tenant(server, "eph3")
+    assert embed(client(server, key)).status_code == 200
+
+    def cli(*args):
+        p = subprocess.run([str(BIN), *args, "--data-dir", str(server.data_dir), "--config",
+                            str(server.conf)], cwd=ROOT, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+    cli("tenant", "delete", "eph3")
+    cli("tenant", "create", "eph3")
+    key = cli("key", "create", "eph3")
+    time.sleep(1.2)
+    assert embed(client(server, key)).status_code == 200
+    text = a.get("/metrics").text
+    assert 'cachegate_tenant_requests_total{tenant="eph3",result="ok"} 1' in text, text
 
 
 def test_cache_metrics_follow_any_number_of_tenants_and_their_churn(make_server):
