@@ -1725,7 +1725,9 @@ static int register_metrics(gw_server *srv)
 }
 
 /* Without authentication, only this machine may connect. */
-static int bind_listener(gw_server *srv, char *err, size_t errlen)
+/* The address to listen on, checked against the configuration: 0, or -1 with err. */
+static int listen_address(const gw_server *srv, struct evutil_addrinfo **ai, char *err,
+                          size_t errlen)
 {
     char host[256], port_s[16];
     int port;
@@ -1736,21 +1738,55 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
     if (gw_config_check_serve(srv->cfg, err, errlen))
         return -1;
     snprintf(port_s, sizeof port_s, "%d", port);
-    struct evutil_addrinfo hints = {0}, *ai = NULL;
+    struct evutil_addrinfo hints = {0};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = EVUTIL_AI_PASSIVE;
-    int gai = evutil_getaddrinfo(host, port_s, &hints, &ai);
-    if (gai != 0 || !ai) {
+    *ai = NULL;
+    int gai = evutil_getaddrinfo(host, port_s, &hints, ai);
+    if (gai != 0 || !*ai) {
         snprintf(err, errlen, "cannot resolve listen address %s: %s", srv->cfg->listen,
                  evutil_gai_strerror(gai));
         return -1;
     }
     /* the address bound, not only the one the configuration check resolved earlier */
-    if (gw_config_check_address(srv->cfg, ai->ai_addr, err, errlen)) {
-        evutil_freeaddrinfo(ai);
+    if (gw_config_check_address(srv->cfg, (*ai)->ai_addr, err, errlen)) {
+        evutil_freeaddrinfo(*ai);
         return -1;
     }
+    return 0;
+}
+
+/* Before the models load (for minutes, with a large one): a port in use or a data directory
+ * another server holds fails the start now, with the message it would give after them. */
+static int can_start(const gw_server *srv, char *err, size_t errlen)
+{
+    if (store_in_use(srv->cfg->data_dir, err, errlen))
+        return -1;
+    struct evutil_addrinfo *ai;
+    if (listen_address(srv, &ai, err, errlen))
+        return -1;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, rc = 0;
+    if (fd >= 0) { /* bound as the listener will be (SO_REUSEADDR), then let go */
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, (socklen_t)ai->ai_addrlen)) {
+            snprintf(err, errlen, "cannot listen on %s: %s", srv->cfg->listen, strerror(errno));
+            rc = -1;
+        }
+        close(fd);
+    }
+    evutil_freeaddrinfo(ai);
+    return rc;
+}
+
+static int bind_listener(gw_server *srv, char *err, size_t errlen)
+{
+    struct evutil_addrinfo *ai;
+    if (listen_address(srv, &ai, err, errlen))
+        return -1;
+    char host[256];
+    int port;
+    gw_config_split_listen(srv->cfg->listen, host, sizeof host, &port);
     srv->listener = evconnlistener_new_bind(
         srv->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
         1024, ai->ai_addr, (int)ai->ai_addrlen);
@@ -2048,6 +2084,8 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     if (generated[0])
         gw_log_kv(GW_LOG_INFO | GW_LOG_ALWAYS, "generated a self-signed TLS certificate", "path", generated,
                   NULL);
+    if (can_start(srv, err, errlen))
+        goto fail;
 
     /* the changelist folds the event changes of one loop iteration into one epoll_ctl per
      * socket (evhttp turns reading off and writing on, then back, for every request); its

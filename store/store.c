@@ -395,6 +395,26 @@ int store_exists(const char *dir)
     return access(path, F_OK) == 0;
 }
 
+static int in_use(const char *dir, char *err, size_t errlen)
+{
+    return seterr(err, errlen, STORE_EBUSY,
+                  "%s is in use by another cachegate process (a running server? use its admin "
+                  "API instead)",
+                  dir);
+}
+
+int store_in_use(const char *dir, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cachegate.lock", dir);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* (no lock file, no owner; any other failure is store_open()'s to say) */
+    int rc = flock(fd, LOCK_EX | LOCK_NB) ? in_use(dir, err, errlen) : 0;
+    close(fd); /* (and the lock with it) */
+    return rc;
+}
+
 int store_open(const struct store_options *o, store_progress_fn progress, void *parg,
                store **out, char *err, size_t errlen)
 {
@@ -432,10 +452,7 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
         goto fail;
     }
     if (flock(s->lock_fd, LOCK_EX | LOCK_NB)) {
-        rc = seterr(err, errlen, STORE_EBUSY,
-                    "%s is in use by another cachegate process (a running server? use its "
-                    "admin API instead)",
-                    o->dir);
+        rc = in_use(o->dir, err, errlen);
         goto fail;
     }
 database:

@@ -66,6 +66,9 @@ typedef void (*store_progress_fn)(void *arg, int64_t tenant, int64_t done, int64
 
 /* 1 when dir holds a store's database (one that store_open() would open, not create). */
 int store_exists(const char *dir);
+/* STORE_EBUSY, saying so, when another process holds DIR (store_open() would fail so): a
+ * server asks before it loads its models, to fail in a second rather than after them. */
+int store_in_use(const char *dir, char *err, size_t errlen);
 
 int store_open(const struct store_options *o, store_progress_fn progress, void *parg,
                store **out, char *err, size_t errlen);

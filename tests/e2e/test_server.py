@@ -731,6 +731,17 @@ def start_failing(tmp_path, conf_text, *extra):
                            *extra], cwd=ROOT, capture_output=True, text=True, timeout=20)
 
 
+def test_a_port_in_use_or_a_held_data_dir_fails_before_the_models_load(tmp_path, server):
+    """Both were found only once the models had loaded (minutes with a large one); a
+    restart loop or an operator's typo now fails in a moment, with the same message."""
+    r = start_failing(tmp_path, "", "--listen", f"127.0.0.1:{server.port}")
+    assert r.returncode == 1 and "Address already in use" in r.stderr, r.stderr
+    assert "embedder: " not in r.stderr
+    r = start_failing(tmp_path, "", "--data-dir", str(server.data_dir))
+    assert r.returncode == 1 and "in use by another cachegate process" in r.stderr, r.stderr
+    assert "embedder: " not in r.stderr
+
+
 def test_missing_certificate_fails_clearly(tmp_path):
     r = start_failing(tmp_path, "[tls]\ncert_file = /nonexistent/cert.pem\n"
                                 "key_file = /nonexistent/key.pem\n")
