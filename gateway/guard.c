@@ -449,8 +449,8 @@ static const char *const math_ops[] = {
     "sine sin", "tangent tan", "binary", "hexadecimal hex", "octal",
 };
 
-/* What "when" asks for: "what year", "which century". */
-static const char when_units[] = "year date day time century decade month era";
+/* What "when" asks for: "what year", "which century", "at what age". */
+static const char when_units[] = "year date day time century decade month era age";
 
 /* Nouns that frame a question rather than narrow it: "the reason cats purr", "the word
  * ubiquitous". */
@@ -1179,6 +1179,13 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
                 break;
             }
     }
+    /* whats, hows, wheres: a question word's "is" typed without the apostrophe */
+    if (apos == (size_t)-1 && !neg && k >= 4 && o[k - 1] == 's') {
+        static const char *const bare[] = {"whats", "hows", "wheres", "whos", "whens", "thats"};
+        for (size_t i = 0; i < sizeof bare / sizeof *bare; i++)
+            if (k == strlen(bare[i]) && !memcmp(o, bare[i], k))
+                base = k - 1;
+    }
     const char *word = o;
     if (neg && neg[0] == 'n') {
         /* ca(n't) wo(n't) sha(n't) ai(n't) lose a letter to the contraction */
@@ -1241,6 +1248,16 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
     }
 }
 
+/* the, a, my, this...: a word before a noun (or an ordinal) */
+static int determiner(const tok *t)
+{
+    static const char *const d[] = {"the", "a",   "an",  "my",   "your",  "his", "her",
+                                    "its", "our", "their", "this", "that", "these", "those"};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        if (t->len == strlen(d[i]) && !memcmp(t->s, d[i], t->len)) return 1;
+    return 0;
+}
+
 /* Whether a number word or numeral is an ordinal: "first", "second", "third", "fifth",
  * "twentieth", "3rd", "21st". */
 static int ordinal(const tok *t)
@@ -1261,6 +1278,14 @@ static void collect_numbers(side *sd)
     for (int i = 0; i < sd->nt; i++) {
         tok *t = &sd->t[i];
         if (t->num >= 0) continue;
+        /* "first" as an adverb counts nothing: "take it without eating first", "which came
+         * first, the chicken or the egg", "first of all"; "the first president", "my first
+         * car" and "first place" are ordinals */
+        if (t->len == 5 && !memcmp(t->s, "first", 5) &&
+            (i + 1 == sd->nt || (sd->t[i + 1].flags & F_STOP)) && !(i > 0 && determiner(t - 1))) {
+            t->flags &= (uint16_t)~F_NUM;
+            continue;
+        }
         /* "one" after an ordinal is a pronoun: "the second one" is 2, "the 3rd one" 3 */
         if (i > 0 && (sd->t[i - 1].flags & F_NUM) && ordinal(&sd->t[i - 1]) &&
             ((t->len == 3 && !memcmp(t->s, "one", 3)) ||
@@ -2637,6 +2662,15 @@ static int rule_swap(const side *a, const side *b, char *why, size_t whylen)
     /* "when" and "what year", "in which century" */
     if (asks_when(a, ia, p, p + ma, b, ib, p, p + mb) ||
         asks_when(b, ib, p, p + mb, a, ia, p, p + ma))
+        return 1;
+    /* "why do dogs eat grass" and "what's the reason dogs eat grass": the opening is the
+     * whole difference, and it asks the same (asked()) */
+    if (p == 0 && asked(a) && asked(a) == asked(b) && asked(a) != 'w' && asked(a) != 'h')
+        return 1;
+    /* "how long did it last" and "how many years did it last": the words after "how" are
+     * the whole difference, and they ask one thing (how_asks()) */
+    if (ia[p] == 1 && ib[p] == 1 && is_word(&a->t[0], "how") && is_word(&b->t[0], "how") &&
+        how_asks(a) && how_asks(a) == how_asks(b))
         return 1;
     /* "who is" vs "who was": the auxiliaries are the whole difference, in two tenses */
     const tok *pa = tensed(a, ia, p, p + ma, K_PAST), *pb = tensed(b, ib, p, p + mb, K_PAST);

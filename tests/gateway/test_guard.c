@@ -784,6 +784,29 @@ Test(guard, abbreviations_and_what_time)
          "When is the time difference between Tokyo and Sydney?", "question");
 }
 
+/* "how long" and "how many hours", "why" and "what's the reason", "when" and "what age" ask
+ * the same; "whats" is "what's"; "first" as an adverb counts nothing. */
+Test(guard, same_asking_in_other_words)
+{
+    PASS("How long does a tattoo take to heal?", "How many weeks does a tattoo take to heal?");
+    PASS("How long did the Roman Empire last?", "how many years did the roman empire last");
+    VETO("How long does a tattoo take to heal?", "How much does a tattoo cost to heal?", NULL);
+    PASS("Why do onions make you cry?", "whats the reason onions make you cry");
+    PASS("Why is the sky blue?", "What's the reason the sky is blue?");
+    VETO("Why is the sky blue?", "Where is the sky blue?", NULL);
+    PASS("When should a baby start crawling?", "At what age should a baby start crawling?");
+    PASS("When can kids sit in the front seat?", "what age can kids sit in the front seat");
+    PASS("What is the population of Chile?", "whats the population of chile");
+    PASS("How is the economy in Brazil?", "hows the economy in brazil");
+    PASS("Can I drink coffee on an empty stomach?", "can i drink coffee before eating anything first");
+    PASS("Which came first, the chicken or the egg?", "so which came first the chicken or egg");
+    VETO("Who was the first person on the moon?", "Who was the second person on the moon?",
+         "numbers");
+    VETO("Who finished first in the Boston Marathon?",
+         "Who finished second in the Boston Marathon?", "numbers");
+    VETO("How do I buy my first home?", "How do I buy a home?", "numbers");
+}
+
 Test(guard, empty_and_null)
 {
     char why[64];
