@@ -807,6 +807,36 @@ Test(guard, same_asking_in_other_words)
     VETO("How do I buy my first home?", "How do I buy a home?", "numbers");
 }
 
+/* From and to turned round, two things asked of one word, a function word quoted alone,
+ * a few more opposites, "1 banana" as "a banana", "la" typed for "Los Angeles". */
+Test(guard, direction_word_aspects_and_quoted_words)
+{
+    VETO("How do I move files from my laptop to an external drive?",
+         "How do I move files from an external drive into my laptop?", "direction");
+    VETO("Can I send money from Venmo to my bank account?",
+         "Can I send money to Venmo from my bank account?", "direction");
+    VETO("Does the tenant pay the deposit to the landlord?",
+         "Does the tenant get the deposit back from the landlord?", NULL);
+    PASS("How far is Boston from New York?", "How far is it from New York to Boston?");
+    PASS("How do I stop my cat from scratching the sofa?",
+         "how do i get my cat to stop scratching the sofa");
+    PASS("How do I remove a watermark from a PDF?", "how to remove the watermark of a pdf");
+    VETO("What does 'schadenfreude' mean?", "Where does the word 'schadenfreude' come from?",
+         "meaning vs origin");
+    VETO("What is the meaning of 'benevolent'?", "What is the opposite of 'benevolent'?",
+         "meaning vs opposite");
+    PASS("What does 'benevolent' mean?", "What's the definition of benevolent?");
+    VETO("When do I use 'its' versus 'it's'?", "When do I use 'its' versus 'their'?", "their");
+    VETO("Should I write 'a' or 'an' before 'hour'?", "Should I write 'a' or 'the' before 'hour'?",
+         NULL);
+    VETO("How do I thicken gravy?", "How do I thin gravy that is too thick?", "opposites");
+    VETO("How do I delete my Facebook account?", "How do I deactivate my Facebook account?",
+         "opposites");
+    PASS("How much protein is in an egg?", "protein in 1 egg");
+    VETO("How much protein is in an egg?", "protein in 3 eggs", "numbers");
+    PASS("Is San Diego expensive to live in?", "is sd expensive to live in");
+}
+
 Test(guard, empty_and_null)
 {
     char why[64];
