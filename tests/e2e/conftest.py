@@ -14,7 +14,8 @@ import time
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = pathlib.Path(os.environ.get("CACHEGATE_BIN", ROOT / "build" / "cachegate"))
+# absolute: some tests run it from another directory (make passes build/cachegate)
+BIN = pathlib.Path(os.environ.get("CACHEGATE_BIN", ROOT / "build" / "cachegate")).absolute()
 PROMTOOL = ROOT / "build" / "tools" / "promtool"
 # where the servers run their models: cpu, or cuda for make test-gpu's run of the suite
 DEVICE = os.environ.get("CACHEGATE_E2E_DEVICE", "cpu")
