@@ -26,7 +26,8 @@ static const char *const contrast_groups[] = {
     /* verbs: actions and their inverse */
     /* a capital is often not the largest city */
     "capital largest", "capital biggest", "born die", "birth death",
-    "boot exit", "backup restore", "thicken thin", "delete deactivate",
+    "boot exit", "backup restore", "thicken thin", "delete deactivate", "wash dry",
+    "remove find", "delete find", "remove count", "delete count",
     "enable disable", "install uninstall", "install remove", "buy sell", "increase decrease",
     "increase reduce", "add remove", "add subtract", "add delete", "open close", "open shut",
     "start stop", "start finish", "begin end", "begin finish", "encrypt decrypt",
@@ -144,6 +145,7 @@ static const char *const contrast_groups[] = {
     "compile interpret", "compiler interpreter", "compiled interpreted",
     "union intersection", "inner outer", 
     /* closed classes: any two members differ */
+    "symptom cause treatment prevention diagnosis complication",
     "yesterday today tomorrow tonight", "now later", 
     "monday tuesday wednesday thursday friday saturday sunday weekday weekend",
     "january february march april june july august september october november december",
@@ -201,7 +203,7 @@ static const char *const synonym_groups[] = {
     "car automobile vehicle", "movie film", "picture photo image photograph", "help assist aid",
     "use utilize employ", "write compose author draft", "book novel",
     "show display demonstrate", "tell explain describe", "define meaning mean definition",
-    "explain clarify", "delete remove erase", "cancel abort", "choose select pick",
+    "explain clarify", "delete remove erase", "uninstall remove", "cancel abort", "choose select pick",
     "speak talk say", "look see watch view", "job work employment occupation career",
     "shop store", "kid child", "doctor physician", "sick ill unwell", "happy glad joyful",
     "sad unhappy", "smart intelligent clever", "dangerous unsafe hazardous risky",
@@ -1281,8 +1283,10 @@ static void collect_numbers(side *sd)
         /* "first" as an adverb counts nothing: "take it without eating first", "which came
          * first, the chicken or the egg", "first of all"; "the first president", "my first
          * car" and "first place" are ordinals */
+        const tok *next = i + 1 < sd->nt ? &sd->t[i + 1] : NULL; /* ("first US president") */
         if (t->len == 5 && !memcmp(t->s, "first", 5) &&
-            (i + 1 == sd->nt || (sd->t[i + 1].flags & F_STOP)) && !(i > 0 && determiner(t - 1))) {
+            (!next || ((next->flags & F_STOP) && !(next->flags & F_ACRO))) &&
+            !(i > 0 && determiner(t - 1))) {
             t->flags &= (uint16_t)~F_NUM;
             continue;
         }
@@ -1625,6 +1629,17 @@ static void tokenize(side *sd, const char *text, size_t len)
             !(sd->t[k - 1].flags & (F_STOP | F_NUM)) &&
             ((f & F_JOINED) || k + 1 == sd->nt || (sd->t[k + 1].flags & F_STOP)))
             f |= F_NEG;
+        /* "find out", "figure out": a particle, not "in" vs "out" */
+        if (t->len == 3 && !memcmp(t->s, "out", 3) && k > 0) {
+            static const char *const v[] = {"find", "finding", "found", "figure", "figured",
+                                            "work", "check", "fill", "sort", "point", "print"};
+            const tok *u = &sd->t[k - 1];
+            for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+                if (u->len == strlen(v[i]) && !memcmp(u->s, v[i], u->len)) {
+                    f |= F_STOP | F_DROP;
+                    t->lex = -1;
+                }
+        }
         /* "the US" is not "us" */
         if ((f & F_ACRO) && t->len == 2 && !memcmp(t->s, "us", 2)) f &= ~(unsigned)F_STOP;
         /* "type A", "vitamin A", "plan A": after a noun, a capital A names a letter */
@@ -2141,7 +2156,9 @@ static int rule_prefix(const side *a, const side *b, char *why, size_t whylen)
         const side *p = pass ? b : a, *q = pass ? a : b;
         for (int i = 0; i < p->nt; i++) {
             const tok *x = &p->t[i];
-            if ((x->flags & (F_STOP | F_NUM)) || side_has(q, x)) continue;
+            /* (nor when the other side says it otherwise: "uninstall a program" and "remove
+             * an installed app") */
+            if ((x->flags & (F_STOP | F_NUM)) || side_has(q, x) || side_has_syn(q, x)) continue;
             for (int j = 0; j < q->nt; j++) {
                 const tok *y = &q->t[j];
                 if ((y->flags & (F_STOP | F_NUM)) || side_has(p, y) || !negated_form(x, y) ||
@@ -2740,6 +2757,17 @@ static int glued(const side *q, int j, const side *p)
     return 0;
 }
 
+/* Whether t, a word one side adds, only asks the other's why: "why did the Titanic sink" vs
+ * "what caused the Titanic to sink". */
+static int why_word(const side *other, const tok *t)
+{
+    static const char *const w[] = {"cause", "causes", "caused", "causing", "reason", "reasons"};
+    if (asked(other) != 'y') return 0;
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        if (is_word(t, w[i])) return 1;
+    return 0;
+}
+
 /* Whether q->t[j] is a content word that p says nowhere, in no form, and that may narrow
  * q's question: adverbs in -ly ("quickly") but those of manner, and the nouns that frame a
  * question ("the reason cats purr", "the word ubiquitous") do not, but for what an answer
@@ -2747,7 +2775,8 @@ static int glued(const side *q, int j, const side *p)
 static int added_word(const side *p, const side *q, int j)
 {
     const tok *t = &q->t[j];
-    if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t)) return 0;
+    if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t) || why_word(p, t))
+        return 0;
     if (t->len > 4 && memcmp(t->s + t->len - 2, "ly", 2) == 0 && !word_is(t, K_LYADJ) &&
         !word_is(t, K_MANNER))
         return 0;
@@ -3678,6 +3707,16 @@ static int head_wh(const side *sd)
     if (is_word(t, "what") || is_word(t, "which"))
         for (int j = i + 1; j < sd->nt && j <= i + 4; j++)
             if (asks_a_when(sd, j)) return 2;
+    /* "where can I track my refund" asks how to, as "how do I check my refund" does */
+    if (is_word(t, "where") && i + 3 < sd->nt &&
+        (is_word(&sd->t[i + 1], "can") || is_word(&sd->t[i + 1], "do")) &&
+        (is_word(&sd->t[i + 2], "i") || is_word(&sd->t[i + 2], "you"))) {
+        static const char *const how[] = {"find", "get", "buy", "track", "check", "download",
+                                          "watch", "stream", "report", "apply", "renew",
+                                          "order", "sell", "purchase"};
+        for (size_t k = 0; k < sizeof how / sizeof *how; k++)
+            if (is_word(&sd->t[i + 3], how[k])) return 0;
+    }
     if (is_word(t, "where")) return 1;
     if (is_word(t, "when")) return 2;
     if (is_word(t, "who") || is_word(t, "whom") || is_word(t, "whose")) return 3;

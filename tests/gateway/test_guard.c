@@ -837,6 +837,32 @@ Test(guard, direction_word_aspects_and_quoted_words)
     PASS("Is San Diego expensive to live in?", "is sd expensive to live in");
 }
 
+/* A why asked as "what caused", "where can I track" as a how-to, "uninstall" said as
+ * "remove an installed", "find out" as no direction; the symptoms, causes and treatment of
+ * one illness are three questions, and washing and drying a sweater two. */
+Test(guard, why_as_a_cause_and_aspects_of_an_illness)
+{
+    PASS("Why did the Hindenburg explode?", "what caused the hindenburg to explode");
+    close_call("Why did the Hindenburg explode?", "what caused the hindenburg to explode", 1,
+               NULL);
+    close_call("How do I check my passport application status?",
+               "Where can I track my passport application?", 1, NULL);
+    close_call("Where is the passport office?", "How do I check my passport application?", 0,
+               "where");
+    PASS("How do I uninstall Spotify on a Mac?", "mac: how to remove the installed spotify app");
+    VETO("How do I uninstall Spotify on a Mac?", "How do I install Spotify on a Mac?",
+         "opposites");
+    PASS("How can I find out what router I have?", "which router is in my house");
+    VETO("How do I log out of Slack?", "How do I log in to Slack?", "opposites");
+    VETO("What are the symptoms of shingles?", "What causes shingles?", "opposites");
+    VETO("What causes shingles?", "What is the treatment for shingles?", "opposites");
+    PASS("What are the symptoms of shingles?", "What are the signs and symptoms of shingles?");
+    VETO("How do I wash a down jacket?", "How do I dry a down jacket?", "opposites");
+    VETO("How do I remove blank rows in Excel?", "How do I count blank rows in Excel?",
+         "opposites");
+    PASS("Who was the first president of the United States?", "first US president?");
+}
+
 Test(guard, empty_and_null)
 {
     char why[64];
