@@ -1046,6 +1046,24 @@ static void cors_headers(struct gw_req *rc, struct evkeyvalq *h)
                       "x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens");
 }
 
+/* A request a browser sent for a page of another origin that server.cors_origins does not
+ * allow, one that does something (not a GET, HEAD or OPTIONS): refused, as Ollama refuses
+ * it. Such a page may send a "simple" POST (a text/plain body, read as JSON here) without
+ * asking first; it cannot read the answer, but it would spend the server's compute, and
+ * with auth off (a server on a loopback address) as the local user. Clients other than
+ * browsers send no Origin. */
+static int foreign_page(struct gw_req *rc, enum evhttp_cmd_type cmd)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(rc->req);
+    const char *origin = evhttp_find_header(in, "Origin");
+    if (!origin || cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD ||
+        cmd == EVHTTP_REQ_OPTIONS || cors_origin(rc))
+        return 0;
+    /* the server's own origin (https://HOST, HOST as the request names it) */
+    const char *host = evhttp_find_header(in, "Host");
+    return !(host && !strncasecmp(origin, "https://", 8) && !strcasecmp(origin + 8, host));
+}
+
 /* A browser's preflight (OPTIONS with Access-Control-Request-Method) from an allowed
  * origin: 204 with what the route allows. 0 when the request is not one. */
 static int cors_preflight(struct gw_req *rc, const char *allow)
@@ -1534,6 +1552,12 @@ static void on_request(struct evhttp_request *req, void *arg)
         rc->route = routes[i].label ? routes[i].label : routes[i].path;
         if (cors_preflight(rc, routes[i].allow))
             return;
+        if (foreign_page(rc, cmd)) {
+            gw_reply_error(rc, 403, "This server does not take requests from web pages of "
+                           "other origins unless server.cors_origins names them.", NULL,
+                           "origin_not_allowed");
+            return;
+        }
         if (!(routes[i].methods & cmd) && !(routes[i].leaf && strchr(path + n, '/'))) {
             char msg[160];
             evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", routes[i].allow);

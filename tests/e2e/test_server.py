@@ -293,10 +293,20 @@ def test_cors_for_the_browser_origins_configured(make_server):
         r = c.options("/v1/chat/completions",
                       headers={**other, "Access-Control-Request-Method": "POST"})
         assert r.status_code == 405 and "access-control-allow-origin" not in r.headers
+        # a page of another origin may POST a "simple" request without asking first: it
+        # could not read the answer, but it would spend the server's compute
+        r = c.post("/v1/embeddings", headers={**other, "Content-Type": "text/plain"},
+                   content=json.dumps({"model": "all-minilm-l6-v2", "input": "hi"}))
+        assert r.status_code == 403 and r.json()["error"]["code"] == "origin_not_allowed"
     cors.stop()
     with client(make_server()) as c:  # the default: no origin is allowed
         r = c.get("/health", headers=page)
         assert "access-control-allow-origin" not in r.headers and "vary" not in r.headers
+        r = c.post("/v1/embeddings", headers=page,
+                   json={"model": "all-minilm-l6-v2", "input": "hi"})
+        assert r.status_code == 403, r.text
+        r = c.post("/v1/embeddings", json={"model": "all-minilm-l6-v2", "input": "hi"})
+        assert r.status_code == 200  # clients other than browsers send no Origin
 
 
 def test_head_too_large_431(make_server):
