@@ -1755,13 +1755,21 @@ static void handle(struct gw_req *r, int chat, int resp)
     }
     if (strcmp(json_string_value(model), cfg->engine_model_name) != 0) {
         char msg[320];
+        int embeds = !strcmp(json_string_value(model), cfg->embedder_model_name);
         if (tn->pol.nmodels) /* a tenant kept to some models is not told of others */
             snprintf(msg, sizeof msg, "The model `%.200s` does not exist or you do not have "
                      "access to it.", json_string_value(model));
+        else if (embeds) /* (which /v1/models lists beside the chat model) */
+            snprintf(msg, sizeof msg, "The model `%.200s` is an embedding model and does not "
+                     "%s; this server runs `%s` for that.", json_string_value(model),
+                     c->chat ? "chat" : "complete text", cfg->engine_model_name);
         else
             snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server runs "
                      "`%s`.", json_string_value(model), cfg->engine_model_name);
-        gw_reply_error(r, 404, msg, "model", "model_not_found");
+        if (embeds && !tn->pol.nmodels)
+            gw_reply_error(r, 400, msg, "model", "model_not_supported");
+        else
+            gw_reply_error(r, 404, msg, "model", "model_not_found");
         goto out;
     }
     if (gw_tenants_model_ok(tn, r, json_string_value(model)))

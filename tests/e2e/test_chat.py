@@ -611,6 +611,9 @@ def test_n_answers_of_each_prompt_of_a_completion(server):
 @pytest.mark.parametrize("body,status,param,code", [
     ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, 404, "model",
      "model_not_found"),
+    # the embedding model /v1/models lists beside the chat model: not "does not exist"
+    ({"model": "all-minilm-l6-v2", "messages": [{"role": "user", "content": "hi"}]}, 400,
+     "model", "model_not_supported"),
     ({"model": MODEL, "messages": []}, 400, "messages", None),
     ({"model": MODEL, "messages": [{"role": "robot", "content": "hi"}]}, 400, "messages", None),
     # earlier calls and their results must be whole (test_tools.py reads them)
