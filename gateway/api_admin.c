@@ -61,6 +61,24 @@ static int query_tenant(struct gw_req *r, struct evkeyvalq *q, int64_t *id)
     return 0;
 }
 
+static store *admin_store(struct gw_req *r)
+{
+    return gw_cache_store(gw_server_cache(gw_req_server(r)));
+}
+
+static void reply_store_error(struct gw_req *r, int rc, const char *what)
+{
+    if (rc == STORE_ENOTFOUND)
+        gw_reply_error(r, 404, what, NULL, "not_found");
+    else if (rc == STORE_EEXIST)
+        gw_reply_error(r, 409, what, NULL, "conflict");
+    else if (rc == STORE_EINVAL)
+        gw_reply_error(r, 400, "A tenant name is 1-63 letters, digits, '-', '_' or '.'.", "name",
+                       NULL);
+    else
+        gw_reply_error(r, rc == STORE_EFULL ? 507 : 500, store_strerror(rc), NULL, NULL);
+}
+
 /* A store operation whose completion (on the writer thread) comes back to the event loop. */
 struct admin_op {
     struct gw_cq_item item;
@@ -135,7 +153,50 @@ static void op_reply(struct gw_cq_item *item)
     op_unref(op);
 }
 
-void gw_handle_admin_cache_delete(struct gw_req *r)
+/* GET /admin/cache?tenant=NAME&limit=N&before=ID&q=TEXT: a tenant's entries, newest first,
+ * to find one to delete (a wrong answer) or to see what is stored. */
+static void cache_list(struct gw_req *r, struct evkeyvalq *q)
+{
+    const char *lim = evhttp_find_header(q, "limit"), *bef = evhttp_find_header(q, "before");
+    const char *contains = evhttp_find_header(q, "q");
+    struct store_hit *h = NULL;
+    int64_t tenant, limit = 20, before = 0;
+    int n = 0, rc;
+    char *end;
+    if (lim && ((limit = strtoll(lim, &end, 10)) < 1 || limit > 1000 || end == lim || *end)) {
+        gw_reply_error(r, 400, "limit must be a whole number from 1 to 1000.", "limit", NULL);
+        goto out;
+    }
+    if (bef && ((before = strtoll(bef, &end, 10)) < 1 || end == bef || *end)) {
+        gw_reply_error(r, 400, "before must be an entry id (a positive integer).", "before",
+                       NULL);
+        goto out;
+    }
+    if (query_tenant(r, q, &tenant))
+        goto out;
+    /* one more than asked: whether there are more */
+    if ((rc = store_entry_list(admin_store(r), tenant, before, contains && *contains ? contains
+                               : NULL, store_now_ms(), (int)limit + 1, &h, &n))) {
+        reply_store_error(r, rc, "");
+        goto out;
+    }
+    json_t *a = json_array();
+    for (int i = 0; i < n && i < limit; i++) {
+        json_t *o = gw_cache_entry_json(&h[i]);
+        json_array_append_new(a, o);
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", a);
+    json_object_set_new(o, "has_more", json_boolean(n > limit));
+    gw_reply_json(r, 200, o, 0);
+out:
+    for (int i = 0; i < n; i++)
+        store_hit_deinit(&h[i]);
+    free(h);
+}
+
+void gw_handle_admin_cache(struct gw_req *r)
 {
     if (!gw_admin_ok(r))
         return;
@@ -153,6 +214,10 @@ void gw_handle_admin_cache_delete(struct gw_req *r)
         char msg[160];
         snprintf(msg, sizeof msg, "%.64s is given more than once.", twice);
         gw_reply_error(r, 400, msg, twice, NULL);
+        goto out;
+    }
+    if (strcmp(gw_req_method(r), "DELETE")) {
+        cache_list(r, &q);
         goto out;
     }
     if (all && (id_s || evhttp_find_header(&q, "tenant"))) {
@@ -363,24 +428,6 @@ fail_replied:
 }
 
 /* ------------------------------------------------------------------ tenants, keys, usage */
-
-static store *admin_store(struct gw_req *r)
-{
-    return gw_cache_store(gw_server_cache(gw_req_server(r)));
-}
-
-static void reply_store_error(struct gw_req *r, int rc, const char *what)
-{
-    if (rc == STORE_ENOTFOUND)
-        gw_reply_error(r, 404, what, NULL, "not_found");
-    else if (rc == STORE_EEXIST)
-        gw_reply_error(r, 409, what, NULL, "conflict");
-    else if (rc == STORE_EINVAL)
-        gw_reply_error(r, 400, "A tenant name is 1-63 letters, digits, '-', '_' or '.'.", "name",
-                       NULL);
-    else
-        gw_reply_error(r, rc == STORE_EFULL ? 507 : 500, store_strerror(rc), NULL, NULL);
-}
 
 /* The admin key's check and the query string's parameters (cleared by the caller). */
 static int admin_query(struct gw_req *r, struct evkeyvalq *q)

@@ -589,6 +589,23 @@ static struct hot *hot_slot(gw_cache *c, int64_t tenant, uint64_t exact, int *fo
     return fill;
 }
 
+json_t *gw_cache_entry_json(const struct store_hit *h)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(h->id));
+    json_object_set_new(o, "model", json_string(h->model));
+    json_object_set_new(o, "question", json_stringn(h->query, h->query_len));
+    json_object_set_new(o, "answer", json_stringn(h->answer, h->answer_len));
+    json_object_set_new(o, "finish_reason", json_string(h->finish_reason));
+    json_object_set_new(o, "prompt_tokens", json_integer(h->prompt_tokens));
+    json_object_set_new(o, "completion_tokens", json_integer(h->completion_tokens));
+    json_object_set_new(o, "created_ms", json_integer(h->created_ms));
+    json_object_set_new(o, "last_hit_ms", json_integer(h->last_hit_ms));
+    json_object_set_new(o, "hits", json_integer(h->hit_count));
+    json_object_set_new(o, "expires_ms", h->expires_ms ? json_integer(h->expires_ms) : json_null());
+    return o;
+}
+
 int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
                    const struct store_hit **out)
 {

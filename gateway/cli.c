@@ -238,6 +238,8 @@ static void name_verb(char **argv)
     argv[1] = prog;
 }
 
+static int cache_list(int argc, char **argv);
+
 int gw_cli_cache(int argc, char **argv)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
@@ -245,9 +247,13 @@ int gw_cli_cache(int argc, char **argv)
                                               {"tenant", required_argument, NULL, 't'},
                                               {NULL, 0, NULL, 0}};
     const char *config = NULL, *data_dir = NULL, *tenant = "default";
+    if (argc >= 2 && !strcmp(argv[1], "list"))
+        return cache_list(argc, argv);
     if (argc < 2 || strcmp(argv[1], "import")) {
         fprintf(stderr, "usage: cachegate cache import FILE|- [--tenant NAME] [--data-dir DIR] "
-                        "[--config FILE]\n");
+                        "[--config FILE]\n"
+                        "       cachegate cache list [--tenant NAME] [--limit N] [--before ID] "
+                        "[--grep TEXT] [--json]\n");
         return 2;
     }
     name_verb(argv);
@@ -309,23 +315,54 @@ struct operands {
     const char *usage;
 };
 
+/* `cache list`'s options (the other commands take none of them) */
+struct list_opts {
+    long limit, before;
+    const char *grep;
+    int json;
+};
+
 static int admin_open(int argc, char **argv, int *first, const char **since, const char **tenant,
-                      int writes, struct operands ops, store **st)
+                      int writes, struct operands ops, struct list_opts *lo, store **st)
 {
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                              {"data-dir", required_argument, NULL, 'd'},
-                                              {"since", required_argument, NULL, 's'},
-                                              {"tenant", required_argument, NULL, 't'},
-                                              {NULL, 0, NULL, 0}};
+    static const struct option common[] = {{"config", required_argument, NULL, 'c'},
+                                            {"data-dir", required_argument, NULL, 'd'},
+                                            {"since", required_argument, NULL, 's'},
+                                            {"tenant", required_argument, NULL, 't'},
+                                            {NULL, 0, NULL, 0}};
+    static const struct option listing[] = {{"config", required_argument, NULL, 'c'},
+                                             {"data-dir", required_argument, NULL, 'd'},
+                                             {"tenant", required_argument, NULL, 't'},
+                                             {"limit", required_argument, NULL, 'n'},
+                                             {"before", required_argument, NULL, 'b'},
+                                             {"grep", required_argument, NULL, 'g'},
+                                             {"json", no_argument, NULL, 'j'},
+                                             {NULL, 0, NULL, 0}};
     const char *config = NULL, *data_dir = NULL;
     int ch;
+    char *end;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:d:s:t:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, lo ? "c:d:t:" : "c:d:s:t:", lo ? listing : common,
+                             NULL)) != -1) {
         switch (ch) {
         case 'c': config = optarg; break;
         case 'd': data_dir = optarg; break;
         case 's': if (since) *since = optarg; break;
         case 't': if (tenant) *tenant = optarg; break;
+        case 'g': lo->grep = optarg; break;
+        case 'j': lo->json = 1; break;
+        case 'n':
+        case 'b': {
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 1 || (ch == 'n' && v > 1000000)) {
+                fprintf(stderr, "%s: --%s takes %s (got '%s')\n", argv[0],
+                        ch == 'n' ? "limit" : "before",
+                        ch == 'n' ? "a whole number from 1 to 1000000" : "an entry id", optarg);
+                return 2;
+            }
+            *(ch == 'n' ? &lo->limit : &lo->before) = v;
+            break;
+        }
         default: return 2;
         }
     }
@@ -385,6 +422,76 @@ static void print_time(int64_t ms)
     printf("%s", buf);
 }
 
+/* Text cut to at most n bytes on one line (line breaks as spaces), "..." when cut, without
+ * splitting a UTF-8 character. */
+static void print_cut(const char *t, size_t len, size_t n)
+{
+    size_t k = len <= n ? len : n - 3;
+    while (k < len && k > 0 && ((unsigned char)t[k] & 0xC0) == 0x80)
+        k--; /* (back to the start of the character cut) */
+    for (size_t i = 0; i < k; i++)
+        putchar(t[i] == '\n' || t[i] == '\r' || t[i] == '\t' ? ' ' : t[i]);
+    if (k < len)
+        fputs("...", stdout);
+}
+
+/* `cachegate cache list`: a tenant's entries, newest first, as a table or JSON lines. */
+static int cache_list(int argc, char **argv)
+{
+    static const char usage[] = "usage: cachegate cache list [--tenant NAME] [--limit N] "
+                                "[--before ID] [--grep TEXT] [--json] [--data-dir DIR] "
+                                "[--config FILE]\n";
+    const char *tenant = "default";
+    struct list_opts lo = {.limit = 20};
+    store *st = NULL;
+    name_verb(argv);
+    int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, &tenant, 0,
+                               (struct operands){0, 0, usage}, &lo, &st);
+    if (rc)
+        return rc;
+    int64_t id;
+    struct store_hit *h = NULL;
+    int n = 0;
+    rc = 1;
+    if (tenant_id(st, tenant, &id))
+        goto out;
+    int src = store_entry_list(st, id, lo.before, lo.grep && *lo.grep ? lo.grep : NULL,
+                               store_now_ms(), (int)lo.limit + 1, &h, &n); /* (+1: more?) */
+    if (src) {
+        fprintf(stderr, "cachegate: %s\n", store_strerror(src));
+        goto out;
+    }
+    if (!lo.json)
+        printf("%-8s %-20s %6s  %s\n", "ID", "CREATED", "HITS", "QUESTION -> ANSWER");
+    for (int i = 0; i < n && i < lo.limit; i++) {
+        if (lo.json) {
+            json_t *o = gw_cache_entry_json(&h[i]);
+            char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            if (line)
+                puts(line);
+            free(line);
+            json_decref(o);
+            continue;
+        }
+        printf("%-8lld ", (long long)h[i].id);
+        print_time(h[i].created_ms);
+        printf(" %6lld  ", (long long)h[i].hit_count);
+        print_cut(h[i].query, h[i].query_len, 60);
+        fputs(" -> ", stdout);
+        print_cut(h[i].answer, h[i].answer_len, 60);
+        putchar('\n');
+    }
+    if (!lo.json && n > lo.limit)
+        printf("(more: --before %lld)\n", (long long)h[lo.limit - 1].id);
+    rc = 0;
+out:
+    for (int i = 0; i < n; i++)
+        store_hit_deinit(&h[i]);
+    free(h);
+    store_close(st);
+    return rc;
+}
+
 int gw_cli_tenant(int argc, char **argv)
 {
     const char *usage = "usage: cachegate tenant create NAME [POLICY_JSON] | set NAME POLICY_JSON"
@@ -409,7 +516,7 @@ int gw_cli_tenant(int argc, char **argv)
     else if (!strcmp(verb, "set"))
         n.min = n.max = 2;
     int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL,
-                               one_of(verb, "create set"), n, &st);
+                               one_of(verb, "create set"), n, NULL, &st);
     if (rc)
         return rc;
     char **ops = argv + 1 + first;
@@ -507,7 +614,7 @@ int gw_cli_key(int argc, char **argv)
     store *st = NULL;
     name_verb(argv);
     int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, NULL, 0,
-                               (struct operands){1, 1, usage}, &st);
+                               (struct operands){1, 1, usage}, NULL, &st);
     if (rc)
         return rc;
     char **ops = argv + 1 + first;
@@ -593,7 +700,7 @@ int gw_cli_usage(int argc, char **argv)
     store *st = NULL;
     int first, rc = admin_open(argc, argv, &first, &since, &tenant, 0,
                                (struct operands){0, 0, "usage: cachegate usage [--tenant NAME] "
-                                                       "[--since YYYY-MM-DD]\n"}, &st);
+                                                       "[--since YYYY-MM-DD]\n"}, NULL, &st);
     if (rc)
         return rc;
     rc = 1;

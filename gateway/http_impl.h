@@ -115,8 +115,9 @@ void gw_handle_completions(struct gw_req *r);
 /* POST /v1/responses (api_chat.c, with responses.c) */
 void gw_handle_responses(struct gw_req *r);
 void gw_handle_response_by_id(struct gw_req *r); /* GET, DELETE /v1/responses/{id} */
-/* DELETE /admin/cache, POST /admin/cache/import (api_admin.c) */
-void gw_handle_admin_cache_delete(struct gw_req *r);
+/* /admin/cache, POST /admin/cache/import (api_admin.c) */
+/* GET: a tenant's entries, newest first; DELETE: ?id=, ?tenant=, ?all=true */
+void gw_handle_admin_cache(struct gw_req *r);
 void gw_handle_admin_cache_import(struct gw_req *r);
 /* /admin/tenants, /admin/keys, /admin/usage (api_admin.c) */
 void gw_handle_admin_tenants(struct gw_req *r);

@@ -38,6 +38,7 @@ static void usage(FILE *f)
                "                [--max-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
                "                [--threads N] [--device auto|cpu|cuda] [--config FILE]\n"
                "       cachegate cache import FILE|- [--tenant NAME] [--data-dir DIR]\n"
+               "       cachegate cache list [--tenant NAME] [--limit N] [--grep TEXT] [--json]\n"
                "       cachegate tenant create NAME [POLICY] | set NAME POLICY | list | delete NAME\n"
                "       cachegate key create TENANT | list TENANT | revoke PREFIX|KEY\n"
                "       cachegate usage [--tenant NAME] [--since YYYY-MM-DD]\n"
@@ -87,11 +88,16 @@ static const struct {
      "  --threads N        CPU threads (default: [engine] threads)\n"},
     {"cache",
      "usage: cachegate cache import FILE|- [--tenant NAME] [--data-dir DIR] [--config FILE]\n"
+     "       cachegate cache list [--tenant NAME] [--limit N] [--before ID] [--grep TEXT]\n"
+     "                            [--json] [--data-dir DIR] [--config FILE]\n"
      "Stores answers in a tenant's cache (default tenant: default) before a server starts;\n"
      "a running server takes them at POST /admin/cache/import. FILE (- for standard\n"
      "input) holds JSON lines {\"model\", \"messages\" (or \"prompt\"), \"answer\"}, with\n"
      "optional sampling parameters as a request's. Bad lines are reported as FILE:LINE\n"
-     "and make the exit status 1; the good ones are kept.\n"},
+     "and make the exit status 1; the good ones are kept.\n"
+     "list shows a tenant's entries, newest first (20 unless --limit says; --before ID goes\n"
+     "on from an earlier page; --grep keeps the questions holding TEXT), beside a running\n"
+     "server too: the id is what DELETE /admin/cache?id=N takes.\n"},
     {"tenant",
      "usage: cachegate tenant create NAME [POLICY_JSON] | set NAME POLICY_JSON | list\n"
      "                      | delete NAME   [--data-dir DIR] [--config FILE]\n"
@@ -726,8 +732,10 @@ int main(int argc, char **argv)
         return cmd_embed(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate"))
         return cmd_generate(argc - 1, argv + 1);
-    if (!strcmp(cmd, "cache"))
-        return gw_cli_cache(argc - 1, argv + 1);
+    if (!strcmp(cmd, "cache")) {
+        int rc = gw_cli_cache(argc - 1, argv + 1);
+        return rc ? rc : stdout_done("cache", 0);
+    }
     /* (what they print is the operator's record: lost, it is an error) */
     if (!strcmp(cmd, "tenant")) {
         int rc = gw_cli_tenant(argc - 1, argv + 1);

@@ -13,9 +13,6 @@ struct store_reader {
     sqlite3_stmt *exact, *byid, *resp;
 };
 
-#define COLUMNS                                                                                \
-    "id, tenant, partition, model, query, answer, finish_reason, prompt_tokens, "             \
-    "completion_tokens, created_ms, last_hit_ms, expires_ms, hit_count"
 
 int store_reader_open(store *s, store_reader **out)
 {
@@ -28,11 +25,11 @@ int store_reader_open(store *s, store_reader **out)
         goto fail;
     rc = STORE_EIO;
     if (sqlite3_prepare_v3(r->db,
-                           "SELECT " COLUMNS " FROM entries WHERE tenant = ?1 AND exact = ?2 "
+                           "SELECT " STORE_HIT_COLUMNS " FROM entries WHERE tenant = ?1 AND exact = ?2 "
                            "AND (expires_ms = 0 OR expires_ms > ?3)",
                            -1, SQLITE_PREPARE_PERSISTENT, &r->exact, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(r->db,
-                           "SELECT " COLUMNS " FROM entries WHERE id = ?1 AND tenant = ?2 "
+                           "SELECT " STORE_HIT_COLUMNS " FROM entries WHERE id = ?1 AND tenant = ?2 "
                            "AND (expires_ms = 0 OR expires_ms > ?3)",
                            -1, SQLITE_PREPARE_PERSISTENT, &r->byid, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(r->db,
@@ -73,8 +70,8 @@ static char *col_dup(sqlite3_stmt *st, int i, size_t *len)
     return d;
 }
 
-/* Fills h from the current row of a COLUMNS select. */
-static int read_row(sqlite3_stmt *st, struct store_hit *h)
+/* Fills h from the current row of a STORE_HIT_COLUMNS select. */
+int store_read_hit(sqlite3_stmt *st, struct store_hit *h)
 {
     memset(h, 0, sizeof *h);
     h->id = sqlite3_column_int64(st, 0);
@@ -106,7 +103,7 @@ int store_get_exact(store_reader *r, int64_t tenant, uint64_t exact, int64_t now
     sqlite3_bind_int64(st, 3, now_ms);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        rc = read_row(st, out);
+        rc = store_read_hit(st, out);
         out->similarity = 1;
     } else {
         rc = rc == SQLITE_DONE ? STORE_ENOTFOUND : STORE_EIO;
@@ -142,7 +139,7 @@ int store_search(store_reader *r, int64_t tenant, const float *vec, int k, int64
         int src = sqlite3_step(st);
         if (src == SQLITE_ROW) {
             /* the index may be a moment behind the table: a row gone is skipped */
-            if ((rc = read_row(st, &out[*n])) == STORE_OK)
+            if ((rc = store_read_hit(st, &out[*n])) == STORE_OK)
                 out[(*n)++].similarity = scores[i];
         } else if (src != SQLITE_DONE) {
             rc = STORE_EIO;

@@ -102,6 +102,12 @@ struct store_hit {
     int64_t created_ms, last_hit_ms, expires_ms, hit_count;
 };
 void store_hit_deinit(struct store_hit *h);
+/* A tenant's live entries, newest first: at most limit of those with an id below before
+ * (0: from the newest) whose question holds contains (NULL: any; ASCII letters in either
+ * case). *out: malloc'd, each element store_hit_deinit'ed by the caller. Administration
+ * connection (beside a running server too). */
+int store_entry_list(store *s, int64_t tenant, int64_t before, const char *contains,
+                     int64_t now_ms, int limit, struct store_hit **out, int *n);
 
 /* Called on the writer thread once the operation committed (rc STORE_OK) or failed.
  * id: the new entry's id (put; 0 when its tenant was gone and nothing was written), or the

@@ -126,6 +126,13 @@ struct store {
 };
 
 int store_db_open(const char *path, int readonly, sqlite3 **out);
+
+/* What a select of cache entries reads, and store_read_hit() fills a struct store_hit
+ * from (owned strings; STORE_ENOMEM). */
+#define STORE_HIT_COLUMNS                                                                      \
+    "id, tenant, partition, model, query, answer, finish_reason, prompt_tokens, "             \
+    "completion_tokens, created_ms, last_hit_ms, expires_ms, hit_count"
+int store_read_hit(sqlite3_stmt *st, struct store_hit *h);
 struct slot *store_slot(store *s, int64_t tenant, int create);
 enum sidx_kind store_wanted_kind(store *s, int64_t entries, enum sidx_kind now);
 int store_build_index(sqlite3 *db, int dim, int64_t tenant, int64_t upto, enum sidx_kind kind,

@@ -833,6 +833,49 @@ def test_a_wrong_answer_is_deleted_by_the_id_its_hit_names(server):
     assert only_if_cached(c, "Who wrote Macbeth?").status_code == 200
 
 
+def test_the_entries_are_listed_to_find_a_wrong_one(server):
+    """A wrong answer reported without its X-Cache-Entry (a user's screenshot) had no way to
+    its id: GET /admin/cache and `cachegate cache list` show a tenant's entries, newest
+    first, in pages, filtered by words of the question."""
+    c = client(server)
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    import_lines(c, [(f"What is the capital of country {i}?", f"City {i}.") for i in range(5)]
+                 + [("Who painted the Mona Lisa?", "Michelangelo.")])
+    r = c.get("/admin/cache?limit=2", headers=auth)
+    assert r.status_code == 200, r.text
+    page = r.json()
+    assert page["object"] == "list" and page["has_more"] is True
+    assert [e["question"] for e in page["data"]] == ["Who painted the Mona Lisa?",
+                                                    "What is the capital of country 4?"]
+    first = page["data"][0]
+    assert first["answer"] == "Michelangelo." and first["hits"] == 0 and first["model"] == MODEL
+    r = c.get(f"/admin/cache?limit=10&before={page['data'][1]['id']}", headers=auth)
+    assert [e["answer"] for e in r.json()["data"]] == [f"City {i}." for i in (3, 2, 1, 0)]
+    assert r.json()["has_more"] is False
+    r = c.get("/admin/cache?q=MONA%20lisa", headers=auth)
+    assert [e["id"] for e in r.json()["data"]] == [first["id"]]
+    # the id found deletes the entry
+    assert c.delete(f"/admin/cache?id={first['id']}", headers=auth).json() == {"deleted": 1}
+    assert only_if_cached(c, "Who painted the Mona Lisa?").status_code == 504
+    assert c.get("/admin/cache?tenant=nobody", headers=auth).status_code == 404
+    assert c.get("/admin/cache?limit=0", headers=auth).status_code == 400
+    assert c.get("/admin/cache").status_code == 401
+    # the same from the command line, beside the running server
+    p = subprocess.run([str(BIN), "cache", "list", "--limit", "2", "--data-dir",
+                        str(server.data_dir), "--config", str(server.conf)], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split()[:3] == ["ID", "CREATED", "HITS"]
+    assert "What is the capital of country 4? -> City 4." in lines[1]
+    assert lines[-1].startswith("(more: --before ")
+    p = subprocess.run([str(BIN), "cache", "list", "--json", "--grep", "country 2",
+                        "--data-dir", str(server.data_dir), "--config", str(server.conf)],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0 and [json.loads(l)["answer"] for l in p.stdout.splitlines()] == \
+        ["City 2."]
+
+
 def test_import_takes_a_byte_order_mark(tmp_path, server):
     line = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi?"}],
                        "answer": "Hello."})

@@ -385,12 +385,49 @@ Test(store, a_large_tenant_moves_to_hnsw_in_the_background)
 
 Test(store, the_directory_is_locked_by_one_process)
 {
+    char err[512];
+    cr_assert_eq(store_in_use(dir, err, sizeof err), STORE_OK, "no owner yet");
     store *s = open_store(0, 0, NULL);
     struct store_options o = {.dir = dir, .dim = DIM};
-    char err[512];
     store *t = NULL;
     cr_assert_eq(store_open(&o, NULL, NULL, &t, err, sizeof err), STORE_EBUSY);
     cr_assert(strstr(err, "in use"), "%s", err);
+    /* what a server asks before it loads its models */
+    cr_assert_eq(store_in_use(dir, err, sizeof err), STORE_EBUSY);
+    cr_assert(strstr(err, "in use by another cachegate process"), "%s", err);
+    store_close(s);
+    cr_assert_eq(store_in_use(dir, err, sizeof err), STORE_OK, "the lock goes with its owner");
+}
+
+/* A tenant's live entries, newest first, in pages, filtered by the question's words. */
+Test(store, entries_are_listed_newest_first)
+{
+    store *s = open_store(0, 0, NULL);
+    for (int a = 1; a <= 5; a++)
+        put(s, 1, (uint64_t)a, a, "answer", a == 3 ? now_ms() - 1 : 0);
+    put(s, 2, 9, 9, "another tenant's", 0);
+    cr_assert_eq(store_sync(s), STORE_OK);
+    struct store_hit *h;
+    int n;
+    cr_assert_eq(store_entry_list(s, 1, 0, NULL, now_ms(), 10, &h, &n), STORE_OK);
+    cr_assert_eq(n, 4, "the expired entry and the other tenant's are not listed");
+    const char *want[] = {"question 5", "question 4", "question 2", "question 1"};
+    for (int i = 0; i < n; i++)
+        cr_assert_str_eq(h[i].query, want[i]);
+    int64_t second = h[1].id;
+    for (int i = 0; i < n; i++)
+        store_hit_deinit(&h[i]);
+    free(h);
+    cr_assert_eq(store_entry_list(s, 1, second, NULL, now_ms(), 1, &h, &n), STORE_OK);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(h[0].query, "question 2", "the page after the entry named");
+    store_hit_deinit(&h[0]);
+    free(h);
+    cr_assert_eq(store_entry_list(s, 1, 0, "QUESTION 4", now_ms(), 10, &h, &n), STORE_OK);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(h[0].query, "question 4");
+    store_hit_deinit(&h[0]);
+    free(h);
     store_close(s);
 }
 
