@@ -211,7 +211,8 @@ void gw_log(int level, const char *fmt, ...)
 }
 
 void gw_log_access(const char *request_id, const char *method, const char *route, int status,
-                   double latency_ms, const char *peer, const char *tenant, const char *key)
+                   double latency_ms, const char *peer, const char *tenant, const char *key,
+                   const char *cache)
 {
     if (!gw_log_enabled(GW_LOG_INFO))
         return;
@@ -240,6 +241,10 @@ void gw_log_access(const char *request_id, const char *method, const char *route
     if (key) {
         put_key(&b, "key");
         put_str(&b, key);
+    }
+    if (cache) {
+        put_key(&b, "cache");
+        put_str(&b, cache);
     }
     line_end(&b, GW_LOG_INFO);
 }

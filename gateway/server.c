@@ -375,7 +375,7 @@ static void conn_reject(struct conn *c, int status, const char *reason, const ch
     memcpy(line, c->head, n);
     line[n] = 0;
     sscanf(line, "%15s %63s", method, path);
-    gw_log_access(id, method, path, status, 0, NULL, NULL, NULL);
+    gw_log_access(id, method, path, status, 0, NULL, NULL, NULL, NULL);
     char st[8];
     snprintf(st, sizeof st, "%d", status);
     gw_metric_add(c->srv->m_requests, 1, "unmatched", st);
@@ -942,8 +942,18 @@ static void req_finish(struct gw_req *rc, int client_gone)
     snprintf(st, sizeof st, "%d", status);
     gw_metric_add(srv->m_requests, 1, rc->route, st);
     gw_metric_observe(srv->m_latency, ms / 1000.0, rc->route, st);
-    gw_log_access(rc->id, rc->method, rc->route, status, ms, NULL,
-                  rc->tenant[0] ? rc->tenant : NULL, rc->key[0] ? rc->key : NULL);
+    /* who asked (the client's address), and what the caches did for it */
+    char *peer = NULL;
+    ev_uint16_t port;
+    struct evhttp_connection *ec = evhttp_request_get_connection(rc->req);
+    if (ec)
+        evhttp_connection_get_peer(ec, &peer, &port);
+    struct evkeyvalq *out = evhttp_request_get_output_headers(rc->req);
+    const char *hit = evhttp_find_header(out, "X-Cache"), *kind = NULL;
+    if (hit)
+        kind = !strcmp(hit, "HIT") ? evhttp_find_header(out, "X-Cache-Kind") : "miss";
+    gw_log_access(rc->id, rc->method, rc->route, status, ms, peer,
+                  rc->tenant[0] ? rc->tenant : NULL, rc->key[0] ? rc->key : NULL, kind);
     if (rc->conn) {
         rc->conn->completed++;
         rc->conn->cur = NULL;

@@ -854,6 +854,16 @@ def test_the_entries_are_listed_to_find_a_wrong_one(server):
     assert r.json()["has_more"] is False
     r = c.get("/admin/cache?q=MONA%20lisa", headers=auth)
     assert [e["id"] for e in r.json()["data"]] == [first["id"]]
+    # the access log says what the caches did for a request
+    r = chat(c, "Who painted the Mona Lisa?", {"Cache-Control": "only-if-cached",
+                                               "X-Request-Id": "mona-1"})
+    assert r.status_code == 200
+    line = server.wait_log(lambda l: l.get("request_id") == "mona-1")
+    assert line["cache"] == "exact" and line["peer"] == "127.0.0.1", line
+    r = chat(c, "Who painted the Night Watch?", {"Cache-Control": "only-if-cached",
+                                                 "X-Request-Id": "watch-1"})
+    assert r.status_code == 504
+    assert server.wait_log(lambda l: l.get("request_id") == "watch-1")["cache"] == "miss"
     # the id found deletes the entry
     assert c.delete(f"/admin/cache?id={first['id']}", headers=auth).json() == {"deleted": 1}
     assert only_if_cached(c, "Who painted the Mona Lisa?").status_code == 504

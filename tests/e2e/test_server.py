@@ -49,6 +49,8 @@ def test_health(server):
     assert line["status"] == 200 and line["method"] == "GET"
     assert line["request_id"] == r.headers["x-request-id"]
     assert line["latency_ms"] >= 0
+    assert line["peer"] == "127.0.0.1"  # who asked
+    assert "cache" not in line  # no cache looked at it
 
 
 def test_request_id_is_kept_when_given(server):
