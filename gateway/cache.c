@@ -792,6 +792,24 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
     return 1;
 }
 
+/* Worker thread: whether candidate h, under the threshold, is still the same question in
+ * other words: above cache.same_words_floor, a question that says the same content words
+ * (a slip, an abbreviation, a synonym the embedding underrates: "kill a process" vs
+ * "terminate a proccess", 0.72). Not where the threshold asked for is stricter than a close
+ * call (X-Cache-Threshold: 0.95 wants near copies), nor for a template (its question is
+ * compared alone, by its own similarity), nor with the guard off. */
+static int same_words(gw_cache *c, const struct gw_cache_sem *s, const struct store_hit *h)
+{
+    const struct gw_config *cfg = c->cfg;
+    struct gw_core core;
+    if (!cfg->cache_guard || !cfg->cache_same_words_floor ||
+        h->similarity < cfg->cache_same_words_floor || s->threshold > cfg->cache_guard_strict_below)
+        return 0;
+    const char *a = h->query, *b = s->key->query;
+    size_t alen = h->query_len, blen = s->key->query_len;
+    return !gw_guard_core(a, alen, b, blen, &core) && gw_guard_same_words(a, alen, b, blen);
+}
+
 /* Worker thread: search the tenant's index and pick the first acceptable candidate. */
 static void sem_search(struct gw_embed_job *j)
 {
@@ -830,7 +848,7 @@ static void sem_search(struct gw_embed_job *j)
             s->best = h->similarity;
         /* a miss says why the nearest was not served (the candidates come nearest first) */
         char why[sizeof s->why] = "";
-        if (h->similarity < s->threshold)
+        if (h->similarity < s->threshold && !same_words(c, s, h))
             snprintf(why, sizeof why, "similarity %.3f below %.3f", below(h->similarity),
                      s->threshold);
         else if (h->completion_tokens > s->max_tokens)

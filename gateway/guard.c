@@ -3769,6 +3769,33 @@ int gw_guard_close_call(const char *stored, size_t slen, const char *query, size
     return 1;
 }
 
+/* The persons a side names, as bits: I, me, my, you, your, we, us, our, they, them. */
+static unsigned persons(const side *sd)
+{
+    static const char *const p[] = {"i",   "me", "my",  "you",  "your", "we",
+                                    "our", "us", "they", "them", "u",   "ur"};
+    static const unsigned bit[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 8, 16};
+    unsigned bits = 0;
+    for (int i = 0; i < sd->nt; i++)
+        for (size_t k = 0; k < sizeof p / sizeof *p; k++)
+            if (is_word(&sd->t[i], p[k]) && !(sd->t[i].flags & F_ACRO)) bits |= bit[k];
+    return bits;
+}
+
+int gw_guard_same_words(const char *stored, size_t slen, const char *query, size_t qlen)
+{
+    char why[8];
+    side a, b;
+    if (!gw_guard_compatible(stored, slen, query, qlen, why, sizeof why) ||
+        !gw_guard_close_call(stored, slen, query, qlen, why, sizeof why) ||
+        !read_pair(&a, &b, stored, slen, query, qlen, why, sizeof why))
+        return 0;
+    /* (and the same persons: "how do I block someone" is not "how do I know if someone
+     * blocked me") */
+    return words_within(&a, &b) && words_within(&b, &a) && asked(&a) == asked(&b) &&
+           persons(&a) == persons(&b);
+}
+
 /* ------------------------------------------------------------------ templates */
 
 /* A sentence or line ends at t[i]: a line break, or . ? ! before white space or the end. */

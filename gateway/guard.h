@@ -67,6 +67,15 @@ int gw_guard_close_call(const char *stored, size_t slen, const char *query, size
                         char *why, size_t whylen);
 
 /*
+ * Whether two questions say the same content words, each side's all found on the other as
+ * they are or in another form (a one-letter slip, British spelling, an abbreviation and the
+ * words it stands for, a synonym), open with the same question word, and pass the guard
+ * and the close call: a rewording the embedding underrates ("How do I kill a process in
+ * Linux?" vs "how do i terminate a proccess on linux", 0.72). 1 or 0.
+ */
+int gw_guard_same_words(const char *stored, size_t slen, const char *query, size_t qlen);
+
+/*
  * Where two texts that share whole sentences or lines differ: a template, the same
  * context around another question (retrieval-augmented prompts put the retrieved passages
  * and the question in one message). Their similarity as wholes is mostly the shared

@@ -165,6 +165,30 @@ def test_logprobs_are_answered_by_the_engine(server):
     assert r.status_code == 400 and "logprobs" in r.text, r.text
 
 
+def test_the_same_words_under_the_threshold(make_server):
+    """A rewording with a slip or an abbreviation, which the embedding underrates, is served
+    when it says the same content words down to cache.same_words_floor; not where a request
+    asks for a stricter threshold, nor another question in the same words."""
+    server = make_server(CONF)
+    c = client(server)
+    import_lines(c, [("How do I kill a process in Linux?", "kill PID, or pkill NAME."),
+                     ("How do I block someone on WhatsApp?", "Open the chat, tap Block.")])
+    r = only_if_cached(c, "how do i terminate a proccess on linux")
+    assert r.status_code == 200, r.headers
+    assert r.headers["X-Cache-Kind"] == "semantic"
+    assert 0.65 <= float(r.headers["X-Cache-Similarity"]) < 0.76, r.headers
+    r = chat(c, "how do i terminate a proccess on linux",
+             {"Cache-Control": "only-if-cached", "X-Cache-Threshold": "0.9"})
+    assert r.status_code == 504 and "below 0.900" in r.headers["X-Cache-Miss-Reason"]
+    # other words, though near: a question about being blocked
+    r = only_if_cached(c, "how do i know if someone blocked me on whatsapp")
+    assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) < 0.76, r.headers
+    server.stop()
+    server = make_server(CONF + "[cache]\nsame_words_floor = 0\n")
+    r = only_if_cached(client(server), "how do i terminate a proccess on linux")
+    assert r.status_code == 504 and "below 0.760" in r.headers["X-Cache-Miss-Reason"]
+
+
 def test_miss_reasons_and_close_calls_can_be_turned_off(make_server):
     """An operator may keep the stored question's words out of a miss's headers, and turn
     the close calls' stricter check off."""

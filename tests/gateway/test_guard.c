@@ -863,6 +863,32 @@ Test(guard, why_as_a_cause_and_aspects_of_an_illness)
     PASS("Who was the first president of the United States?", "first US president?");
 }
 
+/* The same content words in other forms (slips, abbreviations, British spelling), the same
+ * question word and the same persons: what the cache serves under its threshold. */
+Test(guard, the_same_words)
+{
+    static const char *const same[][2] = {
+        {"How do I restart a service in Linux?", "how do i restart a servcie on linux"},
+        {"What is the capital of the UK?", "What is the capital of the United Kingdom?"},
+        {"Which colours go with grey?", "Which colors go with gray?"},
+        {"Can you check my essay?", "can u check my essay"},
+    };
+    static const char *const other[][2] = {
+        {"How do I restart a service in Linux?", "How do I stop a service in Linux?"},
+        {"How do I mute someone on Slack?", "how do i know if someone muted me on slack"},
+        {"How do I restart a service in Linux?", "Why do I restart a service in Linux?"},
+        {"How do I restart a service in Linux?", "How do I restart a service in Linux quickly?"},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
+        cr_expect(gw_guard_same_words(same[i][0], strlen(same[i][0]), same[i][1],
+                                      strlen(same[i][1])),
+                  "\"%s\" vs \"%s\"", same[i][0], same[i][1]);
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++)
+        cr_expect(!gw_guard_same_words(other[i][0], strlen(other[i][0]), other[i][1],
+                                       strlen(other[i][1])),
+                  "\"%s\" vs \"%s\"", other[i][0], other[i][1]);
+}
+
 Test(guard, empty_and_null)
 {
     char why[64];
