@@ -217,7 +217,11 @@ void gw_handle_admin_cache(struct gw_req *r)
         goto out;
     }
     if (strcmp(gw_req_method(r), "DELETE")) {
-        cache_list(r, &q);
+        if (id_s || all) /* (a listing that said nothing of them would look like an answer) */
+            gw_reply_error(r, 400, "GET lists entries (?tenant, limit, before, q); id and all "
+                           "select what DELETE deletes.", id_s ? "id" : "all", NULL);
+        else
+            cache_list(r, &q);
         goto out;
     }
     if (all && (id_s || evhttp_find_header(&q, "tenant"))) {

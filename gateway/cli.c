@@ -422,15 +422,15 @@ static void print_time(int64_t ms)
     printf("%s", buf);
 }
 
-/* Text cut to at most n bytes on one line (line breaks as spaces), "..." when cut, without
- * splitting a UTF-8 character. */
+/* Text cut to at most n bytes on one line (line breaks and other control characters as
+ * spaces), "..." when cut, without splitting a UTF-8 character. */
 static void print_cut(const char *t, size_t len, size_t n)
 {
     size_t k = len <= n ? len : n - 3;
     while (k < len && k > 0 && ((unsigned char)t[k] & 0xC0) == 0x80)
         k--; /* (back to the start of the character cut) */
-    for (size_t i = 0; i < k; i++)
-        putchar(t[i] == '\n' || t[i] == '\r' || t[i] == '\t' ? ' ' : t[i]);
+    for (size_t i = 0; i < k; i++) /* (no control character reaches the terminal) */
+        putchar((unsigned char)t[i] < 0x20 || t[i] == 0x7f ? ' ' : t[i]);
     if (k < len)
         fputs("...", stdout);
 }

@@ -1185,8 +1185,10 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
     if (apos == (size_t)-1 && !neg && k >= 4 && o[k - 1] == 's') {
         static const char *const bare[] = {"whats", "hows", "wheres", "whos", "whens", "thats"};
         for (size_t i = 0; i < sizeof bare / sizeof *bare; i++)
-            if (k == strlen(bare[i]) && !memcmp(o, bare[i], k))
+            if (k == strlen(bare[i]) && !memcmp(o, bare[i], k)) {
                 base = k - 1;
+                neg = "is"; /* as with the apostrophe: "whos" is "who is", not "who was" */
+            }
     }
     const char *word = o;
     if (neg && neg[0] == 'n') {

@@ -713,8 +713,8 @@ int main(int argc, char **argv)
             return 0;
         }
         if (argv[i][0] == '-' && argv[i][1] == '-' && !strchr(argv[i], '=') &&
-            strcmp(argv[i], "--chat"))
-            i++; /* its value */
+            strcmp(argv[i], "--chat") && strcmp(argv[i], "--json"))
+            i++; /* its value (--chat and --json take none) */
     }
     /* getopt names argv[0] in its messages: "cachegate serve: unrecognized option" */
     static char prog[64];

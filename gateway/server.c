@@ -102,6 +102,8 @@ struct gw_req {
     int long_timeout; /* the connection's timeout was raised while deferred */
     char tenant[64];  /* who asked, for the access log ("" before or without auth) */
     char key[16];     /* the prefix of the key it came with (never more of it) */
+    char peer[48];    /* the client's address, read when the request came */
+    char cache[12];   /* what the caches did for it (X-Cache, X-Cache-Kind), or "" */
 };
 
 struct route {
@@ -942,18 +944,10 @@ static void req_finish(struct gw_req *rc, int client_gone)
     snprintf(st, sizeof st, "%d", status);
     gw_metric_add(srv->m_requests, 1, rc->route, st);
     gw_metric_observe(srv->m_latency, ms / 1000.0, rc->route, st);
-    /* who asked (the client's address), and what the caches did for it */
-    char *peer = NULL;
-    ev_uint16_t port;
-    struct evhttp_connection *ec = evhttp_request_get_connection(rc->req);
-    if (ec)
-        evhttp_connection_get_peer(ec, &peer, &port);
-    struct evkeyvalq *out = evhttp_request_get_output_headers(rc->req);
-    const char *hit = evhttp_find_header(out, "X-Cache"), *kind = NULL;
-    if (hit)
-        kind = !strcmp(hit, "HIT") ? evhttp_find_header(out, "X-Cache-Kind") : "miss";
-    gw_log_access(rc->id, rc->method, rc->route, status, ms, peer,
-                  rc->tenant[0] ? rc->tenant : NULL, rc->key[0] ? rc->key : NULL, kind);
+    /* (rc->req may be gone with its client by now: nothing here reads it) */
+    gw_log_access(rc->id, rc->method, rc->route, status, ms, rc->peer[0] ? rc->peer : NULL,
+                  rc->tenant[0] ? rc->tenant : NULL, rc->key[0] ? rc->key : NULL,
+                  rc->cache[0] ? rc->cache : NULL);
     if (rc->conn) {
         rc->conn->completed++;
         rc->conn->cur = NULL;
@@ -1543,6 +1537,13 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_connection_set_closecb(evcon, on_evcon_close, rc->conn);
     }
     evhttp_request_set_on_complete_cb(req, on_complete, rc);
+    char *peer = NULL;
+    ev_uint16_t port;
+    struct evhttp_connection *ec = evhttp_request_get_connection(req);
+    if (ec)
+        evhttp_connection_get_peer(ec, &peer, &port);
+    if (peer)
+        snprintf(rc->peer, sizeof rc->peer, "%s", peer);
 
     const char *given = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Request-Id");
     if (given && plain_id(given))
@@ -1640,10 +1641,15 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
  * certificate was read): replayed once it listens. A SIGTERM or SIGINT then: the server
  * stops as soon as it can, and exits 0 like any graceful stop; a second one kills it at
  * once (the default action again). */
-static volatile sig_atomic_t early_hup, early_stop;
+static volatile sig_atomic_t early_hup, early_stop, started;
 
 static void on_early_signal(int sig)
 {
+    if (started) { /* the server's own handlers came and went: tearing down, exit at once */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
     if (sig == SIGHUP) {
         early_hup = 1;
         return;
@@ -2049,6 +2055,11 @@ const char *gw_req_header_at(struct gw_req *rc, const char *name, int i)
 
 void gw_reply_header(struct gw_req *rc, const char *name, const char *value)
 {
+    /* what the caches did, for the access log: X-Cache MISS, or the X-Cache-Kind of a HIT */
+    if (!strcmp(name, "X-Cache") && !strcmp(value, "MISS"))
+        snprintf(rc->cache, sizeof rc->cache, "miss");
+    else if (!strcmp(name, "X-Cache-Kind"))
+        snprintf(rc->cache, sizeof rc->cache, "%s", value);
     evhttp_add_header(evhttp_request_get_output_headers(rc->req), name, value);
 }
 
@@ -2188,6 +2199,7 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     evsignal_add(srv->sig_int, NULL);
     evsignal_add(srv->sig_term, NULL);
     evsignal_add(srv->sig_hup, NULL);
+    started = 1;
     if (early_hup) { /* asked for while starting: the certificate may be newer than the one read */
         early_hup = 0;
         event_active(srv->sig_hup, EV_SIGNAL, 1);

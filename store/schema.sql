@@ -92,3 +92,8 @@ CREATE INDEX responses_expiry ON responses (expires_ms) WHERE expires_ms > 0;
 -- to go past the budget, and expire within the TTL.
 ALTER TABLE responses ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX responses_age ON responses (tenant, created_ms, bytes);
+
+-- migration: 4
+-- A tenant's entries by id: `GET /admin/cache` and `cachegate cache list` page through them
+-- newest first without reading and sorting all of them.
+CREATE INDEX entries_tenant_id ON entries (tenant, id);

@@ -893,6 +893,7 @@ def test_the_entries_are_listed_to_find_a_wrong_one(server):
     assert only_if_cached(c, "Who painted the Mona Lisa?").status_code == 504
     assert c.get("/admin/cache?tenant=nobody", headers=auth).status_code == 404
     assert c.get("/admin/cache?limit=0", headers=auth).status_code == 400
+    assert c.get("/admin/cache?id=1", headers=auth).status_code == 400  # DELETE's selector
     assert c.get("/admin/cache").status_code == 401
     # the same from the command line, beside the running server
     p = subprocess.run([str(BIN), "cache", "list", "--limit", "2", "--data-dir",

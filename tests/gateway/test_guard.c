@@ -798,6 +798,7 @@ Test(guard, same_asking_in_other_words)
     PASS("When can kids sit in the front seat?", "what age can kids sit in the front seat");
     PASS("What is the population of Chile?", "whats the population of chile");
     PASS("How is the economy in Brazil?", "hows the economy in brazil");
+    VETO("whos the mayor of Chicago", "who was the mayor of Chicago", "tense");
     PASS("Can I drink coffee on an empty stomach?", "can i drink coffee before eating anything first");
     PASS("Which came first, the chicken or the egg?", "so which came first the chicken or egg");
     VETO("Who was the first person on the moon?", "Who was the second person on the moon?",

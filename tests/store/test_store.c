@@ -813,7 +813,8 @@ Test(store, responses_stored_before_their_sizes_go_first)
     cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(h, "DROP INDEX responses_age; "
                                  "ALTER TABLE responses DROP COLUMN bytes; "
-                                 "DELETE FROM schema_version WHERE version = 3; "
+                                 "DROP INDEX entries_tenant_id; " /* (migration 4) */
+                                 "DELETE FROM schema_version WHERE version >= 3; "
                                  "INSERT INTO responses (id, tenant, created_ms, expires_ms, "
                                  "body, messages) VALUES ('resp_old', 1, 1, 0, "
                                  "printf('%300s', 'x'), "
