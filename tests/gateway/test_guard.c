@@ -890,6 +890,30 @@ Test(guard, the_same_words)
                   "\"%s\" vs \"%s\"", other[i][0], other[i][1]);
 }
 
+/* Opposites both negated, check-in vs check-out, a time counted back or ahead, within vs
+ * after, and "between" two other things. */
+Test(guard, negated_opposites_time_ahead_and_between)
+{
+    VETO("Why won't my car start?", "Why won't my car stop?", "opposites");
+    VETO("What time is check-in at the Hilton?", "What time is check-out at the Hilton?",
+         "opposites");
+    VETO("Can I cancel my order within 24 hours?", "Can I cancel my order after 24 hours?",
+         "opposites");
+    VETO("Can I get a refund if I bought it 2 weeks ago?",
+         "Can I get a refund if I buy it in 2 weeks?", NULL);
+    VETO("Is my licence valid if it expires in 2 months?",
+         "Is my licence valid if it expired 2 months ago?", "time differs");
+    VETO("How do I earn points on flights?", "How do I use points on flights?", "opposites");
+    VETO("What is the difference between mitosis and meiosis?",
+         "What is the difference between meiosis and fertilization?", "compares other things");
+    PASS("What is the difference between mitosis and meiosis?",
+         "difference between meiosis vs mitosis");
+    PASS("How do I find the average between two numbers?",
+         "how to find the average between two values");
+    PASS("How can I find out which version of Python I have?",
+         "how do i check which python version is on my laptop");
+}
+
 Test(guard, empty_and_null)
 {
     char why[64];
