@@ -1182,9 +1182,15 @@ json_t *gw_req_json_body(struct gw_req *rc)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
     size_t len = evbuffer_get_length(in);
-    /* parsed as JSON whatever the Content-Type says: curl -d sends form encoding */
+    /* parsed as JSON whatever the Content-Type says: curl -d sends form encoding; past a
+     * UTF-8 byte order mark (curl --data-binary @file of a file a Windows editor saved) */
     json_error_t je;
-    json_t *j = len ? json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &je) : NULL;
+    const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "";
+    if (len >= 3 && !memcmp(body, "\xEF\xBB\xBF", 3)) {
+        body += 3;
+        len -= 3;
+    }
+    json_t *j = len ? json_loadb(body, len, 0, &je) : NULL;
     if (!json_is_object(j)) {
         char msg[300];
         if (!len)

@@ -150,6 +150,10 @@ def test_invalid_json(server):
         assert r.status_code == 400 and err["code"] == "invalid_json"
         assert "NUL" in err["message"] and "JSON_ALLOW_NUL" not in err["message"]
         assert c.get("/v1/embeddings").status_code == 405
+        # a file a Windows editor saved, sent as it is (curl --data-binary @file)
+        r = c.post("/v1/embeddings", content="\ufeff".encode() + json.dumps(
+            {"model": "all-minilm-l6-v2", "input": "hi"}).encode())
+        assert r.status_code == 200, r.text
 
 
 def test_concurrent_requests_share_forward_passes(make_server):
