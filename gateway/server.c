@@ -1096,6 +1096,12 @@ static void common_headers(struct gw_req *rc, struct evkeyvalq *h)
     char date[64];
     if (rc->req->major == 1 && rc->req->minor == 0 && http_date(date, sizeof date))
         evhttp_add_header(h, "Date", date);
+    /* "Connection: keep-alive, close" closes too (wants_close()), and says so as evhttp says
+     * it for a bare "close" (which it replaces with its own) */
+    const char *ci = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Connection");
+    if (ci && strcasestr(ci, "close") && strcasecmp(ci, "close") &&
+        !evhttp_find_header(h, "Connection"))
+        evhttp_add_header(h, "Connection", "close");
 }
 
 /* The reason phrase of a status this server sends that evhttp's own table lacks (its 4xx
@@ -1111,7 +1117,7 @@ static void send_body(struct gw_req *rc, int status, const char *ctype, const ch
     struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
     evhttp_add_header(h, "Content-Type", ctype);
     common_headers(rc, h);
-    if (rc->srv->draining)
+    if (rc->srv->draining && !evhttp_find_header(h, "Connection"))
         evhttp_add_header(h, "Connection", "close");
     struct evbuffer *b = evbuffer_new();
     if (evhttp_request_get_command(rc->req) == EVHTTP_REQ_HEAD) {
@@ -1287,6 +1293,7 @@ void gw_reply_sse_start(struct gw_req *rc)
         /* HTTP/1.0 has no chunks: the stream ends with the connection (evhttp would frame
          * a keep-alive reply with Content-Length: 0 and then send the events anyway) */
         evhttp_remove_header(evhttp_request_get_input_headers(rc->req), "Connection");
+        evhttp_remove_header(h, "Connection");
         evhttp_add_header(h, "Connection", "close");
     }
     rc->status = 200;

@@ -348,6 +348,13 @@ def test_connection_close_response_is_complete(server):
             assert r.headers["connection"] == "close"
             assert len(r.content) == int(r.headers["content-length"])
             assert r.text.endswith("\n") and "cachegate_start_time_seconds" in r.text
+    # "close" among other tokens closes too, and the response says so (once)
+    s = server.tls_socket()
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\n\r\n")
+    raw = read_to_eof(s)
+    head = raw.split(b"\r\n\r\n")[0].lower()
+    assert head.startswith(b"http/1.1 200") and head.count(b"\r\nconnection: close") == 1, raw
+    s.close()
 
 
 def read_to_eof(sock):
