@@ -174,17 +174,18 @@ static void cache_list(struct gw_req *r, struct evkeyvalq *q)
     }
     if (query_tenant(r, q, &tenant))
         goto out;
+    if (contains && !*contains)
+        contains = NULL;
     /* one more than asked: whether there are more */
-    if ((rc = store_entry_list(admin_store(r), tenant, before, contains && *contains ? contains
-                               : NULL, store_now_ms(), (int)limit + 1, &h, &n))) {
+    rc = store_entry_list(admin_store(r), tenant, before, contains, store_now_ms(),
+                          (int)limit + 1, &h, &n);
+    if (rc) {
         reply_store_error(r, rc, "");
         goto out;
     }
     json_t *a = json_array();
-    for (int i = 0; i < n && i < limit; i++) {
-        json_t *o = gw_cache_entry_json(&h[i]);
-        json_array_append_new(a, o);
-    }
+    for (int i = 0; i < n && i < limit; i++)
+        json_array_append_new(a, gw_cache_entry_json(&h[i]));
     json_t *o = json_object();
     json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", a);

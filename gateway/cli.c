@@ -308,7 +308,6 @@ static int one_of(const char *word, const char *list)
 /* The models the configuration serves, which a tenant's policy may name (admin_open()). */
 static char served[2][256];
 
-/* Common options of the administration commands; argv[optind..] are the operands. */
 /* How many operands a command takes after its options, and its usage line for others. */
 struct operands {
     int min, max;
@@ -322,6 +321,8 @@ struct list_opts {
     int json;
 };
 
+/* Common options of the administration commands (`cache list`'s too, when lo is given);
+ * argv[*first..] are the operands. */
 static int admin_open(int argc, char **argv, int *first, const char **since, const char **tenant,
                       int writes, struct operands ops, struct list_opts *lo, store **st)
 {

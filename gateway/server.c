@@ -1550,7 +1550,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_connection_set_closecb(evcon, on_evcon_close, rc->conn);
     }
     evhttp_request_set_on_complete_cb(req, on_complete, rc);
-    char *peer = NULL;
+    char *peer = NULL; /* the client's address, for the access log */
     ev_uint16_t port;
     struct evhttp_connection *ec = evhttp_request_get_connection(req);
     if (ec)
