@@ -719,10 +719,10 @@ static double below(double sim)
  * difference (a template: the same retrieved context around another question), the
  * sentences that differ are embedded and compared alone, and the guard reads them alone:
  * the shared context would otherwise make any two questions over it look alike. 0 with
- * why when not.
+ * why when not. checked: the guard and the close call have passed the two (same_words()).
  */
 static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *h,
-                         struct span_vec *qv, char *why, size_t whylen)
+                         struct span_vec *qv, int checked, char *why, size_t whylen)
 {
     const char *a = h->query, *b = s->key->query;
     size_t alen = h->query_len, blen = s->key->query_len;
@@ -735,7 +735,7 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
         return 0;
     }
     if (!gw_guard_core(a, alen, b, blen, &core)) {
-        if (guard && (!gw_guard_compatible(a, alen, b, blen, g, sizeof g) ||
+        if (guard && !checked && (!gw_guard_compatible(a, alen, b, blen, g, sizeof g) ||
                       (h->similarity < strict &&
                        !gw_guard_close_call(a, alen, b, blen, g, sizeof g)))) {
             snprintf(why, whylen, "guard: %s", g);
@@ -848,12 +848,13 @@ static void sem_search(struct gw_embed_job *j)
             s->best = h->similarity;
         /* a miss says why the nearest was not served (the candidates come nearest first) */
         char why[sizeof s->why] = "";
-        if (h->similarity < s->threshold && !same_words(c, s, h))
+        int lexical = 0; /* under the threshold, in the same words: the guard has passed it */
+        if (h->similarity < s->threshold && !(lexical = same_words(c, s, h)))
             snprintf(why, sizeof why, "similarity %.3f below %.3f", below(h->similarity),
                      s->threshold);
         else if (h->completion_tokens > s->max_tokens)
             snprintf(why, sizeof why, "the stored answer exceeds max_tokens");
-        else if (!same_question(c, s, h, &qv, why, sizeof why) && !why[0])
+        else if (!same_question(c, s, h, &qv, lexical, why, sizeof why) && !why[0])
             snprintf(why, sizeof why, "out of memory");
         if (why[0]) {
             if (!s->why[0])

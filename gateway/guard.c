@@ -1254,16 +1254,6 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
     }
 }
 
-/* the, a, my, this...: a word before a noun (or an ordinal) */
-static int determiner(const tok *t)
-{
-    static const char *const d[] = {"the", "a",   "an",  "my",   "your",  "his", "her",
-                                    "its", "our", "their", "this", "that", "these", "those"};
-    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
-        if (t->len == strlen(d[i]) && !memcmp(t->s, d[i], t->len)) return 1;
-    return 0;
-}
-
 /* Whether a number word or numeral is an ordinal: "first", "second", "third", "fifth",
  * "twentieth", "3rd", "21st". */
 static int ordinal(const tok *t)
@@ -1290,7 +1280,7 @@ static void collect_numbers(side *sd)
         const tok *next = i + 1 < sd->nt ? &sd->t[i + 1] : NULL; /* ("first US president") */
         if (t->len == 5 && !memcmp(t->s, "first", 5) &&
             (!next || ((next->flags & F_STOP) && !(next->flags & F_ACRO))) &&
-            !(i > 0 && determiner(t - 1))) {
+            !(i > 0 && (t[-1].flags & F_DROP))) {
             t->flags &= (uint16_t)~F_NUM;
             continue;
         }
@@ -2180,6 +2170,14 @@ static int rule_prefix(const side *a, const side *b, char *why, size_t whylen)
 }
 
 /* "NASA" and "National Aeronautics and Space Administration" */
+/* Whether t, a word inside a name the other side abbreviates, may be passed over:
+ * "Bank of America", "Department of the Interior" */
+static int acronym_glue(const tok *t)
+{
+    return (t->flags & F_STOP) && (is_word(t, "of") || is_word(t, "and") ||
+                                   is_word(t, "the") || is_word(t, "for"));
+}
+
 static int acronym_of(const tok *x, const side *sd)
 {
     if (!(x->flags & F_ACRO) || x->len < 2 || x->len > 8) return 0;
@@ -2187,11 +2185,7 @@ static int acronym_of(const tok *x, const side *sd)
         size_t k = 0;
         for (int j = i; j < sd->nt && k < x->len; j++) {
             const tok *u = &sd->t[j];
-            if (k > 0 && (u->flags & F_STOP) &&
-                ((u->len == 2 && memcmp(u->s, "of", 2) == 0) ||
-                 (u->len == 3 && (memcmp(u->s, "and", 3) == 0 || memcmp(u->s, "the", 3) == 0 ||
-                                  memcmp(u->s, "for", 3) == 0))))
-                continue;
+            if (k > 0 && acronym_glue(u)) continue;
             if (u->s[0] != x->s[k]) break;
             k++;
         }
@@ -3499,14 +3493,6 @@ static int rule_less(const side *a, const side *b, char *why, size_t whylen)
 }
 
 /* Both texts tokenized (NULL reads as empty); 0, saying so, when either is too long. */
-/* Whether t, a word inside a name the other side abbreviates, may be passed over:
- * "Bank of America", "Department of the Interior" */
-static int acronym_glue(const tok *t)
-{
-    return (t->flags & F_STOP) && (is_word(t, "of") || is_word(t, "and") ||
-                                   is_word(t, "the") || is_word(t, "for"));
-}
-
 /* "LA" on one side where the other spells out "Los Angeles": the words spelled out, as
  * many as the capitals and each beginning with its letter, become the abbreviation (also
  * "NYC", "EU", "BP"; "US" and "UK" tokenize() merges alone). A token of side p's buffer
@@ -3574,12 +3560,12 @@ static int place_words(const side *sd, int i, int *out)
     if (i + 1 >= sd->nt) return 0;
     const tok *next = &sd->t[i + 1];
     if (next->len > 4 && !memcmp(next->s + next->len - 3, "ing", 3)) return 0;
-    if (!is_word(&sd->t[i], "from") && !determiner(next) && !(next->flags & (F_ENTITY | F_NUM)))
+    if (!is_word(&sd->t[i], "from") && !(next->flags & F_DROP) && !(next->flags & (F_ENTITY | F_NUM)))
         return 0;
     int n = 0;
     for (int j = i + 1; j < sd->nt && n < 4; j++) {
         const tok *t = &sd->t[j];
-        if (determiner(t)) continue;
+        if (t->flags & F_DROP) continue; /* an article, a possessive */
         if ((t->flags & F_STOP) && !(t->flags & (F_NUM | F_ENTITY))) break;
         out[n++] = j;
     }
@@ -3700,44 +3686,53 @@ static int rule_between(const side *a, const side *b, char *why, size_t whylen)
 }
 
 /* The guard with a choice of rules; the benchmark driver measures each one. */
-static int guard_check(const char *stored, size_t slen, const char *query, size_t qlen,
-                       unsigned rules, char *why, size_t whylen)
+/* The rules asked for over two sides already read (stored and query: the texts, for the
+ * code rule). */
+static int check_sides(const side *a, const side *b, const char *stored, size_t slen,
+                       const char *query, size_t qlen, unsigned rules, char *why, size_t whylen)
 {
-    side a, b;
-    if (!read_pair(&a, &b, stored, slen, query, qlen, why, whylen)) return 0;
-    if ((rules & R_NUM) && !rule_numbers(&a, &b, why, whylen)) return 0;
-    if ((rules & R_NEG) && !rule_negation(&a, &b, why, whylen)) return 0;
+    if ((rules & R_NUM) && !rule_numbers(a, b, why, whylen)) return 0;
+    if ((rules & R_NEG) && !rule_negation(a, b, why, whylen)) return 0;
     if ((rules & R_CONTRAST) &&
-        (!rule_contrast(&a, &b, why, whylen) || !rule_contrast(&b, &a, why, whylen) ||
-         !rule_less(&a, &b, why, whylen)))
+        (!rule_contrast(a, b, why, whylen) || !rule_contrast(b, a, why, whylen) ||
+         !rule_less(a, b, why, whylen)))
         return 0;
-    if ((rules & R_PREFIX) && !rule_prefix(&a, &b, why, whylen)) return 0;
-    if ((rules & R_CONTRAST) && !rule_word_aspect(&a, &b, why, whylen)) return 0;
-    if ((rules & R_ENTITY) && !rule_entities(&a, &b, why, whylen)) return 0;
-    if ((rules & R_ORDER) && (!rule_order(&a, &b, why, whylen) || !rule_order(&b, &a, why, whylen)))
+    if ((rules & R_PREFIX) && !rule_prefix(a, b, why, whylen)) return 0;
+    if ((rules & R_CONTRAST) && !rule_word_aspect(a, b, why, whylen)) return 0;
+    if ((rules & R_ENTITY) && !rule_entities(a, b, why, whylen)) return 0;
+    if ((rules & R_ORDER) && (!rule_order(a, b, why, whylen) || !rule_order(b, a, why, whylen)))
         return 0;
-    if ((rules & R_WH) && (!rule_wh(&a, &b, why, whylen) || !rule_yes_no(&a, &b, why, whylen) ||
-                           !rule_wh_swap(&a, &b, why, whylen)))
+    if ((rules & R_WH) && (!rule_wh(a, b, why, whylen) || !rule_yes_no(a, b, why, whylen) ||
+                           !rule_wh_swap(a, b, why, whylen)))
         return 0;
     if ((rules & R_ORDER) &&
-        (!rule_pronoun_roles(&a, &b, why, whylen) || !rule_passive(&a, &b, why, whylen) ||
-         !rule_direction(&a, &b, why, whylen) || !rule_between(&a, &b, why, whylen)))
+        (!rule_pronoun_roles(a, b, why, whylen) || !rule_passive(a, b, why, whylen) ||
+         !rule_direction(a, b, why, whylen) || !rule_between(a, b, why, whylen)))
         return 0;
-    if ((rules & R_SWAP) && !rule_swap(&a, &b, why, whylen)) return 0;
+    if ((rules & R_SWAP) && !rule_swap(a, b, why, whylen)) return 0;
     if ((rules & R_TIME) &&
-        (!rule_time(&a, &b, why, whylen) || !rule_verb_tense(&a, &b, why, whylen) ||
-         !rule_future(&a, &b, why, whylen) || !rule_modal(&a, &b, why, whylen)))
+        (!rule_time(a, b, why, whylen) || !rule_verb_tense(a, b, why, whylen) ||
+         !rule_future(a, b, why, whylen) || !rule_modal(a, b, why, whylen)))
         return 0;
-    if ((rules & R_SCOPE) && !rule_scope(&a, &b, why, whylen)) return 0;
+    if ((rules & R_SCOPE) && !rule_scope(a, b, why, whylen)) return 0;
     if ((rules & R_ADD) &&
-        (!rule_added(&a, &b, why, whylen) || !rule_inserted(&a, &b, why, whylen)))
+        (!rule_added(a, b, why, whylen) || !rule_inserted(a, b, why, whylen)))
         return 0;
-    if ((rules & R_OP) && !rule_operation(&a, &b, why, whylen)) return 0;
+    if ((rules & R_OP) && !rule_operation(a, b, why, whylen)) return 0;
     if ((rules & R_CODE) && !rule_code(stored ? stored : "", stored ? slen : 0,
                                        query ? query : "", query ? qlen : 0, why, whylen))
         return 0;
     say(why, whylen, "%s", "");
     return 1;
+}
+
+
+static int guard_check(const char *stored, size_t slen, const char *query, size_t qlen,
+                       unsigned rules, char *why, size_t whylen)
+{
+    side a, b;
+    return read_pair(&a, &b, stored, slen, query, qlen, why, whylen) &&
+           check_sides(&a, &b, stored, slen, query, qlen, rules, why, whylen);
 }
 
 int gw_guard_compatible(const char *stored, size_t slen, const char *query, size_t qlen, char *why,
@@ -3793,15 +3788,13 @@ static int unit_word(const tok *t)
     return word_is(t, K_UNIT) || lex_has(lex_find(t->n, t->nlen), K_UNIT);
 }
 
-int gw_guard_close_call(const char *stored, size_t slen, const char *query, size_t qlen,
-                        char *why, size_t whylen)
+/* The close call over two sides already read. */
+static int close_call_sides(const side *a, const side *b, char *why, size_t whylen)
 {
     static const char *const asks[] = {"", "where", "when", "who", "why"};
-    side a, b;
-    if (!read_pair(&a, &b, stored, slen, query, qlen, why, whylen)) return 0;
     /* one side says all the other does and more: the more narrows it, whatever it is */
     for (int pass = 0; pass < 2; pass++) {
-        const side *p = pass ? &b : &a, *q = pass ? &a : &b;
+        const side *p = pass ? b : a, *q = pass ? a : b;
         if (!words_within(p, q)) continue;
         for (int j = 0; j < q->nt; j++)
             if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE) &&
@@ -3815,7 +3808,7 @@ int gw_guard_close_call(const char *stored, size_t slen, const char *query, size
     /* a measure in other units ("the speed of light in km/s" vs "in miles per hour") */
     const tok *unit[2] = {NULL, NULL};
     for (int pass = 0; pass < 2; pass++) {
-        const side *p = pass ? &b : &a, *q = pass ? &a : &b;
+        const side *p = pass ? b : a, *q = pass ? a : b;
         for (int j = 0; j < p->nt && !unit[pass]; j++)
             if (unit_word(&p->t[j]) && !side_has_like(q, &p->t[j])) unit[pass] = &p->t[j];
     }
@@ -3826,12 +3819,21 @@ int gw_guard_close_call(const char *stored, size_t slen, const char *query, size
     }
     /* "where do pandas live" vs "what do pandas eat"; a why may be asked as a what
      * ("why do onions make you cry" vs "what makes people tear up") */
-    int x = head_wh(&a), y = head_wh(&b);
+    int x = head_wh(a), y = head_wh(b);
     if (x != y && !((x == 4 || y == 4) && (x == 0 || y == 0))) {
         say(why, whylen, "close call: asks %s vs %s", x ? asks[x] : "what", y ? asks[y] : "what");
         return 0;
     }
     return 1;
+}
+
+
+int gw_guard_close_call(const char *stored, size_t slen, const char *query, size_t qlen,
+                        char *why, size_t whylen)
+{
+    side a, b;
+    return read_pair(&a, &b, stored, slen, query, qlen, why, whylen) &&
+           close_call_sides(&a, &b, why, whylen);
 }
 
 /* The persons a side names, as bits: I, me, my, you, your, we, us, our, they, them. */
@@ -3851,9 +3853,9 @@ int gw_guard_same_words(const char *stored, size_t slen, const char *query, size
 {
     char why[8];
     side a, b;
-    if (!gw_guard_compatible(stored, slen, query, qlen, why, sizeof why) ||
-        !gw_guard_close_call(stored, slen, query, qlen, why, sizeof why) ||
-        !read_pair(&a, &b, stored, slen, query, qlen, why, sizeof why))
+    if (!read_pair(&a, &b, stored, slen, query, qlen, why, sizeof why) ||
+        !check_sides(&a, &b, stored, slen, query, qlen, R_ALL, why, sizeof why) ||
+        !close_call_sides(&a, &b, why, sizeof why))
         return 0;
     /* (and the same persons: "how do I block someone" is not "how do I know if someone
      * blocked me") */

@@ -962,6 +962,19 @@ def start_bare(tmp_path):
                              DEVICE], cwd=ROOT, stderr=subprocess.PIPE, text=True)
 
 
+def signal_while_loading(proc, sig, stop):
+    """The log messages of a server started bare, sig sent to it once its models begin to
+    load; read until stop(messages) or the log ends."""
+    msgs = []
+    for line in proc.stderr:
+        msgs.append(json.loads(line).get("msg", ""))
+        if msgs[-1].startswith("embedder: "):  # the models load from here on
+            proc.send_signal(sig)
+        if stop(msgs):
+            break
+    return msgs
+
+
 def test_sighup_while_starting_is_a_reload_once_listening(tmp_path):
     """A reload asked while the models load (a renewal hook meeting a restart) was lost, or
     before that killed the server: it is done once the server listens."""
@@ -969,14 +982,8 @@ def test_sighup_while_starting_is_a_reload_once_listening(tmp_path):
     killer = threading.Timer(60, proc.kill)  # a reload that never comes ends the read
     killer.start()
     try:
-        msgs = []
-        for line in proc.stderr:
-            msgs.append(json.loads(line).get("msg", ""))
-            if msgs[-1].startswith("embedder: "):  # the models load from here on
-                proc.send_signal(signal.SIGHUP)
-            if msgs[-1] in ("listening", "SIGHUP: TLS certificate reloaded") and \
-                    "listening" in msgs and "SIGHUP: TLS certificate reloaded" in msgs:
-                break
+        msgs = signal_while_loading(proc, signal.SIGHUP, lambda m: "listening" in m and
+                                    "SIGHUP: TLS certificate reloaded" in m)
         assert "SIGHUP: TLS certificate reloaded" in msgs, msgs
         assert proc.poll() is None
     finally:
@@ -991,11 +998,7 @@ def test_sigterm_while_starting_is_a_graceful_stop(tmp_path):
     stop: the server now stops as soon as it has started, and exits 0."""
     proc = start_bare(tmp_path)
     try:
-        msgs = []
-        for line in proc.stderr:
-            msgs.append(json.loads(line).get("msg", ""))
-            if msgs[-1].startswith("embedder: "):  # the models load from here on
-                proc.send_signal(signal.SIGTERM)
+        msgs = signal_while_loading(proc, signal.SIGTERM, lambda m: False)
         assert proc.wait(30) == 0, msgs
         assert "SIGTERM came while starting: stopping" in msgs, msgs
         assert msgs[-1] == "shutdown complete", msgs
