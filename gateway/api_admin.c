@@ -4,6 +4,7 @@
  *                                [?tenant=NAME]; answers once every line is committed (404
  *                                if the tenant was deleted meanwhile: nothing is kept)
  *   DELETE /admin/cache?id=N[&tenant=NAME] | ?tenant=NAME | ?all=true
+ *   GET    /admin/cache?tenant=NAME&limit=N&before=ID&q=TEXT   read on the writer thread
  */
 #include "http_impl.h"
 
@@ -153,48 +154,90 @@ static void op_reply(struct gw_cq_item *item)
     op_unref(op);
 }
 
+/* A listing, read on the writer thread (a filter reads every question of the tenant). */
+struct list_op {
+    struct gw_cq_item item;
+    struct gw_req *req;
+    gw_cq *cq;
+    struct store_list q;
+    int rc;
+    char contains[]; /* q.contains, when given */
+};
+
+/* writer thread */
+static void list_read(void *arg, int rc, int64_t n)
+{
+    (void)n;
+    struct list_op *op = arg;
+    op->rc = rc;
+    gw_cq_post(op->cq, &op->item);
+}
+
+static void list_reply(struct gw_cq_item *item)
+{
+    struct list_op *op = gw_cq_container(item, struct list_op, item);
+    const int limit = op->q.limit - 1; /* one more was read: whether there are more */
+    const int gone = gw_req_gone(op->req); /* (which frees it) */
+    if (!gone && op->rc) {
+        reply_store_error(op->req, op->rc, "");
+    } else if (!gone) {
+        json_t *a = json_array();
+        for (int i = 0; i < op->q.n && i < limit; i++)
+            json_array_append_new(a, gw_cache_entry_json(&op->q.out[i]));
+        json_t *o = json_object();
+        json_object_set_new(o, "object", json_string("list"));
+        json_object_set_new(o, "data", a);
+        json_object_set_new(o, "has_more", json_boolean(op->q.n > limit));
+        gw_reply_json(op->req, 200, o, 0);
+    }
+    for (int i = 0; i < op->q.n; i++)
+        store_hit_deinit(&op->q.out[i]);
+    free(op->q.out);
+    free(op);
+}
+
 /* GET /admin/cache?tenant=NAME&limit=N&before=ID&q=TEXT: a tenant's entries, newest first,
  * to find one to delete (a wrong answer) or to see what is stored. */
 static void cache_list(struct gw_req *r, struct evkeyvalq *q)
 {
     const char *lim = evhttp_find_header(q, "limit"), *bef = evhttp_find_header(q, "before");
     const char *contains = evhttp_find_header(q, "q");
-    struct store_hit *h = NULL;
     int64_t tenant, limit = 20, before = 0;
-    int n = 0, rc;
     char *end;
     if (lim && ((limit = strtoll(lim, &end, 10)) < 1 || limit > 1000 || end == lim || *end)) {
         gw_reply_error(r, 400, "limit must be a whole number from 1 to 1000.", "limit", NULL);
-        goto out;
+        return;
     }
     if (bef && ((before = strtoll(bef, &end, 10)) < 1 || end == bef || *end)) {
         gw_reply_error(r, 400, "before must be an entry id (a positive integer).", "before",
                        NULL);
-        goto out;
+        return;
     }
     if (query_tenant(r, q, &tenant))
-        goto out;
+        return;
     if (contains && !*contains)
         contains = NULL;
-    /* one more than asked: whether there are more */
-    rc = store_entry_list(admin_store(r), tenant, before, contains, store_now_ms(),
-                          (int)limit + 1, &h, &n);
-    if (rc) {
-        reply_store_error(r, rc, "");
-        goto out;
+    size_t cl = contains ? strlen(contains) + 1 : 0;
+    struct list_op *op = calloc(1, sizeof *op + cl);
+    if (!op) {
+        gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+        return;
     }
-    json_t *a = json_array();
-    for (int i = 0; i < n && i < limit; i++)
-        json_array_append_new(a, gw_cache_entry_json(&h[i]));
-    json_t *o = json_object();
-    json_object_set_new(o, "object", json_string("list"));
-    json_object_set_new(o, "data", a);
-    json_object_set_new(o, "has_more", json_boolean(n > limit));
-    gw_reply_json(r, 200, o, 0);
-out:
-    for (int i = 0; i < n; i++)
-        store_hit_deinit(&h[i]);
-    free(h);
+    if (contains)
+        memcpy(op->contains, contains, cl);
+    op->req = r;
+    op->cq = gw_server_cq(gw_req_server(r));
+    op->item.fn = list_reply;
+    op->q = (struct store_list){.tenant = tenant, .before = before,
+                                .contains = contains ? op->contains : NULL,
+                                .now_ms = store_now_ms(), .limit = (int)limit + 1};
+    int rc = store_entry_list_queue(admin_store(r), &op->q, list_read, op);
+    if (rc) {
+        gw_reply_error(r, 503, store_strerror(rc), NULL, NULL);
+        free(op);
+        return;
+    }
+    gw_req_defer(r);
 }
 
 void gw_handle_admin_cache(struct gw_req *r)

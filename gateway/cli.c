@@ -450,14 +450,16 @@ static int cache_list(int argc, char **argv)
                                (struct operands){0, 0, usage}, &lo, &st);
     if (rc)
         return rc;
-    int64_t id;
+    struct store_list q = {.before = lo.before, .contains = lo.grep && *lo.grep ? lo.grep : NULL,
+                           .now_ms = store_now_ms(), .limit = (int)lo.limit + 1}; /* (+1: more?) */
     struct store_hit *h = NULL;
     int n = 0;
     rc = 1;
-    if (tenant_id(st, tenant, &id))
+    if (tenant_id(st, tenant, &q.tenant))
         goto out;
-    int src = store_entry_list(st, id, lo.before, lo.grep && *lo.grep ? lo.grep : NULL,
-                               store_now_ms(), (int)lo.limit + 1, &h, &n); /* (+1: more?) */
+    int src = store_entry_list(st, &q);
+    h = q.out;
+    n = q.n;
     if (src) {
         fprintf(stderr, "cachegate: %s\n", store_strerror(src));
         goto out;

@@ -340,48 +340,55 @@ int store_key_all(store *s, uint8_t (**sha)[32], int64_t **tenants, int *n)
 
 /* ------------------------------------------------------------------ usage */
 
-int store_entry_list(store *s, int64_t tenant, int64_t before, const char *contains,
-                     int64_t now_ms, int limit, struct store_hit **out, int *n)
+int store_list_run(sqlite3 *db, struct store_list *q)
 {
     sqlite3_stmt *st;
-    *out = NULL;
-    *n = 0;
-    if (limit < 1)
+    q->out = NULL;
+    q->n = 0;
+    if (q->limit < 1)
         return STORE_OK;
-    if (!(*out = calloc((size_t)limit, sizeof **out)))
+    if (!(q->out = calloc((size_t)q->limit, sizeof *q->out)))
         return STORE_ENOMEM;
-    pthread_mutex_lock(&s->admin_mu);
     /* newest first, by the primary key; the filter reads a question's text as it was asked
      * (SQLite's lower() folds ASCII only) */
-    int rc = prep(s,
-                  "SELECT " STORE_HIT_COLUMNS " FROM entries WHERE tenant = ?1 AND id < ?2 "
-                  "AND (expires_ms = 0 OR expires_ms > ?3) "
-                  "AND (?4 IS NULL OR instr(lower(query), lower(?4)) > 0) "
-                  "ORDER BY id DESC LIMIT ?5",
-                  &st);
+    int rc = sqlite3_prepare_v2(db,
+                                "SELECT " STORE_HIT_COLUMNS " FROM entries WHERE tenant = ?1 "
+                                "AND id < ?2 AND (expires_ms = 0 OR expires_ms > ?3) "
+                                "AND (?4 IS NULL OR instr(lower(query), lower(?4)) > 0) "
+                                "ORDER BY id DESC LIMIT ?5",
+                                -1, &st, NULL) == SQLITE_OK
+                 ? STORE_OK
+                 : STORE_EIO;
     if (!rc) {
-        sqlite3_bind_int64(st, 1, tenant);
-        sqlite3_bind_int64(st, 2, before > 0 ? before : INT64_MAX);
-        sqlite3_bind_int64(st, 3, now_ms);
-        if (contains)
-            sqlite3_bind_text(st, 4, contains, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 5, limit);
+        sqlite3_bind_int64(st, 1, q->tenant);
+        sqlite3_bind_int64(st, 2, q->before > 0 ? q->before : INT64_MAX);
+        sqlite3_bind_int64(st, 3, q->now_ms);
+        if (q->contains)
+            sqlite3_bind_text(st, 4, q->contains, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 5, q->limit);
     }
     int step;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
-        if ((rc = store_read_hit(st, &(*out)[*n])) == STORE_OK)
-            (*n)++;
+        if ((rc = store_read_hit(st, &q->out[q->n])) == STORE_OK)
+            q->n++;
     if (!rc && step != SQLITE_DONE)
         rc = STORE_EIO;
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&s->admin_mu);
     if (rc) {
-        for (int i = 0; i < *n; i++)
-            store_hit_deinit(&(*out)[i]);
-        free(*out);
-        *out = NULL;
-        *n = 0;
+        for (int i = 0; i < q->n; i++)
+            store_hit_deinit(&q->out[i]);
+        free(q->out);
+        q->out = NULL;
+        q->n = 0;
     }
+    return rc;
+}
+
+int store_entry_list(store *s, struct store_list *q)
+{
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = store_list_run(s->adb, q);
+    pthread_mutex_unlock(&s->admin_mu);
     return rc;
 }
 

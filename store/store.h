@@ -102,17 +102,30 @@ struct store_hit {
     int64_t created_ms, last_hit_ms, expires_ms, hit_count;
 };
 void store_hit_deinit(struct store_hit *h);
-/* A tenant's live entries, newest first: at most limit of those with an id below before
- * (0: from the newest) whose question holds contains (NULL: any; ASCII letters in either
- * case). *out: malloc'd, each element store_hit_deinit'ed by the caller. Administration
- * connection (beside a running server too). */
-int store_entry_list(store *s, int64_t tenant, int64_t before, const char *contains,
-                     int64_t now_ms, int limit, struct store_hit **out, int *n);
+/* A listing of a tenant's live entries, newest first: at most limit of those with an id
+ * below before (0: from the newest) whose question holds contains (NULL: any; ASCII
+ * letters in either case). out (malloc'd, each element store_hit_deinit'ed by the caller)
+ * and n are filled in. */
+struct store_list {
+    int64_t tenant, before, now_ms;
+    const char *contains;
+    int limit;
+    struct store_hit *out;
+    int n;
+};
+/* On the administration connection, at once (beside a running server too). */
+int store_entry_list(store *s, struct store_list *q);
 
 /* Called on the writer thread once the operation committed (rc STORE_OK) or failed.
  * id: the new entry's id (put; 0 when its tenant was gone and nothing was written), or the
  * number of entries deleted (delete). */
 typedef void (*store_done_fn)(void *arg, int rc, int64_t id);
+
+/* store_entry_list() on the writer thread, for a server's event loop: a filter reads every
+ * question of the tenant, which may take seconds. done(arg, rc, n) runs on that thread
+ * once q is filled; q (and contains) must live until then. Returns STORE_OK (queued), or
+ * an error (nothing queued). */
+int store_entry_list_queue(store *s, struct store_list *q, store_done_fn done, void *arg);
 
 /* Queues an insert; an entry with the same tenant and exact hash is replaced. Everything
  * is copied. done may be NULL. Returns STORE_OK (queued), or an error (nothing queued). */

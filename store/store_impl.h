@@ -56,7 +56,8 @@ enum op_kind {
     OP_USAGE,
     OP_PROMPT_TOKENS,
     OP_RESPONSE,
-    OP_LIMITS
+    OP_LIMITS,
+    OP_LIST /* run after the batch, outside its transaction */
 };
 
 struct op {
@@ -74,6 +75,7 @@ struct op {
     struct store_usage u;
     /* OP_RESPONSE: id, body and messages in the allocation after it; value: expires_ms */
     const char *rid, *rbody, *rmsgs;
+    struct store_list *list; /* OP_LIST */
 };
 
 struct store {
@@ -133,6 +135,8 @@ int store_db_open(const char *path, int readonly, sqlite3 **out);
     "id, tenant, partition, model, query, answer, finish_reason, prompt_tokens, "             \
     "completion_tokens, created_ms, last_hit_ms, expires_ms, hit_count"
 int store_read_hit(sqlite3_stmt *st, struct store_hit *h);
+/* store_entry_list()'s select, on db. */
+int store_list_run(sqlite3 *db, struct store_list *q);
 struct slot *store_slot(store *s, int64_t tenant, int create);
 enum sidx_kind store_wanted_kind(store *s, int64_t entries, enum sidx_kind now);
 int store_build_index(sqlite3 *db, int dim, int64_t tenant, int64_t upto, enum sidx_kind kind,

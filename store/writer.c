@@ -146,6 +146,15 @@ int store_delete(store *s, int64_t tenant, int64_t id, store_done_fn done, void 
     return simple_op(s, OP_DELETE, tenant, id, 0, done, arg);
 }
 
+int store_entry_list_queue(store *s, struct store_list *q, store_done_fn done, void *arg)
+{
+    struct op *o = calloc(1, sizeof *o);
+    if (!o)
+        return STORE_ENOMEM;
+    *o = (struct op){.kind = OP_LIST, .list = q, .done = done, .arg = arg};
+    return enqueue(s, o);
+}
+
 int store_response_put(store *s, int64_t tenant, const char *id, const char *body,
                        const char *messages, int64_t ttl_ms, store_done_fn done, void *arg)
 {
@@ -769,7 +778,8 @@ static void run_batch(store *s, struct op *ops, int touches)
             }
             note_tenant(&b, o->tenant);
             break;
-        case OP_FLUSH: break;
+        case OP_FLUSH:
+        case OP_LIST: break;
         }
     }
     for (size_t i = 0; i < b.nt && !rc; i++)
@@ -997,7 +1007,27 @@ void *store_writer_main(void *arg)
                 pp = &o->next;
             }
         }
+        /* listings read after the batch, outside it: what is committed (the writes queued
+         * before them too), and a failed one undoes nothing */
+        struct op *lists = NULL, **lt = &lists;
+        for (struct op **pp = &ops; *pp;) {
+            struct op *o = *pp;
+            if (o->kind == OP_LIST) {
+                *pp = o->next;
+                o->next = NULL;
+                *lt = o;
+                lt = &o->next;
+            } else {
+                pp = &o->next;
+            }
+        }
         run_batch(s, ops, touches);
+        for (struct op *o = lists, *next; o; o = next) {
+            next = o->next;
+            int rc = store_list_run(s->wdb, o->list);
+            o->done(o->arg, rc, o->list->n);
+            free(o);
+        }
         check_rebuilds(s);
         if (closing) {
             pthread_mutex_lock(&s->q_mu);

@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -407,9 +408,10 @@ Test(store, entries_are_listed_newest_first)
         put(s, 1, (uint64_t)a, a, "answer", a == 3 ? now_ms() - 1 : 0);
     put(s, 2, 9, 9, "another tenant's", 0);
     cr_assert_eq(store_sync(s), STORE_OK);
-    struct store_hit *h;
-    int n;
-    cr_assert_eq(store_entry_list(s, 1, 0, NULL, now_ms(), 10, &h, &n), STORE_OK);
+    struct store_list q = {.tenant = 1, .now_ms = now_ms(), .limit = 10};
+    cr_assert_eq(store_entry_list(s, &q), STORE_OK);
+    struct store_hit *h = q.out;
+    int n = q.n;
     cr_assert_eq(n, 4, "the expired entry and the other tenant's are not listed");
     const char *want[] = {"question 5", "question 4", "question 2", "question 1"};
     for (int i = 0; i < n; i++)
@@ -418,16 +420,61 @@ Test(store, entries_are_listed_newest_first)
     for (int i = 0; i < n; i++)
         store_hit_deinit(&h[i]);
     free(h);
-    cr_assert_eq(store_entry_list(s, 1, second, NULL, now_ms(), 1, &h, &n), STORE_OK);
-    cr_assert_eq(n, 1);
+    q = (struct store_list){.tenant = 1, .before = second, .now_ms = now_ms(), .limit = 1};
+    cr_assert_eq(store_entry_list(s, &q), STORE_OK);
+    h = q.out;
+    cr_assert_eq(q.n, 1);
     cr_assert_str_eq(h[0].query, "question 2", "the page after the entry named");
     store_hit_deinit(&h[0]);
     free(h);
-    cr_assert_eq(store_entry_list(s, 1, 0, "QUESTION 4", now_ms(), 10, &h, &n), STORE_OK);
-    cr_assert_eq(n, 1);
+    q = (struct store_list){.tenant = 1, .contains = "QUESTION 4", .now_ms = now_ms(),
+                            .limit = 10};
+    cr_assert_eq(store_entry_list(s, &q), STORE_OK);
+    h = q.out;
+    cr_assert_eq(q.n, 1);
     cr_assert_str_eq(h[0].query, "question 4");
     store_hit_deinit(&h[0]);
     free(h);
+    store_close(s);
+}
+
+struct list_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int done, rc;
+    int64_t n;
+};
+
+static void list_done(void *arg, int rc, int64_t n)
+{
+    struct list_wait *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    w->rc = rc;
+    w->n = n;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The listing a server's loop asks for: read on the writer thread, what is committed. */
+Test(store, entries_are_listed_on_the_writer_thread)
+{
+    store *s = open_store(0, 0, NULL);
+    for (int a = 1; a <= 3; a++)
+        put(s, 1, (uint64_t)a, a, "answer", 0);
+    struct store_list q = {.tenant = 1, .contains = "tion 2", .now_ms = now_ms(), .limit = 10};
+    struct list_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+    cr_assert_eq(store_entry_list_queue(s, &q, list_done, &w), STORE_OK);
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+        pthread_cond_wait(&w.cond, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    cr_assert_eq(w.rc, STORE_OK);
+    cr_assert_eq(w.n, 1);
+    cr_assert_eq(q.n, 1, "the puts queued before it are committed when it reads");
+    cr_assert_str_eq(q.out[0].query, "question 2");
+    store_hit_deinit(&q.out[0]);
+    free(q.out);
     store_close(s);
 }
 
