@@ -1696,9 +1696,24 @@ static int word_is(const tok *t, int kind)
 }
 
 
+/* The lexicon's head entry for the base of the irregular verb t is a form of ("wrote":
+ * "write"), or t's own entry. */
+static int verb_base(const tok *t)
+{
+    unsigned forms;
+    int v = lex_verb(lex_find(t->s, t->len), &forms);
+    if (v < 0 || !(forms & ~1u)) return t->lex;
+    const char *w = irregular_verbs[v];
+    return lex_find(w, strcspn(w, " "));
+}
+
+/* Synonyms, also in an irregular verb's other forms: "wrote" and "author" (two forms of
+ * one verb are tok_like()'s business). */
 static int syn(const tok *a, const tok *b)
 {
-    return a->lex >= 0 && b->lex >= 0 && lex_share(a->lex, b->lex, K_SYN);
+    int x = verb_base(a), y = verb_base(b);
+    return (a->lex >= 0 && b->lex >= 0 && lex_share(a->lex, b->lex, K_SYN)) ||
+           (x >= 0 && y >= 0 && x != y && lex_share(x, y, K_SYN));
 }
 
 /* Orders two words so that the first is not the longer one. */
@@ -1784,6 +1799,17 @@ static int tok_like(const tok *a, const tok *b)
         int pa = (fa & part) && !(fa & past), pb = (fb & part) && !(fb & past);
         if ((pa && !(fb & (past | part))) || (pb && !(fa & (past | part)))) return 0;
         return 1;
+    }
+    /* "won" and "winner": a past's base is the root of a word made from it (a participle
+     * alone stays apart, as above) */
+    for (int r = 0; r < 2; r++) {
+        const tok *x = r ? b : a, *y = r ? a : b;
+        unsigned fx, fy;
+        int e = verb_base(x);
+        if (lex_verb(lex_find(x->s, x->len), &fx) >= 0 && (fx & (1u << 3)) && e >= 0 &&
+            lex_verb(lex_find(y->s, y->len), &fy) < 0 && y->nlen > lex[e].len &&
+            same_root(lex[e].w, lex[e].len, y->n, y->nlen))
+            return 1;
     }
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
     if (in_law(a) != in_law(b)) return 0;      /* a brother-in-law is not a brother */
@@ -2652,7 +2678,7 @@ static int asks_when(const side *x, const int *ix, int xf, int xt, const side *y
     int unit = 0;
     for (int k = yf; k < yt; k++) {
         const tok *t = &y->t[iy[k]];
-        if (word_is(t, K_WHEN))
+        if (word_is(t, K_WHEN) || singular_is(t, K_WHEN)) /* "what years" */
             unit++;
         else if (!(t->flags & F_STOP) || word_is(t, K_PAST) || word_is(t, K_NOW))
             return 0;
@@ -3788,6 +3814,26 @@ static int unit_word(const tok *t)
     return word_is(t, K_UNIT) || lex_has(lex_find(t->n, t->nlen), K_UNIT);
 }
 
+/* Whether `other` names as a noun the doer that `who` asks for: "who won the cup" and
+ * "the cup's winner", "who wrote it" and "its author". */
+static int names_the_doer(const side *who, const side *other)
+{
+    int i = 0;
+    while (i < who->nt && !is_word(&who->t[i], "who"))
+        i++;
+    while (++i < who->nt && (who->t[i].flags & F_STOP))
+        ;
+    if (i >= who->nt) return 0;
+    const tok *v = &who->t[i];
+    for (int j = 0; j < other->nt; j++) {
+        const tok *n = &other->t[j];
+        if ((n->flags & F_STOP) || n->nlen < 5) continue;
+        int doer = !memcmp(n->n + n->nlen - 2, "er", 2) || !memcmp(n->n + n->nlen - 2, "or", 2);
+        if ((doer && tok_like(n, v)) || syn(n, v)) return 1;
+    }
+    return 0;
+}
+
 /* The close call over two sides already read. */
 static int close_call_sides(const side *a, const side *b, char *why, size_t whylen)
 {
@@ -3820,7 +3866,8 @@ static int close_call_sides(const side *a, const side *b, char *why, size_t whyl
     /* "where do pandas live" vs "what do pandas eat"; a why may be asked as a what
      * ("why do onions make you cry" vs "what makes people tear up") */
     int x = head_wh(a), y = head_wh(b);
-    if (x != y && !((x == 4 || y == 4) && (x == 0 || y == 0))) {
+    if (x != y && !((x == 4 || y == 4) && (x == 0 || y == 0)) &&
+        !(x == 3 && y == 0 && names_the_doer(a, b)) && !(y == 3 && x == 0 && names_the_doer(b, a))) {
         say(why, whylen, "close call: asks %s vs %s", x ? asks[x] : "what", y ? asks[y] : "what");
         return 0;
     }

@@ -796,6 +796,7 @@ Test(guard, same_asking_in_other_words)
     VETO("Why is the sky blue?", "Where is the sky blue?", NULL);
     PASS("When should a baby start crawling?", "At what age should a baby start crawling?");
     PASS("When can kids sit in the front seat?", "what age can kids sit in the front seat");
+    PASS("When was the Colosseum built?", "what years was the colosseum constructed");
     PASS("What is the population of Chile?", "whats the population of chile");
     PASS("How is the economy in Brazil?", "hows the economy in brazil");
     VETO("whos the mayor of Chicago", "who was the mayor of Chicago", "tense");
@@ -1074,4 +1075,20 @@ Test(guard, a_template_is_compared_by_its_question)
                                                                           "is 2.71. What is e?"),
                      "What is pi?|What is e?");
 #undef CTX
+}
+
+/* "who did it" asked as the doer's noun: "who composed it" and "its composer"; a past
+ * tense's base is the root of the noun ("won", "winner"); "wrote" is "author". */
+Test(guard, the_doer_named_as_a_noun)
+{
+    PASS("Who wrote The Hobbit?", "author of the hobbit?");
+    PASS("Who won the 2014 Tour de France?", "winner of the 2014 tour de france");
+    PASS("Who composed the Moonlight Sonata?", "composer of the moonlight sonata");
+    VETO("Who won the 2014 Tour de France?", "Who lost the 2014 Tour de France?", NULL);
+    close_call("Who discovered radium?", "radium discoverer", 1, NULL);
+    close_call("Who won the 2010 Masters?", "2010 masters winner", 1, NULL);
+    close_call("Who directed Jaws?", "jaws director", 1, NULL);
+    close_call("Who won the 2010 Masters?", "2010 masters runner up", 0, "who");
+    close_call("Who wrote The Hobbit?", "what is the hobbit about", 0, NULL);
+    close_call("Who founded Wikipedia?", "What is Wikipedia funded by?", 0, "who");
 }
