@@ -3867,7 +3867,8 @@ static int close_call_sides(const side *a, const side *b, char *why, size_t whyl
      * ("why do onions make you cry" vs "what makes people tear up") */
     int x = head_wh(a), y = head_wh(b);
     if (x != y && !((x == 4 || y == 4) && (x == 0 || y == 0)) &&
-        !(x == 3 && y == 0 && names_the_doer(a, b)) && !(y == 3 && x == 0 && names_the_doer(b, a))) {
+        !(x == 3 && y == 0 && names_the_doer(a, b)) &&
+        !(y == 3 && x == 0 && names_the_doer(b, a))) {
         say(why, whylen, "close call: asks %s vs %s", x ? asks[x] : "what", y ? asks[y] : "what");
         return 0;
     }
