@@ -817,6 +817,8 @@ typedef struct {
     uint16_t flags;
     int16_t lex; /* head entry of lem (or of s), -1 */
     int16_t num; /* index into side.nums of this token's number, -1 */
+    const char *raw; /* the word as written (NULL for one the reading made up) */
+    uint16_t rawlen;
 } tok;
 
 typedef struct {
@@ -828,6 +830,8 @@ typedef struct {
     uint8_t numweak[MAX_NUM]; /* the bare word "one": "a cup" and "one cup" agree */
     int nnum;
     int overflow;
+    const char *text; /* as given */
+    size_t data_at;   /* where data after a colon starts ("to lower case: HELLO"), or len */
 } side;
 
 static int is_alpha(unsigned char c)
@@ -1451,6 +1455,25 @@ static void tokenize(side *sd, const char *text, size_t len)
     sd->used = 0;
     sd->nnum = 0;
     sd->overflow = 0;
+    sd->text = text;
+    sd->data_at = len;
+    /* the last colon a space follows, with something after it that is not a question
+     * ("python: how do I reverse a list?") */
+    for (size_t k = len; k-- > 0;)
+        if (p[k] == ':' && k + 1 < len && (p[k + 1] == ' ' || p[k + 1] == '\n')) {
+            size_t d = k + 1, w;
+            while (d < len && (p[d] == ' ' || p[d] == '\n' || p[d] == '\t' || p[d] == '\r'))
+                d++;
+            char lw[8];
+            for (w = d; w < len && w - d < sizeof lw && is_alpha(p[w]); w++)
+                lw[w - d] = (char)(p[w] | 0x20);
+            int e = lex_find(lw, w - d);
+            if (d < len && !memchr(p + d, '?', len - d) &&
+                !(e >= 0 && (lex_has(e, K_WH) || lex_has(e, K_PAST) || lex_has(e, K_NOW) ||
+                             (w - d == 4 && !memcmp(lw, "what", 4)))))
+                sd->data_at = d;
+            break;
+        }
     int initial = 1, in_dq = 0, in_bq = 0, in_sq = 0, joined = 0;
     size_t i = 0;
     while (i < len && !sd->overflow) {
@@ -1556,7 +1579,12 @@ static void tokenize(side *sd, const char *text, size_t len)
         if (in_bq) flags |= F_CODE;
         if (joined) flags |= F_JOINED;
         joined = 0;
+        int first = sd->nt;
         emit_word(sd, p, i, j, flags);
+        for (int k = first; k < sd->nt; k++) {
+            sd->t[k].raw = text + i;
+            sd->t[k].rawlen = (uint16_t)(j - i);
+        }
         initial = 0;
         i = j;
     }
@@ -3050,6 +3078,47 @@ static int rule_code(const char *a, size_t an, const char *b, size_t bn, char *w
     return 1;
 }
 
+/* Whether t is read as it is written, letter case and all: quoted, code, or data after a
+ * colon ("convert to lower case: HELLO"). */
+static int literal(const side *sd, const tok *t)
+{
+    return t->raw &&
+           ((t->flags & (F_QUOTED | F_CODE)) || (size_t)(t->raw - sd->text) >= sd->data_at);
+}
+
+/* Whether sd writes a word as w[0, n) is written (exact 1), or, read as written, in any
+ * letter case (0). */
+static int written(const side *sd, const char *w, size_t n, int exact)
+{
+    for (int k = 0; k < sd->nt; k++) {
+        const tok *t = &sd->t[k];
+        if (t->raw && t->rawlen == n &&
+            (exact ? !memcmp(t->raw, w, n) : literal(sd, t) && !strncasecmp(t->raw, w, n)))
+            return 1;
+    }
+    return 0;
+}
+
+/* "'ABC'.isupper()" vs "'abc'.isupper()", "lower case: HELLO" vs "lower case: hello": the
+ * embedding reads no letter case, so a word both sides quote, or give as code or data, in
+ * other letter case is another question; elsewhere case says nothing ("france", an error
+ * message quoted on one side only). */
+static int rule_case(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        for (int k = 0; k < p->nt; k++) {
+            const tok *t = &p->t[k];
+            if (!literal(p, t) || written(q, t->raw, t->rawlen, 1) ||
+                !written(q, t->raw, t->rawlen, 0))
+                continue;
+            say(why, whylen, "letter case differs: %.*s", (int)t->rawlen, t->raw);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* One side is the other with a qualifier added: every content word of the shorter one is
  * in the longer one, which says more, in a way that narrows the question ("a recipe for
  * lasagna" vs "a recipe for vegan lasagna", "symptoms of diabetes" vs "symptoms of
@@ -3741,6 +3810,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
          !rule_future(a, b, why, whylen) || !rule_modal(a, b, why, whylen)))
         return 0;
     if ((rules & R_SCOPE) && !rule_scope(a, b, why, whylen)) return 0;
+    if ((rules & R_ENTITY) && !rule_case(a, b, why, whylen)) return 0;
     if ((rules & R_ADD) &&
         (!rule_added(a, b, why, whylen) || !rule_inserted(a, b, why, whylen)))
         return 0;

@@ -135,6 +135,12 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
     assert r.status_code == 504 and 0.76 <= float(r.headers["X-Cache-Nearest"]) < 0.83, r.headers
     assert r.headers["X-Cache-Miss-Reason"] == 'guard: close call: query adds "sourdough"', \
         r.headers
+    # the embedding reads no letter case (similarity 1): what both sides quote is read in it
+    import_lines(c, [("In Python, what does 'ABC'.isupper() return?", "True.")])
+    r = only_if_cached(c, "In Python, what does 'abc'.isupper() return?")
+    assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) > 0.99, r.headers
+    assert r.headers["X-Cache-Miss-Reason"] == "guard: letter case differs: ABC", r.headers
+    assert only_if_cached(c, "in python, what does 'ABC'.isupper() return?").status_code == 200
 
 
 def test_logprobs_are_answered_by_the_engine(server):

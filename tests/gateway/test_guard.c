@@ -1092,3 +1092,21 @@ Test(guard, the_doer_named_as_a_noun)
     close_call("Who wrote The Hobbit?", "what is the hobbit about", 0, NULL);
     close_call("Who founded Wikipedia?", "What is Wikipedia funded by?", 0, "who");
 }
+
+/* The embedding reads no letter case: a word both sides quote, or give as code or as data
+ * after a colon, in other case is another question; elsewhere case says nothing. */
+Test(guard, letter_case_of_what_is_quoted)
+{
+    VETO("In Python, what does 'XYZ'.islower() return?",
+         "In Python, what does 'xyz'.islower() return?", "case");
+    VETO("Does \"Tom\" equal \"tom\" in SQL?", "Does \"Tom\" equal \"Tom\" in SQL?", "case");
+    VETO("Make this title case: the old man and the sea",
+         "Make this title case: The Old Man And The Sea", "case");
+    VETO("Is this a valid Java class name: myWidget", "Is this a valid Java class name: MyWidget",
+         "case");
+    PASS("Who painted the Sistine Chapel ceiling?", "who painted the sistine chapel ceiling");
+    PASS("What does the error 'Permission Denied' mean on Linux?",
+         "linux says permission denied, what does it mean?");
+    PASS("ruby: how do I reverse an array?", "How do I reverse an array in Ruby?");
+    PASS("Quick question: How tall is Mount Fuji?", "quick question: how tall is mount fuji?");
+}
