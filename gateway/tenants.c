@@ -33,6 +33,7 @@ struct gw_tenants {
     int nkeys;
     gw_metrics *reg;
     gw_metric *m_requests, *m_tokens, *m_auth_fail;
+    int unread; /* the last reread failed (said once, and once when it reads again) */
 };
 
 /* ------------------------------------------------------------------ policy */
@@ -328,11 +329,22 @@ static void rebucket(gw_tenants *t, struct gw_tenant *tn, const struct gw_tenant
     /* (refill() with the new policy caps them at a lowered limit) */
 }
 
+/* A reread that failed, said once while it goes on failing; and that it reads again. */
+static void reread(gw_tenants *t, int rc)
+{
+    if (rc && !t->unread)
+        gw_log_kv(GW_LOG_ERROR, "cannot read the tenants and keys; those read before stay in "
+                  "force", "error", store_strerror(rc), NULL);
+    else if (!rc && t->unread)
+        gw_log_kv(GW_LOG_INFO, "the tenants and keys are read again", NULL);
+    t->unread = rc != 0;
+}
+
 void gw_tenants_reload(gw_tenants *t)
 {
     struct store_tenant *list;
-    int n;
-    if (store_tenant_list(t->st, &list, &n) == STORE_OK) {
+    int n, rc = store_tenant_list(t->st, &list, &n);
+    if (rc == STORE_OK) {
         for (int i = 0; i < t->nt; i++)
             t->t[i]->deleted = 1;
         for (int i = 0; i < n; i++) {
@@ -391,7 +403,9 @@ void gw_tenants_reload(gw_tenants *t)
     uint8_t(*sha)[32];
     int64_t *tenants;
     int nk;
-    if (store_key_all(t->st, &sha, &tenants, &nk) == STORE_OK) {
+    int krc = store_key_all(t->st, &sha, &tenants, &nk);
+    reread(t, rc ? rc : krc);
+    if (krc == STORE_OK) {
         struct key_row *keys = malloc(sizeof *keys * (size_t)(nk ? nk : 1));
         if (keys) {
             for (int i = 0; i < nk; i++) {

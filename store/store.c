@@ -360,6 +360,41 @@ fail:
     return rc;
 }
 
+/* The tables beside the entries (which load_indexes() reads through), each read through
+ * once, so that a damaged page stops the start naming it, rather than the server running
+ * without its keys, its usage figures or its stored responses: the small ones page by page
+ * (quick_check), the responses, which may be large, their tree but not the bodies that
+ * overflow it. */
+static int check_tables(store *s, char *err, size_t errlen)
+{
+    static const char *const sql[] = {
+        "PRAGMA quick_check(schema_version)", "PRAGMA quick_check(tenants)",
+        "PRAGMA quick_check(api_keys)", "PRAGMA quick_check(usage_daily)",
+        "SELECT count(*) FROM responses NOT INDEXED"};
+    static const char *const table[] = {"schema_version", "tenants", "api_keys", "usage_daily",
+                                        "responses"};
+    for (size_t i = 0; i < sizeof sql / sizeof *sql; i++) {
+        sqlite3_stmt *st;
+        int src = sqlite3_prepare_v2(s->wdb, sql[i], -1, &st, NULL);
+        const char *said = NULL;
+        if (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW && i < 4) {
+            said = (const char *)sqlite3_column_text(st, 0);
+            if (said && !strcmp(said, "ok"))
+                said = NULL;
+        }
+        if (said || (src != SQLITE_ROW && src != SQLITE_DONE)) {
+            seterr(err, errlen, STORE_EIO,
+                   "the database is damaged (table %s: %s): restore it from a backup, or "
+                   "recover what it holds with sqlite3's .recover",
+                   table[i], said ? said : sqlite3_errmsg(s->wdb));
+            sqlite3_finalize(st);
+            return STORE_EIO;
+        }
+        sqlite3_finalize(st);
+    }
+    return STORE_OK;
+}
+
 /* ------------------------------------------------------------------ open / close */
 
 static int mkdir_p(const char *dir)
@@ -461,7 +496,7 @@ database:
         rc = seterr(err, errlen, STORE_EIO, "cannot open the database %s", s->db_path);
         goto fail;
     }
-    if ((rc = migrate(s->wdb, err, errlen)))
+    if ((rc = migrate(s->wdb, err, errlen)) || (rc = check_tables(s, err, errlen)))
         goto fail;
     if ((rc = store_writer_prepare(s))) {
         rc = seterr(err, errlen, rc, "preparing statements: %s", sqlite3_errmsg(s->wdb));

@@ -679,6 +679,69 @@ Test(store, a_damaged_database_is_an_error_at_open)
     store_close(s);
 }
 
+/* Overwrites the first page of a table (its root) with bytes that are no page. */
+static void damage_table(const char *table)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/cachegate.db", dir);
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name = ?1", -1,
+                                    &st, NULL), SQLITE_OK);
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    long root = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &st, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    long page = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    static char junk[65536];
+    memset(junk, 0xa5, sizeof junk);
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    fseek(f, (root - 1) * page, SEEK_SET);
+    cr_assert_eq(fwrite(junk, 1, (size_t)page, f), (size_t)page);
+    fclose(f);
+}
+
+/* A damaged page in any table stops the open, naming the table: the server would otherwise
+ * run without its keys (every client refused), its usage (quotas given back) or its stored
+ * responses, and say nothing. */
+Test(store, a_damaged_table_of_any_kind_is_an_error_at_open)
+{
+    static const char *const tables[] = {"tenants", "api_keys", "usage_daily", "responses"};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        store *s = open_store(0, 0, NULL);
+        int64_t id;
+        char name[16];
+        snprintf(name, sizeof name, "team%zu", i);
+        cr_assert_eq(store_tenant_create(s, name, &id), STORE_OK);
+        uint8_t h[32] = {(uint8_t)i};
+        cr_assert_eq(store_key_add(s, id, "cg-abc", h), STORE_OK);
+        struct store_usage u = {.tenant = id, .day = "2026-11-30", .requests = 1};
+        cr_assert_eq(store_usage_add(s, &u), STORE_OK);
+        cr_assert_eq(store_response_put(s, id, name, "{}", "[]", 0, NULL, NULL), STORE_OK);
+        cr_assert_eq(store_sync(s), STORE_OK);
+        store_close(s);
+        damage_table(tables[i]);
+        for (int admin = 0; admin < 2; admin++) {
+            struct store_options o = {.dir = dir, .dim = DIM, .admin_only = admin};
+            char err[512] = "";
+            s = NULL;
+            int rc = store_open(&o, NULL, NULL, &s, err, sizeof err);
+            cr_assert_neq(rc, STORE_OK, "opened a database whose %s is damaged", tables[i]);
+            cr_assert(strstr(err, "damaged") && strstr(err, tables[i]), "%s", err);
+            store_close(s);
+        }
+        char path[600];
+        snprintf(path, sizeof path, "rm -rf '%s'/*", dir);
+        cr_assert_eq(system(path), 0);
+    }
+}
+
 static void note_error(void *arg, const char *what)
 {
     snprintf(arg, 256, "%s", what);
