@@ -137,6 +137,7 @@ struct gw_server {
     struct gw_llm llm;
     gw_metrics *metrics;
     gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
+    gw_metric *m_store_failed;
     gw_metric *m_cert_expiry, *m_tls_reloads;
     struct conn *conns;
     long nconns;
@@ -1764,9 +1765,13 @@ static int register_metrics(gw_server *srv)
                                             "TLS certificate reloads on SIGHUP, by result "
                                             "(ok, or failed: the one before is still "
                                             "served).", "result");
+    srv->m_store_failed = gw_metrics_counter(m, "cachegate_store_write_failures_total",
+                                             "Batches of store writes rolled back (a full "
+                                             "disk, say): answers, usage figures, stored "
+                                             "responses; the log says what each held.", NULL);
     if (!srv->m_requests || !srv->m_latency || !srv->m_conns || !srv->m_paused ||
         !srv->m_uptime || !srv->m_start || !srv->m_info || !srv->m_cert_expiry ||
-        !srv->m_tls_reloads)
+        !srv->m_tls_reloads || !srv->m_store_failed)
         return -1;
     gw_metric_add(srv->m_tls_reloads, 0, "ok");
     gw_metric_add(srv->m_tls_reloads, 0, "failed");
@@ -2012,8 +2017,9 @@ static void index_progress(void *arg, int64_t tenant, int64_t done, int64_t tota
 /* A write the store could not make, from its writer thread (or at close). */
 static void store_failed(void *arg, const char *what)
 {
-    (void)arg;
-    gw_log_kv(GW_LOG_ERROR, "cache store write failed", "error", what, NULL);
+    gw_server *srv = arg;
+    gw_metric_add(srv->m_store_failed, 1);
+    gw_log_kv(GW_LOG_ERROR, "store write failed", "error", what, NULL);
 }
 
 /* The store in data_dir and the answer caches over it. */
@@ -2028,6 +2034,7 @@ static int open_cache(gw_server *srv, char *err, size_t errlen)
         .hnsw_min_entries = cfg->cache_hnsw_min_entries,
         .responses_max_bytes = cfg->responses_max_bytes,
         .on_error = store_failed,
+        .on_error_arg = srv,
     };
     char msg[1024];
     int rc = store_open(&so, index_progress, NULL, &srv->st, msg, sizeof msg);

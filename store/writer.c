@@ -210,6 +210,40 @@ int store_usage_add(store *s, const struct store_usage *u)
     return enqueue(s, o);
 }
 
+/* A usage row whose batch was rolled back (a full disk): queued again, to be written with
+ * the next batch, at the latest the writer's wake a second later (not at once: the disk
+ * may stay full). 0 when the store is closing, or when it joined a row already queued
+ * (the caller frees it then). */
+static int usage_again(store *s, struct op *o)
+{
+    pthread_mutex_lock(&s->q_mu);
+    struct op *q = NULL;
+    for (int i = 0; i < s->q_nusage && !q; i++)
+        if (s->q_usage[i]->u.tenant == o->u.tenant && !strcmp(s->q_usage[i]->u.day, o->u.day))
+            q = s->q_usage[i];
+    int kept = !s->closing && !q;
+    if (q) {
+        q->u.requests += o->u.requests;
+        q->u.prompt_tokens += o->u.prompt_tokens;
+        q->u.completion_tokens += o->u.completion_tokens;
+        q->u.cached_tokens += o->u.cached_tokens;
+        q->u.exact_hits += o->u.exact_hits;
+        q->u.semantic_hits += o->u.semantic_hits;
+        q->u.tokens_saved += o->u.tokens_saved;
+    } else if (kept) {
+        o->next = NULL;
+        if (s->q_tail)
+            s->q_tail->next = o;
+        else
+            s->q_head = o;
+        s->q_tail = o;
+        if (s->q_nusage < STORE_USAGE_SLOTS)
+            s->q_usage[s->q_nusage++] = o;
+    }
+    pthread_mutex_unlock(&s->q_mu);
+    return kept;
+}
+
 struct sync_wait {
     pthread_mutex_t mu;
     pthread_cond_t cond;
@@ -807,12 +841,22 @@ static void run_batch(store *s, struct op *ops, int touches)
         /* (a full disk said as such: an operator can act on it) */
         err = !b.failed && sqlite3_errcode(s->wdb) == SQLITE_FULL ? STORE_EFULL : STORE_EIO;
         if (s->opt.on_error) {
-            size_t n = 0;
-            for (struct op *o = ops; o; o = o->next)
+            size_t n = 0, usage = 0;
+            for (struct op *o = ops; o; o = o->next) {
                 n += o->kind != OP_FLUSH;
+                usage += o->kind == OP_USAGE;
+            }
             char what[400];
-            snprintf(what, sizeof what, "a batch of %zu writes was rolled back: %s", n,
-                     b.failed ? "out of memory" : sqlite3_errmsg(s->wdb));
+            const char *why = b.failed ? "out of memory" : sqlite3_errmsg(s->wdb);
+            if (n == 0)
+                snprintf(what, sizeof what, "the store's upkeep (hit counts, expiry) was "
+                         "rolled back: %s", why);
+            else
+                snprintf(what, sizeof what, "a batch of %zu writes was rolled back: %s%s", n, why,
+                         !usage ? ""
+                         : s->closing ? " (its usage figures are lost: the store is closing)"
+                                      : " (its usage figures are written again with the next "
+                                        "batch)");
             s->opt.on_error(s->opt.on_error_arg, what);
         }
         sqlite3_exec(s->wdb, "ROLLBACK", NULL, NULL, NULL);
@@ -845,7 +889,8 @@ static void run_batch(store *s, struct op *ops, int touches)
         next = o->next;
         if (o->done)
             o->done(o->arg, err, rc ? -1 : o->id);
-        free(o);
+        if (!(rc && o->kind == OP_USAGE && usage_again(s, o)))
+            free(o);
     }
     free(b.ch);
     free(b.tenants);

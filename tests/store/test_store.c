@@ -773,6 +773,52 @@ Test(store, a_failed_batch_is_told)
     store_close(s);
 }
 
+/* Usage figures in a batch that was rolled back (a full disk) are written again with a
+ * later batch: quotas and reports count what was spent. */
+Test(store, usage_in_a_failed_batch_is_written_again)
+{
+    char told[256] = "";
+    struct store_options o = {.dir = dir, .dim = DIM, .on_error = note_error,
+                              .on_error_arg = told};
+    char err[512];
+    store *s = NULL;
+    cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_OK, "%s", err);
+    char path[600];
+    snprintf(path, sizeof path, "%s/cachegate.db", dir);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000); /* (the writer tries again meanwhile) */
+    cr_assert_eq(sqlite3_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON usage_daily BEGIN "
+                                  "SELECT RAISE(ABORT, 'no space left (test)'); END",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    struct store_usage u = {.tenant = 1, .day = "2026-01-02", .requests = 1,
+                            .prompt_tokens = 10, .completion_tokens = 20};
+    cr_assert_eq(store_usage_add(s, &u), STORE_OK);
+    store_sync(s);
+    cr_assert(strstr(told, "rolled back") && strstr(told, "written again"), "%s", told);
+    u.requests = 2; /* one more request's figures, queued while the first wait */
+    cr_assert_eq(store_usage_add(s, &u), STORE_OK);
+    cr_assert_eq(sqlite3_exec(db, "DROP TRIGGER refuse", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    struct store_usage *rows = NULL;
+    int n = 0;
+    for (int tries = 0; tries < 50 && n == 0; tries++) { /* (the writer wakes each second) */
+        free(rows);
+        rows = NULL;
+        cr_assert_eq(store_sync(s), STORE_OK);
+        cr_assert_eq(store_usage_list(s, 1, NULL, &rows, &n), STORE_OK);
+        if (n == 0)
+            usleep(100000);
+    }
+    cr_assert_eq(n, 1);
+    cr_assert_eq(rows[0].requests, 3);
+    cr_assert_eq(rows[0].prompt_tokens, 20);
+    cr_assert_eq(rows[0].completion_tokens, 40);
+    free(rows);
+    store_close(s);
+}
+
 /* A full disk is said as such, by the synchronous administration (tenants, policies, keys)
  * and by the writer: the data directory on a filesystem of 384 KiB, mounted in this test's
  * own mount namespace where the system allows it. */
