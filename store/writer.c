@@ -32,6 +32,36 @@ static int spends(const struct store_usage *u)
     return u->prompt_tokens > 0 || u->completion_tokens > 0;
 }
 
+/* q_mu held */
+static void append(store *s, struct op *o)
+{
+    if (s->q_tail)
+        s->q_tail->next = o;
+    else
+        s->q_head = o;
+    s->q_tail = o;
+}
+
+/* The usage row queued for u's tenant and day, or NULL (q_mu held). */
+static struct op *queued_usage(store *s, const struct store_usage *u)
+{
+    for (int i = 0; i < s->q_nusage; i++)
+        if (s->q_usage[i]->u.tenant == u->tenant && !strcmp(s->q_usage[i]->u.day, u->day))
+            return s->q_usage[i];
+    return NULL;
+}
+
+static void usage_merge(struct store_usage *into, const struct store_usage *u)
+{
+    into->requests += u->requests;
+    into->prompt_tokens += u->prompt_tokens;
+    into->completion_tokens += u->completion_tokens;
+    into->cached_tokens += u->cached_tokens;
+    into->exact_hits += u->exact_hits;
+    into->semantic_hits += u->semantic_hits;
+    into->tokens_saved += u->tokens_saved;
+}
+
 static int enqueue(store *s, struct op *o)
 {
     pthread_mutex_lock(&s->q_mu);
@@ -40,11 +70,7 @@ static int enqueue(store *s, struct op *o)
         free(o);
         return STORE_ECLOSED;
     }
-    if (s->q_tail)
-        s->q_tail->next = o;
-    else
-        s->q_head = o;
-    s->q_tail = o;
+    append(s, o);
     if (o->kind == OP_TOUCH && s->q_ntouch < STORE_TOUCH_SLOTS / 2) {
         size_t i = touch_slot(s, o->id);
         if (!s->q_touch[i]) {
@@ -182,18 +208,9 @@ int store_flush(store *s, store_done_fn done, void *arg)
 int store_usage_add(store *s, const struct store_usage *u)
 {
     pthread_mutex_lock(&s->q_mu);
-    struct op *q = NULL;
-    for (int i = 0; i < s->q_nusage && !s->closing && !q; i++)
-        if (s->q_usage[i]->u.tenant == u->tenant && !strcmp(s->q_usage[i]->u.day, u->day))
-            q = s->q_usage[i];
+    struct op *q = s->closing ? NULL : queued_usage(s, u);
     if (q) {
-        q->u.requests += u->requests;
-        q->u.prompt_tokens += u->prompt_tokens;
-        q->u.completion_tokens += u->completion_tokens;
-        q->u.cached_tokens += u->cached_tokens;
-        q->u.exact_hits += u->exact_hits;
-        q->u.semantic_hits += u->semantic_hits;
-        q->u.tokens_saved += u->tokens_saved;
+        usage_merge(&q->u, u);
         if (spends(u)) { /* (as enqueue() does) */
             s->q_urgent++;
             pthread_cond_signal(&s->q_cond);
@@ -217,26 +234,13 @@ int store_usage_add(store *s, const struct store_usage *u)
 static int usage_again(store *s, struct op *o)
 {
     pthread_mutex_lock(&s->q_mu);
-    struct op *q = NULL;
-    for (int i = 0; i < s->q_nusage && !q; i++)
-        if (s->q_usage[i]->u.tenant == o->u.tenant && !strcmp(s->q_usage[i]->u.day, o->u.day))
-            q = s->q_usage[i];
+    struct op *q = queued_usage(s, &o->u);
     int kept = !s->closing && !q;
     if (q) {
-        q->u.requests += o->u.requests;
-        q->u.prompt_tokens += o->u.prompt_tokens;
-        q->u.completion_tokens += o->u.completion_tokens;
-        q->u.cached_tokens += o->u.cached_tokens;
-        q->u.exact_hits += o->u.exact_hits;
-        q->u.semantic_hits += o->u.semantic_hits;
-        q->u.tokens_saved += o->u.tokens_saved;
+        usage_merge(&q->u, &o->u);
     } else if (kept) {
         o->next = NULL;
-        if (s->q_tail)
-            s->q_tail->next = o;
-        else
-            s->q_head = o;
-        s->q_tail = o;
+        append(s, o);
         if (s->q_nusage < STORE_USAGE_SLOTS)
             s->q_usage[s->q_nusage++] = o;
     }
