@@ -74,8 +74,8 @@ static void reply_store_error(struct gw_req *r, int rc, const char *what)
     else if (rc == STORE_EEXIST)
         gw_reply_error(r, 409, what, NULL, "conflict");
     else if (rc == STORE_EINVAL)
-        gw_reply_error(r, 400, "A tenant name is 1-63 letters, digits, '-', '_' or '.'.", "name",
-                       NULL);
+        gw_reply_error(r, 400, "A tenant name is 1-63 letters, digits, '-', '_' or '.', not "
+                       "starting with '-', nor . or .. alone.", "name", NULL);
     else
         gw_reply_error(r, rc == STORE_EFULL ? 507 : 500, store_strerror(rc), NULL, NULL);
 }

@@ -542,7 +542,8 @@ int gw_cli_tenant(int argc, char **argv)
                                                  "metrics label of the tenants past "
                                                  "metrics_max_tenants"
                                                : "a tenant name is 1-63 letters, digits, '-', "
-                                                 "'_', '.'");
+                                                 "'_', '.', not starting with '-', nor . "
+                                                 "or .. alone");
             rc = src == STORE_EINVAL ? 2 : 1;
             goto out;
         }

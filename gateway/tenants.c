@@ -152,6 +152,15 @@ int gw_policy_check(const char *text, const char *chat_model, const char *embed_
         snprintf(err, errlen, "policy: empty; give {} to clear a tenant's policy");
         return -1;
     }
+    /* a key given twice: which one holds would be the JSON reader's choice (stored
+     * policies are read as they were accepted) */
+    json_error_t je;
+    json_t *dup = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!dup && strstr(je.text, "duplicate")) {
+        snprintf(err, errlen, "policy: %s", je.text);
+        return -1;
+    }
+    json_decref(dup);
     if (gw_policy_parse(text, p, err, errlen))
         return -1;
     for (int i = 0; i < p->nmodels; i++)

@@ -35,6 +35,8 @@ static int valid_name(const char *name)
     if (n == 0 || n >= 64 || !strcmp(name, "other")) /* other: the metric label of the tenants
                                                        * past tenants.metrics_max_tenants */
         return 0;
+    if (name[0] == '-' || !strcmp(name, ".") || !strcmp(name, ".."))
+        return 0; /* read as an option by the CLI; a path's parts */
     for (const char *p = name; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '-' || *p == '_' || *p == '.'))

@@ -417,6 +417,13 @@ def test_policies_are_checked_whole(server):
     r = a.post("/admin/tenants", json={"name": "other"})
     assert r.status_code == 400, "other is the metrics' label of the tenants past the limit"
     assert "The name other is reserved" in r.json()["error"]["message"]
+    for name in ("-rf", ".", ".."):  # (the CLI would read "-rf" as an option)
+        r = a.post("/admin/tenants", json={"name": name})
+        assert r.status_code == 400 and "starting with '-'" in r.text, (name, r.text)
+    # a key given twice: which would hold is the JSON reader's choice
+    r = a.put("/admin/tenants?name=p",
+              content='{"requests_per_minute": 1, "requests_per_minute": 5}')
+    assert r.status_code == 400 and "duplicate" in r.json()["error"]["message"], r.text
     # a key has no settings: a field sent for one is refused, not lost
     r = a.post("/admin/keys", json={"tenant": "p", "expires": "2027-01-01"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "expires", r.text
@@ -549,6 +556,8 @@ def test_cli_manages_tenants_and_keys_beside_a_running_server(server):
     assert p.returncode == 2 and "give {}" in p.stderr, p.stderr
     p = cli("tenant", "set", "cli-t", '{"ttl_s": 5,}')
     assert p.returncode == 2 and "not valid JSON" in p.stderr, p.stderr
+    p = cli("tenant", "set", "cli-t", '{"ttl_s": 5, "ttl_s": 9}')
+    assert p.returncode == 2 and "duplicate" in p.stderr, p.stderr
     assert '"requests_per_minute":100' in cli("tenant", "list").stdout.replace(" ", "")
     assert cli("tenant", "set", "cli-t", '{"models": ["gpt-4"]}').returncode == 2
     p = cli("key", "create", "cli-t")
