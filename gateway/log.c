@@ -210,9 +210,9 @@ void gw_log(int level, const char *fmt, ...)
     line_end(&b, level);
 }
 
-void gw_log_access(const char *request_id, const char *method, const char *route, int status,
-                   double latency_ms, const char *peer, const char *tenant, const char *key,
-                   const char *cache)
+void gw_log_access(const char *request_id, const char *method, const char *route,
+                   const char *path, int status, double latency_ms, const char *peer,
+                   const char *tenant, const char *key, const char *cache)
 {
     if (!gw_log_enabled(GW_LOG_INFO))
         return;
@@ -226,6 +226,10 @@ void gw_log_access(const char *request_id, const char *method, const char *route
     put_str(&b, method);
     put_key(&b, "route");
     put_str(&b, route);
+    if (path) {
+        put_key(&b, "path");
+        put_str(&b, path);
+    }
     put_key(&b, "status");
     oai_buf_int(&b, status);
     put_key(&b, "latency_ms");

@@ -103,6 +103,8 @@ struct gw_req {
     char tenant[64];  /* who asked, for the access log ("" before or without auth) */
     char key[16];     /* the prefix of the key it came with (never more of it) */
     char peer[48];    /* the client's address, read when the request came */
+    char path[96];    /* the target's path (no query: it may hold secrets), logged when no
+                       * route matched */
     char cache[12];   /* what the caches did for it (X-Cache, X-Cache-Kind), or "" */
 };
 
@@ -350,6 +352,14 @@ static int http_date(char *out, size_t len)
     return gmtime_r(&now, &tm) && strftime(out, len, "%a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
+/* The path of a request target of n bytes, without its query (which may hold secrets),
+ * cut to fit out. */
+static void target_path(const char *target, size_t n, char *out, size_t len)
+{
+    size_t p = strcspn(target, "?#");
+    snprintf(out, len, "%.*s", (int)(p < n ? p : n), target);
+}
+
 /* Answers a request the filter refused and closes the connection after it. */
 static void conn_reject(struct conn *c, int status, const char *reason, const char *message,
                         const char *code)
@@ -371,14 +381,25 @@ static void conn_reject(struct conn *c, int status, const char *reason, const ch
                         date, date[0] ? "\r\n" : "", body && !head_method ? body : "");
     free(body);
 
-    /* method and path for the access log, from the request line held back */
-    char method[16] = "-", path[64] = "-";
-    char line[256];
+    /* method and path for the access log, from the request line held back, and the
+     * client's address */
+    char method[16] = "-", target[256] = "", path[96] = "-", peer[INET6_ADDRSTRLEN] = "";
+    char line[300];
     size_t n = c->head_len < sizeof line - 1 ? c->head_len : sizeof line - 1;
     memcpy(line, c->head, n);
     line[n] = 0;
-    sscanf(line, "%15s %63s", method, path);
-    gw_log_access(id, method, path, status, 0, NULL, NULL, NULL, NULL);
+    if (sscanf(line, "%15s %255s", method, target) == 2)
+        target_path(target, strlen(target), path, sizeof path);
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (getpeername(bufferevent_getfd(c->ssl_bev), (struct sockaddr *)&sa, &sl) == 0)
+        evutil_inet_ntop(sa.ss_family,
+                         sa.ss_family == AF_INET6
+                             ? (void *)&((struct sockaddr_in6 *)&sa)->sin6_addr
+                             : (void *)&((struct sockaddr_in *)&sa)->sin_addr,
+                         peer, sizeof peer);
+    gw_log_access(id, method, "unmatched", path, status, 0, peer[0] ? peer : NULL, NULL, NULL,
+                  NULL);
     char st[8];
     snprintf(st, sizeof st, "%d", status);
     gw_metric_add(c->srv->m_requests, 1, "unmatched", st);
@@ -946,7 +967,8 @@ static void req_finish(struct gw_req *rc, int client_gone)
     gw_metric_add(srv->m_requests, 1, rc->route, st);
     gw_metric_observe(srv->m_latency, ms / 1000.0, rc->route, st);
     /* (rc->req may be gone with its client by now: nothing here reads it) */
-    gw_log_access(rc->id, rc->method, rc->route, status, ms, rc->peer[0] ? rc->peer : NULL,
+    gw_log_access(rc->id, rc->method, rc->route, strcmp(rc->route, "unmatched") ? NULL : rc->path,
+                  status, ms, rc->peer[0] ? rc->peer : NULL,
                   rc->tenant[0] ? rc->tenant : NULL, rc->key[0] ? rc->key : NULL,
                   rc->cache[0] ? rc->cache : NULL);
     if (rc->conn) {
@@ -1558,6 +1580,9 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_connection_get_peer(ec, &peer, &port);
     if (peer)
         snprintf(rc->peer, sizeof rc->peer, "%s", peer);
+    const char *target = evhttp_request_get_uri(req);
+    if (target)
+        target_path(target, strlen(target), rc->path, sizeof rc->path);
 
     const char *given = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Request-Id");
     if (given && plain_id(given))

@@ -314,9 +314,18 @@ def test_cors_for_the_browser_origins_configured(make_server):
 def test_head_too_large_431(make_server):
     server = make_server("[server]\nmax_header_bytes = 2K\n")
     with client(server) as c:
-        r = c.get("/health", headers={"X-Big": "y" * 4096})
-    assert r.status_code == 431
-    assert r.json()["error"]["code"] == "request_header_too_large"
+        r = c.get("/health?api_key=secret123", headers={"X-Big": "y" * 4096})
+        assert r.status_code == 431
+        assert r.json()["error"]["code"] == "request_header_too_large"
+        # its log line says who, and the path without the query (which may hold a secret)
+        line = server.wait_log(lambda l: l.get("msg") == "request" and l.get("status") == 431)
+        assert line["route"] == "unmatched" and line["path"] == "/health", line
+        assert line["peer"] == "127.0.0.1", line
+        assert "secret123" not in json.dumps(server.lines)
+        assert c.get("/nope?token=secret456").status_code == 404
+        line = server.wait_log(lambda l: l.get("msg") == "request" and l.get("status") == 404)
+        assert line["route"] == "unmatched" and line["path"] == "/nope", line
+        assert "secret456" not in json.dumps(server.lines)
 
 
 def test_header_timeout_closes_connection(make_server):

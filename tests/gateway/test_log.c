@@ -95,8 +95,8 @@ static void on_held(void *arg)
 Test(log, held_lines_wait_for_a_flush_and_keep_their_order)
 {
     gw_log_hold(on_held, NULL);
-    gw_log_access("r1", "GET", "/health", 200, 0.5, NULL, NULL, NULL, NULL);
-    gw_log_access("r2", "GET", "/metrics", 200, 0.7, NULL, NULL, NULL, NULL);
+    gw_log_access("r1", "GET", "/health", NULL, 200, 0.5, NULL, NULL, NULL, NULL);
+    gw_log_access("r2", "GET", "/metrics", NULL, 200, 0.7, NULL, NULL, NULL, NULL);
     char *s = written();
     cr_assert_eq(lines(s), 0, "held lines are not written yet: %s", s);
     free(s);
@@ -108,7 +108,7 @@ Test(log, held_lines_wait_for_a_flush_and_keep_their_order)
     const char *a = strstr(s, "\"r1\""), *b = strstr(s, "\"r2\""), *w = strstr(s, "trouble");
     cr_assert(a && b && w && a < b && b < w, "%s", s);
     free(s);
-    gw_log_access("r3", "GET", "/health", 200, 0.1, NULL, NULL, NULL, NULL);
+    gw_log_access("r3", "GET", "/health", NULL, 200, 0.1, NULL, NULL, NULL, NULL);
     cr_assert_eq(held_calls, 2);
     gw_log_flush();
     s = written();
@@ -116,7 +116,7 @@ Test(log, held_lines_wait_for_a_flush_and_keep_their_order)
     free(s);
     /* after release, lines are written one by one again */
     gw_log_release();
-    gw_log_access("r4", "GET", "/health", 200, 0.1, NULL, NULL, NULL, NULL);
+    gw_log_access("r4", "GET", "/health", NULL, 200, 0.1, NULL, NULL, NULL, NULL);
     s = written();
     cr_assert_eq(lines(s), 5, "%s", s);
     free(s);
@@ -128,8 +128,8 @@ Test(log, a_full_hold_buffer_is_written_without_losing_lines)
     char id[32];
     for (int i = 0; i < 2000; i++) { /* ~300 KB of access lines */
         snprintf(id, sizeof id, "req-%d", i);
-        gw_log_access(id, "POST", "/v1/chat/completions", 200, 1.25, "127.0.0.1", NULL, NULL,
-                      NULL);
+        gw_log_access(id, "POST", "/v1/chat/completions", NULL, 200, 1.25, "127.0.0.1", NULL,
+                      NULL, NULL);
     }
     char *s = written();
     int before = lines(s);
@@ -202,8 +202,8 @@ Test(log, threads_never_split_each_others_lines_on_a_pipe)
     char id[32];
     for (int i = 0; i < 3000; i++) {
         snprintf(id, sizeof id, "held-%d", i);
-        gw_log_access(id, "POST", "/v1/chat/completions", 200, 1.25, "127.0.0.1", NULL, NULL,
-                      NULL);
+        gw_log_access(id, "POST", "/v1/chat/completions", NULL, 200, 1.25, "127.0.0.1", NULL,
+                      NULL, NULL);
         if (i % 700 == 699)
             gw_log_flush();
     }
