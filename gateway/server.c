@@ -79,6 +79,7 @@ struct conn {
     int kicking; /* frame_output may move bytes: see on_kick() */
     int close_when_flushed;
     int closing;
+    int handshaking; /* the timer is the TLS handshake's deadline (header_timeout_ms) */
 };
 
 struct gw_req {
@@ -235,8 +236,9 @@ static void on_conn_timer(evutil_socket_t fd, short what, void *arg)
             conn_close(c);
         return; /* on_ssl_output re-arms when the output drains */
     }
-    gw_log(GW_LOG_DEBUG, "closing connection: request %s not received in time",
-           c->frame == F_HEAD ? "head" : "body");
+    gw_log(GW_LOG_DEBUG, "closing connection: %s not received in time",
+           c->handshaking ? "TLS handshake" : c->frame == F_HEAD ? "request head"
+                                                                 : "request body");
     conn_close(c);
 }
 
@@ -257,6 +259,16 @@ static void req_finish(struct gw_req *rc, int client_gone);
  * fails, while the socket is still open for writing. */
 static void on_ssl_info(const SSL *ssl, int where, int ret)
 {
+    if (where & SSL_CB_HANDSHAKE_DONE) {
+        /* the handshake's deadline passes to the idle timeout until a request starts */
+        struct conn *c = SSL_get_ex_data(ssl, ssl_conn_index);
+        if (c && c->handshaking) {
+            c->handshaking = 0;
+            if (!c->close_when_flushed && c->head_len == 0)
+                evtimer_del(c->timer);
+        }
+        return;
+    }
     if (!(where & SSL_CB_EXIT) || ret > 0) return;
     unsigned long e = ERR_peek_last_error();
     if (ERR_GET_LIB(e) != ERR_LIB_SSL || ERR_GET_REASON(e) != SSL_R_HTTP_REQUEST) return;
@@ -911,6 +923,10 @@ static struct bufferevent *on_bev(struct event_base *base, void *arg)
         return NULL; /* as below */
     }
     update_accepting(srv);
+    /* a client that never finishes the TLS handshake holds its connection (one of
+     * server.max_connections) for header_timeout_ms, not the idle timeout */
+    c->handshaking = 1;
+    arm(c, srv->cfg->header_timeout_ms);
     return c->bev;
 fail:
     gw_log(GW_LOG_ERROR, "out of memory accepting a connection");

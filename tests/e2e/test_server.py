@@ -338,6 +338,23 @@ def test_header_timeout_closes_connection(make_server):
     s.close()
 
 
+def test_a_tls_handshake_never_finished_is_closed_at_the_header_timeout(make_server):
+    """A client that connects and never finishes its handshake held one of
+    max_connections for the idle timeout (60 s by default); 1,024 such sockets shut
+    everyone out. A finished handshake waits for its first request as long as before."""
+    server = make_server("[server]\nheader_timeout_ms = 300\nidle_timeout_ms = 30000\n")
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    t0 = time.monotonic()
+    assert raw.recv(1024) == b""  # closed by the server
+    assert time.monotonic() - t0 < 5
+    raw.close()
+    s = server.tls_socket()
+    time.sleep(1.0)  # past the header timeout, idle before its first request
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert s.recv(1024).startswith(b"HTTP/1.1 200")
+    s.close()
+
+
 def test_body_timeout_closes_connection(make_server):
     server = make_server("[server]\nbody_timeout_ms = 300\n")
     s = server.tls_socket()
