@@ -121,14 +121,21 @@ static json_t *vector_json(const float *v, int dim, int base64)
     return a;
 }
 
+/* The inputs' own tokens, as OpenAI counts them: not the [CLS] and [SEP] the model adds
+ * to each. */
+static long input_tokens(const struct embed_req *e)
+{
+    long tokens = 0;
+    for (int i = 0; !e->job.rc && i < e->job.n; i++)
+        tokens += e->ntokens[i] > 2 ? e->ntokens[i] - 2 : 0;
+    return tokens;
+}
+
 static void on_embedded(struct gw_cq_item *item)
 {
     struct embed_req *e = gw_cq_container(item, struct embed_req, job.item);
     if (gw_req_gone(e->req)) { /* the work done is charged all the same */
-        long tokens = 0;
-        for (int i = 0; !e->job.rc && i < e->job.n; i++)
-            tokens += e->ntokens[i];
-        embed_req_free(e, tokens, 0);
+        embed_req_free(e, input_tokens(e), 0);
         return;
     }
     gw_server *srv = gw_req_server(e->req);
@@ -139,14 +146,13 @@ static void on_embedded(struct gw_cq_item *item)
     }
     int dim = emb_dim(gw_server_embedder(srv));
     json_t *data = json_array();
-    long tokens = 0;
+    const long tokens = input_tokens(e);
     for (int i = 0; i < e->job.n; i++) {
         json_t *d = json_object();
         json_object_set_new(d, "object", json_string("embedding"));
         json_object_set_new(d, "index", json_integer(i));
         json_object_set_new(d, "embedding", vector_json(e->out + (size_t)i * dim, dim, e->base64));
         json_array_append_new(data, d);
-        tokens += e->ntokens[i];
     }
     json_t *usage = json_object();
     json_object_set_new(usage, "prompt_tokens", json_integer(tokens));

@@ -205,11 +205,11 @@ def test_a_monthly_quota_holds_under_a_burst(server):
 
 
 def test_monthly_quota_and_usage(server):
-    key = make_tenant(server, "a", {"monthly_tokens": 5})
+    key = make_tenant(server, "a", {"monthly_tokens": 2})
     time.sleep(1.2)
     c = client(server, key)
-    assert embed(c).status_code == 200  # 3 tokens
-    assert embed(c).status_code == 200  # 6 >= 5
+    assert embed(c).status_code == 200  # 1 token ("hello"; not the [CLS] and [SEP])
+    assert embed(c).status_code == 200  # 2 >= 2
     r = embed(c)
     assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota"
     assert r.json()["error"]["type"] == "insufficient_quota"  # as OpenAI's body says it
@@ -217,7 +217,7 @@ def test_monthly_quota_and_usage(server):
     assert int(r.headers["Retry-After"]) > 0
     time.sleep(1.5)  # usage is written in batches, about once a second
     rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
-    assert len(rows) == 1 and rows[0]["requests"] == 2 and rows[0]["prompt_tokens"] == 6
+    assert len(rows) == 1 and rows[0]["requests"] == 2 and rows[0]["prompt_tokens"] == 2
     p = subprocess.run([str(BIN), "usage", "--tenant", "a", "--data-dir", str(server.data_dir),
                         "--config", str(server.conf)], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0 and "a " in p.stdout and " 2 " in p.stdout, p.stdout + p.stderr
@@ -236,14 +236,14 @@ def test_tokens_spent_survive_a_crash(make_server):
     r = chat(c, "Name a colour.", headers={"Cache-Control": "no-store"}, max_tokens=8)
     assert r.status_code == 200
     spent = r.json()["usage"]
-    assert embed(c).status_code == 200  # 3 tokens
+    assert embed(c).status_code == 200  # 1 token
     time.sleep(0.1)
     server.proc.kill()
     server.proc.wait()
     again = make_server(AUTH_CONF)  # the same data directory
     rows = admin(again).get("/admin/usage?tenant=k").json()["data"]
     assert len(rows) == 1 and rows[0]["requests"] == 2, rows
-    assert rows[0]["prompt_tokens"] == spent["prompt_tokens"] + 3, rows
+    assert rows[0]["prompt_tokens"] == spent["prompt_tokens"] + 1, rows
     assert rows[0]["completion_tokens"] == spent["completion_tokens"], rows
 
 
