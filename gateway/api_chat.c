@@ -594,6 +594,8 @@ static json_t *envelope(struct chat_req *c, const char *object)
     json_object_set_new(o, "created", json_integer(c->created));
     json_object_set_new(o, "model",
                         json_string(gw_server_config(gw_req_server(c->req))->engine_model_name));
+    if (c->stream && c->include_usage && !c->resp) /* a chunk: null but in the usage chunk */
+        json_object_set_new(o, "usage", json_null());
     return o;
 }
 

@@ -85,6 +85,16 @@ def test_sse_wire_format_ends_with_done(server):
     assert events[-1] == "data: [DONE]"
     assert all(e.startswith("data: ") for e in events)
     assert len(events) >= 3
+    # with include_usage, as OpenAI sends it: "usage": null in every chunk but the last
+    for path, body in (("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]}),
+                       ("/v1/completions", {"prompt": "Hi"})):
+        with client(server) as c:
+            with c.stream("POST", path, json={"model": MODEL, "stream": True, "max_tokens": 4,
+                                              "temperature": 0, **body,
+                                              "stream_options": {"include_usage": True}}) as r:
+                chunks = [json.loads(l[6:]) for l in r.iter_lines() if l and l != "data: [DONE]"]
+        assert all("usage" in ch and ch["usage"] is None for ch in chunks[:-1]), chunks
+        assert chunks[-1]["usage"]["completion_tokens"] >= 1 and chunks[-1]["choices"] == []
 
 
 def test_completions_endpoint(server):
