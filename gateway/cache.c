@@ -140,6 +140,54 @@ static json_t *part_text(json_t *part)
     return json_is_string(t) ? t : NULL;
 }
 
+/* The first call of the assistant message msgs[at] that no tool message after it (up to
+ * the next message of another role) answers, or NULL. */
+static const char *unanswered(json_t *msgs, size_t at)
+{
+    size_t j, k;
+    json_t *call;
+    json_array_foreach(json_object_get(json_array_get(msgs, at), "tool_calls"), j, call)
+    {
+        const char *id = json_string_value(json_object_get(call, "id"));
+        int answered = 0;
+        for (k = at + 1; k < json_array_size(msgs) && !answered; k++) {
+            json_t *m = json_array_get(msgs, k);
+            const char *role = json_string_value(json_object_get(m, "role"));
+            if (!role || strcmp(role, "tool"))
+                break;
+            const char *to = json_string_value(json_object_get(m, "tool_call_id"));
+            answered = id && to && !strcmp(id, to);
+        }
+        if (!answered)
+            return id ? id : "";
+    }
+    return NULL;
+}
+
+/* Whether a tool message msgs[i] answers a call of the assistant message before the run of
+ * tool messages it is in. */
+static int answers_a_call(json_t *msgs, size_t i)
+{
+    const char *to = json_string_value(json_object_get(json_array_get(msgs, i), "tool_call_id"));
+    size_t at = i;
+    while (at-- > 0) {
+        json_t *m = json_array_get(msgs, at);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (role && !strcmp(role, "tool"))
+            continue;
+        size_t j;
+        json_t *call;
+        json_array_foreach(json_object_get(m, "tool_calls"), j, call)
+        {
+            const char *id = json_string_value(json_object_get(call, "id"));
+            if (id && to && !strcmp(id, to))
+                return 1;
+        }
+        return 0;
+    }
+    return 0;
+}
+
 int gw_messages_check(json_t *msgs, char *msg, size_t len)
 {
     if (!json_is_array(msgs) || !json_array_size(msgs)) {
@@ -189,6 +237,22 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
                          "strings}}.", i, j);
                 return -1;
             }
+        }
+        /* as OpenAI holds them: each call answered by a tool message right after its
+         * assistant message, and each tool message the answer to one of those calls */
+        const char *open = json_array_size(tc) ? unanswered(msgs, i) : NULL;
+        if (open) {
+            snprintf(msg, len, "messages[%zu]: an assistant message with tool_calls must be "
+                     "followed by tool messages answering each tool_call_id; %.64s has none.",
+                     i, open);
+            return -1;
+        }
+        if (!strcmp(role, "tool") && !answers_a_call(msgs, i)) {
+            snprintf(msg, len, "messages[%zu]: a tool message must answer a call of the "
+                     "assistant message before it; tool_call_id %.64s is none of its "
+                     "tool_calls' ids.", i,
+                     json_string_value(json_object_get(m, "tool_call_id")));
+            return -1;
         }
         json_t *content = json_object_get(m, "content");
         if (json_is_string(content))

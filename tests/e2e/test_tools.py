@@ -312,15 +312,45 @@ def test_a_conversation_carries_calls_and_their_results(server):
     r = c.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER],
                                   tool_choice="none", temperature=0, max_tokens=40)
     assert r.choices[0].message.content and not r.choices[0].message.tool_calls
-    # the result is read: the prompt is longer than the conversation without it
-    without = c.chat.completions.create(model=MODEL, messages=msgs[:2], temperature=0,
+    # the result is read: the prompt is longer than the conversation with an empty one
+    empty = msgs[:2] + [{"role": "tool", "tool_call_id": call.id, "content": "{}"}]
+    without = c.chat.completions.create(model=MODEL, messages=empty, temperature=0,
                                         max_tokens=1)
-    assert r.usage.prompt_tokens > without.usage.prompt_tokens + 10
+    assert r.usage.prompt_tokens > without.usage.prompt_tokens + 8
     # another call after the result
     r = c.chat.completions.create(model=MODEL, messages=msgs + user("And in Rome?"),
                                   tools=[WEATHER], tool_choice="required", temperature=0,
                                   max_tokens=80)
     check_weather_args(r.choices[0].message.tool_calls[0].function.arguments)
+
+
+def test_calls_and_results_are_paired_as_openai_pairs_them(server):
+    """A call left without its result, or a result of no call, is a 400 as on OpenAI: an
+    agent loop that worked here would otherwise fail there, and a result sent under the
+    wrong id reach the model as another call's."""
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    asked = user("Weather in Paris?") + [{"role": "assistant", "content": None,
+                                           "tool_calls": [call]}]
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "31 C"}
+    for msgs, says in ((asked, "call_1 has none"),
+                       (asked + user("and?"), "call_1 has none"),
+                       (asked + [{**result, "tool_call_id": "call_2"}], "call_1 has none"),
+                       (asked + [result, {**result, "tool_call_id": "call_2"}],
+                        "call_2 is none of"),
+                       (user("Hi") + [result], "call_1 is none of")):
+        with client(server) as c:
+            r = c.post("/v1/chat/completions", json={"model": MODEL, "messages": msgs,
+                                                     "tools": [WEATHER], "max_tokens": 4})
+        assert r.status_code == 400 and says in r.json()["error"]["message"], (msgs, r.text)
+        assert r.json()["error"]["param"] == "messages"
+    two = {**call, "id": "call_2"}
+    msgs = user("Weather in Paris and Rome?") + [
+        {"role": "assistant", "content": None, "tool_calls": [call, two]},
+        {**result, "tool_call_id": "call_2"}, result]  # in any order
+    r = sdk(server).chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER],
+                                            temperature=0, max_tokens=4)
+    assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
 
 
 def test_max_tokens_cuts_a_call_with_length(server):
