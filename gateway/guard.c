@@ -66,6 +66,13 @@ static const char *const contrast_groups[] = {
     "interior exterior", "internal external", "inner outer", "include omit", "overpay underpay",
     "overcook undercook", "overweight underweight", "overrated underrated",
     "overestimate underestimate", "overexposed underexposed", "overclock underclock",
+    "attract repel", "attract rid", "attract remove", "attract kill", "attract deter",
+    /* what two things share, and what sets them apart */
+    "difference common", "difference similar", "difference similarity", "difference alike",
+    "difference related", "differ resemble", "different similar", "different alike",
+    "distinguish similar",
+    /* a time counted from, and one counted to */
+    "since until", "since till",
     /* adjectives and adverbs */
     "large small", "big small", "big little", "huge tiny", "tall short", "long short",
     "high low", "higher lower", "upper lower", "uppercase lowercase", "wide narrow",
@@ -138,7 +145,7 @@ static const char *const contrast_groups[] = {
     "herbivore carnivore", "herbivore omnivore", "carnivore omnivore", "artery vein",
     "endothermic exothermic", "endotherm ectotherm", "mean median", "median mode", "mean mode",
     "permutation combination", "sine cosine", "cosine tangent", "sine tangent",
-    "derivative integral", "differentiation integration", "stack queue",
+    "derivative integral", "differentiation integration", "stack queue", "space time",
     "tcp udp", "ipv4 ipv6", "http https", "rows columns",
     "row column", "width height", "length width", "latitude longitude", "radius diameter",
     "area perimeter", "area volume", "weather climate",
@@ -488,7 +495,7 @@ static const char rephrase_words[] =
  * "quickly" in "quickly boil an egg" does not narrow the egg. */
 static const char ly_adjectives[] = "early daily weekly monthly yearly hourly nightly elderly "
                                     "friendly costly deadly family only likely lonely lovely "
-                                    "ugly silly curly oily holy";
+                                    "ugly silly curly oily holy doubly singly";
 
 /* Number words. kind: 0 unit (0-19, ordinals too), 1 tens, 2 hundred, 3 scale, 4 dozen. */
 static const struct {
@@ -3099,6 +3106,38 @@ static int written(const side *sd, const char *w, size_t n, int exact)
     return 0;
 }
 
+/* Whether a side asks about spelling: "spell check: recieve", "how is receive spelled". */
+static int asks_spelling(const side *sd)
+{
+    for (int k = 0; k < sd->nt; k++) {
+        const tok *t = &sd->t[k];
+        if ((t->len >= 5 && !memcmp(t->s, "spell", 5)) ||
+            (t->len >= 7 && !memcmp(t->s, "misspel", 7)) || is_word(t, "typo") ||
+            is_word(t, "typos"))
+            return 1;
+    }
+    return 0;
+}
+
+/* In a question about spelling, a word spelled otherwise on the other side (a slip, a
+ * British form) is the point of the question, not a slip to read past. */
+static int rule_spelling(const side *a, const side *b, char *why, size_t whylen)
+{
+    if (!asks_spelling(a) && !asks_spelling(b)) return 1;
+    for (int i = 0; i < a->nt; i++) {
+        const tok *x = &a->t[i];
+        if (side_has(b, x)) continue;
+        for (int j = 0; j < b->nt; j++) {
+            const tok *y = &b->t[j];
+            if (side_has(a, y) || !spelled_alike(x->s, x->len, y->s, y->len)) continue;
+            say(why, whylen, "spelling differs: %.*s vs %.*s", (int)x->len, x->s, (int)y->len,
+                y->s);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* "'ABC'.isupper()" vs "'abc'.isupper()", "lower case: HELLO" vs "lower case: hello": the
  * embedding reads no letter case, so a word both sides quote, or give as code or data, in
  * other letter case is another question; elsewhere case says nothing ("france", an error
@@ -3810,7 +3849,9 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
          !rule_future(a, b, why, whylen) || !rule_modal(a, b, why, whylen)))
         return 0;
     if ((rules & R_SCOPE) && !rule_scope(a, b, why, whylen)) return 0;
-    if ((rules & R_ENTITY) && !rule_case(a, b, why, whylen)) return 0;
+    if ((rules & R_ENTITY) &&
+        (!rule_case(a, b, why, whylen) || !rule_spelling(a, b, why, whylen)))
+        return 0;
     if ((rules & R_ADD) &&
         (!rule_added(a, b, why, whylen) || !rule_inserted(a, b, why, whylen)))
         return 0;

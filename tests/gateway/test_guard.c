@@ -1110,3 +1110,27 @@ Test(guard, letter_case_of_what_is_quoted)
     PASS("ruby: how do I reverse an array?", "How do I reverse an array in Ruby?");
     PASS("Quick question: How tall is Mount Fuji?", "quick question: how tall is mount fuji?");
 }
+
+/* What two things share against what sets them apart, a time counted from against one
+ * counted to, a kind of list, the other measure of an algorithm, drawing against driving
+ * away; and in a question about spelling, the spelling. */
+Test(guard, shared_or_apart_since_or_until_and_spelling)
+{
+    VETO("What do Java and Kotlin have in common?", "What is the difference between Java and "
+         "Kotlin?", "opposites");
+    VETO("How are frogs and toads similar?", "What's the difference between frogs and toads?",
+         "opposites");
+    VETO("How are mass and weight related?", "What is the difference between mass and weight?",
+         "opposites");
+    PASS("What is the difference between a cold and the flu?",
+         "How do a cold and the flu differ?");
+    VETO("How many weeks since New Year?", "How many weeks until New Year?", "opposites");
+    VETO("How do I sort a singly linked list?", "How do I sort a linked list?", "singly");
+    VETO("What is the time complexity of mergesort?", "What is the space complexity of "
+         "mergesort?", "opposites");
+    VETO("How do I attract hummingbirds to my yard?", "How do I get rid of hummingbirds in my "
+         "yard?", "opposites");
+    VETO("Spell check: definitely", "Spell check: definately", "spelling");
+    VETO("How do you spell accommodate?", "how do you spell accomodate", "spelling");
+    PASS("How do I improve my handwritting?", "How do I improve my handwriting?");
+}
