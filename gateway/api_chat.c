@@ -389,8 +389,7 @@ static int chat_prompt(gw_server *srv, json_t *b, struct chat_req *c, struct par
         long why;
         int result = !strcmp(role, "tool");
         char *t = gw_tool_message(msg) ? gw_tool_message_text(msgs, msg)
-                                       : gw_message_text(json_object_get(msg, "content"),
-                                                         &len, &why);
+                                       : gw_turn_text(msg, &len, &why);
         if (!t) {
             bad(p, NULL, "out of memory"); /* the check took its content */
             goto out;

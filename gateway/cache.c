@@ -212,6 +212,11 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
                      "tool_calls) is not supported; use tool_calls.", i);
             return -1;
         }
+        json_t *name = json_object_get(m, "name");
+        if (name && !json_is_null(name) && !json_is_string(name)) {
+            snprintf(msg, len, "messages[%zu].name must be a string.", i);
+            return -1;
+        }
         if (!strcmp(role, "tool") &&
             !json_is_string(json_object_get(m, "tool_call_id"))) {
             snprintf(msg, len, "messages[%zu]: a tool message needs tool_call_id (a string).",
@@ -331,6 +336,27 @@ char *gw_message_text(json_t *content, size_t *len, long *bad)
     return out;
 }
 
+char *gw_turn_text(json_t *msg, size_t *len, long *bad)
+{
+    char *t = gw_message_text(json_object_get(msg, "content"), len, bad);
+    json_t *name = json_object_get(msg, "name");
+    size_t nl = json_string_length(name);
+    if (!t || !json_is_string(name) || !nl)
+        return t;
+    char *w = malloc(nl + 2 + *len + 1);
+    if (!w) {
+        free(t);
+        *bad = -2;
+        return NULL;
+    }
+    memcpy(w, json_string_value(name), nl);
+    memcpy(w + nl, ": ", 2);
+    memcpy(w + nl + 2, t, *len + 1);
+    *len += nl + 2;
+    free(t);
+    return w;
+}
+
 /*
  * The partition hash is XXH3 of a canonical JSON text of the request: an object with its
  * keys sorted, compact, ASCII only, as json_dumps(JSON_COMPACT | JSON_SORT_KEYS |
@@ -401,7 +427,7 @@ static int canon_context(struct oai_buf *b, json_t *msgs, size_t n)
         const char *r = json_string_value(json_object_get(m, "role"));
         size_t len;
         long bad;
-        char *t = gw_message_text(json_object_get(m, "content"), &len, &bad);
+        char *t = gw_turn_text(m, &len, &bad);
         if (!r || !t) {
             free(t);
             return !t && bad == -2 ? -1 : 1;
@@ -437,7 +463,7 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
         long bad;
         if (!role || strcmp(role, "user"))
             goto out;
-        if (!(query = gw_message_text(json_object_get(last, "content"), &qlen, &bad))) {
+        if (!(query = gw_turn_text(last, &qlen, &bad))) {
             if (bad == -2)
                 goto oom;
             goto out;

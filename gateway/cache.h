@@ -48,6 +48,9 @@ void gw_cache_key_deinit(struct gw_cache_key *k);
  * -2 when out of memory.
  */
 char *gw_message_text(json_t *content, size_t *len, long *bad);
+/* A message's text as the model reads it and the caches key it: its content's, after
+ * "NAME: " when it gives a name (OpenAI's participant name), as gw_message_text(). */
+char *gw_turn_text(json_t *msg, size_t *len, long *bad);
 
 /* Whether a chat request's messages are ones the engine takes: a non-empty array of system,
  * developer, user or assistant messages with text content. 0, or -1 with msg (the param is

@@ -88,6 +88,36 @@ def test_miss_then_exact_hit(server):
     assert r.status_code == 504
 
 
+def test_a_participants_name_is_read_by_the_model_and_keys_the_caches(server):
+    """A message's name (OpenAI's participant name) was dropped: the model never saw it, and
+    "What is my name?" asked as bob was answered from alice's entry."""
+    c = client(server)
+
+    def ask(name, headers=None):
+        user = {"role": "user", "content": "What is my name?", **({"name": name} if name else {})}
+        return c.post("/v1/chat/completions", headers=headers or {},
+                      json={"model": MODEL, "messages": [user], "max_tokens": 16,
+                            "temperature": 0})
+
+    plain = ask(None, {"Cache-Control": "no-store"})
+    r = ask("alice", {"Cache-Control": "no-store"})
+    assert r.status_code == 200 and r.headers["X-Cache"] == "MISS"
+    assert r.json()["usage"]["prompt_tokens"] > plain.json()["usage"]["prompt_tokens"]
+    line = {"model": MODEL, "answer": "You are Alice.", "temperature": 0, "max_tokens": 16,
+            "messages": [{"role": "user", "content": "What is my name?", "name": "alice"}]}
+    r = c.post("/admin/cache/import", content=json.dumps(line),
+               headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.json()["imported"] == 1, r.text
+    r = ask("alice", {"Cache-Control": "only-if-cached"})
+    assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "exact", r.headers
+    r = ask("bob", {"Cache-Control": "only-if-cached"})
+    assert r.status_code == 504, r.headers
+    assert ask(None, {"Cache-Control": "only-if-cached"}).status_code == 504
+    r = c.post("/v1/chat/completions", json={"model": MODEL, "messages": [
+        {"role": "user", "content": "Hi", "name": 7}]})
+    assert r.status_code == 400 and "name must be a string" in r.text
+
+
 def test_paraphrase_hits_and_hard_negative_misses(server):
     c = client(server)
     assert import_lines(c, [("What is the capital of France?", "The capital of France is Paris."),
