@@ -64,12 +64,22 @@ static int seterr(char *err, size_t errlen, int rc, const char *fmt, ...)
 
 /* ------------------------------------------------------------------ connections */
 
-int store_db_open(const char *path, int readonly, sqlite3 **out)
+/* Why db failed, with the system's reason where there is one ("attempt to write a readonly
+ * database: Read-only file system"). */
+static void db_why(sqlite3 *db, char *why, size_t whylen)
+{
+    int e = db ? sqlite3_system_errno(db) : 0;
+    snprintf(why, whylen, "%s%s%s", db ? sqlite3_errmsg(db) : "out of memory", e ? ": " : "",
+             e ? strerror(e) : "");
+}
+
+int store_db_open_why(const char *path, int readonly, sqlite3 **out, char *why, size_t whylen)
 {
     sqlite3 *db = NULL;
     int flags = (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
                 SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
+        db_why(db, why, whylen);
         sqlite3_close(db);
         return STORE_EIO;
     }
@@ -80,11 +90,18 @@ int store_db_open(const char *path, int readonly, sqlite3 **out)
     const char *pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                           "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;";
     if (sqlite3_exec(db, pragmas, NULL, NULL, NULL) != SQLITE_OK) {
+        db_why(db, why, whylen);
         sqlite3_close(db);
         return STORE_EIO;
     }
     *out = db;
     return STORE_OK;
+}
+
+int store_db_open(const char *path, int readonly, sqlite3 **out)
+{
+    char why[8];
+    return store_db_open_why(path, readonly, out, why, sizeof why);
 }
 
 /* Applies the migrations of schema.sql above the recorded version, one transaction each. */
@@ -478,6 +495,12 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
         rc = seterr(err, errlen, STORE_EIO, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
+    /* (SQLite would say "unable to open database file": its WAL needs to write beside it) */
+    if (access(o->dir, W_OK)) {
+        rc = seterr(err, errlen, STORE_EIO, "the data directory %s cannot be written: %s",
+                    o->dir, strerror(errno));
+        goto fail;
+    }
     if (o->admin_only)
         goto database;
     snprintf(path, sizeof path, "%s/cachegate.lock", o->dir);
@@ -492,8 +515,10 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
     }
 database:
     db_path(s->db_path, sizeof s->db_path, o->dir);
-    if (store_db_open(s->db_path, 0, &s->wdb) || store_db_open(s->db_path, 0, &s->adb)) {
-        rc = seterr(err, errlen, STORE_EIO, "cannot open the database %s", s->db_path);
+    char why[256];
+    if (store_db_open_why(s->db_path, 0, &s->wdb, why, sizeof why) ||
+        store_db_open_why(s->db_path, 0, &s->adb, why, sizeof why)) {
+        rc = seterr(err, errlen, STORE_EIO, "cannot open the database %s: %s", s->db_path, why);
         goto fail;
     }
     if ((rc = migrate(s->wdb, err, errlen)) || (rc = check_tables(s, err, errlen)))

@@ -128,6 +128,8 @@ struct store {
 };
 
 int store_db_open(const char *path, int readonly, sqlite3 **out);
+/* The same, saying why it failed in why. */
+int store_db_open_why(const char *path, int readonly, sqlite3 **out, char *why, size_t whylen);
 
 /* What a select of cache entries reads, and store_read_hit() fills a struct store_hit
  * from (owned strings; STORE_ENOMEM). */

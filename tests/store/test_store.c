@@ -819,6 +819,26 @@ Test(store, usage_in_a_failed_batch_is_written_again)
     store_close(s);
 }
 
+/* A data directory on a read-only filesystem is said as such, to the server and the CLI,
+ * not as SQLite's "unable to open database file". */
+Test(store, a_read_only_data_directory_is_said_as_such)
+{
+    if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+        mount("tmpfs", dir, "tmpfs", 0, "size=4m"))
+        cr_skip_test("no filesystem can be mounted here: %s", strerror(errno));
+    store_close(open_store(0, 0, NULL));
+    if (mount(NULL, dir, NULL, MS_REMOUNT | MS_RDONLY, NULL))
+        cr_skip_test("cannot remount read-only: %s", strerror(errno));
+    for (int admin = 0; admin < 2; admin++) {
+        struct store_options o = {.dir = dir, .dim = DIM, .admin_only = admin};
+        char err[512] = "";
+        store *s = NULL;
+        cr_assert_neq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_OK);
+        cr_assert(strstr(err, "cannot be written: Read-only file system"), "%s", err);
+        store_close(s);
+    }
+}
+
 /* A full disk is said as such, by the synchronous administration (tenants, policies, keys)
  * and by the writer: the data directory on a filesystem of 384 KiB, mounted in this test's
  * own mount namespace where the system allows it. */
