@@ -498,6 +498,24 @@ void gw_tenants_auth_failed(gw_tenants *t)
     gw_metric_add(t->m_auth_fail, 1);
 }
 
+/* Whether the request also gives a key other than key: on another Authorization line, or
+ * in api-key or x-api-key (a proxy on the way added its own). */
+static int another_key(struct gw_req *r, const char *key)
+{
+    static const char *const names[] = {"Authorization", "api-key", "x-api-key"};
+    for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
+        const char *v;
+        for (int i = 0; (v = gw_req_header_at(r, names[n], i)); i++) {
+            if (n == 0 && !strncasecmp(v, "Bearer ", 7))
+                for (v += 7; *v == ' ';)
+                    v++;
+            if (*v && strcmp(v, key))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
 {
     if (!t->cfg->tenants_auth) {
@@ -513,6 +531,12 @@ struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
             key++;
     else if (!auth && (!(key = gw_req_header(r, "api-key")) || !*key))
         key = gw_req_header(r, "x-api-key");
+    if (key && *key && another_key(r, key)) {
+        gw_tenants_auth_failed(t);
+        gw_reply_error(r, 400, "Two different API keys were sent (in Authorization, api-key or "
+                       "x-api-key): send one.", NULL, "conflicting_api_keys");
+        return NULL;
+    }
     if (key && *key) {
         struct key_row probe;
         SHA256((const unsigned char *)key, strlen(key), probe.sha);

@@ -123,6 +123,17 @@ def test_keys_in_the_headers_sdks_use_and_the_access_log_names_the_tenant(server
         assert r.status_code == 401 and "Incorrect API key" in r.json()["error"]["message"]
         r = c.post("/v1/embeddings", json=body, headers={"api-key": "", "x-api-key": key})
         assert r.status_code == 200, r.text
+        # two different keys (a proxy added its own): neither is chosen for the client
+        other = make_tenant(server, "b")
+        time.sleep(1.2)
+        for h in ([("Authorization", "Bearer " + key), ("x-api-key", other)],
+                  [("Authorization", "Bearer " + key), ("Authorization", "Bearer " + other)]):
+            r = c.post("/v1/embeddings", json=body, headers=h)
+            assert r.status_code == 400, (h, r.text)
+            assert r.json()["error"]["code"] == "conflicting_api_keys"
+        r = c.post("/v1/embeddings", json=body,
+                   headers=[("Authorization", "Bearer " + key), ("x-api-key", key)])
+        assert r.status_code == 200, "the same key twice is the key"
 
     def mine():
         return [l for l in server.lines
