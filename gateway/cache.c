@@ -618,6 +618,10 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
                                     "Requests with Cache-Control: only-if-cached that no cached "
                                     "answer met (answered 504).",
                                     NULL);
+    /* every result's series from the start: a rate or an alert on errors sees the first */
+    static const char *const results[] = {"ok", "error", "dropped"};
+    for (size_t i = 0; c->m_writes && i < sizeof results / sizeof *results; i++)
+        gw_metric_add(c->m_writes, 0, results[i]);
     return c;
 }
 

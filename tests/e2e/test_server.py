@@ -88,7 +88,10 @@ def test_metrics_pass_promtool(server):
     # the engine's series exist before its first request
     for series in ("cachegate_engine_running_requests 0", "cachegate_engine_waiting_requests 0",
                    "cachegate_engine_preemptions_total 0",
-                   "cachegate_engine_generated_tokens_total 0"):
+                   "cachegate_engine_generated_tokens_total 0",
+                   # and a write's every result, and the store's failures
+                   'cachegate_cache_writes_total{result="error"} 0',
+                   "cachegate_store_write_failures_total 0"):
         assert series + "\n" in text, series
     check = subprocess.run([str(PROMTOOL), "check", "metrics"], input=text, text=True,
                            capture_output=True)
