@@ -97,7 +97,8 @@ struct admin_op {
     size_t *lens;
     float *vecs;
     int *ntok;
-    int64_t tenant;
+    int64_t tenant; /* import: its tenant; delete: its tenant, or -1 (all) */
+    int64_t id;     /* delete: the entry, or -1 (all of the tenant's) */
     json_t *errors;
 };
 
@@ -135,6 +136,19 @@ static void op_committed(void *arg, int rc, int64_t n)
 static void op_reply(struct gw_cq_item *item)
 {
     struct admin_op *op = gw_cq_container(item, struct admin_op, item);
+    if (!op->rc && !op->dropped) { /* what an administrator changed, for the record */
+        char n[24], t[24], id[24];
+        snprintf(n, sizeof n, "%lld", (long long)op->n);
+        snprintf(t, sizeof t, "%lld", (long long)op->tenant);
+        snprintf(id, sizeof id, "%lld", (long long)op->id);
+        if (op->errors)
+            gw_log_kv(GW_LOG_INFO, "admin: answers imported", "tenant_id", t, "imported", n,
+                      NULL);
+        else
+            gw_log_kv(GW_LOG_INFO, "admin: cache entries deleted", "tenant_id",
+                      op->tenant >= 0 ? t : "all", "id", op->id >= 0 ? id : "all", "deleted",
+                      n, NULL);
+    }
     if (!gw_req_gone(op->req)) {
         if (op->rc) {
             gw_reply_error(op->req, op->rc == STORE_EFULL ? 507 : 500, store_strerror(op->rc),
@@ -300,6 +314,8 @@ void gw_handle_admin_cache(struct gw_req *r)
     op->req = r;
     op->cq = gw_server_cq(srv);
     op->item.fn = op_reply;
+    op->tenant = tenant;
+    op->id = id;
     int rc = store_delete(gw_cache_store(gw_server_cache(srv)), tenant, id, op_committed, op);
     if (rc) {
         gw_reply_error(r, 503, store_strerror(rc), NULL, NULL);
@@ -569,6 +585,8 @@ void gw_handle_admin_tenants(struct gw_req *r)
             reply_store_error(r, rc, "A tenant of that name exists.");
         } else {
             struct store_tenant t;
+            gw_log_kv(GW_LOG_INFO, "admin: tenant created", "tenant", json_string_value(nm),
+                      "policy", ptext, NULL);
             if (store_tenant_get_id(st, id, &t) == STORE_OK) {
                 gw_reply_json(r, 201, tenant_json(&t), 0);
                 store_tenant_deinit(&t);
@@ -596,6 +614,8 @@ void gw_handle_admin_tenants(struct gw_req *r)
             if (rc || (rc = store_tenant_get(st, name, &t)))
                 reply_store_error(r, rc, "No such tenant.");
             else {
+                gw_log_kv(GW_LOG_INFO, "admin: tenant policy set", "tenant", name, "policy", text,
+                          NULL);
                 gw_reply_json(r, 200, tenant_json(&t), 0);
                 store_tenant_deinit(&t);
             }
@@ -607,6 +627,7 @@ void gw_handle_admin_tenants(struct gw_req *r)
         else if ((rc = store_tenant_delete(st, name)))
             reply_store_error(r, rc, "No such tenant.");
         else {
+            gw_log_kv(GW_LOG_INFO, "admin: tenant deleted", "tenant", name, NULL);
             json_t *o = json_object();
             json_object_set_new(o, "deleted", json_string(name));
             gw_reply_json(r, 200, o, 0);
@@ -657,6 +678,7 @@ void gw_handle_admin_keys(struct gw_req *r)
             if (rc)
                 reply_store_error(r, rc, "");
             else {
+                gw_log_kv(GW_LOG_INFO, "admin: key created", "tenant", tn, "key", prefix, NULL);
                 json_t *o = json_object();
                 json_object_set_new(o, "key", json_string(key));
                 json_object_set_new(o, "prefix", json_string(prefix));
@@ -706,6 +728,7 @@ void gw_handle_admin_keys(struct gw_req *r)
         else if ((rc = store_key_revoke(st, prefix)))
             reply_store_error(r, rc, "No live key has that prefix.");
         else {
+            gw_log_kv(GW_LOG_INFO, "admin: key revoked", "key", prefix, NULL);
             json_t *o = json_object();
             json_object_set_new(o, "revoked", json_string(prefix));
             gw_reply_json(r, 200, o, 0);

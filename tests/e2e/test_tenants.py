@@ -71,6 +71,15 @@ def test_401_for_no_key_a_wrong_key_and_a_revoked_key(server):
     assert [k["prefix"] for k in keys] == [prefix] and key not in json.dumps(keys)
     assert admin(server).delete(f"/admin/keys?prefix={prefix}").status_code == 200
     assert embed(client(server, key)).status_code == 401, "revoked through the admin API: at once"
+    # what the administrator changed is in the log, the key by its prefix only
+    for msg, fields in (("admin: tenant created", {"tenant": "a"}),
+                        ("admin: key created", {"tenant": "a", "key": prefix}),
+                        ("admin: key revoked", {"key": prefix})):
+        assert server.wait_log(lambda l: l.get("msg") == msg and
+                               all(l.get(k) == v for k, v in fields.items())), msg
+    assert admin(server).delete("/admin/tenants?name=a").status_code == 200
+    assert server.wait_log(lambda l: l.get("msg") == "admin: tenant deleted")
+    assert key[12:] not in json.dumps(server.lines)
 
 
 def test_the_answer_caches_are_per_tenant(server):
