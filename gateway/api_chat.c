@@ -69,6 +69,11 @@ struct chat_req {
     struct gw_cache_key key;
     struct gw_cache_ctl ctl;
     struct gw_cache_sem sem;
+    /* the same request in flight (coalescing): a leader's answer serves its followers */
+    struct chat_req *lnext, *lprev; /* the leaders' list, while it leads */
+    int leading, following, served;  /* served: its answer may serve its followers */
+    struct chat_req *followers;     /* a leader's, each linked by fnext */
+    struct chat_req *fnext;
     /* tenant: limits were admitted, usage is reported when the request ends */
     gw_tenants *tenants;
     struct gw_tenant *tn;
@@ -130,8 +135,12 @@ static void make_id(char out[48], const char *prefix)
     used += 12;
 }
 
+static void release_followers(struct chat_req *c);
+
 static void chat_req_free(struct chat_req *c)
 {
+    if (c->leading)
+        release_followers(c);
     if (c->tn) {
         c->use.reserved = c->reserved[0];
         c->use.reserved_month = c->reserved[1];
@@ -1355,7 +1364,10 @@ static void on_event(struct gw_gen_event *ev)
     } else {
         reply_answer(c, c->text ? c->text : "", c->len, finish, u);
     }
-    /* only a complete answer is stored, once its response is out */
+    /* only a complete answer is stored, once its response is out; it answers the same
+     * requests that came meanwhile too */
+    c->served = !ev->err && !c->timed_out && ev->finish == ENG_FINISH_STOP &&
+                c->tools.mode == GW_TOOLS_OFF;
     if (c->store && !ev->err && !c->timed_out && ev->finish == ENG_FINISH_STOP) {
         gw_server *srv = gw_req_server(c->req);
         gw_cache_put(gw_server_cache(srv), c->tenant, &c->key, c->sem.vec,
@@ -1456,7 +1468,8 @@ static void cache_headers(struct chat_req *c, const char *kind, double similarit
         snprintf(v, sizeof v, "%.4f", similarity);
         gw_reply_header(c->req, "X-Cache-Similarity", v);
         snprintf(v, sizeof v, "%lld", (long long)id);
-        gw_reply_header(c->req, "X-Cache-Entry", v);
+        if (id > 0) /* (a coalesced answer's entry is still being written) */
+            gw_reply_header(c->req, "X-Cache-Entry", v);
     }
 }
 
@@ -1493,9 +1506,9 @@ static void replay_chunks(struct chat_req *c, const char *text, size_t len, cons
 }
 
 /* Answers from a cache entry, as JSON or as a stream shaped like a live one. */
-static void reply_hit(struct chat_req *c, const struct store_hit *h, int semantic)
+static void reply_hit(struct chat_req *c, const struct store_hit *h, const char *kind)
 {
-    cache_headers(c, semantic ? "semantic" : "exact", h->similarity, h->id);
+    cache_headers(c, kind, h->similarity, h->id);
     const char *finish = h->finish_reason;
     const struct usage u = {c->job.n_prompt, h->completion_tokens, 0};
     if (c->stream && c->resp) {
@@ -1653,7 +1666,7 @@ static void on_semantic(struct gw_cache_sem *s)
     if (s->hit) {
         c->use = (struct gw_usage_one){.hit = 2, .saved = s->entry.completion_tokens};
         gw_cache_served(cache, s->entry.id, s->entry.completion_tokens, 1);
-        reply_hit(c, &s->entry, 1);
+        reply_hit(c, &s->entry, "semantic");
         chat_req_free(c);
         return;
     }
@@ -1850,7 +1863,7 @@ static void handle(struct gw_req *r, int chat, int resp)
     }
     if (h) {
         gw_cache_served(cache, h->id, h->completion_tokens, 0);
-        reply_hit(c, h, 0);
+        reply_hit(c, h, "exact");
         goto out;
     }
     if (chat ? chat_prompt(srv, b, c, &p) : completion_prompt(srv, b, c, &p)) {
@@ -1902,12 +1915,117 @@ static void defer_engine(struct chat_req *c, void (*gone)(void *), event_callbac
     }
 }
 
-/* Runs the request on the engine; replies (now on failure, later otherwise). Takes c. */
+/* ------------------------------------------------------------------ coalescing */
+
+/* The requests on the engine whose answer may serve the same requests that come while it
+ * runs (event loop only). */
+static struct chat_req *leaders;
+
+/* Whether c and l ask the same: the exact cache's key, of the same tenant and route. */
+static int same_request(const struct chat_req *c, const struct chat_req *l)
+{
+    return l->tenant == c->tenant && l->chat == c->chat && l->key.partition == c->key.partition &&
+           l->key.exact == c->key.exact;
+}
+
+static void follower_gone(void *arg)
+{
+    (void)arg; /* (its leader's end frees it: gw_req_gone()) */
+}
+
+static void follower_cut(void *arg)
+{
+    struct chat_req *c = arg;
+    c->cut = 1; /* its leader is cut too: its end replies */
+}
+
+/* A request that the caches did not answer and that another in flight on the engine asks
+ * too waits for that one's answer instead of running again: 1 when c now follows one. Not
+ * a stream (it would wait for the whole answer before its first token), nor a request
+ * that wants a fresh answer (no-cache). */
+static int follow(struct chat_req *c)
+{
+    if (!c->cacheable || c->stream || c->ctl.no_cache)
+        return 0;
+    for (struct chat_req *l = leaders; l; l = l->lnext)
+        if (same_request(c, l)) {
+            c->fnext = l->followers;
+            l->followers = c;
+            c->following = 1;
+            gw_req_defer(c->req);
+            gw_req_on_gone(c->req, follower_gone, c);
+            gw_req_on_cut(c->req, follower_cut, c);
+            return 1;
+        }
+    return 0;
+}
+
+static void lead(struct chat_req *c)
+{
+    if (!c->cacheable || (c->stream && !c->store && !c->resp)) /* (its text is not kept) */
+        return;
+    c->leading = 1;
+    c->lprev = NULL;
+    c->lnext = leaders;
+    if (leaders)
+        leaders->lprev = c;
+    leaders = c;
+}
+
+static void start_engine(struct chat_req *c);
+
+/* The leader c has ended: each follower is answered with its answer (when it ended with
+ * stop and fits the follower's max_tokens, as a cache entry would), or runs on its own. */
+static void release_followers(struct chat_req *c)
+{
+    if (c->lprev)
+        c->lprev->lnext = c->lnext;
+    else
+        leaders = c->lnext;
+    if (c->lnext)
+        c->lnext->lprev = c->lprev;
+    c->leading = 0;
+    struct chat_req *f = c->followers;
+    c->followers = NULL;
+    while (f) {
+        struct chat_req *next = f->fnext;
+        f->fnext = NULL;
+        f->following = 0;
+        if (!f->req || gw_req_gone(f->req)) {
+            f->req = NULL;
+            f->use.cancelled = 1;
+            chat_req_free(f);
+        } else if (f->cut || c->cut) {
+            chat_error(f, 503, SHUTDOWN_MSG, NULL, NULL);
+            chat_req_free(f);
+        } else if (c->timed_out) { /* what it asked took too long: so would it again */
+            chat_error(f, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
+                       "timeout");
+            chat_req_free(f);
+        } else if (c->served && c->use.completion <= f->job.params.max_tokens) {
+            struct store_hit h = {.similarity = 1, .answer = c->text ? c->text : "",
+                                  .answer_len = c->len, .finish_reason = "stop",
+                                  .prompt_tokens = c->use.prompt,
+                                  .completion_tokens = c->use.completion};
+            f->use = (struct gw_usage_one){.hit = 1, .saved = c->use.completion};
+            reply_hit(f, &h, "coalesced");
+            chat_req_free(f);
+        } else {
+            start_engine(f);
+        }
+        f = next;
+    }
+}
+
+/* Runs the request on the engine, or waits for the same one running; replies (now on
+ * failure, later otherwise). Takes c. */
 static void start_engine(struct chat_req *c)
 {
     struct gw_req *r = c->req;
     gw_server *srv = gw_req_server(r);
     const struct gw_config *cfg = gw_server_config(srv);
+    if (follow(c))
+        return;
     c->job.on_event = on_event;
     int rc = gw_engw_submit(gw_server_llm(srv)->w, &c->job);
     if (rc == ENG_EFULL) {
@@ -1923,6 +2041,7 @@ static void start_engine(struct chat_req *c)
         return;
     }
     c->engine = 1;
+    lead(c);
     defer_engine(c, on_gone, on_timeout, on_cut);
     if (gw_server_cache(srv) && cfg->cache_enabled)
         cache_headers(c, NULL, 0, 0);

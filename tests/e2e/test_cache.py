@@ -118,6 +118,82 @@ def test_a_participants_name_is_read_by_the_model_and_keys_the_caches(server):
     assert r.status_code == 400 and "name must be a string" in r.text
 
 
+def test_the_same_request_in_flight_is_answered_once(server):
+    """Identical requests that came while the first ran each ran the engine again; they now
+    wait for its answer (X-Cache-Kind: coalesced), as they would find it in the cache had
+    they come a little later. A stream, or a request asking for a fresh answer, runs."""
+    q = "Describe the water cycle."
+    body = {"model": MODEL, "messages": [{"role": "user", "content": q}], "temperature": 0,
+            "max_tokens": 400}
+    results = {}
+
+    def ask(i, headers=None):
+        with client(server) as c:
+            results[i] = c.post("/v1/chat/completions", json=body, headers=headers or {})
+
+    with client(server) as c:
+        with c.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
+            assert r.headers["X-Cache"] == "MISS"
+            lines = r.iter_lines()
+            first = next(l for l in lines if l.startswith("data: "))  # it runs
+            threads = [threading.Thread(target=ask, args=(i,)) for i in range(3)]
+            threads.append(threading.Thread(target=ask, args=(3, {"Cache-Control": "no-cache"})))
+            for t in threads:
+                t.start()
+            chunks = [json.loads(first[6:])] + [json.loads(l[6:]) for l in lines
+                                                 if l.startswith("data: {")]
+    for t in threads:
+        t.join()
+    text = "".join(ch["choices"][0]["delta"].get("content") or "" for ch in chunks
+                   if ch["choices"])
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop", "the leader's answer is whole"
+    for i in range(3):
+        r = results[i]
+        assert r.status_code == 200, r.text
+        assert r.headers["X-Cache"] == "HIT" and r.headers["X-Cache-Kind"] == "coalesced", \
+            r.headers
+        assert "X-Cache-Entry" not in r.headers  # (being written)
+        assert r.json()["choices"][0]["message"]["content"] == text
+        assert r.json()["choices"][0]["finish_reason"] == "stop"
+    assert results[3].headers["X-Cache"] == "MISS", "no-cache asks for a fresh answer"
+    assert results[3].json()["choices"][0]["message"]["content"] == text  # (greedy)
+
+
+def test_requests_waiting_for_one_that_is_cancelled_run_on_their_own(server):
+    """The first request's client leaves: those waiting for its answer run themselves (one
+    leads again, the other waits for it); one that leaves while waiting is let go."""
+    body = {"model": MODEL, "temperature": 0, "max_tokens": 400,
+            "messages": [{"role": "user", "content": "Describe the water cycle."}]}
+    results = {}
+
+    def ask(i, timeout=120):
+        try:
+            with httpx.Client(base_url=server.base_url, verify=server.ssl_context(),
+                              timeout=timeout) as c:
+                results[i] = c.post("/v1/chat/completions", json=body)
+        except httpx.TimeoutException:
+            results[i] = None
+
+    c = client(server)
+    with c.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
+        next(l for l in r.iter_lines() if l.startswith("data: "))
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+        threads.append(threading.Thread(target=ask, args=(2, 0.5)))  # leaves while waiting
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+    c.close()  # the first client leaves mid-answer
+    for t in threads:
+        t.join()
+    assert results[2] is None
+    texts = [results[i].json()["choices"][0]["message"]["content"] for i in range(2)]
+    assert all(results[i].status_code == 200 for i in range(2))
+    assert texts[0] == texts[1] and texts[0]
+    assert {results[i].headers["X-Cache"] for i in range(2)} <= {"MISS", "HIT"}
+    with client(server) as c2:  # and the server goes on
+        assert c2.get("/health").status_code == 200
+
+
 def test_paraphrase_hits_and_hard_negative_misses(server):
     c = client(server)
     assert import_lines(c, [("What is the capital of France?", "The capital of France is Paris."),
