@@ -2008,6 +2008,7 @@ static void release_followers(struct chat_req *c)
                                   .prompt_tokens = c->use.prompt,
                                   .completion_tokens = c->use.completion};
             f->use = (struct gw_usage_one){.hit = 1, .saved = c->use.completion};
+            gw_cache_coalesced(gw_server_cache(gw_req_server(f->req)), c->use.completion);
             reply_hit(f, &h, "coalesced");
             chat_req_free(f);
         } else {

@@ -52,7 +52,7 @@ struct gw_cache {
     struct store_hit *lent; /* what gw_cache_exact() last lent: spare or a slot's */
     store_reader *worker_reader; /* embedder worker thread: semantic searches */
     gw_metric *m_lookups, *m_similarity, *m_entries, *m_bytes, *m_saved, *m_evictions, *m_hot,
-        *m_writes, *m_unmet;
+        *m_writes, *m_unmet, *m_coalesced;
     /* tenant id -> name, for metric labels; and eviction counts already reported (a tenant
      * that is gone loses its place); stats: the store's figures, read into this buffer */
     struct tenant_name {
@@ -605,8 +605,13 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
                                 NULL);
     c->m_saved = gw_metrics_counter(m, "cachegate_cache_tokens_saved_total",
                                     "Completion tokens served from the cache instead of the "
-                                    "engine.",
+                                    "engine (kind: exact, semantic, or coalesced: from the "
+                                    "same request's generation in flight).",
                                     "kind");
+    c->m_coalesced = gw_metrics_counter(m, "cachegate_cache_coalesced_total",
+                                        "Requests answered by the same request's generation "
+                                        "in flight instead of running again.",
+                                        NULL);
     c->m_evictions = gw_metrics_counter(m, "cachegate_cache_evictions_total",
                                         "Entries removed: lru (over capacity) or expired.",
                                         "reason");
@@ -1012,6 +1017,12 @@ void gw_cache_served(gw_cache *c, int64_t id, int completion_tokens, int semanti
 {
     gw_metric_add(c->m_saved, completion_tokens, semantic ? "semantic" : "exact");
     store_touch(c->st, id, now_ms());
+}
+
+void gw_cache_coalesced(gw_cache *c, int completion_tokens)
+{
+    gw_metric_add(c->m_coalesced, 1);
+    gw_metric_add(c->m_saved, completion_tokens, "coalesced");
 }
 
 /* ------------------------------------------------------------------ writes */

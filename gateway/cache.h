@@ -134,6 +134,9 @@ void gw_cache_sem_deinit(struct gw_cache_sem *s);
 /* Counts the tokens a hit saved (the completion tokens of entry id) once its answer is
  * served, and records the hit for LRU. */
 void gw_cache_served(gw_cache *c, int64_t id, int completion_tokens, int semantic);
+/* Counts a request answered by the same request's generation in flight, and the tokens
+ * that saved. */
+void gw_cache_coalesced(gw_cache *c, int completion_tokens);
 
 /*
  * Stores a finished answer (finish_reason "stop"). vec: the query's embedding, copied, or

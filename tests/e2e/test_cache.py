@@ -157,6 +157,11 @@ def test_the_same_request_in_flight_is_answered_once(server):
         assert r.json()["choices"][0]["finish_reason"] == "stop"
     assert results[3].headers["X-Cache"] == "MISS", "no-cache asks for a fresh answer"
     assert results[3].json()["choices"][0]["message"]["content"] == text  # (greedy)
+    with client(server) as c:
+        metrics = c.get("/metrics").text
+    saved = results[0].json()["usage"]["completion_tokens"] * 3
+    assert "cachegate_cache_coalesced_total 3\n" in metrics
+    assert f'cachegate_cache_tokens_saved_total{{kind="coalesced"}} {saved}\n' in metrics
 
 
 def test_requests_waiting_for_one_that_is_cancelled_run_on_their_own(server):
