@@ -2033,6 +2033,7 @@ static void start_engine(struct chat_req *c)
         gw_reply_retry_after(r, 1);
         chat_error(c, 429, "The engine's queue is full; retry shortly.", NULL,
                        "rate_limit_exceeded");
+        c->use.busy = 1; /* (nothing ran: not a request the tenant is charged for) */
         chat_req_free(c);
         return;
     }
@@ -2423,6 +2424,7 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
                    NULL, rc == ENG_EFULL ? "rate_limit_exceeded" : NULL);
         c->req = NULL;
         c->refused = 1;
+        c->use.busy = rc == ENG_EFULL;
         batch_cancel(c, 0);
         if (!c->left)
             batch_end(c);

@@ -465,7 +465,8 @@ gw_tenants *gw_tenants_create(const struct gw_config *cfg, store *st, struct eve
     t->m_requests = gw_metrics_counter(m, "cachegate_tenant_requests_total",
                                        "Requests per tenant, by outcome (ok, error: an error "
                                        "reply after admission, cancelled: the client left "
-                                       "before the whole answer, rate_limited, "
+                                       "before the whole answer, busy: refused for the "
+                                       "engine's full queue, rate_limited, "
                                        "quota_exceeded).",
                                        "tenant,result");
     t->m_tokens = gw_metrics_counter(m, "cachegate_tenant_tokens_total",
@@ -719,12 +720,12 @@ void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_
     tn->month_used += spent;
     tn->month_reserved -= u->reserved_month;
     gw_metric_add(t->m_requests, 1, tn->label,
-                  u->failed ? "error" : u->cancelled ? "cancelled" : "ok");
+                  u->busy ? "busy" : u->failed ? "error" : u->cancelled ? "cancelled" : "ok");
     gw_metric_add(t->m_tokens, u->prompt, tn->label, "prompt");
     gw_metric_add(t->m_tokens, u->completion, tn->label, "completion");
     gw_metric_add(t->m_tokens, u->saved, tn->label, "saved");
     struct store_usage su = {.tenant = tn->id,
-                             .requests = 1,
+                             .requests = !u->busy,
                              .prompt_tokens = u->prompt,
                              .completion_tokens = u->completion,
                              .cached_tokens = u->cached,

@@ -114,6 +114,7 @@ struct gw_usage_one {
     int saved;                      /* completion tokens a hit saved */
     int failed;                     /* it ended in an error reply */
     int cancelled;                  /* its client left before the whole answer was sent */
+    int busy; /* refused for the engine's full queue: no request of the usage table */
     int64_t reserved;               /* tokens gw_tenants_admit() reserved a minute */
     int64_t reserved_month;         /* and of the monthly quota */
     int held;                       /* concurrent places gw_tenants_hold() gave it */

@@ -262,6 +262,10 @@ def test_several_prompts_the_queue_cannot_take_are_refused_whole(make_server):
                     break
                 time.sleep(0.1)
             assert r.status_code == 200 and len(r.json()["choices"]) == 3, r.text
+            # refused for the queue, nothing ran: told apart, and not a request of the usage
+            metrics = c.get("/metrics").text
+            assert 'cachegate_tenant_requests_total{tenant="default",result="busy"} 2\n' in \
+                metrics, metrics
     assert engine_idle(server)
 
 
@@ -845,15 +849,16 @@ def test_full_queue_answers_429(make_server):
     server = make_server("[engine]\nmax_num_seqs = 1\nmax_waiting = 1\n")
     results = []
 
-    def one():
+    def one(i):  # (six different requests: the same ones would wait for the first)
         with client(server) as c:
             r = c.post("/v1/chat/completions",
                        json={"model": MODEL, "max_tokens": 64, "temperature": 0,
-                             "messages": [{"role": "user", "content": "Tell me a story."}]})
+                             "messages": [{"role": "user",
+                                           "content": f"Tell me story number {i}."}]})
             results.append((r.status_code, r.headers.get("retry-after"), r.text,
                             r.reason_phrase))
 
-    threads = [threading.Thread(target=one) for _ in range(6)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
     for t in threads:
         t.start()
     for t in threads:
@@ -877,21 +882,23 @@ def test_queue_takes_the_running_batch_and_max_waiting(make_server, seqs, waitin
     results = []
     start = threading.Barrier(sent)
 
-    def one():
+    def one(i):
         with client(server) as c:
             c.get("/health")  # connected before the barrier
             start.wait()
-            # long enough that none ends before all have arrived
+            # long enough that none ends before all have arrived; each its own (the same
+            # ones would wait for the first)
             try:
                 r = c.post("/v1/chat/completions",
                            json={"model": MODEL, "max_tokens": 96, "temperature": 0,
-                                 "messages": [{"role": "user", "content": "Tell me a story."}]})
+                                 "messages": [{"role": "user",
+                                               "content": f"Tell me story number {i}."}]})
             except httpx.HTTPError as e:  # (a thread's exception would be lost, not failed)
                 results.append((type(e).__name__, str(e)))
                 return
             results.append((r.status_code, r.headers.get("retry-after")))
 
-    threads = [threading.Thread(target=one) for _ in range(sent)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(sent)]
     for t in threads:
         t.start()
     for t in threads:
