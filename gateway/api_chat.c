@@ -1795,8 +1795,10 @@ static void handle(struct gw_req *r, int chat, int resp)
     if (resp && c->max_tokens_key)
         c->max_tokens_key = "max_output_tokens";
     /* before the caches: a request the engine refuses is refused whatever they hold */
-    if (chat && gw_messages_check(json_object_get(b, "messages"), p.msg, sizeof p.msg)) {
-        gw_reply_error(r, 400, p.msg, param_of(c, "messages"), NULL);
+    char where[64];
+    if (chat && gw_messages_check(json_object_get(b, "messages"), p.msg, sizeof p.msg, where,
+                                  sizeof where)) {
+        gw_reply_error(r, 400, p.msg, resp ? "input" : where, NULL);
         goto out;
     }
     int status = chat ? parse_tools(b, c, &p) : 0;

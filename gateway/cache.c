@@ -188,8 +188,9 @@ static int answers_a_call(json_t *msgs, size_t i)
     return 0;
 }
 
-int gw_messages_check(json_t *msgs, char *msg, size_t len)
+int gw_messages_check(json_t *msgs, char *msg, size_t len, char *param, size_t plen)
 {
+    snprintf(param, plen, "messages");
     if (!json_is_array(msgs) || !json_array_size(msgs)) {
         snprintf(msg, len, "messages must be a non-empty array.");
         return -1;
@@ -202,23 +203,27 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
         if (!role || (strcmp(role, "system") && strcmp(role, "user") &&
                       strcmp(role, "assistant") && strcmp(role, "developer") &&
                       strcmp(role, "tool"))) {
+            snprintf(param, plen, "messages.[%zu].role", i);
             snprintf(msg, len, "messages[%zu].role must be system, developer, user, "
                      "assistant or tool.", i);
             return -1;
         }
         json_t *fc = json_object_get(m, "function_call");
         if (fc && !json_is_null(fc)) {
+            snprintf(param, plen, "messages.[%zu].function_call", i);
             snprintf(msg, len, "messages[%zu].function_call (the deprecated form of "
                      "tool_calls) is not supported; use tool_calls.", i);
             return -1;
         }
         json_t *name = json_object_get(m, "name");
         if (name && !json_is_null(name) && !json_is_string(name)) {
+            snprintf(param, plen, "messages.[%zu].name", i);
             snprintf(msg, len, "messages[%zu].name must be a string.", i);
             return -1;
         }
         if (!strcmp(role, "tool") &&
             !json_is_string(json_object_get(m, "tool_call_id"))) {
+            snprintf(param, plen, "messages.[%zu].tool_call_id", i);
             snprintf(msg, len, "messages[%zu]: a tool message needs tool_call_id (a string).",
                      i);
             return -1;
@@ -226,6 +231,7 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
         json_t *tc = json_object_get(m, "tool_calls"), *call;
         if (tc && !json_is_null(tc) && (!json_is_array(tc) || strcmp(role, "assistant")) &&
             !(json_is_array(tc) && !json_array_size(tc))) {
+            snprintf(param, plen, "messages.[%zu].tool_calls", i);
             snprintf(msg, len, "messages[%zu].tool_calls: only an assistant message has tool "
                      "calls, as an array.", i);
             return -1;
@@ -237,6 +243,7 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
             if (!json_is_string(json_object_get(call, "id")) || !type ||
                 strcmp(type, "function") || !json_is_string(json_object_get(f, "name")) ||
                 !json_is_string(json_object_get(f, "arguments"))) {
+                snprintf(param, plen, "messages.[%zu].tool_calls.[%zu]", i, j);
                 snprintf(msg, len, "messages[%zu].tool_calls[%zu] must be {\"id\": a string, "
                          "\"type\": \"function\", \"function\": {\"name\", \"arguments\": "
                          "strings}}.", i, j);
@@ -247,12 +254,14 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
          * assistant message, and each tool message the answer to one of those calls */
         const char *open = json_array_size(tc) ? unanswered(msgs, i) : NULL;
         if (open) {
+            snprintf(param, plen, "messages.[%zu].tool_calls", i);
             snprintf(msg, len, "messages[%zu]: an assistant message with tool_calls must be "
                      "followed by tool messages answering each tool_call_id; %.64s has none.",
                      i, open);
             return -1;
         }
         if (!strcmp(role, "tool") && !answers_a_call(msgs, i)) {
+            snprintf(param, plen, "messages.[%zu].tool_call_id", i);
             snprintf(msg, len, "messages[%zu]: a tool message must answer a call of the "
                      "assistant message before it; tool_call_id %.64s is none of its "
                      "tool_calls' ids.", i,
@@ -265,6 +274,7 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
         if (json_array_size(tc) && (!content || json_is_null(content)))
             continue; /* a call, with no text */
         if (!json_is_array(content) || !json_array_size(content)) {
+            snprintf(param, plen, "messages.[%zu].content", i);
             snprintf(msg, len, "messages[%zu].content must be a string or a non-empty array "
                      "of text parts.", i);
             return -1;
@@ -273,11 +283,13 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len)
         {
             const char *type = json_string_value(json_object_get(part, "type"));
             if (type && !strcmp(type, "refusal") && strcmp(role, "assistant")) {
+                snprintf(param, plen, "messages.[%zu].content.[%zu]", i, j);
                 snprintf(msg, len, "messages[%zu].content[%zu]: only an assistant message has "
                          "refusal parts.", i, j);
                 return -1;
             }
             if (!part_text(part)) {
+                snprintf(param, plen, "messages.[%zu].content.[%zu]", i, j);
                 snprintf(msg, len, "messages[%zu].content[%zu] must be a text part ({\"type\": "
                          "\"text\", \"text\": a string}, or an assistant's {\"type\": "
                          "\"refusal\", \"refusal\": a string}); images, audio and files are "
@@ -1282,7 +1294,9 @@ int gw_cache_import_parse(const char *line, size_t len, int64_t ns, const struct
     }
     if (import_format_check(json_object_get(j, "response_format"), answer, err, errlen))
         goto out;
-    if (chat && gw_messages_check(json_object_get(j, "messages"), err, errlen))
+    char where[64];
+    if (chat && gw_messages_check(json_object_get(j, "messages"), err, errlen, where,
+                                  sizeof where))
         goto out;
     if (chat && gw_uses_tools(j)) { /* such a request is never answered from the caches */
         snprintf(err, errlen, "\"tools\": calls and conversations with calls are not cached");

@@ -53,9 +53,10 @@ char *gw_message_text(json_t *content, size_t *len, long *bad);
 char *gw_turn_text(json_t *msg, size_t *len, long *bad);
 
 /* Whether a chat request's messages are ones the engine takes: a non-empty array of system,
- * developer, user or assistant messages with text content. 0, or -1 with msg (the param is
- * "messages"). Checked before the caches are asked, and on imported lines. */
-int gw_messages_check(json_t *msgs, char *msg, size_t len);
+ * developer, user or assistant messages with text content. 0, or -1 with msg and param (as
+ * OpenAI names it: "messages.[1].content"). Checked before the caches are asked, and on
+ * imported lines. */
+int gw_messages_check(json_t *msgs, char *msg, size_t len, char *param, size_t plen);
 
 /*
  * The Responses API's stored responses, within a tenant (event loop only): get (body and

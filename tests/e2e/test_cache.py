@@ -868,7 +868,7 @@ def test_an_import_no_request_could_reach_is_refused(server):
     # the request itself: refused before the caches are asked
     r = c.post("/v1/chat/completions", json={"model": MODEL, "messages": msgs},
                headers={"Cache-Control": "only-if-cached"})
-    assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages.[1].tool_call_id"
 
 
 def test_an_import_is_newer_than_a_hit_before_it(server):

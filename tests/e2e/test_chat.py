@@ -629,20 +629,21 @@ def test_n_answers_of_each_prompt_of_a_completion(server):
     ({"model": "all-minilm-l6-v2", "messages": [{"role": "user", "content": "hi"}]}, 400,
      "model", "model_not_supported"),
     ({"model": MODEL, "messages": []}, 400, "messages", None),
-    ({"model": MODEL, "messages": [{"role": "robot", "content": "hi"}]}, 400, "messages", None),
+    ({"model": MODEL, "messages": [{"role": "robot", "content": "hi"}]}, 400,
+     "messages.[0].role", None),  # where in the messages, as OpenAI names it
     # earlier calls and their results must be whole (test_tools.py reads them)
     ({"model": MODEL, "messages": [
         {"role": "user", "content": "Weather?"},
         {"role": "assistant", "content": "Let me check.", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "weather"}}]},
-        {"role": "user", "content": "And?"}]}, 400, "messages", None),
+        {"role": "user", "content": "And?"}]}, 400, "messages.[1].tool_calls.[0]", None),
     ({"model": MODEL, "messages": [
         {"role": "user", "content": "Weather?"},
-        {"role": "tool", "content": "sunny"}]}, 400, "messages", None),
+        {"role": "tool", "content": "sunny"}]}, 400, "messages.[1].tool_call_id", None),
     ({"model": MODEL, "messages": [
         {"role": "assistant", "content": None,
          "function_call": {"name": "weather", "arguments": "{}"}},
-        {"role": "user", "content": "And?"}]}, 400, "messages", None),
+        {"role": "user", "content": "And?"}]}, 400, "messages.[0].function_call", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 17}, 400, "n", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 0}, 400, "n", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 2,
@@ -655,7 +656,8 @@ def test_n_answers_of_each_prompt_of_a_completion(server):
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stop": ["a"] * 5}, 400,
      "stop", None),
     ({"model": MODEL, "prompt": "x"}, 400, "prompt", None),
-    ({"model": MODEL, "messages": [{"role": "user", "content": []}]}, 400, "messages", None),
+    ({"model": MODEL, "messages": [{"role": "user", "content": []}]}, 400,
+     "messages.[0].content", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "logit_bias": [1]}, 400,
      "logit_bias", None),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}],

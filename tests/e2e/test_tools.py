@@ -333,17 +333,20 @@ def test_calls_and_results_are_paired_as_openai_pairs_them(server):
     asked = user("Weather in Paris?") + [{"role": "assistant", "content": None,
                                            "tool_calls": [call]}]
     result = {"role": "tool", "tool_call_id": "call_1", "content": "31 C"}
-    for msgs, says in ((asked, "call_1 has none"),
-                       (asked + user("and?"), "call_1 has none"),
-                       (asked + [{**result, "tool_call_id": "call_2"}], "call_1 has none"),
-                       (asked + [result, {**result, "tool_call_id": "call_2"}],
-                        "call_2 is none of"),
-                       (user("Hi") + [result], "call_1 is none of")):
+    for msgs, says, param in ((asked, "call_1 has none", "messages.[1].tool_calls"),
+                              (asked + user("and?"), "call_1 has none",
+                               "messages.[1].tool_calls"),
+                              (asked + [{**result, "tool_call_id": "call_2"}], "call_1 has none",
+                               "messages.[1].tool_calls"),
+                              (asked + [result, {**result, "tool_call_id": "call_2"}],
+                               "call_2 is none of", "messages.[3].tool_call_id"),
+                              (user("Hi") + [result], "call_1 is none of",
+                               "messages.[1].tool_call_id")):
         with client(server) as c:
             r = c.post("/v1/chat/completions", json={"model": MODEL, "messages": msgs,
                                                      "tools": [WEATHER], "max_tokens": 4})
         assert r.status_code == 400 and says in r.json()["error"]["message"], (msgs, r.text)
-        assert r.json()["error"]["param"] == "messages"
+        assert r.json()["error"]["param"] == param, r.text
     two = {**call, "id": "call_2"}
     msgs = user("Weather in Paris and Rome?") + [
         {"role": "assistant", "content": None, "tool_calls": [call, two]},

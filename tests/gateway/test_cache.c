@@ -393,30 +393,36 @@ Test(cache_key, text_parts_are_joined_by_line_breaks)
 Test(cache_key, messages_checked_as_openai_takes_them)
 {
     static const struct {
-        const char *msgs, *words; /* NULL: taken */
+        const char *msgs, *words, *param; /* words NULL: taken */
     } cases[] = {
-        {"[{\"role\":\"user\",\"content\":\"q\"}]", NULL},
+        {"[{\"role\":\"user\",\"content\":\"q\"}]", NULL, NULL},
         {"[{\"role\":\"user\",\"content\":[]}]", "messages[0].content must be a string or a "
-                                                 "non-empty array"},
+                                                 "non-empty array", "messages.[0].content"},
         {"[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":"
          "[{\"type\":\"refusal\",\"refusal\":\"No.\"}]},{\"role\":\"user\",\"content\":\"q\"}]",
-         NULL},
+         NULL, NULL},
         {"[{\"role\":\"user\",\"content\":[{\"type\":\"refusal\",\"refusal\":\"No.\"}]}]",
-         "messages[0].content[0]: only an assistant message has refusal parts"},
-        {"[{\"role\":\"assistant\",\"content\":[{\"type\":\"refusal\",\"text\":\"No.\"}]}]",
-         "messages[0].content[0] must be a text part"},
+         "messages[0].content[0]: only an assistant message has refusal parts",
+         "messages.[0].content.[0]"},
+        {"[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":"
+         "[{\"type\":\"refusal\",\"text\":\"No.\"}]}]",
+         "messages[1].content[0] must be a text part", "messages.[1].content.[0]"},
         {"[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]",
-         "images, audio and files are not supported"},
+         "images, audio and files are not supported", "messages.[0].content.[0]"},
+        {"[{\"role\":\"robot\",\"content\":\"q\"}]", "role must be", "messages.[0].role"},
+        {"[]", "non-empty array", "messages"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         json_t *m = json_loads(cases[i].msgs, 0, NULL);
         cr_assert(m, "case %zu", i);
-        char msg[300] = "";
-        int rc = gw_messages_check(m, msg, sizeof msg);
-        if (cases[i].words)
+        char msg[300] = "", param[64] = "";
+        int rc = gw_messages_check(m, msg, sizeof msg, param, sizeof param);
+        if (cases[i].words) {
             cr_expect(rc == -1 && strstr(msg, cases[i].words), "case %zu: %d %s", i, rc, msg);
-        else
+            cr_expect_str_eq(param, cases[i].param, "case %zu", i);
+        } else {
             cr_expect_eq(rc, 0, "case %zu: %s", i, msg);
+        }
         json_decref(m);
     }
 }
