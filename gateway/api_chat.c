@@ -71,7 +71,9 @@ struct chat_req {
     struct gw_cache_sem sem;
     /* the same request in flight (coalescing): a leader's answer serves its followers */
     struct chat_req *lnext, *lprev; /* the leaders' list, while it leads */
-    int leading, following, served;  /* served: its answer may serve its followers */
+    int leading, following;
+    int served; /* its answer may serve its followers: 1 it ended with stop, 2 with length
+                 * (then only those of the same max_tokens, whose answer it is) */
     struct chat_req *followers;     /* a leader's, each linked by fnext */
     struct chat_req *fnext;
     /* tenant: limits were admitted, usage is reported when the request ends */
@@ -1366,8 +1368,10 @@ static void on_event(struct gw_gen_event *ev)
     }
     /* only a complete answer is stored, once its response is out; it answers the same
      * requests that came meanwhile too */
-    c->served = !ev->err && !c->timed_out && ev->finish == ENG_FINISH_STOP &&
-                c->tools.mode == GW_TOOLS_OFF;
+    c->served = ev->err || c->timed_out || c->tools.mode != GW_TOOLS_OFF ? 0
+                : ev->finish == ENG_FINISH_STOP                           ? 1
+                : ev->finish == ENG_FINISH_LENGTH                         ? 2
+                                                                          : 0;
     if (c->store && !ev->err && !c->timed_out && ev->finish == ENG_FINISH_STOP) {
         gw_server *srv = gw_req_server(c->req);
         gw_cache_put(gw_server_cache(srv), c->tenant, &c->key, c->sem.vec,
@@ -1977,7 +1981,8 @@ static void lead(struct chat_req *c)
 static void start_engine(struct chat_req *c);
 
 /* The leader c has ended: each follower is answered with its answer (when it ended with
- * stop and fits the follower's max_tokens, as a cache entry would), or runs on its own. */
+ * stop and fits the follower's max_tokens, as a cache entry would, or ended with length at
+ * the follower's own max_tokens), or runs on its own. */
 static void release_followers(struct chat_req *c)
 {
     if (c->lprev)
@@ -2004,9 +2009,11 @@ static void release_followers(struct chat_req *c)
             chat_error(f, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
                        "timeout");
             chat_req_free(f);
-        } else if (c->served && c->use.completion <= f->job.params.max_tokens) {
+        } else if ((c->served == 1 && c->use.completion <= f->job.params.max_tokens) ||
+                   (c->served == 2 && f->job.params.max_tokens == c->job.params.max_tokens)) {
             struct store_hit h = {.similarity = 1, .answer = c->text ? c->text : "",
-                                  .answer_len = c->len, .finish_reason = "stop",
+                                  .answer_len = c->len,
+                                  .finish_reason = c->served == 1 ? "stop" : "length",
                                   .prompt_tokens = c->use.prompt,
                                   .completion_tokens = c->use.completion};
             f->use = (struct gw_usage_one){.hit = 1, .saved = c->use.completion};

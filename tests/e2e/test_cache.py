@@ -127,9 +127,9 @@ def test_the_same_request_in_flight_is_answered_once(server):
             "max_tokens": 400}
     results = {}
 
-    def ask(i, headers=None):
+    def ask(i, headers=None, b=None):
         with client(server) as c:
-            results[i] = c.post("/v1/chat/completions", json=body, headers=headers or {})
+            results[i] = c.post("/v1/chat/completions", json=b or body, headers=headers or {})
 
     with client(server) as c:
         with c.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
@@ -162,6 +162,29 @@ def test_the_same_request_in_flight_is_answered_once(server):
     saved = results[0].json()["usage"]["completion_tokens"] * 3
     assert "cachegate_cache_coalesced_total 3\n" in metrics
     assert f'cachegate_cache_tokens_saved_total{{kind="coalesced"}} {saved}\n' in metrics
+    # an answer cut at max_tokens is the answer of the same request with that max_tokens,
+    # not of one allowed more (which runs on its own)
+    cut = {**body, "max_tokens": 120,
+           "messages": [{"role": "user", "content": "Explain photosynthesis in detail."}]}
+    more = {**cut, "max_tokens": 400}
+    with client(server) as c:
+        with c.stream("POST", "/v1/chat/completions", json={**cut, "stream": True}) as r:
+            lines = r.iter_lines()
+            next(l for l in lines if l.startswith("data: "))
+            threads = [threading.Thread(target=ask, args=(i, None, cut)) for i in range(2)]
+            threads.append(threading.Thread(target=ask, args=(2, None, more)))
+            for t in threads:
+                t.start()
+            last = [json.loads(l[6:]) for l in lines if l.startswith("data: {")][-1]
+    for t in threads:
+        t.join()
+    assert last["choices"][0]["finish_reason"] == "length"
+    for i in range(2):
+        assert results[i].headers["X-Cache-Kind"] == "coalesced", results[i].headers
+        assert results[i].json()["choices"][0]["finish_reason"] == "length"
+        assert results[i].json()["usage"]["completion_tokens"] == 120
+    assert results[2].headers["X-Cache"] == "MISS"
+    assert results[2].json()["usage"]["completion_tokens"] > 120
 
 
 def test_requests_waiting_for_one_that_is_cancelled_run_on_their_own(server):
