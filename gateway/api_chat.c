@@ -72,8 +72,7 @@ struct chat_req {
     /* the same request in flight (coalescing): a leader's answer serves its followers */
     struct chat_req *lnext, *lprev; /* the leaders' list, while it leads */
     int leading, following;
-    int served; /* its answer may serve its followers: 1 it ended with stop, 2 with length
-                 * (then only those of the same max_tokens, whose answer it is) */
+    int served; /* its answer is its followers': 1 it ended with stop, 2 with length */
     struct chat_req *followers;     /* a leader's, each linked by fnext */
     struct chat_req *fnext;
     /* tenant: limits were admitted, usage is reported when the request ends */
@@ -141,7 +140,7 @@ static void release_followers(struct chat_req *c);
 
 static void chat_req_free(struct chat_req *c)
 {
-    if (c->leading)
+    if (c->leading || c->followers)
         release_followers(c);
     if (c->tn) {
         c->use.reserved = c->reserved[0];
@@ -1382,18 +1381,22 @@ static void on_event(struct gw_gen_event *ev)
     free(ev);
 }
 
+static void unlead(struct chat_req *c);
+
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct chat_req *c = arg;
     c->timed_out = 1;
+    unlead(c);
     gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
 }
 
 static void on_gone(void *arg)
 {
     struct chat_req *c = arg;
+    unlead(c);
     if (c->engine)
         gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
 }
@@ -1402,6 +1405,7 @@ static void on_cut(void *arg)
 {
     struct chat_req *c = arg;
     c->cut = c->timed_out = 1;
+    unlead(c);
     gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
 }
 
@@ -1927,11 +1931,27 @@ static void defer_engine(struct chat_req *c, void (*gone)(void *), event_callbac
  * runs (event loop only). */
 static struct chat_req *leaders;
 
-/* Whether c and l ask the same: the exact cache's key, of the same tenant and route. */
+/* Whether c and l ask the same: the exact cache's key, of the same tenant and route, and
+ * the same max_tokens (l's answer is then c's, whether it ends with stop or length). */
 static int same_request(const struct chat_req *c, const struct chat_req *l)
 {
     return l->tenant == c->tenant && l->chat == c->chat && l->key.partition == c->key.partition &&
-           l->key.exact == c->key.exact;
+           l->key.exact == c->key.exact && l->job.params.max_tokens == c->job.params.max_tokens;
+}
+
+/* c leads no more (cancelled, timed out): later requests do not wait for it; those that
+ * do already are released when it ends. */
+static void unlead(struct chat_req *c)
+{
+    if (!c->leading)
+        return;
+    if (c->lprev)
+        c->lprev->lnext = c->lnext;
+    else
+        leaders = c->lnext;
+    if (c->lnext)
+        c->lnext->lprev = c->lprev;
+    c->leading = 0;
 }
 
 static void follower_gone(void *arg)
@@ -1966,9 +1986,10 @@ static int follow(struct chat_req *c)
     return 0;
 }
 
+/* (Not a request that asked its answer not to be kept, no-store: nor is it shared.) */
 static void lead(struct chat_req *c)
 {
-    if (!c->cacheable || (c->stream && !c->store && !c->resp)) /* (its text is not kept) */
+    if (!c->cacheable || !c->store)
         return;
     c->leading = 1;
     c->lprev = NULL;
@@ -1981,17 +2002,10 @@ static void lead(struct chat_req *c)
 static void start_engine(struct chat_req *c);
 
 /* The leader c has ended: each follower is answered with its answer (when it ended with
- * stop and fits the follower's max_tokens, as a cache entry would, or ended with length at
- * the follower's own max_tokens), or runs on its own. */
+ * stop, or with length at their max_tokens), or runs on its own. */
 static void release_followers(struct chat_req *c)
 {
-    if (c->lprev)
-        c->lprev->lnext = c->lnext;
-    else
-        leaders = c->lnext;
-    if (c->lnext)
-        c->lnext->lprev = c->lprev;
-    c->leading = 0;
+    unlead(c);
     struct chat_req *f = c->followers;
     c->followers = NULL;
     while (f) {
@@ -2009,8 +2023,7 @@ static void release_followers(struct chat_req *c)
             chat_error(f, 504, "The generation exceeded engine.request_timeout_ms.", NULL,
                        "timeout");
             chat_req_free(f);
-        } else if ((c->served == 1 && c->use.completion <= f->job.params.max_tokens) ||
-                   (c->served == 2 && f->job.params.max_tokens == c->job.params.max_tokens)) {
+        } else if (c->served) { /* (its max_tokens is f's: same_request()) */
             struct store_hit h = {.similarity = 1, .answer = c->text ? c->text : "",
                                   .answer_len = c->len,
                                   .finish_reason = c->served == 1 ? "stop" : "length",

@@ -140,52 +140,45 @@ static json_t *part_text(json_t *part)
     return json_is_string(t) ? t : NULL;
 }
 
-/* The first call of the assistant message msgs[at] that no tool message after it (up to
- * the next message of another role) answers, or NULL. */
-static const char *unanswered(json_t *msgs, size_t at)
+/* The calls of the assistant message a run of tool messages answers, as OpenAI pairs them:
+ * each answered by a tool message right after it, each tool message answering one. */
+#define MAX_CALLS_A_MESSAGE 128
+struct open_calls {
+    size_t at; /* the assistant message */
+    size_t n;
+    const char *id[MAX_CALLS_A_MESSAGE];
+    unsigned char answered[MAX_CALLS_A_MESSAGE];
+};
+
+/* The first call of o that no tool message answered, or NULL. */
+static const char *unanswered(const struct open_calls *o)
 {
-    size_t j, k;
-    json_t *call;
-    json_array_foreach(json_object_get(json_array_get(msgs, at), "tool_calls"), j, call)
-    {
-        const char *id = json_string_value(json_object_get(call, "id"));
-        int answered = 0;
-        for (k = at + 1; k < json_array_size(msgs) && !answered; k++) {
-            json_t *m = json_array_get(msgs, k);
-            const char *role = json_string_value(json_object_get(m, "role"));
-            if (!role || strcmp(role, "tool"))
-                break;
-            const char *to = json_string_value(json_object_get(m, "tool_call_id"));
-            answered = id && to && !strcmp(id, to);
-        }
-        if (!answered)
-            return id ? id : "";
-    }
+    for (size_t k = 0; k < o->n; k++)
+        if (!o->answered[k])
+            return o->id[k];
     return NULL;
 }
 
-/* Whether a tool message msgs[i] answers a call of the assistant message before the run of
- * tool messages it is in. */
-static int answers_a_call(json_t *msgs, size_t i)
+/* Marks the call of o that tool_call_id to answers; 0 when none has that id. */
+static int answer(struct open_calls *o, const char *to)
 {
-    const char *to = json_string_value(json_object_get(json_array_get(msgs, i), "tool_call_id"));
-    size_t at = i;
-    while (at-- > 0) {
-        json_t *m = json_array_get(msgs, at);
-        const char *role = json_string_value(json_object_get(m, "role"));
-        if (role && !strcmp(role, "tool"))
-            continue;
-        size_t j;
-        json_t *call;
-        json_array_foreach(json_object_get(m, "tool_calls"), j, call)
-        {
-            const char *id = json_string_value(json_object_get(call, "id"));
-            if (id && to && !strcmp(id, to))
-                return 1;
+    for (size_t k = 0; k < o->n; k++)
+        if (to && !strcmp(o->id[k], to)) {
+            o->answered[k] = 1;
+            return 1;
         }
-        return 0;
-    }
     return 0;
+}
+
+/* The error of a call o left unanswered: -1. */
+static int left_unanswered(const struct open_calls *o, char *msg, size_t len, char *param,
+                           size_t plen)
+{
+    snprintf(param, plen, "messages.[%zu].tool_calls", o->at);
+    snprintf(msg, len, "messages[%zu]: an assistant message with tool_calls must be followed "
+             "by tool messages answering each tool_call_id; %.64s has none.", o->at,
+             unanswered(o));
+    return -1;
 }
 
 int gw_messages_check(json_t *msgs, char *msg, size_t len, char *param, size_t plen)
@@ -197,6 +190,8 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len, char *param, size_t p
     }
     size_t i, j;
     json_t *m, *part;
+    struct open_calls open = {0}; /* the calls the tool messages that follow answer */
+    int calls_open = 0;
     json_array_foreach(msgs, i, m)
     {
         const char *role = json_string_value(json_object_get(m, "role"));
@@ -252,21 +247,33 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len, char *param, size_t p
         }
         /* as OpenAI holds them: each call answered by a tool message right after its
          * assistant message, and each tool message the answer to one of those calls */
-        const char *open = json_array_size(tc) ? unanswered(msgs, i) : NULL;
-        if (open) {
-            snprintf(param, plen, "messages.[%zu].tool_calls", i);
-            snprintf(msg, len, "messages[%zu]: an assistant message with tool_calls must be "
-                     "followed by tool messages answering each tool_call_id; %.64s has none.",
-                     i, open);
-            return -1;
-        }
-        if (!strcmp(role, "tool") && !answers_a_call(msgs, i)) {
+        const int tool = !strcmp(role, "tool");
+        if (!tool && calls_open && unanswered(&open))
+            return left_unanswered(&open, msg, len, param, plen);
+        if (tool && !(calls_open &&
+                      answer(&open, json_string_value(json_object_get(m, "tool_call_id"))))) {
             snprintf(param, plen, "messages.[%zu].tool_call_id", i);
             snprintf(msg, len, "messages[%zu]: a tool message must answer a call of the "
                      "assistant message before it; tool_call_id %.64s is none of its "
                      "tool_calls' ids.", i,
                      json_string_value(json_object_get(m, "tool_call_id")));
             return -1;
+        }
+        if (!tool) {
+            calls_open = json_array_size(tc) > 0;
+            if (json_array_size(tc) > MAX_CALLS_A_MESSAGE) {
+                snprintf(param, plen, "messages.[%zu].tool_calls", i);
+                snprintf(msg, len, "messages[%zu]: at most %d tool_calls a message.", i,
+                         MAX_CALLS_A_MESSAGE);
+                return -1;
+            }
+            open.at = i;
+            open.n = 0;
+            json_array_foreach(tc, j, call)
+            {
+                open.id[open.n] = json_string_value(json_object_get(call, "id"));
+                open.answered[open.n++] = 0;
+            }
         }
         json_t *content = json_object_get(m, "content");
         if (json_is_string(content))
@@ -298,6 +305,8 @@ int gw_messages_check(json_t *msgs, char *msg, size_t len, char *param, size_t p
             }
         }
     }
+    if (calls_open && unanswered(&open))
+        return left_unanswered(&open, msg, len, param, plen);
     return 0;
 }
 

@@ -2302,6 +2302,8 @@ void gw_server_destroy(gw_server *srv)
         evhttp_free(srv->http); /* frees every connection, and so every conn */
     gw_embedw_destroy(srv->embw); /* posts what it still held */
     gw_engw_destroy(srv->llm.w);
+    if (srv->st) /* the store's work that reports to the loop (a listing, a deletion) */
+        store_sync(srv->st);
     gw_cq_destroy(srv->cq);       /* runs those completions; their clients are gone */
     if (srv->st) /* the writes they queued report to the cache: done while it lives */
         store_sync(srv->st);

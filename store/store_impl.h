@@ -57,7 +57,7 @@ enum op_kind {
     OP_PROMPT_TOKENS,
     OP_RESPONSE,
     OP_LIMITS,
-    OP_LIST /* run after the batch, outside its transaction */
+    OP_LIST /* read after its batch, outside the transaction */
 };
 
 struct op {

@@ -847,7 +847,7 @@ static void run_batch(store *s, struct op *ops, int touches)
         if (s->opt.on_error) {
             size_t n = 0, usage = 0;
             for (struct op *o = ops; o; o = o->next) {
-                n += o->kind != OP_FLUSH;
+                n += o->kind != OP_FLUSH && o->kind != OP_LIST;
                 usage += o->kind == OP_USAGE;
             }
             char what[400];
@@ -891,8 +891,15 @@ static void run_batch(store *s, struct op *ops, int touches)
     }
     for (struct op *o = ops, *next; o; o = next) {
         next = o->next;
-        if (o->done)
+        if (o->kind == OP_LIST) {
+            /* read after the batch, outside it: what is committed (the writes queued before
+             * it too); a failed one undoes nothing; and in the queue's order, so that a
+             * flush queued after it (store_sync()) returns once it is done */
+            int lrc = store_list_run(s->wdb, o->list);
+            o->done(o->arg, lrc, o->list->n);
+        } else if (o->done) {
             o->done(o->arg, err, rc ? -1 : o->id);
+        }
         if (!(rc && o->kind == OP_USAGE && usage_again(s, o)))
             free(o);
     }
@@ -1056,27 +1063,7 @@ void *store_writer_main(void *arg)
                 pp = &o->next;
             }
         }
-        /* listings read after the batch, outside it: what is committed (the writes queued
-         * before them too), and a failed one undoes nothing */
-        struct op *lists = NULL, **lt = &lists;
-        for (struct op **pp = &ops; *pp;) {
-            struct op *o = *pp;
-            if (o->kind == OP_LIST) {
-                *pp = o->next;
-                o->next = NULL;
-                *lt = o;
-                lt = &o->next;
-            } else {
-                pp = &o->next;
-            }
-        }
         run_batch(s, ops, touches);
-        for (struct op *o = lists, *next; o; o = next) {
-            next = o->next;
-            int rc = store_list_run(s->wdb, o->list);
-            o->done(o->arg, rc, o->list->n);
-            free(o);
-        }
         check_rebuilds(s);
         if (closing) {
             pthread_mutex_lock(&s->q_mu);

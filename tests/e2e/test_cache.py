@@ -222,6 +222,31 @@ def test_requests_waiting_for_one_that_is_cancelled_run_on_their_own(server):
         assert c2.get("/health").status_code == 200
 
 
+def test_requests_waiting_for_one_that_times_out_get_its_504(make_server):
+    server = make_server(CONF + "[engine]\nrequest_timeout_ms = 1500\n")
+    body = {"model": MODEL, "temperature": 0, "max_tokens": 2000,
+            "logit_bias": {"2": -100},  # (no end: it runs past the timeout)
+            "messages": [{"role": "user", "content": "Explain photosynthesis in detail."}]}
+    results = {}
+
+    def ask(i):
+        with client(server) as c:
+            t0 = time.monotonic()
+            results[i] = (c.post("/v1/chat/completions", json=body), time.monotonic() - t0)
+
+    with client(server) as c:
+        with c.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
+            lines = r.iter_lines()
+            next(l for l in lines if l.startswith("data: "))
+            t = threading.Thread(target=ask, args=(0,))
+            t.start()
+            list(lines)
+    t.join()
+    r, took = results[0]
+    assert r.status_code == 504 and r.json()["error"]["code"] == "timeout", r.text
+    assert took < 1.5, "it waited for the first, not a timeout of its own after it"
+
+
 def test_paraphrase_hits_and_hard_negative_misses(server):
     c = client(server)
     assert import_lines(c, [("What is the capital of France?", "The capital of France is Paris."),
