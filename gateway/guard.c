@@ -1818,6 +1818,20 @@ static int spelled_alike(const char *a, size_t al, const char *b, size_t bl)
     return bl >= 8 && !memcmp(a + i, b + i + 1, al - i);
 }
 
+/* Whether y is the doer of verb v[0, n): v and "er" or "or" ("writer": "write" and "r"),
+ * the last consonant doubled first ("winner"). */
+static int doer_of(const char *v, size_t n, const tok *y)
+{
+    const char *w = y->n;
+    size_t wl = y->nlen;
+    if (wl <= n || memcmp(w, v, n)) return 0;
+    const char *rest = w + n;
+    size_t rl = wl - n;
+    if (v[n - 1] == 'e') return rl == 1 && rest[0] == 'r';
+    if (rl == 3 && rest[0] == v[n - 1]) rest++, rl--; /* win, winner */
+    return rl == 2 && (!memcmp(rest, "er", 2) || !memcmp(rest, "or", 2));
+}
+
 static int tok_like(const tok *a, const tok *b)
 {
     if (tok_eq(a, b) || syn(a, b)) return 1;
@@ -1835,15 +1849,14 @@ static int tok_like(const tok *a, const tok *b)
         if ((pa && !(fb & (past | part))) || (pb && !(fa & (past | part)))) return 0;
         return 1;
     }
-    /* "won" and "winner": a past's base is the root of a word made from it (a participle
+    /* "won" and "winner", "wrote" and "writer": a past's base and its doer (a participle
      * alone stays apart, as above) */
     for (int r = 0; r < 2; r++) {
         const tok *x = r ? b : a, *y = r ? a : b;
         unsigned fx, fy;
         int e = verb_base(x);
         if (lex_verb(lex_find(x->s, x->len), &fx) >= 0 && (fx & (1u << 3)) && e >= 0 &&
-            lex_verb(lex_find(y->s, y->len), &fy) < 0 && y->nlen > lex[e].len &&
-            same_root(lex[e].w, lex[e].len, y->n, y->nlen))
+            lex_verb(lex_find(y->s, y->len), &fy) < 0 && doer_of(lex[e].w, lex[e].len, y))
             return 1;
     }
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
@@ -3138,6 +3151,31 @@ static int rule_spelling(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* Whether t begins a sentence of sd's data: the first word after the colon, or one after
+ * ". ", "! ", "? " or a line break. */
+static int sentence_start(const side *sd, const tok *t)
+{
+    size_t at = (size_t)(t->raw - sd->text);
+    if (at == sd->data_at) return 1;
+    while (at > sd->data_at && sd->text[at - 1] == ' ')
+        at--;
+    return at > sd->data_at && at < (size_t)(t->raw - sd->text) &&
+           strchr(".!?\n", sd->text[at - 1]) != NULL;
+}
+
+/* Whether q writes t's word with its letters after the first in t's case: the two differ
+ * in the first letter alone, as a sentence's capital does. */
+static int other_case_beyond_first(const side *q, const tok *t)
+{
+    for (int k = 0; k < q->nt; k++) {
+        const tok *u = &q->t[k];
+        if (u->raw && u->rawlen == t->rawlen && !strncasecmp(u->raw, t->raw, 1) &&
+            !memcmp(u->raw + 1, t->raw + 1, t->rawlen - 1u))
+            return 1;
+    }
+    return 0;
+}
+
 /* "'ABC'.isupper()" vs "'abc'.isupper()", "lower case: HELLO" vs "lower case: hello": the
  * embedding reads no letter case, so a word both sides quote, or give as code or data, in
  * other letter case is another question; elsewhere case says nothing ("france", an error
@@ -3150,6 +3188,12 @@ static int rule_case(const side *a, const side *b, char *why, size_t whylen)
             const tok *t = &p->t[k];
             if (!literal(p, t) || written(q, t->raw, t->rawlen, 1) ||
                 !written(q, t->raw, t->rawlen, 0))
+                continue;
+            /* data (not quoted, not code, not camelCase) capitalized as a sentence is:
+             * "Translate to Spanish: Good morning" vs "...: good morning", "I" and "i" */
+            if (!(t->flags & (F_QUOTED | F_CODE | F_MIXED)) &&
+                (sentence_start(p, t) || (t->rawlen == 1 && (t->raw[0] | 0x20) == 'i')) &&
+                other_case_beyond_first(q, t))
                 continue;
             say(why, whylen, "letter case differs: %.*s", (int)t->rawlen, t->raw);
             return 0;

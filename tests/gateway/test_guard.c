@@ -1085,6 +1085,9 @@ Test(guard, the_doer_named_as_a_noun)
     PASS("Who won the 2014 Tour de France?", "winner of the 2014 tour de france");
     PASS("Who composed the Moonlight Sonata?", "composer of the moonlight sonata");
     VETO("Who won the 2014 Tour de France?", "Who lost the 2014 Tour de France?", NULL);
+    /* a past's base beginning another word is not its doer */
+    VETO("When was the battle won?", "When was the battle window?", NULL);
+    VETO("What stood at the town center?", "What standard is at the town center?", NULL);
     close_call("Who discovered radium?", "radium discoverer", 1, NULL);
     close_call("Who won the 2010 Masters?", "2010 masters winner", 1, NULL);
     close_call("Who directed Jaws?", "jaws director", 1, NULL);
@@ -1109,6 +1112,11 @@ Test(guard, letter_case_of_what_is_quoted)
          "linux says permission denied, what does it mean?");
     PASS("ruby: how do I reverse an array?", "How do I reverse an array in Ruby?");
     PASS("Quick question: How tall is Mount Fuji?", "quick question: how tall is mount fuji?");
+    /* data capitalized as a sentence is, or not */
+    PASS("Translate to Spanish: Good morning", "translate to spanish: good morning");
+    PASS("Classify the sentiment: I love it", "classify the sentiment: i love it");
+    PASS("Summarize: The talk ran long. It ended late.",
+         "summarize: the talk ran long. it ended late.");
 }
 
 /* What two things share against what sets them apart, a time counted from against one
