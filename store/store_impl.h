@@ -76,6 +76,7 @@ struct op {
     /* OP_RESPONSE: id, body and messages in the allocation after it; value: expires_ms */
     const char *rid, *rbody, *rmsgs;
     struct store_list *list; /* OP_LIST */
+    int tries; /* OP_USAGE: batches it was rolled back with */
 };
 
 struct store {
@@ -104,6 +105,8 @@ struct store {
     struct op *q_usage[STORE_USAGE_SLOTS];
     int q_nusage;
     int64_t last_sweep_ms; /* writer thread: the last expiry sweep */
+    int64_t retry_told_ms; /* writer thread: when a batch of usage rows written again alone
+                            * was last told to fail (once a minute while the cause lasts) */
     /* writer thread: tenants' stored response bytes as last counted (a cache, refreshed
      * every few seconds and dropped when rows go other ways: the sweep, a rollback) */
     struct resp_total {

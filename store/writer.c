@@ -236,6 +236,7 @@ static int usage_again(store *s, struct op *o)
     pthread_mutex_lock(&s->q_mu);
     struct op *q = queued_usage(s, &o->u);
     int kept = !s->closing && !q;
+    o->tries++;
     if (q) {
         usage_merge(&q->u, &o->u);
     } else if (kept) {
@@ -844,12 +845,21 @@ static void run_batch(store *s, struct op *ops, int touches)
     if (rc) {
         /* (a full disk said as such: an operator can act on it) */
         err = !b.failed && sqlite3_errcode(s->wdb) == SQLITE_FULL ? STORE_EFULL : STORE_EIO;
-        if (s->opt.on_error) {
-            size_t n = 0, usage = 0;
-            for (struct op *o = ops; o; o = o->next) {
-                n += o->kind != OP_FLUSH && o->kind != OP_LIST;
-                usage += o->kind == OP_USAGE;
-            }
+        size_t n = 0, usage = 0, again = 0;
+        for (struct op *o = ops; o; o = o->next) {
+            n += o->kind != OP_FLUSH && o->kind != OP_LIST;
+            usage += o->kind == OP_USAGE;
+            again += o->kind == OP_USAGE && o->tries > 0;
+        }
+        pthread_mutex_lock(&s->q_mu);
+        const int closing = s->closing;
+        pthread_mutex_unlock(&s->q_mu);
+        /* the upkeep alone, or usage rows tried again alone, each second while the disk
+         * stays full: told once a minute */
+        const int retry = again == n;
+        if (s->opt.on_error && (!retry || now - s->retry_told_ms >= 60000)) {
+            if (retry)
+                s->retry_told_ms = now;
             char what[400];
             const char *why = b.failed ? "out of memory" : sqlite3_errmsg(s->wdb);
             if (n == 0)
@@ -858,9 +868,9 @@ static void run_batch(store *s, struct op *ops, int touches)
             else
                 snprintf(what, sizeof what, "a batch of %zu writes was rolled back: %s%s", n, why,
                          !usage ? ""
-                         : s->closing ? " (its usage figures are lost: the store is closing)"
-                                      : " (its usage figures are written again with the next "
-                                        "batch)");
+                         : closing ? " (its usage figures are lost: the store is closing)"
+                                   : " (its usage figures are written again with the next "
+                                     "batch)");
             s->opt.on_error(s->opt.on_error_arg, what);
         }
         sqlite3_exec(s->wdb, "ROLLBACK", NULL, NULL, NULL);
