@@ -507,7 +507,9 @@ static int another_key(struct gw_req *r, const char *key)
     for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
         const char *v;
         for (int i = 0; (v = gw_req_header_at(r, names[n], i)); i++) {
-            if (n == 0 && !strncasecmp(v, "Bearer ", 7))
+            if (n == 0 && strncasecmp(v, "Bearer ", 7))
+                continue; /* another scheme (Basic) carries no key of this server */
+            if (n == 0)
                 for (v += 7; *v == ' ';)
                     v++;
             if (*v && strcmp(v, key))
