@@ -837,7 +837,8 @@ typedef struct {
     uint8_t numweak[MAX_NUM]; /* the bare word "one": "a cup" and "one cup" agree */
     int nnum;
     int overflow;
-    const char *text; /* as given */
+    const char *text; /* as given, textlen bytes */
+    size_t textlen;
     size_t data_at;   /* where data after a colon starts ("to lower case: HELLO"), or len */
 } side;
 
@@ -1463,6 +1464,7 @@ static void tokenize(side *sd, const char *text, size_t len)
     sd->nnum = 0;
     sd->overflow = 0;
     sd->text = text;
+    sd->textlen = len;
     sd->data_at = len;
     /* the last colon a space follows, with something after it that is not a question
      * ("python: how do I reverse a list?") */
@@ -1471,7 +1473,7 @@ static void tokenize(side *sd, const char *text, size_t len)
             size_t d = k + 1, w;
             while (d < len && (p[d] == ' ' || p[d] == '\n' || p[d] == '\t' || p[d] == '\r'))
                 d++;
-            char lw[8];
+            char lw[8] = "";
             for (w = d; w < len && w - d < sizeof lw && is_alpha(p[w]); w++)
                 lw[w - d] = (char)(p[w] | 0x20);
             int e = lex_find(lw, w - d);
@@ -1584,6 +1586,10 @@ static void tokenize(side *sd, const char *text, size_t len)
         if (initial) flags |= F_INITIAL;
         if (in_dq || in_bq || in_sq) flags |= F_QUOTED;
         if (in_bq) flags |= F_CODE;
+        /* a command's option ("ls -a", "--all") and an escape ("\d"): code, read in its case */
+        if (i > 0 && (p[i - 1] == '\\' ||
+                      (p[i - 1] == '-' && (i == 1 || p[i - 2] == ' ' || p[i - 2] == '-'))))
+            flags |= F_CODE;
         if (joined) flags |= F_JOINED;
         joined = 0;
         int first = sd->nt;
@@ -3151,6 +3157,48 @@ static int rule_spelling(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* The next span of text between double quotes or backticks in t[*at, n): its start and
+ * length into from and len; 0 when there is none. */
+static int next_quoted(const char *t, size_t n, size_t *at, size_t *from, size_t *len)
+{
+    while (*at < n && t[*at] != '"' && t[*at] != '`')
+        (*at)++;
+    if (*at >= n) return 0;
+    const char q = t[(*at)++];
+    const char *end = memchr(t + *at, q, n - *at);
+    if (!end) return 0;
+    *from = *at;
+    *len = (size_t)(end - (t + *at));
+    *at = (size_t)(end - t) + 1;
+    return 1;
+}
+
+/* Whether two texts are the same but for white space. */
+static int same_but_spaces(const char *a, size_t al, const char *b, size_t bl)
+{
+    size_t i = 0, j = 0;
+    for (;;) {
+        while (i < al && (a[i] == ' ' || a[i] == '\t')) i++;
+        while (j < bl && (b[j] == ' ' || b[j] == '\t')) j++;
+        if (i == al || j == bl) return i == al && j == bl;
+        if (a[i++] != b[j++]) return 0;
+    }
+}
+
+/* 'len("hello")' vs 'len("hello ")': quoted text is read as written, its spaces too. */
+static int rule_quoted_spaces(const side *a, const side *b, char *why, size_t whylen)
+{
+    size_t ai = 0, bi = 0, af, al, bf, bl;
+    while (next_quoted(a->text, a->textlen, &ai, &af, &al) &&
+           next_quoted(b->text, b->textlen, &bi, &bf, &bl))
+        if ((al != bl || memcmp(a->text + af, b->text + bf, al)) &&
+            same_but_spaces(a->text + af, al, b->text + bf, bl)) {
+            say(why, whylen, "quoted text differs in its spaces");
+            return 0;
+        }
+    return 1;
+}
+
 /* Whether t begins a sentence of sd's data: the first word after the colon, or one after
  * ". ", "! ", "? " or a line break. */
 static int sentence_start(const side *sd, const tok *t)
@@ -3619,15 +3667,23 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
         if (!(pass ? sb : sa) || (pass ? sa : sb)) continue;
         for (int i = 0; i + 1 < p->nt; i++) {
             if (!word_is(&p->t[i], K_ALL)) continue;
-            int r = content_near(p, i, +1); /* its noun: "all files", "all Docker containers" */
-            if (r >= 0 && r + 1 < p->nt && p->t[r].nlen == p->t[r].len &&
-                !(p->t[r + 1].flags & F_STOP))
+            /* its noun: "all files", "all Docker containers", "all running Docker
+             * containers" */
+            int r = content_near(p, i, +1);
+            for (int hop = 0; hop < 3 && r >= 0 && r + 1 < p->nt &&
+                              p->t[r].nlen == p->t[r].len && !(p->t[r + 1].flags & F_STOP);
+                 hop++)
                 r++;
             const tok *n = r >= 0 ? &p->t[r] : NULL;
-            if (!n || n->nlen == n->len) continue; /* not a plural */
+            /* its singular ("rows" is a word of the lexicon too, and so is not read as one) */
+            size_t sl = !n ? 0 : n->nlen < n->len ? n->nlen
+                               : n->len > 3 && n->s[n->len - 1] == 's' && n->s[n->len - 2] != 's'
+                                   ? n->len - 1u
+                                   : 0;
+            if (!sl) continue; /* not a plural */
             for (int k = 0; k < q->nt; k++)
-                if (q->t[k].len == q->t[k].nlen && q->t[k].nlen == n->nlen &&
-                    !memcmp(q->t[k].n, n->n, n->nlen) &&
+                if (q->t[k].len == q->t[k].nlen && q->t[k].nlen == sl &&
+                    !memcmp(q->t[k].n, n->nlen < n->len ? n->n : n->s, sl) &&
                     /* not a noun's modifier: "column widths", "duplicate items" */
                     (k + 1 == q->nt || (q->t[k + 1].flags & (F_STOP | F_NUM)))) {
                     say(why, whylen, "scope differs: all %.*s vs one", (int)n->len, n->s);
@@ -3894,7 +3950,8 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
         return 0;
     if ((rules & R_SCOPE) && !rule_scope(a, b, why, whylen)) return 0;
     if ((rules & R_ENTITY) &&
-        (!rule_case(a, b, why, whylen) || !rule_spelling(a, b, why, whylen)))
+        (!rule_case(a, b, why, whylen) || !rule_spelling(a, b, why, whylen) ||
+         !rule_quoted_spaces(a, b, why, whylen)))
         return 0;
     if ((rules & R_ADD) &&
         (!rule_added(a, b, why, whylen) || !rule_inserted(a, b, why, whylen)))

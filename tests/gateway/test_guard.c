@@ -1142,3 +1142,20 @@ Test(guard, shared_or_apart_since_or_until_and_spelling)
     VETO("How do you spell accommodate?", "how do you spell accomodate", "spelling");
     PASS("How do I improve my handwritting?", "How do I improve my handwriting?");
 }
+
+/* A command's option and a regex escape are code, read in their case; quoted text is read
+ * with its spaces; "all" reaches its plural past its modifiers, and a plural the lexicon
+ * knows as a word of its own. */
+Test(guard, options_escapes_quoted_spaces_and_all_of_a_plural)
+{
+    VETO("What does grep -i do?", "what does grep -I do", "case");
+    VETO("What does the regex \\w+ match?", "what does the regex \\W+ match", "case");
+    PASS("What does ls -l show?", "what does the ls -l command show");
+    VETO("What does \"a b\".split() return in Python?",
+         "what does \"a  b\".split() return in python", "spaces");
+    PASS("What does \"a b\".split() return in Python?",
+         "In Python, what does \"a b\".split() return?");
+    VETO("How do I kill a process in Linux?", "How do I kill all stuck zombie processes in Linux?",
+         "scope");
+    VETO("How do I hide a column in Excel?", "how do i hide all columns in excel", "scope");
+}
