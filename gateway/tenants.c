@@ -726,8 +726,10 @@ void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_
     gw_metric_add(t->m_tokens, u->prompt, tn->label, "prompt");
     gw_metric_add(t->m_tokens, u->completion, tn->label, "completion");
     gw_metric_add(t->m_tokens, u->saved, tn->label, "saved");
+    if (u->busy)
+        return; /* nothing ran: nothing for the usage table */
     struct store_usage su = {.tenant = tn->id,
-                             .requests = !u->busy,
+                             .requests = 1,
                              .prompt_tokens = u->prompt,
                              .completion_tokens = u->completion,
                              .cached_tokens = u->cached,
