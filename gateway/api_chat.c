@@ -1390,7 +1390,8 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
     struct chat_req *c = arg;
     c->timed_out = 1;
     unlead(c);
-    gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
+    if (c->req) /* (NULL: its client left, and the job is cancelled already) */
+        gw_engw_cancel(gw_server_llm(gw_req_server(c->req))->w, &c->job);
 }
 
 static void on_gone(void *arg)

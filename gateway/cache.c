@@ -159,15 +159,20 @@ static const char *unanswered(const struct open_calls *o)
     return NULL;
 }
 
-/* Marks the call of o that tool_call_id to answers; 0 when none has that id. */
+/* Marks the call of o that tool_call_id to answers (the first not answered yet, calls
+ * may share an id); 0 when none has that id. */
 static int answer(struct open_calls *o, const char *to)
 {
+    int found = 0;
     for (size_t k = 0; k < o->n; k++)
         if (to && !strcmp(o->id[k], to)) {
-            o->answered[k] = 1;
-            return 1;
+            found = 1;
+            if (!o->answered[k]) {
+                o->answered[k] = 1;
+                return 1;
+            }
         }
-    return 0;
+    return found; /* (a result sent twice is taken) */
 }
 
 /* The error of a call o left unanswered: -1. */

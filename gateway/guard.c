@@ -3104,12 +3104,18 @@ static int rule_code(const char *a, size_t an, const char *b, size_t bn, char *w
     return 1;
 }
 
+/* Whether t's word is written in sd's text (a token moved from the other side is not). */
+static int mine(const side *sd, const tok *t)
+{
+    return t->raw >= sd->text && t->raw < sd->text + sd->textlen;
+}
+
 /* Whether t is read as it is written, letter case and all: quoted, code, or data after a
  * colon ("convert to lower case: HELLO"). */
 static int literal(const side *sd, const tok *t)
 {
-    return t->raw &&
-           ((t->flags & (F_QUOTED | F_CODE)) || (size_t)(t->raw - sd->text) >= sd->data_at);
+    return t->raw && ((t->flags & (F_QUOTED | F_CODE)) ||
+                      (mine(sd, t) && (size_t)(t->raw - sd->text) >= sd->data_at));
 }
 
 /* Whether sd writes a word as w[0, n) is written (exact 1), or, read as written, in any
@@ -3203,12 +3209,14 @@ static int rule_quoted_spaces(const side *a, const side *b, char *why, size_t wh
  * ". ", "! ", "? " or a line break. */
 static int sentence_start(const side *sd, const tok *t)
 {
+    if (!mine(sd, t)) return 0;
     size_t at = (size_t)(t->raw - sd->text);
     if (at == sd->data_at) return 1;
+    if (at > sd->data_at && sd->text[at - 1] == '\n') return 1;
     while (at > sd->data_at && sd->text[at - 1] == ' ')
         at--;
     return at > sd->data_at && at < (size_t)(t->raw - sd->text) &&
-           strchr(".!?\n", sd->text[at - 1]) != NULL;
+           memchr(".!?\n", sd->text[at - 1], 4) != NULL;
 }
 
 /* Whether q writes t's word with its letters after the first in t's case: the two differ
@@ -3638,6 +3646,14 @@ static int every_other(const side *sd, int i)
     return i + 1 < sd->nt && is_word(&sd->t[i], "every") && is_word(&sd->t[i + 1], "other");
 }
 
+/* The length of a plural's singular, or 0: "rows" is a word of the lexicon too, and so is
+ * not read as one. */
+static size_t plural_sl(const tok *n)
+{
+    if (n->nlen < n->len) return n->nlen;
+    return n->len > 3 && n->s[n->len - 1] == 's' && n->s[n->len - 2] != 's' ? n->len - 1u : 0;
+}
+
 static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
 {
     /* "every other day" is half of "every day" */
@@ -3670,16 +3686,12 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
             /* its noun: "all files", "all Docker containers", "all running Docker
              * containers" */
             int r = content_near(p, i, +1);
-            for (int hop = 0; hop < 3 && r >= 0 && r + 1 < p->nt &&
-                              p->t[r].nlen == p->t[r].len && !(p->t[r + 1].flags & F_STOP);
+            for (int hop = 0; hop < 3 && r >= 0 && r + 1 < p->nt && !plural_sl(&p->t[r]) &&
+                              !(p->t[r + 1].flags & F_STOP);
                  hop++)
                 r++;
             const tok *n = r >= 0 ? &p->t[r] : NULL;
-            /* its singular ("rows" is a word of the lexicon too, and so is not read as one) */
-            size_t sl = !n ? 0 : n->nlen < n->len ? n->nlen
-                               : n->len > 3 && n->s[n->len - 1] == 's' && n->s[n->len - 2] != 's'
-                                   ? n->len - 1u
-                                   : 0;
+            size_t sl = n ? plural_sl(n) : 0;
             if (!sl) continue; /* not a plural */
             for (int k = 0; k < q->nt; k++)
                 if (q->t[k].len == q->t[k].nlen && q->t[k].nlen == sl &&

@@ -527,12 +527,14 @@ struct gw_tenant *gw_tenants_auth(gw_tenants *t, struct gw_req *r)
             gw_req_set_tenant(r, tn->name, NULL);
         return tn;
     }
-    /* Authorization: Bearer KEY, or the api-key (Azure's SDKs) or x-api-key header */
-    const char *auth = gw_req_header(r, "Authorization"), *key = NULL;
-    if (auth && !strncasecmp(auth, "Bearer ", 7))
-        for (key = auth + 7; *key == ' ';)
-            key++;
-    else if (!auth && (!(key = gw_req_header(r, "api-key")) || !*key))
+    /* Authorization: Bearer KEY (on any of its lines: a proxy may have put its own Basic
+     * line first), or the api-key (Azure's SDKs) or x-api-key header */
+    const char *auth = gw_req_header(r, "Authorization"), *key = NULL, *v;
+    for (int i = 0; !key && (v = gw_req_header_at(r, "Authorization", i)); i++)
+        if (!strncasecmp(v, "Bearer ", 7))
+            for (key = v + 7; *key == ' ';)
+                key++;
+    if (!key && (!(key = gw_req_header(r, "api-key")) || !*key))
         key = gw_req_header(r, "x-api-key");
     if (key && *key && another_key(r, key)) {
         gw_tenants_auth_failed(t);

@@ -239,6 +239,8 @@ static int usage_again(store *s, struct op *o)
     o->tries++;
     if (q) {
         usage_merge(&q->u, &o->u);
+        if (q->tries < o->tries)
+            q->tries = o->tries;
     } else if (kept) {
         o->next = NULL;
         append(s, o);

@@ -143,6 +143,11 @@ def test_keys_in_the_headers_sdks_use_and_the_access_log_names_the_tenant(server
         r = c.post("/v1/embeddings", json=body,
                    headers=[("Authorization", "Bearer " + key), ("x-api-key", key)])
         assert r.status_code == 200, "the same key twice is the key"
+        # a proxy's own Basic line, before the client's key or beside Azure's header
+        for h in ([("Authorization", "Basic dXNlcjpwdw=="), ("Authorization", "Bearer " + key)],
+                  [("Authorization", "Basic dXNlcjpwdw=="), ("api-key", key)]):
+            r = c.post("/v1/embeddings", json=body, headers=h)
+            assert r.status_code == 200, (h, r.text)
 
     def mine():
         return [l for l in server.lines

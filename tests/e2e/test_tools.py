@@ -354,6 +354,13 @@ def test_calls_and_results_are_paired_as_openai_pairs_them(server):
     r = sdk(server).chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER],
                                             temperature=0, max_tokens=4)
     assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    # two calls of one id, each answered
+    msgs = user("Weather in Paris, twice?") + [
+        {"role": "assistant", "content": None, "tool_calls": [call, call]}, result, result]
+    with client(server) as c:
+        r = c.post("/v1/chat/completions", json={"model": MODEL, "messages": msgs,
+                                                 "tools": [WEATHER], "max_tokens": 4})
+    assert r.status_code == 200, r.text
 
 
 def test_max_tokens_cuts_a_call_with_length(server):
