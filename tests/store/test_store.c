@@ -749,23 +749,37 @@ static void note_error(void *arg, const char *what)
 
 /* a write that fails in the writer thread (a full disk, here a trigger that refuses) is
  * told to the owner, who logs it: the callers of store_put() see nothing */
-Test(store, a_failed_batch_is_told)
+/* A store whose failures are told into told[256]. */
+static store *open_telling(char *told)
 {
-    char told[256] = "";
     struct store_options o = {.dir = dir, .dim = DIM, .on_error = note_error,
                               .on_error_arg = told};
     char err[512];
     store *s = NULL;
     cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_OK, "%s", err);
-    char path[600];
+    return s;
+}
+
+/* A connection to the store's database on which a trigger refuses every insert into
+ * table, as a full disk would (DROP TRIGGER refuse lifts it). */
+static sqlite3 *refuse_inserts(const char *table)
+{
+    char path[600], sql[200];
     snprintf(path, sizeof path, "%s/cachegate.db", dir);
     sqlite3 *db;
     cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-    cr_assert_eq(sqlite3_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON entries BEGIN "
-                                  "SELECT RAISE(ABORT, 'no space left (test)'); END",
-                              NULL, NULL, NULL),
-                 SQLITE_OK);
-    sqlite3_close(db);
+    sqlite3_busy_timeout(db, 10000); /* (the writer may be writing meanwhile) */
+    snprintf(sql, sizeof sql, "CREATE TRIGGER refuse BEFORE INSERT ON %s BEGIN "
+             "SELECT RAISE(ABORT, 'no space left (test)'); END", table);
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    return db;
+}
+
+Test(store, a_failed_batch_is_told)
+{
+    char told[256] = "";
+    store *s = open_telling(told);
+    sqlite3_close(refuse_inserts("entries"));
     put(s, 1, 1, 1, "lost", 0);
     store_sync(s); /* fails too when it ran in the put's batch */
     cr_assert(strstr(told, "rolled back") && strstr(told, "no space left (test)"), "%s", told);
@@ -778,20 +792,8 @@ Test(store, a_failed_batch_is_told)
 Test(store, usage_in_a_failed_batch_is_written_again)
 {
     char told[256] = "";
-    struct store_options o = {.dir = dir, .dim = DIM, .on_error = note_error,
-                              .on_error_arg = told};
-    char err[512];
-    store *s = NULL;
-    cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_OK, "%s", err);
-    char path[600];
-    snprintf(path, sizeof path, "%s/cachegate.db", dir);
-    sqlite3 *db;
-    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-    sqlite3_busy_timeout(db, 10000); /* (the writer tries again meanwhile) */
-    cr_assert_eq(sqlite3_exec(db, "CREATE TRIGGER refuse BEFORE INSERT ON usage_daily BEGIN "
-                                  "SELECT RAISE(ABORT, 'no space left (test)'); END",
-                              NULL, NULL, NULL),
-                 SQLITE_OK);
+    store *s = open_telling(told);
+    sqlite3 *db = refuse_inserts("usage_daily");
     struct store_usage u = {.tenant = 1, .day = "2026-01-02", .requests = 1,
                             .prompt_tokens = 10, .completion_tokens = 20};
     cr_assert_eq(store_usage_add(s, &u), STORE_OK);
