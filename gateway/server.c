@@ -364,12 +364,11 @@ static int http_date(char *out, size_t len)
     return gmtime_r(&now, &tm) && strftime(out, len, "%a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
-/* The path of a request target of n bytes, without its query (which may hold secrets),
- * cut to fit out. */
-static void target_path(const char *target, size_t n, char *out, size_t len)
+/* The path of a request target, without its query (which may hold secrets), cut to fit
+ * out. */
+static void target_path(const char *target, char *out, size_t len)
 {
-    size_t p = strcspn(target, "?#");
-    snprintf(out, len, "%.*s", (int)(p < n ? p : n), target);
+    snprintf(out, len, "%.*s", (int)strcspn(target, "?#"), target);
 }
 
 /* Answers a request the filter refused and closes the connection after it. */
@@ -401,7 +400,7 @@ static void conn_reject(struct conn *c, int status, const char *reason, const ch
     memcpy(line, c->head, n);
     line[n] = 0;
     if (sscanf(line, "%15s %255s", method, target) == 2)
-        target_path(target, strlen(target), path, sizeof path);
+        target_path(target, path, sizeof path);
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
     if (getpeername(bufferevent_getfd(c->ssl_bev), (struct sockaddr *)&sa, &sl) == 0)
@@ -1598,7 +1597,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         snprintf(rc->peer, sizeof rc->peer, "%s", peer);
     const char *target = evhttp_request_get_uri(req);
     if (target)
-        target_path(target, strlen(target), rc->path, sizeof rc->path);
+        target_path(target, rc->path, sizeof rc->path);
 
     const char *given = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Request-Id");
     if (given && plain_id(given))
