@@ -71,7 +71,7 @@ struct chat_req {
     struct gw_cache_sem sem;
     /* the same request in flight (coalescing): a leader's answer serves its followers */
     struct chat_req *lnext, *lprev; /* the leaders' list, while it leads */
-    int leading, following;
+    int leading;
     int served; /* its answer is its followers': 1 it ended with stop, 2 with length */
     struct chat_req *followers;     /* a leader's, each linked by fnext */
     struct chat_req *fnext;
@@ -1978,7 +1978,6 @@ static int follow(struct chat_req *c)
         if (same_request(c, l)) {
             c->fnext = l->followers;
             l->followers = c;
-            c->following = 1;
             gw_req_defer(c->req);
             gw_req_on_gone(c->req, follower_gone, c);
             gw_req_on_cut(c->req, follower_cut, c);
@@ -2012,7 +2011,6 @@ static void release_followers(struct chat_req *c)
     while (f) {
         struct chat_req *next = f->fnext;
         f->fnext = NULL;
-        f->following = 0;
         if (!f->req || gw_req_gone(f->req)) {
             f->req = NULL;
             f->use.cancelled = 1;
