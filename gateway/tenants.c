@@ -728,8 +728,12 @@ void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_
     gw_metric_add(t->m_tokens, u->prompt, tn->label, "prompt");
     gw_metric_add(t->m_tokens, u->completion, tn->label, "completion");
     gw_metric_add(t->m_tokens, u->saved, tn->label, "saved");
-    if (u->busy)
-        return; /* nothing ran: nothing for the usage table */
+    if (u->busy) { /* nothing ran: its request back, nothing for the usage table */
+        int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
+        if (rpm)
+            tn->req_bucket = fmin((double)rpm, tn->req_bucket + 1);
+        return;
+    }
     struct store_usage su = {.tenant = tn->id,
                              .requests = 1,
                              .prompt_tokens = u->prompt,

@@ -359,7 +359,7 @@ def test_prompts_refused_for_a_full_queue_are_not_charged(make_server):
     for them. (The engine counts its queue as of its last step, so a batch sent just as
     the blocker starts may still fit: it is answered, and charged, and sent again.)"""
     server = make_server(AUTH_CONF + "[engine]\nmax_num_seqs = 1\nmax_waiting = 1\n")
-    ka, kb = make_tenant(server, "a"), make_tenant(server, "b")
+    ka, kb = make_tenant(server, "a", {"requests_per_minute": 7}), make_tenant(server, "b")
     time.sleep(1.2)
     body = {"model": MODEL, "stream": True, "max_tokens": 2000, "temperature": 0,
             "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"}
@@ -379,22 +379,32 @@ def test_prompts_refused_for_a_full_queue_are_not_charged(make_server):
             break
         answered.append(r.json()["usage"])
     assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limit_exceeded"
+    # nor does it spend one of the minute's requests: the next has as many left (7 a
+    # minute come back at 0.12 a second: without the refund the next would have one fewer)
+    left = int(r.headers["x-ratelimit-remaining-requests"])
+    deadline = time.monotonic() + 10  # (the prompts it queued are cancelled first)
+    while 'cachegate_tenant_requests_total{tenant="a",result="busy"} 1' not in \
+            client(server).get("/metrics").text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    again = embed(client(server, ka))
+    assert again.status_code == 200
+    assert int(again.headers["x-ratelimit-remaining-requests"]) >= left, again.headers
+    answered.append({"prompt_tokens": again.json()["usage"]["prompt_tokens"],
+                     "completion_tokens": 0})
     # the refused request is no request of the usage table (nothing ran), only the answered
     deadline = time.monotonic() + 15
     rows = []
     while time.monotonic() < deadline:
         time.sleep(0.5)
         rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
-        if len(rows) == (1 if answered else 0) and \
-                (not rows or rows[0]["requests"] == len(answered)):
+        if len(rows) == 1 and rows[0]["requests"] == len(answered):
             break
     time.sleep(1.5)  # (usage is written within a second: nothing more comes)
     rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
-    assert len(rows) == (1 if answered else 0), rows
-    if answered:
-        assert rows[0]["requests"] == len(answered), rows
-        assert rows[0]["prompt_tokens"] == sum(u["prompt_tokens"] for u in answered), rows
-        assert rows[0]["completion_tokens"] == sum(u["completion_tokens"] for u in answered), rows
+    assert len(rows) == 1, rows
+    assert rows[0]["requests"] == len(answered), rows
+    assert rows[0]["prompt_tokens"] == sum(u["prompt_tokens"] for u in answered), rows
+    assert rows[0]["completion_tokens"] == sum(u["completion_tokens"] for u in answered), rows
     text = client(server).get("/metrics").text
     assert 'cachegate_tenant_requests_total{tenant="a",result="busy"} 1' in text
 
