@@ -204,7 +204,8 @@ static const char *const contrast_groups[] = {
 /* clang-format off */
 static const char *const synonym_groups[] = {
     "big large huge giant enormous massive", "small little tiny miniature",
-    "fast quick rapid speedy swift", "quickly rapidly fast", "begin start commence",
+    "biggest largest", "smallest tiniest", "fast quick rapid speedy swift",
+    "quickly rapidly fast", "begin start commence",
     "end finish conclude terminate", "finish complete", "stop halt quit end",
     "make create build construct produce generate", "buy purchase get", "get obtain acquire",
     "fix repair mend resolve solve", "error mistake bug issue problem",
@@ -2740,9 +2741,25 @@ static int asks_when(const side *x, const int *ix, int xf, int xt, const side *y
     return unit == 1;
 }
 
+/* How many of sd's first words open a question whose rest, a noun phrase, asks it alone:
+ * "what is" (the) in "what is the melting point of iron", 0 when other opens a question
+ * too (the two openings are then compared as words). */
+static int bare_opening(const side *sd, const int *idx, int n, const side *other,
+                        const int *oidx, int on)
+{
+    if (n < 4 || on < 1 || !is_word(&sd->t[idx[0]], "what")) return 0;
+    const tok *o = &other->t[oidx[0]];
+    if ((o->flags & F_WH) || is_word(o, "what") || is_word(o, "which")) return 0;
+    return is_word(&sd->t[idx[1]], "is") || is_word(&sd->t[idx[1]], "are") ? 2 : 0;
+}
+
 static int rule_swap(const side *a, const side *b, char *why, size_t whylen)
 {
     int ia[MAX_TOK], ib[MAX_TOK], na = kept_words(a, ia), nb = kept_words(b, ib);
+    /* "what is the boiling point of iron" and "melting point of iron" differ in one word */
+    int oa = bare_opening(a, ia, na, b, ib, nb), ob = bare_opening(b, ib, nb, a, ia, na);
+    memmove(ia, ia + oa, (size_t)(na -= oa) * sizeof *ia);
+    memmove(ib, ib + ob, (size_t)(nb -= ob) * sizeof *ib);
     int p = 0;
     while (p < na && p < nb && tok_like(&a->t[ia[p]], &b->t[ib[p]]))
         p++;
@@ -2753,6 +2770,15 @@ static int rule_swap(const side *a, const side *b, char *why, size_t whylen)
     /* a swap is short and the sentence around it long enough to be "the same sentence" */
     int ctx = p + s;
     if (ma < 1 || mb < 1 || ma > 2 || mb > 2 || ctx < 1 || ctx < ma || ctx < mb) return 1;
+    /* past an opening one side leaves out, only one word for another, not its synonym
+     * (a terse query rewords more: "sqrt of 144", "biggest planet") */
+    if (oa || ob) {
+        const tok *x = &a->t[ia[p]], *y = &b->t[ib[p]];
+        const tok *u = x->nlen <= y->nlen ? x : y, *v = u == x ? y : x;
+        if (ma != 1 || mb != 1 || syn(x, y) || ((x->flags | y->flags) & F_STOP) ||
+            memcmp(u->n, v->n, u->nlen) == 0) /* "fi" and "fiction" */
+            return 1;
+    }
     /* "web site" vs "website", "e mail" vs "email" */
     char ja[128], jb[128];
     size_t la = 0, lb = 0;

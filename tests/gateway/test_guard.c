@@ -1159,3 +1159,16 @@ Test(guard, options_escapes_quoted_spaces_and_all_of_a_plural)
          "scope");
     VETO("How do I hide a column in Excel?", "how do i hide all columns in excel", "scope");
 }
+
+Test(guard, one_word_differs_past_an_opening_one_side_leaves_out)
+{
+    VETO("What is the flash point of diesel?", "boiling point of diesel", "one word");
+    VETO("What are the side effects of ibuprofen?", "side effects of acetaminophen",
+         "one word");
+    VETO("What is the specific heat of water?", "specific gravity of water", "one word");
+    /* a terse query rewords more: abbreviations, synonyms, function words */
+    PASS("What is the square root of 81?", "sqrt of 81");
+    PASS("What is the biggest desert in the world?", "largest desert in the world");
+    PASS("What are the best horror films of all time?", "best horror movies of all time");
+    PASS("What is the population of Canada?", "population of canada");
+}
