@@ -47,6 +47,23 @@ static const char *repeated(struct evkeyvalq *q)
     return NULL;
 }
 
+/* Parses r's query string into q: 0, or replies 400 and returns -1. A value decoded to a
+ * NUL byte would be cut there ("?name=a%00b" naming "a"), so it is refused. */
+static int parse_query(struct gw_req *r, struct evkeyvalq *q)
+{
+    const char *qs = gw_req_query(r);
+    if (!qs)
+        return 0;
+    if (strstr(qs, "%00") || evhttp_parse_query_str(qs, q)) {
+        gw_reply_error(r, 400,
+                       strstr(qs, "%00") ? "The query string holds a NUL byte (%00)."
+                                         : "The query string does not parse.",
+                       NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
 /* The tenant named by ?tenant= (default: "default"). 0, or replies 404 and returns -1. */
 static int query_tenant(struct gw_req *r, struct evkeyvalq *q, int64_t *id)
 {
@@ -259,11 +276,8 @@ void gw_handle_admin_cache(struct gw_req *r)
     if (!gw_admin_ok(r))
         return;
     struct evkeyvalq q = {0};
-    const char *qs = gw_req_query(r);
-    if (qs && evhttp_parse_query_str(qs, &q)) {
-        gw_reply_error(r, 400, "The query string does not parse.", NULL, NULL);
+    if (parse_query(r, &q))
         return;
-    }
     const char *id_s = evhttp_find_header(&q, "id"), *all = evhttp_find_header(&q, "all");
     const char *twice = repeated(&q);
     int64_t tenant = -1, id = -1;
@@ -390,17 +404,15 @@ void gw_handle_admin_cache_import(struct gw_req *r)
         return;
     gw_server *srv = gw_req_server(r);
     struct evkeyvalq q = {0};
-    const char *qs = gw_req_query(r);
+    if (parse_query(r, &q))
+        return;
     struct admin_op *op = calloc(1, sizeof *op);
-    if (op)
-        op->refs = 1;
-    if (!op || (qs && evhttp_parse_query_str(qs, &q))) {
-        gw_reply_error(r, op ? 400 : 503, op ? "The query string does not parse." : "Out of "
-                                                                                    "memory.",
-                       NULL, NULL);
-        free(op);
+    if (!op) {
+        evhttp_clear_headers(&q);
+        gw_reply_error(r, 503, "Out of memory.", NULL, NULL);
         return;
     }
+    op->refs = 1;
     op->req = r;
     op->errors = json_array();
     if (query_tenant(r, &q, &op->tenant))
@@ -496,12 +508,7 @@ fail_replied:
 /* The admin key's check and the query string's parameters (cleared by the caller). */
 static int admin_query(struct gw_req *r, struct evkeyvalq *q)
 {
-    if (!gw_admin_ok(r))
-        return 0;
-    const char *qs = gw_req_query(r);
-    if (qs)
-        evhttp_parse_query_str(qs, q);
-    return 1;
+    return gw_admin_ok(r) && !parse_query(r, q);
 }
 
 static json_t *tenant_json(const struct store_tenant *t)

@@ -583,8 +583,14 @@ static int sync_dir_of(const char *path)
 
 static int save_to(sidx *ix, const char *path, const char *tmp)
 {
-    FILE *f = fopen(tmp, "w+be");
-    if (!f) return fail(SIDX_EIO, "open %s: %s", tmp, strerror(errno));
+    /* the owner's alone, as the database: the vectors are of the tenants' questions */
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 && fchmod(fd, 0600) == 0 ? fdopen(fd, "w+b") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return fail(SIDX_EIO, "open %s: %s", tmp, strerror(e));
+    }
     pthread_rwlock_rdlock(&ix->lock);
     int rc = ix->broken ? fail(SIDX_EFAISS, "index broken by an earlier FAISS failure")
                         : write_file(ix, f);

@@ -78,6 +78,11 @@ int store_db_open_why(const char *path, int readonly, sqlite3 **out, char *why, 
     sqlite3 *db = NULL;
     int flags = (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
                 SQLITE_OPEN_NOMUTEX;
+    /* a new database is the owner's alone (SQLite would make it 0644, and its -wal and
+     * -shm like it), whatever the directory it is in: it holds every tenant's questions */
+    int fd = readonly ? -1 : open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
     if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
         db_why(db, why, whylen);
         sqlite3_close(db);

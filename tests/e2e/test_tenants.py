@@ -660,6 +660,11 @@ def test_admin_tenant_inputs_that_would_lose_a_policy_are_refused(server):
     assert r.json()["data"][0]["policy"] == {"requests_per_minute": 5}
     r = a.get("/admin/tenants?name=nobody")
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    # a NUL decoded in a name would cut it there: "pol%00x" deleted "pol"
+    r = a.delete("/admin/tenants?name=pol%00x")
+    assert r.status_code == 400 and "NUL" in r.json()["error"]["message"], r.text
+    assert a.get("/admin/cache?tenant=pol%00x").status_code == 400
+    assert a.get("/admin/tenants?name=pol").status_code == 200
 
 
 def test_cli_reads_refuse_a_directory_without_a_database(tmp_path, server):

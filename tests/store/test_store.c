@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1055,4 +1056,26 @@ Test(store, responses_by_tenant_expiry_deletion_and_tenant_deletion)
     cr_assert_eq(store_sync(s), STORE_OK);
     cr_assert(!response(s, acme, "resp_d", NULL, 0));
     store_close(s);
+}
+
+/* The database, its WAL and the saved indexes hold every tenant's questions: they are the
+ * owner's alone, also in a data directory that others may read. */
+Test(store, the_files_are_the_owners_alone)
+{
+    cr_assert_eq(chmod(dir, 0755), 0);
+    mode_t old = umask(022);
+    store *s = open_store(0, 0, NULL);
+    put(s, 1, 1, 1, "one", 0);
+    store_close(s);
+    umask(old);
+    const char *names[] = {"cachegate.db", "cachegate.db-wal", "index/1.faiss"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char path[300];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (stat(path, &st) && errno == ENOENT && i == 1)
+            continue; /* (a WAL checkpointed away at close) */
+        cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
+        cr_assert_eq(st.st_mode & 0777, 0600, "%s is %o", names[i], st.st_mode & 0777);
+    }
 }
