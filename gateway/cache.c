@@ -388,7 +388,9 @@ char *gw_turn_text(json_t *msg, size_t *len, long *bad)
  * keys sorted, compact, ASCII only, as json_dumps(JSON_COMPACT | JSON_SORT_KEYS |
  * JSON_ENSURE_ASCII) writes it, so that keys stored by earlier versions still match:
  *   context: [[role, text], ...] every message but the last (chat only; developer is
- *            written system), model, ns (the tenant's namespace), route ("chat" or
+ *            written system), model, name (the last message's, where it has one: "bob:
+ *            what is my name?" is no paraphrase of the question without it), ns (the
+ *            tenant's namespace), route ("chat" or
  *            "completion-raw"), and the sampling parameters below that are present and not
  *            null. Top-level numbers are written as reals, so that 1 and 1.0 key alike; a
  *            number equal to its default, and a neutral value (oai_param_neutral()), key like
@@ -396,7 +398,7 @@ char *gw_turn_text(json_t *msg, size_t *len, long *bad)
  * It is written straight into a buffer: building it as a json_t tree cost more than the
  * rest of a cache hit.
  */
-enum canon_kind { C_CONTEXT, C_MODEL, C_NS, C_ROUTE, C_PARAM };
+enum canon_kind { C_CONTEXT, C_MODEL, C_NAME, C_NS, C_ROUTE, C_PARAM };
 
 static const struct canon_key {
     const char *key; /* in strcmp order */
@@ -405,7 +407,7 @@ static const struct canon_key {
 } canon_keys[] = {
     {"context", C_CONTEXT, 0},         {"frequency_penalty", C_PARAM, 0},
     {"logit_bias", C_PARAM, -1},       {"min_p", C_PARAM, 0},
-    {"model", C_MODEL, 0},
+    {"model", C_MODEL, 0},             {"name", C_NAME, 0},
     {"ns", C_NS, 0},                   {"presence_penalty", C_PARAM, 0},
     {"response_format", C_PARAM, -1},  {"route", C_ROUTE, 0},
     {"seed", C_PARAM, -1},             {"stop", C_PARAM, -1},
@@ -479,7 +481,7 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
     char *query = NULL;
     size_t qlen = 0;
     int rc = 1;
-    json_t *msgs = NULL;
+    json_t *msgs = NULL, *qname = NULL;
     size_t n = 0;
     if (chat) {
         msgs = json_object_get(b, "messages");
@@ -489,6 +491,9 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
         long bad;
         if (!role || strcmp(role, "user"))
             goto out;
+        qname = json_object_get(last, "name");
+        if (!json_is_string(qname) || !json_string_length(qname))
+            qname = NULL;
         if (!(query = gw_turn_text(last, &qlen, &bad))) {
             if (bad == -2)
                 goto oom;
@@ -511,7 +516,7 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
     for (size_t i = 0; i < sizeof canon_keys / sizeof *canon_keys; i++) {
         const struct canon_key *ck = &canon_keys[i];
         json_t *v = NULL;
-        if (ck->kind == C_CONTEXT && !chat)
+        if ((ck->kind == C_CONTEXT && !chat) || (ck->kind == C_NAME && !qname))
             continue;
         if (ck->kind == C_PARAM) {
             v = json_object_get(b, ck->key);
@@ -535,6 +540,9 @@ int gw_cache_key_make(json_t *b, int chat, int64_t ns, struct gw_cache_key *out)
             oai_buf_str(&canon, m, strlen(m), 1);
             break;
         }
+        case C_NAME:
+            oai_buf_str(&canon, json_string_value(qname), json_string_length(qname), 1);
+            break;
         case C_NS: oai_buf_int(&canon, ns); break;
         /* "completion-raw": completions keyed their prompt normalized once, and those
          * entries must not answer the prompts they were normalized to */

@@ -113,6 +113,20 @@ def test_a_participants_name_is_read_by_the_model_and_keys_the_caches(server):
     r = ask("bob", {"Cache-Control": "only-if-cached"})
     assert r.status_code == 504, r.headers
     assert ask(None, {"Cache-Control": "only-if-cached"}).status_code == 504
+    # nor does an answer to the question without a name serve it with one (semantically
+    # the two were 0.89 alike): the name is part of the partition
+    line["messages"] = [{"role": "user", "content": "Which fruit is yellow and curved?"}]
+    line["answer"] = "The banana."
+    r = c.post("/admin/cache/import", content=json.dumps(line),
+               headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.json()["imported"] == 1, r.text
+    for name in ("dave", None):
+        user = {"role": "user", "content": "Which fruit is yellow and curved?",
+                **({"name": name} if name else {})}
+        r = c.post("/v1/chat/completions", headers={"Cache-Control": "only-if-cached"},
+                   json={"model": MODEL, "messages": [user], "max_tokens": 16,
+                         "temperature": 0})
+        assert r.status_code == (504 if name else 200), (name, r.headers)
     r = c.post("/v1/chat/completions", json={"model": MODEL, "messages": [
         {"role": "user", "content": "Hi", "name": 7}]})
     assert r.status_code == 400 and "name must be a string" in r.text

@@ -62,6 +62,9 @@ Test(cache_key, parameters_that_change_the_answer_split_partitions)
         "{\"role\":\"user\",\"content\":\"What is the capital of France?\"}]}",
         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"What is the capital "
         "of France?\"}]}",
+        /* the participant's name: "bob: what is my name?" is no paraphrase of the question */
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":\"What is the capital of France?\",\"name\":\"bob\"}]}",
     };
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         struct gw_cache_key b = key_of(variants[i], 1, 1);
@@ -300,6 +303,10 @@ static char *reference_canon(json_t *b, int chat, int64_t ns)
             free(t);
         }
         json_object_set_new(canon, "context", ctx);
+        json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+        json_t *name = json_object_get(last, "name");
+        if (json_is_string(name) && json_string_length(name))
+            json_object_set(canon, "name", name);
     }
     char *d = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
     json_decref(canon);
@@ -333,6 +340,10 @@ Test(cache_key, partition_keys_match_the_canonical_json_of_the_request)
         "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"part one \"},"
         "{\"type\":\"text\",\"text\":\"part two\"}]},{\"role\":\"user\",\"content\":\"q\"}]}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"no model\"}]}",
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\","
+        "\"name\":\"b\\u00f6b\"}]}",
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\","
+        "\"name\":\"\"}]}",
         "{\"model\":7,\"messages\":[{\"role\":\"user\",\"content\":\"model not a string\"}]}",
     };
     for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
