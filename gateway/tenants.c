@@ -668,7 +668,10 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
     int64_t quota = limit(tn->pol.monthly_tokens, t->cfg->tenants_monthly_tokens);
     /* what the month has left, less what admitted requests may still use of it */
     int64_t month_left = quota - tn->month_used - tn->month_reserved;
-    if (quota && month_left <= 0) {
+    if (estimate < 1)
+        estimate = 1;
+    char msg[300];
+    if (quota && (month_left <= 0 || estimate > month_left)) {
         time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
@@ -676,14 +679,28 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
         tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
         tm.tm_mon++;
         double wait = difftime(timegm(&tm), now);
-        return refuse(t, tn, r, wait, "insufficient_quota",
-                      "You exceeded your monthly token quota.");
+        if (month_left <= 0)
+            return refuse(t, tn, r, wait, "insufficient_quota",
+                          "You exceeded your monthly token quota.");
+        /* (a request that may use more than is left would overrun the quota by its size) */
+        snprintf(msg, sizeof msg, "This request may use up to %lld tokens (its prompt and "
+                 "max_tokens), and the monthly token quota has %lld left: lower max_tokens or "
+                 "the input.", (long long)estimate, (long long)month_left);
+        return refuse(t, tn, r, wait, "insufficient_quota", msg);
     }
     if (rpm && tn->req_bucket < 1)
         return refuse(t, tn, r, (1 - tn->req_bucket) * 60 / (double)rpm, "rate_limit_exceeded",
                       "Rate limit reached for requests per minute.");
-    /* room for what it may use, or the whole allowance for a request that may use more */
-    double need = tpm ? fmax(1, fmin((double)estimate, (double)tpm)) : 0;
+    /* room for what it may use; one that may use more than a minute's allowance never fits
+     * (it is OpenAI's "Request too large", and no retry helps) */
+    double need = tpm ? (double)estimate : 0;
+    if (tpm && estimate > tpm) {
+        snprintf(msg, sizeof msg, "Request too large for tokens per minute: limit %lld, "
+                 "requested %lld (its prompt and max_tokens): lower max_tokens or the input.",
+                 (long long)tpm, (long long)estimate);
+        gw_reply_header(r, "x-should-retry", "false");
+        return refuse(t, tn, r, 60, "rate_limit_exceeded", msg);
+    }
     if (tpm && tn->tok_bucket < need)
         return refuse(t, tn, r, (need - tn->tok_bucket) * 60 / (double)tpm,
                       "rate_limit_exceeded", "Rate limit reached for tokens per minute.");
@@ -697,7 +714,7 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
         tn->tok_bucket -= need;
     }
     if (quota) { /* so that a burst admitted together stays within the month's quota */
-        reserved[1] = estimate < 1 ? 1 : estimate < month_left ? estimate : month_left;
+        reserved[1] = estimate;
         tn->month_reserved += reserved[1];
     }
     tn->inflight++;

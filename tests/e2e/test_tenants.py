@@ -229,13 +229,42 @@ def test_a_monthly_quota_holds_under_a_burst(server):
     assert all(r.json()["error"]["code"] == "insufficient_quota" for r in refused)
 
 
+def test_a_request_that_may_use_more_than_is_left_is_refused(server):
+    """A request was admitted while any allowance was left, and then spent what it asked
+    for: 24 prompts used 1,190 tokens of a monthly quota of 300, an embeddings batch 13,800,
+    and a chat of max_tokens 600 three minutes' worth of 200 tokens a minute. What it may
+    use (its prompt, about 4 bytes a token, and max_tokens for each answer) must fit."""
+    km = make_tenant(server, "m", {"monthly_tokens": 300})
+    kt = make_tenant(server, "t", {"tokens_per_minute": 200})
+    time.sleep(1.2)
+    cm, ct = client(server, km), client(server, kt)
+    r = cm.post("/v1/completions", json={"model": MODEL, "prompt": ["Count: 1, 2,"] * 24,
+                                         "max_tokens": 40})
+    assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota", r.text
+    assert "may use up to" in r.json()["error"]["message"] and "300 left" in r.text
+    r = cm.post("/v1/embeddings", json={"model": "all-minilm-l6-v2",
+                                        "input": ["a few words to embed here"] * 200})
+    assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota", r.text
+    assert r.headers["x-should-retry"] == "false"
+    assert embed(cm).status_code == 200  # a request that fits is served
+    r = chat(ct, "Say hi.", max_tokens=600)
+    assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limit_exceeded", r.text
+    assert "Request too large" in r.text and "limit 200" in r.text
+    assert r.headers["x-should-retry"] == "false"  # waiting would not help
+    r = chat(ct, "Say hi.", max_tokens=8, temperature=0)
+    assert r.status_code == 200, r.text
+    time.sleep(1.5)  # (usage is written within a second)
+    rows = admin(server).get("/admin/usage?tenant=m").json()["data"]
+    assert rows[0]["requests"] == 1 and rows[0]["prompt_tokens"] == 1, rows
+
+
 def test_monthly_quota_and_usage(server):
-    key = make_tenant(server, "a", {"monthly_tokens": 2})
+    key = make_tenant(server, "a", {"monthly_tokens": 3})
     time.sleep(1.2)
     c = client(server, key)
     assert embed(c).status_code == 200  # 1 token ("hello"; not the [CLS] and [SEP])
-    assert embed(c).status_code == 200  # 2 >= 2
-    r = embed(c)
+    assert embed(c).status_code == 200  # 2 used, 1 left
+    r = embed(c)  # which may use 2 (5 bytes, 1 input)
     assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota"
     assert r.json()["error"]["type"] == "insufficient_quota"  # as OpenAI's body says it
     assert r.headers["x-should-retry"] == "false"  # the SDKs' retries would meet the same
