@@ -74,6 +74,27 @@ static int64_t now_ms(void)
 
 /* ------------------------------------------------------------------ keys */
 
+/* Whether the end of out[0..w) is within a quotation opened on its line: a " or ` or ' (not
+ * an apostrophe: one between two letters or digits) seen an odd number of times. */
+static int quoted_at(const char *out, size_t w)
+{
+    size_t from = w;
+    while (from > 0 && out[from - 1] != '\n')
+        from--;
+    int dq = 0, bq = 0, sq = 0;
+    for (size_t k = from; k < w; k++) {
+        unsigned char ch = (unsigned char)out[k];
+        if (ch == '"')
+            dq ^= 1;
+        else if (ch == '`')
+            bq ^= 1;
+        else if (ch == '\'' && !(k > from && isalnum((unsigned char)out[k - 1]) &&
+                                 k + 1 < w && isalnum((unsigned char)out[k + 1])))
+            sq ^= 1;
+    }
+    return dq || bq || sq;
+}
+
 char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
 {
     /* ASCII is its own NFC: only the white space changes */
@@ -98,7 +119,9 @@ char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
     /* collapse runs of ASCII white space to one space, trim both ends, in place; a run that
      * breaks a line and indents the next by two columns or more keeps the break and that
      * indentation (code, YAML, nested lists: how far a line is indented changes what it
-     * says) */
+     * says), and a run within a line that is not one space is kept as it is where it is
+     * quoted ("how many spaces in 'a   b'", "x\ty".split('\t'): there the spaces are what
+     * is asked about) */
     size_t w = 0;
     utf8proc_ssize_t run = -1; /* where the current run of white space began */
     for (utf8proc_ssize_t i = 0; i < n; i++) {
@@ -116,6 +139,9 @@ char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
                 src[w++] = '\n';
                 memmove(src + w, src + k, (size_t)(i - k)); /* w <= k: moves left */
                 w += (size_t)(i - k);
+            } else if (k == run && (i - run > 1 || src[run] != ' ') && quoted_at(src, w)) {
+                memmove(src + w, src + run, (size_t)(i - run)); /* w <= run */
+                w += (size_t)(i - run);
             } else {
                 src[w++] = ' ';
             }

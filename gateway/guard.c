@@ -6,6 +6,7 @@
  */
 #include "guard.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -3189,15 +3190,25 @@ static int rule_spelling(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
-/* The next span of text between double quotes or backticks in t[*at, n): its start and
- * length into from and len; 0 when there is none. */
+/* Whether t[k] is a single quote that opens a quotation: not an apostrophe after a letter
+ * or digit ("don't", "the 90's"). */
+static int opens_single(const char *t, size_t k)
+{
+    return t[k] == '\'' && (k == 0 || !isalnum((unsigned char)t[k - 1]));
+}
+
+/* The next span of text between double quotes, backticks or single quotes in t[*at, n): its
+ * start and length into from and len; 0 when there is none. A single quote closes at one
+ * that no letter or digit follows. */
 static int next_quoted(const char *t, size_t n, size_t *at, size_t *from, size_t *len)
 {
-    while (*at < n && t[*at] != '"' && t[*at] != '`')
+    while (*at < n && t[*at] != '"' && t[*at] != '`' && !opens_single(t, *at))
         (*at)++;
     if (*at >= n) return 0;
     const char q = t[(*at)++];
     const char *end = memchr(t + *at, q, n - *at);
+    while (q == '\'' && end && end + 1 < t + n && isalnum((unsigned char)end[1]))
+        end = memchr(end + 1, q, (size_t)(t + n - end - 1));
     if (!end) return 0;
     *from = *at;
     *len = (size_t)(end - (t + *at));

@@ -132,6 +132,19 @@ def test_a_participants_name_is_read_by_the_model_and_keys_the_caches(server):
     assert r.status_code == 400 and "name must be a string" in r.text
 
 
+def test_spaces_within_quotes_are_part_of_the_question(server):
+    """The exact key collapsed white space everywhere: the answer to how many spaces 'a   b'
+    holds was served for 'a b'. Within quotes the spaces are kept; elsewhere a doubled space
+    is still the same question."""
+    c = client(server)
+    import_lines(c, [("How many spaces are in the string 'a   b'?", "3"),
+                     ("What does \"x\ty\".split() return in Python?", "['x', 'y']")])
+    assert only_if_cached(c, "How many spaces are in the string 'a b'?").status_code == 504
+    assert only_if_cached(c, "What does \"x y\".split() return in Python?").status_code == 504
+    r = only_if_cached(c, "How  many spaces are in the string 'a   b'? ")
+    assert r.status_code == 200 and r.headers["X-Cache-Kind"] == "exact", r.headers
+
+
 def test_the_same_request_in_flight_is_answered_once(server):
     """Identical requests that came while the first ran each ran the engine again; they now
     wait for its answer (X-Cache-Kind: coalesced), as they would find it in the cache had

@@ -467,6 +467,19 @@ Test(cache_key, ascii_and_unicode_queries_normalize_alike)
     cr_assert_str_eq(g, "a\n\t b\n\tc d");
     cr_assert_eq(n, strlen(g));
     free(g);
+    /* within quotes, spaces are what is asked about: kept as they are (one space is one) */
+    const char *kept[][2] = {
+        {"How many spaces are in  'a   b'? ", "How many spaces are in 'a   b'?"},
+        {"print(\"x    y\".split(' '))", "print(\"x    y\".split(' '))"},
+        {"What does `a\tb` print?", "What does `a\tb` print?"},
+        {"Is 'a b' one  word?", "Is 'a b' one word?"},
+        {"Don't  panic, it's  'fine'", "Don't panic, it's 'fine'"},
+    };
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
+        char *h = gw_cache_normalize(kept[i][0], strlen(kept[i][0]), &n);
+        cr_assert_str_eq(h, kept[i][1]);
+        free(h);
+    }
 }
 
 /* An answer whose tenant is deleted before it is written is dropped by the store; the

@@ -1155,6 +1155,8 @@ Test(guard, options_escapes_quoted_spaces_and_all_of_a_plural)
          "what does \"a  b\".split() return in python", "spaces");
     PASS("What does \"a b\".split() return in Python?",
          "In Python, what does \"a b\".split() return?");
+    VETO("How long is the string 'x  y'?", "how long is the string 'x y'", "spaces");
+    PASS("Why don't cats like the word 'bath'?", "why dont cats like the word 'bath'");
     VETO("How do I kill a process in Linux?", "How do I kill all stuck zombie processes in Linux?",
          "scope");
     VETO("How do I hide a column in Excel?", "how do i hide all columns in excel", "scope");
