@@ -4,6 +4,7 @@
 #include "engine.h"
 #include "stop.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,8 @@ struct sched_seq {
     int n_table, cap_table;
     int generated, max_tokens;
     uint64_t ns;
+    uint64_t party; /* whose it is (sched_set_party): admission takes turns between them */
+    long held;      /* the step in which it last waited for a prefill it shares */
     rdx_node *lock;  /* the cached prefix it shares, locked */
     int n_cached;    /* prompt tokens that came from the prefix cache */
     int cache_counted;
@@ -44,6 +47,8 @@ struct sched_seq {
     int gm_optional; /* the grammar holds a document, the stop strings text (generate.h) */
 };
 
+#define SCHED_RECENT 64
+
 struct list {
     sched_seq *head, *tail;
     int n;
@@ -58,6 +63,12 @@ struct sched {
     rdx_tree *rdx; /* NULL: prefix caching off */
     struct list waiting, running;
     long next_order;
+    long steps;
+    /* the parties admitted lately and when (order -1: an empty entry), for taking turns */
+    struct {
+        uint64_t party;
+        long order;
+    } recent[SCHED_RECENT];
     /* prompt + output at which a sequence ends (length): max_model_len, or one past the
      * positions of the whole pool, past which even alone it could not go on */
     int len_cap;
@@ -207,6 +218,8 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
     s->m = m;
     s->v = v;
     s->cfg = *cfg;
+    for (int i = 0; i < SCHED_RECENT; i++)
+        s->recent[i].order = -1;
     s->cfg.max_model_len = sched_max_model_len(m, cfg->max_model_len);
     const long pool = (long)cfg->n_blocks * cfg->block_size + 1;
     s->len_cap = pool < s->cfg.max_model_len ? (int)pool : s->cfg.max_model_len;
@@ -279,7 +292,8 @@ int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
     if (!q)
         return ENG_ENOMEM;
     q->ud = ud;
-    q->ns = ns;
+    q->ns = q->party = ns;
+    q->held = -1;
     q->cap = n_prompt + 16;
     q->tokens = malloc(sizeof *q->tokens * (size_t)q->cap);
     q->cap_table = 8;
@@ -324,6 +338,70 @@ int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
 fail:
     seq_free(q);
     return rc;
+}
+
+void sched_set_party(sched_seq *q, uint64_t party)
+{
+    q->party = party;
+}
+
+static int shares_prefill(const sched *s, const sched_seq *q);
+
+/* How many running sequences are party's. */
+static int party_running(const sched *s, uint64_t party)
+{
+    int n = 0;
+    for (const sched_seq *r = s->running.head; r; r = r->next)
+        n += r->party == party;
+    return n;
+}
+
+/* When party last had a sequence admitted (an admission order), -1 when not lately. */
+static long party_admitted(const sched *s, uint64_t party)
+{
+    for (int i = 0; i < SCHED_RECENT; i++)
+        if (s->recent[i].order >= 0 && s->recent[i].party == party)
+            return s->recent[i].order;
+    return -1;
+}
+
+static void note_admitted(sched *s, uint64_t party, long order)
+{
+    int at = 0; /* party's entry, or else the one admitted longest ago */
+    for (int i = 0; i < SCHED_RECENT; i++) {
+        if (s->recent[i].order >= 0 && s->recent[i].party == party) {
+            at = i;
+            break;
+        }
+        if (s->recent[i].order < s->recent[at].order)
+            at = i;
+    }
+    s->recent[at].party = party;
+    s->recent[at].order = order;
+}
+
+/* The waiting sequence to admit next: of the party with the fewest running, and among
+ * equals the one whose turn came longest ago, the first in the queue (the oldest, or one
+ * preempted, which went back to the front); one that waits for a prefill it shares is
+ * passed over for the rest of the step. NULL: none. */
+static sched_seq *next_to_admit(sched *s)
+{
+    for (;;) {
+        sched_seq *best = NULL;
+        int fewest = INT_MAX;
+        long turn = 0;
+        for (sched_seq *q = s->waiting.head; q; q = q->next) {
+            if (q->held == s->steps || (best && q->party == best->party))
+                continue;
+            int n = party_running(s, q->party);
+            long t = n <= fewest ? party_admitted(s, q->party) : 0;
+            if (n < fewest || (n == fewest && t < turn))
+                best = q, fewest = n, turn = t;
+        }
+        if (!best || !(s->rdx && best->n_table == 0 && shares_prefill(s, best)))
+            return best;
+        best->held = s->steps;
+    }
 }
 
 void sched_cancel(sched *s, sched_seq *q)
@@ -604,17 +682,17 @@ int sched_step(sched *s)
         if (q->max_tokens == 0)
             finish(s, q, 0, ENG_FINISH_LENGTH);
     }
-    /* admit, oldest first; with the prefix cache, a sequence whose prompt begins like one
-     * still being prefilled waits for it and then starts from its cached blocks, instead
-     * of computing the same prefix side by side */
-    for (sched_seq *q = s->waiting.head, *nx; q && s->running.n < s->cfg.max_num_seqs; q = nx) {
-        nx = q->next;
-        if (s->rdx && q->n_table == 0 && shares_prefill(s, q))
-            continue;
+    /* admit, oldest first, taking turns between parties (tenants): one that queued many
+     * sequences does not hold the others' behind them; with the prefix cache, a sequence
+     * whose prompt begins like one still being prefilled waits for it and then starts from
+     * its cached blocks, instead of computing the same prefix side by side */
+    s->steps++;
+    for (sched_seq *q; s->running.n < s->cfg.max_num_seqs && (q = next_to_admit(s));) {
         list_remove(&s->waiting, q);
         q->running = 1;
         q->fresh = 1;
         q->order = s->next_order++;
+        note_admitted(s, q->party, q->order);
         list_push_back(&s->running, q);
         if (s->rdx && q->n_table == 0)
             admit_cached(s, q);

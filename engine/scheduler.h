@@ -75,6 +75,11 @@ void sched_destroy(sched *s);
  */
 int sched_submit(sched *s, uint64_t ns, const int32_t *prompt, int n_prompt,
                  const struct eng_gen_params *p, void *ud, sched_seq **out);
+/* Whose the sequence is (the gateway: its tenant; by default its ns). Admission takes
+ * turns: a waiting sequence of the party with the fewest running goes first, among equals
+ * that of the party whose last turn is the oldest, and within a party the oldest, so that
+ * one party's many queued sequences do not hold up the others'. */
+void sched_set_party(sched_seq *q, uint64_t party);
 /* Marks a sequence cancelled; it is dropped at the next step (on_done: cancelled). */
 void sched_cancel(sched *s, sched_seq *q);
 

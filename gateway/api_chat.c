@@ -1840,6 +1840,7 @@ static void handle(struct gw_req *r, int chat, int resp)
     c->tenants = tenants;
     c->tn = tn;
     c->job.ns = gw_tenant_ns(tenants, tn); /* the prefix cache's namespace */
+    c->job.party = tn->id;
     /* the tenant's policy under the request's own headers */
     if (c->ctl.threshold < 0 && tn->pol.threshold >= 0)
         c->ctl.threshold = tn->pol.threshold;
@@ -2332,6 +2333,7 @@ static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
     k->tenant = c->tenant;
     k->ctl = c->ctl;
     k->job.ns = c->job.ns;
+    k->job.party = c->job.party;
     if (parse_common(kb, gw_server_config(gw_req_server(c->req)), k, p))
         return KID_BAD; /* not met: the request's own parameters passed */
     gw_server *srv = gw_req_server(c->req);

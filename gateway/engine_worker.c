@@ -141,6 +141,7 @@ static void *run(void *arg)
                 on_done(j, rc, ENG_FINISH_STOP, j->n_prompt, 0, 0);
                 continue;
             }
+            sched_set_party(j->seq, (uint64_t)j->party);
             j->next = w->active;
             w->active = j;
         }

@@ -43,6 +43,8 @@ struct gw_gen_job {
     /* prefix-cache namespace: jobs share cached KV only within one (their tenant's);
      * 0 is the global namespace, for tenants configured to share it */
     int64_t ns;
+    /* whose it is (the tenant): the engine takes turns between them when it admits jobs */
+    int64_t party;
     struct eng_gen_params params; /* stop strings owned by the job */
     void (*on_event)(struct gw_gen_event *ev); /* event loop; must free ev */
     void *ud;

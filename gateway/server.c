@@ -232,8 +232,16 @@ static void on_conn_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct conn *c = arg;
     if (c->close_when_flushed) {
-        if (evbuffer_get_length(bufferevent_get_output(c->ssl_bev)) == 0)
+        if (evbuffer_get_length(bufferevent_get_output(c->ssl_bev)) == 0) {
+            /* TLS's end of data (close_notify), which RFC 8446 asks of the side that
+             * closes: by it a client tells a whole response read to the close (HTTP/1.0)
+             * from one cut short */
+            SSL *ssl = bufferevent_openssl_get_ssl(c->ssl_bev);
+            if (ssl && SSL_is_init_finished(ssl) && !(SSL_get_shutdown(ssl) & SSL_SENT_SHUTDOWN))
+                SSL_shutdown(ssl);
+            ERR_clear_error();
             conn_close(c);
+        }
         return; /* on_ssl_output re-arms when the output drains */
     }
     gw_log(GW_LOG_DEBUG, "closing connection: %s not received in time",
@@ -545,8 +553,17 @@ static int check_head(struct conn *c, uint64_t *body, int *chunked)
                 return bad_request(c, msg);
             }
         const char *v;
-        if (header_value(line, ll, "Host"))
+        if ((v = header_value(line, ll, "Host"))) {
+            /* uri-host [":" port] (RFC 9112 3.2: anything else is a 400); trailing white
+             * space is the field's own (OWS) */
+            size_t vl = (size_t)(line + ll - v);
+            while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+                vl--;
+            for (size_t i = 0; i < vl; i++)
+                if (strchr(" \t/?#@\\\"<>{}|^`", v[i]))
+                    return bad_request(c, "Invalid Host header");
             hosts++;
+        }
         if ((v = header_value(line, ll, "Expect"))) {
             size_t vl = (size_t)(line + ll - v);
             while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
@@ -626,7 +643,9 @@ static void arm(struct conn *c, int64_t ms)
 static int chunk_line_take(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
     size_t eol = 0;
-    struct evbuffer_ptr at = evbuffer_search_eol(src, NULL, &eol, EVBUFFER_EOL_CRLF);
+    /* CRLF only (RFC 9112 7.1): a proxy in front that ends a line at a bare LF where
+     * this would not, or the other way round, is how requests are smuggled */
+    struct evbuffer_ptr at = evbuffer_search_eol(src, NULL, &eol, EVBUFFER_EOL_CRLF_STRICT);
     if (at.pos < 0) {
         if (evbuffer_get_length(src) > CHUNK_LINE_MAX)
             return bad_request(c, "A chunk size or trailer line is too long");

@@ -220,13 +220,14 @@ def test_chunked_request_bodies(make_server):
     # a size line cut between two writes: the filter waits for its end (it spun on it,
     # and the event loop served nobody)
     s = server.tls_socket(timeout=30)
+    size = b"%x" % len(emb)
     s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-              b"Connection: close\r\n\r\n2")
+              b"Connection: close\r\n\r\n" + size[:1])
     time.sleep(0.3)
     with client(server) as c:
         c.timeout = 5
         assert c.get("/health").status_code == 200
-    s.sendall(b"a\r\n" + emb + b"\r\n0\r\n\r\n")
+    s.sendall(size[1:] + b"\r\n" + emb + b"\r\n0\r\n\r\n")
     got = split_responses(read_to_eof(s))
     s.close()
     assert [g[0] for g in got] == [200], got
@@ -384,6 +385,18 @@ def test_connection_close_response_is_complete(server):
     head = raw.split(b"\r\n\r\n")[0].lower()
     assert head.startswith(b"http/1.1 200") and head.count(b"\r\nconnection: close") == 1, raw
     s.close()
+    # and the server ends its TLS data with close_notify, by which a client tells a
+    # response read to the close (HTTP/1.0 has no length) from one cut short (ragged EOFs
+    # raise here)
+    for req in (b"GET /health HTTP/1.0\r\n\r\n",
+                b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"):
+        raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        s = server.ssl_context().wrap_socket(raw, server_hostname="localhost",
+                                             suppress_ragged_eofs=False)
+        s.sendall(req)
+        got = read_to_eof(s)  # (ssl.SSLEOFError without the close_notify)
+        assert b'"status":"ok"' in got, got
+        s.close()
 
 
 def read_to_eof(sock):
@@ -466,6 +479,8 @@ def test_pipelined_replies_keep_their_order(server):
     (b"GET //x/admin/tenants HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"),
     (b"GET /health HTTP/1.1\r\n\r\n", 400, "invalid_request"),
     (b"GET /health HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "invalid_request"),
+    (b"GET /health HTTP/1.1\r\nHost: a b\r\n\r\n", 400, "invalid_request"),
+    (b"GET /health HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, "invalid_request"),
     (b"GET /health HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n", 400, "invalid_request"),
     (b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\r\n\r\n", 400, "invalid_request"),
     (b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: \x01\r\n\r\n", 400, "invalid_request"),
@@ -491,6 +506,12 @@ def test_pipelined_replies_keep_their_order(server):
      (b"X-Pad: " + b"p" * 900 + b"\r\n") * 20, 431, "request_header_too_large"),
     (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\n"
      b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}}\r\n", 400, "invalid_request"),
+    # a chunk's lines end in CRLF alone (a bare LF is how requests are smuggled past a
+    # proxy that reads them otherwise)
+    (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n2\n{}\r\n0\r\n\r\n", 400, "invalid_request"),
+    (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\n\r\n", 400, "invalid_request"),
     (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\n"
      b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nno colon\r\n", 400,
      "invalid_request"),
@@ -622,6 +643,25 @@ def tls11_client_context():
     ctx.minimum_version = ssl.TLSVersion.TLSv1_1
     ctx.maximum_version = ssl.TLSVersion.TLSv1_1
     return ctx
+
+
+def test_tls_1_2_offers_only_aead_suites_with_forward_secrecy(server):
+    """OpenSSL's default list also took the CBC suites (ECDHE-ECDSA-AES128-SHA and the
+    like), which Mozilla's intermediate profile leaves out."""
+    def tls12(ciphers):
+        ctx = ssl.create_default_context(cafile=server.cert)
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ctx.set_ciphers(ciphers)
+        raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        return ctx.wrap_socket(raw, server_hostname="localhost")
+
+    for cbc in ("ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA384"):
+        with pytest.raises(ssl.SSLError):
+            tls12(cbc)
+    for aead in ("ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"):
+        s = tls12(aead)
+        assert s.cipher()[0] == aead and s.version() == "TLSv1.2"
+        s.close()
 
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated")

@@ -382,6 +382,40 @@ def test_a_completion_of_several_prompts_keeps_to_the_tenants_concurrency(server
     assert embed(client(server, key)).status_code == 200  # its places are back
 
 
+def test_the_engine_takes_turns_between_tenants(make_server):
+    """The engine's queue was first come, first served: one tenant's request of many prompts
+    held every other tenant's behind all of them (a 4-token chat waited 19.6 s). A waiting
+    request of the tenant with the fewest running now goes first: b's chat, sent while a's
+    six prompts run one at a time, is answered before a's stream ends."""
+    server = make_server(AUTH_CONF + "[engine]\nmax_num_seqs = 1\n")
+    ka, kb = make_tenant(server, "a"), make_tenant(server, "b")
+    time.sleep(1.2)
+    body = {"model": MODEL, "stream": True, "max_tokens": 24, "temperature": 0,
+            "prompt": [f"{i}, {i + 1}, {i + 2}," for i in range(6)],
+            "logit_bias": {str(t): -100 for t in (0, 1, 2)}}  # (no early end)
+    ends = []  # a's prompts that ended, as they end
+
+    def read(lines):
+        for line in lines:
+            if line.startswith("data: {"):
+                ends.extend(ch["index"] for ch in json.loads(line[6:])["choices"]
+                            if ch["finish_reason"])
+
+    with client(server, ka) as c:
+        with c.stream("POST", "/v1/completions", json=body,
+                      headers={"Cache-Control": "no-store"}) as r:
+            lines = r.iter_lines()
+            next(lines)  # a's first prompt runs
+            reader = threading.Thread(target=read, args=(lines,))
+            reader.start()
+            other = chat(client(server, kb), "Say hi.", max_tokens=4, temperature=0)
+            ended_before = len(ends)
+            reader.join()
+    assert other.status_code == 200, other.text
+    assert len(ends) == 6, ends
+    assert ended_before <= 2, ends  # a's first, and at most the one admitted meanwhile
+
+
 def test_prompts_refused_for_a_full_queue_are_not_charged(make_server):
     """A completion of several prompts the engine's queue cannot take is refused whole
     (429); the prompts queued meanwhile are cancelled, and the tenant is charged nothing
@@ -468,6 +502,16 @@ def test_a_limit_raised_adds_to_what_is_left(server):
     r = admin(server).put("/admin/tenants?name=a", content='{"requests_per_minute": 3}')
     codes = [embed(c).status_code for _ in range(4)]
     assert codes[:3] == [200] * 3 and codes[3] == 429, codes
+
+
+def test_a_short_admin_key_is_warned_of(make_server):
+    """`admin_key = x` started without a word, and nothing slows guesses at it."""
+    server = make_server("[tenants]\nauth = on\nadmin_key = x7\n")
+    line = server.wait_log(lambda l: "admin_key" in l.get("msg", ""), timeout=5)
+    assert line and line["level"] == "warn" and "2 characters" in line["msg"], line
+    server.stop()
+    assert not make_server(AUTH_CONF).wait_log(lambda l: "admin_key" in l.get("msg", ""),
+                                               timeout=1)
 
 
 def test_policies_are_checked_whole(server):

@@ -173,6 +173,51 @@ Test(sched, cancel_returns_blocks_next_step)
     free(ids);
 }
 
+/* One party's many queued sequences do not hold up another's: admission takes turns, so
+ * with one or two places a sequence queued after six of another party's is admitted at the
+ * next free place, and is done before most of them (oldest first, it was admitted last).
+ * The same party's sequences still go oldest first. */
+static void takes_turns(int places)
+{
+    sched *s;
+    struct sched_config cfg = {places, 256, 64, 16, 0, 0, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+    struct out a[6] = {0}, b = {0};
+    sched_seq *q;
+    int n;
+    int32_t *ids = encode(prompts[1], &n);
+    struct eng_gen_params p = greedy_params(16);
+    for (int i = 0; i < 6; i++) {
+        cr_assert_eq(sched_submit(s, 0, ids, n, &p, &a[i], &q), 0);
+        sched_set_party(q, 1);
+    }
+    cr_assert_eq(sched_submit(s, 0, ids, n, &p, &b, &q), 0);
+    sched_set_party(q, 2);
+    int a_done_before_b = -1, order_ok = 1, rc;
+    while ((rc = sched_step(s)) > 0) {
+        if (b.done && a_done_before_b < 0) {
+            a_done_before_b = 0;
+            for (int i = 0; i < 6; i++)
+                a_done_before_b += a[i].done;
+        }
+        for (int i = 1; i < 6; i++)
+            order_ok &= !a[i].done || a[i - 1].done;
+    }
+    cr_assert_eq(rc, 0);
+    cr_assert(b.done && !b.err);
+    cr_assert(a_done_before_b >= 0 && a_done_before_b <= 1,
+              "%d of the other party's 6 were done first", a_done_before_b);
+    cr_assert(order_ok, "one party's sequences are admitted oldest first");
+    sched_destroy(s);
+    free(ids);
+}
+
+Test(sched, admission_takes_turns_between_parties)
+{
+    takes_turns(1);
+    takes_turns(2);
+}
+
 /* Runs the scheduler until nothing is left, at most max_steps steps; returns its stats. */
 static struct sched_stats drain(sched *s, int max_steps)
 {
