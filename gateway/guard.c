@@ -68,6 +68,14 @@ static const char *const contrast_groups[] = {
     "overcook undercook", "overweight underweight", "overrated underrated",
     "overestimate underestimate", "overexposed underexposed", "overclock underclock",
     "attract repel", "attract rid", "attract remove", "attract kill", "attract deter",
+    "keep discard", "keep throw", "built fell", "built fall", "build demolish",
+    "built demolished", "rebase merge", "receive give", "received gave", "receiving giving",
+    "install upgrade",
+    /* one measure of a thing and another */
+    "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
+    "average worst", "average best", "amortized worst", "area circumference",
+    "perpendicular parallel", "melting boiling", "melting freezing", "number mass",
+    "null undefined",
     /* what two things share, and what sets them apart */
     "difference common", "difference similar", "difference similarity", "difference alike",
     "difference related", "differ resemble", "different similar", "different alike",
@@ -198,7 +206,13 @@ static const char *const contrast_groups[] = {
     "mexico mongolia morocco nepal netherlands nigeria norway pakistan panama peru philippines "
     "poland portugal romania russia scotland serbia singapore slovakia slovenia somalia spain "
     "sudan sweden switzerland syria taiwan tanzania thailand tunisia uganda ukraine uruguay "
-    "venezuela vietnam wales yemen zimbabwe",
+    "venezuela vietnam wales yemen zimbabwe niger chad mali guinea congo rwanda senegal qatar "
+    "oman kuwait jordan bahrain nicaragua honduras guatemala paraguay haiti bhutan laos "
+    "myanmar angola namibia botswana zambia mozambique madagascar malta monaco andorra "
+    "liechtenstein montenegro kosovo moldova brunei fiji samoa tonga bahamas barbados belize "
+    "dominica macedonia bosnia eritrea djibouti gabon benin togo burundi malawi lesotho "
+    "liberia gambia mauritania mauritius seychelles maldives tajikistan kyrgyzstan "
+    "turkmenistan uzbekistan",
 };
 /* clang-format on */
 

@@ -1174,3 +1174,20 @@ Test(guard, one_word_differs_past_an_opening_one_side_leaves_out)
     PASS("What are the best horror films of all time?", "best horror movies of all time");
     PASS("What is the population of Canada?", "population of canada");
 }
+
+Test(guard, more_measures_and_actions_that_differ)
+{
+    VETO("What is the cheapest way to get to the airport?", "fastest way to the airport",
+         "opposites");
+    VETO("What is the worst-case complexity of merge sort?",
+         "average case complexity of merge sort", "opposites");
+    VETO("How do I keep my local changes when I pull?",
+         "how do i discard my local changes when i pull", "opposites");
+    VETO("When was the Great Wall of China built?", "when did the great wall of china fall",
+         "opposites");
+    VETO("Which is the capital of Mali?", "which is the capital of malawi", NULL);
+    VETO("What does typeof null give in JavaScript?", "what does typeof undefined give in js",
+         NULL);
+    PASS("What is the cheapest way to get to the airport?",
+         "cheapest way to get to the airport");
+}
