@@ -63,7 +63,7 @@ struct sched {
     rdx_tree *rdx; /* NULL: prefix caching off */
     struct list waiting, running;
     long next_order;
-    long steps;
+    long steps; /* sched_step calls: a sequence held back (q->held) is so for one step */
     /* the parties admitted lately and when (order -1: an empty entry), for taking turns */
     struct {
         uint64_t party;
@@ -347,7 +347,7 @@ void sched_set_party(sched_seq *q, uint64_t party)
 
 static int shares_prefill(const sched *s, const sched_seq *q);
 
-/* How many running sequences are party's. */
+/* How many running sequences are party's (turns at admission, and whom to preempt). */
 static int party_running(const sched *s, uint64_t party)
 {
     int n = 0;
@@ -433,14 +433,21 @@ static int cover(sched *s, sched_seq *q, int upto)
     return 0;
 }
 
-/* The running sequence admitted last that is not in the batch being built: the one to
- * preempt when blocks run out. */
-static sched_seq *newest_idle(sched *s)
+/* The one to preempt when blocks run out: of the running sequences not in the batch being
+ * built, one of the party with the most running, the one admitted last (not the newest of
+ * all, which is often one just admitted for a party that waited its turn, and would be
+ * sent back at every step while the party that holds the pool goes on). */
+static sched_seq *victim_of(sched *s)
 {
     sched_seq *best = NULL;
-    for (sched_seq *q = s->running.head; q; q = q->next)
-        if (!q->in_batch && (!best || q->order > best->order))
-            best = q;
+    int most = -1;
+    for (sched_seq *q = s->running.head; q; q = q->next) {
+        if (q->in_batch)
+            continue;
+        int n = party_running(s, q->party);
+        if (n > most || (n == most && q->order > best->order))
+            best = q, most = n;
+    }
     return best;
 }
 
@@ -715,7 +722,7 @@ int sched_step(sched *s)
             int chunk = need < budget ? need : budget;
             int rc;
             while ((rc = cover(s, q, q->n_computed + chunk)) == ENG_EFULL) {
-                sched_seq *victim = newest_idle(s);
+                sched_seq *victim = victim_of(s);
                 if (!victim)
                     break;
                 preempt(s, victim);

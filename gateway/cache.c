@@ -74,25 +74,10 @@ static int64_t now_ms(void)
 
 /* ------------------------------------------------------------------ keys */
 
-/* Whether the end of out[0..w) is within a quotation opened on its line: a " or ` or ' (not
- * an apostrophe: one between two letters or digits) seen an odd number of times. */
-static int quoted_at(const char *out, size_t w)
+/* A letter or digit, or a byte of a character beyond ASCII (a letter, most likely). */
+static int wordy(unsigned char ch)
 {
-    size_t from = w;
-    while (from > 0 && out[from - 1] != '\n')
-        from--;
-    int dq = 0, bq = 0, sq = 0;
-    for (size_t k = from; k < w; k++) {
-        unsigned char ch = (unsigned char)out[k];
-        if (ch == '"')
-            dq ^= 1;
-        else if (ch == '`')
-            bq ^= 1;
-        else if (ch == '\'' && !(k > from && isalnum((unsigned char)out[k - 1]) &&
-                                 k + 1 < w && isalnum((unsigned char)out[k + 1])))
-            sq ^= 1;
-    }
-    return dq || bq || sq;
+    return (ch & 0x80) || isalnum(ch);
 }
 
 char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
@@ -124,29 +109,47 @@ char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
      * is asked about) */
     size_t w = 0;
     utf8proc_ssize_t run = -1; /* where the current run of white space began */
+    /* the quotations open on this line: " and ` toggle; a ' opens after a character that
+     * is not a letter or digit and closes before one ("the users' input 'a  b'": the
+     * first is an apostrophe) */
+    int dq = 0, bq = 0, sq = 0;
+    unsigned char prev = ' ';
     for (utf8proc_ssize_t i = 0; i < n; i++) {
         char ch = src[i];
         if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v') {
             if (run < 0)
                 run = i;
+            prev = (unsigned char)ch;
             continue;
         }
-        if (run >= 0 && w > 0) {
+        if (run >= 0) {
             utf8proc_ssize_t k = i; /* the indentation: what follows the run's last break */
             while (k > run && src[k - 1] != '\n' && src[k - 1] != '\r')
                 k--;
-            if (k > run && (i - k >= 2 || (i - k == 1 && src[k] == '\t'))) {
+            if (k > run) /* a new line */
+                dq = bq = sq = 0;
+            if (w == 0) {
+                /* leading white space goes */
+            } else if (k > run && (i - k >= 2 || (i - k == 1 && src[k] == '\t'))) {
                 src[w++] = '\n';
                 memmove(src + w, src + k, (size_t)(i - k)); /* w <= k: moves left */
                 w += (size_t)(i - k);
-            } else if (k == run && (i - run > 1 || src[run] != ' ') && quoted_at(src, w)) {
+            } else if (k == run && (i - run > 1 || src[run] != ' ') && (dq || bq || sq)) {
                 memmove(src + w, src + run, (size_t)(i - run)); /* w <= run */
                 w += (size_t)(i - run);
             } else {
                 src[w++] = ' ';
             }
         }
+        if (ch == '"')
+            dq ^= 1;
+        else if (ch == '`')
+            bq ^= 1;
+        else if (ch == '\'' && (sq ? i + 1 == n || !wordy((unsigned char)src[i + 1])
+                                    : !wordy(prev)))
+            sq ^= 1;
         run = -1;
+        prev = (unsigned char)ch;
         src[w++] = ch;
     }
     src[w] = 0;

@@ -3204,30 +3204,39 @@ static int rule_spelling(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* A letter or digit, or a byte of a character beyond ASCII (a letter, most likely). */
+static int wordy(unsigned char ch)
+{
+    return (ch & 0x80) || isalnum(ch);
+}
+
 /* Whether t[k] is a single quote that opens a quotation: not an apostrophe after a letter
- * or digit ("don't", "the 90's"). */
+ * or digit ("don't", "the 90's", "Zoë's"). */
 static int opens_single(const char *t, size_t k)
 {
-    return t[k] == '\'' && (k == 0 || !isalnum((unsigned char)t[k - 1]));
+    return t[k] == '\'' && (k == 0 || !wordy((unsigned char)t[k - 1]));
 }
 
 /* The next span of text between double quotes, backticks or single quotes in t[*at, n): its
  * start and length into from and len; 0 when there is none. A single quote closes at one
- * that no letter or digit follows. */
+ * that no letter or digit follows; one that never closes ("escape ' in ...") is passed. */
 static int next_quoted(const char *t, size_t n, size_t *at, size_t *from, size_t *len)
 {
-    while (*at < n && t[*at] != '"' && t[*at] != '`' && !opens_single(t, *at))
-        (*at)++;
-    if (*at >= n) return 0;
-    const char q = t[(*at)++];
-    const char *end = memchr(t + *at, q, n - *at);
-    while (q == '\'' && end && end + 1 < t + n && isalnum((unsigned char)end[1]))
-        end = memchr(end + 1, q, (size_t)(t + n - end - 1));
-    if (!end) return 0;
-    *from = *at;
-    *len = (size_t)(end - (t + *at));
-    *at = (size_t)(end - t) + 1;
-    return 1;
+    for (;;) {
+        while (*at < n && t[*at] != '"' && t[*at] != '`' && !opens_single(t, *at))
+            (*at)++;
+        if (*at >= n) return 0;
+        const char q = t[(*at)++];
+        const char *end = memchr(t + *at, q, n - *at);
+        while (q == '\'' && end && end + 1 < t + n && wordy((unsigned char)end[1]))
+            end = memchr(end + 1, q, (size_t)(t + n - end - 1));
+        if (!end && q == '\'') continue;
+        if (!end) return 0;
+        *from = *at;
+        *len = (size_t)(end - (t + *at));
+        *at = (size_t)(end - t) + 1;
+        return 1;
+    }
 }
 
 /* Whether two texts are the same but for white space. */

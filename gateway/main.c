@@ -242,7 +242,7 @@ static int cmd_serve(int argc, char **argv)
     /* the admin key opens every tenant's data, and nothing slows a guess: a short one can
      * be found (a password-like key of 8 characters in days at the rate a server answers) */
     if (*cfg.admin_key && strlen(cfg.admin_key) < 16)
-        gw_log(GW_LOG_WARN, "tenants.admin_key has %zu characters: use 16 or more, random "
+        gw_log(GW_LOG_WARN, "tenants.admin_key has %zu bytes: use 16 or more, random "
                "(openssl rand -hex 24)", strlen(cfg.admin_key));
     rc = 1;
     gw_server_catch_early_signals(); /* a reload or a stop asked while the models load */

@@ -643,17 +643,27 @@ static void arm(struct conn *c, int64_t ms)
 static int chunk_line_take(struct conn *c, struct evbuffer *src, struct evbuffer *dst)
 {
     size_t eol = 0;
-    /* CRLF only (RFC 9112 7.1): a proxy in front that ends a line at a bare LF where
-     * this would not, or the other way round, is how requests are smuggled */
-    struct evbuffer_ptr at = evbuffer_search_eol(src, NULL, &eol, EVBUFFER_EOL_CRLF_STRICT);
+    struct evbuffer_ptr at = evbuffer_search_eol(src, NULL, &eol, EVBUFFER_EOL_LF);
     if (at.pos < 0) {
         if (evbuffer_get_length(src) > CHUNK_LINE_MAX)
             return bad_request(c, "A chunk size or trailer line is too long");
         return 0;
     }
     size_t n = (size_t)at.pos;
-    if (n > CHUNK_LINE_MAX)
+    if (n > CHUNK_LINE_MAX + 1) /* (with its CR) */
         return bad_request(c, "A chunk size or trailer line is too long");
+    char cr = 0;
+    if (n > 0) {
+        struct evbuffer_ptr before;
+        evbuffer_ptr_set(src, &before, n - 1, EVBUFFER_PTR_SET);
+        evbuffer_copyout_from(src, &before, &cr, 1);
+    }
+    /* CRLF only (RFC 9112 7.1): a proxy in front that ends a line at a bare LF where this
+     * would not, or the other way round, is how requests are smuggled */
+    if (cr != '\r')
+        return bad_request(c, "A chunk size or trailer line ends in a bare LF, not CRLF");
+    n--; /* the line without its CRLF */
+    eol = 2;
     char line[CHUNK_LINE_MAX + 1];
     evbuffer_copyout(src, line, n);
     line[n] = 0;

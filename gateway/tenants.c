@@ -683,24 +683,24 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
             return refuse(t, tn, r, wait, "insufficient_quota",
                           "You exceeded your monthly token quota.");
         /* (a request that may use more than is left would overrun the quota by its size) */
-        snprintf(msg, sizeof msg, "This request may use up to %lld tokens (its prompt and "
-                 "max_tokens), and the monthly token quota has %lld left: lower max_tokens or "
-                 "the input.", (long long)estimate, (long long)month_left);
+        snprintf(msg, sizeof msg, "This request may use up to %lld tokens (its input, and "
+                 "max_tokens for each answer), and the monthly token quota has %lld left: "
+                 "lower them.", (long long)estimate, (long long)month_left);
         return refuse(t, tn, r, wait, "insufficient_quota", msg);
     }
-    if (rpm && tn->req_bucket < 1)
-        return refuse(t, tn, r, (1 - tn->req_bucket) * 60 / (double)rpm, "rate_limit_exceeded",
-                      "Rate limit reached for requests per minute.");
-    /* room for what it may use; one that may use more than a minute's allowance never fits
-     * (it is OpenAI's "Request too large", and no retry helps) */
-    double need = tpm ? (double)estimate : 0;
+    /* one that may use more than a minute's allowance never fits (it is OpenAI's "Request
+     * too large", and no retry helps: said before any wait that a retry would meet) */
     if (tpm && estimate > tpm) {
         snprintf(msg, sizeof msg, "Request too large for tokens per minute: limit %lld, "
-                 "requested %lld (its prompt and max_tokens): lower max_tokens or the input.",
+                 "requested %lld (its input, and max_tokens for each answer): lower them.",
                  (long long)tpm, (long long)estimate);
         gw_reply_header(r, "x-should-retry", "false");
         return refuse(t, tn, r, 60, "rate_limit_exceeded", msg);
     }
+    if (rpm && tn->req_bucket < 1)
+        return refuse(t, tn, r, (1 - tn->req_bucket) * 60 / (double)rpm, "rate_limit_exceeded",
+                      "Rate limit reached for requests per minute.");
+    double need = tpm ? (double)estimate : 0; /* room for what it may use */
     if (tpm && tn->tok_bucket < need)
         return refuse(t, tn, r, (need - tn->tok_bucket) * 60 / (double)tpm,
                       "rate_limit_exceeded", "Rate limit reached for tokens per minute.");

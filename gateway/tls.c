@@ -196,6 +196,7 @@ SSL_CTX *tls_server_ctx_create(const char *cert_file, const char *key_file,
         SSL_CTX_free(ctx);
         return NULL;
     }
+    SSL_CTX_set_dh_auto(ctx, 1); /* the DHE suites' groups (ffdhe2048 for an RSA-2048 key) */
     /* an encrypted key is refused, never asked for on the terminal (OpenSSL's default
      * would block the event loop there, at a start or a reload alike) */
     int asked = 0;

@@ -218,6 +218,59 @@ Test(sched, admission_takes_turns_between_parties)
     takes_turns(2);
 }
 
+static struct sched_stats drain(sched *s, int max_steps);
+
+/* Turns with the prefix cache: a party's sequences that wait for one of theirs to prefill a
+ * shared prefix are passed over, and another party's goes in beside it at once; more
+ * parties than the scheduler remembers turns of are all served. */
+Test(sched, turns_pass_over_those_waiting_for_a_shared_prefill)
+{
+    sched *s;
+    struct sched_config cfg = {2, 64, 64, 16, 0, 1, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+    const char *shared = "The following is a long shared system prompt that several requests "
+                         "of one tenant begin with, word for word, so that the prefix cache "
+                         "has whole blocks of it to share between them. Question:";
+    int n, m;
+    int32_t *ids = encode(shared, &n), *other = encode(prompts[2], &m);
+    cr_assert_gt(n, 2 * 16);
+    struct eng_gen_params p = greedy_params(4);
+    struct out a[3] = {0}, b = {0};
+    sched_seq *q;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(sched_submit(s, 0, ids, n, &p, &a[i], &q), 0);
+        sched_set_party(q, 1);
+    }
+    cr_assert_eq(sched_submit(s, 0, other, m, &p, &b, &q), 0);
+    sched_set_party(q, 2);
+    sched_step(s);
+    struct sched_stats st;
+    sched_get_stats(s, &st);
+    cr_assert_eq(st.running, 2, "the other party's runs beside the first prefill");
+    drain(s, 1000);
+    for (int i = 0; i < 3; i++)
+        cr_assert(a[i].done && !a[i].err && !strcmp(a[i].text, a[0].text));
+    cr_assert(b.done && !b.err);
+    sched_destroy(s);
+
+    struct sched_config many = {4, 256, 64, 16, 0, 0, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &many, &events, &s), 0);
+    enum { PARTIES = 70 };
+    static struct out outs[PARTIES];
+    memset(outs, 0, sizeof outs);
+    p = greedy_params(2);
+    for (int i = 0; i < PARTIES; i++) {
+        cr_assert_eq(sched_submit(s, 0, other, m, &p, &outs[i], &q), 0);
+        sched_set_party(q, (uint64_t)i + 1);
+    }
+    drain(s, 10000);
+    for (int i = 0; i < PARTIES; i++)
+        cr_assert(outs[i].done && !outs[i].err && !strcmp(outs[i].text, outs[0].text));
+    sched_destroy(s);
+    free(ids);
+    free(other);
+}
+
 /* Runs the scheduler until nothing is left, at most max_steps steps; returns its stats. */
 static struct sched_stats drain(sched *s, int max_steps)
 {

@@ -474,6 +474,9 @@ Test(cache_key, ascii_and_unicode_queries_normalize_alike)
         {"What does `a\tb` print?", "What does `a\tb` print?"},
         {"Is 'a b' one  word?", "Is 'a b' one word?"},
         {"Don't  panic, it's  'fine'", "Don't panic, it's 'fine'"},
+        {"the users' input 'a  b'", "the users' input 'a  b'"},
+        {"Zo\xc3\xab's  \"a  b\"", "Zo\xc3\xab's \"a  b\""},
+        {"'open\nand  closed'", "'open and closed'"},
     };
     for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
         char *h = gw_cache_normalize(kept[i][0], strlen(kept[i][0]), &n);

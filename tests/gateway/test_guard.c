@@ -1156,6 +1156,10 @@ Test(guard, options_escapes_quoted_spaces_and_all_of_a_plural)
     PASS("What does \"a b\".split() return in Python?",
          "In Python, what does \"a b\".split() return?");
     VETO("How long is the string 'x  y'?", "how long is the string 'x y'", "spaces");
+    VETO("How do I escape ' in \"a  b\" with sed?", "how do i escape ' in \"a b\" with sed",
+         "spaces");
+    VETO("What does Zo\xc3\xab's \"a  b\".split() return?",
+         "what does Zo\xc3\xab's \"a b\".split() return", "spaces");
     PASS("Why don't cats like the word 'bath'?", "why dont cats like the word 'bath'");
     VETO("How do I kill a process in Linux?", "How do I kill all stuck zombie processes in Linux?",
          "scope");
