@@ -226,6 +226,9 @@ static void close_when_flushed(struct conn *c)
     evtimer_add(c->timer, &now); /* checked outside the current callback */
 }
 
+static void conn_reject(struct conn *c, int status, const char *reason, const char *message,
+                        const char *code);
+
 static void on_conn_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -247,6 +250,18 @@ static void on_conn_timer(evutil_socket_t fd, short what, void *arg)
     gw_log(GW_LOG_DEBUG, "closing connection: %s not received in time",
            c->handshaking ? "TLS handshake" : c->frame == F_HEAD ? "request head"
                                                                  : "request body");
+    if (!c->handshaking && c->frame != F_REJECTED && (c->head_len > 0 || c->frame != F_HEAD)) {
+        /* a request begun and not finished: told so (RFC 9110 15.5.9), not left to read
+         * "server disconnected without a response" */
+        int head = c->frame == F_HEAD;
+        if (!head)
+            c->head_len = c->passed_head_len; /* (its request line, for the access log) */
+        conn_reject(c, 408, "Request Timeout",
+                    head ? "The request's head did not arrive within server.header_timeout_ms"
+                         : "The request's body did not arrive within server.body_timeout_ms",
+                    "request_timeout");
+        return;
+    }
     conn_close(c);
 }
 

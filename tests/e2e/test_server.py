@@ -337,8 +337,10 @@ def test_header_timeout_closes_connection(make_server):
     s = server.tls_socket()
     s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # the head never ends
     t0 = time.monotonic()
-    assert s.recv(1024) == b""  # closed by the server
+    got = read_to_eof(s)  # a 408, then closed by the server
     assert time.monotonic() - t0 < 5
+    assert got.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), got
+    assert json.loads(got.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
     s.close()
 
 
@@ -364,8 +366,10 @@ def test_body_timeout_closes_connection(make_server):
     s = server.tls_socket()
     s.sendall(b"POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
     t0 = time.monotonic()
-    assert s.recv(1024) == b""
+    got = read_to_eof(s)
     assert time.monotonic() - t0 < 5
+    assert got.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), got
+    assert b"server.body_timeout_ms" in got
     s.close()
 
 
