@@ -75,7 +75,8 @@ static const char *const contrast_groups[] = {
     "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
     "average worst", "average best", "amortized worst", "area circumference",
     "perpendicular parallel", "melting boiling", "melting freezing", "number mass",
-    "null undefined",
+    "null undefined", "keep drop", "squash revert", "append prepend", "append insert",
+    "formal casual",
     /* what two things share, and what sets them apart */
     "difference common", "difference similar", "difference similarity", "difference alike",
     "difference related", "differ resemble", "different similar", "different alike",
@@ -156,7 +157,8 @@ static const char *const contrast_groups[] = {
     "permutation combination", "sine cosine", "cosine tangent", "sine tangent",
     "derivative integral", "differentiation integration", "stack queue", "space time",
     "tcp udp", "ipv4 ipv6", "http https", "rows columns",
-    "row column", "width height", "length width", "latitude longitude", "radius diameter",
+    "row column", "line column", "lines columns", "width height", "length width",
+    "latitude longitude", "radius diameter",
     "area perimeter", "area volume", "weather climate",
     "virus bacteria", "bacterial viral", "vaccine antibiotic", "frontend backend",
     "compile interpret", "compiler interpreter", "compiled interpreted",
@@ -196,6 +198,8 @@ static const char *const contrast_groups[] = {
     "hurricane tornado earthquake tsunami flood", "hydrogen helium oxygen nitrogen carbon",
     "alpha beta gamma delta", "gold silver bronze", "vegan vegetarian",
     "hardware software firmware", "bachelor master doctorate",
+    "basketball volleyball football soccer baseball hockey tennis golf rugby cricket "
+    "softball badminton handball", "proofread translate summarize",
      "freshman sophomore junior senior",
     "infant toddler teenager adult",
     "afghanistan albania algeria argentina armenia australia austria azerbaijan bangladesh "
@@ -255,6 +259,7 @@ static const char *const synonym_groups[] = {
     "barbecue bbq", "usa us america american", "uk britain british", "tire tyre", "mold mould",
     "aluminum aluminium", "jewelry jewellery", "pajamas pyjamas", "catalog catalogue",
     "curb kerb", "donut doughnut", "plow plough", "javascript js", "typescript ts", "golang go",
+    "integer int", "string str", "boolean bool", "dictionary dict", "character char",
     "postgres postgresql", "kubernetes k8s", "tall high", "height tall", "height high",
     "length long",
     "weight heavy", "age old", "width wide", "depth deep", "distance far",
@@ -2362,7 +2367,7 @@ static int next_word(const side *sd, int i)
 static int find_before(const side *sd, const tok *x, int end)
 {
     for (int i = 0; i < end; i++)
-        if (tok_eq(&sd->t[i], x)) return i;
+        if (tok_eq(&sd->t[i], x) || syn(&sd->t[i], x)) return i; /* "int" for "integer" */
     return -1;
 }
 
@@ -2467,6 +2472,14 @@ static int direction(const tok *t)
                : 0;
 }
 
+/* "how to convert": a "to" after a question word leads a verb, not a destination. */
+static int infinitive_to(const side *sd, int i)
+{
+    return i > 0 && is_word(&sd->t[i], "to") &&
+           ((sd->t[i - 1].flags & F_WH) || is_word(&sd->t[i - 1], "how") ||
+            is_word(&sd->t[i - 1], "what") || is_word(&sd->t[i - 1], "where"));
+}
+
 static int rule_order(const side *a, const side *b, char *why, size_t whylen)
 {
     if (!rule_traded(a, b, why, whylen)) return 0;
@@ -2489,11 +2502,13 @@ static int rule_order(const side *a, const side *b, char *why, size_t whylen)
      * string", where "list" is a word of request phrasing elsewhere) */
     for (int v = 0; v < 2; v++)
         for (int i = 0; i < a->nt; i++) {
-            if (!(a->t[i].flags & F_DIR)) continue;
+            if (!(a->t[i].flags & F_DIR) || infinitive_to(a, i)) continue;
             int r = v ? next_word(a, i) : content_near(a, i, +1);
             if (r < 0) continue;
             for (int k = 0; k < b->nt; k++) {
-                if (!(b->t[k].flags & F_DIR) || !tok_eq(&b->t[k], &a->t[i])) continue;
+                if (!(b->t[k].flags & F_DIR) || !tok_eq(&b->t[k], &a->t[i]) ||
+                    infinitive_to(b, k))
+                    continue;
                 int rb = v ? next_word(b, k) : content_near(b, k, +1);
                 if (rb < 0 || tok_eq(&a->t[r], &b->t[rb])) continue;
                 int x = find_before(a, &b->t[rb], i), y = find_before(b, &a->t[r], k);

@@ -1195,3 +1195,15 @@ Test(guard, more_measures_and_actions_that_differ)
     PASS("What is the cheapest way to get to the airport?",
          "cheapest way to get to the airport");
 }
+
+Test(guard, abbreviated_types_sports_and_text_tasks)
+{
+    VETO("How do I convert a string to an integer in Rust?", "rust convert int to string",
+         "order reversed");
+    PASS("How do I convert miles to kilometers?", "miles to km how to convert");
+    VETO("How do I print the third column of a file with awk?",
+         "awk print the third line of a file", NULL);
+    VETO("How many players are on a hockey team?", "how many players on a rugby team", NULL);
+    VETO("How do I squash my last two commits?", "git revert my last two commits", NULL);
+    VETO("Proofread this paragraph for me.", "translate this paragraph for me", NULL);
+}
