@@ -260,6 +260,15 @@ static const char *const synonym_groups[] = {
     "aluminum aluminium", "jewelry jewellery", "pajamas pyjamas", "catalog catalogue",
     "curb kerb", "donut doughnut", "plow plough", "javascript js", "typescript ts", "golang go",
     "integer int", "string str", "boolean bool", "dictionary dict", "character char",
+    "python py", "dataframe df", "kubernetes kubectl", "repository repo",
+    /* a country and its people's adjective */
+    "switzerland swiss", "france french", "germany german", "japan japanese", "china chinese",
+    "italy italian", "spain spanish", "mexico mexican", "canada canadian", "india indian",
+    "russia russian", "brazil brazilian", "sweden swedish", "norway norwegian",
+    "ireland irish", "netherlands dutch", "greece greek", "turkey turkish", "korea korean",
+    "egypt egyptian", "australia australian", "iceland icelandic", "portugal portuguese",
+    "poland polish", "thailand thai", "vietnam vietnamese", "denmark danish",
+    "finland finnish", "austria austrian", "belgium belgian", "argentina argentinian",
     "postgres postgresql", "kubernetes k8s", "tall high", "height tall", "height high",
     "length long",
     "weight heavy", "age old", "width wide", "depth deep", "distance far",
@@ -1433,7 +1442,9 @@ static void collect_numbers(side *sd)
             add_num(sd, b, bl, one);
             continue;
         }
-        /* digits inside a word: each run is a number */
+        /* digits inside a word: each run is a number; not in a name the lexicon knows as
+         * another's ("k8s" is Kubernetes, not 8) */
+        if (t->lex >= 0 && lex_has(t->lex, K_SYN)) continue;
         for (size_t x = 0; x < n;) {
             if (!is_digit((unsigned char)s[x])) {
                 x++;
@@ -3319,6 +3330,9 @@ static int rule_case(const side *a, const side *b, char *why, size_t whylen)
             const tok *t = &p->t[k];
             if (!literal(p, t) || written(q, t->raw, t->rawlen, 1) ||
                 !written(q, t->raw, t->rawlen, 0))
+                continue;
+            /* a language the lexicon names, read as code for its symbols: "C++", "c#" */
+            if (t->lex >= 0 && (memchr(t->raw, '+', t->rawlen) || memchr(t->raw, '#', t->rawlen)))
                 continue;
             /* data (not quoted, not code, not camelCase) capitalized as a sentence is:
              * "Translate to Spanish: Good morning" vs "...: good morning", "I" and "i" */

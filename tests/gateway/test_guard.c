@@ -1207,3 +1207,12 @@ Test(guard, abbreviated_types_sports_and_text_tasks)
     VETO("How do I squash my last two commits?", "git revert my last two commits", NULL);
     VETO("Proofread this paragraph for me.", "translate this paragraph for me", NULL);
 }
+
+Test(guard, names_written_short_or_as_their_people)
+{
+    PASS("How do I restart a deployment in Kubernetes?", "k8s restart a deployment");
+    PASS("How do I reverse a string in Python?", "py reverse a string");
+    PASS("What is the national dish of Sweden?", "swedish national dish");
+    PASS("What does the virtual keyword do in C++?", "c++ what does virtual keyword do");
+    VETO("How do I upgrade to IPv6?", "how do i upgrade to ipv4", NULL);
+}
