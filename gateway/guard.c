@@ -260,7 +260,7 @@ static const char *const synonym_groups[] = {
     "aluminum aluminium", "jewelry jewellery", "pajamas pyjamas", "catalog catalogue",
     "curb kerb", "donut doughnut", "plow plough", "javascript js", "typescript ts", "golang go",
     "integer int", "string str", "boolean bool", "dictionary dict", "character char",
-    "python py", "dataframe df", "kubernetes kubectl", "repository repo",
+    "python py", "dataframe df", "kubernetes kubectl", "repository repo", "pc computer",
     /* a country and its people's adjective */
     "switzerland swiss", "france french", "germany german", "japan japanese", "china chinese",
     "italy italian", "spain spanish", "mexico mexican", "canada canadian", "india indian",
@@ -1326,6 +1326,12 @@ static void collect_numbers(side *sd)
             t->flags &= (uint16_t)~F_NUM;
             continue;
         }
+        /* "into one" (merge two lists into one) is a pronoun, not a count */
+        if (i > 0 && t->len == 3 && !memcmp(t->s, "one", 3) && sd->t[i - 1].len == 4 &&
+            !memcmp(sd->t[i - 1].s, "into", 4)) {
+            t->flags &= (uint16_t)~F_NUM;
+            continue;
+        }
         /* "one" after an ordinal is a pronoun: "the second one" is 2, "the 3rd one" 3 */
         if (i > 0 && (sd->t[i - 1].flags & F_NUM) && ordinal(&sd->t[i - 1]) &&
             ((t->len == 3 && !memcmp(t->s, "one", 3)) ||
@@ -1390,6 +1396,21 @@ static void collect_numbers(side *sd)
             continue;
         }
         if (!(t->flags & F_NUM)) continue;
+        /* text speak: "how 2 boil an egg", "tips 4 learning piano", "go 4 dinner" */
+        if (t->len == 1 && (t->s[0] == '2' || t->s[0] == '4') && i > 0 && next &&
+            !(next->flags & (F_NUM | F_STOP)) && next->s[next->len - 1] != 's') {
+            static const char *const lead[] = {"how", "way", "go", "get", "tips", "time",
+                                               "want", "need", "going", "trying", "try",
+                                               "wanna", "ways", "best", "easiest"};
+            const tok *before = &sd->t[i - 1];
+            int speak = 0;
+            for (size_t x = 0; x < sizeof lead / sizeof *lead && !speak; x++)
+                speak = before->len == strlen(lead[x]) && !memcmp(before->s, lead[x], before->len);
+            if (speak) { /* "to" or "for": a function word */
+                t->flags = (uint16_t)((t->flags & ~F_NUM) | F_STOP);
+                continue;
+            }
+        }
         /* a numeral: -12, 3.14, 1,000, 2nd, 15 (then maybe "million") */
         const char *s = t->s;
         size_t n = t->len, k = 0;
@@ -1434,6 +1455,27 @@ static void collect_numbers(side *sd)
                     i++;
                     continue;
                 }
+            }
+            /* "1/4 cup" is a quarter cup (the tokens "1" and "4", a slash between them): a
+             * fraction under 1; not a split, "60/40", "50/30/20", nor "24/7" */
+            tok *u = i + 1 < sd->nt ? &sd->t[i + 1] : NULL;
+            size_t ud = 0;
+            long long num = 0, den = 0;
+            while (u && ud < u->len && ud < 6 && is_digit((unsigned char)u->s[ud]))
+                den = den * 10 + (u->s[ud++] - '0');
+            for (size_t x = 0; x < bl && x < 6; x++)
+                num = num * 10 + (b[x] - '0');
+            if (!dec && b[0] != '-' && bl <= 6 && u && t->raw && /* (6 + 1 + 6 < NUM_LEN) */
+                u->raw == t->raw + t->rawlen + 1 && t->raw[t->rawlen] == '/' && ud &&
+                ud == u->len && num < den &&
+                u->raw[u->rawlen] != '/' && !(i > 0 && t->raw[-1] == '/')) {
+                b[bl++] = '/';
+                memcpy(b + bl, u->s, u->len);
+                bl += u->len;
+                u->num = t->num;
+                add_num(sd, b, bl, 0);
+                i++;
+                continue;
             }
             /* "calories in 1 banana": one thing, as "a banana" says it (weak, as "one" is) */
             int one = bl == 1 && b[0] == '1' && i + 1 < sd->nt &&
@@ -2322,13 +2364,21 @@ static int entity_found(const tok *x, const side *sd)
     return acronym_of(x, sd) || joined_in(x, sd);
 }
 
+/* Names that one side gives and the other leaves to be understood: "an HTTP GET request"
+ * is "a GET request", "the oceans on Earth" are "the oceans", "a pandas DataFrame" is what
+ * pandas reads into. (Two sides that name two of a kind still differ: HTTP vs HTTPS.) */
+static int implied_name(const tok *x)
+{
+    return is_word(x, "http") || is_word(x, "earth") || is_word(x, "dataframe");
+}
+
 static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
         for (int i = 0; i < p->nt; i++) {
             const tok *x = &p->t[i];
-            if (!(x->flags & F_ENTITY) || entity_found(x, q)) continue;
+            if (!(x->flags & F_ENTITY) || entity_found(x, q) || implied_name(x)) continue;
             /* "the Nile" and "the Nile River" */
             if (word_is(x, K_PLACE) &&
                 ((i > 0 && (p->t[i - 1].flags & F_ENTITY) && entity_found(&p->t[i - 1], q)) ||

@@ -1216,3 +1216,15 @@ Test(guard, names_written_short_or_as_their_people)
     PASS("What does the virtual keyword do in C++?", "c++ what does virtual keyword do");
     VETO("How do I upgrade to IPv6?", "how do i upgrade to ipv4", NULL);
 }
+
+Test(guard, numbers_as_people_type_them)
+{
+    PASS("How much is a quarter cup of butter in grams?", "1/4 cup of butter in grams");
+    VETO("How much is 1/3 cup of butter in grams?", "1/4 cup of butter in grams", "numbers");
+    PASS("What is the 60/40 portfolio rule?", "explain the 60 40 portfolio rule");
+    PASS("How do I fall asleep faster?", "how 2 fall asleep faster");
+    PASS("Give me tips for writing a resume.", "any tips 4 writing a resume");
+    VETO("How do I merge 2 lists?", "how do i merge 4 lists", "numbers");
+    PASS("How do I concatenate two strings in Java?", "java join two strings into one");
+    VETO("How do I split a string into two?", "how do i split a string into three", "numbers");
+}
