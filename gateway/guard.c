@@ -2973,8 +2973,14 @@ static int why_word(const side *other, const tok *t)
 static int added_word(const side *p, const side *q, int j)
 {
     const tok *t = &q->t[j];
-    if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t) || why_word(p, t))
+    if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t) || why_word(p, t) ||
+        implied_name(t))
         return 0;
+    /* "the difference between a will and a trust" is "will vs trust" (also misspelt) */
+    if (t->len >= 8 && !memcmp(t->s, "diff", 4)) {
+        for (int k = 0; k < p->nt; k++)
+            if (is_word(&p->t[k], "vs") || is_word(&p->t[k], "versus")) return 0;
+    }
     if (t->len > 4 && memcmp(t->s + t->len - 2, "ly", 2) == 0 && !word_is(t, K_LYADJ) &&
         !word_is(t, K_MANNER))
         return 0;

@@ -1228,3 +1228,12 @@ Test(guard, numbers_as_people_type_them)
     PASS("How do I concatenate two strings in Java?", "java join two strings into one");
     VETO("How do I split a string into two?", "how do i split a string into three", "numbers");
 }
+
+Test(guard, what_a_close_call_may_leave_to_be_understood)
+{
+    close_call("What is the difference between a lease and a rental agreement?",
+               "lease vs rental agreement", 1, NULL);
+    close_call("What's the diffrence between affect and effect?", "affect versus effect", 1,
+               NULL);
+    close_call("Why do tides happen?", "what causes the tides on earth", 1, NULL);
+}
