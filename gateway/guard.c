@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -260,7 +261,7 @@ static const char *const synonym_groups[] = {
     "aluminum aluminium", "jewelry jewellery", "pajamas pyjamas", "catalog catalogue",
     "curb kerb", "donut doughnut", "plow plough", "javascript js", "typescript ts", "golang go",
     "integer int", "string str", "boolean bool", "dictionary dict", "character char",
-    "python py", "dataframe df", "kubernetes kubectl", "repository repo", "pc computer",
+    "python py", "dataframe df", "repository repo", "pc computer",
     /* a country and its people's adjective */
     "switzerland swiss", "france french", "germany german", "japan japanese", "china chinese",
     "italy italian", "spain spanish", "mexico mexican", "canada canadian", "india indian",
@@ -1311,6 +1312,8 @@ static int ordinal(const tok *t)
 
 /* Collects numbers: numerals, number words ("twenty-five", "two hundred", "a dozen"),
  * ordinals ("2nd", "second"), digits inside words ("K2", "IPv6", "100km"). */
+static int mine(const side *sd, const tok *t);
+
 static void collect_numbers(side *sd)
 {
     for (int i = 0; i < sd->nt; i++) {
@@ -1406,8 +1409,12 @@ static void collect_numbers(side *sd)
             int speak = 0;
             for (size_t x = 0; x < sizeof lead / sizeof *lead && !speak; x++)
                 speak = before->len == strlen(lead[x]) && !memcmp(before->s, lead[x], before->len);
-            if (speak) { /* "to" or "for": a function word */
+            /* "to" or "for", a function word; and a weak number, that agrees with none on
+             * the other side but not with another ("best 2 player games" vs "best 4") */
+            if (speak && t->raw && t->rawlen == 1) {
                 t->flags = (uint16_t)((t->flags & ~F_NUM) | F_STOP);
+                t->num = (int16_t)sd->nnum;
+                add_num(sd, t->s, 1, 1);
                 continue;
             }
         }
@@ -1465,10 +1472,13 @@ static void collect_numbers(side *sd)
                 den = den * 10 + (u->s[ud++] - '0');
             for (size_t x = 0; x < bl && x < 6; x++)
                 num = num * 10 + (b[x] - '0');
-            if (!dec && b[0] != '-' && bl <= 6 && u && t->raw && /* (6 + 1 + 6 < NUM_LEN) */
-                u->raw == t->raw + t->rawlen + 1 && t->raw[t->rawlen] == '/' && ud &&
-                ud == u->len && num < den &&
-                u->raw[u->rawlen] != '/' && !(i > 0 && t->raw[-1] == '/')) {
+            /* (read within the side's text: its tokens' raw words lie in it, in order) */
+            const char *end = sd->text + sd->textlen;
+            if (!dec && b[0] != '-' && bl <= 6 && u && t->raw && u->raw && /* 6+1+6 < NUM_LEN */
+                mine(sd, t) && mine(sd, u) && u->raw - t->raw == (ptrdiff_t)t->rawlen + 1 &&
+                t->raw[t->rawlen] == '/' && ud && ud == u->len && num < den &&
+                (u->raw + u->rawlen == end || u->raw[u->rawlen] != '/') &&
+                !(t->raw > sd->text && t->raw[-1] == '/')) {
                 b[bl++] = '/';
                 memcpy(b + bl, u->s, u->len);
                 bl += u->len;
@@ -2977,7 +2987,8 @@ static int added_word(const side *p, const side *q, int j)
         implied_name(t))
         return 0;
     /* "the difference between a will and a trust" is "will vs trust" (also misspelt) */
-    if (t->len >= 8 && !memcmp(t->s, "diff", 4)) {
+    if (is_word(t, "difference") || is_word(t, "differences") || is_word(t, "diffrence") ||
+        is_word(t, "differnce")) {
         for (int k = 0; k < p->nt; k++)
             if (is_word(&p->t[k], "vs") || is_word(&p->t[k], "versus")) return 0;
     }

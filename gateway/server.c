@@ -660,12 +660,12 @@ static int chunk_line_take(struct conn *c, struct evbuffer *src, struct evbuffer
     size_t eol = 0;
     struct evbuffer_ptr at = evbuffer_search_eol(src, NULL, &eol, EVBUFFER_EOL_LF);
     if (at.pos < 0) {
-        if (evbuffer_get_length(src) > CHUNK_LINE_MAX)
+        if (evbuffer_get_length(src) > CHUNK_LINE_MAX + 1) /* (with its CR) */
             return bad_request(c, "A chunk size or trailer line is too long");
         return 0;
     }
     size_t n = (size_t)at.pos;
-    if (n > CHUNK_LINE_MAX + 1) /* (with its CR) */
+    if (n > CHUNK_LINE_MAX + 1)
         return bad_request(c, "A chunk size or trailer line is too long");
     char cr = 0;
     if (n > 0) {

@@ -1237,3 +1237,32 @@ Test(guard, what_a_close_call_may_leave_to_be_understood)
                NULL);
     close_call("Why do tides happen?", "what causes the tides on earth", 1, NULL);
 }
+
+/* Texts read within their lengths: copies of exact size, no NUL after them to stop a read
+ * past the end (the sanitizer build reports one). */
+static void exact(const char *a, const char *b)
+{
+    size_t al = strlen(a), bl = strlen(b);
+    char *x = malloc(al), *y = malloc(bl);
+    cr_assert(x && y);
+    memcpy(x, a, al);
+    memcpy(y, b, bl);
+    char why[128];
+    gw_guard_compatible(x, al, y, bl, why, sizeof why);
+    gw_guard_close_call(x, al, y, bl, why, sizeof why);
+    free(x);
+    free(y);
+}
+
+Test(guard, counts_in_text_speak_positions_and_reads_within_the_text)
+{
+    VETO("best 2 player board games", "best 4 player board games", "numbers");
+    VETO("Do I need 2 GB of RAM?", "do i need 4 GB of RAM", "numbers");
+    PASS("How do I boil an egg?", "how 2 boil an egg");
+    exact("1/4", "1/4 cup");
+    exact("ww1/4 of the army", "1/4 of the army");
+    exact("a 1/", "a 1/2");
+    /* "differ..." words that are no difference, and a tool that is not the system */
+    close_call("What's the difficulty of Python vs Java?", "Python vs Java", 0, "difficulty");
+    VETO("How do I install kubectl?", "How do I install Kubernetes?", NULL);
+}
