@@ -54,10 +54,11 @@ static int parse_query(struct gw_req *r, struct evkeyvalq *q)
     const char *qs = gw_req_query(r);
     if (!qs)
         return 0;
-    if (strstr(qs, "%00") || evhttp_parse_query_str(qs, q)) {
+    int nul = strstr(qs, "%00") != NULL;
+    if (nul || evhttp_parse_query_str(qs, q)) {
         gw_reply_error(r, 400,
-                       strstr(qs, "%00") ? "The query string holds a NUL byte (%00)."
-                                         : "The query string does not parse.",
+                       nul ? "The query string holds a NUL byte (%00)."
+                           : "The query string does not parse.",
                        NULL, NULL);
         return -1;
     }

@@ -1313,6 +1313,7 @@ static int ordinal(const tok *t)
 /* Collects numbers: numerals, number words ("twenty-five", "two hundred", "a dozen"),
  * ordinals ("2nd", "second"), digits inside words ("K2", "IPv6", "100km"). */
 static int mine(const side *sd, const tok *t);
+static int is_word(const tok *t, const char *w);
 
 static void collect_numbers(side *sd)
 {
@@ -1405,10 +1406,9 @@ static void collect_numbers(side *sd)
             static const char *const lead[] = {"how", "way", "go", "get", "tips", "time",
                                                "want", "need", "going", "trying", "try",
                                                "wanna", "ways", "best", "easiest"};
-            const tok *before = &sd->t[i - 1];
             int speak = 0;
             for (size_t x = 0; x < sizeof lead / sizeof *lead && !speak; x++)
-                speak = before->len == strlen(lead[x]) && !memcmp(before->s, lead[x], before->len);
+                speak = is_word(&sd->t[i - 1], lead[x]);
             /* "to" or "for", a function word; and a weak number, that agrees with none on
              * the other side but not with another ("best 2 player games" vs "best 4") */
             if (speak && t->raw && t->rawlen == 1) {
