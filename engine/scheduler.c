@@ -433,22 +433,43 @@ static int cover(sched *s, sched_seq *q, int upto)
     return 0;
 }
 
-/* The one to preempt when blocks run out: of the running sequences not in the batch being
- * built, one of the party with the most running, the one admitted last (not the newest of
- * all, which is often one just admitted for a party that waited its turn, and would be
- * sent back at every step while the party that holds the pool goes on). */
-static sched_seq *victim_of(sched *s)
+/* The one to preempt when need finds no block: a sequence of the party with the most
+ * running, the one admitted last (not the newest of all, which is often one just admitted
+ * for a party that waited its turn, and would be sent back at every step while the party
+ * that holds the pool goes on). One already in the batch being built is taken only for a
+ * party with more running than need's, and after those not in it of that party: when the
+ * heavier party's sequences are all decoding, the lighter one's fresh prefill would
+ * otherwise be sent back at every step until one of theirs ended. */
+static sched_seq *victim_of(sched *s, const sched_seq *need)
 {
+    int mine = party_running(s, need->party);
     sched_seq *best = NULL;
     int most = -1;
     for (sched_seq *q = s->running.head; q; q = q->next) {
-        if (q->in_batch)
-            continue;
         int n = party_running(s, q->party);
-        if (n > most || (n == most && q->order > best->order))
+        if (q->in_batch && n <= mine)
+            continue;
+        if (n > most ||
+            (n == most && (q->in_batch < best->in_batch ||
+                           (q->in_batch == best->in_batch && q->order > best->order))))
             best = q, most = n;
     }
     return best;
+}
+
+/* Takes q, preempted, out of the batch being built; its tokens go back to the budget. */
+static void unbatch(sched *s, sched_seq *q, int *nb, int *budget)
+{
+    for (int i = 0; i < *nb; i++)
+        if (s->batch_seq[i] == q) {
+            *budget += s->batch[i].n_new;
+            memmove(&s->batch[i], &s->batch[i + 1], sizeof s->batch[0] * (size_t)(*nb - i - 1));
+            memmove(&s->batch_seq[i], &s->batch_seq[i + 1],
+                    sizeof s->batch_seq[0] * (size_t)(*nb - i - 1));
+            (*nb)--;
+            break;
+        }
+    q->in_batch = 0;
 }
 
 /*
@@ -722,9 +743,11 @@ int sched_step(sched *s)
             int chunk = need < budget ? need : budget;
             int rc;
             while ((rc = cover(s, q, q->n_computed + chunk)) == ENG_EFULL) {
-                sched_seq *victim = victim_of(s);
+                sched_seq *victim = victim_of(s, q);
                 if (!victim)
                     break;
+                if (victim->in_batch)
+                    unbatch(s, victim, &nb, &budget);
                 preempt(s, victim);
                 if (victim == q)
                     break;

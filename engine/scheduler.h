@@ -6,13 +6,13 @@
  * of newly admitted ones) while the token budget (max_num_batched_tokens) and the number
  * of sequences (max_num_seqs) allow. KV blocks are taken from the pool as positions need
  * them; when the pool runs dry the newest running sequence (of the party, sched_set_party,
- * with the most running) is preempted: its blocks go back and it waits, at the front of
- * the queue, to be recomputed (prompt and the tokens it already generated); one admitted
- * in the same iteration goes back the same way, but having computed nothing it is not
- * counted as preempted. A sequence ends (length) when
- * it reaches max_model_len or would outgrow the whole pool, where even alone it could not
- * go on. Cancelled sequences are dropped at the next iteration, their blocks back in the
- * pool before the forward pass.
+ * with the most running; one already in the batch being built only to make room for a
+ * party with fewer) is preempted: its blocks go back and it waits, at the front of the
+ * queue, to be recomputed (prompt and the tokens it already generated); one admitted in
+ * the same iteration goes back the same way, but having computed nothing it is not
+ * counted as preempted. A sequence ends (length) when it reaches max_model_len or would
+ * outgrow the whole pool, where even alone it could not go on. Cancelled sequences are
+ * dropped at the next iteration, their blocks back in the pool before the forward pass.
  *
  * Prefix caching (radix.h): an admitted sequence starts from the longest cached prefix of
  * its namespace, whose blocks it shares; a finished one is inserted, generated tokens

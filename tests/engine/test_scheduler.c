@@ -220,6 +220,65 @@ Test(sched, admission_takes_turns_between_parties)
 
 static struct sched_stats drain(sched *s, int max_steps);
 
+/* Under KV pressure, a party whose sequences all decode does not keep the pool from
+ * another's: four of party 1 fill a pool of 8 blocks (2 each, none needing a third), and a
+ * sequence of party 2 then takes a block of party 1's newest, which was in the batch,
+ * instead of going back at every step until one of party 1's ends. Each answer is still
+ * the one it gets alone. */
+Test(sched, kv_pressure_preempts_the_heavier_party)
+{
+    sched *s;
+    int n, m;
+    int32_t *ids = encode(prompts[1], &n), *other = encode(prompts[2], &m);
+    struct eng_gen_params pa = greedy_params(32 - n), pb = greedy_params(4);
+    struct out alone = {0}, alone_b = {0}, a[4] = {0}, b = {0};
+    sched_seq *q;
+    struct sched_config roomy = {1, 256, 64, 16, 0, 0, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &roomy, &events, &s), 0);
+    cr_assert_eq(sched_submit(s, 0, ids, n, &pa, &alone, &q), 0);
+    cr_assert_eq(sched_submit(s, 0, other, m, &pb, &alone_b, &q), 0);
+    drain(s, 1000);
+    sched_destroy(s);
+    cr_assert_eq(alone.completion, 32 - n, "no end of text before the second block fills");
+
+    struct sched_config tight = {5, 256, 8, 16, 0, 0, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &tight, &events, &s), 0);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(sched_submit(s, 0, ids, n, &pa, &a[i], &q), 0);
+        sched_set_party(q, 1);
+    }
+    struct sched_stats st;
+    int steps = 0;
+    do {
+        cr_assert(sched_step(s) > 0 && ++steps < 100);
+        sched_get_stats(s, &st);
+    } while (st.blocks_free > 0);
+    for (int i = 0; i < 4; i++)
+        cr_assert(!a[i].done, "party 1 still decoding when the pool is full");
+    cr_assert_eq(sched_submit(s, 0, other, m, &pb, &b, &q), 0);
+    sched_set_party(q, 2);
+    int a_done_before_b = -1, rc;
+    while ((rc = sched_step(s)) > 0) {
+        cr_assert(++steps < 1000);
+        if (b.done && a_done_before_b < 0) {
+            a_done_before_b = 0;
+            for (int i = 0; i < 4; i++)
+                a_done_before_b += a[i].done;
+        }
+    }
+    cr_assert_eq(rc, 0);
+    sched_get_stats(s, &st);
+    cr_assert_eq(a_done_before_b, 0, "%d of party 1's were done first", a_done_before_b);
+    cr_assert_geq(st.preemptions, 1);
+    cr_assert_eq(st.blocks_free, st.blocks_total);
+    cr_assert_str_eq(b.text, alone_b.text);
+    for (int i = 0; i < 4; i++)
+        cr_assert_str_eq(a[i].text, alone.text, "sequence %d", i);
+    sched_destroy(s);
+    free(ids);
+    free(other);
+}
+
 /* Turns with the prefix cache: a party's sequences that wait for one of theirs to prefill a
  * shared prefix are passed over, and another party's goes in beside it at once; more
  * parties than the scheduler remembers turns of are all served. */
