@@ -69,14 +69,18 @@ static const char *const contrast_groups[] = {
     "overcook undercook", "overweight underweight", "overrated underrated",
     "overestimate underestimate", "overexposed underexposed", "overclock underclock",
     "attract repel", "attract rid", "attract remove", "attract kill", "attract deter",
-    "keep discard", "keep throw", "built fell", "built fall", "build demolish",
+    "win host", "won hosted", "winner host", "inner left", "inner right", "keep discard",
+    "keep throw", "built fell", "built fall", "build demolish",
     "built demolished", "rebase merge", "receive give", "received gave", "receiving giving",
-    "install upgrade",
+    "install upgrade", "keep wipe", "keep lose", "keep losing", "keep delete", "keep deleting",
+    "read update", "read edit", "restart rebuild",
+    "drink eat", "deficiency excess", "deficiency toxicity", "deficiency overdose",
     /* one measure of a thing and another */
     "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
     "average worst", "average best", "amortized worst", "area circumference",
     "perpendicular parallel", "melting boiling", "melting freezing", "number mass",
-    "null undefined", "keep drop", "squash revert", "append prepend", "append insert",
+    "mole molecule", "moles molecules", "plot theme", "plot themes", "null undefined",
+    "keep drop", "squash revert", "append prepend", "append insert",
     "formal casual",
     /* what two things share, and what sets them apart */
     "difference common", "difference similar", "difference similarity", "difference alike",
@@ -188,7 +192,7 @@ static const char *const contrast_groups[] = {
     "git svn mercurial", "celsius fahrenheit kelvin °c °f",
     "millimeter centimeter meter kilometer inch foot yard mile mm cm km",
     "milligram gram kilogram pound ounce ton tonne mg kg lb oz",
-    "milliliter liter gallon quart pint cup tablespoon teaspoon ml",
+    "milliliter liter gallon quart pint cup tablespoon teaspoon ml ounce oz",
     "millisecond microsecond nanosecond minute hour day week month year decade century",
     "dollar euro pound yen yuan rupee peso franc ruble bitcoin",
     "north south east west northeast northwest southeast southwest",
@@ -1153,7 +1157,28 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
             return;
         }
     }
+    /* a temperature: "400F", "350°F", "-40°C" are the number and its scale ("180c", "1c"
+     * and "5f" may be other things: two digits or a degree sign) */
+    if (b - a >= 2 && ((p[b - 1] | 0x20) == 'f' || (p[b - 1] | 0x20) == 'c')) {
+        size_t e = b - 1, deg = e >= a + 2 && p[e - 2] == 0xc2 && p[e - 1] == 0xb0;
+        if (deg) e -= 2;
+        size_t d = a + (p[a] == '-'), digits = 0;
+        while (d < e && (is_digit(p[d]) || (p[d] == '.' && d > a)))
+            digits += is_digit(p[d++]);
+        if (d == e && digits && (deg || digits >= 2)) {
+            emit_word(sd, p, a, e, flags);
+            const char *scale = (p[b - 1] | 0x20) == 'f' ? "fahrenheit" : "celsius";
+            tok *t = push_tok(sd, scale, strlen(scale), (uint16_t)(flags & F_QUOTED));
+            if (t) classify(sd, t);
+            return;
+        }
+    }
     size_t n = b - a;
+    /* "e.g." and "i.e." say nothing of the question */
+    if (n == 3 && p[a + 1] == '.' &&
+        (strncasecmp((const char *)p + a, "e.g", 3) == 0 ||
+         strncasecmp((const char *)p + a, "i.e", 3) == 0))
+        return;
     char *o = side_alloc(sd, n);
     if (!o) return;
     size_t k = 0, apos = (size_t)-1;
@@ -1189,6 +1214,16 @@ static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsi
     /* "1,000" and "3.14" are numbers, not identifiers */
     if (code && ndig > 0 && nup + nlow == 0) code = 0;
     if (k > 0 && o[k - 1] == '.') k--;
+    /* "U.S.", "U.K.", "D.C.": the letters ("US"); not "a.m." and "p.m." ("am" is a verb) */
+    int dotted = k >= 3 && k % 2 == 1 && !(k == 3 && o[1] == '.' && o[2] == 'm');
+    for (size_t i = 0; i < k && dotted; i++)
+        dotted = i % 2 ? o[i] == '.' : is_lower((unsigned char)o[i]);
+    if (dotted) {
+        for (size_t i = 2; i < k; i += 2)
+            o[i / 2] = o[i];
+        k = (k + 1) / 2;
+        code = 0;
+    }
 
     size_t base = k;
     const char *neg = NULL;
@@ -1709,6 +1744,43 @@ static void tokenize(side *sd, const char *text, size_t len)
         sd->nt--;
         *t = (tok){.s = as, .len = 2, .flags = (uint16_t)(keep | F_ACRO | F_UPFIRST), .lex = -1,
                    .num = -1};
+        classify(sd, t);
+    }
+    /* "w/o" is "without" */
+    for (int k = 0; k + 1 < sd->nt; k++) {
+        tok *t = &sd->t[k], *u = &sd->t[k + 1];
+        if (!is_word(t, "w") || !is_word(u, "o") || !t->raw || !u->raw ||
+            u->raw != t->raw + 2 || t->raw[1] != '/')
+            continue;
+        uint16_t keep = t->flags & (F_INITIAL | F_QUOTED);
+        memmove(u, u + 1, sizeof *u * (size_t)(sd->nt - k - 2));
+        sd->nt--;
+        *t = (tok){.s = "without", .len = 7, .flags = keep, .lex = -1, .num = -1};
+        classify(sd, t);
+    }
+    /* "is 97 prime or not", "whether or not": a yes or no asked, nothing denied */
+    for (int k = 1; k < sd->nt; k++)
+        if (is_word(&sd->t[k], "not") && is_word(&sd->t[k - 1], "or")) {
+            sd->t[k].flags = (uint16_t)((sd->t[k].flags & ~F_NEG) | F_STOP | F_DROP);
+            sd->t[k - 1].flags |= F_STOP | F_DROP;
+        }
+    /* "degrees C", "180 c in fahrenheit": the scale (not "1 c flour", a cup; nor the
+     * language C) */
+    for (int k = 1; k < sd->nt; k++) {
+        tok *t = &sd->t[k];
+        const tok *before = &sd->t[k - 1], *after = k + 1 < sd->nt ? &sd->t[k + 1] : NULL;
+        if (t->len != 1 || (t->s[0] != 'c' && t->s[0] != 'f') || (t->flags & F_CODE))
+            continue;
+        int degrees = is_word(before, "degrees") || is_word(before, "degree") ||
+                      is_word(before, "deg");
+        int number = (before->flags & F_NUM) && before->len &&
+                     (is_digit((unsigned char)before->s[0]) || before->s[0] == '-') &&
+                     (!after || (after->flags & F_STOP));
+        if (!degrees && !number) continue;
+        const char *scale = t->s[0] == 'f' ? "fahrenheit" : "celsius";
+        uint16_t keep = t->flags & (F_INITIAL | F_QUOTED);
+        *t = (tok){.s = scale, .len = strlen(scale), .flags = keep, .lex = -1, .num = -1,
+                   .raw = t->raw, .rawlen = t->rawlen};
         classify(sd, t);
     }
     collect_numbers(sd);
@@ -2403,6 +2475,17 @@ static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
                           acronym_of(acr, p);
             }
             if (spelled) continue;
+            /* a maker's or body's name before a name both give: "Google Chrome" and
+             * "Chrome", the "FIFA World Cup" and "the World Cup" (where the other side
+             * has no word of its own before it: "Google Maps" and "Apple Maps" are two) */
+            if (i + 1 < p->nt && (p->t[i + 1].flags & F_ENTITY) && !(x->flags & F_QUOTED)) {
+                const tok *y = &p->t[i + 1];
+                int j = 0;
+                while (j < q->nt && !tok_eq(y, &q->t[j]))
+                    j++;
+                if (j < q->nt && (j == 0 || (q->t[j - 1].flags & (F_STOP | F_NUM))))
+                    continue;
+            }
             say(why, whylen, "%s \"%.*s\" only in %s", (x->flags & F_QUOTED) ? "quoted" : "name",
                 (int)x->len, x->s, pass ? "query" : "stored");
             return 0;
@@ -2751,13 +2834,19 @@ static int asks_a_when(const side *sd, int j)
 /* What a side's first word asks: 'w' what or which, 'r' where, 'e' when, 'o' who, 'y' why,
  * 'h' how; "what year" asks a when, "what place" a where, "what reason" a why, "what way" a
  * how, "how long ago" a when; 0 for none. */
+/* What the question word t asks for: a person ('o'), a place ('r') or a time ('e'); 0. */
+static int wh_of(const tok *t)
+{
+    if (is_word(t, "who") || is_word(t, "whom") || is_word(t, "whose")) return 'o';
+    if (is_word(t, "where")) return 'r';
+    return is_word(t, "when") ? 'e' : 0;
+}
+
 static int asked(const side *sd)
 {
     if (!sd->nt) return 0;
     const tok *t = &sd->t[0];
-    if (is_word(t, "who") || is_word(t, "whom") || is_word(t, "whose")) return 'o';
-    if (is_word(t, "where")) return 'r';
-    if (is_word(t, "when")) return 'e';
+    if (wh_of(t)) return wh_of(t);
     if (is_word(t, "why")) return 'y';
     if (is_word(t, "how"))
         return sd->nt > 2 && is_word(&sd->t[1], "long") && is_word(&sd->t[2], "ago") ? 'e' : 'h';
@@ -2780,8 +2869,28 @@ static int asked(const side *sd)
 /* "What is the Eiffel Tower?" vs "Where is the Eiffel Tower?", "What do lions eat?" vs "How
  * do lions eat?", "Why do cats purr?" vs "How do cats purr?": another question word before
  * the same words (the other side may add up to three). */
+/* Whether a side asks for a person ('o': who), a place ('r': where) or a time ('e': when,
+ * "what year"), by its first words; 0 neither. */
+static int answer_kind(const side *sd)
+{
+    if (!sd->nt) return 0;
+    const tok *t = &sd->t[0];
+    if (wh_of(t)) return wh_of(t);
+    if ((is_word(t, "what") || is_word(t, "which")) && sd->nt > 1 && asks_a_when(sd, 1))
+        return 'e';
+    return 0;
+}
+
 static int rule_wh_swap(const side *a, const side *b, char *why, size_t whylen)
 {
+    /* a person, a place and a time are three answers, whatever the words after: "who wrote
+     * it" vs "what year was it published" */
+    int ka = answer_kind(a), kb = answer_kind(b);
+    if (ka && kb && ka != kb) {
+        say(why, whylen, "question differs: %.*s vs %.*s", (int)a->t[0].len, a->t[0].s,
+            (int)b->t[0].len, b->t[0].s);
+        return 0;
+    }
     int x = asked(a), y = asked(b);
     if (!x || !y || x == y) return 1;
     /* "how do I get hiccups" may be "why do I get hiccups"; "how do cats purr" is not "why" */
@@ -3924,7 +4033,9 @@ static void spelled_as_abbreviations(const side *p, side *q)
                     break;
                 k++;
             }
-            if (k != x->len) continue;
+            /* "NYC" is "New York" too: the city's C left to be understood */
+            int city = k + 1 == x->len && x->len >= 3 && x->s[k] == 'c' && k >= 2;
+            if (k != x->len && !city) continue;
             tok merged = *x;
             merged.flags = (uint16_t)((x->flags & ~(unsigned)(F_INITIAL | F_QUOTED)) |
                                       (q->t[j].flags & (F_INITIAL | F_QUOTED)));
