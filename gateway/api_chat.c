@@ -1518,7 +1518,10 @@ static void replay_chunks(struct chat_req *c, const char *text, size_t len, cons
 static void reply_hit(struct chat_req *c, const struct store_hit *h, const char *kind)
 {
     cache_headers(c, kind, h->similarity, h->id);
-    const char *finish = h->finish_reason;
+    /* an answer as long as max_tokens allows ends with length, as the engine's would: it
+     * stops there before it could end the text */
+    const char *finish =
+        h->completion_tokens >= c->job.params.max_tokens ? "length" : h->finish_reason;
     const struct usage u = {c->job.n_prompt, h->completion_tokens, 0};
     if (c->stream && c->resp) {
         gw_reply_sse_start(c->req);
@@ -2354,7 +2357,10 @@ static int kid_make(struct chat_req *c, json_t *kb, int i, struct parsed *p)
     if (h) { /* the entry is the cache's until its next lookup: the answer is copied */
         k->done = 1;
         k->store = 0;
-        k->finish = h->finish_reason && !strcmp(h->finish_reason, "length") ? "length" : "stop";
+        k->finish = (h->finish_reason && !strcmp(h->finish_reason, "length")) ||
+                            h->completion_tokens >= k->job.params.max_tokens
+                        ? "length"
+                        : "stop";
         k->got = (struct usage){k->job.n_prompt, h->completion_tokens, 0};
         k->hit_id = h->id;
         append_text(k, h->answer, h->answer_len);

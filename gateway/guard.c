@@ -3983,6 +3983,34 @@ static int comparative_of(const tok *t, const tok *w)
     return n == m + 2 && !memcmp(c, a, m);
 }
 
+/* "Tell me another joke" against "tell me a joke": one not given before is asked for (but
+ * "another word for happy" is a synonym, "another language" a new one, "into another" a
+ * pronoun). */
+static int rule_another(const side *a, const side *b, char *why, size_t whylen)
+{
+    static const char *const other[] = {"another", "other", "else", "new", "different",
+                                        "more", "next"};
+    static const char *const idiom[] = {"word", "words", "name", "term", "way", "synonym"};
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        int others = 0;
+        for (int j = 0; j < q->nt; j++)
+            for (size_t k = 0; k < sizeof other / sizeof *other; k++)
+                others += is_word(&q->t[j], other[k]);
+        for (int i = 0; i + 1 < p->nt && !others; i++) {
+            const tok *n = &p->t[i + 1];
+            if (!is_word(&p->t[i], "another") || (n->flags & (F_STOP | F_NUM))) continue;
+            int id = 0;
+            for (size_t k = 0; k < sizeof idiom / sizeof *idiom; k++)
+                id |= is_word(n, idiom[k]);
+            if (id || !side_has_like(q, n)) continue;
+            say(why, whylen, "asks for another %.*s", (int)n->len, n->s);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* "less healthy" on one side where the other says "healthier": the comparison flipped
  * ("which is healthier, brown or white rice" vs "which is less healthy"). */
 static int rule_less(const side *a, const side *b, char *why, size_t whylen)
@@ -4208,7 +4236,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
     if ((rules & R_NEG) && !rule_negation(a, b, why, whylen)) return 0;
     if ((rules & R_CONTRAST) &&
         (!rule_contrast(a, b, why, whylen) || !rule_contrast(b, a, why, whylen) ||
-         !rule_less(a, b, why, whylen)))
+         !rule_less(a, b, why, whylen) || !rule_another(a, b, why, whylen)))
         return 0;
     if ((rules & R_PREFIX) && !rule_prefix(a, b, why, whylen)) return 0;
     if ((rules & R_CONTRAST) && !rule_word_aspect(a, b, why, whylen)) return 0;

@@ -746,6 +746,33 @@ def test_no_store_no_cache_and_max_tokens(server):
     assert r.headers["X-Cache"] == "MISS"
 
 
+def test_a_hit_as_long_as_max_tokens_ends_with_length(server):
+    """A stored answer of exactly max_tokens tokens said stop where the engine, which stops
+    there before it could end the text, says length: the SDK's parse() and stream helpers
+    raised LengthFinishReasonError only on a miss."""
+    c = client(server)
+    q = "What is the capital of Spain?"
+    r = chat(c, q, max_tokens=100, temperature=0)
+    assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "stop", r.text
+    n, text = r.json()["usage"]["completion_tokens"], r.json()["choices"][0]["message"]["content"]
+    time.sleep(1)
+    hit = chat(c, q, max_tokens=n, temperature=0)
+    miss = chat(c, q, {"Cache-Control": "no-cache"}, max_tokens=n, temperature=0)
+    assert hit.headers["X-Cache"] == "HIT" and miss.headers["X-Cache"] == "MISS"
+    for r in (hit, miss):
+        assert r.json()["choices"][0]["finish_reason"] == "length", r.text
+        assert r.json()["choices"][0]["message"]["content"] == text
+    with c.stream("POST", "/v1/chat/completions",
+                  json={"model": MODEL, "messages": [{"role": "user", "content": q}],
+                        "max_tokens": n, "temperature": 0, "stream": True}) as s:
+        assert s.headers["X-Cache"] == "HIT"
+        chunks = [json.loads(line[6:]) for line in s.iter_lines()
+                  if line.startswith("data: {")]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert only_if_cached(c, q, max_tokens=n + 1, temperature=0).json()["choices"][0][
+        "finish_reason"] == "stop"
+
+
 def test_cache_control_on_several_lines_and_no_sdk_retries(server):
     """A Cache-Control sent on two lines (a proxy or a library adds its own) counted only its
     first line, so a no-store on the second was stored; and the SDKs retried a 504 that

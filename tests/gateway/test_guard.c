@@ -1300,4 +1300,7 @@ Test(guard, temperatures_dotted_letters_makers_and_kinds_of_answer)
     VETO("Who won the 2010 World Cup?", "Who hosted the 2010 World Cup?", "opposites");
     VETO("How many moles are in 36 g of water?", "How many molecules are in 36 g of water?",
          NULL);
+    /* another one asked for; but "another word" is a synonym */
+    VETO("Tell me a riddle about cats.", "Tell me another riddle about cats.", "another");
+    PASS("What's another word for tired?", "synonym for tired");
 }
