@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -35,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -129,6 +131,10 @@ struct gw_server {
     struct evconnlistener *listener;   /* owned by bound */
     struct evhttp_bound_socket *bound;
     int accept_paused;
+    int fd_paused;              /* accept() found no file descriptor: paused a moment */
+    struct event *accept_retry; /* ends the moment */
+    long accept_failures, accept_failures_logged;
+    struct timespec t_accept_log;
     SSL_CTX *ssl;
     gw_cq *cq;
     emb_model *emb;
@@ -140,7 +146,7 @@ struct gw_server {
     struct gw_llm llm;
     gw_metrics *metrics;
     gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
-    gw_metric *m_store_failed;
+    gw_metric *m_store_failed, *m_accept_failed;
     gw_metric *m_cert_expiry, *m_tls_reloads;
     struct conn *conns;
     long nconns;
@@ -1006,8 +1012,83 @@ static void update_accepting(gw_server *srv)
                (long long)srv->cfg->max_connections);
     } else if (!full && srv->accept_paused) {
         srv->accept_paused = 0;
-        evconnlistener_enable(srv->listener);
+        if (!srv->fd_paused)
+            evconnlistener_enable(srv->listener);
     }
+}
+
+static void on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    gw_server *srv = arg;
+    srv->fd_paused = 0;
+    if (srv->listener && !srv->accept_paused && !srv->draining)
+        evconnlistener_enable(srv->listener);
+}
+
+/* accept() failed. Out of file descriptors (the open-file limit) the listening socket stays
+ * readable, and trying again at once would spin: accepting pauses for 250 ms, and the log
+ * says so at most every 10 s. Other failures (a connection reset before it was taken) pass. */
+static gw_server *accepting_srv; /* the error callback gets the evhttp's argument */
+
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    (void)arg;
+    gw_server *srv = accepting_srv;
+    int e = errno;
+    srv->accept_failures++;
+    gw_metric_add(srv->m_accept_failed, 1);
+    int out = e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+    if (out) {
+        evconnlistener_disable(l);
+        srv->fd_paused = 1;
+        struct timeval tv = {0, 250000};
+        evtimer_add(srv->accept_retry, &tv);
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (srv->accept_failures_logged && now.tv_sec - srv->t_accept_log.tv_sec < 10)
+        return;
+    struct rlimit rl = {0, 0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    gw_log(GW_LOG_WARN, "accepting a connection failed: %s%s (%ld connections open, "
+           "open-file limit %lld; %ld failures so far)", strerror(e),
+           out ? "; accepting paused for 250 ms: raise the limit (ulimit -n, LimitNOFILE=) or "
+                 "lower server.max_connections" : "",
+           srv->nconns, (long long)rl.rlim_cur, srv->accept_failures);
+    srv->accept_failures_logged = srv->accept_failures;
+    srv->t_accept_log = now;
+}
+
+/* The open-file limit: the soft one raised as far as the connections need (the hard one
+ * allows), and a warning where it stays below them. */
+static void fit_open_files(const struct gw_config *cfg)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl))
+        return;
+    const rlim_t reserve = 256; /* the store, models, threads' descriptors, the CLI's */
+    rlim_t want = (rlim_t)cfg->max_connections + reserve;
+    long open_now = 0; /* descriptors open now */
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *de; d && (de = readdir(d));)
+        open_now += de->d_name[0] != '.';
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        struct rlimit up = rl;
+        up.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (!setrlimit(RLIMIT_NOFILE, &up))
+            rl = up;
+    }
+    if (d)
+        closedir(d);
+    long left = (long)rl.rlim_cur - open_now - 16;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+        gw_log(GW_LOG_WARN, "the open-file limit (%lld, hard %lld) is below server.max_connections "
+               "(%lld) + %d: connections beyond about %ld wait until others close; raise it "
+               "(ulimit -n, LimitNOFILE=) or lower server.max_connections",
+               (long long)rl.rlim_cur, (long long)rl.rlim_max, (long long)cfg->max_connections,
+               (int)reserve, left > 0 ? left : 0);
 }
 
 /* ------------------------------------------------------------------ requests */
@@ -1835,6 +1916,10 @@ static int register_metrics(gw_server *srv)
                                     "Client connections currently open.", NULL);
     srv->m_paused = gw_metrics_counter(m, "cachegate_http_accept_paused_total",
                                        "Times accepting paused at server.max_connections.", NULL);
+    srv->m_accept_failed = gw_metrics_counter(
+        m, "cachegate_http_accept_failures_total",
+        "Connections accept() failed to take (out of file descriptors: accepting pauses a "
+        "moment; the log says more).", NULL);
     srv->m_uptime =
         gw_metrics_gauge(m, "cachegate_uptime_seconds", "Seconds since the server started.", NULL);
     srv->m_start = gw_metrics_gauge(m, "cachegate_start_time_seconds",
@@ -1945,6 +2030,8 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory binding the listener");
         return -1;
     }
+    accepting_srv = srv;
+    evconnlistener_set_error_cb(srv->listener, on_accept_error);
     /* accepted sockets inherit TCP_NODELAY from the listening socket (Linux) */
     evutil_socket_t fd = evconnlistener_get_fd(srv->listener);
     int one = 1;
@@ -2284,8 +2371,9 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
     srv->sig_hup = evsignal_new(srv->base, SIGHUP, on_reload, srv);
     srv->drain_timer = evtimer_new(srv->base, drain_check, srv);
+    srv->accept_retry = evtimer_new(srv->base, on_accept_retry, srv);
     if (!srv->cq || !srv->http || !srv->sig_int || !srv->sig_term || !srv->sig_hup ||
-        !srv->drain_timer) {
+        !srv->drain_timer || !srv->accept_retry) {
         snprintf(err, errlen, "out of memory creating the HTTP server");
         goto fail;
     }
@@ -2308,6 +2396,7 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
         early_hup = 0;
         event_active(srv->sig_hup, EV_SIGNAL, 1);
     }
+    fit_open_files(cfg);
     if (bind_listener(srv, err, errlen))
         goto fail;
     if (early_stop) { /* it drains nothing and exits 0 */
@@ -2368,6 +2457,8 @@ void gw_server_destroy(gw_server *srv)
         event_free(srv->sig_hup);
     if (srv->drain_timer)
         event_free(srv->drain_timer);
+    if (srv->accept_retry)
+        event_free(srv->accept_retry);
     if (srv->base)
         event_base_free(srv->base);
     gw_metrics_destroy(srv->metrics);

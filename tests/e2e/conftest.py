@@ -24,13 +24,14 @@ DEVICE = os.environ.get("CACHEGATE_E2E_DEVICE", "cpu")
 class Server:
     """A running cachegate process. Log lines (JSON) are collected from stderr."""
 
-    def __init__(self, tmp_path, conf_text="", args=()):
+    def __init__(self, tmp_path, conf_text="", args=(), preexec=None):
         self.data_dir = tmp_path / "data"
         self.conf = tmp_path / "cachegate.conf"
         self.conf.write_text(conf_text)
         cmd = [str(BIN), "serve", "--config", str(self.conf), "--listen", "127.0.0.1:0",
                "--data-dir", str(self.data_dir), "--device", DEVICE, *args]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=preexec)
         self.lines = []
         self._cond = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -95,8 +96,8 @@ class Server:
 def make_server(tmp_path):
     servers = []
 
-    def make(conf_text="", args=()):
-        s = Server(tmp_path, conf_text, args)
+    def make(conf_text="", args=(), preexec=None):
+        s = Server(tmp_path, conf_text, args, preexec)
         servers.append(s)
         return s
 

@@ -726,6 +726,41 @@ def test_max_connections_pauses_accepting(make_server):
     b.close()
 
 
+def test_out_of_file_descriptors_pauses_accepting_without_spinning(make_server):
+    """Where the open-file limit runs out before server.max_connections, accept() failed at
+    once again and again: libevent printed a line for each (1.6 million in 5 s, not JSON)
+    and a core spun. Now the start warns of the limit, accepting pauses a moment at a time,
+    the log says so in one JSON line, and connections are served again once some close."""
+    import resource
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+
+    server = make_server("", preexec=low_limit)
+    assert server.wait_log(lambda l: "open-file limit (160" in l.get("msg", ""), timeout=2)
+    socks = []
+    for _ in range(200):  # more than the descriptors left
+        socks.append(socket.create_connection(("127.0.0.1", server.port), timeout=2))
+    assert server.wait_log(lambda l: "accepting paused" in l.get("msg", "") and
+                           l.get("level") == "warn", timeout=5)
+    time.sleep(1)
+    for s in socks:
+        s.close()
+    time.sleep(1)
+    c = server.tls_socket()
+    c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    status, _, body = read_http_response(c)
+    c.close()
+    assert status == 200
+    failed = [l for l in body.decode().splitlines()
+              if l.startswith("cachegate_http_accept_failures_total ")]
+    assert failed and float(failed[0].split()[1]) > 0
+    raw = [l["raw"] for l in server.lines if "raw" in l]
+    assert not raw, raw[:3]
+    warned = [l for l in server.lines if "accepting a connection failed" in l.get("msg", "")]
+    assert 1 <= len(warned) <= 2, len(warned)
+
+
 def test_graceful_shutdown_finishes_in_flight_request(make_server):
     server = make_server("[server]\nshutdown_grace_ms = 10000\n")
     idle = client(server)
