@@ -448,8 +448,25 @@ static void db_path(char *out, size_t len, const char *dir)
 int store_exists(const char *dir)
 {
     char path[4096];
+    struct stat st;
     db_path(path, sizeof path, dir);
-    return access(path, F_OK) == 0;
+    return stat(path, &st) == 0 && st.st_size > 0; /* (SQLite reads an empty file as new) */
+}
+
+/* How many saved indexes dir/index holds. */
+static int saved_indexes(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/index", dir);
+    DIR *d = opendir(path);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        n += l > 6 && !strcmp(e->d_name + l - 6, ".faiss");
+    }
+    if (d)
+        closedir(d);
+    return n;
 }
 
 static int in_use(const char *dir, char *err, size_t errlen)
@@ -520,6 +537,17 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
     }
 database:
     db_path(s->db_path, sizeof s->db_path, o->dir);
+    /* no database where indexes were saved: it was deleted or emptied, and opening would
+     * make an empty store in its place (and drop the indexes as strays) without a word */
+    int saved = store_exists(o->dir) ? 0 : saved_indexes(o->dir);
+    if (saved) {
+        rc = seterr(err, errlen, STORE_EIO,
+                    "the database %s is missing or empty, yet %s/index holds %d saved "
+                    "index%s: the store that was there is gone. Restore the database (with "
+                    "its -wal file) from a backup, or move %s/index away to start an empty "
+                    "store", s->db_path, o->dir, saved, saved == 1 ? "" : "es", o->dir);
+        goto fail;
+    }
     char why[256];
     if (store_db_open_why(s->db_path, 0, &s->wdb, why, sizeof why) ||
         store_db_open_why(s->db_path, 0, &s->adb, why, sizeof why)) {

@@ -899,6 +899,45 @@ Test(store, stray_index_files_go_at_open)
     store_close(s);
 }
 
+/* A database deleted or emptied beside the indexes it saved is an error at open, naming
+ * both: opening made an empty store in its place and dropped the indexes as strays, every
+ * tenant, key and answer gone without a word. Moving the indexes away starts afresh. */
+Test(store, a_database_gone_from_beside_its_indexes_is_an_error_at_open)
+{
+    for (int emptied = 0; emptied < 2; emptied++) {
+        store *s = open_store(0, 0, NULL);
+        put(s, 1, 1, 1, "kept", 0);
+        cr_assert_eq(store_sync(s), STORE_OK);
+        store_close(s);
+        char db[600], wal[600], index[600];
+        snprintf(db, sizeof db, "%s/cachegate.db", dir);
+        snprintf(wal, sizeof wal, "%s/cachegate.db-wal", dir);
+        snprintf(index, sizeof index, "%s/index/1.faiss", dir);
+        if (emptied) {
+            FILE *f = fopen(db, "w");
+            cr_assert_not_null(f);
+            fclose(f);
+        } else {
+            cr_assert_eq(unlink(db), 0);
+        }
+        unlink(wal);
+        cr_assert(!store_exists(dir), "an empty file is no database");
+        struct store_options o = {.dir = dir, .dim = DIM};
+        char err[1024];
+        s = NULL;
+        cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_EIO);
+        cr_assert_null(s);
+        cr_assert(strstr(err, "missing or empty") && strstr(err, "1 saved index:"), "%s", err);
+        cr_assert_eq(access(index, F_OK), 0, "the index is left as it was");
+        o.admin_only = 1; /* nor does the CLI make one there */
+        cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_EIO);
+        cr_assert_eq(unlink(index), 0);
+        s = open_store(0, 0, NULL);
+        cr_assert(!has_exact(s, 1, 1, NULL, 0));
+        store_close(s);
+    }
+}
+
 /* A stored response as store_response_get() reads it: 1 with its body, 0 when not found. */
 static int response(store *s, int64_t tenant, const char *id, char *body, size_t len)
 {
