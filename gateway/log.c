@@ -214,12 +214,14 @@ void gw_log_access(const char *request_id, const char *method, const char *route
                    const char *path, int status, double latency_ms, const char *peer,
                    const char *tenant, const char *key, const char *cache)
 {
-    if (!gw_log_enabled(GW_LOG_INFO))
+    /* a failure of the server's (5xx) is a warning, seen at log.level = warn */
+    const enum gw_log_level level = status >= 500 ? GW_LOG_WARN : GW_LOG_INFO;
+    if (!gw_log_enabled(level))
         return;
     char stack[512];
     struct oai_buf b;
     oai_buf_init(&b, stack, sizeof stack);
-    line_begin(&b, GW_LOG_INFO, "request");
+    line_begin(&b, level, "request");
     put_key(&b, "request_id");
     put_str(&b, request_id);
     put_key(&b, "method");
@@ -250,5 +252,5 @@ void gw_log_access(const char *request_id, const char *method, const char *route
         put_key(&b, "cache");
         put_str(&b, cache);
     }
-    line_end(&b, GW_LOG_INFO);
+    line_end(&b, level);
 }

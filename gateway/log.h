@@ -36,10 +36,10 @@ void gw_log_kv(int level, const char *msg, ...);
 void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
- * The access log line of one HTTP request. Numbers stay numbers in the JSON. path (the
- * target's, given where no route matched), peer (the client's address), tenant, key (a
- * key's listed prefix) and cache (exact, semantic or miss, for a request the caches
- * looked at) are left out when NULL.
+ * The access log line of one HTTP request, at info (at warn for a 5xx status). Numbers stay
+ * numbers in the JSON. path (the target's, given where no route matched), peer (the
+ * client's address), tenant, key (a key's listed prefix) and cache (exact, semantic or miss,
+ * for a request the caches looked at) are left out when NULL.
  */
 void gw_log_access(const char *request_id, const char *method, const char *route,
                    const char *path, int status, double latency_ms, const char *peer,

@@ -265,7 +265,9 @@ static int cmd_serve(int argc, char **argv)
         goto out;
     }
     rc = gw_server_run(srv);
-    gw_server_destroy(srv);
+    gw_server_destroy(srv); /* the indexes saved, the store closed */
+    if (rc == 0)
+        gw_log(GW_LOG_INFO, "shutdown complete");
 out:
     gw_config_deinit(&cfg);
     return rc;

@@ -1784,7 +1784,7 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
             busy++;
     }
     if (srv->nconns == 0) {
-        gw_log(GW_LOG_INFO, "shutdown complete");
+        gw_log(GW_LOG_INFO, "connections drained: stopping the workers, saving the store");
         event_base_loopexit(srv->base, NULL);
         return;
     }

@@ -53,6 +53,24 @@ def test_health(server):
     assert "cache" not in line  # no cache looked at it
 
 
+def test_a_failure_of_the_servers_is_logged_at_warn(make_server):
+    """At log.level = warn the access log was silent, 5xx included: a timeout or a failed
+    engine left no trace. A 5xx line is a warning now; a clean stop ends with "shutdown
+    complete", written once the store is saved."""
+    server = make_server("[log]\nlevel = warn\n")
+    with client(server) as c:
+        assert c.get("/health").status_code == 200
+        r = c.post("/v1/chat/completions", headers={"Cache-Control": "only-if-cached"},
+                   json={"model": "smollm2-135m-instruct",
+                         "messages": [{"role": "user", "content": "Never asked before?"}]})
+        assert r.status_code == 504
+    line = server.wait_log(lambda l: l.get("msg") == "request" and l.get("status") == 504)
+    assert line and line["level"] == "warn"
+    assert not [l for l in server.lines if l.get("msg") == "request" and l.get("status") == 200]
+    assert server.stop() == 0
+    assert not [l for l in server.lines if l.get("msg") == "shutdown complete"], "an info line"
+
+
 def test_request_id_is_kept_when_given(server):
     with client(server) as c:
         r = c.get("/health", headers={"X-Request-Id": "abc-123"})
@@ -786,6 +804,8 @@ def test_graceful_shutdown_finishes_in_flight_request(make_server):
     s.close()
     assert server.proc.wait(timeout=5) == 0
     assert server.wait_log(lambda l: l.get("msg") == "shutdown complete", timeout=2)
+    server._reader.join(timeout=5)
+    assert server.lines[-1].get("msg") == "shutdown complete", server.lines[-3:]
     idle.close()
 
 
