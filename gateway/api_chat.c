@@ -591,7 +591,15 @@ static json_t *usage_json(int prompt, int completion, int cached)
     json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
     json_t *d = json_object();
     json_object_set_new(d, "cached_tokens", json_integer(cached));
+    json_object_set_new(d, "audio_tokens", json_integer(0));
     json_object_set_new(u, "prompt_tokens_details", d);
+    /* none of these kinds, but code reads them as OpenAI always sends them */
+    d = json_object();
+    json_object_set_new(d, "reasoning_tokens", json_integer(0));
+    json_object_set_new(d, "audio_tokens", json_integer(0));
+    json_object_set_new(d, "accepted_prediction_tokens", json_integer(0));
+    json_object_set_new(d, "rejected_prediction_tokens", json_integer(0));
+    json_object_set_new(u, "completion_tokens_details", d);
     return u;
 }
 
@@ -603,6 +611,9 @@ static json_t *envelope(struct chat_req *c, const char *object)
     json_object_set_new(o, "created", json_integer(c->created));
     json_object_set_new(o, "model",
                         json_string(gw_server_config(gw_req_server(c->req))->engine_model_name));
+    json_object_set_new(o, "service_tier", json_string("default"));
+    json_object_set_new(o, "system_fingerprint",
+                        json_string(gw_server_llm(gw_req_server(c->req))->fingerprint));
     if (c->stream && c->include_usage && !c->resp) /* a chunk: null but in the usage chunk */
         json_object_set_new(o, "usage", json_null());
     return o;
@@ -888,6 +899,9 @@ static void reply_answer(struct chat_req *c, const char *text, size_t len, const
     oai_buf_puts(&b, ",\"model\":");
     if (oai_buf_str(&b, model, strlen(model), 0))
         b.len = mark;
+    oai_buf_puts(&b, ",\"service_tier\":\"default\",\"system_fingerprint\":");
+    const char *fp = gw_server_llm(gw_req_server(c->req))->fingerprint;
+    oai_buf_str(&b, fp, strlen(fp), 0);
     oai_buf_puts(&b, ",\"choices\":[{\"index\":0,");
     if (c->chat)
         oai_buf_puts(&b, "\"message\":{\"role\":\"assistant\",");
@@ -915,7 +929,9 @@ static void reply_answer(struct chat_req *c, const char *text, size_t len, const
     oai_buf_int(&b, (long long)u.prompt + u.completion);
     oai_buf_puts(&b, ",\"prompt_tokens_details\":{\"cached_tokens\":");
     oai_buf_int(&b, u.cached);
-    oai_buf_puts(&b, "}}}");
+    oai_buf_puts(&b, ",\"audio_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":0,"
+                     "\"audio_tokens\":0,\"accepted_prediction_tokens\":0,"
+                     "\"rejected_prediction_tokens\":0}}}");
     if (b.oom)
         chat_error(c, 500, "out of memory", NULL, NULL);
     else

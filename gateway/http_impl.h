@@ -42,6 +42,9 @@ struct gw_llm {
     int max_model_len; /* the longest prompt + answer */
     int kv_positions;  /* positions the KV pool holds: a prompt must fit them alone */
     gw_metric *ttft, *tpot, *e2e; /* seconds: to the first token, per later token, whole */
+    /* system_fingerprint: "fp_" and a hash of what shapes the answers (the model's file and
+     * name, the arithmetic, the KV storage, the device, the version) */
+    char fingerprint[24];
 };
 const struct gw_llm *gw_server_llm(gw_server *srv);
 struct event_base *gw_server_base(gw_server *srv);
@@ -76,6 +79,9 @@ json_t *gw_req_json_body(struct gw_req *r);
 void gw_reply_json(struct gw_req *r, int status, json_t *body, size_t flags);
 void gw_reply_error(struct gw_req *r, int status, const char *message, const char *param,
                     const char *code);
+/* The same with the error's type given (oai_error_type() chooses it for gw_reply_error). */
+void gw_reply_error_type(struct gw_req *r, int status, const char *message, const char *param,
+                         const char *code, const char *type);
 /* A body already serialized (copied): Content-Type ctype. */
 void gw_reply_body(struct gw_req *r, int status, const char *ctype, const char *body,
                    size_t len);

@@ -60,12 +60,10 @@ const char *oai_error_type(int status, const char *code)
 {
     if (code && !strcmp(code, "insufficient_quota")) /* OpenAI's type for a spent quota */
         return "insufficient_quota";
-    if (status == 401)
-        return "authentication_error";
     if (status == 403)
         return "permission_error";
-    if (status == 429)
-        return "rate_limit_error";
+    if (status == 429) /* the limit met: "tokens" where it is the tokens per minute */
+        return "requests";
     if (status >= 500)
         return "server_error";
     return "invalid_request_error";

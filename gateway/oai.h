@@ -11,9 +11,10 @@
 /* A new error body. param and code may be NULL (JSON null). */
 json_t *oai_error(const char *message, const char *type, const char *param, const char *code);
 
-/* The OpenAI error "type" for an HTTP status and code (NULL: none): invalid_request_error for
- * most 4xx, authentication_error for 401, rate_limit_error for 429 (insufficient_quota for
- * that code), server_error for 5xx. */
+/* The OpenAI error "type" for an HTTP status and code (NULL: none), as OpenAI's servers send
+ * it: invalid_request_error for most 4xx (401 included), permission_error for 403,
+ * "requests" for 429 (the limit met; "tokens" where it is the tokens per minute, which the
+ * caller says; insufficient_quota for that code), server_error for 5xx. */
 const char *oai_error_type(int status, const char *code);
 
 /* Serialized error body for a status, malloc'd (caller frees). */

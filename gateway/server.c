@@ -41,6 +41,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define DRAIN_TICK_MS 50
 /* after the grace period, how long the replies told to end (on_cut) have to go out */
@@ -1326,13 +1327,19 @@ static void send_json(struct gw_req *rc, int status, json_t *body /* takes owner
 void gw_reply_error(struct gw_req *rc, int status, const char *message, const char *param,
                     const char *code)
 {
+    gw_reply_error_type(rc, status, message, param, code, oai_error_type(status, code));
+}
+
+void gw_reply_error_type(struct gw_req *rc, int status, const char *message, const char *param,
+                         const char *code, const char *type)
+{
     /* The SDKs retry a 5xx and a 429 twice unless told not to, as OpenAI's servers tell them:
      * a miss that only-if-cached asked for, a generation that ran out of time (run again, it
      * would for as long) and a month's spent quota answer the same when asked again. */
     if (code && (!strcmp(code, "cache_miss") || !strcmp(code, "timeout") ||
                  !strcmp(code, "insufficient_quota")))
         gw_reply_header(rc, "x-should-retry", "false");
-    send_json(rc, status, oai_error(message, oai_error_type(status, code), param, code));
+    send_json(rc, status, oai_error(message, type, param, code));
 }
 
 const char *gw_req_body(struct gw_req *rc, size_t *len)
@@ -2160,8 +2167,20 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     }
     gw_metric_set(weights, (double)eng_model_host_bytes(l->m), "host");
     gw_metric_set(weights, (double)gguf_mapped_bytes(eng_model_gguf(l->m)), "mapped");
-    char nb[16];
+    char nb[16], shape[2048];
     snprintf(nb, sizeof nb, "%d", n_blocks);
+    struct stat mst;
+    if (stat(cfg->engine_model, &mst))
+        memset(&mst, 0, sizeof mst);
+    int shaped = snprintf(shape, sizeof shape, "%s|%s|%lld|%lld|%s|%s|%s|%s|%s", GW_VERSION,
+                          cfg->engine_model_name, (long long)mst.st_size,
+                          (long long)mst.st_mtime, eng_model_int8(l->m) ? "int8" : "f32",
+                          kvc_dtype_name(dtype), eng_model_cpu_isa(),
+                          srv->dev->cuda ? "cuda" : "cpu", eng_chat_format_name(l->fmt));
+    size_t shaped_len = shaped < 0 ? 0 : (size_t)shaped < sizeof shape ? (size_t)shaped
+                                                                         : sizeof shape - 1;
+    snprintf(l->fingerprint, sizeof l->fingerprint, "fp_%010llx",
+             (unsigned long long)(XXH3_64bits(shape, shaped_len) & 0xffffffffffULL));
     gw_log_kv(GW_LOG_INFO, "engine ready", "model", cfg->engine_model, "chat_format",
               eng_chat_format_name(l->fmt), "kv_blocks", nb, "cpu_matmul",
               eng_model_int8(l->m) ? "int8" : "f32", "cpu_isa", eng_model_cpu_isa(),

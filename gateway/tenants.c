@@ -5,6 +5,7 @@
 
 #include "http_impl.h"
 #include "log.h"
+#include "oai.h"
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -646,14 +647,17 @@ static void limit_headers(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r)
         ratelimit_headers(r, "tokens", tpm, tn->tok_bucket);
 }
 
+/* A 429: code rate_limit_exceeded (type "requests", or "tokens" where tokens is set: the
+ * limit met, as OpenAI says it) or insufficient_quota. */
 static int refuse(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, double wait_s,
-                  const char *code, const char *msg)
+                  const char *code, const char *msg, int tokens)
 {
     limit_headers(t, tn, r);
     gw_metric_add(t->m_requests, 1, tn->label,
                   strcmp(code, "insufficient_quota") ? "rate_limited" : "quota_exceeded");
     gw_reply_retry_after(r, (int)ceil(fmax(1, wait_s)));
-    gw_reply_error(r, 429, msg, NULL, code);
+    gw_reply_error_type(r, 429, msg, NULL, code,
+                        tokens ? "tokens" : oai_error_type(429, code));
     return -1;
 }
 
@@ -681,12 +685,12 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
         double wait = difftime(timegm(&tm), now);
         if (month_left <= 0)
             return refuse(t, tn, r, wait, "insufficient_quota",
-                          "You exceeded your monthly token quota.");
+                          "You exceeded your monthly token quota.", 0);
         /* (a request that may use more than is left would overrun the quota by its size) */
         snprintf(msg, sizeof msg, "This request may use up to %lld tokens (its input, and "
                  "max_tokens for each answer), and the monthly token quota has %lld left: "
                  "lower them.", (long long)estimate, (long long)month_left);
-        return refuse(t, tn, r, wait, "insufficient_quota", msg);
+        return refuse(t, tn, r, wait, "insufficient_quota", msg, 0);
     }
     /* one that may use more than a minute's allowance never fits (it is OpenAI's "Request
      * too large", and no retry helps: said before any wait that a retry would meet) */
@@ -695,18 +699,18 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
                  "requested %lld (its input, and max_tokens for each answer): lower them.",
                  (long long)tpm, (long long)estimate);
         gw_reply_header(r, "x-should-retry", "false");
-        return refuse(t, tn, r, 60, "rate_limit_exceeded", msg);
+        return refuse(t, tn, r, 60, "rate_limit_exceeded", msg, 1);
     }
     if (rpm && tn->req_bucket < 1)
         return refuse(t, tn, r, (1 - tn->req_bucket) * 60 / (double)rpm, "rate_limit_exceeded",
-                      "Rate limit reached for requests per minute.");
+                      "Rate limit reached for requests per minute.", 0);
     double need = tpm ? (double)estimate : 0; /* room for what it may use */
     if (tpm && tn->tok_bucket < need)
         return refuse(t, tn, r, (need - tn->tok_bucket) * 60 / (double)tpm,
-                      "rate_limit_exceeded", "Rate limit reached for tokens per minute.");
+                      "rate_limit_exceeded", "Rate limit reached for tokens per minute.", 1);
     if (conc && tn->inflight >= conc)
         return refuse(t, tn, r, 1, "rate_limit_exceeded",
-                      "Too many concurrent requests for this API key's tenant.");
+                      "Too many concurrent requests for this API key's tenant.", 0);
     if (rpm)
         tn->req_bucket -= 1;
     if (tpm) {

@@ -1116,3 +1116,37 @@ def test_fewer_threads_than_cores(make_server):
     v, w = got.data[0].embedding, want["embedding"]
     dot = sum(x * y for x, y in zip(v, w))
     assert dot / (sum(x * x for x in v) * sum(y * y for y in w)) ** 0.5 >= 0.9999
+
+
+def test_fields_openai_always_sends(server):
+    """system_fingerprint, service_tier and usage.completion_tokens_details were missing:
+    code that reads usage.completion_tokens_details.reasoning_tokens, as OpenAI always sends
+    it, raised AttributeError. The fingerprint stays while the configuration does; every
+    shape of reply (one answer, several, streamed, legacy completions) carries them."""
+    api = sdk(server)
+    msgs = [{"role": "user", "content": "Say hi."}]
+    one = api.chat.completions.create(model=MODEL, messages=msgs, max_tokens=4,
+                                      temperature=0)
+    assert one.system_fingerprint.startswith("fp_") and len(one.system_fingerprint) == 13
+    assert one.service_tier == "default"
+    assert one.usage.completion_tokens_details.reasoning_tokens == 0
+    assert one.usage.prompt_tokens_details.audio_tokens == 0
+    two = api.chat.completions.create(model=MODEL, messages=msgs, max_tokens=4, n=2,
+                                      temperature=0)
+    assert two.system_fingerprint == one.system_fingerprint
+    assert two.usage.completion_tokens_details.rejected_prediction_tokens == 0
+    chunks = list(api.chat.completions.create(
+        model=MODEL, messages=msgs, max_tokens=4, temperature=0, stream=True,
+        stream_options={"include_usage": True}))
+    assert all(ch.system_fingerprint == one.system_fingerprint for ch in chunks)
+    assert chunks[-1].usage.completion_tokens_details.reasoning_tokens == 0
+    legacy = api.completions.create(model=MODEL, prompt="Hello", max_tokens=3)
+    assert legacy.system_fingerprint == one.system_fingerprint
+    # the hand-written reply and the JSON one hold the same keys
+    with client(server) as c:
+        a = c.post("/v1/chat/completions", json={"model": MODEL, "messages": msgs,
+                                                 "max_tokens": 4}).json()
+        b = c.post("/v1/chat/completions", json={"model": MODEL, "messages": msgs,
+                                                 "max_tokens": 4, "n": 2}).json()
+    assert list(a) == list(b) and list(a["usage"]) == list(b["usage"])
+    assert a["usage"]["completion_tokens_details"] == b["usage"]["completion_tokens_details"]

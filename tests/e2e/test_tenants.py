@@ -64,6 +64,7 @@ def test_401_for_no_key_a_wrong_key_and_a_revoked_key(server):
         r = embed(c)
         assert r.status_code == 401
         assert r.json()["error"]["code"] == "invalid_api_key"
+        assert r.json()["error"]["type"] == "invalid_request_error"  # as OpenAI's says it
         assert chat(c, "hi").status_code == 401
         assert c.get("/v1/models").status_code == 401
     prefix = key[:12]
@@ -172,6 +173,7 @@ def test_rate_limit_429_with_retry_after_then_success(server):
     assert codes[:9] == [200] * 9 and 429 in codes[9:], codes
     r = embed(c)
     assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limit_exceeded"
+    assert r.json()["error"]["type"] == "requests"  # the limit met, as OpenAI names it
     assert r.headers["x-ratelimit-remaining-requests"] == "0"
     wait = int(r.headers["Retry-After"])
     assert 1 <= wait <= 6
@@ -215,6 +217,7 @@ def test_tokens_per_minute_holds_under_a_burst(server):
     used = sum(r.json()["usage"]["total_tokens"] for r in ok)
     assert used <= 160, used
     assert all(r.json()["error"]["code"] == "rate_limit_exceeded" and
+               r.json()["error"]["type"] == "tokens" and
                "Rate limit reached for tokens per minute" in r.text for r in refused)
     assert all(r.headers["x-ratelimit-limit-tokens"] == "80" for r in ok + refused)
     assert all(1 <= int(r.headers["Retry-After"]) <= 60 for r in refused)
