@@ -35,13 +35,21 @@ struct slice {
 /* Called and returns with w->mu held; drops it while post hooks run. */
 static void finish_ready(gw_embedw *w)
 {
-    /* jobs complete in order: a job is done when all its texts are */
-    struct gw_embed_job *ready = NULL, **tail = &ready;
-    while (w->head && w->head->done == w->head->n) {
-        struct gw_embed_job *j = w->head;
-        w->head = j->next;
-        if (!w->head)
-            w->tail = NULL;
+    /* a job is done when all its texts are, whatever was queued before it: a question's
+     * one text does not wait for a large import's last pass */
+    struct gw_embed_job *ready = NULL, **tail = &ready, *prev = NULL;
+    for (struct gw_embed_job *j = w->head, *next; j; j = next) {
+        next = j->next;
+        if (j->done != j->n) {
+            prev = j;
+            continue;
+        }
+        if (prev)
+            prev->next = next;
+        else
+            w->head = next;
+        if (w->tail == j)
+            w->tail = prev;
         j->next = NULL;
         *tail = j;
         tail = &j->next;
@@ -83,23 +91,26 @@ static void *run(void *arg)
             if (w->stop)
                 break;
         }
-        /* take up to max_batch texts from the oldest jobs */
+        /* take up to max_batch texts: first the jobs whose texts all fit, oldest first (a
+         * question's one text goes into the next pass beside a large import or batch,
+         * instead of after all of it), then pieces of the others, oldest first */
         int n = 0, ns = 0;
-        for (struct gw_embed_job *j = w->head; j && n < w->max_batch; j = j->next) {
-            int take = j->n - j->taken;
-            if (take <= 0)
-                continue;
-            if (take > w->max_batch - n)
-                take = w->max_batch - n;
-            sl[ns++] = (struct slice){j, j->taken, take};
-            for (int i = 0; i < take; i++) {
-                w->texts[n + i] = j->texts[j->taken + i];
-                w->lens[n + i] = j->lens[j->taken + i];
-                w->ends[n + i] = (unsigned char)j->ends;
+        for (int whole = 1; whole >= 0; whole--)
+            for (struct gw_embed_job *j = w->head; j && n < w->max_batch; j = j->next) {
+                int take = j->n - j->taken;
+                if (take <= 0 || (whole && take > w->max_batch - n))
+                    continue;
+                if (take > w->max_batch - n)
+                    take = w->max_batch - n;
+                sl[ns++] = (struct slice){j, j->taken, take};
+                for (int i = 0; i < take; i++) {
+                    w->texts[n + i] = j->texts[j->taken + i];
+                    w->lens[n + i] = j->lens[j->taken + i];
+                    w->ends[n + i] = (unsigned char)j->ends;
+                }
+                j->taken += take;
+                n += take;
             }
-            j->taken += take;
-            n += take;
-        }
         w->waiting -= n;
         pthread_mutex_unlock(&w->mu);
 

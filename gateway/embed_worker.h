@@ -4,8 +4,11 @@
  * Jobs (each one or more texts) queue up from the event loop. The worker takes every
  * text waiting, up to max_batch, after waiting at most max_wait_us for more when fewer
  * are queued, and embeds them in one forward pass; a job larger than max_batch spans
- * several passes. A finished job is handed back through the completion queue, so its
- * callback runs on the event-loop thread. The model is used by this thread only.
+ * several passes. Each pass takes first the jobs that fit in it whole, oldest first, then
+ * pieces of the others: a one-text question is in the next pass beside a large import,
+ * not after it. A finished job is handed back through the completion queue as soon as its
+ * texts are done (whatever was queued before it), so its callback runs on the event-loop
+ * thread. The model is used by this thread only.
  */
 #ifndef GW_EMBED_WORKER_H
 #define GW_EMBED_WORKER_H
