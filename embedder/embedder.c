@@ -430,6 +430,17 @@ int emb_tokenize(const emb_model *m, const char *text, size_t len, int32_t *ids,
     return 0;
 }
 
+int emb_fits(const emb_model *m, const char *text, size_t len)
+{
+    /* room for one piece more than fits: a text that fills it does not fit */
+    int32_t *ids = malloc(sizeof *ids * (size_t)(m->max_tokens + 1));
+    if (!ids)
+        return EMB_ENOMEM;
+    int r = emb_wp_encode(m->wp, text, len, ids, m->max_tokens + 1);
+    free(ids);
+    return r < 0 ? r : r <= m->max_tokens;
+}
+
 int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n, float *out,
                int *ntokens)
 {

@@ -64,6 +64,9 @@ int emb_max_tokens(const emb_model *m);
  * emb_max_tokens() entries. *n (out) gets the count.
  */
 int emb_tokenize(const emb_model *m, const char *text, size_t len, int32_t *ids, int *n);
+/* 1 when text fits emb_max_tokens() whole ([CLS] and [SEP] included), 0 when it would be
+ * truncated, or a negative EMB_ error. Reads no further than one piece past the limit. */
+int emb_fits(const emb_model *m, const char *text, size_t len);
 
 /*
  * Embeds n texts in one forward pass. out: [n][emb_dim()] floats, L2-normalised.

@@ -5,8 +5,9 @@
  * -> {"object":"list","data":[{"object":"embedding","index":i,"embedding":...}],
  *     "model":NAME,"usage":{"prompt_tokens":N,"total_tokens":N}}
  * base64 is the little-endian float32 vector, as the official SDKs decode it.
- * Token counts include [CLS] and [SEP]; texts longer than the model's limit are
- * truncated (as sentence-transformers does).
+ * Token counts include [CLS] and [SEP]; a text longer than the model's limit is a 400
+ * context_length_exceeded, or truncated (as sentence-transformers does) where
+ * embedder.truncate says so.
  */
 #include "http_impl.h"
 
@@ -290,6 +291,25 @@ void gw_handle_embeddings(struct gw_req *r)
         }
         e->texts[i] = json_string_value(s);
         e->lens[i] = json_string_length(s);
+        /* longer than the model reads: an error, as OpenAI's past its context, not an
+         * embedding of the text's beginning that says nothing of the rest */
+        int fits = cfg->embedder_truncate ? 1 : emb_fits(gw_server_embedder(srv), e->texts[i],
+                                                          e->lens[i]);
+        if (fits != 1) {
+            int max = emb_max_tokens(gw_server_embedder(srv));
+            char which[32] = "input";
+            if (s != input)
+                snprintf(which, sizeof which, "input[%d]", i);
+            if (fits == 0)
+                snprintf(msg, sizeof msg, "%s is longer than this model's maximum of %d tokens "
+                         "(%d, less its [CLS] and [SEP]): split it, or set embedder.truncate "
+                         "= true to embed its first %d.", which, max - 2, max, max - 2);
+            gw_reply_error(r, fits == 0 ? 400 : 503, fits == 0 ? msg : "Out of memory; try "
+                           "again.", fits == 0 ? "input" : NULL,
+                           fits == 0 ? "context_length_exceeded" : NULL);
+            embed_req_free(e, 0, 0);
+            goto out;
+        }
     }
     size_t chars = 0; /* what it may use: about 4 bytes a token */
     for (int i = 0; i < n; i++)

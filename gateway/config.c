@@ -113,6 +113,7 @@ static const struct opt opts[] = {
     {"embedder", "max_batch", T_INT, OFF(embedder_max_batch), "64", 1, 4096, NULL, NULL},
     {"embedder", "max_wait_us", T_INT, OFF(embedder_max_wait_us), "0", 0, 1000000, NULL, NULL},
     {"embedder", "threads", T_INT, OFF(embedder_threads), "0", 0, 1024, NULL, NULL},
+    {"embedder", "truncate", T_BOOL, OFF(embedder_truncate), "false", 0, 0, NULL, NULL},
     {"embedder", "openai_tokenizer", T_STR, OFF(embedder_openai_tokenizer),
      "models/openai-tokenizers/cl100k_base.tiktoken", 0, 0, NULL, NULL},
     {"cache", "enabled", T_BOOL, OFF(cache_enabled), "true", 0, 0, NULL, NULL},

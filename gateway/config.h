@@ -66,6 +66,7 @@ struct gw_config {
     int64_t embedder_max_batch;   /* texts per forward pass */
     int64_t embedder_max_wait_us; /* how long a pass waits for more texts */
     int64_t embedder_threads;     /* 0: one per core */
+    int embedder_truncate;        /* /v1/embeddings: a text past the model's limit is cut */
     /* [cache] */
     int cache_enabled;
     double cache_threshold;         /* cosine a semantic hit needs */

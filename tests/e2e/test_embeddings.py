@@ -60,8 +60,27 @@ def test_float_and_base64_agree(server):
     assert f["usage"] == {"prompt_tokens": 4, "total_tokens": 4}  # hello , world !
 
 
-def test_long_input_is_truncated(server):
+def test_long_input_is_refused_or_truncated_where_configured(make_server):
+    """A text past the model's 256 tokens was embedded by its beginning alone, without a
+    word: a retrieval system indexed chunks by their first quarter. It is a 400 naming the
+    input, as OpenAI's past its context; embedder.truncate = true embeds the beginning."""
     text = FIXTURE["texts"][-1]["text"]  # longer than 256 tokens
+    server = make_server()
+    with client(server) as c:
+        for body, which in (({"model": MODEL, "input": text}, "input "),
+                            ({"model": MODEL, "input": ["short", text]}, "input[1] ")):
+            r = c.post("/v1/embeddings", json=body)
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert err["code"] == "context_length_exceeded" and err["param"] == "input"
+            assert err["message"].startswith(which) and "254 tokens" in err["message"]
+        fits = " ".join(["word"] * 254)  # 256 with [CLS] and [SEP]: the whole of it
+        r = c.post("/v1/embeddings", json={"model": MODEL, "input": fits})
+        assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == 254
+        assert c.post("/v1/embeddings",
+                      json={"model": MODEL, "input": fits + " word"}).status_code == 400
+    server.stop()
+    server = make_server("[embedder]\ntruncate = true\n")
     with client(server) as c:
         r = c.post("/v1/embeddings", json={"model": MODEL, "input": text}).json()
     assert r["usage"]["prompt_tokens"] == 254  # read: 256 with [CLS] and [SEP]

@@ -72,6 +72,38 @@ Test(reference, token_ids_identical)
     }
 }
 
+/* emb_fits(): a text fits when its pieces and [CLS] and [SEP] are at most the model's limit;
+ * the reference texts that were truncated do not. */
+Test(reference, fits_the_limit_exactly)
+{
+    int max = emb_max_tokens(model);
+    char *text = malloc((size_t)max * 5 + 1);
+    cr_assert_not_null(text);
+    for (int words = max - 3; words <= max - 1; words++) {
+        text[0] = 0;
+        for (int k = 0; k < words; k++)
+            strcat(text, "word ");
+        int32_t ids[1024];
+        int n;
+        cr_assert_eq(emb_tokenize(model, text, strlen(text), ids, &n), 0);
+        cr_assert_eq(emb_fits(model, text, strlen(text)), words + 2 <= max,
+                     "%d words, %d ids", words, n);
+    }
+    free(text);
+    size_t i;
+    json_t *row;
+    json_array_foreach(texts(), i, row)
+    {
+        const char *t = json_string_value(json_object_get(row, "text"));
+        size_t nwant = json_array_size(json_object_get(row, "ids"));
+        if ((int)nwant < max)
+            cr_expect_eq(emb_fits(model, t, strlen(t)), 1, "text %zu", i);
+    }
+    const char *last = json_string_value(
+        json_object_get(json_array_get(texts(), json_array_size(texts()) - 1), "text"));
+    cr_expect_eq(emb_fits(model, last, strlen(last)), 0, "the longest reference text");
+}
+
 static double cosine(const float *a, json_t *b, int dim)
 {
     double ab = 0, aa = 0, bb = 0;
