@@ -121,6 +121,26 @@ static int migrate(sqlite3 *db, char *err, size_t errlen)
         sqlite3_finalize(st);
     }
     const char *marker = "-- migration: ";
+    int known = 0; /* the newest migration this build knows */
+    for (const char *q = strstr(store_schema_sql, marker); q; q = strstr(q + 1, marker))
+        if (atoi(q + strlen(marker)) > known)
+            known = atoi(q + strlen(marker));
+    /* a newer release's database: its tables may mean what this one cannot read */
+    if (have > known)
+        return seterr(err, errlen, STORE_EIO,
+                      "the database was written by a newer cachegate (schema %d; this one "
+                      "knows up to %d): run that release, or restore a backup", have, known);
+    /* another program's database: cachegate's tables would be added to it */
+    if (have == 0 && sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE name NOT "
+                                        "LIKE 'sqlite_%'", -1, &st, NULL) == SQLITE_OK) {
+        int tables = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+        sqlite3_finalize(st);
+        if (tables)
+            return seterr(err, errlen, STORE_EIO,
+                          "the database holds %d table%s or index%s but is not cachegate's "
+                          "(no schema_version): is the data directory right?", tables,
+                          tables == 1 ? "" : "s", tables == 1 ? "" : "es");
+    }
     const char *p = strstr(store_schema_sql, marker);
     while (p) {
         int n = atoi(p + strlen(marker));
@@ -477,8 +497,29 @@ static int in_use(const char *dir, char *err, size_t errlen)
                   dir);
 }
 
+/* Locks the directory itself (as well as its lock file, which someone may delete): an fd
+ * holding the lock, -1 where the file system does not lock directories, -2 when another
+ * process holds it. */
+static int lock_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int held = errno == EWOULDBLOCK;
+        close(fd);
+        return held ? -2 : -1;
+    }
+    return fd;
+}
+
 int store_in_use(const char *dir, char *err, size_t errlen)
 {
+    int dfd = lock_dir(dir);
+    if (dfd >= 0)
+        close(dfd);
+    if (dfd == -2)
+        return in_use(dir, err, errlen);
     char path[4096];
     snprintf(path, sizeof path, "%s/cachegate.lock", dir);
     int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -499,7 +540,7 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
     if (!s)
         return seterr(err, errlen, STORE_ENOMEM, "out of memory");
     s->opt = *o;
-    s->lock_fd = -1;
+    s->lock_fd = s->dir_fd = -1;
     int rc;
     if (!(s->dir = strdup(o->dir))) {
         rc = seterr(err, errlen, STORE_ENOMEM, "out of memory");
@@ -531,7 +572,7 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
         rc = seterr(err, errlen, STORE_EIO, "cannot open %s: %s", path, strerror(errno));
         goto fail;
     }
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB)) {
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) || (s->dir_fd = lock_dir(o->dir)) == -2) {
         rc = in_use(o->dir, err, errlen);
         goto fail;
     }
@@ -617,6 +658,8 @@ void store_close(store *s)
     sqlite3_close(s->adb);
     if (s->lock_fd >= 0)
         close(s->lock_fd);
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
     pthread_mutex_destroy(&s->slots_mu);
     pthread_mutex_destroy(&s->admin_mu);
     pthread_mutex_destroy(&s->q_mu);

@@ -84,6 +84,7 @@ struct store {
     char *dir;
     char db_path[4096];
     int lock_fd;
+    int dir_fd; /* the data directory, locked too: the lock file may be deleted */
     sqlite3 *wdb; /* writer thread (and open/close) */
     sqlite3 *adb; /* tenant and key administration, under admin_mu */
     pthread_mutex_t admin_mu;

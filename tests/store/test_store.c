@@ -397,6 +397,12 @@ Test(store, the_directory_is_locked_by_one_process)
     /* what a server asks before it loads its models */
     cr_assert_eq(store_in_use(dir, err, sizeof err), STORE_EBUSY);
     cr_assert(strstr(err, "in use by another cachegate process"), "%s", err);
+    /* the directory itself is locked: a deleted lock file lets no second owner in */
+    char lock[600];
+    snprintf(lock, sizeof lock, "%s/cachegate.lock", dir);
+    cr_assert_eq(unlink(lock), 0);
+    cr_assert_eq(store_in_use(dir, err, sizeof err), STORE_EBUSY);
+    cr_assert_eq(store_open(&o, NULL, NULL, &t, err, sizeof err), STORE_EBUSY);
     store_close(s);
     cr_assert_eq(store_in_use(dir, err, sizeof err), STORE_OK, "the lock goes with its owner");
 }
@@ -678,6 +684,40 @@ Test(store, a_damaged_database_is_an_error_at_open)
     cr_assert_neq(rc, STORE_OK, "opened a damaged database");
     cr_assert(strstr(err, "damaged") || strstr(err, "malformed"), "%s", err);
     store_close(s);
+}
+
+/* A newer release's database, and another program's, are errors at open that say so: before,
+ * the first opened without a word, and the second got cachegate's tables added to it. */
+Test(store, a_newer_or_foreign_database_is_an_error_at_open)
+{
+    store *s = open_store(0, 0, NULL);
+    store_close(s);
+    char path[600], err[512] = "";
+    snprintf(path, sizeof path, "%s/cachegate.db", dir);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "INSERT INTO schema_version VALUES (99, 0)", NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(db);
+    struct store_options o = {.dir = dir, .dim = DIM};
+    s = NULL;
+    cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_EIO);
+    cr_assert(strstr(err, "newer cachegate (schema 99"), "%s", err);
+    cr_assert_null(s);
+    cr_assert_eq(unlink(path), 0);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "CREATE TABLE notes (body TEXT)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_EIO);
+    cr_assert(strstr(err, "not cachegate's"), "%s", err);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    cr_assert_eq(sqlite3_column_int(st, 0), 1, "nothing was added to it");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
 }
 
 /* Overwrites the first page of a table (its root) with bytes that are no page. */
