@@ -239,6 +239,7 @@ static void name_verb(char **argv)
 }
 
 static int cache_list(int argc, char **argv);
+static int cache_delete(int argc, char **argv);
 
 int gw_cli_cache(int argc, char **argv)
 {
@@ -249,11 +250,17 @@ int gw_cli_cache(int argc, char **argv)
     const char *config = NULL, *data_dir = NULL, *tenant = "default";
     if (argc >= 2 && !strcmp(argv[1], "list"))
         return cache_list(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "delete"))
+        return cache_delete(argc, argv);
     if (argc < 2 || strcmp(argv[1], "import")) {
+        if (argc >= 2 && argv[1][0] != '-')
+            fprintf(stderr, "cachegate cache: no command '%s'\n", argv[1]);
         fprintf(stderr, "usage: cachegate cache import FILE|- [--tenant NAME] [--data-dir DIR] "
                         "[--config FILE]\n"
                         "       cachegate cache list [--tenant NAME] [--limit N] [--before ID] "
-                        "[--grep TEXT] [--json]\n");
+                        "[--grep TEXT] [--json]\n"
+                        "       cachegate cache delete ID... [--tenant NAME] | --all "
+                        "[--tenant NAME]\n");
         return 2;
     }
     name_verb(argv);
@@ -491,6 +498,69 @@ out:
     for (int i = 0; i < n; i++)
         store_hit_deinit(&h[i]);
     free(h);
+    store_close(st);
+    return rc;
+}
+
+/* `cachegate cache delete`: entries by id (of --tenant's, when given), or --all of a tenant's
+ * (of every tenant's without --tenant), with no server on the directory: a running one
+ * holds answers in memory that only its admin API drops. */
+static int cache_delete(int argc, char **argv)
+{
+    static const char usage[] = "usage: cachegate cache delete ID... [--tenant NAME] | --all "
+                                "[--tenant NAME]   [--data-dir DIR] [--config FILE]\n";
+    int all = 0;
+    for (int i = 1; i < argc; i++) /* (--all is this command's alone: out of the common ones) */
+        if (!strcmp(argv[i], "--all")) {
+            all = 1;
+            memmove(&argv[i], &argv[i + 1], sizeof *argv * (size_t)(argc - i - 1));
+            argc--;
+            i--;
+        }
+    const char *tenant = NULL;
+    store *st = NULL;
+    int first;
+    name_verb(argv);
+    int rc = admin_open(argc - 1, argv + 1, &first, NULL, &tenant, 0,
+                        (struct operands){all ? 0 : 1, all ? 0 : 4096, usage}, NULL, &st);
+    if (rc)
+        return rc;
+    char **ids = argv + 1 + first;
+    int nids = argc - 1 - first;
+    int64_t t = -1, deleted = 0, total = 0;
+    char err[1024];
+    rc = 1;
+    if (store_in_use(store_dir(st), err, sizeof err)) {
+        fprintf(stderr, "cachegate: %s: delete through its admin API (DELETE "
+                "/admin/cache?id=N), which drops the answer from its memory too\n", err);
+        goto out;
+    }
+    if (tenant && tenant_id(st, tenant, &t))
+        goto out;
+    for (int i = 0; i < nids; i++) { /* all read before any is deleted */
+        char *end;
+        long long v = strtoll(ids[i], &end, 10);
+        if (end == ids[i] || *end || v < 0) {
+            fprintf(stderr, "cachegate cache delete: '%s' is not an entry id\n", ids[i]);
+            rc = 2;
+            goto out;
+        }
+    }
+    for (int i = 0; i < (all ? 1 : nids); i++) {
+        int src = store_entries_delete_offline(st, t, all ? -1 : strtoll(ids[i], NULL, 10),
+                                               &deleted);
+        if (src) {
+            fprintf(stderr, "cachegate: %s\n", store_strerror(src));
+            goto out;
+        }
+        if (!all && !deleted)
+            fprintf(stderr, "cachegate cache delete: no entry %s%s%s\n", ids[i],
+                    tenant ? " of tenant " : "", tenant ? tenant : "");
+        total += deleted;
+    }
+    printf("deleted %lld entr%s\n", (long long)total, total == 1 ? "y" : "ies");
+    rc = !all && total < nids;
+out:
     store_close(st);
     return rc;
 }

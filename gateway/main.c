@@ -39,6 +39,7 @@ static void usage(FILE *f)
                "                [--threads N] [--device auto|cpu|cuda] [--config FILE]\n"
                "       cachegate cache import FILE|- [--tenant NAME] [--data-dir DIR]\n"
                "       cachegate cache list [--tenant NAME] [--limit N] [--grep TEXT] [--json]\n"
+               "       cachegate cache delete ID... [--tenant NAME] | --all [--tenant NAME]\n"
                "       cachegate tenant create NAME [POLICY] | set NAME POLICY | list | delete NAME\n"
                "       cachegate key create TENANT | list TENANT | revoke PREFIX|KEY\n"
                "       cachegate usage [--tenant NAME] [--since YYYY-MM-DD]\n"
@@ -90,6 +91,8 @@ static const struct {
      "usage: cachegate cache import FILE|- [--tenant NAME] [--data-dir DIR] [--config FILE]\n"
      "       cachegate cache list [--tenant NAME] [--limit N] [--before ID] [--grep TEXT]\n"
      "                            [--json] [--data-dir DIR] [--config FILE]\n"
+     "       cachegate cache delete ID... [--tenant NAME] | --all [--tenant NAME]\n"
+     "                              [--data-dir DIR] [--config FILE]\n"
      "Stores answers in a tenant's cache (default tenant: default) before a server starts;\n"
      "a running server takes them at POST /admin/cache/import. FILE (- for standard\n"
      "input) holds JSON lines {\"model\", \"messages\" (or \"prompt\"), \"answer\"}, with\n"
@@ -97,7 +100,10 @@ static const struct {
      "and make the exit status 1; the good ones are kept.\n"
      "list shows a tenant's entries, newest first (20 unless --limit says; --before ID goes\n"
      "on from an earlier page; --grep keeps the questions holding TEXT), beside a running\n"
-     "server too: the id is what DELETE /admin/cache?id=N takes.\n"},
+     "server too: the id is what DELETE /admin/cache?id=N takes.\n"
+     "delete deletes entries by id (a tenant's only, with --tenant), or --all of a tenant's\n"
+     "(of every tenant, without --tenant), with the server stopped: a running one holds\n"
+     "answers in memory that only its admin API (DELETE /admin/cache) drops.\n"},
     {"tenant",
      "usage: cachegate tenant create NAME [POLICY_JSON] | set NAME POLICY_JSON | list\n"
      "                      | delete NAME   [--data-dir DIR] [--config FILE]\n"

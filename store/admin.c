@@ -186,6 +186,25 @@ static int step_one_row(store *s, sqlite3_stmt *st)
     return rc;
 }
 
+int store_entries_delete_offline(store *s, int64_t tenant, int64_t id, int64_t *deleted)
+{
+    if (!s->opt.admin_only)
+        return STORE_EINVAL;
+    sqlite3_stmt *st;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s, "DELETE FROM entries WHERE (?1 < 0 OR tenant = ?1) AND (?2 < 0 OR id = ?2)",
+                  &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, tenant);
+        sqlite3_bind_int64(st, 2, id);
+        rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : write_failed(s);
+        *deleted = rc ? 0 : sqlite3_changes(s->adb);
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&s->admin_mu);
+    return rc;
+}
+
 int store_tenant_set_policy(store *s, int64_t id, const char *json)
 {
     sqlite3_stmt *st;

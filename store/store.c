@@ -619,6 +619,11 @@ fail:
     return rc;
 }
 
+const char *store_dir(const store *s)
+{
+    return s->dir;
+}
+
 void store_close(store *s)
 {
     if (!s)

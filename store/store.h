@@ -74,6 +74,8 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
                store **out, char *err, size_t errlen);
 /* Commits what is queued, saves the indexes, joins the threads. Accepts NULL. */
 void store_close(store *s);
+/* The data directory it was opened on. */
+const char *store_dir(const store *s);
 
 /* ------------------------------------------------------------------ cache entries */
 
@@ -224,6 +226,10 @@ int store_tenant_get_id(store *s, int64_t id, struct store_tenant *out);
 int store_tenant_list(store *s, struct store_tenant **out, int *n);
 /* Deletes the tenant, its keys, its usage and its cache entries. */
 int store_tenant_delete(store *s, const char *name);
+/* On a store opened admin_only, with no server on its directory (store_in_use()): deletes
+ * one entry (tenant < 0: of any tenant), a tenant's (id < 0), or all (both < 0), in SQL;
+ * *deleted gets the count. The indexes are rebuilt at the next open (their rows changed). */
+int store_entries_delete_offline(store *s, int64_t tenant, int64_t id, int64_t *deleted);
 int store_tenant_set_policy(store *s, int64_t id, const char *json);
 
 struct store_key {

@@ -929,6 +929,47 @@ def test_cli_import_then_serve(tmp_path, make_server):
     assert p.returncode == 1 and "in use" in p.stderr
 
 
+def test_cli_deletes_entries_with_the_server_stopped(tmp_path, make_server):
+    """There was no way to delete one bad answer without the admin API (off unless an
+    admin_key is set): `cachegate cache delete` takes ids (a tenant's, with --tenant) or
+    --all, refuses beside a running server (whose memory still holds the answers), and the
+    server started after it no longer serves them."""
+    data = tmp_path / "data"
+    conf = tmp_path / "empty.conf"
+    conf.write_text("")
+    f = tmp_path / "warm.jsonl"
+    f.write_text("\n".join(json.dumps({"model": MODEL, "messages": [
+        {"role": "user", "content": q}], "answer": a}) for q, a in [
+        ("Who painted the Mona Lisa?", "Leonardo da Vinci."),
+        ("What is the capital of Peru?", "Lima."),
+        ("What is the largest ocean?", "The Pacific.")]) + "\n")
+
+    def cli(*args):
+        return subprocess.run([str(BIN), "cache", *args, "--data-dir", str(data), "--config",
+                               str(conf)], cwd=ROOT, capture_output=True, text=True)
+
+    assert cli("import", str(f)).returncode == 0
+    rows = [json.loads(l) for l in cli("list", "--json").stdout.splitlines()]
+    mona = next(r["id"] for r in rows if "Mona Lisa" in r["question"])
+    p = cli("delete", str(mona), "999999")
+    assert p.returncode == 1 and "deleted 1 entry" in p.stdout and "no entry 999999" in p.stderr
+    p = cli("delete", "x1")
+    assert p.returncode == 2 and "not an entry id" in p.stderr
+    assert cli("delete", "--all", "--tenant", "nobody").returncode == 1
+    server = make_server(CONF)  # (on tmp_path / "data")
+    c = client(server)
+    assert only_if_cached(c, "Who painted the Mona Lisa?").status_code == 504
+    assert only_if_cached(c, "What is the capital of Peru?").status_code == 200
+    p = cli("delete", "--all")
+    assert p.returncode == 1 and "in use" in p.stderr and "admin API" in p.stderr
+    server.stop()
+    p = cli("delete", "--all", "--tenant", "default")
+    assert p.returncode == 0 and "deleted 2 entries" in p.stdout, p.stdout + p.stderr
+    assert cli("list", "--json").stdout == ""
+    p = cli("remove", "1")
+    assert p.returncode == 2 and "no command 'remove'" in p.stderr
+
+
 def test_an_exact_hit_counts_its_own_prompt(server):
     """Requests in other white space share an exact entry: each is counted (and held to the
     context) by its own prompt, and a padded one does not leave its count in the entry."""
