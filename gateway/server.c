@@ -31,7 +31,9 @@
 #include <openssl/err.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +150,12 @@ struct gw_server {
     gw_metrics *metrics;
     gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
     gw_metric *m_store_failed, *m_accept_failed;
+    /* the store's last failed write (the writer thread's), for /health */
+    atomic_llong store_failed_ms;
+    pthread_mutex_t store_failed_mu;
+    char store_failed_what[256];
+    dev_t db_dev; /* the database file opened, to tell one deleted or replaced under it */
+    ino_t db_ino;
     gw_metric *m_cert_expiry, *m_tls_reloads;
     struct conn *conns;
     long nconns;
@@ -1551,11 +1559,45 @@ gw_embedw *gw_server_embed_worker(gw_server *srv)
     return srv->embw;
 }
 
+/* What /health says is wrong while the server still answers: a store write failed in the
+ * last minute (the disk full, say), or the database file was deleted or replaced under it
+ * (what it writes then is lost at the next start). NULL: nothing. */
+static json_t *health_problems(gw_server *srv)
+{
+    json_t *a = json_array();
+    long long failed = atomic_load(&srv->store_failed_ms);
+    if (failed && store_now_ms() - failed < 60000) {
+        char what[400];
+        pthread_mutex_lock(&srv->store_failed_mu);
+        snprintf(what, sizeof what, "store: a write failed in the last minute: %s",
+                 srv->store_failed_what);
+        pthread_mutex_unlock(&srv->store_failed_mu);
+        json_array_append_new(a, json_string(what));
+    }
+    char db[4096];
+    struct stat st;
+    snprintf(db, sizeof db, "%s/cachegate.db", srv->cfg->data_dir);
+    if (srv->st && srv->db_ino &&
+        (stat(db, &st) || st.st_ino != srv->db_ino || st.st_dev != srv->db_dev))
+        json_array_append_new(a, json_string("store: the database file the server writes was "
+                                             "deleted or replaced: what it writes now is lost "
+                                             "at the next start"));
+    if (json_array_size(a))
+        return a;
+    json_decref(a);
+    return NULL;
+}
+
 static void handle_health(struct gw_req *rc)
 {
     gw_server *srv = rc->srv;
-    json_t *o = json_object();
-    json_object_set_new(o, "status", json_string(srv->draining ? "draining" : "ok"));
+    json_t *o = json_object(), *problems = health_problems(srv);
+    /* degraded still answers 200: the server serves; a balancer should not take it out */
+    json_object_set_new(o, "status", json_string(srv->draining ? "draining"
+                                                 : problems  ? "degraded"
+                                                             : "ok"));
+    if (problems)
+        json_object_set_new(o, "problems", problems);
     json_object_set_new(o, "version", json_string(GW_VERSION));
     json_object_set_new(o, "uptime_s", json_real(floor(since_ms(&srv->t_start)) / 1000.0));
     json_object_set_new(o, "device", json_string(srv->dev->description));
@@ -2209,6 +2251,10 @@ static void store_failed(void *arg, const char *what)
 {
     gw_server *srv = arg;
     gw_metric_add(srv->m_store_failed, 1);
+    pthread_mutex_lock(&srv->store_failed_mu);
+    snprintf(srv->store_failed_what, sizeof srv->store_failed_what, "%s", what);
+    pthread_mutex_unlock(&srv->store_failed_mu);
+    atomic_store(&srv->store_failed_ms, (long long)store_now_ms());
     gw_log_kv(GW_LOG_ERROR, "store write failed", "error", what, NULL);
 }
 
@@ -2231,6 +2277,13 @@ static int open_cache(gw_server *srv, char *err, size_t errlen)
     if (rc) {
         snprintf(err, errlen, "opening the store: %s", msg);
         return -1;
+    }
+    char db[4096];
+    struct stat dst;
+    snprintf(db, sizeof db, "%s/cachegate.db", cfg->data_dir);
+    if (!stat(db, &dst)) {
+        srv->db_dev = dst.st_dev;
+        srv->db_ino = dst.st_ino;
     }
     srv->cache = gw_cache_create(cfg, srv->st, srv->embw, so.dim, srv->metrics, err, errlen);
     if (!srv->cache)
@@ -2322,6 +2375,7 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     }
     srv->cfg = cfg;
     srv->dev = dev;
+    pthread_mutex_init(&srv->store_failed_mu, NULL);
     clock_gettime(CLOCK_MONOTONIC, &srv->t_start);
     srv->wall_start = time(NULL);
     unsigned char rnd[4];
@@ -2482,5 +2536,6 @@ void gw_server_destroy(gw_server *srv)
         event_base_free(srv->base);
     gw_metrics_destroy(srv->metrics);
     SSL_CTX_free(srv->ssl);
+    pthread_mutex_destroy(&srv->store_failed_mu);
     free(srv);
 }

@@ -71,6 +71,18 @@ def test_a_failure_of_the_servers_is_logged_at_warn(make_server):
     assert not [l for l in server.lines if l.get("msg") == "shutdown complete"], "an info line"
 
 
+def test_health_says_degraded_when_the_database_goes(make_server):
+    """A database deleted under a running server went unnoticed: /health said ok, answers
+    were "written" into the deleted file, and all of it was gone at the next start."""
+    server = make_server()
+    with client(server) as c:
+        assert c.get("/health").json()["status"] == "ok"
+        (server.data_dir / "cachegate.db").unlink()
+        r = c.get("/health")
+        assert r.status_code == 200 and r.json()["status"] == "degraded", r.text
+        assert "deleted or replaced" in r.json()["problems"][0]
+
+
 def test_request_id_is_kept_when_given(server):
     with client(server) as c:
         r = c.get("/health", headers={"X-Request-Id": "abc-123"})
