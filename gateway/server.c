@@ -85,6 +85,8 @@ struct conn {
     int close_when_flushed;
     int closing;
     int handshaking; /* the timer is the TLS handshake's deadline (header_timeout_ms) */
+    int reclaimed;   /* closed, idle, to make room at server.max_connections */
+    struct timespec idle_since; /* when its last request was answered */
 };
 
 struct gw_req {
@@ -136,6 +138,7 @@ struct gw_server {
     int accept_paused;
     int fd_paused;              /* accept() found no file descriptor: paused a moment */
     struct event *accept_retry; /* ends the moment */
+    struct event *reclaim_check; /* while paused at max_connections: on_reclaim_check() */
     long accept_failures, accept_failures_logged;
     struct timespec t_accept_log;
     SSL_CTX *ssl;
@@ -1006,8 +1009,49 @@ fail:
     return NULL;
 }
 
+/* At server.max_connections, while a client waits in the backlog, the keep-alive
+ * connection idle the longest (one that has been answered and sent nothing since) is closed
+ * to make room, as a browser or a proxy would reopen it: idle clients could otherwise hold
+ * every place (and /health with them) for idle_timeout_ms. 1 when one is closing. */
+static int reclaim_idle(gw_server *srv)
+{
+    struct conn *oldest = NULL;
+    for (struct conn *c = srv->conns; c; c = c->next) {
+        if (c->reclaimed && c->closing)
+            return 1; /* one is on its way out */
+        if (c->closing || c->close_when_flushed || c->handshaking || c->cur || !c->completed ||
+            c->started != c->completed || c->head_len || c->frame != F_HEAD)
+            continue;
+        if (!oldest || c->idle_since.tv_sec < oldest->idle_since.tv_sec ||
+            (c->idle_since.tv_sec == oldest->idle_since.tv_sec &&
+             c->idle_since.tv_nsec < oldest->idle_since.tv_nsec))
+            oldest = c;
+    }
+    if (!oldest)
+        return 0;
+    gw_log(GW_LOG_DEBUG, "server.max_connections reached: closing the connection idle longest");
+    oldest->reclaimed = 1;
+    conn_close(oldest);
+    return 1;
+}
+
+/* While accepting is paused at server.max_connections: a client waiting in the backlog
+ * (the listening socket readable) gets the place of the connection idle the longest. */
+static void on_reclaim_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    gw_server *srv = arg;
+    if (!srv->accept_paused || !srv->listener || srv->draining)
+        return;
+    struct pollfd p = {evconnlistener_get_fd(srv->listener), POLLIN, 0};
+    if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+        reclaim_idle(srv);
+}
+
 /* At server.max_connections the server stops accepting: new clients wait in the kernel's
- * backlog instead of being reset, and accepting resumes when a connection closes. */
+ * backlog instead of being reset, and accepting resumes when a connection closes (one idle
+ * the longest is closed for a client that waits: on_reclaim_check()). */
 static void update_accepting(gw_server *srv)
 {
     if (!srv->listener)
@@ -1016,11 +1060,16 @@ static void update_accepting(gw_server *srv)
     if (full && !srv->accept_paused) {
         srv->accept_paused = 1;
         evconnlistener_disable(srv->listener);
+        struct timeval every = {0, 100000};
+        if (srv->reclaim_check)
+            event_add(srv->reclaim_check, &every);
         gw_metric_add(srv->m_paused, 1);
         gw_log(GW_LOG_WARN, "server.max_connections (%lld) reached: accepting paused",
                (long long)srv->cfg->max_connections);
     } else if (!full && srv->accept_paused) {
         srv->accept_paused = 0;
+        if (srv->reclaim_check)
+            event_del(srv->reclaim_check);
         if (!srv->fd_paused)
             evconnlistener_enable(srv->listener);
     }
@@ -1121,6 +1170,7 @@ static void req_finish(struct gw_req *rc, int client_gone)
                   rc->tenant[0] ? rc->tenant : NULL, rc->key[0] ? rc->key : NULL,
                   rc->cache[0] ? rc->cache : NULL);
     if (rc->conn) {
+        clock_gettime(CLOCK_MONOTONIC, &rc->conn->idle_since);
         rc->conn->completed++;
         rc->conn->cur = NULL;
         rc->conn = NULL;
@@ -2445,8 +2495,9 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     srv->sig_hup = evsignal_new(srv->base, SIGHUP, on_reload, srv);
     srv->drain_timer = evtimer_new(srv->base, drain_check, srv);
     srv->accept_retry = evtimer_new(srv->base, on_accept_retry, srv);
+    srv->reclaim_check = event_new(srv->base, -1, EV_PERSIST, on_reclaim_check, srv);
     if (!srv->cq || !srv->http || !srv->sig_int || !srv->sig_term || !srv->sig_hup ||
-        !srv->drain_timer || !srv->accept_retry) {
+        !srv->drain_timer || !srv->accept_retry || !srv->reclaim_check) {
         snprintf(err, errlen, "out of memory creating the HTTP server");
         goto fail;
     }
@@ -2532,6 +2583,8 @@ void gw_server_destroy(gw_server *srv)
         event_free(srv->drain_timer);
     if (srv->accept_retry)
         event_free(srv->accept_retry);
+    if (srv->reclaim_check)
+        event_free(srv->reclaim_check);
     if (srv->base)
         event_base_free(srv->base);
     gw_metrics_destroy(srv->metrics);

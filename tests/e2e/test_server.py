@@ -756,6 +756,26 @@ def test_max_connections_pauses_accepting(make_server):
     b.close()
 
 
+def test_max_connections_closes_the_longest_idle_keep_alive(make_server):
+    """Idle keep-alive clients held every place at max_connections, /health with them, for
+    idle_timeout_ms. The one idle longest is closed to make room (a client reopens it);
+    a connection with a request in progress, or none answered yet, is not."""
+    server = make_server("[server]\nmax_connections = 2\n")
+    a, b = server.tls_socket(), server.tls_socket()
+    for s in (a, b):
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_http_response(s)[0] == 200
+    c = server.tls_socket()  # a place is made for it: a, idle the longest, is closed
+    c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert read_http_response(c)[0] == 200
+    a.settimeout(2)
+    assert a.recv(1) == b""
+    b.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")  # b stays
+    assert read_http_response(b)[0] == 200
+    for s in (b, c):
+        s.close()
+
+
 def test_out_of_file_descriptors_pauses_accepting_without_spinning(make_server):
     """Where the open-file limit runs out before server.max_connections, accept() failed at
     once again and again: libevent printed a line for each (1.6 million in 5 s, not JSON)
