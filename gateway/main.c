@@ -707,7 +707,13 @@ out:
     gw_config_deinit(&cfg);
     return rc;
 bad:
-    fprintf(stderr, "cachegate generate: bad value '%s'\n", optarg);
+    for (const struct option *o = longopts; o->name; o++)
+        if (o->val == ch) /* the option, and what it takes */
+            fprintf(stderr, "cachegate generate: --%s takes %s (got '%s')\n", o->name,
+                    ch == 'n'   ? "a whole number from 0 to 1048576"
+                    : ch == 'S' ? "a whole number from 0 to 18446744073709551615"
+                                : "a number",
+                    optarg);
     return 2;
 }
 

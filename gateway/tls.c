@@ -8,6 +8,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -129,6 +130,24 @@ done:
     return rc;
 }
 
+/* Whether the file's first 64 KB hold marker (a PEM block's label). */
+static int pem_holds(const char *path, const char *marker)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = f ? malloc(65537) : NULL;
+    if (!buf) {
+        if (f)
+            fclose(f);
+        return 0;
+    }
+    size_t n = fread(buf, 1, 65536, f);
+    fclose(f);
+    buf[n] = 0;
+    int found = strstr(buf, marker) != NULL;
+    free(buf);
+    return found;
+}
+
 static int readable(const char *path, const char *what, char *err, size_t errlen)
 {
     if (access(path, R_OK) == 0)
@@ -204,7 +223,10 @@ SSL_CTX *tls_server_ctx_create(const char *cert_file, const char *key_file,
     SSL_CTX_set_default_passwd_cb_userdata(ctx, &asked);
     char what[4200];
     if (SSL_CTX_use_certificate_chain_file(ctx, cert_path) != 1) {
-        snprintf(what, sizeof what, "loading certificate %s", cert_path);
+        snprintf(what, sizeof what, "loading certificate %s%s", cert_path,
+                 pem_holds(cert_path, "PRIVATE KEY-----") && !pem_holds(cert_path, "CERTIFICATE")
+                     ? " (it holds a private key: are tls.cert_file and tls.key_file swapped?)"
+                     : "");
         goto fail;
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, key_path, SSL_FILETYPE_PEM) != 1) {
@@ -216,7 +238,10 @@ SSL_CTX *tls_server_ctx_create(const char *cert_file, const char *key_file,
             SSL_CTX_free(ctx);
             return NULL;
         }
-        snprintf(what, sizeof what, "loading key %s", key_path);
+        snprintf(what, sizeof what, "loading key %s%s", key_path,
+                 pem_holds(key_path, "CERTIFICATE-----") && !pem_holds(key_path, "PRIVATE KEY")
+                     ? " (it holds a certificate: are tls.cert_file and tls.key_file swapped?)"
+                     : "");
         goto fail;
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {

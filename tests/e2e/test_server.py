@@ -944,6 +944,11 @@ def test_encrypted_or_damaged_keys_fail_clearly(tmp_path):
                                 f"key_file = {files}/key.pem\n")
     assert r.returncode == 1 and "is encrypted: a passphrase is not supported" in r.stderr
     assert "pass phrase" not in r.stderr.lower()
+    # the two files swapped: said so, not OpenSSL's bare "PEM lib"
+    make_cert(files, "swapped", 30)
+    r = start_failing(tmp_path, f"[tls]\ncert_file = {files}/key.pem\n"
+                                f"key_file = {files}/cert.pem\n")
+    assert r.returncode == 1 and "tls.cert_file and tls.key_file swapped?" in r.stderr, r.stderr
     # the self-signed pair the server made, damaged (a crash while it was written): how to
     # have a new one made is said
     tls = tmp_path / "d" / "tls"
