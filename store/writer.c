@@ -847,11 +847,14 @@ static void run_batch(store *s, struct op *ops, int touches)
     if (rc) {
         /* (a full disk said as such: an operator can act on it) */
         err = !b.failed && sqlite3_errcode(s->wdb) == SQLITE_FULL ? STORE_EFULL : STORE_EIO;
-        size_t n = 0, usage = 0, again = 0;
+        size_t n = 0, usage = 0, again = 0, answers = 0, responses = 0, deletes = 0;
         for (struct op *o = ops; o; o = o->next) {
             n += o->kind != OP_FLUSH && o->kind != OP_LIST;
             usage += o->kind == OP_USAGE;
             again += o->kind == OP_USAGE && o->tries > 0;
+            answers += o->kind == OP_PUT;
+            responses += o->kind == OP_RESPONSE;
+            deletes += o->kind == OP_DELETE;
         }
         pthread_mutex_lock(&s->q_mu);
         const int closing = s->closing;
@@ -868,7 +871,10 @@ static void run_batch(store *s, struct op *ops, int touches)
                 snprintf(what, sizeof what, "the store's upkeep (hit counts, expiry) was "
                          "rolled back: %s", why);
             else
-                snprintf(what, sizeof what, "a batch of %zu writes was rolled back: %s%s", n, why,
+                snprintf(what, sizeof what, "a batch of %zu writes (%zu answers, %zu usage "
+                         "figures, %zu stored responses, %zu deletions, %zu of upkeep) was "
+                         "rolled back: %s%s", n, answers, usage, responses, deletes,
+                         n - answers - usage - responses - deletes, why,
                          !usage ? ""
                          : closing ? " (its usage figures are lost: the store is closing)"
                                    : " (its usage figures are written again with the next "

@@ -824,6 +824,7 @@ Test(store, a_failed_batch_is_told)
     put(s, 1, 1, 1, "lost", 0);
     store_sync(s); /* fails too when it ran in the put's batch */
     cr_assert(strstr(told, "rolled back") && strstr(told, "no space left (test)"), "%s", told);
+    cr_assert(strstr(told, "(1 answers, 0 usage figures"), "what it held: %s", told);
     cr_assert(!has_exact(s, 1, 1, NULL, 0));
     store_close(s);
 }
