@@ -2513,6 +2513,41 @@ void gw_handle_responses(struct gw_req *r)
 }
 
 /* GET /v1/responses/{id}: the stored response; DELETE: it goes. Only the tenant's own. */
+/* GET /v1/responses/{id}/input_items */
+static void input_items(struct gw_req *r, struct gw_tenant *tn, const char *id)
+{
+    struct evkeyvalq q = {0};
+    const char *qs = gw_req_query(r);
+    if (qs && evhttp_parse_query_str(qs, &q)) {
+        gw_reply_error(r, 400, "The query string does not parse.", NULL, NULL);
+        return;
+    }
+    char *msgs = NULL, msg[300];
+    int rc = gw_cache_response_get(gw_server_cache(gw_req_server(r)), tn->id, id, NULL, &msgs);
+    json_t *convo = msgs ? json_loads(msgs, 0, NULL) : NULL;
+    const char *param = NULL;
+    if (rc == STORE_ENOTFOUND) {
+        snprintf(msg, sizeof msg, "Response with id '%.200s' not found (or expired, or "
+                 "created with \"store\": false).", id);
+        gw_reply_error(r, 404, msg, NULL, "not_found");
+    } else if (rc || !json_is_array(convo)) {
+        gw_reply_error(r, 500, rc ? store_strerror(rc) : "The response's messages are damaged.",
+                       NULL, NULL);
+    } else {
+        json_t *o = gw_response_input_items(id, convo, evhttp_find_header(&q, "order"),
+                                            evhttp_find_header(&q, "limit"),
+                                            evhttp_find_header(&q, "after"), &param, msg,
+                                            sizeof msg);
+        if (o)
+            gw_reply_json(r, 200, o, 0);
+        else
+            gw_reply_error(r, 400, msg, param, NULL);
+    }
+    json_decref(convo);
+    free(msgs);
+    evhttp_clear_headers(&q);
+}
+
 void gw_handle_response_by_id(struct gw_req *r)
 {
     gw_server *srv = gw_req_server(r);
@@ -2531,10 +2566,19 @@ void gw_handle_response_by_id(struct gw_req *r)
         free(id);
         return;
     }
-    if (strchr(id, '/')) { /* /v1/responses/{id}/input_items, /cancel, ... */
+    char *sub = strchr(id, '/');
+    if (sub && !strcmp(sub, "/input_items") &&
+        (!strcmp(gw_req_method(r), "GET") || !strcmp(gw_req_method(r), "HEAD"))) {
+        *sub = 0;
+        input_items(r, tn, id);
+        free(id);
+        return;
+    }
+    if (sub) { /* /cancel, ... */
         char msg[300];
         snprintf(msg, sizeof msg, "Unknown route: %s %.200s (of a response, only GET and "
-                 "DELETE /v1/responses/{id} are served).", gw_req_method(r), gw_req_path(r));
+                 "DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items are "
+                 "served).", gw_req_method(r), gw_req_path(r));
         gw_reply_error(r, 404, msg, NULL, "not_found");
         free(id);
         return;

@@ -3,7 +3,9 @@
 #include "oai.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 static json_t *refuse(json_t *out, const char **param, char *msg, size_t len, const char *key,
                       const char *why)
@@ -375,6 +377,118 @@ json_t *gw_response_text_part(const char *text, size_t len)
     json_object_set_new(p, "logprobs", json_array());
     json_object_set_new(p, "text", gw_response_string(text, len));
     return p;
+}
+
+/* The id of the k-th input item of response id: its kind's prefix and 48 bits of a hash of
+ * both, the same at every listing. */
+static void input_item_id(char *out, size_t len, const char *prefix, const char *id, size_t k)
+{
+    char key[256];
+    int n = snprintf(key, sizeof key, "%s#%zu", id, k);
+    unsigned long long h = XXH3_64bits(key, n > 0 && (size_t)n < sizeof key ? (size_t)n : 0);
+    snprintf(out, len, "%s_%012llx%020zu", prefix, h & 0xffffffffffffULL, k);
+}
+
+static json_t *or_null(json_t *v)
+{
+    return v ? v : json_null();
+}
+
+/* The input items a stored chat message stands for, appended to items (k: the next item's
+ * place). */
+static void message_items(const char *id, json_t *m, json_t *items, size_t *k)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    json_t *content = json_object_get(m, "content"), *calls = json_object_get(m, "tool_calls");
+    char iid[64];
+    if (role && !strcmp(role, "tool")) {
+        input_item_id(iid, sizeof iid, "fco", id, (*k)++);
+        json_array_append_new(items, json_pack("{s:s, s:s, s:O, s:O, s:s}", "id", iid, "type",
+                                               "function_call_output", "call_id",
+                                               or_null(json_object_get(m, "tool_call_id")),
+                                               "output", or_null(content), "status",
+                                               "completed"));
+        return;
+    }
+    if (json_is_string(content) || !json_array_size(calls)) {
+        int out = role && !strcmp(role, "assistant");
+        const char *text = json_is_string(content) ? json_string_value(content) : "";
+        json_t *part = out ? gw_response_text_part(text, strlen(text))
+                           : json_pack("{s:s, s:s}", "type", "input_text", "text", text);
+        input_item_id(iid, sizeof iid, "msg", id, (*k)++);
+        json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s, s:[o]}", "id", iid, "type",
+                                               "message", "status", "completed", "role",
+                                               role ? role : "user", "content", part));
+    }
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call)
+    {
+        json_t *f = json_object_get(call, "function");
+        input_item_id(iid, sizeof iid, "fc", id, (*k)++);
+        json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:O, s:O, s:O}", "id", iid,
+                                               "type", "function_call", "status", "completed",
+                                               "call_id", or_null(json_object_get(call, "id")),
+                                               "name", or_null(json_object_get(f, "name")),
+                                               "arguments",
+                                               or_null(json_object_get(f, "arguments"))));
+    }
+}
+
+json_t *gw_response_input_items(const char *id, json_t *convo, const char *order,
+                                const char *limit, const char *after, const char **param,
+                                char *msg, size_t len)
+{
+    int desc = 1;
+    long lim = 20;
+    char *end;
+    if (order && strcmp(order, "asc") && strcmp(order, "desc")) {
+        *param = "order";
+        snprintf(msg, len, "order must be asc or desc.");
+        return NULL;
+    }
+    if (order)
+        desc = !strcmp(order, "desc");
+    if (limit && ((lim = strtol(limit, &end, 10)) < 1 || lim > 100 || *end || end == limit)) {
+        *param = "limit";
+        snprintf(msg, len, "limit must be a whole number from 1 to 100.");
+        return NULL;
+    }
+    json_t *items = json_array(), *m;
+    size_t i, k = 0, n = json_array_size(convo);
+    json_array_foreach(convo, i, m)
+    {
+        if (i + 1 < n) /* (the last is its answer) */
+            message_items(id, m, items, &k);
+    }
+    size_t total = json_array_size(items), from = 0;
+    if (after) {
+        for (from = 0; from < total; from++) {
+            size_t at = desc ? total - 1 - from : from;
+            if (!strcmp(json_string_value(json_object_get(json_array_get(items, at), "id")),
+                        after))
+                break;
+        }
+        if (from == total) {
+            json_decref(items);
+            *param = "after";
+            snprintf(msg, len, "after names no input item of this response.");
+            return NULL;
+        }
+        from++;
+    }
+    json_t *data = json_array();
+    for (size_t j = from; j < total && json_array_size(data) < (size_t)lim; j++)
+        json_array_append(data, json_array_get(items, desc ? total - 1 - j : j));
+    size_t got = json_array_size(data);
+    json_t *o = json_pack("{s:s, s:o, s:b}", "object", "list", "data", data, "has_more",
+                          from + got < total);
+    json_object_set(o, "first_id", got ? json_object_get(json_array_get(data, 0), "id")
+                                       : json_null());
+    json_object_set(o, "last_id", got ? json_object_get(json_array_get(data, got - 1), "id")
+                                      : json_null());
+    json_decref(items);
+    return o;
 }
 
 /* An output item's id, type and status. */

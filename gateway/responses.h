@@ -77,4 +77,16 @@ json_t *gw_response_string(const char *s, size_t n);
 /* The output_text part of text (NULL: empty). */
 json_t *gw_response_text_part(const char *text, size_t len);
 
+/*
+ * GET /v1/responses/{id}/input_items: the list object of the input items of the stored
+ * response id, whose conversation is convo (chat messages, as stored: history and input,
+ * then its answer, which is left out) — messages, function calls and their outputs, each
+ * with an id made from the response's and its place. query: order (asc or desc, the
+ * default), limit (1 to 100, 20), after (an item id). NULL with *param and msg for a bad
+ * query.
+ */
+json_t *gw_response_input_items(const char *id, json_t *convo, const char *order,
+                                const char *limit, const char *after, const char **param,
+                                char *msg, size_t len);
+
 #endif

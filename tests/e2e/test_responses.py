@@ -254,9 +254,9 @@ def test_stored_responses_continue_read_back_and_delete(make_server, tmp_path):
     assert e.value.body["param"] == "previous_response_id"
     with pytest.raises(openai.NotFoundError):
         s.responses.delete(first.id)
-    with pytest.raises(openai.NotFoundError) as e:
-        s.responses.input_items.list(second.id)
-    assert "Unknown route" in e.value.message
+    assert s.responses.input_items.list(second.id).data  # (a route of its own)
+    d = client(again).delete(f"/v1/responses/{second.id}/input_items")
+    assert d.status_code == 404 and "Unknown route: DELETE" in d.text
     # the SDK's cancel (POST .../cancel): no such route either, not a method of {id}'s
     with pytest.raises(openai.NotFoundError) as e:
         s.responses.cancel(second.id)
@@ -460,3 +460,39 @@ def test_parallel_calls_are_items_of_their_own(make_server):
         [(o.name, o.arguments) for o in whole.output]
     assert len(out) - len(whole.output) in (0, 1)
     assert all(o.status == "incomplete" for o in out[len(whole.output):])
+
+
+def test_input_items_of_a_stored_response(make_server):
+    """GET /v1/responses/{id}/input_items was a 404, so the SDK's
+    responses.input_items.list() failed: it lists what the response was asked, newest first
+    by default (order, limit, after), its answer left out and a continued conversation's
+    earlier turns in."""
+    server = make_server()
+    c = sdk(server)
+    first = c.responses.create(model=MODEL, input="What is 2+2?", instructions="Be brief.",
+                               max_output_tokens=16, temperature=0)
+    items = c.responses.input_items.list(first.id)
+    assert [(i.type, i.role, i.content[0].type, i.content[0].text) for i in items.data] == \
+        [("message", "user", "input_text", "What is 2+2?")]
+    assert items.data[0].id.startswith("msg_") and items.has_more is False
+    second = c.responses.create(model=MODEL, input="And 3+3?", previous_response_id=first.id,
+                                max_output_tokens=16, temperature=0)
+    newest = c.responses.input_items.list(second.id)
+    assert [(i.role, i.content[0].type) for i in newest.data] == \
+        [("user", "input_text"), ("assistant", "output_text"), ("user", "input_text")]
+    assert newest.data[0].content[0].text == "And 3+3?"
+    assert newest.data[1].content[0].text == first.output_text
+    oldest = c.responses.input_items.list(second.id, order="asc")
+    assert [i.id for i in oldest.data] == [i.id for i in reversed(newest.data)]
+    # pages: the ids stay the same from one listing to the next
+    with client(server) as h:
+        page = h.get(f"/v1/responses/{second.id}/input_items?limit=2").json()
+        assert page["has_more"] is True and len(page["data"]) == 2
+        rest = h.get(f"/v1/responses/{second.id}/input_items?limit=2&after="
+                     f"{page['last_id']}").json()
+        assert rest["has_more"] is False and [i["id"] for i in rest["data"]] == \
+            [newest.data[2].id]
+        assert h.get(f"/v1/responses/{second.id}/input_items?limit=0").status_code == 400
+        assert h.get("/v1/responses/resp_nope/input_items").status_code == 404
+    with pytest.raises(openai.NotFoundError):
+        c.responses.input_items.list("resp_" + "0" * 48)
