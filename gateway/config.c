@@ -151,13 +151,15 @@ static const struct opt opts[] = {
 static const char *const sections[] = {"server", "tls",    "log",     "cache",
                                        "embedder", "engine", "tenants", NULL};
 
+/* 0, or -1 for what is no number, -2 for one too large for 64 bits (said as out of range) */
 static int parse_int(const char *v, int64_t mult_allowed, int64_t *out)
 {
     errno = 0;
     char *end;
     long long x = strtoll(v, &end, 10);
-    if (end == v || errno)
+    if (end == v)
         return -1;
+    int too_big = errno == ERANGE;
     int64_t mult = 1;
     if (mult_allowed && *end) {
         switch (*end) {
@@ -170,8 +172,8 @@ static int parse_int(const char *v, int64_t mult_allowed, int64_t *out)
     }
     if (*end)
         return -1;
-    if (x > INT64_MAX / mult || x < INT64_MIN / mult)
-        return -1;
+    if (too_big || x > INT64_MAX / mult || x < INT64_MIN / mult)
+        return -2;
     *out = x * mult;
     return 0;
 }
@@ -199,7 +201,13 @@ static int apply(struct gw_config *cfg, const struct opt *o, const char *v, char
     case T_INT:
     case T_SIZE: {
         int64_t x;
-        if (parse_int(v, o->type == T_SIZE, &x)) {
+        int prc = parse_int(v, o->type == T_SIZE, &x);
+        if (prc == -2) {
+            snprintf(err, errlen, "%s.%s: '%s' is out of range %" PRId64 "..%" PRId64,
+                     o->section, o->key, v, o->min, o->max);
+            return -1;
+        }
+        if (prc) {
             snprintf(err, errlen, "%s.%s: '%s' is not %s", o->section, o->key, v,
                      o->type == T_SIZE ? "a size (bytes, or with a K, M or G suffix)"
                                        : "an integer");
