@@ -120,7 +120,8 @@ Test(config, bad_values)
     expect_error("[server]\nmax_body_bytes = 99999999999G\n",
                  "2: server.max_body_bytes: '99999999999G' is out of range 1..1073741824");
     expect_error("[server]\nmax_connections = 99999999999999999999\n",
-                 "server.max_connections: '99999999999999999999' is out of range 1..1000000");
+                 "2: server.max_connections: '99999999999999999999' is out of range "
+                 "1..1000000");
     expect_error("[server]\ndevice = gpu\n",
                  "2: server.device: 'gpu' is not one of auto, cpu, cuda");
     expect_error("[server]\nlisten = 127.0.0.1\n", "2: server.listen: must be HOST:PORT");
