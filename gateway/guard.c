@@ -74,7 +74,7 @@ static const char *const contrast_groups[] = {
     "built demolished", "rebase merge", "receive give", "received gave", "receiving giving",
     "install upgrade", "keep wipe", "keep lose", "keep losing", "keep delete", "keep deleting",
     "read update", "read edit", "restart rebuild",
-    "drink eat", "deficiency excess", "deficiency toxicity", "deficiency overdose",
+    "drink eat", "size weight", "deficiency excess", "deficiency toxicity", "deficiency overdose",
     /* one measure of a thing and another */
     "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
     "average worst", "average best", "amortized worst", "area circumference",
@@ -174,6 +174,7 @@ static const char *const contrast_groups[] = {
     "monday tuesday wednesday thursday friday saturday sunday weekday weekend",
     "january february march april june july august september october november december",
     "spring summer autumn fall winter",
+    "hourly daily weekly biweekly monthly quarterly yearly annual",
     "red orange yellow green blue purple violet pink brown black white gray grey silver gold",
     "breakfast lunch dinner brunch supper",
     "mercury venus earth mars jupiter saturn uranus neptune pluto moon sun",
@@ -200,6 +201,7 @@ static const char *const contrast_groups[] = {
     "pyramid", "solid liquid gas plasma", "addition subtraction multiplication division",
     "add subtract multiply divide", 
     "mammal reptile amphibian bird fish insect", "sedan suv truck van",
+    "car bicycle motorcycle scooter", "car bike",
     "hurricane tornado earthquake tsunami flood", "hydrogen helium oxygen nitrogen carbon",
     "alpha beta gamma delta", "gold silver bronze", "vegan vegetarian",
     "hardware software firmware", "bachelor master doctorate",
@@ -233,7 +235,7 @@ static const char *const synonym_groups[] = {
     "end finish conclude terminate", "finish complete", "stop halt quit end",
     "make create build construct produce generate", "buy purchase get", "get obtain acquire",
     "fix repair mend resolve solve", "error mistake bug issue problem",
-    "car automobile vehicle", "movie film", "picture photo image photograph", "help assist aid",
+    "car automobile vehicle", "empty blank", "movie film", "picture photo image photograph", "help assist aid",
     "use utilize employ", "write compose author draft", "book novel",
     "show display demonstrate", "tell explain describe", "define meaning mean definition",
     "explain clarify", "delete remove erase", "uninstall remove", "cancel abort",
@@ -1365,6 +1367,13 @@ static void collect_numbers(side *sd)
             t->flags &= (uint16_t)~F_NUM;
             continue;
         }
+        /* "per second", "a second", "each second": the unit of time, not 2nd */
+        if (i > 0 && is_word(t, "second") &&
+            (is_word(&t[-1], "per") || is_word(&t[-1], "a") || is_word(&t[-1], "each") ||
+             is_word(&t[-1], "every"))) {
+            t->flags &= (uint16_t)~F_NUM;
+            continue;
+        }
         /* "into one" (merge two lists into one) is a pronoun, not a count */
         if (i > 0 && t->len == 3 && !memcmp(t->s, "one", 3) && sd->t[i - 1].len == 4 &&
             !memcmp(sd->t[i - 1].s, "into", 4)) {
@@ -1684,6 +1693,17 @@ static void tokenize(side *sd, const char *text, size_t len)
             if (d == '-' && j + 1 < len && is_alpha(p[j + 1]) && bound_prefix(p, seg, j)) {
                 seg = ++j;
                 continue;
+            }
+            /* "W-2", "F-150", "I-95": one or two letters and a number, one name ("w2") */
+            if (d == '-' && j - i <= 2 && j + 1 < len && is_digit(p[j + 1]) && is_alpha(p[i]) &&
+                is_alpha(p[j - 1])) {
+                size_t e = j + 1;
+                while (e < len && is_digit(p[e]))
+                    e++;
+                if (e == len || !is_alnum(p[e])) {
+                    j = e;
+                    break;
+                }
             }
             if (d == '-' && len - j >= 7 && strncasecmp((const char *)p + j, "-in-law", 7) == 0 &&
                 (len - j == 7 || !is_alnum(p[j + 7]))) {
@@ -2332,6 +2352,11 @@ static int negation_spelled(const side *p, int i, const side *q)
         for (int k = 0; k < q->nt; k++) {
             const tok *x = &q->t[k];
             if (negated_form(x, r) || without_root(x, r)) return 1;
+            /* "not blank" and "non-empty": the negated root a synonym */
+            if (x->nlen > 5 && !memcmp(x->n, "non", 3) && r->lex >= 0) {
+                int e = lex_find(x->n + 3, x->nlen - 3);
+                if (e >= 0 && lex_share(e, r->lex, K_SYN)) return 1;
+            }
             /* "without eggs" and "egg-free" */
             if (k + 1 < q->nt && is_word(&q->t[k + 1], "free") && tok_like(x, r)) return 1;
             /* "not good" and "bad" */

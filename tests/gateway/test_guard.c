@@ -1300,6 +1300,18 @@ Test(guard, temperatures_dotted_letters_makers_and_kinds_of_answer)
     VETO("Who won the 2010 World Cup?", "Who hosted the 2010 World Cup?", "opposites");
     VETO("How many moles are in 36 g of water?", "How many molecules are in 36 g of water?",
          NULL);
+    /* a frequency, a measure, a vehicle; W-2 is w2; "not blank" is "non-empty";
+     * "per second" is no 2nd */
+    VETO("What is the annual fee for the premium card?",
+         "What is the monthly fee for the premium card?", "opposites");
+    VETO("What's the maximum bag size for easyJet?", "What's the maximum bag weight for easyJet?",
+         "opposites");
+    VETO("how to fix a flat tire on a car", "how to fix a flat tire on a motorcycle",
+         "opposites");
+    PASS("What is a W-9 form?", "what's a w9 form");
+    VETO("What is a W-9 form?", "What is a W-4 form?", "numbers");
+    PASS("How many non-empty rows are in the sheet?", "how many rows are not blank in the sheet");
+    PASS("How far does sound travel in a second?", "how far does sound travel per second");
     /* another one asked for; but "another word" is a synonym */
     VETO("Tell me a riddle about cats.", "Tell me another riddle about cats.", "another");
     PASS("What's another word for tired?", "synonym for tired");
