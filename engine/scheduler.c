@@ -27,7 +27,7 @@ struct sched_seq {
     eng_stop *stop;
     tok_decoder dec;
     int cancelled, running, in_batch;
-    int fresh;  /* admitted and not yet in a batch: sent back, it loses no work */
+    int fresh;  /* admitted and nothing computed yet: sent back, it loses no work */
     /* logprobs: the step's logits copied before sampling changes them ([n_vocab]); the
      * records not yet reported, each with the end of its token's text; the text's bytes
      * so far and those emitted, both in the emitted (cleaned, stop.h) text's terms */
@@ -440,14 +440,14 @@ static int cover(sched *s, sched_seq *q, int upto)
  * party with more running than need's, and after those not in it of that party: when the
  * heavier party's sequences are all decoding, the lighter one's fresh prefill would
  * otherwise be sent back at every step until one of theirs ended. */
-static sched_seq *victim_of(sched *s, const sched_seq *need)
+static sched_seq *victim_of(sched *s, const sched_seq *need, int batch_too)
 {
     int mine = party_running(s, need->party);
     sched_seq *best = NULL;
     int most = -1;
     for (sched_seq *q = s->running.head; q; q = q->next) {
         int n = party_running(s, q->party);
-        if (q->in_batch && n <= mine)
+        if (q->in_batch && (!batch_too || n <= mine))
             continue;
         if (n > most ||
             (n == most && (q->in_batch < best->in_batch ||
@@ -455,6 +455,18 @@ static sched_seq *victim_of(sched *s, const sched_seq *need)
             best = q, most = n;
     }
     return best;
+}
+
+/* Whether the blocks free and those of the sequences in the batch that victim_of() may take
+ * for need (of parties with more running) would cover `blocks` more: if not, none of them
+ * is preempted for it, their work lost for nothing. */
+static int batch_could_cover(sched *s, const sched_seq *need, int blocks)
+{
+    int mine = party_running(s, need->party), have = kvc_free_blocks(s->kv);
+    for (const sched_seq *q = s->running.head; q && have < blocks; q = q->next)
+        if (q->in_batch && party_running(s, q->party) > mine)
+            have += q->n_table; /* (at most: a block shared through the prefix cache stays) */
+    return have >= blocks;
 }
 
 /* Takes q, preempted, out of the batch being built; its tokens go back to the budget. */
@@ -741,9 +753,11 @@ int sched_step(sched *s)
             if (!q->running || (pass == 0) != (need == 1) || need <= 0)
                 continue;
             int chunk = need < budget ? need : budget;
-            int rc;
+            int rc, bs = s->cfg.block_size;
+            int blocks = (q->n_computed + chunk + bs - 1) / bs - q->n_table;
+            int batch_too = batch_could_cover(s, q, blocks);
             while ((rc = cover(s, q, q->n_computed + chunk)) == ENG_EFULL) {
-                sched_seq *victim = victim_of(s, q);
+                sched_seq *victim = victim_of(s, q, batch_too);
                 if (!victim)
                     break;
                 if (victim->in_batch)
@@ -763,7 +777,6 @@ int sched_step(sched *s)
                                                 : ENG_LOGITS_NONE};
             s->batch_seq[nb++] = q;
             q->in_batch = 1;
-            q->fresh = 0;
             budget -= chunk;
         }
     if (nb == 0) {
@@ -818,6 +831,7 @@ int sched_step(sched *s)
     for (int i = 0; i < nb; i++) {
         sched_seq *q = s->batch_seq[i];
         q->n_computed += s->batch[i].n_new;
+        q->fresh = 0; /* (it computed something: sent back now, it is preempted) */
         if (s->batch[i].logits != ENG_LOGITS_LAST)
             continue;
         if (s->rdx && q->generated == 0 && q->n_computed == q->n_tokens)

@@ -510,18 +510,23 @@ static int cache_delete(int argc, char **argv)
     static const char usage[] = "usage: cachegate cache delete ID... [--tenant NAME] | --all "
                                 "[--tenant NAME]   [--data-dir DIR] [--config FILE]\n";
     int all = 0;
-    for (int i = 1; i < argc; i++) /* (--all is this command's alone: out of the common ones) */
-        if (!strcmp(argv[i], "--all")) {
-            all = 1;
-            memmove(&argv[i], &argv[i + 1], sizeof *argv * (size_t)(argc - i - 1));
-            argc--;
-            i--;
-        }
-    const char *tenant = NULL;
+    /* (--all is this command's alone: taken out before the common options are read; not
+     * an option's value, nor past "--") */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *prev = argv[i - 1];
+        if (strcmp(argv[i], "--all") || !strcmp(prev, "--tenant") ||
+            !strcmp(prev, "--data-dir") || !strcmp(prev, "--config"))
+            continue;
+        all = 1;
+        memmove(&argv[i], &argv[i + 1], sizeof *argv * (size_t)(argc - i)); /* NULL too */
+        argc--;
+        i--;
+    }
+    const char *tenant = NULL, *since = NULL;
     store *st = NULL;
-    int first;
+    int first, held[2] = {-1, -1};
     name_verb(argv);
-    int rc = admin_open(argc - 1, argv + 1, &first, NULL, &tenant, 0,
+    int rc = admin_open(argc - 1, argv + 1, &first, &since, &tenant, 0,
                         (struct operands){all ? 0 : 1, all ? 0 : 4096, usage}, NULL, &st);
     if (rc)
         return rc;
@@ -530,7 +535,13 @@ static int cache_delete(int argc, char **argv)
     int64_t t = -1, deleted = 0, total = 0;
     char err[1024];
     rc = 1;
-    if (store_in_use(store_dir(st), err, sizeof err)) {
+    if (since) {
+        fputs(usage, stderr);
+        rc = 2;
+        goto out;
+    }
+    /* the directory held while deleting: no server starts meanwhile to serve them */
+    if (store_hold(store_dir(st), held, err, sizeof err)) {
         fprintf(stderr, "cachegate: %s: delete through its admin API (DELETE "
                 "/admin/cache?id=N), which drops the answer from its memory too\n", err);
         goto out;
@@ -561,6 +572,7 @@ static int cache_delete(int argc, char **argv)
     printf("deleted %lld entr%s\n", (long long)total, total == 1 ? "y" : "ies");
     rc = !all && total < nids;
 out:
+    store_unhold(held);
     store_close(st);
     return rc;
 }

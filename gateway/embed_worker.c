@@ -93,12 +93,19 @@ static void *run(void *arg)
         }
         /* take up to max_batch texts: first the jobs whose texts all fit, oldest first (a
          * question's one text goes into the next pass beside a large import or batch,
-         * instead of after all of it), then pieces of the others, oldest first */
-        int n = 0, ns = 0;
+         * instead of after all of it), then pieces of the others, oldest first; a quarter
+         * of the pass is kept for the oldest that does not fit, so that a stream of small
+         * ones does not hold it back for ever */
+        int n = 0, ns = 0, keep = 0;
+        for (struct gw_embed_job *j = w->head; j; j = j->next)
+            if (j->n - j->taken > w->max_batch) {
+                keep = w->max_batch / 4 > 0 ? w->max_batch / 4 : 1;
+                break;
+            }
         for (int whole = 1; whole >= 0; whole--)
             for (struct gw_embed_job *j = w->head; j && n < w->max_batch; j = j->next) {
                 int take = j->n - j->taken;
-                if (take <= 0 || (whole && take > w->max_batch - n))
+                if (take <= 0 || (whole && take > w->max_batch - keep - n))
                     continue;
                 if (take > w->max_batch - n)
                     take = w->max_batch - n;

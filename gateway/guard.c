@@ -2480,6 +2480,22 @@ static int implied_name(const tok *x)
     return is_word(x, "http") || is_word(x, "earth") || is_word(x, "dataframe");
 }
 
+/* A maker's or body's name, which may stand before its product's or event's: "Google
+ * Chrome", "the FIFA World Cup". (Not a place's or a person's first name: "New Mexico" is not
+ * Mexico, nor "Michelle Obama" Obama.) */
+static int maker(const tok *x)
+{
+    static const char *const makers[] = {
+        "google", "microsoft", "apple", "amazon", "meta", "facebook", "adobe", "mozilla",
+        "oracle", "ibm", "samsung", "sony", "nintendo", "valve", "fifa", "uefa", "nba", "nfl",
+        "mlb", "nhl", "ieee", "iso", "windows", "netflix", "spotify", "github", "docker",
+        "net", "honda", "toyota", "ford", "bmw", "tesla", "nissan", "hyundai", "kia",
+        "volkswagen", "audi", "mercedes", "chevrolet", "subaru", "mazda", "dell", "lenovo"};
+    for (size_t k = 0; k < sizeof makers / sizeof *makers; k++)
+        if (is_word(x, makers[k])) return 1;
+    return 0;
+}
+
 static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
@@ -2504,7 +2520,8 @@ static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
             /* a maker's or body's name before a name both give: "Google Chrome" and
              * "Chrome", the "FIFA World Cup" and "the World Cup" (where the other side
              * has no word of its own before it: "Google Maps" and "Apple Maps" are two) */
-            if (i + 1 < p->nt && (p->t[i + 1].flags & F_ENTITY) && !(x->flags & F_QUOTED)) {
+            if (i + 1 < p->nt && (p->t[i + 1].flags & F_ENTITY) && !(x->flags & F_QUOTED) &&
+                maker(x)) {
                 const tok *y = &p->t[i + 1];
                 int j = 0;
                 while (j < q->nt && !tok_eq(y, &q->t[j]))
@@ -4087,8 +4104,9 @@ static void spelled_as_abbreviations(const side *p, side *q)
                     break;
                 k++;
             }
-            /* "NYC" is "New York" too: the city's C left to be understood */
-            int city = k + 1 == x->len && x->len >= 3 && x->s[k] == 'c' && k >= 2;
+            /* "NYC" is "New York" too: the city's C left to be understood (only there:
+             * "NBC" is no "New Balance") */
+            int city = k + 1 == x->len && x->len == 3 && !memcmp(x->s, "nyc", 3);
             if (k != x->len && !city) continue;
             tok merged = *x;
             merged.flags = (uint16_t)((x->flags & ~(unsigned)(F_INITIAL | F_QUOTED)) |

@@ -465,8 +465,8 @@ json_t *gw_response_input_items(const char *id, json_t *convo, const char *order
     if (after) {
         for (from = 0; from < total; from++) {
             size_t at = desc ? total - 1 - from : from;
-            if (!strcmp(json_string_value(json_object_get(json_array_get(items, at), "id")),
-                        after))
+            const char *iid = json_string_value(json_object_get(json_array_get(items, at), "id"));
+            if (iid && !strcmp(iid, after))
                 break;
         }
         if (from == total) {

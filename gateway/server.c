@@ -1022,6 +1022,10 @@ static int reclaim_idle(gw_server *srv)
         if (c->closing || c->close_when_flushed || c->handshaking || c->cur || !c->completed ||
             c->started != c->completed || c->head_len || c->frame != F_HEAD)
             continue;
+        /* (a reply answered but still on its way out is not idle: closing would cut it) */
+        if (evbuffer_get_length(bufferevent_get_output(c->ssl_bev)) ||
+            (c->bev && evbuffer_get_length(bufferevent_get_output(c->bev))))
+            continue;
         if (!oldest || c->idle_since.tv_sec < oldest->idle_since.tv_sec ||
             (c->idle_since.tv_sec == oldest->idle_since.tv_sec &&
              c->idle_since.tv_nsec < oldest->idle_since.tv_nsec))

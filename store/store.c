@@ -530,6 +530,31 @@ int store_in_use(const char *dir, char *err, size_t errlen)
     return rc;
 }
 
+int store_hold(const char *dir, int fds[2], char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cachegate.lock", dir);
+    fds[0] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    fds[1] = -1;
+    if (fds[0] < 0)
+        return seterr(err, errlen, STORE_EIO, "cannot open %s: %s", path, strerror(errno));
+    if (flock(fds[0], LOCK_EX | LOCK_NB) || (fds[1] = lock_dir(dir)) == -2) {
+        fds[1] = -1;
+        store_unhold(fds);
+        return in_use(dir, err, errlen);
+    }
+    return STORE_OK;
+}
+
+void store_unhold(int fds[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+}
+
 int store_open(const struct store_options *o, store_progress_fn progress, void *parg,
                store **out, char *err, size_t errlen)
 {

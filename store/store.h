@@ -69,6 +69,10 @@ int store_exists(const char *dir);
 /* STORE_EBUSY, saying so, when another process holds DIR (store_open() would fail so): a
  * server asks before it loads its models, to fail in a second rather than after them. */
 int store_in_use(const char *dir, char *err, size_t errlen);
+/* Takes DIR's locks, as a server holds them, for work done beside the store (fds[2] out);
+ * STORE_EBUSY, saying so, when another process holds them. store_unhold() gives them back. */
+int store_hold(const char *dir, int fds[2], char *err, size_t errlen);
+void store_unhold(int fds[2]);
 
 int store_open(const struct store_options *o, store_progress_fn progress, void *parg,
                store **out, char *err, size_t errlen);

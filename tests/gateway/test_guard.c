@@ -1284,6 +1284,10 @@ Test(guard, temperatures_dotted_letters_makers_and_kinds_of_answer)
     PASS("How do I turn on dark mode in Google Chrome?", "chrome dark mode how to enable");
     VETO("How do I share my location in Google Maps?",
          "How do I share my location in Apple Maps?", "google");
+    /* (a maker's: not a place's word, nor a first name; NYC alone keeps a city's C) */
+    VETO("What is the capital of New Mexico?", "What is the capital of Mexico?", "new");
+    VETO("Who is Michelle Obama?", "Who is Obama?", "michelle");
+    VETO("What does NBC stand for?", "What does New Balance stand for?", NULL);
     /* "without deleting it" keeps it; "or not" denies nothing */
     close_call("How do I delete a file from git but keep it on my computer?",
                "remove a file from git without deleting it on my computer", 0, "keep");
