@@ -591,16 +591,11 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
     }
     if (o->admin_only)
         goto database;
-    snprintf(path, sizeof path, "%s/cachegate.lock", o->dir);
-    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (s->lock_fd < 0) {
-        rc = seterr(err, errlen, STORE_EIO, "cannot open %s: %s", path, strerror(errno));
+    int held[2];
+    if ((rc = store_hold(o->dir, held, err, errlen)))
         goto fail;
-    }
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) || (s->dir_fd = lock_dir(o->dir)) == -2) {
-        rc = in_use(o->dir, err, errlen);
-        goto fail;
-    }
+    s->lock_fd = held[0];
+    s->dir_fd = held[1];
 database:
     db_path(s->db_path, sizeof s->db_path, o->dir);
     /* no database where indexes were saved: it was deleted or emptied, and opening would
@@ -686,10 +681,7 @@ void store_close(store *s)
     store_writer_finalize(s);
     sqlite3_close(s->wdb);
     sqlite3_close(s->adb);
-    if (s->lock_fd >= 0)
-        close(s->lock_fd);
-    if (s->dir_fd >= 0)
-        close(s->dir_fd);
+    store_unhold((int[2]){s->lock_fd, s->dir_fd});
     pthread_mutex_destroy(&s->slots_mu);
     pthread_mutex_destroy(&s->admin_mu);
     pthread_mutex_destroy(&s->q_mu);
