@@ -430,29 +430,21 @@ int emb_tokenize(const emb_model *m, const char *text, size_t len, int32_t *ids,
     return 0;
 }
 
-int emb_fits(const emb_model *m, const char *text, size_t len)
-{
-    /* room for one piece more than fits: a text that fills it does not fit */
-    int32_t *ids = malloc(sizeof *ids * (size_t)(m->max_tokens + 1));
-    if (!ids)
-        return EMB_ENOMEM;
-    int r = emb_wp_encode(m->wp, text, len, ids, m->max_tokens + 1);
-    free(ids);
-    return r < 0 ? r : r <= m->max_tokens;
-}
-
 int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n, float *out,
                int *ntokens)
 {
-    return emb_encode_ends(m, texts, lens, NULL, n, out, ntokens);
+    return emb_encode_ends(m, texts, lens, NULL, n, out, ntokens, NULL);
 }
 
 int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
-                    const unsigned char *ends, int n, float *out, int *ntokens)
+                    const unsigned char *ends, int n, float *out, int *ntokens,
+                    unsigned char *cut)
 {
     if (n <= 0)
         return EMB_EINVAL;
-    size_t need = (size_t)n * (size_t)m->max_tokens;
+    /* one id more than the texts keep: the last text's piece past the limit, read to
+     * tell a text that fits from one that does not */
+    size_t need = (size_t)n * (size_t)m->max_tokens + 1;
     if (need > (size_t)m->cap_ids) {
         int32_t *ids = realloc(m->ids, need * sizeof *ids);
         if (!ids)
@@ -469,12 +461,24 @@ int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
     }
     m->off[0] = 0;
     for (int i = 0; i < n; i++) {
-        int r = ends && ends[i]
-                    ? emb_wp_encode_ends(m->wp, texts[i], lens[i], m->ids + m->off[i],
-                                         m->max_tokens)
-                    : emb_wp_encode(m->wp, texts[i], lens[i], m->ids + m->off[i], m->max_tokens);
+        int32_t *ids = m->ids + m->off[i];
+        int r, over = 0;
+        if (ends && ends[i])
+            r = emb_wp_encode_ends(m->wp, texts[i], lens[i], ids, m->max_tokens);
+        else {
+            /* a piece more than fits, then cut back to what emb_wp_encode() gives at the
+             * limit: [CLS], the first pieces, [SEP] */
+            r = emb_wp_encode(m->wp, texts[i], lens[i], ids, m->max_tokens + 1);
+            if (r > m->max_tokens) {
+                ids[m->max_tokens - 1] = ids[r - 1];
+                r = m->max_tokens;
+                over = 1;
+            }
+        }
         if (r < 0)
             return r;
+        if (cut)
+            cut[i] = (unsigned char)over;
         m->off[i + 1] = m->off[i] + r;
         if (ntokens)
             ntokens[i] = r;

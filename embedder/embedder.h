@@ -64,9 +64,6 @@ int emb_max_tokens(const emb_model *m);
  * emb_max_tokens() entries. *n (out) gets the count.
  */
 int emb_tokenize(const emb_model *m, const char *text, size_t len, int32_t *ids, int *n);
-/* 1 when text fits emb_max_tokens() whole ([CLS] and [SEP] included), 0 when it would be
- * truncated, or a negative EMB_ error. Reads no further than one piece past the limit. */
-int emb_fits(const emb_model *m, const char *text, size_t len);
 
 /*
  * Embeds n texts in one forward pass. out: [n][emb_dim()] floats, L2-normalised.
@@ -75,8 +72,12 @@ int emb_fits(const emb_model *m, const char *text, size_t len);
 int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n, float *out,
                int *ntokens);
 /* The same, except that texts i with ends[i] set keep their end when they are too long:
- * their first and last tokens are embedded (emb_wp_encode_ends()). ends may be NULL. */
+ * their first and last tokens are embedded (emb_wp_encode_ends()). ends may be NULL.
+ * cut (optional, [n]) receives 1 for a text without ends[i] that did not fit
+ * emb_max_tokens() whole ([CLS] and [SEP] included) and was embedded by its beginning,
+ * else 0 (tokenizing reads no further than one piece past the limit). */
 int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
-                    const unsigned char *ends, int n, float *out, int *ntokens);
+                    const unsigned char *ends, int n, float *out, int *ntokens,
+                    unsigned char *cut);
 
 #endif

@@ -31,6 +31,8 @@ struct embed_req {
     size_t *lens;
     float *out;
     int *ntokens;
+    unsigned char *cut; /* [n], from the worker; NULL where embedder.truncate allows it */
+    int one;            /* input was one string, not an array */
     int64_t reserved[2]; /* tokens reserved at admission: a minute's, the month's */
 };
 
@@ -92,6 +94,7 @@ static void embed_req_free(struct embed_req *e, long tokens, int failed)
     free(e->lens);
     free(e->out);
     free(e->ntokens);
+    free(e->cut);
     free(e);
 }
 
@@ -142,6 +145,20 @@ static void on_embedded(struct gw_cq_item *item)
     gw_server *srv = gw_req_server(e->req);
     if (e->job.rc) {
         gw_reply_error(e->req, 500, emb_strerror(e->job.rc), NULL, "embedding_failed");
+        embed_req_free(e, 0, 1);
+        return;
+    }
+    for (int i = 0; e->cut && i < e->job.n; i++) {
+        if (!e->cut[i])
+            continue;
+        int max = emb_max_tokens(gw_server_embedder(srv));
+        char which[32] = "input", msg[256];
+        if (!e->one)
+            snprintf(which, sizeof which, "input[%d]", i);
+        snprintf(msg, sizeof msg, "%s is longer than this model's maximum of %d tokens (%d, "
+                 "less its [CLS] and [SEP]): split it, or set embedder.truncate = true to "
+                 "embed its first %d.", which, max - 2, max, max - 2);
+        gw_reply_error(e->req, 400, msg, "input", "context_length_exceeded");
         embed_req_free(e, 0, 1);
         return;
     }
@@ -264,7 +281,11 @@ void gw_handle_embeddings(struct gw_req *r)
     e->lens = malloc(sizeof *e->lens * (size_t)n);
     e->out = malloc(sizeof *e->out * (size_t)n * (size_t)dim);
     e->ntokens = malloc(sizeof *e->ntokens * (size_t)n);
-    if (!e->texts || !e->lens || !e->out || !e->ntokens) {
+    /* longer than the model reads: an error, as OpenAI's past its context, not an
+     * embedding of the text's beginning that says nothing of the rest */
+    e->cut = cfg->embedder_truncate ? NULL : malloc((size_t)n);
+    e->one = json_is_string(input);
+    if (!e->texts || !e->lens || !e->out || !e->ntokens || (!cfg->embedder_truncate && !e->cut)) {
         embed_req_free(e, 0, 0);
         goto oom;
     }
@@ -291,25 +312,6 @@ void gw_handle_embeddings(struct gw_req *r)
         }
         e->texts[i] = json_string_value(s);
         e->lens[i] = json_string_length(s);
-        /* longer than the model reads: an error, as OpenAI's past its context, not an
-         * embedding of the text's beginning that says nothing of the rest */
-        int fits = cfg->embedder_truncate ? 1 : emb_fits(gw_server_embedder(srv), e->texts[i],
-                                                          e->lens[i]);
-        if (fits != 1) {
-            int max = emb_max_tokens(gw_server_embedder(srv));
-            char which[32] = "input";
-            if (s != input)
-                snprintf(which, sizeof which, "input[%d]", i);
-            if (fits == 0)
-                snprintf(msg, sizeof msg, "%s is longer than this model's maximum of %d tokens "
-                         "(%d, less its [CLS] and [SEP]): split it, or set embedder.truncate "
-                         "= true to embed its first %d.", which, max - 2, max, max - 2);
-            gw_reply_error(r, fits == 0 ? 400 : 503, fits == 0 ? msg : "Out of memory; try "
-                           "again.", fits == 0 ? "input" : NULL,
-                           fits == 0 ? "context_length_exceeded" : NULL);
-            embed_req_free(e, 0, 0);
-            goto out;
-        }
     }
     size_t chars = 0; /* what it may use: about 4 bytes a token */
     for (int i = 0; i < n; i++)
@@ -330,6 +332,7 @@ void gw_handle_embeddings(struct gw_req *r)
     e->job.lens = e->lens;
     e->job.out = e->out;
     e->job.ntokens = e->ntokens;
+    e->job.cut = e->cut;
     gw_req_defer(r);
     gw_embedw_submit(gw_server_embed_worker(srv), &e->job);
     return;

@@ -928,7 +928,7 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
     size_t lens[2] = {core.alen, core.blen};
     static const unsigned char ends[2] = {1, 1}; /* as questions are stored and searched */
     int rc = v ? emb_encode_ends(gw_embedw_model(c->embw), texts, lens, ends, fresh ? 2 : 1, v,
-                                 NULL)
+                                 NULL, NULL)
                : -1;
     if (!rc && fresh) {
         memcpy(qv->v, v + dim, sizeof(float) * dim);

@@ -168,7 +168,7 @@ static int import_file(const struct gw_config *cfg, const char *path, const char
         if (n) {
             unsigned char ends[BATCH]; /* embedded as live questions are */
             memset(ends, 1, sizeof ends);
-            int erc = ns ? emb_encode_ends(emb, texts, lens, ends, ns, vecs, NULL) : 0;
+            int erc = ns ? emb_encode_ends(emb, texts, lens, ends, ns, vecs, NULL, NULL) : 0;
             for (int i = 0, j = 0; i < n; i++) {
                 struct gw_import_item *it = &items[i];
                 struct store_entry e = {

@@ -21,7 +21,7 @@ struct gw_embedw {
     /* the worker thread's scratch */
     const char **texts;
     size_t *lens;
-    unsigned char *ends;
+    unsigned char *ends, *cut;
     float *out;
     int *ntok;
 };
@@ -124,7 +124,7 @@ static void *run(void *arg)
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         int rc = sl ? emb_encode_ends(w->model, w->texts, w->lens, w->ends, n, w->out,
-                                        w->ntok) : EMB_ENOMEM;
+                                        w->ntok, w->cut) : EMB_ENOMEM;
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (w->m_batch) {
             gw_metric_observe(w->m_batch, n);
@@ -141,6 +141,8 @@ static void *run(void *arg)
                 memcpy(j->out + (size_t)sl[s].first * w->dim, w->out + (size_t)k * w->dim,
                        sizeof(float) * (size_t)sl[s].count * w->dim);
                 memcpy(j->ntokens + sl[s].first, w->ntok + k, sizeof(int) * (size_t)sl[s].count);
+                if (j->cut)
+                    memcpy(j->cut + sl[s].first, w->cut + k, (size_t)sl[s].count);
             }
             k += sl[s].count;
         }
@@ -174,6 +176,7 @@ gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t 
     w->texts = malloc(sizeof *w->texts * (size_t)max_batch);
     w->lens = malloc(sizeof *w->lens * (size_t)max_batch);
     w->ends = malloc((size_t)max_batch);
+    w->cut = malloc((size_t)max_batch);
     w->out = malloc(sizeof *w->out * (size_t)max_batch * (size_t)w->dim);
     w->ntok = malloc(sizeof *w->ntok * (size_t)max_batch);
     if (metrics) {
@@ -192,13 +195,14 @@ gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t 
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (!w->texts || !w->lens || !w->ends || !w->out || !w->ntok ||
+    if (!w->texts || !w->lens || !w->ends || !w->cut || !w->out || !w->ntok ||
         pthread_create(&w->thread, NULL, run, w) != 0) {
         pthread_cond_destroy(&w->cv);
         pthread_mutex_destroy(&w->mu);
         free(w->texts);
         free(w->lens);
         free(w->ends);
+        free(w->cut);
         free(w->out);
         free(w->ntok);
         free(w);
@@ -237,6 +241,7 @@ void gw_embedw_destroy(gw_embedw *w)
     free(w->texts);
     free(w->lens);
     free(w->ends);
+    free(w->cut);
     free(w->out);
     free(w->ntok);
     free(w);

@@ -28,6 +28,8 @@ struct gw_embed_job {
     int ends;                 /* texts too long keep their end too (emb_encode_ends()) */
     float *out;               /* [n][dim], written by the worker */
     int *ntokens;             /* [n], written by the worker */
+    unsigned char *cut;       /* optional [n], written by the worker: 1 where a text (not
+                               * ends) was too long and only its beginning is embedded */
     int rc;                   /* EMB_OK, or why the job failed */
     /* optional: runs on the worker thread once the job is embedded (rc set), before
      * item.fn; for work that belongs off the event loop, such as a vector search */

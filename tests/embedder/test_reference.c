@@ -72,22 +72,32 @@ Test(reference, token_ids_identical)
     }
 }
 
-/* emb_fits(): a text fits when its pieces and [CLS] and [SEP] are at most the model's limit;
- * the reference texts that were truncated do not. */
-Test(reference, fits_the_limit_exactly)
+/* One text through emb_encode_ends(): whether it was cut, and its embedding. */
+static int cut_of(const char *t, float *v)
 {
-    int max = emb_max_tokens(model);
+    unsigned char cut = 9;
+    size_t len = strlen(t);
+    cr_assert_eq(emb_encode_ends(model, &t, &len, NULL, 1, v, NULL, &cut), 0);
+    return cut;
+}
+
+/* A text fits when its pieces and [CLS] and [SEP] are at most the model's limit; one that
+ * does not is said to be cut, and is embedded as its first pieces are; the reference texts
+ * that were truncated are cut. */
+Test(reference, cut_past_the_limit_exactly)
+{
+    int max = emb_max_tokens(model), dim = emb_dim(model);
     char *text = malloc((size_t)max * 5 + 1);
-    cr_assert_not_null(text);
-    for (int words = max - 3; words <= max - 1; words++) {
+    float *v = malloc(sizeof *v * (size_t)dim * 2);
+    cr_assert(text && v);
+    for (int words = max - 3; words <= max; words++) {
         text[0] = 0;
         for (int k = 0; k < words; k++)
             strcat(text, "word ");
-        int32_t ids[1024];
-        int n;
-        cr_assert_eq(emb_tokenize(model, text, strlen(text), ids, &n), 0);
-        cr_assert_eq(emb_fits(model, text, strlen(text)), words + 2 <= max,
-                     "%d words, %d ids", words, n);
+        cr_assert_eq(cut_of(text, v + (words == max - 2 ? dim : 0)), words + 2 > max,
+                     "%d words", words);
+        if (words > max - 2) /* the same ids as the longest that fits: the same vector */
+            cr_assert_arr_eq(v, v + dim, sizeof *v * (size_t)dim, "%d words", words);
     }
     free(text);
     size_t i;
@@ -96,12 +106,14 @@ Test(reference, fits_the_limit_exactly)
     {
         const char *t = json_string_value(json_object_get(row, "text"));
         size_t nwant = json_array_size(json_object_get(row, "ids"));
-        if ((int)nwant < max)
-            cr_expect_eq(emb_fits(model, t, strlen(t)), 1, "text %zu", i);
+        if ((int)nwant < max) {
+            cr_expect_eq(cut_of(t, v), 0, "text %zu", i);
+        }
     }
     const char *last = json_string_value(
         json_object_get(json_array_get(texts(), json_array_size(texts()) - 1), "text"));
-    cr_expect_eq(emb_fits(model, last, strlen(last)), 0, "the longest reference text");
+    cr_expect_eq(cut_of(last, v), 1, "the longest reference text");
+    free(v);
 }
 
 static double cosine(const float *a, json_t *b, int dim)
