@@ -43,9 +43,12 @@ int gw_cli_config(const char *config, const char *data_dir, struct gw_config *cf
     return 0;
 }
 
-static void open_progress(void *arg, int64_t tenant, int64_t done, int64_t total, int rebuilt)
+static void open_progress(void *arg, int64_t tenant, int64_t done, int64_t total,
+                          const char *rebuilt)
 {
     (void)arg;
+    if (rebuilt && done <= 1024) /* its first report */
+        fprintf(stderr, "the index of tenant %lld is rebuilt: %s\n", (long long)tenant, rebuilt);
     if (rebuilt)
         fprintf(stderr, "\rrebuilding the index of tenant %lld: %lld/%lld", (long long)tenant,
                 (long long)done, (long long)total);

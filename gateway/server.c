@@ -2285,7 +2285,8 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     return 0;
 }
 
-static void index_progress(void *arg, int64_t tenant, int64_t done, int64_t total, int rebuilt)
+static void index_progress(void *arg, int64_t tenant, int64_t done, int64_t total,
+                           const char *rebuilt)
 {
     (void)arg;
     /* a rebuild reports every 1024 entries; log about every 10% */
@@ -2297,7 +2298,7 @@ static void index_progress(void *arg, int64_t tenant, int64_t done, int64_t tota
     snprintf(n, sizeof n, "%lld", (long long)total);
     gw_log_kv(GW_LOG_INFO, rebuilt ? "rebuilding a cache index from the database"
                                    : "cache index loaded",
-              "tenant", t, "done", d, "total", n, NULL);
+              "tenant", t, "done", d, "total", n, rebuilt ? "why" : NULL, rebuilt, NULL);
 }
 
 /* A write the store could not make, from its writer thread (or at close). */

@@ -628,9 +628,11 @@ static int read_header(FILE *f, int dim, enum sidx_kind kind, struct file_header
         return fail(SIDX_EIO, "not an index file");
     if (h->version != FILE_VERSION)
         return fail(SIDX_EMISMATCH, "index file version %u, expected %u", h->version, FILE_VERSION);
-    if (h->kind != (uint32_t)kind || h->dim != (uint32_t)dim)
-        return fail(SIDX_EMISMATCH, "index file has kind %u dim %u, expected %d and %d", h->kind,
-                    h->dim, (int)kind, dim);
+    if (h->dim != (uint32_t)dim)
+        return fail(SIDX_EMISMATCH, "index file of dimension %u, expected %d", h->dim, dim);
+    if (h->kind != (uint32_t)kind) /* hnsw_min_entries moved past the tenant's size */
+        return fail(SIDX_EMISMATCH, "index file is %s, expected %s",
+                    h->kind == SIDX_HNSW ? "HNSW" : "flat", kind == SIDX_HNSW ? "HNSW" : "flat");
     if (fstat(fileno(f), &st) != 0) return fail(SIDX_EIO, "stat: %s", strerror(errno));
     if ((uint64_t)st.st_size != sizeof *h + h->payload_len || h->n_dead > h->payload_len / 8 ||
         (kind == SIDX_FLAT && h->n_dead != 0))

@@ -237,7 +237,8 @@ enum sidx_kind store_wanted_kind(store *s, int64_t entries, enum sidx_kind now)
 
 /* Builds tenant's index of kind from the rows with id <= upto (upto < 0: all). */
 int store_build_index(sqlite3 *db, int dim, int64_t tenant, int64_t upto, enum sidx_kind kind,
-                      store_progress_fn progress, void *parg, int64_t total, sidx **out)
+                      store_progress_fn progress, void *parg, const char *why, int64_t total,
+                      sidx **out)
 {
     sidx *ix = NULL;
     sqlite3_stmt *st = NULL;
@@ -275,7 +276,7 @@ int store_build_index(sqlite3 *db, int dim, int64_t tenant, int64_t upto, enum s
             done += n;
             n = 0;
             if (progress)
-                progress(parg, tenant, done, total, 1);
+                progress(parg, tenant, done, total, why);
         }
     }
     if (src != SQLITE_DONE) {
@@ -288,7 +289,7 @@ int store_build_index(sqlite3 *db, int dim, int64_t tenant, int64_t upto, enum s
     }
     done += n;
     if (progress)
-        progress(parg, tenant, done, total, 1);
+        progress(parg, tenant, done, total, why);
     sqlite3_finalize(st);
     free(ids);
     free(vecs);
@@ -371,10 +372,18 @@ static int load_indexes(store *s, store_progress_fn progress, void *parg, char *
         sidx *ix = NULL;
         if (sidx_load(path, s->opt.dim, kind, ids, n, &ix) == 0) {
             if (progress)
-                progress(parg, tenant, n, n, 0);
+                progress(parg, tenant, n, n, NULL);
         } else {
+            /* said to the operator: a rebuild of a large tenant takes a while */
+            char why[320];
+            if (access(path, F_OK))
+                snprintf(why, sizeof why, "no index file (the last stop was not clean, or "
+                         "it was removed)");
+            else
+                snprintf(why, sizeof why, "the index file does not match the database: %s",
+                         sidx_last_error());
             int brc = store_build_index(s->wdb, s->opt.dim, tenant, -1, kind, progress, parg,
-                                        count, &ix);
+                                        why, count, &ix);
             if (brc) {
                 rc = seterr(err, errlen, brc, "rebuilding the index of tenant %lld: %s",
                             (long long)tenant, store_strerror(brc));

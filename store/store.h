@@ -60,9 +60,10 @@ struct store_options {
     void *on_error_arg;
 };
 
-/* Progress of index loading/rebuilding on open, for a caller that shows it. May be NULL. */
+/* Progress of index loading/rebuilding on open, for a caller that shows it. May be NULL.
+ * rebuilt: NULL for an index read from its file, else why it is rebuilt from the rows. */
 typedef void (*store_progress_fn)(void *arg, int64_t tenant, int64_t done, int64_t total,
-                                  int rebuilt);
+                                  const char *rebuilt);
 
 /* 1 when dir holds a store's database (one that store_open() would open, not create). */
 int store_exists(const char *dir);

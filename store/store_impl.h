@@ -145,8 +145,10 @@ int store_read_hit(sqlite3_stmt *st, struct store_hit *h);
 int store_list_run(sqlite3 *db, struct store_list *q);
 struct slot *store_slot(store *s, int64_t tenant, int create);
 enum sidx_kind store_wanted_kind(store *s, int64_t entries, enum sidx_kind now);
+/* progress (may be NULL) is told why (see store_progress_fn). */
 int store_build_index(sqlite3 *db, int dim, int64_t tenant, int64_t upto, enum sidx_kind kind,
-                      store_progress_fn progress, void *parg, int64_t total, sidx **out);
+                      store_progress_fn progress, void *parg, const char *why, int64_t total,
+                      sidx **out);
 
 /* writer.c */
 int store_writer_prepare(store *s);

@@ -944,7 +944,7 @@ static void *rebuild_main(void *arg)
     int rc = store_db_open(s->db_path, 1, &db);
     if (!rc)
         rc = store_build_index(db, s->opt.dim, sl->tenant, sl->snapshot, sl->rebuild_kind, NULL,
-                               NULL, 0, &ix);
+                               NULL, NULL, 0, &ix);
     sqlite3_close(db);
     pthread_mutex_lock(&s->q_mu);
     sl->rebuilt = ix;

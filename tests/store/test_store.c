@@ -29,6 +29,7 @@ static void setup(void)
 static void teardown(void)
 {
     char cmd[300];
+    umount2(dir, MNT_DETACH); /* where a test mounted a filesystem of its own there */
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
 }
@@ -54,10 +55,14 @@ static void vec_for(int a, float *v)
         v[i] /= sqrtf(n);
 }
 
-static void progress(void *arg, int64_t t, int64_t d, int64_t n, int r)
+static char rebuilt_why[320]; /* the last rebuild's reason */
+
+static void progress(void *arg, int64_t t, int64_t d, int64_t n, const char *why)
 {
     (void)t, (void)d, (void)n;
-    *(int *)arg |= r ? 1 : 2; /* 1: rebuilt from the database, 2: loaded from its file */
+    *(int *)arg |= why ? 1 : 2; /* 1: rebuilt from the database, 2: loaded from its file */
+    if (why)
+        snprintf(rebuilt_why, sizeof rebuilt_why, "%s", why);
 }
 
 static store *open_store(int64_t max_entries, int64_t hnsw, int *rebuilt)
@@ -338,6 +343,7 @@ Test(store, index_is_loaded_from_its_file_or_rebuilt_from_the_database)
     how = 0;
     s = open_store(0, 0, &how);
     cr_assert_eq(how, 1, "a mismatching index file is rebuilt from the database");
+    cr_assert(strstr(rebuilt_why, "holds 20 live ids, the database 19"), "%s", rebuilt_why);
     char a[64];
     cr_assert_gt(nearest(s, 1, 5, a, sizeof a, NULL), 0);
     cr_assert_str_eq(a, "five");
@@ -354,8 +360,20 @@ Test(store, index_is_loaded_from_its_file_or_rebuilt_from_the_database)
     how = 0;
     s = open_store(0, 0, &how);
     cr_assert_eq(how, 1);
+    cr_assert(strstr(rebuilt_why, "not an index file"), "%s", rebuilt_why);
     cr_assert_gt(nearest(s, 1, 5, a, sizeof a, NULL), 0);
     cr_assert_str_eq(a, "five");
+    store_close(s);
+    cr_assert_eq(unlink(path), 0);
+    how = 0;
+    s = open_store(0, 0, &how);
+    cr_assert_eq(how, 1);
+    cr_assert(strstr(rebuilt_why, "no index file"), "%s", rebuilt_why);
+    store_close(s);
+    how = 0; /* hnsw_min_entries lowered past the tenant's 19 */
+    s = open_store(0, 10, &how);
+    cr_assert_eq(how, 1);
+    cr_assert(strstr(rebuilt_why, "is flat, expected HNSW"), "%s", rebuilt_why);
     store_close(s);
 }
 
