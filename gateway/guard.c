@@ -65,6 +65,7 @@ static const char *const contrast_groups[] = {
     "inflow outflow", "input output", "upstream downstream", "uphill downhill",
     "upstairs downstairs", "upside downside", "uptrend downtrend", "upward downward",
     "inward outward", "indoor outdoor", "indoors outdoors", "inside outside",
+    "indoors outside", "indoor outside", "outdoors inside", "outdoor inside",
     "interior exterior", "internal external", "inner outer", "include omit", "overpay underpay",
     "overcook undercook", "overweight underweight", "overrated underrated",
     "overestimate underestimate", "overexposed underexposed", "overclock underclock",
@@ -264,7 +265,8 @@ static const char *const synonym_groups[] = {
     "millimeter millimetre mm", "kilogram kg kilo", "gram g", "pound lb lbs", "ounce oz", "celsius °c", "fahrenheit °f",
     "foot feet ft", "inch inches", "mile miles mi", "liter l", "milliliter ml",
     "mother mom mum mommy", "father dad daddy", "bicycle bike", "mount mt", "doctor dr",
-    "barbecue bbq", "usa us america american", "uk britain british", "tire tyre", "mold mould",
+    "barbecue bbq", "usa us america american", "dollar usd", "euro eur", "pound gbp", "yen jpy",
+    "rupee inr", "uk britain british", "tire tyre", "mold mould",
     "aluminum aluminium", "jewelry jewellery", "pajamas pyjamas", "catalog catalogue",
     "curb kerb", "donut doughnut", "plow plough", "javascript js", "typescript ts", "golang go",
     "integer int", "string str", "boolean bool", "dictionary dict", "character char",
@@ -1141,9 +1143,21 @@ static int is_from(const tok *t)
     return t->len == 4 && memcmp(t->s, "from", 4) == 0;
 }
 
+static int is_word(const tok *t, const char *w);
+
 /* Splits one raw word into tokens: lower case, contraction handled. */
 static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsigned flags)
 {
+    /* "big O" is the time complexity it names */
+    if (b - a == 1 && (p[a] | 0x20) == 'o' && sd->nt > 0 && is_word(&sd->t[sd->nt - 1], "big")) {
+        sd->nt--;
+        static const char *const says[] = {"time", "complexity"};
+        for (int k = 0; k < 2; k++) {
+            tok *t = push_tok(sd, says[k], strlen(says[k]), (uint16_t)(flags & F_QUOTED));
+            if (t) classify(sd, t);
+        }
+        return;
+    }
     /* a currency before an amount is its unit after it: "$50" and "50 dollars" agree,
      * "$50" and "€50" do not */
     static const struct {
@@ -1348,10 +1362,26 @@ static int ordinal(const tok *t)
            (t->len > 3 && !memcmp(t->s + t->len - 2, "th", 2));
 }
 
+/* The denominator a fraction's word names: "third(s)" 3 ... "tenth(s)" 10, "half"/"halves"
+ * 2, "quarter(s)" 4; else 0. */
+static int denominator(const tok *t)
+{
+    static const char *const w[] = {"half", "third", "quarter", "fourth", "fifth", "sixth",
+                                    "seventh", "eighth", "ninth", "tenth"};
+    static const int d[] = {2, 3, 4, 4, 5, 6, 7, 8, 9, 10};
+    if (t->len == 6 && !memcmp(t->s, "halves", 6))
+        return 2;
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
+        size_t n = strlen(w[k]);
+        if ((t->len == n || (t->len == n + 1 && t->s[n] == 's')) && !memcmp(t->s, w[k], n))
+            return d[k];
+    }
+    return 0;
+}
+
 /* Collects numbers: numerals, number words ("twenty-five", "two hundred", "a dozen"),
  * ordinals ("2nd", "second"), digits inside words ("K2", "IPv6", "100km"). */
 static int mine(const side *sd, const tok *t);
-static int is_word(const tok *t, const char *w);
 
 static void collect_numbers(side *sd)
 {
@@ -1392,6 +1422,30 @@ static void collect_numbers(side *sd)
         if (nw < 0) {
             int e = lex_find(t->s, t->len);
             nw = e >= 0 ? lex_num(e) : -1;
+        }
+        /* a fraction in words: "one third", "two thirds", "three quarters" are 1/3, 2/3,
+         * 3/4; "a third" (of, or alone) 1/3, as "a quarter" is 1/4 */
+        int den = 0, two = 0;
+        long long count = 0;
+        if (next && nw >= 0 && t->len == strlen(num_words[nw].w) && num_words[nw].kind == 0 &&
+            num_words[nw].v >= 1 && num_words[nw].v <= 9 && !ordinal(t) &&
+            (den = denominator(next)))
+            count = num_words[nw].v, two = 1;
+        else if (i > 0 && is_word(&t[-1], "a") && ordinal(t) && (den = denominator(t)) > 2 &&
+                 (!next || is_word(next, "of") || (next->flags & F_STOP)))
+            count = 1;
+        if (count) {
+            char b[NUM_LEN];
+            int k = snprintf(b, sizeof b, "%lld/%d", count, den);
+            t->flags |= F_NUM;
+            t->num = (int16_t)sd->nnum;
+            if (two) {
+                sd->t[i + 1].flags |= F_NUM;
+                sd->t[i + 1].num = t->num;
+                i++;
+            }
+            add_num(sd, b, (size_t)k, 0);
+            continue;
         }
         /* "seconds" is time, "second" may be 2nd; "one" alone is weak */
         if (nw >= 0 && !(t->len != strlen(num_words[nw].w))) {
@@ -1656,6 +1710,10 @@ static void tokenize(side *sd, const char *text, size_t len)
             } else if (c == '%' && sd->nt > 0 && i > 0 && is_digit(p[i - 1])) {
                 tok *t = push_tok(sd, "percent", 7, 0); /* "15%" is "15 percent" */
                 if (t) classify(sd, t);
+            } else if (c == '^' && sd->nt > 0 && i > 0 && is_alnum(p[i - 1]) && i + 1 < len &&
+                       is_alnum(p[i + 1])) {
+                tok *t = push_tok(sd, "power", 5, 0); /* "2^10" is "2 to the power of 10" */
+                if (t) classify(sd, t);
             }
             i++;
             continue;
@@ -1836,8 +1894,15 @@ static void tokenize(side *sd, const char *text, size_t len)
         /* "a for loop", "an if statement", "the where clause": a keyword named */
         if ((f & F_STOP) && k + 1 < sd->nt && singular_is(&sd->t[k + 1], K_KEYNOUN))
             f &= ~(unsigned)(F_STOP | F_DROP | F_WH | F_DIR);
-        /* "gluten-free", "sugar-free", "are caffeine free?": without it */
-        if (t->len == 4 && !memcmp(t->s, "free", 4) && k > 0 &&
+        /* "gluten-free", "sugar-free", "are caffeine free?": without it; not what is paid
+         * for ("is shipping free on orders over $50", "is parking free"): at no cost */
+        static const char *const paid[] = {"shipping", "delivery", "postage", "admission",
+                                           "entry", "parking", "wifi", "returns", "return",
+                                           "installation", "tuition", "access", "breakfast"};
+        int cost = 0;
+        for (size_t i = 0; k > 0 && i < sizeof paid / sizeof *paid && !cost; i++)
+            cost = is_word(&sd->t[k - 1], paid[i]);
+        if (t->len == 4 && !memcmp(t->s, "free", 4) && k > 0 && !cost &&
             !(sd->t[k - 1].flags & (F_STOP | F_NUM)) &&
             ((f & F_JOINED) || k + 1 == sd->nt || (sd->t[k + 1].flags & F_STOP)))
             f |= F_NEG;
@@ -2222,6 +2287,45 @@ static int numbers_marked(const side *a, const side *b, char *why, size_t whylen
     return 1;
 }
 
+/* How number k stands in sd: 1 as a count ("5 rows"), 2 as an ordinal ("the 5th"), 3 both;
+ * a number after a word is a label, neither ("World War 2", "chapter 3", "Henry VIII"). */
+static int num_ordinal(const side *sd, const char *k)
+{
+    int how = 0;
+    for (int i = 0; i < sd->nnum; i++) {
+        if (strcmp(sd->nums[i], k))
+            continue;
+        int ord = 0, first = -1;
+        for (int j = 0; j < sd->nt; j++)
+            if (sd->t[j].num == i && (sd->t[j].flags & F_NUM)) {
+                ord |= ordinal(&sd->t[j]);
+                first = first < 0 ? j : first;
+            }
+        if (!ord && first > 0 && !(sd->t[first - 1].flags & (F_STOP | F_NUM)))
+            continue;
+        how |= ord ? 2 : 1;
+    }
+    return how;
+}
+
+/* "the 5 highest salaries" and "the 5th highest salary": a count on one side, a rank on the
+ * other (not 1, which speaks of one thing as often as of the first, nor a fraction) */
+static int numbers_ranked(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int i = 0; i < a->nnum; i++) {
+        const char *k = a->nums[i];
+        if (a->numweak[i] || !strcmp(k, "1") || strchr(k, '/'))
+            continue;
+        int x = num_ordinal(a, k), y = num_ordinal(b, k);
+        if ((x == 1 && y == 2) || (x == 2 && y == 1)) {
+            say(why, whylen, "numbers differ: %s as a %s vs as a %s", k,
+                x == 2 ? "rank" : "count", y == 2 ? "rank" : "count");
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int rule_numbers(const side *a, const side *b, char *why, size_t whylen)
 {
     const char *xa = NULL, *xb = NULL;
@@ -2230,7 +2334,8 @@ static int rule_numbers(const side *a, const side *b, char *why, size_t whylen)
     for (int i = 0; i < b->nnum && !xb; i++)
         if (!num_in(a, b->nums[i]) && !(b->numweak[i] && a->nnum == 0)) xb = b->nums[i];
     if (!xa && !xb) return numbers_counted(a, b, why, whylen) &&
-                           numbers_marked(a, b, why, whylen) && number_order(a, b, why, whylen);
+                           numbers_marked(a, b, why, whylen) && number_order(a, b, why, whylen) &&
+                           numbers_ranked(a, b, why, whylen);
     say(why, whylen, "numbers differ: %s vs %s", xa ? xa : "none", xb ? xb : "none");
     return 0;
 }
@@ -2266,6 +2371,13 @@ static int side_has_syn(const side *sd, const tok *x)
     return 0;
 }
 
+/* "in California", "in 2024": a place's or a time's "in", no opposite of "out" */
+static int place_in(const side *sd, int i)
+{
+    return is_word(&sd->t[i], "in") && i + 1 < sd->nt &&
+           (sd->t[i + 1].flags & (F_ENTITY | F_CAP | F_NUM));
+}
+
 static int rule_contrast(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int i = 0; i < a->nt; i++) {
@@ -2273,13 +2385,13 @@ static int rule_contrast(const side *a, const side *b, char *why, size_t whylen)
         /* "not good" vs "bad" is left to the negation rule; "won't turn on" vs "won't turn
          * off", both negated, are still opposites */
         if (x->lex < 0 || !lex_has(x->lex, K_CONTRAST) || side_has_syn(b, x) ||
-            joined_in(x, b))
+            joined_in(x, b) || place_in(a, i))
             continue;
         int nx = negated_at(a, i);
         for (int j = 0; j < b->nt; j++) {
             const tok *y = &b->t[j];
             if (y->lex < 0 || !lex_has(y->lex, K_CONTRAST) || tok_eq(x, y) || syn(x, y) ||
-                negated_at(b, j) != nx || joined_in(y, a))
+                negated_at(b, j) != nx || joined_in(y, a) || place_in(b, j))
                 continue;
             if (!lex_share(x->lex, y->lex, K_CONTRAST) || side_has_syn(a, y)) continue;
             say(why, whylen, "opposites: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
@@ -3215,8 +3327,8 @@ static int narrowing(const side *p, const side *q)
         if (k >= 0 && !rate &&
             (word_is(&q->t[k], K_PREP) || ((qual || when) && word_is(&q->t[k], K_WEAKPREP))))
             return j;
-        /* "when it launched", "if I am pregnant": a clause of its own */
-        for (int c = j - 1; c >= 0 && c >= j - 3 && (q->t[c].flags & F_STOP); c--)
+        /* "when it launched", "if I am pregnant", "if I got an extension": a clause of its own */
+        for (int c = j - 1; c >= 0 && c >= j - 4 && (q->t[c].flags & F_STOP); c--)
             if (word_is(&q->t[c], K_SUBORD)) return j;
         /* "vertically", "alphabetically": a manner the task is done in */
         if (run_has(q, j, e, K_MANNER)) return j;
@@ -3294,6 +3406,15 @@ static int is_op_char(char c)
  * inside a run of them or not between two letters (not "e-mail"). */
 static int op_at(const char *s, size_t n, size_t i, int in_run)
 {
+    if (s[i] == '%' && i > 0 && is_digit((unsigned char)s[i - 1]) &&
+        (i + 1 == n || !is_alnum((unsigned char)s[i + 1])))
+        return 0; /* "15%": a number's percent sign, not modulo */
+    if (s[i] == '=') { /* "2^10 = ?", "15% of 80 =": asks what is, as "what is" does */
+        size_t j = i + 1;
+        while (j < n && (s[j] == '=' || s[j] == ' ' || s[j] == '?' || s[j] == '.'))
+            j++;
+        if (j == n) return 0;
+    }
     if (is_op_char(s[i])) return 1;
     if (s[i] == '!') return i + 1 < n && s[i + 1] == '=';
     if (s[i] != '-') return 0;

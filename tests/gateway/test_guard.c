@@ -1320,3 +1320,38 @@ Test(guard, temperatures_dotted_letters_makers_and_kinds_of_answer)
     VETO("Tell me a riddle about cats.", "Tell me another riddle about cats.", "another");
     PASS("What's another word for tired?", "synonym for tired");
 }
+
+/* Fractions in words, a count against a rank, "=" asking, a place's "in", what is paid for,
+ * currency codes, "big O", "^", a clause with a light verb. */
+Test(guard, fractions_ranks_and_currencies)
+{
+    PASS("How many ml is two thirds of a cup?", "2/3 cup in ml");
+    PASS("a third of a pound in grams", "how many grams is 1/3 lb");
+    VETO("What is one third of 90?", "What is one fourth of 90?", "numbers");
+    VETO("What is a third of 60?", "What is 3 of 60?", "numbers");
+    PASS("three quarters of an hour in minutes", "3/4 hour in minutes");
+    /* a count on one side, a rank on the other; a label's number is neither */
+    VETO("Which are the 3 largest lakes in Canada?", "Which is the 3rd largest lake in Canada?",
+         "numbers");
+    PASS("Who was the 3rd president of France?", "who was the third french president");
+    PASS("What caused World War 1?", "what caused the first world war");
+    PASS("summary of chapter 4 of Dune", "summarize the fourth chapter of Dune");
+    /* "=" at the end asks; "15%" is a number's percent sign */
+    PASS("What is 30% of 250?", "30 percent of 250 = ?");
+    VETO("12*4 =", "12+4 =", "operators");
+    PASS("What is 3 to the power of 4?", "what is 3^4");
+    /* "in Ohio" is a place's, no opposite of "check-out" */
+    PASS("When is check-out time at the Hilton in Ohio?", "Ohio Hilton check out time?");
+    VETO("Can I grow basil indoors?", "Can I grow basil outside?", "opposites");
+    /* "is shipping free" is what it costs; "sugar free" still says without sugar */
+    PASS("Is delivery free on orders over $30?", "do orders above thirty dollars get free delivery");
+    VETO("Is this yogurt sugar free?", "Does this yogurt have sugar?", "negation");
+    PASS("How much is 50 USD in yen?", "convert $50 to yen");
+    VETO("How much is 50 USD in yen?", "How much is 50 EUR in yen?", NULL);
+    /* big O is the time complexity */
+    PASS("What is the big O of merge sort?", "time complexity of merge sort");
+    VETO("big O of merge sort", "big O of bubble sort", NULL);
+    /* "if I filed late": a condition the other does not set */
+    VETO("How much is the penalty for unpaid taxes?",
+         "How much is the penalty for unpaid taxes if I got an extension?", "adds");
+}
