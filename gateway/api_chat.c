@@ -40,7 +40,6 @@ struct chat_req {
     char msg_id[48];
     json_t *echo;         /* the settings a response repeats */
     json_t *convo;        /* the messages to store with its answer; NULL: not stored */
-    size_t history_bytes; /* of the stored conversation it continues */
     struct gw_response rs; /* its ids and stream state */
     int stream, include_usage, started;
     const char *max_tokens_key; /* the parameter that set max_tokens, or NULL: the default */
@@ -1735,7 +1734,6 @@ static int resp_request(struct chat_req *c, struct gw_tenant *tn, json_t **b)
             return -1;
         }
         history = msgs ? json_loads(msgs, 0, NULL) : NULL;
-        c->history_bytes = msgs ? strlen(msgs) : 0;
         free(msgs);
         if (!json_is_array(history)) {
             json_decref(history);
@@ -1758,6 +1756,18 @@ static int resp_request(struct chat_req *c, struct gw_tenant *tn, json_t **b)
 }
 
 /* chat: a chat request (resp: in the Responses API's form) or a completion. */
+/* What c may use, its prompt and its max_tokens, reserved under its tenant's token limits
+ * (the prompt's tokens counted, not guessed from its bytes, so that a burst cannot overrun
+ * them); else -1, the 429 sent, c refused. */
+static int tenant_reserve(struct chat_req *c, int64_t tokens)
+{
+    if (!gw_tenants_counts_tokens(c->tenants, c->tn) ||
+        !gw_tenants_reserve(c->tenants, c->tn, c->req, tokens, c->reserved))
+        return 0;
+    c->use.refused = 1;
+    return -1;
+}
+
 static void handle(struct gw_req *r, int chat, int resp)
 {
     gw_server *srv = gw_req_server(r);
@@ -1838,8 +1848,6 @@ static void handle(struct gw_req *r, int chat, int resp)
         gw_reply_error(r, 400, "n above 1 is not supported with a tool call.", "n", NULL);
         goto out;
     }
-    /* what it may use: its prompt (about 4 bytes a token of the body, and of the stored
-     * conversation a response continues) and max_tokens, for each answer */
     json_t *prompts = chat ? NULL : several_prompts(b);
     const int64_t answers = (prompts ? (int64_t)json_array_size(prompts) : 1) * c->n;
     if (answers > cfg->engine_max_num_seqs + cfg->engine_max_waiting) {
@@ -1849,12 +1857,9 @@ static void handle(struct gw_req *r, int chat, int resp)
         gw_reply_error(r, 400, p.msg, prompts ? "prompt" : "n", NULL);
         goto out;
     }
-    size_t body_len;
-    gw_req_body(r, &body_len);
-    body_len += c->history_bytes;
-    if (gw_tenants_admit(tenants, tn, r,
-                         (int64_t)(body_len / 4) + answers * c->job.params.max_tokens,
-                         c->reserved))
+    /* the tokens it may use are reserved once its prompts are counted (a cache hit uses
+     * none): tenant_reserve() */
+    if (gw_tenants_admit(tenants, tn, r, 0, c->reserved))
         goto out;
     c->tenants = tenants;
     c->tn = tn;
@@ -1905,6 +1910,8 @@ static void handle(struct gw_req *r, int chat, int resp)
         chat_error(c, 400, p.msg, param_of(c, p.param), "context_length_exceeded");
         goto out;
     }
+    if (tenant_reserve(c, (int64_t)c->job.n_prompt + c->job.params.max_tokens))
+        goto out;
     json_decref(b);
     b = NULL;
     /* a completion's prompt is continued character for character: the exact cache only */
@@ -2450,10 +2457,18 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
         return;
     }
     int misses = 0;
-    for (int i = 0; i < c->nkids; i++)
-        misses += !c->kids[i]->done;
+    int64_t tokens = 0;
+    for (int i = 0; i < c->nkids; i++) {
+        const struct chat_req *k = c->kids[i];
+        misses += !k->done;
+        tokens += k->done ? 0 : (int64_t)k->job.n_prompt + k->job.params.max_tokens;
+    }
     if (misses && c->ctl.only_if_cached) {
         reply_not_cached(c);
+        chat_req_free(c);
+        return;
+    }
+    if (misses && tenant_reserve(c, tokens)) {
         chat_req_free(c);
         return;
     }

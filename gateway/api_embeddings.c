@@ -313,11 +313,22 @@ void gw_handle_embeddings(struct gw_req *r)
         e->texts[i] = json_string_value(s);
         e->lens[i] = json_string_length(s);
     }
-    size_t chars = 0; /* what it may use: about 4 bytes a token */
-    for (int i = 0; i < n; i++)
-        chars += e->lens[i];
-    if (gw_tenants_admit(gw_server_tenants(srv), tn, r, (int64_t)(chars / 4 + (size_t)n),
-                         e->reserved)) {
+    /* what it may use, counted where the tenant's token limits ask for it (so that a
+     * burst cannot overrun them): each text's tokens, at most the model's limit, less its
+     * [CLS] and [SEP] (as usage counts them, input_tokens()) */
+    int64_t tokens = 0;
+    if (gw_tenants_counts_tokens(gw_server_tenants(srv), tn)) {
+        emb_model *m = gw_server_embedder(srv);
+        int32_t *ids = malloc(sizeof *ids * (size_t)emb_max_tokens(m));
+        for (int i = 0, k; ids && i < n; i++)
+            tokens += emb_tokenize(m, e->texts[i], e->lens[i], ids, &k) || k <= 2 ? 0 : k - 2;
+        free(ids);
+        if (!ids) {
+            embed_req_free(e, 0, 0);
+            goto oom;
+        }
+    }
+    if (gw_tenants_admit(gw_server_tenants(srv), tn, r, tokens, e->reserved)) {
         embed_req_free(e, 0, 0);
         goto out;
     }

@@ -66,6 +66,8 @@ const char *gw_req_path(struct gw_req *r);
 const char *gw_req_query(struct gw_req *r);
 /* Adds a header to the reply about to be sent (before it starts). */
 void gw_reply_header(struct gw_req *r, const char *name, const char *value);
+/* The same, replacing one of that name set before. */
+void gw_reply_header_set(struct gw_req *r, const char *name, const char *value);
 
 /* The raw body (borrowed for the request's life). */
 const char *gw_req_body(struct gw_req *r, size_t *len /* out */);

@@ -2381,6 +2381,13 @@ void gw_reply_header(struct gw_req *rc, const char *name, const char *value)
     evhttp_add_header(evhttp_request_get_output_headers(rc->req), name, value);
 }
 
+void gw_reply_header_set(struct gw_req *rc, const char *name, const char *value)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
+    evhttp_remove_header(h, name);
+    evhttp_add_header(h, name, value);
+}
+
 const char *gw_req_method(struct gw_req *rc)
 {
     return rc->method;

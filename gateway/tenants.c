@@ -627,13 +627,13 @@ static void ratelimit_headers(struct gw_req *r, const char *kind, int64_t per_mi
     char name[48], v[32];
     snprintf(name, sizeof name, "x-ratelimit-limit-%s", kind);
     snprintf(v, sizeof v, "%lld", (long long)per_minute);
-    gw_reply_header(r, name, v);
+    gw_reply_header_set(r, name, v); /* (set again once reserved) */
     snprintf(name, sizeof name, "x-ratelimit-remaining-%s", kind);
     snprintf(v, sizeof v, "%lld", (long long)fmax(0, floor(bucket)));
-    gw_reply_header(r, name, v);
+    gw_reply_header_set(r, name, v);
     snprintf(name, sizeof name, "x-ratelimit-reset-%s", kind);
     reset_text(((double)per_minute - bucket) * 60 / (double)per_minute, v, sizeof v);
-    gw_reply_header(r, name, v);
+    gw_reply_header_set(r, name, v);
 }
 
 /* The headers of the limits a tenant has, as they stand. */
@@ -661,21 +661,21 @@ static int refuse(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, double 
     return -1;
 }
 
-int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t estimate,
-                     int64_t reserved[2])
+int gw_tenants_counts_tokens(const gw_tenants *t, const struct gw_tenant *tn)
 {
-    reserved[0] = reserved[1] = 0;
-    refill(t, tn);
-    int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
+    return limit(tn->pol.tpm, t->cfg->tenants_tpm) ||
+           limit(tn->pol.monthly_tokens, t->cfg->tenants_monthly_tokens);
+}
+
+/* Whether `tokens` fit under the tenant's token limits now; else the 429 is sent. */
+static int tokens_fit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t tokens)
+{
     int64_t tpm = limit(tn->pol.tpm, t->cfg->tenants_tpm);
-    int64_t conc = limit(tn->pol.concurrency, t->cfg->tenants_concurrency);
     int64_t quota = limit(tn->pol.monthly_tokens, t->cfg->tenants_monthly_tokens);
     /* what the month has left, less what admitted requests may still use of it */
     int64_t month_left = quota - tn->month_used - tn->month_reserved;
-    if (estimate < 1)
-        estimate = 1;
     char msg[300];
-    if (quota && (month_left <= 0 || estimate > month_left)) {
+    if (quota && (month_left <= 0 || tokens > month_left)) {
         time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
@@ -689,39 +689,76 @@ int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int6
         /* (a request that may use more than is left would overrun the quota by its size) */
         snprintf(msg, sizeof msg, "This request may use up to %lld tokens (its input, and "
                  "max_tokens for each answer), and the monthly token quota has %lld left: "
-                 "lower them.", (long long)estimate, (long long)month_left);
+                 "lower them.", (long long)tokens, (long long)month_left);
         return refuse(t, tn, r, wait, "insufficient_quota", msg, 0);
     }
     /* one that may use more than a minute's allowance never fits (it is OpenAI's "Request
      * too large", and no retry helps: said before any wait that a retry would meet) */
-    if (tpm && estimate > tpm) {
+    if (tpm && tokens > tpm) {
         snprintf(msg, sizeof msg, "Request too large for tokens per minute: limit %lld, "
                  "requested %lld (its input, and max_tokens for each answer): lower them.",
-                 (long long)tpm, (long long)estimate);
+                 (long long)tpm, (long long)tokens);
         gw_reply_header(r, "x-should-retry", "false");
         return refuse(t, tn, r, 60, "rate_limit_exceeded", msg, 1);
     }
+    if (tpm && tn->tok_bucket < (double)tokens)
+        return refuse(t, tn, r, ((double)tokens - tn->tok_bucket) * 60 / (double)tpm,
+                      "rate_limit_exceeded", "Rate limit reached for tokens per minute.", 1);
+    return 0;
+}
+
+/* Takes tokens from the allowances, as reserved[]. */
+static void take_tokens(gw_tenants *t, struct gw_tenant *tn, int64_t tokens, int64_t reserved[2])
+{
+    if (limit(tn->pol.tpm, t->cfg->tenants_tpm)) {
+        reserved[0] = tokens;
+        tn->tok_bucket -= (double)tokens;
+    }
+    if (limit(tn->pol.monthly_tokens, t->cfg->tenants_monthly_tokens)) {
+        /* so that a burst admitted together stays within the month's quota */
+        reserved[1] = tokens;
+        tn->month_reserved += tokens;
+    }
+}
+
+int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t tokens,
+                     int64_t reserved[2])
+{
+    reserved[0] = reserved[1] = 0;
+    refill(t, tn);
+    int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
+    int64_t conc = limit(tn->pol.concurrency, t->cfg->tenants_concurrency);
+    if (tokens > 0 && tokens_fit(t, tn, r, tokens))
+        return -1;
     if (rpm && tn->req_bucket < 1)
         return refuse(t, tn, r, (1 - tn->req_bucket) * 60 / (double)rpm, "rate_limit_exceeded",
                       "Rate limit reached for requests per minute.", 0);
-    double need = tpm ? (double)estimate : 0; /* room for what it may use */
-    if (tpm && tn->tok_bucket < need)
-        return refuse(t, tn, r, (need - tn->tok_bucket) * 60 / (double)tpm,
-                      "rate_limit_exceeded", "Rate limit reached for tokens per minute.", 1);
     if (conc && tn->inflight >= conc)
         return refuse(t, tn, r, 1, "rate_limit_exceeded",
                       "Too many concurrent requests for this API key's tenant.", 0);
     if (rpm)
         tn->req_bucket -= 1;
-    if (tpm) {
-        reserved[0] = (int64_t)need;
-        tn->tok_bucket -= need;
-    }
-    if (quota) { /* so that a burst admitted together stays within the month's quota */
-        reserved[1] = estimate;
-        tn->month_reserved += reserved[1];
-    }
+    if (tokens > 0)
+        take_tokens(t, tn, tokens, reserved);
     tn->inflight++;
+    limit_headers(t, tn, r);
+    return 0;
+}
+
+int gw_tenants_reserve(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t tokens,
+                       int64_t reserved[2])
+{
+    refill(t, tn);
+    /* what was reserved before goes back first: the request is measured anew */
+    if (limit(tn->pol.tpm, t->cfg->tenants_tpm))
+        tn->tok_bucket += (double)reserved[0];
+    tn->month_reserved -= reserved[1];
+    reserved[0] = reserved[1] = 0;
+    if (tokens < 1)
+        tokens = 1;
+    if (tokens_fit(t, tn, r, tokens))
+        return -1;
+    take_tokens(t, tn, tokens, reserved);
     limit_headers(t, tn, r);
     return 0;
 }
@@ -744,12 +781,14 @@ void gw_tenants_done(gw_tenants *t, struct gw_tenant *tn, const struct gw_usage_
         tn->tok_bucket -= spent - (double)u->reserved;
     tn->month_used += spent;
     tn->month_reserved -= u->reserved_month;
-    gw_metric_add(t->m_requests, 1, tn->label,
-                  u->busy ? "busy" : u->failed ? "error" : u->cancelled ? "cancelled" : "ok");
+    if (!u->refused) /* (counted by refuse()) */
+        gw_metric_add(t->m_requests, 1, tn->label,
+                      u->busy ? "busy" : u->failed ? "error" : u->cancelled ? "cancelled" : "ok");
     gw_metric_add(t->m_tokens, u->prompt, tn->label, "prompt");
     gw_metric_add(t->m_tokens, u->completion, tn->label, "completion");
     gw_metric_add(t->m_tokens, u->saved, tn->label, "saved");
-    if (u->busy) { /* nothing ran: its request back, nothing for the usage table */
+    if (u->busy || u->refused) { /* nothing ran: its request back, nothing for the usage
+                                  * table */
         int64_t rpm = limit(tn->pol.rpm, t->cfg->tenants_rpm);
         if (rpm)
             tn->req_bucket = fmin((double)rpm, tn->req_bucket + 1);

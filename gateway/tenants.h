@@ -98,15 +98,22 @@ int gw_tenant_allows(const struct gw_tenant *tn, const char *model);
 /* 0 when the tenant may use model; else replies 404 and returns -1. */
 int gw_tenants_model_ok(struct gw_tenant *tn, struct gw_req *r, const char *model);
 /* Admits a request under the tenant's limits; else replies 429 (with Retry-After) and
- * returns -1. Every admitted request ends with exactly one gw_tenants_done(). estimate: the
- * tokens it may use (its prompt's, roughly, and the max_tokens it asks for); under
- * tokens_per_minute they are reserved at once (up to the whole allowance), so that a burst
- * of requests admitted together cannot overrun the limit, and settled against what the
- * request used when it ends; under monthly_tokens likewise, up to what the month has left
- * (a request is admitted while some is left). reserved (for its gw_usage_one): what was
- * taken of each. */
-int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t estimate,
+ * returns -1. Every admitted request ends with exactly one gw_tenants_done(). tokens: what
+ * it may use, counted (its prompt's, and the max_tokens it asks for), or 0 where they are
+ * reserved later by gw_tenants_reserve() (a chat request, once its prompt is tokenized: a
+ * cache hit uses none). Under tokens_per_minute they are reserved at once (up to the whole
+ * allowance), so that a burst of requests admitted together cannot overrun the limit, and
+ * settled against what the request used when it ends; under monthly_tokens likewise, up
+ * to what the month has left. reserved (for its gw_usage_one): what was taken of each. */
+int gw_tenants_admit(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t tokens,
                      int64_t reserved[2] /* out: a minute's, the month's */);
+/* For an admitted request: its reservation made anew for tokens; else the 429 is sent,
+ * nothing stays reserved, and -1 returned (its gw_usage_one then says refused). */
+int gw_tenants_reserve(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, int64_t tokens,
+                       int64_t reserved[2]);
+/* Whether the tenant has a token limit (a minute's or a month's): its requests' tokens are
+ * worth counting before they run. */
+int gw_tenants_counts_tokens(const gw_tenants *t, const struct gw_tenant *tn);
 
 struct gw_usage_one {
     int prompt, completion, cached; /* tokens the engine used (0 for a cache hit) */
@@ -115,6 +122,7 @@ struct gw_usage_one {
     int failed;                     /* it ended in an error reply */
     int cancelled;                  /* its client left before the whole answer was sent */
     int busy; /* refused for the engine's full queue: no request of the usage table */
+    int refused; /* refused by gw_tenants_reserve() (429 sent): no request of it either */
     int64_t reserved;               /* tokens gw_tenants_admit() reserved a minute */
     int64_t reserved_month;         /* and of the monthly quota */
     int held;                       /* concurrent places gw_tenants_hold() gave it */

@@ -48,8 +48,8 @@ def chat(c, content, headers=None, system=None, **kw):
                   headers=headers or {})
 
 
-def embed(c):
-    return c.post("/v1/embeddings", json={"model": "all-minilm-l6-v2", "input": "hello"})
+def embed(c, text="hello"):
+    return c.post("/v1/embeddings", json={"model": "all-minilm-l6-v2", "input": text})
 
 
 @pytest.fixture
@@ -237,7 +237,7 @@ def test_a_request_that_may_use_more_than_is_left_is_refused(server):
     """A request was admitted while any allowance was left, and then spent what it asked
     for: 24 prompts used 1,190 tokens of a monthly quota of 300, an embeddings batch 13,800,
     and a chat of max_tokens 600 three minutes' worth of 200 tokens a minute. What it may
-    use (its prompt, about 4 bytes a token, and max_tokens for each answer) must fit."""
+    use (its prompt's tokens, and max_tokens for each answer) must fit."""
     km = make_tenant(server, "m", {"monthly_tokens": 300})
     kt = make_tenant(server, "t", {"tokens_per_minute": 200})
     time.sleep(1.2)
@@ -268,20 +268,50 @@ def test_monthly_quota_and_usage(server):
     c = client(server, key)
     assert embed(c).status_code == 200  # 1 token ("hello"; not the [CLS] and [SEP])
     assert embed(c).status_code == 200  # 2 used, 1 left
-    r = embed(c)  # which may use 2 (5 bytes, 1 input)
+    r = embed(c, "hello world")  # 2, counted: more than is left
+    assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota"
+    assert "up to 2 tokens" in r.json()["error"]["message"] and "1 left" in r.text, r.text
+    assert embed(c).status_code == 200  # the last one
+    r = embed(c)
     assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota"
     assert r.json()["error"]["type"] == "insufficient_quota"  # as OpenAI's body says it
     assert r.headers["x-should-retry"] == "false"  # the SDKs' retries would meet the same
     assert int(r.headers["Retry-After"]) > 0
     time.sleep(1.5)  # usage is written in batches, about once a second
     rows = admin(server).get("/admin/usage?tenant=a").json()["data"]
-    assert len(rows) == 1 and rows[0]["requests"] == 2 and rows[0]["prompt_tokens"] == 2
+    assert len(rows) == 1 and rows[0]["requests"] == 3 and rows[0]["prompt_tokens"] == 3
     p = subprocess.run([str(BIN), "usage", "--tenant", "a", "--data-dir", str(server.data_dir),
                         "--config", str(server.conf)], cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode == 0 and "a " in p.stdout and " 2 " in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and "a " in p.stdout and " 3 " in p.stdout, p.stdout + p.stderr
     text = client(server).get("/metrics").text
-    assert 'cachegate_tenant_requests_total{tenant="a",result="quota_exceeded"} 1' in text
-    assert 'cachegate_tenant_requests_total{tenant="a",result="ok"} 2' in text
+    assert 'cachegate_tenant_requests_total{tenant="a",result="quota_exceeded"} 2' in text
+    assert 'cachegate_tenant_requests_total{tenant="a",result="ok"} 3' in text
+
+
+def test_token_limits_count_the_prompt_not_its_bytes(server):
+    """A prompt's tokens were guessed as 4 bytes each: 300 digits and spaces (600 bytes, some
+    610 tokens with the template) passed a monthly quota of 250 as 150 and spent 634. The
+    prompt is counted once tokenized; a cache hit, which spends nothing, is still served to a
+    tenant whose month is spent."""
+    key = make_tenant(server, "q", {"monthly_tokens": 250})
+    time.sleep(1.2)
+    c = client(server, key)
+    r = chat(c, "Repeat: " + "7 " * 300, max_tokens=8, temperature=0)
+    assert r.status_code == 429 and r.json()["error"]["code"] == "insufficient_quota", r.text
+    asked = int(re.search(r"up to (\d+) tokens", r.json()["error"]["message"]).group(1))
+    assert asked > 600, r.text  # its prompt's tokens, and max_tokens
+    r = chat(c, "Say hi.", max_tokens=200, temperature=0)  # stored: ends before 200
+    assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "stop", r.text
+    spent = r.json()["usage"]["total_tokens"]
+    r = chat(c, "Name a fruit.", max_tokens=250 - spent, temperature=0)  # no room: its prompt
+    assert r.status_code == 429, r.text
+    policy = '{"monthly_tokens": %d}' % spent  # the month spent
+    assert admin(server).put("/admin/tenants?name=q", content=policy).status_code == 200
+    time.sleep(1.5)  # (the answer is stored within a second)
+    r = chat(c, "Say hi.", max_tokens=200, temperature=0)
+    assert r.status_code == 200 and r.headers["X-Cache"] == "HIT", r.text
+    r = chat(c, "Name a fruit.", max_tokens=8, temperature=0)
+    assert r.status_code == 429 and "exceeded your monthly" in r.text, r.text
 
 
 def test_tokens_spent_survive_a_crash(make_server):

@@ -1344,7 +1344,8 @@ Test(guard, fractions_ranks_and_currencies)
     PASS("When is check-out time at the Hilton in Ohio?", "Ohio Hilton check out time?");
     VETO("Can I grow basil indoors?", "Can I grow basil outside?", "opposites");
     /* "is shipping free" is what it costs; "sugar free" still says without sugar */
-    PASS("Is delivery free on orders over $30?", "do orders above thirty dollars get free delivery");
+    PASS("Is delivery free on orders over $30?",
+         "do orders above thirty dollars get free delivery");
     VETO("Is this yogurt sugar free?", "Does this yogurt have sugar?", "negation");
     PASS("How much is 50 USD in yen?", "convert $50 to yen");
     VETO("How much is 50 USD in yen?", "How much is 50 EUR in yen?", NULL);
