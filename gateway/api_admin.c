@@ -559,7 +559,7 @@ void gw_handle_admin_tenants(struct gw_req *r)
         json_object_set_new(o, "data", a);
         gw_reply_json(r, 200, o, 0);
     } else if (!strcmp(method, "POST")) {
-        json_t *b = gw_req_json_body(r);
+        json_t *b = gw_req_json_body_flags(r, JSON_REJECT_DUPLICATES);
         if (!b)
             goto out;
         json_t *nm = json_object_get(b, "name"), *p = json_object_get(b, "policy");
@@ -658,7 +658,7 @@ void gw_handle_admin_keys(struct gw_req *r)
     struct store_tenant t;
     int rc;
     if (!strcmp(method, "POST")) {
-        json_t *b = gw_req_json_body(r);
+        json_t *b = gw_req_json_body_flags(r, JSON_REJECT_DUPLICATES);
         if (!b)
             goto out;
         const char *tn = json_string_value(json_object_get(b, "tenant"));

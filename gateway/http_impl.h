@@ -76,6 +76,9 @@ gw_cq *gw_server_cq(gw_server *srv);
 
 /* The body as a JSON object, or NULL after replying 400. Caller owns the result. */
 json_t *gw_req_json_body(struct gw_req *r);
+/* The same, read with jansson's flags (JSON_REJECT_DUPLICATES: a key given twice is a 400,
+ * not the last one's value). */
+json_t *gw_req_json_body_flags(struct gw_req *r, size_t flags);
 
 /* body: taken. flags: extra json_dumps flags (e.g. JSON_REAL_PRECISION). */
 void gw_reply_json(struct gw_req *r, int status, json_t *body, size_t flags);

@@ -1418,6 +1418,11 @@ gw_cq *gw_server_cq(gw_server *srv)
 
 json_t *gw_req_json_body(struct gw_req *rc)
 {
+    return gw_req_json_body_flags(rc, 0);
+}
+
+json_t *gw_req_json_body_flags(struct gw_req *rc, size_t flags)
+{
     struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
     size_t len = evbuffer_get_length(in);
     /* parsed as JSON whatever the Content-Type says: curl -d sends form encoding; past a
@@ -1428,7 +1433,7 @@ json_t *gw_req_json_body(struct gw_req *rc)
         body += 3;
         len -= 3;
     }
-    json_t *j = len ? json_loadb(body, len, 0, &je) : NULL;
+    json_t *j = len ? json_loadb(body, len, flags, &je) : NULL;
     if (!json_is_object(j)) {
         char msg[300];
         if (!len)

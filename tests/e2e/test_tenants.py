@@ -576,6 +576,13 @@ def test_policies_are_checked_whole(server):
     r = a.put("/admin/tenants?name=p",
               content='{"requests_per_minute": 1, "requests_per_minute": 5}')
     assert r.status_code == 400 and "duplicate" in r.json()["error"]["message"], r.text
+    # (as on every admin route: "tenant" twice named two tenants and made the key the last's)
+    for path, body in (("/admin/tenants", '{"name": "p2", "policy": {"requests_per_minute": '
+                        '1, "requests_per_minute": 5}}'),
+                       ("/admin/keys", '{"tenant": "p", "tenant": "missing"}')):
+        r = a.post(path, content=body)
+        assert r.status_code == 400 and "duplicate" in r.json()["error"]["message"], r.text
+    assert a.get("/admin/tenants?name=p2").status_code == 404
     # a key has no settings: a field sent for one is refused, not lost
     r = a.post("/admin/keys", json={"tenant": "p", "expires": "2027-01-01"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "expires", r.text
