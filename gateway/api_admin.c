@@ -65,6 +65,34 @@ static int parse_query(struct gw_req *r, struct evkeyvalq *q)
     return 0;
 }
 
+/* 0 when q holds only the parameters of `known` (space-separated), each once; else replies
+ * 400 naming the first that is not (a misspelt "tennant" would otherwise widen what is
+ * read, or deleted, to every tenant) and returns -1. */
+static int query_known(struct gw_req *r, struct evkeyvalq *q, const char *known)
+{
+    const char *twice = repeated(q);
+    char msg[200];
+    if (twice) {
+        snprintf(msg, sizeof msg, "%.64s is given more than once.", twice);
+        gw_reply_error(r, 400, msg, twice, NULL);
+        return -1;
+    }
+    for (struct evkeyval *a = q->tqh_first; a; a = a->next.tqe_next) {
+        size_t n = strlen(a->key);
+        const char *k = known;
+        while ((k = strstr(k, a->key)) && !((k == known || k[-1] == ' ') &&
+                                            (k[n] == ' ' || !k[n])))
+            k++;
+        if (!n || !k) {
+            snprintf(msg, sizeof msg, "Unknown query parameter '%.64s' (this route takes: "
+                     "%s).", a->key, known);
+            gw_reply_error(r, 400, msg, a->key, NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The tenant named by ?tenant= (default: "default"). 0, or replies 404 and returns -1. */
 static int query_tenant(struct gw_req *r, struct evkeyvalq *q, int64_t *id)
 {
@@ -280,15 +308,10 @@ void gw_handle_admin_cache(struct gw_req *r)
     if (parse_query(r, &q))
         return;
     const char *id_s = evhttp_find_header(&q, "id"), *all = evhttp_find_header(&q, "all");
-    const char *twice = repeated(&q);
     int64_t tenant = -1, id = -1;
     char *end = NULL;
-    if (twice) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "%.64s is given more than once.", twice);
-        gw_reply_error(r, 400, msg, twice, NULL);
+    if (query_known(r, &q, "tenant limit before q id all"))
         goto out;
-    }
     if (strcmp(gw_req_method(r), "DELETE")) {
         if (id_s || all) /* (a listing that said nothing of them would look like an answer) */
             gw_reply_error(r, 400, "GET lists entries (?tenant, limit, before, q); id and all "
@@ -407,6 +430,10 @@ void gw_handle_admin_cache_import(struct gw_req *r)
     struct evkeyvalq q = {0};
     if (parse_query(r, &q))
         return;
+    if (query_known(r, &q, "tenant")) {
+        evhttp_clear_headers(&q);
+        return;
+    }
     struct admin_op *op = calloc(1, sizeof *op);
     if (!op) {
         evhttp_clear_headers(&q);
@@ -506,10 +533,17 @@ fail_replied:
 
 /* ------------------------------------------------------------------ tenants, keys, usage */
 
-/* The admin key's check and the query string's parameters (cleared by the caller). */
-static int admin_query(struct gw_req *r, struct evkeyvalq *q)
+/* The admin key's check and the query string's parameters, of `known` only (cleared by the
+ * caller). */
+static int admin_query(struct gw_req *r, struct evkeyvalq *q, const char *known)
 {
-    return gw_admin_ok(r) && !parse_query(r, q);
+    if (!gw_admin_ok(r) || parse_query(r, q))
+        return 0;
+    if (query_known(r, q, known)) {
+        evhttp_clear_headers(q);
+        return 0;
+    }
+    return 1;
 }
 
 static json_t *tenant_json(const struct store_tenant *t)
@@ -527,7 +561,7 @@ static json_t *tenant_json(const struct store_tenant *t)
 void gw_handle_admin_tenants(struct gw_req *r)
 {
     struct evkeyvalq q = {0};
-    if (!admin_query(r, &q))
+    if (!admin_query(r, &q, "name"))
         return;
     store *st = admin_store(r);
     const struct gw_config *cfg = gw_server_config(gw_req_server(r));
@@ -651,7 +685,7 @@ out:
 void gw_handle_admin_keys(struct gw_req *r)
 {
     struct evkeyvalq q = {0};
-    if (!admin_query(r, &q))
+    if (!admin_query(r, &q, "tenant prefix"))
         return;
     store *st = admin_store(r);
     const char *method = gw_req_method(r);
@@ -752,7 +786,7 @@ out:
 void gw_handle_admin_usage(struct gw_req *r)
 {
     struct evkeyvalq q = {0};
-    if (!admin_query(r, &q))
+    if (!admin_query(r, &q, "tenant since"))
         return;
     store *st = admin_store(r);
     const char *tn = evhttp_find_header(&q, "tenant"), *since = evhttp_find_header(&q, "since");

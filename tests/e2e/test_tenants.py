@@ -583,6 +583,13 @@ def test_policies_are_checked_whole(server):
         r = a.post(path, content=body)
         assert r.status_code == 400 and "duplicate" in r.json()["error"]["message"], r.text
     assert a.get("/admin/tenants?name=p2").status_code == 404
+    # a misspelt query parameter read every tenant's usage; a repeated one took the first
+    for path, param in (("/admin/usage?tennant=p", "tennant"), ("/admin/keys?tenant=p&x=1", "x"),
+                        ("/admin/tenants?name=p&name=q", "name")):
+        r = a.get(path)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    r = a.delete("/admin/tenants?name=p&name=q")
+    assert r.status_code == 400 and a.get("/admin/tenants?name=p").status_code == 200
     # a key has no settings: a field sent for one is refused, not lost
     r = a.post("/admin/keys", json={"tenant": "p", "expires": "2027-01-01"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "expires", r.text
