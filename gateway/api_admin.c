@@ -13,6 +13,7 @@
 
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,7 @@ struct admin_op {
     float *vecs;
     int *ntok;
     int64_t tenant; /* import: its tenant; delete: its tenant, or -1 (all) */
+    char tenant_name[64]; /* its name, for the log */
     int64_t id;     /* delete: the entry, or -1 (all of the tenant's) */
     json_t *errors;
 };
@@ -183,17 +185,16 @@ static void op_reply(struct gw_cq_item *item)
 {
     struct admin_op *op = gw_cq_container(item, struct admin_op, item);
     if (!op->rc && !op->dropped) { /* what an administrator changed, for the record */
-        char n[24], t[24], id[24];
+        char n[24], id[24];
         snprintf(n, sizeof n, "%lld", (long long)op->n);
-        snprintf(t, sizeof t, "%lld", (long long)op->tenant);
         snprintf(id, sizeof id, "%lld", (long long)op->id);
         if (op->errors)
-            gw_log_kv(GW_LOG_INFO, "admin: answers imported", "tenant_id", t, "imported", n,
-                      NULL);
+            gw_log_kv(GW_LOG_INFO, "admin: answers imported", "tenant", op->tenant_name,
+                      "imported", n, NULL);
         else
-            gw_log_kv(GW_LOG_INFO, "admin: cache entries deleted", "tenant_id",
-                      op->tenant >= 0 ? t : "all", "id", op->id >= 0 ? id : "all", "deleted",
-                      n, NULL);
+            gw_log_kv(GW_LOG_INFO, "admin: cache entries deleted", "tenant",
+                      op->tenant >= 0 ? op->tenant_name : "all", "id",
+                      op->id >= 0 ? id : "all", "deleted", n, NULL);
     }
     if (!gw_req_gone(op->req)) {
         if (op->rc) {
@@ -268,7 +269,8 @@ static void cache_list(struct gw_req *r, struct evkeyvalq *q)
         gw_reply_error(r, 400, "limit must be a whole number from 1 to 1000.", "limit", NULL);
         return;
     }
-    if (bef && ((before = strtoll(bef, &end, 10)) < 1 || end == bef || *end)) {
+    errno = 0;
+    if (bef && ((before = strtoll(bef, &end, 10)) < 1 || end == bef || *end || errno)) {
         gw_reply_error(r, 400, "before must be an entry id (a positive integer).", "before",
                        NULL);
         return;
@@ -326,8 +328,9 @@ void gw_handle_admin_cache(struct gw_req *r)
         goto out;
     }
     if (id_s) {
+        errno = 0;
         id = strtoll(id_s, &end, 10);
-        if (end == id_s || *end || id < 0) {
+        if (end == id_s || *end || id < 0 || errno) { /* (not past 64 bits, read as their max) */
             gw_reply_error(r, 400, "id must be an entry id (a non-negative integer).", "id",
                            NULL);
             goto out;
@@ -353,6 +356,8 @@ void gw_handle_admin_cache(struct gw_req *r)
     op->cq = gw_server_cq(srv);
     op->item.fn = op_reply;
     op->tenant = tenant;
+    snprintf(op->tenant_name, sizeof op->tenant_name, "%s",
+             tenant >= 0 ? evhttp_find_header(&q, "tenant") : "");
     op->id = id;
     int rc = store_delete(gw_cache_store(gw_server_cache(srv)), tenant, id, op_committed, op);
     if (rc) {
@@ -445,6 +450,8 @@ void gw_handle_admin_cache_import(struct gw_req *r)
     op->errors = json_array();
     if (query_tenant(r, &q, &op->tenant))
         goto fail_replied;
+    const char *tname = evhttp_find_header(&q, "tenant");
+    snprintf(op->tenant_name, sizeof op->tenant_name, "%s", tname ? tname : "default");
     size_t len;
     const char *body = gw_req_body(r, &len);
     size_t lines = 1;
@@ -490,10 +497,14 @@ void gw_handle_admin_cache_import(struct gw_req *r)
                      json_string_value(json_object_get(first, "message")));
             json_decref(o);
             o = oai_error(msg, "invalid_request_error", NULL, NULL);
+        } else { /* an empty body, or blank lines: nothing to import is a mistake too */
+            json_decref(o);
+            o = oai_error("The body holds no lines to import: send JSON lines {\"model\", "
+                          "\"messages\", \"answer\"}.", "invalid_request_error", NULL, NULL);
         }
         json_object_set_new(o, "imported", json_integer(0));
         json_object_set(o, "errors", op->errors);
-        gw_reply_json(r, json_array_size(op->errors) ? 400 : 200, o, 0);
+        gw_reply_json(r, 400, o, 0);
         goto fail_replied;
     }
     int dim = emb_dim(gw_server_embedder(srv));

@@ -1012,6 +1012,13 @@ def test_an_import_no_request_could_reach_is_refused(server):
     r = c.post("/v1/chat/completions", json={"model": MODEL, "messages": msgs},
                headers={"Cache-Control": "only-if-cached"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "messages.[1].tool_call_id"
+    # an empty body (a file that was not there, curl -d @missing) imports nothing: a 400
+    r = c.post("/admin/cache/import", content="\n\n", headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 400 and "no lines to import" in r.json()["error"]["message"], r.text
+    # an id past 64 bits is no id (it was read as the largest)
+    r = c.delete("/admin/cache?id=99999999999999999999",
+                 headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "id", r.text
 
 
 def test_an_import_is_newer_than_a_hit_before_it(server):
