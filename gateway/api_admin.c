@@ -557,6 +557,9 @@ static int admin_query(struct gw_req *r, struct evkeyvalq *q, const char *known)
     return 1;
 }
 
+/* A policy's threshold as it was given (0.97, not 0.96999999999999997) */
+#define POLICY_JSON JSON_REAL_PRECISION(15)
+
 static json_t *tenant_json(const struct store_tenant *t)
 {
     json_t *o = json_object();
@@ -602,7 +605,7 @@ void gw_handle_admin_tenants(struct gw_req *r)
         }
         json_t *o = json_object();
         json_object_set_new(o, "data", a);
-        gw_reply_json(r, 200, o, 0);
+        gw_reply_json(r, 200, o, POLICY_JSON);
     } else if (!strcmp(method, "POST")) {
         json_t *b = gw_req_json_body_flags(r, JSON_REJECT_DUPLICATES);
         if (!b)
@@ -634,14 +637,14 @@ void gw_handle_admin_tenants(struct gw_req *r)
                                              cfg->embedder_model_name, &pol, err, sizeof err)) {
             gw_reply_error(r, 400, ptext ? err : "Out of memory.", "policy", NULL);
         } else if ((rc = store_tenant_create(st, json_string_value(nm), &id)) ||
-                   (rc = store_tenant_set_policy(st, id, ptext))) {
+                   (rc = gw_policy_store(st, id, ptext))) {
             reply_store_error(r, rc, "A tenant of that name exists.");
         } else {
             struct store_tenant t;
             gw_log_kv(GW_LOG_INFO, "admin: tenant created", "tenant", json_string_value(nm),
                       "policy", ptext, NULL);
             if (store_tenant_get_id(st, id, &t) == STORE_OK) {
-                gw_reply_json(r, 201, tenant_json(&t), 0);
+                gw_reply_json(r, 201, tenant_json(&t), POLICY_JSON);
                 store_tenant_deinit(&t);
             } else {
                 gw_reply_error(r, 500, "The tenant vanished.", NULL, NULL);
@@ -662,14 +665,14 @@ void gw_handle_admin_tenants(struct gw_req *r)
         else if ((rc = store_tenant_get(st, name, &t)))
             reply_store_error(r, rc, "No such tenant.");
         else {
-            rc = store_tenant_set_policy(st, t.id, text);
+            rc = gw_policy_store(st, t.id, text);
             store_tenant_deinit(&t);
             if (rc || (rc = store_tenant_get(st, name, &t)))
                 reply_store_error(r, rc, "No such tenant.");
             else {
                 gw_log_kv(GW_LOG_INFO, "admin: tenant policy set", "tenant", name, "policy", text,
                           NULL);
-                gw_reply_json(r, 200, tenant_json(&t), 0);
+                gw_reply_json(r, 200, tenant_json(&t), POLICY_JSON);
                 store_tenant_deinit(&t);
             }
         }

@@ -632,7 +632,7 @@ int gw_cli_tenant(int argc, char **argv)
             rc = src == STORE_EINVAL ? 2 : 1;
             goto out;
         }
-        if (src || (nops == 2 && store_tenant_set_policy(st, id, ops[1])))
+        if (src || (nops == 2 && gw_policy_store(st, id, ops[1])))
             goto fail;
         printf("created tenant '%s'\n", ops[0]);
     } else if (!strcmp(verb, "set") && nops == 2) {
@@ -644,7 +644,7 @@ int gw_cli_tenant(int argc, char **argv)
         }
         if (tenant_id(st, ops[0], &id))
             goto out;
-        if (store_tenant_set_policy(st, id, ops[1]))
+        if (gw_policy_store(st, id, ops[1]))
             goto fail;
         printf("policy of '%s' set\n", ops[0]);
     } else if (!strcmp(verb, "list") && nops == 0) {

@@ -145,6 +145,36 @@ out:
     return rc;
 }
 
+char *gw_policy_normal(const char *json)
+{
+    json_t *o = json_loads(json, 0, NULL);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return strdup(json);
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        double x = json_real_value(v); /* ("1e3" and "5.0" are whole numbers read as reals) */
+        if (json_is_real(v) && strcmp(k, "similarity_threshold") && x == floor(x) &&
+            fabs(x) < 9e18)
+            json_object_set_new(o, k, json_integer((json_int_t)x));
+    }
+    /* 15 digits: 0.97 is said "0.97", not as the double nearest it */
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    json_decref(o);
+    return text;
+}
+
+int gw_policy_store(store *st, int64_t tenant, const char *json)
+{
+    char *text = gw_policy_normal(json);
+    int rc = text ? store_tenant_set_policy(st, tenant, text) : STORE_ENOMEM;
+    free(text);
+    return rc;
+}
+
 int gw_policy_check(const char *text, const char *chat_model, const char *embed_model,
                     struct gw_tenant_policy *p, char *err, size_t errlen)
 {

@@ -61,6 +61,11 @@ int gw_policy_parse(const char *json, struct gw_tenant_policy *out, char *err, s
  * another would leave its tenant nothing). For a policy being set. */
 int gw_policy_check(const char *json, const char *chat_model, const char *embed_model,
                     struct gw_tenant_policy *out, char *err, size_t errlen);
+/* A checked policy as it is stored (malloc'd; NULL: out of memory): compact, whole numbers
+ * as integers ("1e3" is 1000), the threshold to 15 digits (0.97, not 0.96999999999999997). */
+char *gw_policy_normal(const char *json);
+/* store_tenant_set_policy() of the policy so normalized. */
+int gw_policy_store(store *st, int64_t tenant, const char *json);
 
 /* What a tenant's policy (JSON) makes of the cache's limits: *ttl_s its ttl_s or the
  * configured one; *max_entries and *max_bytes (either may be NULL) its own or 0 (the

@@ -590,6 +590,12 @@ def test_policies_are_checked_whole(server):
         assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
     r = a.delete("/admin/tenants?name=p&name=q")
     assert r.status_code == 400 and a.get("/admin/tenants?name=p").status_code == 200
+    # a policy is stored as read: 1e3 was echoed 1000.0, 0.97 as 0.96999999999999997
+    r = a.put("/admin/tenants?name=p",
+              content='{"requests_per_minute": 1e3, "ttl_s": 5.0, "similarity_threshold": 0.97}')
+    assert r.status_code == 200, r.text
+    assert '"requests_per_minute":1000' in r.text.replace(" ", "") and "0.97" in r.text, r.text
+    assert "1000.0" not in r.text and "0.9699" not in r.text and "5.0" not in r.text, r.text
     # a key has no settings: a field sent for one is refused, not lost
     r = a.post("/admin/keys", json={"tenant": "p", "expires": "2027-01-01"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "expires", r.text
