@@ -604,6 +604,7 @@ void gw_handle_admin_tenants(struct gw_req *r)
             goto out;
         }
         json_t *o = json_object();
+        json_object_set_new(o, "object", json_string("list"));
         json_object_set_new(o, "data", a);
         gw_reply_json(r, 200, o, POLICY_JSON);
     } else if (!strcmp(method, "POST")) {
@@ -770,6 +771,7 @@ void gw_handle_admin_keys(struct gw_req *r)
                 }
                 free(k);
                 json_t *o = json_object();
+                json_object_set_new(o, "object", json_string("list"));
                 json_object_set_new(o, "data", a);
                 gw_reply_json(r, 200, o, 0);
             }
@@ -843,6 +845,7 @@ void gw_handle_admin_usage(struct gw_req *r)
         json_array_append_new(a, o);
     }
     json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", a);
     gw_reply_json(r, 200, o, 0);
 out:

@@ -590,6 +590,9 @@ def test_policies_are_checked_whole(server):
         assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
     r = a.delete("/admin/tenants?name=p&name=q")
     assert r.status_code == 400 and a.get("/admin/tenants?name=p").status_code == 200
+    # every admin listing is an OpenAI list, as /admin/cache's is
+    for path in ("/admin/tenants", "/admin/keys?tenant=p", "/admin/usage"):
+        assert a.get(path).json()["object"] == "list", path
     # a policy is stored as read: 1e3 was echoed 1000.0, 0.97 as 0.96999999999999997
     r = a.put("/admin/tenants?name=p",
               content='{"requests_per_minute": 1e3, "ttl_s": 5.0, "similarity_threshold": 0.97}')
