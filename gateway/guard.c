@@ -3268,6 +3268,9 @@ static int added_word(const side *p, const side *q, int j)
     }
     /* "how long ago" asks "when" */
     if (j > 0 && is_word(&q->t[j - 1], "how") && word_is(t, K_HOWQTY)) return 0;
+    /* "Honda Civic" names the "civic" the other side says alone: a maker's name adds no
+     * question (rule_entities() says when it is another maker's) */
+    if (maker(t) && j + 1 < q->nt && side_has_like(p, &q->t[j + 1])) return 0;
     /* "Lake Baikal" names "Baikal" */
     if (word_is(t, K_PLACE) && ((j > 0 && side_has_like(p, &q->t[j - 1])) ||
                                 (j + 1 < q->nt && side_has_like(p, &q->t[j + 1]))))
@@ -4471,8 +4474,17 @@ static int head_wh(const side *sd)
     while (i < 2 && i < sd->nt && (sd->t[i].flags & F_STOP) && !(sd->t[i].flags & F_WH) &&
            !is_word(&sd->t[i], "what") && !is_word(&sd->t[i], "which"))
         i++;
-    if (i >= sd->nt || !(sd->t[i].flags & F_STOP)) return 0; /* "the WHERE clause" */
+    if (i >= sd->nt || !(sd->t[i].flags & F_STOP)) { /* "the WHERE clause" */
+        /* "puppy shots - at what age?": a when asked after the words it is of */
+        for (int j = i + 1; j + 1 < sd->nt; j++)
+            if ((is_word(&sd->t[j], "what") || is_word(&sd->t[j], "which")) &&
+                asks_a_when(sd, j + 1) && j > 0 && (sd->t[j - 1].flags & F_STOP))
+                return 2;
+        return 0;
+    }
     const tok *t = &sd->t[i];
+    /* "how old": at what age, a when */
+    if (is_word(t, "how") && i + 1 < sd->nt && is_word(&sd->t[i + 1], "old")) return 2;
     /* "what year", "what's the best time": a when */
     if (is_word(t, "what") || is_word(t, "which"))
         for (int j = i + 1; j < sd->nt && j <= i + 4; j++)

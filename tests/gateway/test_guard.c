@@ -1352,6 +1352,12 @@ Test(guard, fractions_ranks_and_currencies)
     /* big O is the time complexity */
     PASS("What is the big O of merge sort?", "time complexity of merge sort");
     VETO("big O of merge sort", "big O of bubble sort", NULL);
+    /* "how old", "at what age" ask a when; a maker's name before the model both name */
+    close_call("At what age can a child sit in the front seat?",
+               "how old does a kid have to be to sit in the front seat", 1, NULL);
+    close_call("When should a kitten be spayed?", "kitten spaying - at what age?", 1, NULL);
+    close_call("2019 corolla oil capacity", "What is the oil capacity of a 2019 Toyota Corolla?",
+               1, NULL);
     /* "if I filed late": a condition the other does not set */
     VETO("How much is the penalty for unpaid taxes?",
          "How much is the penalty for unpaid taxes if I got an extension?", "adds");
