@@ -2188,9 +2188,52 @@ static int num_index(const side *sd, const char *k)
 /* The same numbers in another order, tied to other words: "a 4 by 8 sheet for a 3 by 5
  * table" is not "a 3 by 5 sheet for a 4 by 8 table". A number that keeps its word ("in
  * 2020, who won the 100m sprint", "10 minus 5" and "5 from 10") is a sentence reordered. */
+/* Whether sd's tokens i and i + 1 are two numbers written with a sign whose order counts
+ * between them ("10-3", "2 - 1", "16:9", "10/3", "3–1"): not "5x3" nor "2+2". */
+static int ordered_pair(const side *sd, int i)
+{
+    const tok *x = &sd->t[i], *y = &sd->t[i + 1];
+    if (x->num < 0 || y->num < 0 || x->num == y->num || !(x->flags & F_NUM) ||
+        !(y->flags & F_NUM) || !x->raw || !y->raw || !mine(sd, x) || !mine(sd, y) ||
+        y->raw < x->raw + x->rawlen)
+        return 0;
+    const char *c = x->raw + x->rawlen, *end = y->raw;
+    int signs = 0;
+    for (; c < end; c++) {
+        if (*c == ' ')
+            continue;
+        if (*c == '-' || *c == '/' || *c == ':')
+            signs++;
+        else if (end - c >= 3 && !memcmp(c, "\xe2\x80\x93", 3)) /* an en dash */
+            signs++, c += 2;
+        else
+            return 0;
+    }
+    return signs == 1;
+}
+
+/* Whether sd has numbers x then y so written. */
+static int has_ordered(const side *sd, const char *x, const char *y)
+{
+    for (int i = 0; i + 1 < sd->nt; i++)
+        if (ordered_pair(sd, i) && !strcmp(sd->nums[sd->t[i].num], x) &&
+            !strcmp(sd->nums[sd->t[i + 1].num], y))
+            return 1;
+    return 0;
+}
+
 static int number_order(const side *a, const side *b, char *why, size_t whylen)
 {
     int ia = 0, ib = 0;
+    /* "what is 10-3" vs "what is 3-10", a score of 2-1 vs 1-2 */
+    for (int i = 0; i + 1 < a->nt; i++) {
+        if (!ordered_pair(a, i)) continue;
+        const char *x = a->nums[a->t[i].num], *y = a->nums[a->t[i + 1].num];
+        if (strcmp(x, y) && has_ordered(b, y, x) && !has_ordered(b, x, y)) {
+            say(why, whylen, "numbers in another order: %s-%s vs %s-%s", x, y, y, x);
+            return 0;
+        }
+    }
     /* "how many dollars is 100 euros" vs "how many euros is 100 US dollars": one number,
      * the units traded */
     for (int k = 0; k < a->nnum; k++) {

@@ -1352,6 +1352,12 @@ Test(guard, fractions_ranks_and_currencies)
     /* big O is the time complexity */
     PASS("What is the big O of merge sort?", "time complexity of merge sort");
     VETO("big O of merge sort", "big O of bubble sort", NULL);
+    /* two numbers a minus, a dash, a slash or a colon joins, the other way round */
+    VETO("What is 12-5?", "What is 5-12?", "order");
+    VETO("Did the game end 3 - 1?", "Did the game end 1 - 3?", "order");
+    VETO("Is 4:3 wider than 16:9?", "Is 3:4 wider than 16:9?", "order");
+    PASS("What is 12-5?", "what is 12 - 5");
+    PASS("a 5x3 rug in square feet", "3x5 rug area in square feet");
     /* "how old", "at what age" ask a when; a maker's name before the model both name */
     close_call("At what age can a child sit in the front seat?",
                "how old does a kid have to be to sit in the front seat", 1, NULL);
