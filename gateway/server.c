@@ -1009,6 +1009,13 @@ fail:
     return NULL;
 }
 
+/* Whether a reply answered is still on its way out of c (closing it would cut the reply). */
+static int conn_sending(struct conn *c)
+{
+    return evbuffer_get_length(bufferevent_get_output(c->ssl_bev)) ||
+           (c->bev && evbuffer_get_length(bufferevent_get_output(c->bev)));
+}
+
 /* At server.max_connections, while a client waits in the backlog, the keep-alive
  * connection idle the longest (one that has been answered and sent nothing since) is closed
  * to make room, as a browser or a proxy would reopen it: idle clients could otherwise hold
@@ -1022,9 +1029,7 @@ static int reclaim_idle(gw_server *srv)
         if (c->closing || c->close_when_flushed || c->handshaking || c->cur || !c->completed ||
             c->started != c->completed || c->head_len || c->frame != F_HEAD)
             continue;
-        /* (a reply answered but still on its way out is not idle: closing would cut it) */
-        if (evbuffer_get_length(bufferevent_get_output(c->ssl_bev)) ||
-            (c->bev && evbuffer_get_length(bufferevent_get_output(c->bev))))
+        if (conn_sending(c)) /* (not idle) */
             continue;
         if (!oldest || c->idle_since.tv_sec < oldest->idle_since.tv_sec ||
             (c->idle_since.tv_sec == oldest->idle_since.tv_sec &&
@@ -1886,8 +1891,11 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
         next = c->next; /* conn_close() may free c */
         if (c->closing)
             continue;
-        if (c->started == c->completed && c->head_len == 0 && c->frame == F_HEAD)
-            conn_close(c); /* idle keep-alive connection */
+        /* an idle keep-alive connection; not one whose last reply, answered, is still
+         * going out to a slow reader (megabytes of a stream: it is given the grace) */
+        if (c->started == c->completed && c->head_len == 0 && c->frame == F_HEAD &&
+            !conn_sending(c))
+            conn_close(c);
         else
             busy++;
     }

@@ -841,6 +841,30 @@ def test_graceful_shutdown_finishes_in_flight_request(make_server):
     idle.close()
 
 
+def test_shutdown_delivers_a_reply_still_going_out(make_server):
+    """A reply answered but still in the server's buffers (megabytes that its client reads
+    more slowly than the server wrote them) counted as done: a SIGTERM then closed the
+    connection at once and the client got a cut reply. The grace covers its sending too."""
+    server = make_server("[server]\nshutdown_grace_ms = 30000\n")
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a slow reader's small window
+    raw.settimeout(30)
+    raw.connect(("127.0.0.1", server.port))
+    s = server.ssl_context().wrap_socket(raw, server_hostname="localhost")
+    texts = [f"line {i} of a long import" for i in range(1500)]  # some 7 MB of JSON back
+    body = json.dumps({"model": "all-minilm-l6-v2", "input": texts}).encode()
+    s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    assert server.wait_log(lambda l: l.get("route") == "/v1/embeddings" and
+                           l.get("status") == 200, timeout=120)  # answered, not yet sent
+    server.signal(signal.SIGTERM)
+    time.sleep(1)
+    status, _, reply = read_http_response(s)
+    assert status == 200 and len(json.loads(reply)["data"]) == 1500
+    s.close()
+    assert server.proc.wait(timeout=30) == 0
+
+
 def test_shutdown_grace_period_bounds_the_wait(make_server):
     server = make_server("[server]\nshutdown_grace_ms = 500\n")
     s = server.tls_socket()
