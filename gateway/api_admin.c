@@ -80,11 +80,11 @@ static int query_known(struct gw_req *r, struct evkeyvalq *q, const char *known)
     }
     for (struct evkeyval *a = q->tqh_first; a; a = a->next.tqe_next) {
         size_t n = strlen(a->key);
-        const char *k = known;
-        while ((k = strstr(k, a->key)) && !((k == known || k[-1] == ' ') &&
-                                            (k[n] == ' ' || !k[n])))
+        const char *k = n ? known : NULL;
+        while (k && (k = strstr(k, a->key)) && !((k == known || k[-1] == ' ') &&
+                                                 (k[n] == ' ' || !k[n])))
             k++;
-        if (!n || !k) {
+        if (!k) {
             snprintf(msg, sizeof msg, "Unknown query parameter '%.64s' (this route takes: "
                      "%s).", a->key, known);
             gw_reply_error(r, 400, msg, a->key, NULL);

@@ -1910,8 +1910,6 @@ static void handle(struct gw_req *r, int chat, int resp)
         chat_error(c, 400, p.msg, param_of(c, p.param), "context_length_exceeded");
         goto out;
     }
-    if (tenant_reserve(c, (int64_t)c->job.n_prompt + c->job.params.max_tokens))
-        goto out;
     json_decref(b);
     b = NULL;
     /* a completion's prompt is continued character for character: the exact cache only */
@@ -2075,6 +2073,11 @@ static void start_engine(struct chat_req *c)
     const struct gw_config *cfg = gw_server_config(srv);
     if (follow(c))
         return;
+    /* what it may use, now that the caches did not answer it (a hit spends nothing) */
+    if (tenant_reserve(c, (int64_t)c->job.n_prompt + c->job.params.max_tokens)) {
+        chat_req_free(c);
+        return;
+    }
     c->job.on_event = on_event;
     int rc = gw_engw_submit(gw_server_llm(srv)->w, &c->job);
     if (rc == ENG_EFULL) {
@@ -2461,7 +2464,10 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
     for (int i = 0; i < c->nkids; i++) {
         const struct chat_req *k = c->kids[i];
         misses += !k->done;
-        tokens += k->done ? 0 : (int64_t)k->job.n_prompt + k->job.params.max_tokens;
+        /* a prompt's n answers count it once (batch_end()), as OpenAI's usage does */
+        if (!k->done)
+            tokens += (c->n <= 1 || i % c->n == 0 ? (int64_t)k->job.n_prompt : 0) +
+                      k->job.params.max_tokens;
     }
     if (misses && c->ctl.only_if_cached) {
         reply_not_cached(c);

@@ -327,6 +327,8 @@ void gw_handle_embeddings(struct gw_req *r)
             embed_req_free(e, 0, 0);
             goto oom;
         }
+        if (tokens < 1) /* (white space alone: still a request a spent month refuses) */
+            tokens = 1;
     }
     if (gw_tenants_admit(gw_server_tenants(srv), tn, r, tokens, e->reserved)) {
         embed_req_free(e, 0, 0);

@@ -47,8 +47,11 @@ static void open_progress(void *arg, int64_t tenant, int64_t done, int64_t total
                           const char *rebuilt)
 {
     (void)arg;
-    if (rebuilt && done <= 1024) /* its first report */
+    static int64_t said = -1; /* the tenant whose reason was said */
+    if (rebuilt && said != tenant)
         fprintf(stderr, "the index of tenant %lld is rebuilt: %s\n", (long long)tenant, rebuilt);
+    if (rebuilt)
+        said = tenant;
     if (rebuilt)
         fprintf(stderr, "\rrebuilding the index of tenant %lld: %lld/%lld", (long long)tenant,
                 (long long)done, (long long)total);

@@ -1429,7 +1429,8 @@ static void collect_numbers(side *sd)
         long long count = 0;
         if (next && nw >= 0 && t->len == strlen(num_words[nw].w) && num_words[nw].kind == 0 &&
             num_words[nw].v >= 1 && num_words[nw].v <= 9 && !ordinal(t) &&
-            (den = denominator(next)))
+            (den = denominator(next)) &&
+            !(i + 2 < sd->nt && (sd->t[i + 2].flags & F_JOINED))) /* "two third-party" */
             count = num_words[nw].v, two = 1;
         else if (i > 0 && is_word(&t[-1], "a") && ordinal(t) && (den = denominator(t)) > 2 &&
                  (!next || is_word(next, "of") || (next->flags & F_STOP)))
@@ -1450,7 +1451,7 @@ static void collect_numbers(side *sd)
         /* "seconds" is time, "second" may be 2nd; "one" alone is weak */
         if (nw >= 0 && !(t->len != strlen(num_words[nw].w))) {
             long long total = 0, cur = 0;
-            int j = i, words = 0, frac = num_words[nw].v < 0;
+            int j = i, words = 0, frac = num_words[nw].v < 0, last_kind = -1;
             while (j < sd->nt) {
                 tok *u = &sd->t[j];
                 int e = lex_find(u->s, u->len);
@@ -1461,6 +1462,10 @@ static void collect_numbers(side *sd)
                     continue;
                 }
                 if (w < 0 || num_words[w].v < 0 || frac) break;
+                /* a unit after a unit is no one number ("two third-party apps"); after a
+                 * ten it is ("twenty third") */
+                if (words && num_words[w].kind == 0 && last_kind == 0) break;
+                last_kind = num_words[w].kind;
                 switch (num_words[w].kind) {
                 case 0:
                     cur += num_words[w].v;
@@ -1609,6 +1614,10 @@ static void collect_numbers(side *sd)
             x = y;
         }
     }
+    /* past MAX_NUM a token was given an index add_num() then had no room for */
+    for (int i = 0; i < sd->nt; i++)
+        if (sd->t[i].num >= sd->nnum)
+            sd->t[i].num = -1;
 }
 
 static int tok_eq(const tok *a, const tok *b)
@@ -1894,15 +1903,8 @@ static void tokenize(side *sd, const char *text, size_t len)
         /* "a for loop", "an if statement", "the where clause": a keyword named */
         if ((f & F_STOP) && k + 1 < sd->nt && singular_is(&sd->t[k + 1], K_KEYNOUN))
             f &= ~(unsigned)(F_STOP | F_DROP | F_WH | F_DIR);
-        /* "gluten-free", "sugar-free", "are caffeine free?": without it; not what is paid
-         * for ("is shipping free on orders over $50", "is parking free"): at no cost */
-        static const char *const paid[] = {"shipping", "delivery", "postage", "admission",
-                                           "entry", "parking", "wifi", "returns", "return",
-                                           "installation", "tuition", "access", "breakfast"};
-        int cost = 0;
-        for (size_t i = 0; k > 0 && i < sizeof paid / sizeof *paid && !cost; i++)
-            cost = is_word(&sd->t[k - 1], paid[i]);
-        if (t->len == 4 && !memcmp(t->s, "free", 4) && k > 0 && !cost &&
+        /* "gluten-free", "sugar-free", "are caffeine free?": without it */
+        if (t->len == 4 && !memcmp(t->s, "free", 4) && k > 0 &&
             !(sd->t[k - 1].flags & (F_STOP | F_NUM)) &&
             ((f & F_JOINED) || k + 1 == sd->nt || (sd->t[k + 1].flags & F_STOP)))
             f |= F_NEG;
@@ -2546,7 +2548,9 @@ static int rule_negation(const side *a, const side *b, char *why, size_t whylen)
     int plain = 0;
     for (int i = 0; i < p->nt; i++)
         if ((p->t[i].flags & F_NEG) && !negation_spelled(p, i, q) &&
-            !((is_from(&p->t[i]) || word_is(&p->t[i], K_CEASE)) && stops_doing(q)))
+            !((is_from(&p->t[i]) || word_is(&p->t[i], K_CEASE)) && stops_doing(q)) &&
+            !(is_word(&p->t[i], "free") && side_has(q, &p->t[i]))) /* "is shipping free"
+                                                                    * and "free shipping" */
             plain++;
     if (!plain) return 1;
     say(why, whylen, "negation in %s only", na ? "stored" : "query");
@@ -4526,8 +4530,12 @@ static int head_wh(const side *sd)
         return 0;
     }
     const tok *t = &sd->t[i];
-    /* "how old": at what age, a when */
-    if (is_word(t, "how") && i + 1 < sd->nt && is_word(&sd->t[i + 1], "old")) return 2;
+    /* "how old do you have to be", "how old should a puppy be": at what age, a when; not
+     * "how old is the Eiffel Tower", an age */
+    if (is_word(t, "how") && i + 2 < sd->nt && is_word(&sd->t[i + 1], "old") &&
+        !is_word(&sd->t[i + 2], "is") && !is_word(&sd->t[i + 2], "was") &&
+        !is_word(&sd->t[i + 2], "are") && !is_word(&sd->t[i + 2], "were"))
+        return 2;
     /* "what year", "what's the best time": a when */
     if (is_word(t, "what") || is_word(t, "which"))
         for (int j = i + 1; j < sd->nt && j <= i + 4; j++)

@@ -46,6 +46,7 @@
 #include <xxhash.h>
 
 #define DRAIN_TICK_MS 50
+#define DB_CHECK_S 10 /* how often the database file is looked at (db_lost()) */
 /* after the grace period, how long the replies told to end (on_cut) have to go out */
 #define CUT_GRACE_MS 2000
 
@@ -132,6 +133,8 @@ struct gw_server {
     const struct gw_device *dev;
     struct event_base *base;
     struct event *log_flush; /* writes the event loop's held log lines (gw_log_hold) */
+    struct event *db_check;  /* every DB_CHECK_S: the database file is still the one open */
+    int db_lost;             /* it was deleted or replaced (said once in the log) */
     struct evhttp *http;
     struct evconnlistener *listener;   /* owned by bound */
     struct evhttp_bound_socket *bound;
@@ -152,7 +155,7 @@ struct gw_server {
     struct gw_llm llm;
     gw_metrics *metrics;
     gw_metric *m_requests, *m_latency, *m_conns, *m_paused, *m_uptime, *m_info, *m_start;
-    gw_metric *m_store_failed, *m_accept_failed;
+    gw_metric *m_store_failed, *m_accept_failed, *m_db_lost;
     /* the store's last failed write (the writer thread's), for /health */
     atomic_llong store_failed_ms;
     pthread_mutex_t store_failed_mu;
@@ -1623,6 +1626,34 @@ gw_embedw *gw_server_embed_worker(gw_server *srv)
     return srv->embw;
 }
 
+#define DB_LOST                                                                            \
+    "store: the database file the server writes was deleted or replaced: what it writes "   \
+    "now is lost at the next start"
+
+/* Whether the database file the store has open is no longer the one at its path (deleted,
+ * or replaced, by a restore run beside the server, say); said in the log once it is seen,
+ * and in cachegate_store_database_lost. */
+static int db_lost(gw_server *srv)
+{
+    char db[4096];
+    struct stat st;
+    snprintf(db, sizeof db, "%s/cachegate.db", srv->cfg->data_dir);
+    int lost = srv->st && srv->db_ino &&
+               (stat(db, &st) || st.st_ino != srv->db_ino || st.st_dev != srv->db_dev);
+    if (lost && !srv->db_lost)
+        gw_log_kv(GW_LOG_ERROR, DB_LOST, "path", db, NULL);
+    srv->db_lost = lost;
+    gw_metric_set(srv->m_db_lost, lost);
+    return lost;
+}
+
+static void on_db_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    db_lost(arg);
+}
+
 /* What /health says is wrong while the server still answers: a store write failed in the
  * last minute (the disk full, say), or the database file was deleted or replaced under it
  * (what it writes then is lost at the next start). NULL: nothing. */
@@ -1638,14 +1669,8 @@ static json_t *health_problems(gw_server *srv)
         pthread_mutex_unlock(&srv->store_failed_mu);
         json_array_append_new(a, json_string(what));
     }
-    char db[4096];
-    struct stat st;
-    snprintf(db, sizeof db, "%s/cachegate.db", srv->cfg->data_dir);
-    if (srv->st && srv->db_ino &&
-        (stat(db, &st) || st.st_ino != srv->db_ino || st.st_dev != srv->db_dev))
-        json_array_append_new(a, json_string("store: the database file the server writes was "
-                                             "deleted or replaced: what it writes now is lost "
-                                             "at the next start"));
+    if (db_lost(srv))
+        json_array_append_new(a, json_string(DB_LOST));
     if (json_array_size(a))
         return a;
     json_decref(a);
@@ -1674,6 +1699,7 @@ static void handle_metrics(struct gw_req *rc)
     if (srv->cfg->metrics_auth && !gw_admin_ok(rc)) /* tenants' names and traffic */
         return;
     gw_metric_set(srv->m_conns, (double)srv->nconns);
+    db_lost(srv);
     gw_metric_set(srv->m_uptime, since_ms(&srv->t_start) / 1000.0);
     if (srv->cache)
         gw_cache_refresh_metrics(srv->cache, srv->tenants);
@@ -2054,9 +2080,13 @@ static int register_metrics(gw_server *srv)
                                              "Batches of store writes rolled back (a full "
                                              "disk, say): answers, usage figures, stored "
                                              "responses; the log says what each held.", NULL);
+    srv->m_db_lost = gw_metrics_gauge(m, "cachegate_store_database_lost",
+                                      "1 while the database file the server writes is deleted "
+                                      "or replaced under it (checked every 10 s): what it "
+                                      "writes is lost at the next start.", NULL);
     if (!srv->m_requests || !srv->m_latency || !srv->m_conns || !srv->m_paused ||
         !srv->m_uptime || !srv->m_start || !srv->m_info || !srv->m_cert_expiry ||
-        !srv->m_tls_reloads || !srv->m_store_failed)
+        !srv->m_tls_reloads || !srv->m_store_failed || !srv->m_db_lost)
         return -1;
     gw_metric_add(srv->m_tls_reloads, 0, "ok");
     gw_metric_add(srv->m_tls_reloads, 0, "failed");
@@ -2521,8 +2551,9 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
     srv->drain_timer = evtimer_new(srv->base, drain_check, srv);
     srv->accept_retry = evtimer_new(srv->base, on_accept_retry, srv);
     srv->reclaim_check = event_new(srv->base, -1, EV_PERSIST, on_reclaim_check, srv);
+    srv->db_check = event_new(srv->base, -1, EV_PERSIST, on_db_check, srv);
     if (!srv->cq || !srv->http || !srv->sig_int || !srv->sig_term || !srv->sig_hup ||
-        !srv->drain_timer || !srv->accept_retry || !srv->reclaim_check) {
+        !srv->drain_timer || !srv->accept_retry || !srv->reclaim_check || !srv->db_check) {
         snprintf(err, errlen, "out of memory creating the HTTP server");
         goto fail;
     }
@@ -2562,6 +2593,8 @@ fail:
 
 int gw_server_run(gw_server *srv)
 {
+    struct timeval every = {DB_CHECK_S, 0};
+    event_add(srv->db_check, &every);
     gw_log_hold(on_log_held, srv);
     event_base_dispatch(srv->base);
     gw_log_release();
@@ -2598,6 +2631,8 @@ void gw_server_destroy(gw_server *srv)
     free(srv->llm.default_system);
     if (srv->log_flush)
         event_free(srv->log_flush);
+    if (srv->db_check)
+        event_free(srv->db_check);
     if (srv->sig_int)
         event_free(srv->sig_int);
     if (srv->sig_term)

@@ -780,8 +780,9 @@ int gw_tenants_reserve(gw_tenants *t, struct gw_tenant *tn, struct gw_req *r, in
 {
     refill(t, tn);
     /* what was reserved before goes back first: the request is measured anew */
-    if (limit(tn->pol.tpm, t->cfg->tenants_tpm))
-        tn->tok_bucket += (double)reserved[0];
+    int64_t tpm = limit(tn->pol.tpm, t->cfg->tenants_tpm);
+    if (tpm)
+        tn->tok_bucket = fmin((double)tpm, tn->tok_bucket + (double)reserved[0]);
     tn->month_reserved -= reserved[1];
     reserved[0] = reserved[1] = 0;
     if (tokens < 1)

@@ -22,7 +22,7 @@ def promtool(*args):
 
 
 def test_prometheus_config_and_rules_are_valid():
-    assert "SUCCESS: 11 rules found" in promtool("check", "rules", "alerts.yml")
+    assert "SUCCESS: 12 rules found" in promtool("check", "rules", "alerts.yml")
     assert "is valid prometheus config" in promtool("check", "config", "prometheus.yml")
 
 

@@ -81,6 +81,12 @@ def test_health_says_degraded_when_the_database_goes(make_server):
         r = c.get("/health")
         assert r.status_code == 200 and r.json()["status"] == "degraded", r.text
         assert "deleted or replaced" in r.json()["problems"][0]
+        # said in the log at error, once, and in /metrics, for the alerts (within 10 s of it
+        # without a look at /health)
+        assert "cachegate_store_database_lost 1" in c.get("/metrics").text
+    line = server.wait_log(lambda l: "deleted or replaced" in l.get("msg", ""), timeout=2)
+    assert line and line["level"] == "error" and line["path"].endswith("cachegate.db"), line
+    assert len([l for l in server.lines if "deleted or replaced" in l.get("msg", "")]) == 1
 
 
 def test_request_id_is_kept_when_given(server):

@@ -312,6 +312,12 @@ def test_token_limits_count_the_prompt_not_its_bytes(server):
     assert r.status_code == 200 and r.headers["X-Cache"] == "HIT", r.text
     r = chat(c, "Name a fruit.", max_tokens=8, temperature=0)
     assert r.status_code == 429 and "exceeded your monthly" in r.text, r.text
+    # n answers of one prompt count it once: 4 answers of 8 tokens to a prompt of some 35
+    # fit in 100, which 4 prompts would not
+    key = make_tenant(server, "n4", {"monthly_tokens": 100})
+    time.sleep(1.2)
+    r = chat(client(server, key), "Name a colour.", max_tokens=8, n=4, temperature=1)
+    assert r.status_code == 200 and len(r.json()["choices"]) == 4, r.text
 
 
 def test_tokens_spent_survive_a_crash(make_server):

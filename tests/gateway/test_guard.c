@@ -1364,6 +1364,11 @@ Test(guard, fractions_ranks_and_currencies)
     close_call("When should a kitten be spayed?", "kitten spaying - at what age?", 1, NULL);
     close_call("2019 corolla oil capacity", "What is the oil capacity of a 2019 Toyota Corolla?",
                1, NULL);
+    /* (not "how old is": an age, no when; "is breakfast free" asks more than whether there
+     * is one; "two third-party apps" are two) */
+    close_call("How old is the Colosseum?", "When was the Colosseum built?", 0, "asks");
+    VETO("Is breakfast free at the Hilton?", "Does the Hilton serve breakfast?", "negation");
+    PASS("two third-party apps for notes", "2 third-party apps for notes");
     /* "if I filed late": a condition the other does not set */
     VETO("How much is the penalty for unpaid taxes?",
          "How much is the penalty for unpaid taxes if I got an extension?", "adds");
