@@ -872,10 +872,12 @@ static void reply_response(struct chat_req *c, const char *text, size_t len, con
 static void stream_error(struct chat_req *c, int status, const char *msg)
 {
     if (c->resp) {
+        gw_req_failed(c->req, status);
         resp_failed(c, msg);
         return;
     }
     c->use.failed = 1;
+    gw_req_failed(c->req, status);
     gw_reply_sse_json(c->req, oai_error(msg, oai_error_type(status, NULL), NULL, NULL));
     gw_reply_sse_end(c->req);
 }

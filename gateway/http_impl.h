@@ -106,6 +106,9 @@ void gw_reply_sse_json(struct gw_req *r, json_t *body);
 /* an event with its name (NULL: none); takes body */
 void gw_reply_sse_event(struct gw_req *r, const char *event, json_t *body);
 void gw_reply_sse_end(struct gw_req *r); /* "data: [DONE]", then the end */
+/* An error said after a 200's headers (a stream's error event): the access log says its
+ * status beside the 200 sent, at warn. */
+void gw_req_failed(struct gw_req *r, int status);
 void gw_reply_sse_finish(struct gw_req *r); /* the end alone (the Responses API's streams) */
 /* Adds Retry-After to the reply about to be sent. */
 void gw_reply_retry_after(struct gw_req *r, int seconds);

@@ -211,11 +211,12 @@ void gw_log(int level, const char *fmt, ...)
 }
 
 void gw_log_access(const char *request_id, const char *method, const char *route,
-                   const char *path, int status, double latency_ms, const char *peer,
-                   const char *tenant, const char *key, const char *cache)
+                   const char *path, int status, int failed, double latency_ms,
+                   const char *peer, const char *tenant, const char *key, const char *cache)
 {
-    /* a failure of the server's (5xx) is a warning, seen at log.level = warn */
-    const enum gw_log_level level = status >= 500 ? GW_LOG_WARN : GW_LOG_INFO;
+    /* a failure of the server's (5xx) is a warning, seen at log.level = warn; so is one
+     * said after a 200's headers, in a stream */
+    const enum gw_log_level level = status >= 500 || failed >= 500 ? GW_LOG_WARN : GW_LOG_INFO;
     if (!gw_log_enabled(level))
         return;
     char stack[512];
@@ -234,6 +235,10 @@ void gw_log_access(const char *request_id, const char *method, const char *route
     }
     put_key(&b, "status");
     oai_buf_int(&b, status);
+    if (failed) {
+        put_key(&b, "stream_error");
+        oai_buf_int(&b, failed);
+    }
     put_key(&b, "latency_ms");
     oai_buf_real(&b, latency_ms, 6);
     if (peer) {

@@ -39,11 +39,13 @@ void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  * The access log line of one HTTP request, at info (at warn for a 5xx status). Numbers stay
  * numbers in the JSON. path (the target's, given where no route matched), peer (the
  * client's address), tenant, key (a key's listed prefix) and cache (exact, semantic or miss,
- * for a request the caches looked at) are left out when NULL.
+ * for a request the caches looked at) are left out when NULL. failed: the status of an error
+ * said after a 200's headers (a stream's error event), as "stream_error" (a 5xx one at
+ * warn too); 0: none.
  */
 void gw_log_access(const char *request_id, const char *method, const char *route,
-                   const char *path, int status, double latency_ms, const char *peer,
-                   const char *tenant, const char *key, const char *cache);
+                   const char *path, int status, int failed, double latency_ms,
+                   const char *peer, const char *tenant, const char *key, const char *cache);
 
 /*
  * From now on this thread's info and debug lines are held in memory and written together

@@ -88,6 +88,7 @@ struct conn {
     int handshaking; /* the timer is the TLS handshake's deadline (header_timeout_ms) */
     int reclaimed;   /* closed, idle, to make room at server.max_connections */
     struct timespec idle_since; /* when its last request was answered */
+    struct timespec head_t0;    /* when the current request's first byte came */
 };
 
 struct gw_req {
@@ -115,6 +116,7 @@ struct gw_req {
     char path[96];    /* the target's path (no query: it may hold secrets), logged when no
                        * route matched */
     char cache[12];   /* what the caches did for it (X-Cache, X-Cache-Kind), or "" */
+    int failed;       /* the status of an error said after a 200's headers (a stream's), or 0 */
 };
 
 struct route {
@@ -453,12 +455,14 @@ static void conn_reject(struct conn *c, int status, const char *reason, const ch
                              ? (void *)&((struct sockaddr_in6 *)&sa)->sin6_addr
                              : (void *)&((struct sockaddr_in *)&sa)->sin_addr,
                          peer, sizeof peer);
-    gw_log_access(id, method, "unmatched", path, status, 0, peer[0] ? peer : NULL, NULL, NULL,
-                  NULL);
+    /* (from the request's first byte: a 408's wait for a slow client is its latency) */
+    double ms = c->started ? since_ms(&c->head_t0) : 0;
+    gw_log_access(id, method, "unmatched", path, status, 0, ms, peer[0] ? peer : NULL, NULL,
+                  NULL, NULL);
     char st[8];
     snprintf(st, sizeof st, "%d", status);
     gw_metric_add(c->srv->m_requests, 1, "unmatched", st);
-    gw_metric_observe(c->srv->m_latency, 0, "unmatched", st);
+    gw_metric_observe(c->srv->m_latency, ms / 1000.0, "unmatched", st);
 
     close_when_flushed(c);
 }
@@ -819,6 +823,7 @@ static enum bufferevent_filter_result frame_input(struct evbuffer *src, struct e
                 continue;
             }
             c->started++;
+            clock_gettime(CLOCK_MONOTONIC, &c->head_t0);
             arm(c, cfg->header_timeout_ms);
         }
         size_t old = c->head_len;
@@ -1178,7 +1183,7 @@ static void req_finish(struct gw_req *rc, int client_gone)
     gw_metric_observe(srv->m_latency, ms / 1000.0, rc->route, st);
     /* (rc->req may be gone with its client by now: nothing here reads it) */
     gw_log_access(rc->id, rc->method, rc->route, strcmp(rc->route, "unmatched") ? NULL : rc->path,
-                  status, ms, rc->peer[0] ? rc->peer : NULL,
+                  status, rc->failed, ms, rc->peer[0] ? rc->peer : NULL,
                   rc->tenant[0] ? rc->tenant : NULL, rc->key[0] ? rc->key : NULL,
                   rc->cache[0] ? rc->cache : NULL);
     if (rc->conn) {
@@ -1570,6 +1575,11 @@ void gw_reply_sse_finish(struct gw_req *rc)
 {
     rc->replied = 1;
     evhttp_send_reply_end(rc->req);
+}
+
+void gw_req_failed(struct gw_req *rc, int status)
+{
+    rc->failed = status;
 }
 
 void gw_reply_sse_end(struct gw_req *rc)

@@ -378,6 +378,9 @@ def test_header_timeout_closes_connection(make_server):
     assert got.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), got
     assert json.loads(got.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
     s.close()
+    # its latency is the wait (it said 0: slow clients did not show on the dashboards)
+    line = server.wait_log(lambda l: l.get("msg") == "request" and l.get("status") == 408)
+    assert line and line["latency_ms"] >= 250, line
 
 
 def test_a_tls_handshake_never_finished_is_closed_at_the_header_timeout(make_server):
@@ -933,9 +936,12 @@ def test_shutdown_cuts_a_long_answer_cleanly(make_server, second_signal, stream)
         else:
             assert got.startswith(b"HTTP/1.1 503"), got[:200]
             assert b"shutting down" in got
-        # (not 499, the client's leaving: the server ended it)
-        assert server.wait_log(lambda l: l.get("status") == (200 if stream else 503) and
+        # (not 499, the client's leaving: the server ended it); a stream's 200 says the
+        # error it ended with, at warn, as a 503's line is
+        line = server.wait_log(lambda l: l.get("status") == (200 if stream else 503) and
                                l.get("route") == "/v1/chat/completions", timeout=2)
+        assert line and line["level"] == "warn", line
+        assert line.get("stream_error") == (503 if stream else None), line
     s.close()
 
 

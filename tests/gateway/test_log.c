@@ -85,6 +85,25 @@ Test(log, always_lines_pass_the_filter_with_their_own_level)
     free(s);
 }
 
+/* A stream's 200 that ended with an error says it, at warn, seen at log.level = warn */
+Test(log, a_stream_ended_by_an_error_is_a_warning)
+{
+    gw_log_set_level(GW_LOG_WARN);
+    gw_log_access("r1", "POST", "/v1/chat/completions", NULL, 200, 0, 3.5, NULL, NULL, NULL,
+                  NULL);
+    gw_log_access("r2", "POST", "/v1/chat/completions", NULL, 200, 503, 3.5, NULL, NULL, NULL,
+                  NULL);
+    char *s = written();
+    cr_assert_eq(lines(s), 1, "%s", s);
+    json_t *o = json_loads(s, 0, NULL);
+    cr_assert_not_null(o, "%s", s);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "level")), "warn");
+    cr_assert_eq(json_integer_value(json_object_get(o, "status")), 200);
+    cr_assert_eq(json_integer_value(json_object_get(o, "stream_error")), 503);
+    json_decref(o);
+    free(s);
+}
+
 static int held_calls;
 static void on_held(void *arg)
 {
@@ -95,8 +114,8 @@ static void on_held(void *arg)
 Test(log, held_lines_wait_for_a_flush_and_keep_their_order)
 {
     gw_log_hold(on_held, NULL);
-    gw_log_access("r1", "GET", "/health", NULL, 200, 0.5, NULL, NULL, NULL, NULL);
-    gw_log_access("r2", "GET", "/metrics", NULL, 200, 0.7, NULL, NULL, NULL, NULL);
+    gw_log_access("r1", "GET", "/health", NULL, 200, 0, 0.5, NULL, NULL, NULL, NULL);
+    gw_log_access("r2", "GET", "/metrics", NULL, 200, 0, 0.7, NULL, NULL, NULL, NULL);
     char *s = written();
     cr_assert_eq(lines(s), 0, "held lines are not written yet: %s", s);
     free(s);
@@ -108,7 +127,7 @@ Test(log, held_lines_wait_for_a_flush_and_keep_their_order)
     const char *a = strstr(s, "\"r1\""), *b = strstr(s, "\"r2\""), *w = strstr(s, "trouble");
     cr_assert(a && b && w && a < b && b < w, "%s", s);
     free(s);
-    gw_log_access("r3", "GET", "/health", NULL, 200, 0.1, NULL, NULL, NULL, NULL);
+    gw_log_access("r3", "GET", "/health", NULL, 200, 0, 0.1, NULL, NULL, NULL, NULL);
     cr_assert_eq(held_calls, 2);
     gw_log_flush();
     s = written();
@@ -116,7 +135,7 @@ Test(log, held_lines_wait_for_a_flush_and_keep_their_order)
     free(s);
     /* after release, lines are written one by one again */
     gw_log_release();
-    gw_log_access("r4", "GET", "/health", NULL, 200, 0.1, NULL, NULL, NULL, NULL);
+    gw_log_access("r4", "GET", "/health", NULL, 200, 0, 0.1, NULL, NULL, NULL, NULL);
     s = written();
     cr_assert_eq(lines(s), 5, "%s", s);
     free(s);
@@ -128,7 +147,7 @@ Test(log, a_full_hold_buffer_is_written_without_losing_lines)
     char id[32];
     for (int i = 0; i < 2000; i++) { /* ~300 KB of access lines */
         snprintf(id, sizeof id, "req-%d", i);
-        gw_log_access(id, "POST", "/v1/chat/completions", NULL, 200, 1.25, "127.0.0.1", NULL,
+        gw_log_access(id, "POST", "/v1/chat/completions", NULL, 200, 0, 1.25, "127.0.0.1", NULL,
                       NULL, NULL);
     }
     char *s = written();
@@ -202,7 +221,7 @@ Test(log, threads_never_split_each_others_lines_on_a_pipe)
     char id[32];
     for (int i = 0; i < 3000; i++) {
         snprintf(id, sizeof id, "held-%d", i);
-        gw_log_access(id, "POST", "/v1/chat/completions", NULL, 200, 1.25, "127.0.0.1", NULL,
+        gw_log_access(id, "POST", "/v1/chat/completions", NULL, 200, 0, 1.25, "127.0.0.1", NULL,
                       NULL, NULL);
         if (i % 700 == 699)
             gw_log_flush();
