@@ -198,8 +198,8 @@ static const char *const contrast_groups[] = {
     "millisecond microsecond nanosecond minute hour day week month year decade century",
     "dollar euro pound yen yuan rupee peso franc ruble bitcoin",
     "north south east west northeast northwest southeast southwest",
-    "circle square triangle rectangle pentagon hexagon octagon cube sphere cylinder cone "
-    "pyramid", "solid liquid gas plasma", "addition subtraction multiplication division",
+    "circle square triangle rectangle pentagon hexagon heptagon octagon nonagon decagon "
+    "cube sphere cylinder cone pyramid", "solid liquid gas plasma", "addition subtraction multiplication division",
     "add subtract multiply divide", 
     "mammal reptile amphibian bird fish insect", "sedan suv truck van",
     "car bicycle motorcycle scooter", "car bike",
@@ -208,6 +208,7 @@ static const char *const contrast_groups[] = {
     "hardware software firmware", "bachelor master doctorate",
     "basketball volleyball football soccer baseball hockey tennis golf rugby cricket "
     "softball badminton handball", "proofread translate summarize",
+    "essay list poem story haiku limerick summary outline table tweet",
      "freshman sophomore junior senior",
     "infant toddler teenager adult",
     "afghanistan albania algeria argentina armenia australia austria azerbaijan bangladesh "
@@ -279,7 +280,8 @@ static const char *const synonym_groups[] = {
     "egypt egyptian", "australia australian", "iceland icelandic", "portugal portuguese",
     "poland polish", "thailand thai", "vietnam vietnamese", "denmark danish",
     "finland finnish", "austria austrian", "belgium belgian", "argentina argentinian",
-    "postgres postgresql", "kubernetes k8s", "tall high", "height tall", "height high",
+    "postgres postgresql", "kubernetes k8s", "nodejs node.js",
+    "tall high", "height tall", "height high",
     "length long",
     "weight heavy", "age old", "width wide", "depth deep", "distance far",
     "price cost expensive", "speed fast", "temperature hot", "wash clean", "brew make",
@@ -1499,6 +1501,19 @@ static void collect_numbers(side *sd)
             /* "one", "once", "single" alone are as often a way of speaking as a count */
             int weak = words == 1 && num_words[nw].v == 1 &&
                        !(t->len == 5 && memcmp(t->s, "first", 5) == 0);
+            /* "two and a half" is 2.5 */
+            if (j + 2 < sd->nt && is_word(&sd->t[j], "and") && is_word(&sd->t[j + 1], "a") &&
+                is_word(&sd->t[j + 2], "half")) {
+                char b[NUM_LEN];
+                int k = snprintf(b, sizeof b, "%lld.5", total + cur);
+                for (int x = j; x <= j + 2; x++) {
+                    sd->t[x].flags |= F_NUM;
+                    sd->t[x].num = (int16_t)sd->nnum;
+                }
+                add_num(sd, b, (size_t)k, 0);
+                i = j + 2;
+                continue;
+            }
             add_num_value(sd, total + cur, weak);
             i = j - 1;
             continue;
@@ -2634,9 +2649,32 @@ static int entity_found(const tok *x, const side *sd)
 /* Names that one side gives and the other leaves to be understood: "an HTTP GET request"
  * is "a GET request", "the oceans on Earth" are "the oceans", "a pandas DataFrame" is what
  * pandas reads into. (Two sides that name two of a kind still differ: HTTP vs HTTPS.) */
-static int implied_name(const tok *x)
+static int implied_name(const tok *x, const side *other)
 {
-    return is_word(x, "http") || is_word(x, "earth") || is_word(x, "dataframe");
+    if (is_word(x, "http") || is_word(x, "earth") || is_word(x, "dataframe"))
+        return 1;
+    /* the language a library the other side names is of: "pandas" is Python's, "npm"
+     * JavaScript's; the system a tool is of: "kubectl" is Kubernetes' */
+    static const struct {
+        const char *lang, *libs;
+    } of[] = {{"python", " pandas numpy pip django flask matplotlib scipy pytest "},
+              {"javascript", " npm react node nodejs jquery typescript "},
+              {"js", " npm react node nodejs jquery "},
+              {"kubernetes", " kubectl minikube "}};
+    for (size_t k = 0; k < sizeof of / sizeof *of; k++) {
+        if (!is_word(x, of[k].lang))
+            continue;
+        for (int j = 0; j < other->nt; j++) {
+            char w[40];
+            const tok *y = &other->t[j];
+            if ((size_t)y->len + 3 > sizeof w)
+                continue;
+            snprintf(w, sizeof w, " %.*s ", (int)y->len, y->s);
+            if (strstr(of[k].libs, w))
+                return 1;
+        }
+    }
+    return 0;
 }
 
 /* A maker's or body's name, which may stand before its product's or event's: "Google
@@ -2661,7 +2699,9 @@ static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
         const side *p = pass ? b : a, *q = pass ? a : b;
         for (int i = 0; i < p->nt; i++) {
             const tok *x = &p->t[i];
-            if (!(x->flags & F_ENTITY) || entity_found(x, q) || implied_name(x)) continue;
+            if (!(x->flags & F_ENTITY) || entity_found(x, q) || implied_name(x, q)) continue;
+            /* "sqrt(144)": an operation's name, which rule_operation() compares */
+            if (lex_has(lex_find(x->s, x->len), K_MATHOP)) continue;
             /* "the Nile" and "the Nile River" */
             if (word_is(x, K_PLACE) &&
                 ((i > 0 && (p->t[i - 1].flags & F_ENTITY) && entity_found(&p->t[i - 1], q)) ||
@@ -2685,8 +2725,10 @@ static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
                 int j = 0;
                 while (j < q->nt && !tok_eq(y, &q->t[j]))
                     j++;
-                if (j < q->nt && (j == 0 || (q->t[j - 1].flags & (F_STOP | F_NUM))))
-                    continue;
+                const tok *w = j > 0 && j < q->nt ? &q->t[j - 1] : NULL;
+                if (j < q->nt && (!w || (w->flags & (F_STOP | F_NUM)) ||
+                                  (!(w->flags & (F_ENTITY | F_CAP | F_UPFIRST)) && !maker(w))))
+                    continue; /* ("clear chrome cache": a verb before it, no name) */
             }
             say(why, whylen, "%s \"%.*s\" only in %s", (x->flags & F_QUOTED) ? "quoted" : "name",
                 (int)x->len, x->s, pass ? "query" : "stored");
@@ -3080,6 +3122,12 @@ static int answer_kind(const side *sd)
     if (wh_of(t)) return wh_of(t);
     if ((is_word(t, "what") || is_word(t, "which")) && sd->nt > 1 && asks_a_when(sd, 1))
         return 'e';
+    /* "The Mona Lisa was painted in what year?": a when asked at the end */
+    if (!(t->flags & F_WH))
+        for (int j = 1; j + 1 < sd->nt; j++)
+            if ((is_word(&sd->t[j], "what") || is_word(&sd->t[j], "which")) &&
+                asks_a_when(sd, j + 1) && j + 2 == sd->nt && (sd->t[j - 1].flags & F_STOP))
+                return 'e';
     return 0;
 }
 
@@ -3295,7 +3343,7 @@ static int added_word(const side *p, const side *q, int j)
 {
     const tok *t = &q->t[j];
     if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t) || why_word(p, t) ||
-        implied_name(t))
+        implied_name(t, p))
         return 0;
     /* "the difference between a will and a trust" is "will vs trust" (also misspelt) */
     if (is_word(t, "difference") || is_word(t, "differences") || is_word(t, "diffrence") ||

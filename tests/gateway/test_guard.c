@@ -1369,6 +1369,21 @@ Test(guard, fractions_ranks_and_currencies)
     close_call("How old is the Colosseum?", "When was the Colosseum built?", 0, "asks");
     VETO("Is breakfast free at the Hilton?", "Does the Hilton serve breakfast?", "negation");
     PASS("two third-party apps for notes", "2 third-party apps for notes");
+    /* a when asked at the end; an essay is no list; a hexagon no heptagon; "sqrt" is the
+     * square root; pandas is Python's; kubectl Kubernetes'; "two and a half" is 2.5; a verb
+     * before the name a maker's name stands before ("clear chrome cache") */
+    VETO("The Eiffel Tower was built in what year?", "Who built the Eiffel Tower?", "question");
+    VETO("Write an essay about the causes of the French Revolution",
+         "Give me a bullet list of the causes of the French Revolution", "opposites");
+    VETO("How many sides does a pentagon have?", "How many sides does an octagon have?", NULL);
+    PASS("What is the square root of 81?", "sqrt(81)");
+    VETO("What is the square root of 81?", "cbrt(81)", "operation");
+    PASS("numpy array shape", "How do I get the shape of an array in Python with numpy?");
+    PASS("How do I list the pods in a Kubernetes namespace?", "kubectl list pods in namespace");
+    PASS("Convert 3.5 hours to minutes", "how many minutes is three and a half hours");
+    VETO("three and a half hours in minutes", "three hours in minutes", "numbers");
+    PASS("How do I turn off notifications in Microsoft Teams?", "disable teams notifications");
+    VETO("How do I share my location in Google Maps?", "share location in apple maps", NULL);
     /* "if I filed late": a condition the other does not set */
     VETO("How much is the penalty for unpaid taxes?",
          "How much is the penalty for unpaid taxes if I got an extension?", "adds");
