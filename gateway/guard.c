@@ -199,7 +199,8 @@ static const char *const contrast_groups[] = {
     "dollar euro pound yen yuan rupee peso franc ruble bitcoin",
     "north south east west northeast northwest southeast southwest",
     "circle square triangle rectangle pentagon hexagon heptagon octagon nonagon decagon "
-    "cube sphere cylinder cone pyramid", "solid liquid gas plasma", "addition subtraction multiplication division",
+    "cube sphere cylinder cone pyramid", "solid liquid gas plasma",
+    "addition subtraction multiplication division",
     "add subtract multiply divide", 
     "mammal reptile amphibian bird fish insect", "sedan suv truck van",
     "car bicycle motorcycle scooter", "car bike",
