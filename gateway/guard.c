@@ -2207,7 +2207,8 @@ static int num_index(const side *sd, const char *k)
  * table" is not "a 3 by 5 sheet for a 4 by 8 table". A number that keeps its word ("in
  * 2020, who won the 100m sprint", "10 minus 5" and "5 from 10") is a sentence reordered. */
 /* Whether sd's tokens i and i + 1 are two numbers written with a sign whose order counts
- * between them ("10-3", "2 - 1", "16:9", "10/3", "3–1"): not "5x3" nor "2+2". */
+ * between them ("10-3", "2 - 1", "16:9", "10/3", "3–1", a list's "5, 9"): not "5x3" nor
+ * "2+2". */
 static int ordered_pair(const side *sd, int i)
 {
     const tok *x = &sd->t[i], *y = &sd->t[i + 1];
@@ -2220,7 +2221,7 @@ static int ordered_pair(const side *sd, int i)
     for (; c < end; c++) {
         if (*c == ' ')
             continue;
-        if (*c == '-' || *c == '/' || *c == ':')
+        if (*c == '-' || *c == '/' || *c == ':' || *c == ',') /* (a list's order too) */
             signs++;
         else if (end - c >= 3 && !memcmp(c, "\xe2\x80\x93", 3)) /* an en dash */
             signs++, c += 2;
@@ -4490,6 +4491,41 @@ static int rule_between(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* The data after a colon, lower case, its white space one space and without the marks that
+ * end it, into out (cap bytes): what a task works on ("translate into French: he is
+ * tired"). Its length; 0 when sd gives none. */
+static size_t data_of(const side *sd, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = sd->data_at; i < sd->textlen && n + 1 < cap; i++) {
+        unsigned char c = (unsigned char)sd->text[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+            if (n && out[n - 1] != ' ')
+                out[n++] = ' ';
+        } else
+            out[n++] = lower(c);
+    }
+    while (n && strchr(" .!?\"'", out[n - 1]))
+        n--;
+    size_t k = 0;
+    while (k < n && strchr("\"'", out[k]))
+        k++;
+    memmove(out, out + k, n - k);
+    return n - k;
+}
+
+/* "Translate into French: he is tired" vs "...: she is tired": a task's data differs in
+ * any word, a pronoun or a stop word too, and so does its answer. */
+static int rule_data(const side *a, const side *b, char *why, size_t whylen)
+{
+    char x[512], y[512];
+    size_t nx = data_of(a, x, sizeof x), ny = data_of(b, y, sizeof y);
+    if (!nx || !ny || (nx == ny && !memcmp(x, y, nx)))
+        return 1;
+    say(why, whylen, "the text given differs");
+    return 0;
+}
+
 /* The guard with a choice of rules; the benchmark driver measures each one. */
 /* The rules asked for over two sides already read (stored and query: the texts, for the
  * code rule). */
@@ -4528,6 +4564,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
         (!rule_added(a, b, why, whylen) || !rule_inserted(a, b, why, whylen)))
         return 0;
     if ((rules & R_OP) && !rule_operation(a, b, why, whylen)) return 0;
+    if ((rules & R_ENTITY) && !rule_data(a, b, why, whylen)) return 0;
     if ((rules & R_CODE) && !rule_code(stored ? stored : "", stored ? slen : 0,
                                        query ? query : "", query ? qlen : 0, why, whylen))
         return 0;

@@ -103,6 +103,13 @@ static int generate(const char *cert_path, const char *key_path, char *err, size
     X509_NAME *name = X509_get_subject_name(crt);
     X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"cachegate", -1,
                                -1, 0);
+    /* a subject of its own: a client that trusts two servers' generated certificates (one
+     * bundle) finds each by its issuer's name, which would otherwise be the same */
+    char unit[32];
+    snprintf(unit, sizeof unit, "generated %02x%02x%02x%02x%02x%02x%02x%02x", serial[0],
+             serial[1], serial[2], serial[3], serial[4], serial[5], serial[6], serial[7]);
+    X509_NAME_add_entry_by_txt(name, "OU", MBSTRING_ASC, (const unsigned char *)unit, -1, -1,
+                               0);
     X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1,
                                -1, 0);
     X509_set_issuer_name(crt, name);

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import BIN, DEVICE, PROMTOOL, ROOT, read_http_response
+from conftest import BIN, DEVICE, PROMTOOL, ROOT, Server, read_http_response
 
 
 def client(server, **kw):
@@ -1071,6 +1071,24 @@ def test_self_signed_certificate_is_reused(tmp_path, make_server):
     assert s2.wait_log(lambda l: "generated" in l.get("msg", ""), timeout=0.5) is None
     with client(s2) as c:  # verifies against the same certificate, for host 127.0.0.1
         assert c.get("/health").status_code == 200
+
+
+def test_two_generated_certificates_are_trusted_together(tmp_path, make_server):
+    """Every generated certificate had the same subject: a client trusting two servers' (one
+    bundle, or a certificate generated again beside the old one) found the first by name
+    for both, and failed "self-signed certificate" on the other."""
+    s1 = make_server()
+    (tmp_path / "two").mkdir()
+    s2 = Server(tmp_path / "two")
+    try:
+        bundle = tmp_path / "bundle.pem"
+        bundle.write_text(open(s1.cert).read() + open(s2.cert).read())
+        for s in (s1, s2):
+            ctx = ssl.create_default_context(cafile=str(bundle))
+            with httpx.Client(base_url=s.base_url, verify=ctx) as c:
+                assert c.get("/health").status_code == 200
+    finally:
+        s2.stop()
 
 
 def make_cert(directory, name, days):

@@ -1384,6 +1384,14 @@ Test(guard, fractions_ranks_and_currencies)
     VETO("three and a half hours in minutes", "three hours in minutes", "numbers");
     PASS("How do I turn off notifications in Microsoft Teams?", "disable teams notifications");
     VETO("How do I share my location in Google Maps?", "share location in apple maps", NULL);
+    /* a task's text after a colon differs in any word, a pronoun too; a list's order */
+    VETO("Translate into Spanish: he is hungry.", "Translate into Spanish: she is hungry.",
+         "text given");
+    VETO("Correct the grammar: I has two cats", "Correct the grammar: we has two cats",
+         "text given");
+    PASS("Translate into Spanish: he is hungry.", "translate to spanish: He is hungry");
+    VETO("What is the third number in 4, 7, 1?", "What is the third number in 7, 4, 1?",
+         "order");
     /* "if I filed late": a condition the other does not set */
     VETO("How much is the penalty for unpaid taxes?",
          "How much is the penalty for unpaid taxes if I got an extension?", "adds");
