@@ -1342,6 +1342,7 @@ static void on_event(struct gw_gen_event *ev)
         else
             chat_error(c, 503, SHUTDOWN_MSG, NULL, NULL);
     } else if (c->timed_out && c->stream && c->resp) {
+        gw_req_failed(c->req, 504);
         resp_failed(c, "The generation exceeded engine.request_timeout_ms.");
     } else if (c->timed_out && !c->stream) {
         chat_error(c, 504, "The generation exceeded engine.request_timeout_ms.", NULL,

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------
@@ -1382,6 +1383,14 @@ static int denominator(const tok *t)
     return 0;
 }
 
+/* Whether sd's tokens from i say "and a half" (or "and one half"). */
+static int and_a_half(const side *sd, int i)
+{
+    return i + 2 < sd->nt && is_word(&sd->t[i], "and") &&
+           (is_word(&sd->t[i + 1], "a") || is_word(&sd->t[i + 1], "one")) &&
+           is_word(&sd->t[i + 2], "half");
+}
+
 /* Collects numbers: numerals, number words ("twenty-five", "two hundred", "a dozen"),
  * ordinals ("2nd", "second"), digits inside words ("K2", "IPv6", "100km"). */
 static int mine(const side *sd, const tok *t);
@@ -1503,8 +1512,7 @@ static void collect_numbers(side *sd)
             int weak = words == 1 && num_words[nw].v == 1 &&
                        !(t->len == 5 && memcmp(t->s, "first", 5) == 0);
             /* "two and a half" is 2.5 */
-            if (j + 2 < sd->nt && is_word(&sd->t[j], "and") && is_word(&sd->t[j + 1], "a") &&
-                is_word(&sd->t[j + 2], "half")) {
+            if (and_a_half(sd, j)) {
                 char b[NUM_LEN];
                 int k = snprintf(b, sizeof b, "%lld.5", total + cur);
                 for (int x = j; x <= j + 2; x++) {
@@ -1582,6 +1590,18 @@ static void collect_numbers(side *sd)
                     i++;
                     continue;
                 }
+            }
+            /* "2 and a half" is 2.5, as "two and a half" is */
+            if (!dec && b[0] != '-' && bl < NUM_LEN - 3 && and_a_half(sd, i + 1)) {
+                memcpy(b + bl, ".5", 2);
+                bl += 2;
+                for (int x = i + 1; x <= i + 3; x++) {
+                    sd->t[x].flags |= F_NUM;
+                    sd->t[x].num = t->num;
+                }
+                add_num(sd, b, bl, 0);
+                i += 3;
+                continue;
             }
             /* "1/4 cup" is a quarter cup (the tokens "1" and "4", a slash between them): a
              * fraction under 1; not a split, "60/40", "50/30/20", nor "24/7" */
@@ -2209,7 +2229,7 @@ static int num_index(const side *sd, const char *k)
 /* Whether sd's tokens i and i + 1 are two numbers written with a sign whose order counts
  * between them ("10-3", "2 - 1", "16:9", "10/3", "3–1", a list's "5, 9"): not "5x3" nor
  * "2+2". */
-static int ordered_pair(const side *sd, int i)
+static int ordered_pair(const side *sd, int i, int commas)
 {
     const tok *x = &sd->t[i], *y = &sd->t[i + 1];
     if (x->num < 0 || y->num < 0 || x->num == y->num || !(x->flags & F_NUM) ||
@@ -2221,7 +2241,7 @@ static int ordered_pair(const side *sd, int i)
     for (; c < end; c++) {
         if (*c == ' ')
             continue;
-        if (*c == '-' || *c == '/' || *c == ':' || *c == ',') /* (a list's order too) */
+        if (*c == '-' || *c == '/' || *c == ':' || (*c == ',' && commas)) /* (a list's too) */
             signs++;
         else if (end - c >= 3 && !memcmp(c, "\xe2\x80\x93", 3)) /* an en dash */
             signs++, c += 2;
@@ -2231,11 +2251,26 @@ static int ordered_pair(const side *sd, int i)
     return signs == 1;
 }
 
+/* Whether sd asks something of numbers that their order does not change: a sum, an average,
+ * a greatest or least, a common divisor, a sort. */
+static int any_order(const side *sd)
+{
+    static const char *const w[] = {"sum", "total", "add", "plus", "average", "mean",
+                                    "median", "gcd", "lcm", "gcf", "common", "max", "maximum",
+                                    "min", "minimum", "largest", "smallest", "biggest",
+                                    "highest", "lowest", "product", "multiply", "sort",
+                                    "sorted", "range", "mode"};
+    for (int i = 0; i < sd->nt; i++)
+        for (size_t k = 0; k < sizeof w / sizeof *w; k++)
+            if (is_word(&sd->t[i], w[k])) return 1;
+    return 0;
+}
+
 /* Whether sd has numbers x then y so written. */
-static int has_ordered(const side *sd, const char *x, const char *y)
+static int has_ordered(const side *sd, const char *x, const char *y, int commas)
 {
     for (int i = 0; i + 1 < sd->nt; i++)
-        if (ordered_pair(sd, i) && !strcmp(sd->nums[sd->t[i].num], x) &&
+        if (ordered_pair(sd, i, commas) && !strcmp(sd->nums[sd->t[i].num], x) &&
             !strcmp(sd->nums[sd->t[i + 1].num], y))
             return 1;
     return 0;
@@ -2244,11 +2279,13 @@ static int has_ordered(const side *sd, const char *x, const char *y)
 static int number_order(const side *a, const side *b, char *why, size_t whylen)
 {
     int ia = 0, ib = 0;
-    /* "what is 10-3" vs "what is 3-10", a score of 2-1 vs 1-2 */
+    /* "what is 10-3" vs "what is 3-10", a score of 2-1 vs 1-2; a list's order, but where
+     * what is asked of it does not care ("the average of 5, 9, 4") */
+    const int commas = !any_order(a) && !any_order(b);
     for (int i = 0; i + 1 < a->nt; i++) {
-        if (!ordered_pair(a, i)) continue;
+        if (!ordered_pair(a, i, commas)) continue;
         const char *x = a->nums[a->t[i].num], *y = a->nums[a->t[i + 1].num];
-        if (strcmp(x, y) && has_ordered(b, y, x) && !has_ordered(b, x, y)) {
+        if (strcmp(x, y) && has_ordered(b, y, x, commas) && !has_ordered(b, x, y, commas)) {
             say(why, whylen, "numbers in another order: %s-%s vs %s-%s", x, y, y, x);
             return 0;
         }
@@ -2660,8 +2697,8 @@ static int implied_name(const tok *x, const side *other)
     static const struct {
         const char *lang, *libs;
     } of[] = {{"python", " pandas numpy pip django flask matplotlib scipy pytest "},
-              {"javascript", " npm react node nodejs jquery typescript "},
-              {"js", " npm react node nodejs jquery "},
+              {"javascript", " npm react nodejs node.js jquery typescript "},
+              {"js", " npm react nodejs node.js jquery "},
               {"kubernetes", " kubectl minikube "}};
     for (size_t k = 0; k < sizeof of / sizeof *of; k++) {
         if (!is_word(x, of[k].lang))
@@ -2727,10 +2764,8 @@ static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
                 int j = 0;
                 while (j < q->nt && !tok_eq(y, &q->t[j]))
                     j++;
-                const tok *w = j > 0 && j < q->nt ? &q->t[j - 1] : NULL;
-                if (j < q->nt && (!w || (w->flags & (F_STOP | F_NUM)) ||
-                                  (!(w->flags & (F_ENTITY | F_CAP | F_UPFIRST)) && !maker(w))))
-                    continue; /* ("clear chrome cache": a verb before it, no name) */
+                if (j < q->nt && (j == 0 || (q->t[j - 1].flags & (F_STOP | F_NUM))))
+                    continue;
             }
             say(why, whylen, "%s \"%.*s\" only in %s", (x->flags & F_QUOTED) ? "quoted" : "name",
                 (int)x->len, x->s, pass ? "query" : "stored");
@@ -3344,8 +3379,10 @@ static int why_word(const side *other, const tok *t)
 static int added_word(const side *p, const side *q, int j)
 {
     const tok *t = &q->t[j];
+    /* (a name implied by the other side's, but not one added beside it: "pip and python") */
     if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t) || why_word(p, t) ||
-        implied_name(t, p))
+        (implied_name(t, p) &&
+         !(j > 0 && (is_word(&q->t[j - 1], "and") || is_word(&q->t[j - 1], "or")))))
         return 0;
     /* "the difference between a will and a trust" is "will vs trust" (also misspelt) */
     if (is_word(t, "difference") || is_word(t, "differences") || is_word(t, "diffrence") ||
@@ -4497,7 +4534,7 @@ static int rule_between(const side *a, const side *b, char *why, size_t whylen)
 static size_t data_of(const side *sd, char *out, size_t cap)
 {
     size_t n = 0;
-    for (size_t i = sd->data_at; i < sd->textlen && n + 1 < cap; i++) {
+    for (size_t i = sd->data_at; i < sd->textlen && n < cap; i++) {
         unsigned char c = (unsigned char)sd->text[i];
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
             if (n && out[n - 1] != ' ')
@@ -4518,9 +4555,16 @@ static size_t data_of(const side *sd, char *out, size_t cap)
  * any word, a pronoun or a stop word too, and so does its answer. */
 static int rule_data(const side *a, const side *b, char *why, size_t whylen)
 {
-    char x[512], y[512];
-    size_t nx = data_of(a, x, sizeof x), ny = data_of(b, y, sizeof y);
-    if (!nx || !ny || (nx == ny && !memcmp(x, y, nx)))
+    if (a->data_at >= a->textlen || b->data_at >= b->textlen)
+        return 1;
+    /* (the whole of each: a difference at the end of a long text counts too) */
+    char *x = malloc(a->textlen - a->data_at + 1), *y = malloc(b->textlen - b->data_at + 1);
+    size_t nx = x ? data_of(a, x, a->textlen - a->data_at + 1) : 0;
+    size_t ny = y ? data_of(b, y, b->textlen - b->data_at + 1) : 0;
+    int same = !x || !y || !nx || !ny || (nx == ny && !memcmp(x, y, nx));
+    free(x);
+    free(y);
+    if (same)
         return 1;
     say(why, whylen, "the text given differs");
     return 0;

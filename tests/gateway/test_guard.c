@@ -1375,21 +1375,35 @@ Test(guard, fractions_ranks_and_currencies)
     VETO("The Eiffel Tower was built in what year?", "Who built the Eiffel Tower?", "question");
     VETO("Write an essay about the causes of the French Revolution",
          "Give me a bullet list of the causes of the French Revolution", "opposites");
-    VETO("How many sides does a pentagon have?", "How many sides does an octagon have?", NULL);
+    VETO("How many sides does a hexagon have?", "How many sides does a heptagon have?", NULL);
+    VETO("write a poem about the sea", "write a haiku about the sea", "opposites");
     PASS("What is the square root of 81?", "sqrt(81)");
     VETO("What is the square root of 81?", "cbrt(81)", "operation");
     PASS("numpy array shape", "How do I get the shape of an array in Python with numpy?");
     PASS("How do I list the pods in a Kubernetes namespace?", "kubectl list pods in namespace");
     PASS("Convert 3.5 hours to minutes", "how many minutes is three and a half hours");
-    VETO("three and a half hours in minutes", "three hours in minutes", "numbers");
-    PASS("How do I turn off notifications in Microsoft Teams?", "disable teams notifications");
-    VETO("How do I share my location in Google Maps?", "share location in apple maps", NULL);
+    PASS("3 and a half cups in ml", "3.5 cups in ml");
+    PASS("three and one half cups in ml", "3.5 cups in ml");
+    /* (not a node of a tree, nor a name added beside one: "pip and python"; nor a maker's
+     * name before a common noun: "Apple Music" is not music) */
+    close_call("how do I delete a node from a linked list",
+               "how do I delete a node from a linked list in javascript", 0, "javascript");
+    close_call("how to upgrade pip", "how to upgrade pip and python", 0, "python");
+    VETO("how to update Apple Music", "how to update music", "apple");
     /* a task's text after a colon differs in any word, a pronoun too; a list's order */
     VETO("Translate into Spanish: he is hungry.", "Translate into Spanish: she is hungry.",
          "text given");
     VETO("Correct the grammar: I has two cats", "Correct the grammar: we has two cats",
          "text given");
-    PASS("Translate into Spanish: he is hungry.", "translate to spanish: He is hungry");
+    PASS("Translate into Spanish: he is hungry.", "translate to spanish: he is hungry");
+    /* (the whole text, however long: the difference at its end) */
+    char la[1200] = "Translate into French: ", lb[1200];
+    for (int k = 0; k < 40; k++)
+        strcat(la, "the weather was fine and ");
+    strcpy(lb, la);
+    strcat(la, "he is tired.");
+    strcat(lb, "she is tired.");
+    VETO(la, lb, "text given");
     VETO("What is the third number in 4, 7, 1?", "What is the third number in 7, 4, 1?",
          "order");
     /* "if I filed late": a condition the other does not set */
