@@ -1758,7 +1758,6 @@ static int resp_request(struct chat_req *c, struct gw_tenant *tn, json_t **b)
     return 0;
 }
 
-/* chat: a chat request (resp: in the Responses API's form) or a completion. */
 /* What c may use, its prompt and its max_tokens, reserved under its tenant's token limits
  * (the prompt's tokens counted, not guessed from its bytes, so that a burst cannot overrun
  * them); else -1, the 429 sent, c refused. */
@@ -1771,6 +1770,7 @@ static int tenant_reserve(struct chat_req *c, int64_t tokens)
     return -1;
 }
 
+/* chat: a chat request (resp: in the Responses API's form) or a completion. */
 static void handle(struct gw_req *r, int chat, int resp)
 {
     gw_server *srv = gw_req_server(r);

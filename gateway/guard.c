@@ -3152,6 +3152,18 @@ static int asked(const side *sd)
  * the same words (the other side may add up to three). */
 /* Whether a side asks for a person ('o': who), a place ('r': where) or a time ('e': when,
  * "what year"), by its first words; 0 neither. */
+/* Whether sd asks "what year", "what age" (a when) after other words, from token `from`
+ * on, behind a stop word ("in what year", "at what age"); at_end: as its last words. */
+static int late_when(const side *sd, int from, int at_end)
+{
+    for (int j = from > 1 ? from : 1; j + 1 < sd->nt; j++)
+        if ((is_word(&sd->t[j], "what") || is_word(&sd->t[j], "which")) &&
+            asks_a_when(sd, j + 1) && (sd->t[j - 1].flags & F_STOP) &&
+            (!at_end || j + 2 == sd->nt))
+            return 1;
+    return 0;
+}
+
 static int answer_kind(const side *sd)
 {
     if (!sd->nt) return 0;
@@ -3160,12 +3172,7 @@ static int answer_kind(const side *sd)
     if ((is_word(t, "what") || is_word(t, "which")) && sd->nt > 1 && asks_a_when(sd, 1))
         return 'e';
     /* "The Mona Lisa was painted in what year?": a when asked at the end */
-    if (!(t->flags & F_WH))
-        for (int j = 1; j + 1 < sd->nt; j++)
-            if ((is_word(&sd->t[j], "what") || is_word(&sd->t[j], "which")) &&
-                asks_a_when(sd, j + 1) && j + 2 == sd->nt && (sd->t[j - 1].flags & F_STOP))
-                return 'e';
-    return 0;
+    return !(t->flags & F_WH) && late_when(sd, 1, 1) ? 'e' : 0;
 }
 
 static int rule_wh_swap(const side *a, const side *b, char *why, size_t whylen)
@@ -4653,11 +4660,7 @@ static int head_wh(const side *sd)
         i++;
     if (i >= sd->nt || !(sd->t[i].flags & F_STOP)) { /* "the WHERE clause" */
         /* "puppy shots - at what age?": a when asked after the words it is of */
-        for (int j = i + 1; j + 1 < sd->nt; j++)
-            if ((is_word(&sd->t[j], "what") || is_word(&sd->t[j], "which")) &&
-                asks_a_when(sd, j + 1) && j > 0 && (sd->t[j - 1].flags & F_STOP))
-                return 2;
-        return 0;
+        return late_when(sd, i + 1, 0) ? 2 : 0;
     }
     const tok *t = &sd->t[i];
     /* "how old do you have to be", "how old should a puppy be": at what age, a when; not
