@@ -77,6 +77,7 @@ static const char *const contrast_groups[] = {
     "install upgrade", "keep wipe", "keep lose", "keep losing", "keep delete", "keep deleting",
     "read update", "read edit", "restart rebuild",
     "drink eat", "size weight", "deficiency excess", "deficiency toxicity", "deficiency overdose",
+    "direct compose produce", "director composer producer",
     /* one measure of a thing and another */
     "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
     "average worst", "average best", "amortized worst", "area circumference",
@@ -122,7 +123,8 @@ static const char *const contrast_groups[] = {
     "attack defense", "ugly beautiful", "ugly pretty", "polite rude", "kind cruel",
     "brave cowardly", "generous stingy", "honest dishonest", "lucky unlucky",
     "fertile infertile", "wealthy poor", "busy idle", "busy free", "free paid", "free busy",
-    "asleep awake", "awake asleep", "dense sparse", "vertical horizontal", "male female",
+    "asleep awake", "awake asleep", "run stop", "dense sparse", "vertical horizontal",
+    "male female",
     "masculine feminine", "transparent opaque", "conscious unconscious",
     "voluntary involuntary", "cheapest priciest", "cheaper pricier", "often rarely",
     "always never", "sometimes always", "everything nothing", "everyone nobody", "all none",
@@ -531,9 +533,10 @@ static const char manner_adverbs[] =
     "insensitively sensitively securely naturally privately internationally cheaply";
 
 /* Words a reworded question adds around what it asks, narrowing nothing ("I was wondering",
- * "walk me through", "the process for", "start investing", "check which version"). */
+ * "walk me through", "the process for", "start investing", "check which version", "convert
+ * 100 F to Celsius"). */
 static const char rephrase_words[] =
-    "wondering wonder share walk process procedure method start begin check";
+    "wondering wonder share walk process procedure method start begin check convert calculate";
 
 /* Words in -ly that are adjectives, not adverbs: "early symptoms" narrows "symptoms",
  * "quickly" in "quickly boil an egg" does not narrow the egg. */
@@ -2080,7 +2083,8 @@ static int in_law(const tok *t)
 
 /* One spelling of one word: British and American (organise, organize; travelled,
  * traveled), or a slip of one letter in a long word (symtoms, sneezeing, diffrence): one
- * letter more, fewer, other or two swapped, not the first, in words of 7 letters or more. */
+ * letter more, fewer, other or two swapped, not the first, in words of 7 letters or more
+ * (two swapped late in a word of 6 too: lenght). */
 static int spelled_alike(const char *a, size_t al, const char *b, size_t bl)
 {
     shorter_first(&a, &al, &b, &bl);
@@ -2094,10 +2098,12 @@ static int spelled_alike(const char *a, size_t al, const char *b, size_t bl)
         if (((a[i] == 's' && b[i] == 'z') || (a[i] == 'z' && b[i] == 's')) &&
             (a[i - 1] == 'i' || a[i - 1] == 'y') && !memcmp(a + i + 1, b + i + 1, al - i - 1))
             return 1;
+        /* two swapped; in six letters, late in the word only (lenght: not causal/casual) */
+        if (i + 1 < al && a[i] == b[i + 1] && a[i + 1] == b[i] &&
+            !memcmp(a + i + 2, b + i + 2, al - i - 2))
+            return al >= 7 || i >= 3;
         if (al < 7) return 0;
-        if (!memcmp(a + i + 1, b + i + 1, al - i - 1)) return 1; /* one other letter */
-        return i + 1 < al && a[i] == b[i + 1] && a[i + 1] == b[i] &&
-               !memcmp(a + i + 2, b + i + 2, al - i - 2); /* two swapped */
+        return !memcmp(a + i + 1, b + i + 1, al - i - 1); /* one other letter */
     }
     /* travelled, traveled: the doubled l; else one letter more in a long word */
     if (b[i] == 'l' && i > 0 && b[i - 1] == 'l' && !memcmp(a + i, b + i + 1, al - i)) return 1;
@@ -2685,21 +2691,34 @@ static int entity_found(const tok *x, const side *sd)
     return acronym_of(x, sd) || joined_in(x, sd);
 }
 
-/* Names that one side gives and the other leaves to be understood: "an HTTP GET request"
- * is "a GET request", "the oceans on Earth" are "the oceans", "a pandas DataFrame" is what
- * pandas reads into. (Two sides that name two of a kind still differ: HTTP vs HTTPS.) */
+/* Names that one side gives and the other leaves to be understood or spells out: "an HTTP
+ * GET request" is "a GET request", "the oceans on Earth" are "the oceans", "a pandas
+ * DataFrame" is what pandas reads into, C# is "C sharp". (Two sides that name two of a kind
+ * still differ: HTTP vs HTTPS.) */
 static int implied_name(const tok *x, const side *other)
 {
     if (is_word(x, "http") || is_word(x, "earth") || is_word(x, "dataframe"))
         return 1;
+    /* C# spelled "C sharp" (the C of which the other side's C# implies), MS for Microsoft */
+    for (int j = 0; j < other->nt; j++) {
+        const tok *y = &other->t[j];
+        if ((is_word(x, "c#") || is_word(x, "f#")) && j > 0 && is_word(y, "sharp") &&
+            other->t[j - 1].len == 1 && other->t[j - 1].s[0] == x->s[0])
+            return 1;
+        if ((x->len == 1 && y->len == 2 && y->s[0] == x->s[0] && y->s[1] == '#') ||
+            (is_word(x, "ms") && is_word(y, "microsoft")))
+            return 1;
+    }
     /* the language a library the other side names is of: "pandas" is Python's, "npm"
-     * JavaScript's; the system a tool is of: "kubectl" is Kubernetes' */
+     * JavaScript's; the system a tool is of: "kubectl" is Kubernetes'; the maker of a
+     * program: "MS Word" is Microsoft's */
     static const struct {
         const char *lang, *libs;
     } of[] = {{"python", " pandas numpy pip django flask matplotlib scipy pytest "},
               {"javascript", " npm react nodejs node.js jquery typescript "},
               {"js", " npm react nodejs node.js jquery "},
-              {"kubernetes", " kubectl minikube "}};
+              {"kubernetes", " kubectl minikube "},
+              {"microsoft", " ms word excel powerpoint outlook onedrive "}};
     for (size_t k = 0; k < sizeof of / sizeof *of; k++) {
         if (!is_word(x, of[k].lang))
             continue;
@@ -3510,8 +3529,22 @@ static int math_ops_of(const side *sd, uint8_t *count)
     return any;
 }
 
+/* Whether a side asks for its answer as a percentage: "15 as a percentage of 80", "what
+ * percent of 80 is 15", "the change in percent" (not "15 percent of 80", an amount). */
+static int asks_percent(const side *sd)
+{
+    for (int i = 1; i < sd->nt; i++)
+        if ((is_word(&sd->t[i], "percent") || is_word(&sd->t[i], "percentage")) &&
+            (is_word(&sd->t[i - 1], "a") || is_word(&sd->t[i - 1], "what") ||
+             is_word(&sd->t[i - 1], "in") || is_word(&sd->t[i - 1], "as")))
+            return 1;
+    return 0;
+}
+
 /* A question about a number that applies another operation to it: one side names an
- * operation (root, log, factorial, ...) more or less often than the other. */
+ * operation (root, log, factorial, ...) more or less often than the other, or asks for a
+ * percentage where the other asks for an amount ("15% of 80" vs "15 as a percentage of
+ * 80"). */
 static int rule_operation(const side *a, const side *b, char *why, size_t whylen)
 {
     enum { N = sizeof math_ops / sizeof *math_ops };
@@ -3521,6 +3554,10 @@ static int rule_operation(const side *a, const side *b, char *why, size_t whylen
         num = (a->t[i].flags & F_NUM) != 0;
     for (int i = 0; i < b->nt && !num; i++)
         num = (b->t[i].flags & F_NUM) != 0;
+    if (num && asks_percent(a) != asks_percent(b)) {
+        say(why, whylen, "%s asks for a percentage", asks_percent(a) ? "stored" : "query");
+        return 0;
+    }
     int has_a = math_ops_of(a, ca), has_b = math_ops_of(b, cb);
     if (!num || (!has_a && !has_b)) return 1;
     for (int g = 0; g < N; g++) {
@@ -3772,6 +3809,57 @@ static int rule_quoted_spaces(const side *a, const side *b, char *why, size_t wh
             say(why, whylen, "quoted text differs in its spaces");
             return 0;
         }
+    return 1;
+}
+
+/* Text t[0, n) as a task reads it: lower case, its white space one space, without the
+ * marks of `ends` at its end, into out (n bytes at most); its length. */
+static size_t task_text(const char *t, size_t n, const char *ends, char *out)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+            if (m && out[m - 1] != ' ')
+                out[m++] = ' ';
+        } else
+            out[m++] = lower(c);
+    }
+    while (m && strchr(ends, out[m - 1]))
+        m--;
+    return m;
+}
+
+/* Whether y[0, ny) holds x[0, nx) as whole words. */
+static int holds_words(const char *y, size_t ny, const char *x, size_t nx)
+{
+    for (size_t k = 0; nx && k + nx <= ny; k++)
+        if (!memcmp(y + k, x, nx) && (k == 0 || !wordy((unsigned char)y[k - 1])) &&
+            (k + nx == ny || !wordy((unsigned char)y[k + nx])))
+            return 1;
+    return 0;
+}
+
+/* 'translate "he is tired" into Spanish' vs '"she is tired"': quoted text is what a task
+ * works on, and its answer changes with any word of it, a pronoun or a stop word too. The
+ * quotations are compared in turn, as far as both sides have them; one that quotes a part
+ * of the other (an error message, then the module it names) is no other text. */
+static int rule_quoted_text(const side *a, const side *b, char *why, size_t whylen)
+{
+    size_t ai = 0, bi = 0, af, al, bf, bl;
+    while (next_quoted(a->text, a->textlen, &ai, &af, &al) &&
+           next_quoted(b->text, b->textlen, &bi, &bf, &bl)) {
+        char *x = malloc(al + 1), *y = malloc(bl + 1);
+        size_t nx = x ? task_text(a->text + af, al, " .!?,", x) : 0;
+        size_t ny = y ? task_text(b->text + bf, bl, " .!?,", y) : 0;
+        int same = !x || !y || holds_words(x, nx, y, ny) || holds_words(y, ny, x, nx);
+        free(x);
+        free(y);
+        if (!same) {
+            say(why, whylen, "the quoted text differs");
+            return 0;
+        }
+    }
     return 1;
 }
 
@@ -4535,22 +4623,12 @@ static int rule_between(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
-/* The data after a colon, lower case, its white space one space and without the marks that
- * end it, into out (cap bytes): what a task works on ("translate into French: he is
- * tired"). Its length; 0 when sd gives none. */
-static size_t data_of(const side *sd, char *out, size_t cap)
+/* The data after a colon, as a task reads it (task_text(), quotes around it dropped), into
+ * out (textlen - data_at bytes at most): what a task works on ("translate into French: he
+ * is tired"). Its length; 0 when sd gives none. */
+static size_t data_of(const side *sd, char *out)
 {
-    size_t n = 0;
-    for (size_t i = sd->data_at; i < sd->textlen && n < cap; i++) {
-        unsigned char c = (unsigned char)sd->text[i];
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-            if (n && out[n - 1] != ' ')
-                out[n++] = ' ';
-        } else
-            out[n++] = lower(c);
-    }
-    while (n && strchr(" .!?\"'", out[n - 1]))
-        n--;
+    size_t n = task_text(sd->text + sd->data_at, sd->textlen - sd->data_at, " .!?\"'", out);
     size_t k = 0;
     while (k < n && strchr("\"'", out[k]))
         k++;
@@ -4566,8 +4644,8 @@ static int rule_data(const side *a, const side *b, char *why, size_t whylen)
         return 1;
     /* (the whole of each: a difference at the end of a long text counts too) */
     char *x = malloc(a->textlen - a->data_at + 1), *y = malloc(b->textlen - b->data_at + 1);
-    size_t nx = x ? data_of(a, x, a->textlen - a->data_at + 1) : 0;
-    size_t ny = y ? data_of(b, y, b->textlen - b->data_at + 1) : 0;
+    size_t nx = x ? data_of(a, x) : 0;
+    size_t ny = y ? data_of(b, y) : 0;
     int same = !x || !y || !nx || !ny || (nx == ny && !memcmp(x, y, nx));
     free(x);
     free(y);
@@ -4609,7 +4687,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
     if ((rules & R_SCOPE) && !rule_scope(a, b, why, whylen)) return 0;
     if ((rules & R_ENTITY) &&
         (!rule_case(a, b, why, whylen) || !rule_spelling(a, b, why, whylen) ||
-         !rule_quoted_spaces(a, b, why, whylen)))
+         !rule_quoted_spaces(a, b, why, whylen) || !rule_quoted_text(a, b, why, whylen)))
         return 0;
     if ((rules & R_ADD) &&
         (!rule_added(a, b, why, whylen) || !rule_inserted(a, b, why, whylen)))
@@ -4659,8 +4737,14 @@ static int head_wh(const side *sd)
            !is_word(&sd->t[i], "what") && !is_word(&sd->t[i], "which"))
         i++;
     if (i >= sd->nt || !(sd->t[i].flags & F_STOP)) { /* "the WHERE clause" */
-        /* "puppy shots - at what age?": a when asked after the words it is of */
-        return late_when(sd, i + 1, 0) ? 2 : 0;
+        /* "puppy shots - at what age?": a when asked after the words it is of; "WWII end
+         * date", words with no question word that ask for a date */
+        if (late_when(sd, i + 1, 0)) return 2;
+        for (int j = i + 1; j < sd->nt; j++)
+            if (is_word(&sd->t[j], "date") && asks_a_when(sd, j) &&
+                !(sd->t[j - 1].flags & F_STOP))
+                return 2;
+        return 0;
     }
     const tok *t = &sd->t[i];
     /* "how old do you have to be", "how old should a puppy be": at what age, a when; not
@@ -4714,6 +4798,15 @@ static int names_the_doer(const side *who, const side *other)
     return 0;
 }
 
+/* Whether sd writes a temperature with its degree sign ("100°F"): "degrees" is said. */
+static int says_degrees(const side *sd)
+{
+    for (size_t k = 0; k + 1 < sd->textlen; k++)
+        if ((unsigned char)sd->text[k] == 0xc2 && (unsigned char)sd->text[k + 1] == 0xb0)
+            return 1;
+    return 0;
+}
+
 /* The close call over two sides already read. */
 static int close_call_sides(const side *a, const side *b, char *why, size_t whylen)
 {
@@ -4724,8 +4817,10 @@ static int close_call_sides(const side *a, const side *b, char *why, size_t whyl
         if (!words_within(p, q)) continue;
         for (int j = 0; j < q->nt; j++)
             if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE) &&
+                !((is_word(&q->t[j], "degrees") || is_word(&q->t[j], "degree")) &&
+                  says_degrees(p)) &&
                 !singular_is(&q->t[j], K_CLASS) &&
-                !(head_wh(q) == 2 && head_wh(p) == 2 && asks_a_when(q, j))) {
+                !(head_wh(p) == 2 && head_wh(q) % 2 == 0 && asks_a_when(q, j))) {
                 say(why, whylen, "close call: %s adds \"%.*s\"", pass ? "stored" : "query",
                     (int)q->t[j].len, q->t[j].s);
                 return 0;

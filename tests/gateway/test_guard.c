@@ -1410,3 +1410,36 @@ Test(guard, fractions_ranks_and_currencies)
     VETO("How much is the penalty for unpaid taxes?",
          "How much is the penalty for unpaid taxes if I got an extension?", "adds");
 }
+
+Test(guard, quotations_percentages_spellings_and_dates)
+{
+    /* quoted text is a task's text: any word of it counts, a pronoun too; a quotation of a
+     * part of the other's (the module an error message names) is no other text */
+    VETO("translate \"we are late\" into German", "translate \"they are late\" into German",
+         "quoted");
+    PASS("translate \"we are late\" into German", "Translate \"we are late.\" into German");
+    PASS("What does the error 'No module named numpy' mean?",
+         "getting a No module named 'numpy' error, what does it mean");
+    /* an answer asked as a percentage is not the amount a percentage gives */
+    VETO("What is 30% of 150?", "What is 30 as a percentage of 150?", "percentage");
+    VETO("what is 20 percent of 60", "20 is what percent of 60", "percentage");
+    PASS("What is 30% of 150?", "what's thirty percent of 150");
+    /* running and stopped are two states */
+    VETO("how do I list running services with systemctl",
+         "how do I list stopped services with systemctl", "opposites");
+    /* two letters swapped late in a word of six; not early (causal, casual) */
+    PASS("How do I find the length of a string in Go?", "how to find the lenght of a string in go");
+    VETO("what is a causal relationship", "what is a casual relationship", NULL);
+    /* C sharp is C#, MS Excel Microsoft's; a director is no composer */
+    PASS("How do I read a file line by line in C#?", "read a file line by line in c sharp");
+    VETO("How do I read a file line by line in C#?", "How do I read a file line by line in C?",
+         "c#");
+    PASS("How do I freeze the top row in Microsoft Excel?", "freeze top row in MS Excel");
+    VETO("Who directed Jaws?", "Who produced Jaws?", "opposites");
+    /* a close call: a date asked without a question word is a when; "convert" and the word
+     * "degrees" beside a degree sign add nothing */
+    close_call("When did the Berlin Wall fall?", "Berlin Wall fall date", 1, NULL);
+    close_call("How long does a passport renewal take?", "passport renewal processing time", 1,
+               NULL);
+    close_call("Convert 350 degrees Fahrenheit to Celsius", "What is 350°F in Celsius?", 1, NULL);
+}
