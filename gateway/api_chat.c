@@ -111,30 +111,6 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* An answer's id: the prefix and 24 hex digits from the CSPRNG, drawn 4 KiB at a time (a
- * RAND_bytes call and twelve snprintf calls per request were 4% of a cache hit's time).
- * Event loop only. */
-static void make_id(char out[48], const char *prefix)
-{
-    static unsigned char pool[4096];
-    static size_t used = sizeof pool;
-    static const char hex[] = "0123456789abcdef";
-    if (used + 12 > sizeof pool) {
-        RAND_bytes(pool, sizeof pool);
-        used = 0;
-    }
-    size_t k = strlen(prefix);
-    memcpy(out, prefix, k);
-    for (int i = 0; i < 12; i++) {
-        unsigned char r = pool[used + (size_t)i];
-        out[k++] = hex[r >> 4];
-        out[k++] = hex[r & 15];
-    }
-    out[k] = 0;
-    memset(pool + used, 0, 12); /* an id's bytes are not kept once used */
-    used += 12;
-}
-
 static void release_followers(struct chat_req *c);
 
 static void chat_req_free(struct chat_req *c)
@@ -765,7 +741,7 @@ static json_t *call_json(struct chat_req *c, int head, int stream, const char *a
         json_object_set_new(t, "index", json_integer(i));
     if (head) {
         if (!c->call_id[i][0])
-            make_id(c->call_id[i], "call_");
+            gw_make_id(c->call_id[i], "call_");
         json_object_set_new(t, "id", json_string(c->call_id[i]));
         json_object_set_new(t, "type", json_string("function"));
         json_object_set_new(f, "name", json_string(c->call.name));
@@ -1135,9 +1111,9 @@ static json_t *call_item(struct chat_req *c, const struct gw_call_reader *r,
 {
     const int i = r->index;
     if (!c->item_id[i][0])
-        make_id(c->item_id[i], "fc_");
+        gw_make_id(c->item_id[i], "fc_");
     if (!c->call_id[i][0])
-        make_id(c->call_id[i], "call_");
+        gw_make_id(c->call_id[i], "call_");
     return gw_response_call(c->item_id[i], c->call_id[i], r->name, status,
                             (c->text ? c->text : "") + r->args_at, n);
 }
@@ -1876,10 +1852,10 @@ static void handle(struct gw_req *r, int chat, int resp)
     int64_t keep = tn->pol.ttl_s >= 0 ? tn->pol.ttl_s : cfg->cache_ttl_s;
     if (c->ctl.ttl_s < 0 || (keep > 0 && (c->ctl.ttl_s == 0 || c->ctl.ttl_s > keep)))
         c->ctl.ttl_s = keep;
-    make_id(c->id, resp ? "resp_" : chat ? "chatcmpl-" : "cmpl-");
+    gw_make_id(c->id, resp ? "resp_" : chat ? "chatcmpl-" : "cmpl-");
     c->created = (long)time(NULL);
     if (resp) {
-        make_id(c->msg_id, "msg_");
+        gw_make_id(c->msg_id, "msg_");
         c->rs = (struct gw_response){c->id, c->msg_id, cfg->engine_model_name, c->echo,
                                      c->created, 0};
     }

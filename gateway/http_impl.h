@@ -69,6 +69,9 @@ void gw_reply_header(struct gw_req *r, const char *name, const char *value);
 /* The same, replacing one of that name set before. */
 void gw_reply_header_set(struct gw_req *r, const char *name, const char *value);
 
+/* An id for a response or item: prefix and 24 random hex digits (event loop only). */
+void gw_make_id(char out[48], const char *prefix);
+
 /* The raw body (borrowed for the request's life). */
 const char *gw_req_body(struct gw_req *r, size_t *len /* out */);
 /* The completion queue: how worker threads hand results to the event loop. */

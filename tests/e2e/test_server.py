@@ -1,6 +1,7 @@
 """End-to-end tests of the gateway core: TLS, routes, limits, metrics, shutdown."""
 
 import json
+import re
 import signal
 import socket
 import ssl
@@ -95,6 +96,16 @@ def test_request_id_is_kept_when_given(server):
         assert r.headers["x-request-id"] == "abc-123"
         r = c.get("/health", headers={"X-Request-Id": "bad id with spaces"})
         assert r.headers["x-request-id"] != "bad id with spaces"
+
+
+def test_request_ids_say_nothing_of_other_requests(server):
+    # random, not a counter: a tenant's ids do not tell how many requests others sent
+    with client(server) as c:
+        ids = [c.get("/health").headers["x-request-id"] for _ in range(3)]
+    assert len(set(ids)) == 3
+    for i in ids:
+        assert re.fullmatch(r"req_[0-9a-f]{24}", i), i
+    assert len({i[-6:] for i in ids}) == 3 and len({i[4:10] for i in ids}) == 3
 
 
 def test_keep_alive_reuses_one_connection(server):
