@@ -360,14 +360,20 @@ build/fuzz/fuzz_grammar: tests/fuzz/fuzz_grammar.c engine/grammar.c engine/patte
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_FLAGS) -Iengine -o $@ $^ -ljansson -lutf8proc -lxxhash
 
+build/fuzz/fuzz_guard: tests/fuzz/fuzz_guard.c gateway/guard.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -Igateway -o $@ $^ -lpthread
+
 # seeds: small valid files written by tests/fuzz/seeds.py
-fuzz: deps build/fuzz/fuzz_safetensors build/fuzz/fuzz_gguf build/fuzz/fuzz_grammar
+fuzz: deps build/fuzz/fuzz_safetensors build/fuzz/fuzz_gguf build/fuzz/fuzz_grammar \
+      build/fuzz/fuzz_guard
 	python3 tests/fuzz/seeds.py build/fuzz
 	build/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
 	    build/fuzz/corpus-safetensors
 	build/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-gguf
 	build/fuzz/fuzz_grammar -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
 	    build/fuzz/corpus-grammar
+	build/fuzz/fuzz_guard -max_total_time=$(FUZZ_SECONDS) -max_len=8192 build/fuzz/corpus-guard
 
 .PHONY: pattern-fixtures
 pattern-fixtures:

@@ -828,7 +828,8 @@ void gw_cache_exact_prompt_tokens(gw_cache *c, int prompt_tokens)
 /* The embedding of the query's differing sentences, kept across the candidates of one
  * search (they usually differ from it in the same place). */
 struct span_vec {
-    size_t off, len;
+    char *text; /* the sentences it is of (malloc'd) */
+    size_t len;
     float *v; /* [dim]; NULL: none yet */
 };
 
@@ -883,6 +884,68 @@ static double below(double sim)
  * the shared context would otherwise make any two questions over it look alike. 0 with
  * why when not. checked: the guard and the close call have passed the two (same_words()).
  */
+/* Worker thread: same_question() for texts that share sentences around core: its
+ * sentences that differ are compared alone. */
+static int core_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *h,
+                         struct span_vec *qv, const struct gw_core *core, const char *a,
+                         size_t alen, const char *b, size_t blen, char *why, size_t whylen)
+{
+    const int guard = c->cfg->cache_guard;
+    const double strict = c->cfg->cache_guard_strict_below;
+    char g[80];
+    /* the same question after other context: its answer may be another */
+    const char *tail = b + core->boff + core->blen;
+    if (memchr(tail, '?', blen - core->boff - core->blen)) {
+        snprintf(why, whylen, "the context differs before the same question");
+        return 0;
+    }
+
+    /* the cheap checks first: the code rule on the wholes, the guard on the sentences */
+    if (guard && (!gw_guard_code_compatible(a, alen, b, blen, g, sizeof g) ||
+                  !gw_guard_compatible(core->a, core->an, core->b, core->bn, g, sizeof g))) {
+        snprintf(why, whylen, "guard: %s", g);
+        return 0;
+    }
+    const size_t dim = (size_t)c->dim;
+    int fresh = !qv->v || qv->len != core->bn || memcmp(qv->text, core->b, core->bn);
+    if (!qv->v && !(qv->v = malloc(sizeof(float) * dim)))
+        return 0;
+    float *v = malloc(sizeof(float) * 2 * dim);
+    char *copy = fresh ? malloc(core->bn + 1) : NULL;
+    const char *texts[2] = {core->a, core->b};
+    size_t lens[2] = {core->an, core->bn};
+    static const unsigned char ends[2] = {1, 1}; /* as questions are stored and searched */
+    int rc = v && (copy || !fresh) ? emb_encode_ends(gw_embedw_model(c->embw), texts, lens, ends,
+                                                     fresh ? 2 : 1, v, NULL, NULL)
+                                   : -1;
+    if (!rc && fresh) {
+        memcpy(qv->v, v + dim, sizeof(float) * dim);
+        memcpy(copy, core->b, core->bn);
+        free(qv->text);
+        qv->text = copy;
+        qv->len = core->bn;
+        copy = NULL;
+    }
+    free(copy);
+    double sim = 0;
+    for (size_t i = 0; !rc && i < dim; i++)
+        sim += (double)v[i] * qv->v[i];
+    free(v);
+    if (rc || sim < s->threshold) {
+        snprintf(why, whylen, rc ? "the differing sentences could not be embedded"
+                                 : "the differing sentences: similarity %.3f below %.3f",
+                 below(sim), s->threshold);
+        return 0;
+    }
+    if (guard && sim < strict &&
+        !gw_guard_close_call(core->a, core->an, core->b, core->bn, g, sizeof g)) {
+        snprintf(why, whylen, "guard: %s", g);
+        return 0;
+    }
+    h->similarity = (float)sim; /* what the threshold was held to, as a hit reports it */
+    return 1;
+}
+
 static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *h,
                          struct span_vec *qv, int checked, char *why, size_t whylen)
 {
@@ -905,53 +968,9 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
         }
         return 1;
     }
-    /* the same question after other context: its answer may be another */
-    const char *tail = b + core.boff + core.blen;
-    if (memchr(tail, '?', blen - core.boff - core.blen)) {
-        snprintf(why, whylen, "the context differs before the same question");
-        return 0;
-    }
-
-    /* the cheap checks first: the code rule on the wholes, the guard on the sentences */
-    if (guard && (!gw_guard_code_compatible(a, alen, b, blen, g, sizeof g) ||
-                  !gw_guard_compatible(a + core.aoff, core.alen, b + core.boff, core.blen, g,
-                                       sizeof g))) {
-        snprintf(why, whylen, "guard: %s", g);
-        return 0;
-    }
-    const size_t dim = (size_t)c->dim;
-    int fresh = !qv->v || qv->off != core.boff || qv->len != core.blen;
-    if (!qv->v && !(qv->v = malloc(sizeof(float) * dim)))
-        return 0;
-    float *v = malloc(sizeof(float) * 2 * dim);
-    const char *texts[2] = {a + core.aoff, b + core.boff};
-    size_t lens[2] = {core.alen, core.blen};
-    static const unsigned char ends[2] = {1, 1}; /* as questions are stored and searched */
-    int rc = v ? emb_encode_ends(gw_embedw_model(c->embw), texts, lens, ends, fresh ? 2 : 1, v,
-                                 NULL, NULL)
-               : -1;
-    if (!rc && fresh) {
-        memcpy(qv->v, v + dim, sizeof(float) * dim);
-        qv->off = core.boff;
-        qv->len = core.blen;
-    }
-    double sim = 0;
-    for (size_t i = 0; !rc && i < dim; i++)
-        sim += (double)v[i] * qv->v[i];
-    free(v);
-    if (rc || sim < s->threshold) {
-        snprintf(why, whylen, rc ? "the differing sentences could not be embedded"
-                                 : "the differing sentences: similarity %.3f below %.3f",
-                 below(sim), s->threshold);
-        return 0;
-    }
-    if (guard && sim < strict &&
-        !gw_guard_close_call(a + core.aoff, core.alen, b + core.boff, core.blen, g, sizeof g)) {
-        snprintf(why, whylen, "guard: %s", g);
-        return 0;
-    }
-    h->similarity = (float)sim; /* what the threshold was held to, as a hit reports it */
-    return 1;
+    int ok = core_question(c, s, h, qv, &core, a, alen, b, blen, why, whylen);
+    gw_guard_core_free(&core);
+    return ok;
 }
 
 /* Worker thread: whether candidate h, under the threshold, is still the same question in
@@ -969,7 +988,11 @@ static int same_words(gw_cache *c, const struct gw_cache_sem *s, const struct st
         return 0;
     const char *a = h->query, *b = s->key->query;
     size_t alen = h->query_len, blen = s->key->query_len;
-    return !gw_guard_core(a, alen, b, blen, &core) && gw_guard_same_words(a, alen, b, blen);
+    if (gw_guard_core(a, alen, b, blen, &core)) {
+        gw_guard_core_free(&core);
+        return 0;
+    }
+    return gw_guard_same_words(a, alen, b, blen);
 }
 
 /* Worker thread: search the tenant's index and pick the first acceptable candidate. */
@@ -1001,7 +1024,7 @@ static void sem_search(struct gw_embed_job *j)
         n = 0;
         s->rc = store_search(c->worker_reader, s->tenant, s->vec, k, now_ms(), hits, &n);
     }
-    struct span_vec qv = {0, 0, NULL};
+    struct span_vec qv = {NULL, 0, NULL};
     for (int i = 0; i < n; i++) {
         struct store_hit *h = &hits[i];
         if (s->hit || h->partition != s->key->partition)
@@ -1028,6 +1051,7 @@ static void sem_search(struct gw_embed_job *j)
         s->hit = 1;
     }
     free(qv.v);
+    free(qv.text);
     for (int i = 0; i < n; i++)
         store_hit_deinit(&hits[i]);
 }

@@ -25,6 +25,25 @@
  * --------------------------------------------------------------------------------------- */
 
 /* clang-format off */
+/* Countries: any two differ (a group of contrast_groups); a name one begins ("India",
+ * "Indiana") is another (rule_longer_name()). */
+#define COUNTRIES \
+    "afghanistan albania algeria argentina armenia australia austria azerbaijan bangladesh " \
+    "belarus belgium bolivia brazil bulgaria cambodia cameroon canada chile china colombia " \
+    "croatia cuba cyprus czechia denmark ecuador egypt england estonia ethiopia finland france " \
+    "germany ghana greece hungary iceland india indonesia iran iraq ireland israel italy " \
+    "jamaica japan kazakhstan kenya korea latvia lebanon libya lithuania luxembourg malaysia " \
+    "mexico mongolia morocco nepal netherlands nigeria norway pakistan panama peru philippines " \
+    "poland portugal romania russia scotland serbia singapore slovakia slovenia somalia spain " \
+    "sudan sweden switzerland syria taiwan tanzania thailand tunisia uganda ukraine uruguay " \
+    "venezuela vietnam wales yemen zimbabwe niger chad mali guinea congo rwanda senegal qatar " \
+    "oman kuwait jordan bahrain nicaragua honduras guatemala paraguay haiti bhutan laos " \
+    "myanmar angola namibia botswana zambia mozambique madagascar malta monaco andorra " \
+    "liechtenstein montenegro kosovo moldova brunei fiji samoa tonga bahamas barbados belize " \
+    "dominica macedonia bosnia eritrea djibouti gabon benin togo burundi malawi lesotho " \
+    "liberia gambia mauritania mauritius seychelles maldives tajikistan kyrgyzstan " \
+    "turkmenistan uzbekistan georgia"
+
 static const char *const contrast_groups[] = {
     /* verbs: actions and their inverse */
     /* a capital is often not the largest city */
@@ -78,6 +97,7 @@ static const char *const contrast_groups[] = {
     "read update", "read edit", "restart rebuild",
     "drink eat", "size weight", "deficiency excess", "deficiency toxicity", "deficiency overdose",
     "direct compose produce", "director composer producer",
+    "area population currency gdp", "capital population",
     /* one measure of a thing and another */
     "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
     "average worst", "average best", "amortized worst", "area circumference",
@@ -215,21 +235,7 @@ static const char *const contrast_groups[] = {
     "essay list poem story haiku limerick summary outline table tweet",
      "freshman sophomore junior senior",
     "infant toddler teenager adult",
-    "afghanistan albania algeria argentina armenia australia austria azerbaijan bangladesh "
-    "belarus belgium bolivia brazil bulgaria cambodia cameroon canada chile china colombia "
-    "croatia cuba cyprus czechia denmark ecuador egypt england estonia ethiopia finland france "
-    "germany ghana greece hungary iceland india indonesia iran iraq ireland israel italy "
-    "jamaica japan kazakhstan kenya korea latvia lebanon libya lithuania luxembourg malaysia "
-    "mexico mongolia morocco nepal netherlands nigeria norway pakistan panama peru philippines "
-    "poland portugal romania russia scotland serbia singapore slovakia slovenia somalia spain "
-    "sudan sweden switzerland syria taiwan tanzania thailand tunisia uganda ukraine uruguay "
-    "venezuela vietnam wales yemen zimbabwe niger chad mali guinea congo rwanda senegal qatar "
-    "oman kuwait jordan bahrain nicaragua honduras guatemala paraguay haiti bhutan laos "
-    "myanmar angola namibia botswana zambia mozambique madagascar malta monaco andorra "
-    "liechtenstein montenegro kosovo moldova brunei fiji samoa tonga bahamas barbados belize "
-    "dominica macedonia bosnia eritrea djibouti gabon benin togo burundi malawi lesotho "
-    "liberia gambia mauritania mauritius seychelles maldives tajikistan kyrgyzstan "
-    "turkmenistan uzbekistan",
+    COUNTRIES,
 };
 /* clang-format on */
 
@@ -2751,6 +2757,129 @@ static int maker(const tok *x)
     return 0;
 }
 
+/* Whether rest (what a longer name adds to a shorter one) makes a word of the same name:
+ * a plural, a people or a language ("Korea", "Korean"), a version's digits ("Python3"). */
+static int name_ending(const char *rest, size_t n)
+{
+    static const char *const ends[] = {"s", "es", "n", "ns", "an", "ans", "ian", "ians",
+                                       "ese", "lese", "ish", "i", "is", "'s"};
+    size_t d = 0;
+    while (d < n && isdigit((unsigned char)rest[d]))
+        d++;
+    if (d == n) return 1;
+    for (size_t k = 0; k < sizeof ends / sizeof *ends; k++)
+        if (strlen(ends[k]) == n && !memcmp(rest, ends[k], n)) return 1;
+    return 0;
+}
+
+/* "the capital of India" vs "of Indiana", "Peru" vs "Perugia", "China" vs "Chinatown": a
+ * country's name the other side's begins with, and letters that make another name (not a
+ * people or a language: "Korean"; "Mac OS" and "macOS" write one name, as products'
+ * names often do: "Postgres" and "PostgreSQL"); and a country's name for its city or a
+ * state on one side only ("Mexico City", "the state of Georgia"). */
+static int is_country(const tok *x)
+{
+    char w[40];
+    if (x->len > 30) return 0;
+    snprintf(w, sizeof w, " %.*s ", (int)x->len, x->s);
+    return strstr(" " COUNTRIES " ", w) != NULL;
+}
+
+/* Whether the country sd names at i is a city or a state of that name: "Mexico City",
+ * "the state of Georgia", "Georgia state" (not "the capital city of France"). */
+static int country_as_city(const side *sd, int i)
+{
+    const tok *t = sd->t;
+    return (i + 1 < sd->nt && (is_word(&t[i + 1], "city") || is_word(&t[i + 1], "state"))) ||
+           (i >= 2 && is_word(&t[i - 1], "of") && is_word(&t[i - 2], "state"));
+}
+
+static int rule_longer_name(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        for (int i = 0; i < p->nt; i++) {
+            const tok *x = &p->t[i];
+            if (x->len < 3 || (x->flags & F_QUOTED) || !is_country(x)) continue;
+            if (country_as_city(p, i)) /* "Mexico City" vs "Mexico" */
+                for (int j = 0; j < q->nt; j++)
+                    if (tok_eq(x, &q->t[j]) && !country_as_city(q, j)) {
+                        say(why, whylen, "names differ: the city or state of %.*s",
+                            (int)x->len, x->s);
+                        return 0;
+                    }
+            if (side_has(q, x)) continue;
+            for (int j = 0; j < q->nt; j++) {
+                const tok *y = &q->t[j];
+                if (y->len < x->len + 2 || memcmp(y->s, x->s, x->len) || side_has(p, y) ||
+                    name_ending(y->s + x->len, y->len - x->len))
+                    continue;
+                int joined = 0; /* the rest is a word of p's: "Mac OS" */
+                for (int k = 0; k < p->nt && !joined; k++)
+                    joined = p->t[k].len == y->len - x->len &&
+                             !memcmp(p->t[k].s, y->s + x->len, p->t[k].len);
+                if (joined) continue;
+                say(why, whylen, "names differ: %.*s vs %.*s", (int)x->len, x->s, (int)y->len,
+                    y->s);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* Whether sd writes t with a capital where no sentence starts: a name ("in Turkey"). */
+static int capital_inside(const side *sd, const tok *t)
+{
+    if (!t->raw || !isupper((unsigned char)t->raw[0]) || t->raw <= sd->text) return 0;
+    const char *c = t->raw;
+    while (c > sd->text && (c[-1] == ' ' || c[-1] == '\t'))
+        c--;
+    return c > sd->text && !strchr(".!?\n:\"'(", c[-1]);
+}
+
+/* "how to cook a turkey" vs "how to cook in Turkey", "clean my china" vs "clean in China",
+ * "what is a java" vs "what is Java": a word after an article or a possessive in lower case
+ * is a thing; the same word in capitals, without one, a name. */
+static int rule_name_or_thing(const side *a, const side *b, char *why, size_t whylen)
+{
+    static const char dets[] = " a an my your our his her their this that these those some ";
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        for (int i = 1; i < p->nt; i++) {
+            const tok *x = &p->t[i], *d = &p->t[i - 1];
+            char w[16];
+            /* the noun the phrase is of: last, or before a preposition ("a python list"
+             * is a list) */
+            if (!x->raw || !islower((unsigned char)x->raw[0]) || d->len >= 8) continue;
+            if (i + 1 < p->nt) {
+                snprintf(w, sizeof w, " %.*s ", (int)(p->t[i + 1].len < 8 ? p->t[i + 1].len : 8),
+                         p->t[i + 1].s);
+                if (!strstr(" in on at for with to from into and or ", w)) continue;
+            }
+            snprintf(w, sizeof w, " %.*s ", (int)d->len, d->s);
+            if (!strstr(dets, w)) continue;
+            for (int j = 0; j < q->nt; j++) {
+                const tok *y = &q->t[j];
+                /* a name after a preposition or "is" ("in Turkey", "what is Java"); not
+                 * one of a name's words ("Mother's Day"), an acronym ("my PC") or a type
+                 * ("parse String into int") */
+                if (!tok_eq(x, y) || !capital_inside(q, y) || y->rawlen != x->rawlen ||
+                    y->rawlen < 2 || !islower((unsigned char)y->raw[1]) || j == 0 ||
+                    (j + 1 < q->nt && q->t[j + 1].raw &&
+                     isupper((unsigned char)q->t[j + 1].raw[0])))
+                    continue;
+                snprintf(w, sizeof w, " %.*s ", (int)(q->t[j - 1].len < 8 ? q->t[j - 1].len : 8),
+                         q->t[j - 1].s);
+                if (!strstr(" in to from at for about is of near visit visiting ", w)) continue;
+                say(why, whylen, "a thing vs a name: %.*s", (int)x->len, x->s);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
@@ -4669,7 +4798,10 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
         return 0;
     if ((rules & R_PREFIX) && !rule_prefix(a, b, why, whylen)) return 0;
     if ((rules & R_CONTRAST) && !rule_word_aspect(a, b, why, whylen)) return 0;
-    if ((rules & R_ENTITY) && !rule_entities(a, b, why, whylen)) return 0;
+    if ((rules & R_ENTITY) &&
+        (!rule_entities(a, b, why, whylen) || !rule_longer_name(a, b, why, whylen) ||
+         !rule_name_or_thing(a, b, why, whylen)))
+        return 0;
     if ((rules & R_ORDER) && (!rule_order(a, b, why, whylen) || !rule_order(b, a, why, whylen)))
         return 0;
     if ((rules & R_WH) && (!rule_wh(a, b, why, whylen) || !rule_yes_no(a, b, why, whylen) ||
@@ -4898,6 +5030,101 @@ static int ends_sentence(const char *t, size_t len, size_t i)
             t[i + 1] == '\r');
 }
 
+enum { CORE_SENTENCES = 128 }; /* sentences of a span read for shared ones, at most */
+
+/* The sentences of t[off, end), each from its first non-blank byte to the mark that ends
+ * it, into from/len; their count, or -1 past CORE_SENTENCES. */
+static int split_sentences(const char *t, size_t tlen, size_t off, size_t end, size_t *from,
+                           size_t *len)
+{
+    int n = 0;
+    size_t i = off;
+    for (;;) {
+        while (i < end && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n'))
+            i++;
+        if (i >= end)
+            return n;
+        if (n == CORE_SENTENCES)
+            return -1;
+        size_t st = i;
+        while (i + 1 < end && !ends_sentence(t, tlen, i))
+            i++;
+        from[n] = st;
+        len[n++] = ++i - st;
+    }
+}
+
+/* Copies into *dst (malloc'd) the sentences of t not marked shared, a space between two;
+ * with none shared, the span as it is. */
+static int join_sentences(const char *t, size_t off, size_t end, const size_t *from,
+                          const size_t *len, const unsigned char *shared, int n, int any,
+                          char **dst, size_t *dlen)
+{
+    char *o = malloc(end - off + (size_t)(n > 0 ? n : 0) + 1); /* the spaces too */
+    if (!o)
+        return -1;
+    size_t m = 0;
+    if (!any) {
+        memcpy(o, t + off, end - off);
+        m = end - off;
+    } else
+        for (int k = 0; k < n; k++) {
+            if (shared[k])
+                continue;
+            if (m)
+                o[m++] = ' ';
+            memcpy(o + m, t + from[k], len[k]);
+            m += len[k];
+        }
+    o[m] = 0;
+    *dst = o;
+    *dlen = m;
+    return 0;
+}
+
+/* Fills c->a, c->b with the sentences of the spans c gives that the other span lacks (a
+ * longest common sequence of sentences taken out), and *inside with the bytes taken out of
+ * a's. 0, or -1 out of memory. */
+static int differing_sentences(const char *a, size_t alen, const char *b, size_t blen,
+                               struct gw_core *c, size_t *inside)
+{
+    enum { N = CORE_SENTENCES };
+    size_t af[N], al[N], bf[N], bl[N];
+    unsigned char as[N] = {0}, bs[N] = {0};
+    int na = split_sentences(a, alen, c->aoff, c->aoff + c->alen, af, al);
+    int nb = split_sentences(b, blen, c->boff, c->boff + c->blen, bf, bl);
+    int any = 0;
+    *inside = 0;
+    if (na > 1 && nb > 1) {
+        /* lcs[i][j]: the longest common sequence of a's sentences from i and b's from j */
+        unsigned char(*lcs)[N + 1] = calloc(N + 1, sizeof *lcs);
+        if (!lcs)
+            return -1;
+        for (int i = na - 1; i >= 0; i--)
+            for (int j = nb - 1; j >= 0; j--)
+                lcs[i][j] = al[i] == bl[j] && !memcmp(a + af[i], b + bf[j], al[i])
+                                ? (unsigned char)(lcs[i + 1][j + 1] + 1)
+                            : lcs[i + 1][j] > lcs[i][j + 1] ? lcs[i + 1][j]
+                                                             : lcs[i][j + 1];
+        for (int i = 0, j = 0; i < na && j < nb;) {
+            if (al[i] == bl[j] && !memcmp(a + af[i], b + bf[j], al[i])) {
+                as[i] = bs[j] = 1;
+                *inside += al[i];
+                any = 1;
+                i++, j++;
+            } else if (lcs[i + 1][j] >= lcs[i][j + 1])
+                i++;
+            else
+                j++;
+        }
+        free(lcs);
+    }
+    if (join_sentences(a, c->aoff, c->aoff + c->alen, af, al, as, na, any, &c->a, &c->an) ||
+        join_sentences(b, c->boff, c->boff + c->blen, bf, bl, bs, nb, any, &c->b, &c->bn))
+        return -1;
+    return 0;
+}
+
 int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct gw_core *out)
 {
     size_t p = 0, s = 0, shorter = alen < blen ? alen : blen;
@@ -4936,10 +5163,24 @@ int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct
         k++;
     size_t tail = k < s ? s - k - 1 : 0; /* shared bytes after the sentences */
     size_t aend = alen - tail, bend = blen - tail;
-    size_t outside = start + tail, span = aend - start > bend - start ? aend - start : bend - start;
-    /* a template: sentences shared around the question, at least as long as it */
-    if (outside < 40 || outside < span)
+    *out = (struct gw_core){start, aend - start, start, bend - start, NULL, NULL, 0, 0};
+    size_t inside = 0;
+    if (differing_sentences(a, alen, b, blen, out, &inside) || !out->an || !out->bn) {
+        gw_guard_core_free(out); /* out of memory, or one adds sentences to the other */
         return 0;
-    *out = (struct gw_core){start, aend - start, start, bend - start};
+    }
+    size_t outside = start + tail + inside, span = out->an > out->bn ? out->an : out->bn;
+    /* a template: sentences shared around the question, at least as long as it */
+    if (outside < 40 || outside < span) {
+        gw_guard_core_free(out);
+        return 0;
+    }
     return 1;
+}
+
+void gw_guard_core_free(struct gw_core *c)
+{
+    free(c->a);
+    free(c->b);
+    c->a = c->b = NULL;
 }

@@ -80,14 +80,19 @@ int gw_guard_same_words(const char *stored, size_t slen, const char *query, size
  * context around another question (retrieval-augmented prompts put the retrieved passages
  * and the question in one message). Their similarity as wholes is mostly the shared
  * context's, so the question is to be compared alone: the sentences (or lines) from the
- * first difference to the last, in each text. 1 with out set when the shared sentences
- * around them are at least as long as they are (and 40 bytes); 0 when the texts are to be
- * compared whole (one sentence each, or one adds to the other).
+ * first difference to the last, in each text, less those both have between them (a fact
+ * changed in the context and the question after it: the shared paragraphs between the two
+ * are left out). 1 with out set when the shared sentences are at least as long as the rest
+ * (and 40 bytes); 0 when the texts are to be compared whole (one sentence each, or one
+ * adds to the other). Release out with gw_guard_core_free().
  */
 struct gw_core {
-    size_t aoff, alen, boff, blen;
+    size_t aoff, alen, boff, blen; /* from the first differing sentence to the last */
+    char *a, *b;                   /* their sentences the other lacks, in order */
+    size_t an, bn;
 };
 int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct gw_core *out);
+void gw_guard_core_free(struct gw_core *c);
 
 /*
  * The rule on code and arithmetic alone (operators, lines' indentation), on whole texts:

@@ -689,6 +689,31 @@ def test_questions_after_a_long_context_are_found_by_their_own_words(server):
     assert r.status_code == 504, r.text
 
 
+def test_a_fact_changed_inside_a_long_context_and_its_question_are_compared_alone(server):
+    """A fact changed in the middle of a long context and the question after it: the
+    paragraphs both share between the two were compared with them, and at 2,000 bytes they
+    made the two alike (0.86: "what happened to the launch" was served "The vote passed.").
+    The shared paragraphs are left out; the same question over the same context still hits."""
+    c = client(server)
+    head = " ".join(f"Paragraph {i} of the handbook describes routine office procedures for "
+                    f"the staff of the regional branch." for i in range(12))
+    tail = " ".join(f"Section {i}: staff must badge in at the front desk before nine and sign "
+                    f"the visitor log." for i in range(12))
+
+    def prompt(fact, question):
+        return f"Context: {head} {fact} {tail}\nQuestion: {question}"
+
+    import_lines(c, [(prompt("The vote passed.", "What was the result of the vote?"),
+                      "The vote passed.")])
+    r = only_if_cached(c, prompt("The launch was postponed by the board.",
+                                 "What happened to the launch?"))
+    assert r.status_code == 504, r.headers.get("X-Cache-Similarity")
+    assert "differing sentences" in r.headers["X-Cache-Miss-Reason"], r.headers
+    r = only_if_cached(c, prompt("The vote passed.", "What was the vote's result?"))
+    assert r.status_code == 200, r.headers.get("X-Cache-Miss-Reason")
+    assert r.json()["choices"][0]["message"]["content"] == "The vote passed."
+
+
 def test_a_paraphrase_is_found_past_the_same_question_under_other_system_prompts(server):
     """The nearest candidates are taken from the tenant's whole index before partitions
     are compared: twelve other system prompts holding the question itself crowded out the

@@ -1,6 +1,7 @@
 """Writes small valid seed files for the fuzz targets: OUT/corpus-gguf/seed.gguf,
-OUT/corpus-safetensors/seed.safetensors and OUT/corpus-grammar/seed-N.txt (a schema, a NUL
-byte, a document). usage: python3 seeds.py OUT"""
+OUT/corpus-safetensors/seed.safetensors, OUT/corpus-grammar/seed-N.txt (a schema, a NUL
+byte, a document) and OUT/corpus-guard/seed-N.txt (two questions, a NUL byte between).
+usage: python3 seeds.py OUT"""
 
 import json
 import os
@@ -48,10 +49,20 @@ def grammars():
             b'"format": "date-time"}}}\0' + b'{"c": "AB-\xc3\xa9\\n", "d": "2024-01-02T03:04:05Z"}']
 
 
+def guards():
+    ctx = "The tower is in Paris. It was finished in 1889. It is 330 metres tall.\n"
+    return [b"What is 15% of 80?\0what's 15 as a percentage of 80",
+            b'translate "he is tired" into Spanish: now\0Translate "she is tired" into Spanish',
+            (ctx + "The vote passed. " + ctx + "Question: What was the result?").encode() +
+            b"\0" + (ctx + "It was delayed. " + ctx + "Question: What happened?").encode(),
+            b"How do I cook a turkey in C#?\0how to cook in Turkey with C sharp \xc2\xb0F"]
+
+
 def main():
     out = sys.argv[1]
     seeds = [("gguf", "seed.gguf", gguf()), ("safetensors", "seed.safetensors", safetensors())]
     seeds += [("grammar", f"seed-{i}.txt", g) for i, g in enumerate(grammars())]
+    seeds += [("guard", f"seed-{i}.txt", g) for i, g in enumerate(guards())]
     for name, file, data in seeds:
         d = os.path.join(out, "corpus-" + name)
         os.makedirs(d, exist_ok=True)

@@ -1031,7 +1031,8 @@ static const char *core(const char *a, const char *b)
     struct gw_core c;
     if (!gw_guard_core(a, strlen(a), b, strlen(b), &c))
         return "";
-    snprintf(out, sizeof out, "%.*s|%.*s", (int)c.alen, a + c.aoff, (int)c.blen, b + c.boff);
+    snprintf(out, sizeof out, "%.*s|%.*s", (int)c.an, c.a, (int)c.bn, c.b);
+    gw_guard_core_free(&c);
     return out;
 }
 
@@ -1069,6 +1070,14 @@ Test(guard, a_template_is_compared_by_its_question)
                      "");
     cr_assert_str_eq(core(CTX, CTX), "");
     cr_assert_str_eq(core("", ""), "");
+    /* a fact changed in the context and the question after it: the paragraphs both
+     * have between the two are left out */
+    cr_assert_str_eq(core("Context: " CTX "The vote passed. " CTX CTX "\nQuestion: What was "
+                          "the result of the vote?",
+                          "Context: " CTX "The launch was postponed. " CTX CTX "\nQuestion: "
+                          "What happened to the launch?"),
+                     "The vote passed. Question: What was the result of the vote?|"
+                     "The launch was postponed. Question: What happened to the launch?");
     /* numbers inside a sentence do not end it */
     cr_assert_str_eq(core(CTX "Pi is 3.14 and e is 2.71. What is pi?", CTX "Pi is 3.14 and e "
                                                                           "is 2.71. What is e?"),
@@ -1442,4 +1451,27 @@ Test(guard, quotations_percentages_spellings_and_dates)
     close_call("How long does a passport renewal take?", "passport renewal processing time", 1,
                NULL);
     close_call("Convert 350 degrees Fahrenheit to Celsius", "What is 350°F in Celsius?", 1, NULL);
+}
+
+Test(guard, names_that_begin_alike_and_things_named_like_places)
+{
+    /* a country's name that another name begins with; a country's city or a state of its
+     * name; a people or a language is the country's, and a product's names are one */
+    VETO("What is the GDP of India?", "What is the GDP of Indiana?", "names differ");
+    VETO("best time to visit Peru", "best time to visit Perugia", "names differ");
+    VETO("How big is Guatemala?", "How big is Guatemala City?", "city or state");
+    VETO("What is the state bird of Georgia?", "What is the state bird of the state of Georgia?",
+         "city or state");
+    PASS("What is the largest city of Canada?", "What is the largest city in Canada?");
+    PASS("What do people eat in Korea?", "what do Korean people eat");
+    PASS("How do I take a screenshot on a Mac?", "how to screenshot on macOS");
+    PASS("How do I rename a column in PostgreSQL?", "postgres rename column syntax");
+    /* a thing after an article or a possessive, a name after a preposition */
+    VETO("Where can I buy a turkey?", "Where can I buy in Turkey?", "thing vs a name");
+    VETO("How do I polish my china?", "How do I polish in China?", "thing vs a name");
+    PASS("how to roast a turkey", "How to roast a Turkey");
+    PASS("How do I reverse a list in Python?", "reverse a python list");
+    PASS("How do I parse a string to an integer in Java?", "java parse String into int");
+    /* a country's area is not its population */
+    VETO("What is the area of Chile?", "What is the population of Chile?", "opposites");
 }

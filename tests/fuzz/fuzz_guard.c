@@ -1,0 +1,30 @@
+/* libFuzzer target: the semantic cache's guard on two questions from a request and a stored
+ * entry (the input up to its first NUL byte, and the rest): every rule, the close call, the
+ * same-words check, and the split of a template into the sentences that differ, never a
+ * crash, an out-of-bounds access or a leak, whatever the bytes (invalid UTF-8, thousands of
+ * sentences, quotes never closed, a colon at the end). */
+#include "guard.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t alen = nul ? (size_t)(nul - data) : size / 2;
+    const char *a = (const char *)data, *b = a + alen + (nul ? 1 : 0);
+    size_t blen = size - (size_t)(b - a);
+    char why[80];
+    (void)gw_guard_compatible(a, alen, b, blen, why, sizeof why);
+    (void)gw_guard_close_call(a, alen, b, blen, why, sizeof why);
+    (void)gw_guard_same_words(a, alen, b, blen);
+    (void)gw_guard_code_compatible(a, alen, b, blen, why, sizeof why);
+    struct gw_core core;
+    if (gw_guard_core(a, alen, b, blen, &core)) {
+        (void)gw_guard_compatible(core.a, core.an, core.b, core.bn, why, sizeof why);
+        (void)gw_guard_close_call(core.a, core.an, core.b, core.bn, why, sizeof why);
+        gw_guard_core_free(&core);
+    }
+    return 0;
+}
