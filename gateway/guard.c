@@ -96,7 +96,8 @@ static const char *const contrast_groups[] = {
     "install upgrade", "keep wipe", "keep lose", "keep losing", "keep delete", "keep deleting",
     "read update", "read edit", "restart rebuild",
     "drink eat", "size weight", "deficiency excess", "deficiency toxicity", "deficiency overdose",
-    "direct compose produce", "director composer producer",
+    "direct compose produce", "director composer producer", "plant harvest", "sow harvest",
+    "runny set", "runny firm", "runny hard", "during after", "ask decline",
     "area population currency gdp", "capital population",
     /* one measure of a thing and another */
     "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
@@ -3619,6 +3620,8 @@ static int narrowing(const side *p, const side *q)
         if (k >= 0 && !rate &&
             (word_is(&q->t[k], K_PREP) || ((qual || when) && word_is(&q->t[k], K_WEAKPREP))))
             return j;
+        /* "foods high in iron that vegetarians can eat": a qualifier in a clause of its own */
+        if (qual && prev && (is_word(prev, "that") || is_word(prev, "which"))) return j;
         /* "when it launched", "if I am pregnant", "if I got an extension": a clause of its own */
         for (int c = j - 1; c >= 0 && c >= j - 4 && (q->t[c].flags & F_STOP); c--)
             if (word_is(&q->t[c], K_SUBORD)) return j;
@@ -4019,6 +4022,15 @@ static int other_case_beyond_first(const side *q, const tok *t)
     return 0;
 }
 
+/* Whether the quotation t opens holds a space before it closes: a sentence, not a word. */
+static int quoted_sentence(const side *sd, const tok *t)
+{
+    const char q = t->raw[-1], *end = sd->text + sd->textlen;
+    for (const char *c = t->raw; c < end && *c != q; c++)
+        if (*c == ' ') return 1;
+    return 0;
+}
+
 /* "'ABC'.isupper()" vs "'abc'.isupper()", "lower case: HELLO" vs "lower case: hello": the
  * embedding reads no letter case, so a word both sides quote, or give as code or data, in
  * other letter case is another question; elsewhere case says nothing ("france", an error
@@ -4040,6 +4052,11 @@ static int rule_case(const side *a, const side *b, char *why, size_t whylen)
             if (!(t->flags & (F_QUOTED | F_CODE | F_MIXED)) &&
                 (sentence_start(p, t) || (t->rawlen == 1 && (t->raw[0] | 0x20) == 'i')) &&
                 other_case_beyond_first(q, t))
+                continue;
+            /* nor a quoted sentence's first word: "translate 'Where is it?'" vs "'where is
+             * it?'" (a quoted word is a literal: "'Apple' == 'apple'") */
+            if ((t->flags & F_QUOTED) && t->raw > p->text && strchr("'\"`", t->raw[-1]) &&
+                quoted_sentence(p, t) && other_case_beyond_first(q, t))
                 continue;
             say(why, whylen, "letter case differs: %.*s", (int)t->rawlen, t->raw);
             return 0;

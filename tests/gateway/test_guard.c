@@ -1475,3 +1475,20 @@ Test(guard, names_that_begin_alike_and_things_named_like_places)
     /* a country's area is not its population */
     VETO("What is the area of Chile?", "What is the population of Chile?", "opposites");
 }
+
+Test(guard, seasons_states_clauses_and_quoted_sentences)
+{
+    /* planting is not harvesting; a runny yolk is no set one; during a lease is not after */
+    VETO("When should I plant garlic?", "When should I harvest garlic?", "opposites");
+    VETO("How long do I fry an egg for a runny yolk?", "How long do I fry an egg for a set yolk?",
+         "opposites");
+    VETO("Can my employer change my hours during my contract?",
+         "Can my employer change my hours after my contract?", "opposites");
+    VETO("write an email asking for a refund", "write an email declining a refund", "opposites");
+    /* a qualifier in a clause of its own narrows as one before the noun does */
+    VETO("What snacks are high in protein?", "What snacks are high in protein that kids like?",
+         "adds");
+    /* a quoted sentence's capital is a sentence's; a quoted word's is the word's */
+    PASS("Translate 'How much is this?' into Italian", "Translate 'how much is this?' into Italian");
+    VETO("Is 'Berlin' == 'berlin' in Python?", "Is 'berlin' == 'berlin' in Python?", "case");
+}
