@@ -97,7 +97,13 @@ static const char *const contrast_groups[] = {
     "read update", "read edit", "restart rebuild",
     "drink eat", "size weight", "deficiency excess", "deficiency toxicity", "deficiency overdose",
     "direct compose produce", "director composer producer", "plant harvest", "sow harvest",
-    "runny set", "runny firm", "runny hard", "during after", "ask decline",
+    "runny set", "runny firm", "runny hard", "during after", "ask decline", "stay change",
+    /* a word and a compound it begins, another food */
+    "grape grapefruit", "nut nutmeg", "egg eggplant",
+    /* drugs, salts and conditions a letter apart, which a slip would pass */
+    "abduction adduction", "abductor adductor", "sulfate sulfite", "nitrate nitrite",
+    "chlorate chlorite", "dysphagia dysphasia", "aphasia aphagia", "perineal peroneal",
+    "prednisone prednisolone", "hydroxyzine hydralazine",
     "area population currency gdp", "capital population",
     /* one measure of a thing and another */
     "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
@@ -395,7 +401,8 @@ static const char drop_words[] = "a an the my your his her its our their some an
 
 /* Negators, with a few verbs that negate what follows them ("unable to", "avoid"). */
 static const char neg_words[] = "not never no without none nobody nothing nowhere neither nor "
-                                "cannot unable avoid prevent lack fail refuse";
+                                "cannot unable avoid prevent lack fail refuse excluding except "
+                                "besides";
 
 /* Directional words: "x to y" read backwards is another question. */
 static const char dir_words[] = "to into from than per onto towards toward";
@@ -458,9 +465,10 @@ static const char trailing_qualifiers[] = "online offline indoors outdoors overn
 static const char place_settings[] = "home oven microwave grill stovetop stove cooker fryer "
                                      "airfryer smoker pan skillet wok griddle";
 
-/* What an answer is measured in: "in one sentence", "in three bullet points". */
+/* What an answer is measured in or laid out as: "in one sentence", "in three bullet points",
+ * "as a table", "in all caps". */
 static const char format_nouns[] = "sentence sentences paragraph paragraphs word words bullet "
-                                   "bullets line lines";
+                                   "bullets line lines table tables markdown caps";
 
 /* Words that open a clause narrowing the question: "how much did it cost when it
  * launched", "can I take it if I am pregnant". */
@@ -543,7 +551,8 @@ static const char manner_adverbs[] =
  * "walk me through", "the process for", "start investing", "check which version", "convert
  * 100 F to Celsius"). */
 static const char rephrase_words[] =
-    "wondering wonder share walk process procedure method start begin check convert calculate";
+    "wondering wonder share walk process procedure method start begin check convert calculate "
+    "translate";
 
 /* Words in -ly that are adjectives, not adverbs: "early symptoms" narrows "symptoms",
  * "quickly" in "quickly boil an egg" does not narrow the egg. */
@@ -1644,6 +1653,15 @@ static void collect_numbers(side *sd)
             add_num(sd, b, bl, one);
             continue;
         }
+        /* "the 1900s", "the 80s": a decade, not the year 1900 */
+        size_t dg = 0;
+        while (dg < n && is_digit((unsigned char)s[dg]))
+            dg++;
+        if (dg >= 2 && dg + 1 == n && s[dg] == 's' && s[dg - 1] == '0') {
+            t->num = (int16_t)sd->nnum;
+            add_num(sd, s, n, 0);
+            continue;
+        }
         /* digits inside a word: each run is a number; not in a name the lexicon knows as
          * another's ("k8s" is Kubernetes, not 8) */
         if (t->lex >= 0 && lex_has(t->lex, K_SYN)) continue;
@@ -1953,6 +1971,12 @@ static void tokenize(side *sd, const char *text, size_t len)
         if (t->len == 4 && !memcmp(t->s, "free", 4) && k > 0 &&
             !(sd->t[k - 1].flags & (F_STOP | F_NUM)) &&
             ((f & F_JOINED) || k + 1 == sd->nt || (sd->t[k + 1].flags & F_STOP)))
+            f |= F_NEG;
+        /* "free of gluten", "other than oranges", "apart from meat": without it */
+        if (k + 1 < sd->nt &&
+            ((is_word(t, "free") && is_word(&sd->t[k + 1], "of")) ||
+             (is_word(t, "other") && is_word(&sd->t[k + 1], "than")) ||
+             (is_word(t, "apart") && is_word(&sd->t[k + 1], "from"))))
             f |= F_NEG;
         /* "find out", "figure out": a particle, not "in" vs "out" */
         if (t->len == 3 && !memcmp(t->s, "out", 3) && k > 0 && !(f & F_JOINED)) {
@@ -2881,6 +2905,49 @@ static int rule_name_or_thing(const side *a, const side *b, char *why, size_t wh
     return 1;
 }
 
+/* The part of a dotted name after its last dot ("json.dumps": "dumps"), or NULL. */
+static const char *member(const tok *t, size_t *len)
+{
+    if (!(t->flags & F_CODE)) return NULL;
+    const char *dot = NULL;
+    for (size_t i = 1; i + 1 < t->len; i++)
+        if (t->s[i] == '.' && isalpha((unsigned char)t->s[i + 1])) dot = t->s + i;
+    if (!dot) return NULL;
+    *len = (size_t)(t->s + t->len - dot - 1);
+    return dot + 1;
+}
+
+/* Whether sd has a token spelled as t is, letter for letter (a plural's -s too). */
+static int written_as(const side *sd, const tok *t)
+{
+    for (int k = 0; k < sd->nt; k++)
+        if (sd->t[k].len == t->len && !memcmp(sd->t[k].s, t->s, t->len)) return 1;
+    return 0;
+}
+
+/* "json.dumps" vs "json.dump", "Promise.all" vs "Promise.allSettled": two members of one
+ * module or object, two functions, whatever their spelling shares. */
+static int rule_members(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int i = 0; i < a->nt; i++) {
+        size_t ml, nl;
+        const char *m = member(&a->t[i], &ml);
+        if (!m) continue;
+        size_t head = (size_t)(m - a->t[i].s);
+        for (int j = 0; j < b->nt; j++) {
+            const char *n = member(&b->t[j], &nl);
+            if (!n || (size_t)(n - b->t[j].s) != head || memcmp(a->t[i].s, b->t[j].s, head) ||
+                (ml == nl && !memcmp(m, n, ml)) || written_as(b, &a->t[i]) ||
+                written_as(a, &b->t[j]))
+                continue;
+            say(why, whylen, "another member: %.*s vs %.*s", (int)a->t[i].len, a->t[i].s,
+                (int)b->t[j].len, b->t[j].s);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
@@ -3064,6 +3131,13 @@ static int infinitive_to(const side *sd, int i)
             is_word(&sd->t[i - 1], "what") || is_word(&sd->t[i - 1], "where"));
 }
 
+/* "a list to a tuple" and "a tuple into a list" say one direction. */
+static int same_direction(const tok *x, const tok *y)
+{
+    return tok_eq(x, y) || ((is_word(x, "to") || is_word(x, "into")) &&
+                            (is_word(y, "to") || is_word(y, "into")));
+}
+
 static int rule_order(const side *a, const side *b, char *why, size_t whylen)
 {
     if (!rule_traded(a, b, why, whylen)) return 0;
@@ -3090,7 +3164,7 @@ static int rule_order(const side *a, const side *b, char *why, size_t whylen)
             int r = v ? next_word(a, i) : content_near(a, i, +1);
             if (r < 0) continue;
             for (int k = 0; k < b->nt; k++) {
-                if (!(b->t[k].flags & F_DIR) || !tok_eq(&b->t[k], &a->t[i]) ||
+                if (!(b->t[k].flags & F_DIR) || !same_direction(&b->t[k], &a->t[i]) ||
                     infinitive_to(b, k))
                     continue;
                 int rb = v ? next_word(b, k) : content_near(b, k, +1);
@@ -4022,6 +4096,37 @@ static int other_case_beyond_first(const side *q, const tok *t)
     return 0;
 }
 
+/* The next [...] of t[*at, n) without its spaces, into out (cap bytes); its length, or -1
+ * when there is none. */
+static int next_brackets(const char *t, size_t n, size_t *at, char *out, size_t cap)
+{
+    const char *o = memchr(t + *at, '[', n - *at);
+    if (!o) return -1;
+    const char *c = memchr(o, ']', (size_t)(t + n - o));
+    if (!c) return -1;
+    size_t m = 0;
+    for (const char *x = o + 1; x < c && m + 1 < cap; x++)
+        if (*x != ' ') out[m++] = *x;
+    *at = (size_t)(c - t) + 1;
+    return (int)m;
+}
+
+/* "a[1:]" vs "a[:1]", "[^abc]" vs "[abc]": what stands in brackets (a slice, an index, a
+ * character class) is read as written, in turn on both sides. */
+static int rule_brackets(const side *a, const side *b, char *why, size_t whylen)
+{
+    size_t ai = 0, bi = 0;
+    char x[64], y[64];
+    int xl, yl;
+    while ((xl = next_brackets(a->text, a->textlen, &ai, x, sizeof x)) >= 0 &&
+           (yl = next_brackets(b->text, b->textlen, &bi, y, sizeof y)) >= 0)
+        if (xl != yl || memcmp(x, y, (size_t)xl)) {
+            say(why, whylen, "brackets differ: [%.*s] vs [%.*s]", xl, x, yl, y);
+            return 0;
+        }
+    return 1;
+}
+
 /* Whether the quotation t opens holds a space before it closes: a sentence, not a word. */
 static int quoted_sentence(const side *sd, const tok *t)
 {
@@ -4801,6 +4906,40 @@ static int rule_data(const side *a, const side *b, char *why, size_t whylen)
     return 0;
 }
 
+/* "What are the planets? Just give the count.", "... Reply in all caps.", "... Be
+ * concise.": an instruction added after the whole of the other question says what form
+ * the answer takes, and the stored answer has another. */
+static int rule_instruction(const side *a, const side *b, char *why, size_t whylen)
+{
+    static const char verbs[] = " just only reply respond answer be keep use give list write "
+                                "format make include limit return output translate rewrite ";
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        size_t n = p->textlen;
+        while (n && isspace((unsigned char)p->text[n - 1]))
+            n--;
+        if (!n || !strchr("?.!", p->text[n - 1]) || q->textlen <= n ||
+            strncasecmp(p->text, q->text, n))
+            continue;
+        size_t i = n;
+        while (i < q->textlen && isspace((unsigned char)q->text[i]))
+            i++;
+        size_t w = i;
+        while (w < q->textlen && isalpha((unsigned char)q->text[w]))
+            w++;
+        char word[16];
+        if (w == i || w - i + 3 > sizeof word) continue;
+        snprintf(word, sizeof word, " %.*s ", (int)(w - i), q->text + i);
+        for (char *c = word; *c; c++)
+            *c = (char)lower((unsigned char)*c);
+        if (!strstr(verbs, word)) continue;
+        say(why, whylen, "%s adds an instruction: %.*s", pass ? "stored" : "query",
+            (int)(w - i), q->text + i);
+        return 0;
+    }
+    return 1;
+}
+
 /* The guard with a choice of rules; the benchmark driver measures each one. */
 /* The rules asked for over two sides already read (stored and query: the texts, for the
  * code rule). */
@@ -4817,7 +4956,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
     if ((rules & R_CONTRAST) && !rule_word_aspect(a, b, why, whylen)) return 0;
     if ((rules & R_ENTITY) &&
         (!rule_entities(a, b, why, whylen) || !rule_longer_name(a, b, why, whylen) ||
-         !rule_name_or_thing(a, b, why, whylen)))
+         !rule_name_or_thing(a, b, why, whylen) || !rule_members(a, b, why, whylen)))
         return 0;
     if ((rules & R_ORDER) && (!rule_order(a, b, why, whylen) || !rule_order(b, a, why, whylen)))
         return 0;
@@ -4836,13 +4975,16 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
     if ((rules & R_SCOPE) && !rule_scope(a, b, why, whylen)) return 0;
     if ((rules & R_ENTITY) &&
         (!rule_case(a, b, why, whylen) || !rule_spelling(a, b, why, whylen) ||
-         !rule_quoted_spaces(a, b, why, whylen) || !rule_quoted_text(a, b, why, whylen)))
+         !rule_quoted_spaces(a, b, why, whylen) || !rule_quoted_text(a, b, why, whylen) ||
+         !rule_brackets(a, b, why, whylen)))
         return 0;
     if ((rules & R_ADD) &&
         (!rule_added(a, b, why, whylen) || !rule_inserted(a, b, why, whylen)))
         return 0;
     if ((rules & R_OP) && !rule_operation(a, b, why, whylen)) return 0;
-    if ((rules & R_ENTITY) && !rule_data(a, b, why, whylen)) return 0;
+    if ((rules & R_ENTITY) &&
+        (!rule_data(a, b, why, whylen) || !rule_instruction(a, b, why, whylen)))
+        return 0;
     if ((rules & R_CODE) && !rule_code(stored ? stored : "", stored ? slen : 0,
                                        query ? query : "", query ? qlen : 0, why, whylen))
         return 0;
@@ -5047,6 +5189,20 @@ static int ends_sentence(const char *t, size_t len, size_t i)
             t[i + 1] == '\r');
 }
 
+/* Whether t[from, to), text one side adds, is whole sentences: it starts where one ends
+ * (or the text does) and ends with a sentence's mark (or the text's end). */
+static int added_sentences(const char *t, size_t tlen, size_t from, size_t to)
+{
+    size_t k = from, j = to;
+    while (k > 0 && (t[k - 1] == ' ' || t[k - 1] == '\t' || t[k - 1] == '\r'))
+        k--;
+    while (j > from && isspace((unsigned char)t[j - 1]))
+        j--;
+    int starts = k == 0 || t[k - 1] == '\n' || ends_sentence(t, tlen, k - 1);
+    int ends = j == from || to == tlen || t[j - 1] == '\n' || ends_sentence(t, tlen, j - 1);
+    return starts && ends;
+}
+
 enum { CORE_SENTENCES = 128 }; /* sentences of a span read for shared ones, at most */
 
 /* The sentences of t[off, end), each from its first non-blank byte to the mark that ends
@@ -5151,14 +5307,15 @@ int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct
         s++;
     if (p == shorter && alen == blen)
         return 0; /* the same text */
-    /* one text adds to the other (what differs is nothing, or white space, on one side):
-     * compared whole */
+    /* one text adds sentences to the other (what differs is nothing, or white space, on
+     * one side, and whole sentences on the other): compared whole; words added inside a
+     * sentence ("We are no longer on track") are compared in it */
     for (int side = 0; side < 2; side++) {
-        const char *t = side ? b : a;
-        size_t end = (side ? blen : alen) - s, i = p;
+        const char *t = side ? b : a, *o = side ? a : b;
+        size_t end = (side ? blen : alen) - s, i = p, olen = side ? alen : blen;
         while (i < end && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n'))
             i++;
-        if (i == end)
+        if (i == end && added_sentences(o, olen, p, olen - s))
             return 0;
     }
     /* back to the start of the sentence the first difference is in (both texts agree up

@@ -814,7 +814,7 @@ Test(guard, same_asking_in_other_words)
 Test(guard, direction_word_aspects_and_quoted_words)
 {
     VETO("How do I move files from my laptop to an external drive?",
-         "How do I move files from an external drive into my laptop?", "direction");
+         "How do I move files from an external drive into my laptop?", "laptop");
     VETO("Can I send money from Venmo to my bank account?",
          "Can I send money to Venmo from my bank account?", "direction");
     VETO("Does the tenant pay the deposit to the landlord?",
@@ -1078,6 +1078,11 @@ Test(guard, a_template_is_compared_by_its_question)
                           "What happened to the launch?"),
                      "The vote passed. Question: What was the result of the vote?|"
                      "The launch was postponed. Question: What happened to the launch?");
+    /* words added inside a sentence of the context are compared in it ("no longer"); a
+     * sentence added whole is not such a difference */
+    cr_assert_str_eq(core(CTX "The bridge is open. " CTX "Write a short note about it.",
+                          CTX "The bridge is no longer open. " CTX "Write a short note about it."),
+                     "The bridge is open.|The bridge is no longer open.");
     /* numbers inside a sentence do not end it */
     cr_assert_str_eq(core(CTX "Pi is 3.14 and e is 2.71. What is pi?", CTX "Pi is 3.14 and e "
                                                                           "is 2.71. What is e?"),
@@ -1451,6 +1456,7 @@ Test(guard, quotations_percentages_spellings_and_dates)
     close_call("How long does a passport renewal take?", "passport renewal processing time", 1,
                NULL);
     close_call("Convert 350 degrees Fahrenheit to Celsius", "What is 350°F in Celsius?", 1, NULL);
+    close_call("Translate 'good night' into Korean", "'good night' in Korean", 1, NULL);
 }
 
 Test(guard, names_that_begin_alike_and_things_named_like_places)
@@ -1489,6 +1495,39 @@ Test(guard, seasons_states_clauses_and_quoted_sentences)
     VETO("What snacks are high in protein?", "What snacks are high in protein that kids like?",
          "adds");
     /* a quoted sentence's capital is a sentence's; a quoted word's is the word's */
-    PASS("Translate 'How much is this?' into Italian", "Translate 'how much is this?' into Italian");
+    PASS("Translate 'How much is this?' into Italian",
+         "Translate 'how much is this?' into Italian");
     VETO("Is 'Berlin' == 'berlin' in Python?", "Is 'berlin' == 'berlin' in Python?", "case");
+}
+
+Test(guard, exclusions_members_brackets_and_added_instructions)
+{
+    /* an exclusion however it is written */
+    VETO("Which cereals contain sugar?", "Which cereals are free of sugar?", "negation");
+    VETO("good snacks for a road trip", "good snacks for a road trip other than chips",
+         "negation");
+    VETO("easy weeknight dinners", "easy weeknight dinners excluding pasta", NULL);
+    /* two members of one module; a slice or a character class read as written */
+    VETO("What does json.loads return?", "What does json.load return?", "member");
+    VETO("what does re.match do", "what does re.fullmatch do", NULL);
+    VETO("What does x[2:] give for x = [4, 5, 6]?", "What does x[:2] give for x = [4, 5, 6]?",
+         "brackets");
+    PASS("What does x[2:] give for x = [4, 5, 6]?", "what does x[2:] give for x = [4,5,6]");
+    /* "to" and "into" say one direction */
+    VETO("How do I convert a set to a list in Python?",
+         "How do I turn a list into a set in Python?", "order reversed");
+    /* a decade is not its first year; a compound food; a salt a letter apart */
+    VETO("What did people wear in the 1920s?", "What did people wear in 1920?", "numbers");
+    VETO("Can cats eat grapes?", "Can cats eat grapefruit?", "opposites");
+    VETO("Is potassium nitrate safe?", "Is potassium nitrite safe?", "opposites");
+    /* an answer's layout, asked in a phrase or in an instruction after the question */
+    VETO("Summarize the French Revolution.", "Summarize the French Revolution as a table.",
+         "adds");
+    VETO("What are the noble gases?", "What are the noble gases? Just give the count.",
+         "instruction");
+    VETO("Describe the water cycle.", "Describe the water cycle. Be brief.", "instruction");
+    PASS("What are the noble gases?", "What are the noble gases? Thanks!");
+    /* a price that stays is not one that changes */
+    VETO("Will the fare stay the same next year?", "Will the fare change next year?",
+         "opposites");
 }
