@@ -895,7 +895,7 @@ static int core_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
     char g[80];
     /* the same question after other context: its answer may be another */
     const char *tail = b + core->boff + core->blen;
-    if (memchr(tail, '?', blen - core->boff - core->blen)) {
+    if (memchr(tail, '?', blen - core->boff - core->blen) || core->asked_after) {
         snprintf(why, whylen, "the context differs before the same question");
         return 0;
     }

@@ -2115,7 +2115,7 @@ static int in_law(const tok *t)
 /* One spelling of one word: British and American (organise, organize; travelled,
  * traveled), or a slip of one letter in a long word (symtoms, sneezeing, diffrence): one
  * letter more, fewer, other or two swapped, not the first, in words of 7 letters or more
- * (two swapped late in a word of 6 too: lenght). */
+ * (the last two swapped in a word of 6 too: lenght). */
 static int spelled_alike(const char *a, size_t al, const char *b, size_t bl)
 {
     shorter_first(&a, &al, &b, &bl);
@@ -2129,10 +2129,11 @@ static int spelled_alike(const char *a, size_t al, const char *b, size_t bl)
         if (((a[i] == 's' && b[i] == 'z') || (a[i] == 'z' && b[i] == 's')) &&
             (a[i - 1] == 'i' || a[i - 1] == 'y') && !memcmp(a + i + 1, b + i + 1, al - i - 1))
             return 1;
-        /* two swapped; in six letters, late in the word only (lenght: not causal/casual) */
+        /* two swapped; in six letters, the last two only (lenght: not causal/casual,
+         * angles/angels, barley/barely) */
         if (i + 1 < al && a[i] == b[i + 1] && a[i + 1] == b[i] &&
             !memcmp(a + i + 2, b + i + 2, al - i - 2))
-            return al >= 7 || i >= 3;
+            return al >= 7 || i + 2 == al;
         if (al < 7) return 0;
         return !memcmp(a + i + 1, b + i + 1, al - i - 1); /* one other letter */
     }
@@ -2786,8 +2787,9 @@ static int maker(const tok *x)
  * a plural, a people or a language ("Korea", "Korean"), a version's digits ("Python3"). */
 static int name_ending(const char *rest, size_t n)
 {
-    static const char *const ends[] = {"s", "es", "n", "ns", "an", "ans", "ian", "ians",
-                                       "ese", "lese", "ish", "i", "is", "'s"};
+    static const char *const ends[] = {"s",   "es",  "n",    "ns", "an", "ans", "ian",
+                                       "ians", "ean", "vian", "nian", "ic", "ese", "lese",
+                                       "ish",  "i",   "is",   "'s"};
     size_t d = 0;
     while (d < n && isdigit((unsigned char)rest[d]))
         d++;
@@ -2810,13 +2812,14 @@ static int is_country(const tok *x)
     return strstr(" " COUNTRIES " ", w) != NULL;
 }
 
-/* Whether the country sd names at i is a city or a state of that name: "Mexico City",
- * "the state of Georgia", "Georgia state" (not "the capital city of France"). */
+/* Whether the country sd names at i is a city or a state of that name: "Mexico City", "the
+ * state of Georgia" (not "the capital city of France", "the state of India's economy"). */
 static int country_as_city(const side *sd, int i)
 {
     const tok *t = sd->t;
-    return (i + 1 < sd->nt && (is_word(&t[i + 1], "city") || is_word(&t[i + 1], "state"))) ||
-           (i >= 2 && is_word(&t[i - 1], "of") && is_word(&t[i - 2], "state"));
+    return (i + 1 < sd->nt && is_word(&t[i + 1], "city")) ||
+           (i >= 3 && is_word(&t[i - 1], "of") && is_word(&t[i - 2], "state") &&
+            is_word(&t[i - 3], "the") && t[i].raw && t[i].rawlen == t[i].len);
 }
 
 static int rule_longer_name(const side *a, const side *b, char *why, size_t whylen)
@@ -2856,7 +2859,11 @@ static int rule_longer_name(const side *a, const side *b, char *why, size_t whyl
 /* Whether sd writes t with a capital where no sentence starts: a name ("in Turkey"). */
 static int capital_inside(const side *sd, const tok *t)
 {
-    if (!t->raw || !isupper((unsigned char)t->raw[0]) || t->raw <= sd->text) return 0;
+    /* (F_CAP: not in Title Case text; mine(): a token read from the other side, an
+     * abbreviation's words, lies in that side's text) */
+    if (!t->raw || !(t->flags & F_CAP) || !mine(sd, t) || !isupper((unsigned char)t->raw[0]) ||
+        t->raw <= sd->text)
+        return 0;
     const char *c = t->raw;
     while (c > sd->text && (c[-1] == ' ' || c[-1] == '\t'))
         c--;
@@ -3739,9 +3746,9 @@ static int math_ops_of(const side *sd, uint8_t *count)
  * percent of 80 is 15", "the change in percent" (not "15 percent of 80", an amount). */
 static int asks_percent(const side *sd)
 {
-    for (int i = 1; i < sd->nt; i++)
+    for (int i = 0; i < sd->nt; i++)
         if ((is_word(&sd->t[i], "percent") || is_word(&sd->t[i], "percentage")) &&
-            (is_word(&sd->t[i - 1], "a") || is_word(&sd->t[i - 1], "what") ||
+            (i == 0 || is_word(&sd->t[i - 1], "a") || is_word(&sd->t[i - 1], "what") ||
              is_word(&sd->t[i - 1], "in") || is_word(&sd->t[i - 1], "as")))
             return 1;
     return 0;
@@ -4048,22 +4055,52 @@ static int holds_words(const char *y, size_t ny, const char *x, size_t nx)
 
 /* 'translate "he is tired" into Spanish' vs '"she is tired"': quoted text is what a task
  * works on, and its answer changes with any word of it, a pronoun or a stop word too. The
- * quotations are compared in turn, as far as both sides have them; one that quotes a part
- * of the other (an error message, then the module it names) is no other text. */
+ * quotations are compared in turn, as far as both sides have them (straight quotes, then
+ * curly ones); one that quotes a part of the other (an error message, then the module it
+ * names) is no other text. */
+/* The next span between curly double quotes (U+201C, U+201D) in t[*at, n), as
+ * next_quoted() gives one. */
+static int next_curly(const char *t, size_t n, size_t *at, size_t *from, size_t *len)
+{
+    static const char open[] = "\xe2\x80\x9c", close[] = "\xe2\x80\x9d";
+    for (size_t i = *at; i + 3 <= n; i++) {
+        if (memcmp(t + i, open, 3)) continue;
+        for (size_t j = i + 3; j + 3 <= n; j++)
+            if (!memcmp(t + j, close, 3)) {
+                *from = i + 3;
+                *len = j - i - 3;
+                *at = j + 3;
+                return 1;
+            }
+        return 0;
+    }
+    return 0;
+}
+
+/* The next quotation of t[*at, n): straight quotes or backticks, or curly quotes. */
+static int next_quotation(const char *t, size_t n, int curly, size_t *at, size_t *from,
+                          size_t *len)
+{
+    return curly ? next_curly(t, n, at, from, len) : next_quoted(t, n, at, from, len);
+}
+
 static int rule_quoted_text(const side *a, const side *b, char *why, size_t whylen)
 {
-    size_t ai = 0, bi = 0, af, al, bf, bl;
-    while (next_quoted(a->text, a->textlen, &ai, &af, &al) &&
-           next_quoted(b->text, b->textlen, &bi, &bf, &bl)) {
-        char *x = malloc(al + 1), *y = malloc(bl + 1);
-        size_t nx = x ? task_text(a->text + af, al, " .!?,", x) : 0;
-        size_t ny = y ? task_text(b->text + bf, bl, " .!?,", y) : 0;
-        int same = !x || !y || holds_words(x, nx, y, ny) || holds_words(y, ny, x, nx);
-        free(x);
-        free(y);
-        if (!same) {
-            say(why, whylen, "the quoted text differs");
-            return 0;
+    for (int curly = 0; curly < 2; curly++) {
+        size_t ai = 0, bi = 0, af, al, bf, bl;
+        while (next_quotation(a->text, a->textlen, curly, &ai, &af, &al) &&
+               next_quotation(b->text, b->textlen, curly, &bi, &bf, &bl)) {
+            char *x = malloc(al + 1), *y = malloc(bl + 1);
+            size_t nx = x ? task_text(a->text + af, al, " .!?,", x) : 0;
+            size_t ny = y ? task_text(b->text + bf, bl, " .!?,", y) : 0;
+            int same = !x || !y || (nx == ny && !memcmp(x, y, nx)) ||
+                       holds_words(x, nx, y, ny) || holds_words(y, ny, x, nx);
+            free(x);
+            free(y);
+            if (!same) {
+                say(why, whylen, "the quoted text differs");
+                return 0;
+            }
         }
     }
     return 1;
@@ -5291,6 +5328,13 @@ static int differing_sentences(const char *a, size_t alen, const char *b, size_t
                 j++;
         }
         free(lcs);
+        /* a question both ask after context that differs: "the launch was delayed ...
+         * Question: what happened?" vs "... cancelled ..." */
+        int differed = 0;
+        for (int j = 0; j < nb && !c->asked_after; j++) {
+            differed |= !bs[j];
+            c->asked_after = differed && bs[j] && memchr(b + bf[j], '?', bl[j]);
+        }
     }
     if (join_sentences(a, c->aoff, c->aoff + c->alen, af, al, as, na, any, &c->a, &c->an) ||
         join_sentences(b, c->boff, c->boff + c->blen, bf, bl, bs, nb, any, &c->b, &c->bn))
@@ -5337,7 +5381,7 @@ int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct
         k++;
     size_t tail = k < s ? s - k - 1 : 0; /* shared bytes after the sentences */
     size_t aend = alen - tail, bend = blen - tail;
-    *out = (struct gw_core){start, aend - start, start, bend - start, NULL, NULL, 0, 0};
+    *out = (struct gw_core){start, aend - start, start, bend - start, NULL, NULL, 0, 0, 0};
     size_t inside = 0;
     if (differing_sentences(a, alen, b, blen, out, &inside) || !out->an || !out->bn) {
         gw_guard_core_free(out); /* out of memory, or one adds sentences to the other */

@@ -90,6 +90,7 @@ struct gw_core {
     size_t aoff, alen, boff, blen; /* from the first differing sentence to the last */
     char *a, *b;                   /* their sentences the other lacks, in order */
     size_t an, bn;
+    int asked_after; /* a sentence both share, a question, comes after one that differs */
 };
 int gw_guard_core(const char *a, size_t alen, const char *b, size_t blen, struct gw_core *out);
 void gw_guard_core_free(struct gw_core *c);

@@ -1812,7 +1812,18 @@ void gw_make_id(char out[48], const char *prefix)
     static size_t used = sizeof pool;
     static const char hex[] = "0123456789abcdef";
     if (used + 12 > sizeof pool) {
-        RAND_bytes(pool, sizeof pool);
+        if (RAND_bytes(pool, sizeof pool) != 1) {
+            /* (no randomness to be had: ids unique still, from the clock and a count) */
+            static uint64_t count;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t x = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+            for (size_t i = 0; i + 12 <= sizeof pool; i += 12) {
+                uint64_t c = ++count;
+                memcpy(pool + i, &x, 8);
+                memcpy(pool + i + 8, &c, 4);
+            }
+        }
         used = 0;
     }
     size_t k = strlen(prefix);

@@ -55,7 +55,8 @@ def guards():
             b'translate "he is tired" into Spanish: now\0Translate "she is tired" into Spanish',
             (ctx + "The vote passed. " + ctx + "Question: What was the result?").encode() +
             b"\0" + (ctx + "It was delayed. " + ctx + "Question: What happened?").encode(),
-            b"How do I cook a turkey in C#?\0how to cook in Turkey with C sharp \xc2\xb0F"]
+            b"How do I cook a turkey in C#?\0how to cook in Turkey with C sharp \xc2\xb0F",
+            b"Things to do in New York City\0NYC: things to do in a nyc"]
 
 
 def main():

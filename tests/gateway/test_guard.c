@@ -1531,3 +1531,34 @@ Test(guard, exclusions_members_brackets_and_added_instructions)
     VETO("Will the fare stay the same next year?", "Will the fare change next year?",
          "opposites");
 }
+
+Test(guard, what_a_review_of_the_new_rules_found)
+{
+    /* two empty quotations are the same text; curly quotes are quotes */
+    PASS("What does print('') output in Python?", "What is the output of print('') in Python?");
+    VETO("Translate \u201cwe are late\u201d into German",
+         "Translate \u201cthey are late\u201d into German", "quoted");
+    /* a swap early in a word of six is another word */
+    VETO("sum of angles in a triangle", "sum of angels in a triangle", NULL);
+    VETO("Is barley gluten free?", "Is barely gluten free?", NULL);
+    /* a people's or a language's word is the country's; "the state of" its economy is no
+     * state; Title Case says nothing of names */
+    PASS("traditional food in Peru", "traditional Peruvian food");
+    PASS("What is the state of India's economy?", "what is the state of the economy of India");
+    PASS("how much caffeine is in a coffee", "How Much Caffeine Is In A Coffee");
+    /* a percentage asked at the start */
+    PASS("How to calculate a percentage increase from 50 to 75",
+         "percentage increase from 50 to 75");
+}
+
+Test(guard, a_question_both_ask_after_context_that_differs)
+{
+    const char *a = "Report: sales rose in May. Staff numbers were stable all year. The launch was "
+                    "delayed after review. Question: what happened? Please answer briefly.";
+    const char *b = "Report: sales rose in May. Staff numbers were stable all year. The launch was "
+                    "cancelled after review. Question: what happened? Keep it short.";
+    struct gw_core c;
+    cr_assert_eq(gw_guard_core(a, strlen(a), b, strlen(b), &c), 1);
+    cr_expect_eq(c.asked_after, 1, "the shared question after the changed fact is seen");
+    gw_guard_core_free(&c);
+}
