@@ -876,14 +876,6 @@ static double below(double sim)
     return floor(sim * 1000) / 1000;
 }
 
-/*
- * Worker thread: whether candidate h asks what s asks, beyond their similarity as wholes
- * (which reached the threshold). When the two share whole sentences around their
- * difference (a template: the same retrieved context around another question), the
- * sentences that differ are embedded and compared alone, and the guard reads them alone:
- * the shared context would otherwise make any two questions over it look alike. 0 with
- * why when not. checked: the guard and the close call have passed the two (same_words()).
- */
 /* Worker thread: same_question() for texts that share sentences around core: its
  * sentences that differ are compared alone. */
 static int core_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *h,
@@ -946,6 +938,14 @@ static int core_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
     return 1;
 }
 
+/*
+ * Worker thread: whether candidate h asks what s asks, beyond their similarity as wholes
+ * (which reached the threshold). When the two share whole sentences around their
+ * difference (a template: the same retrieved context around another question), the
+ * sentences that differ are embedded and compared alone, and the guard reads them alone:
+ * the shared context would otherwise make any two questions over it look alike. 0 with
+ * why when not. checked: the guard and the close call have passed the two (same_words()).
+ */
 static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *h,
                          struct span_vec *qv, int checked, char *why, size_t whylen)
 {

@@ -2799,11 +2799,6 @@ static int name_ending(const char *rest, size_t n)
     return 0;
 }
 
-/* "the capital of India" vs "of Indiana", "Peru" vs "Perugia", "China" vs "Chinatown": a
- * country's name the other side's begins with, and letters that make another name (not a
- * people or a language: "Korean"; "Mac OS" and "macOS" write one name, as products'
- * names often do: "Postgres" and "PostgreSQL"); and a country's name for its city or a
- * state on one side only ("Mexico City", "the state of Georgia"). */
 static int is_country(const tok *x)
 {
     char w[40];
@@ -2822,6 +2817,11 @@ static int country_as_city(const side *sd, int i)
             is_word(&t[i - 3], "the") && t[i].raw && t[i].rawlen == t[i].len);
 }
 
+/* "the capital of India" vs "of Indiana", "Peru" vs "Perugia", "China" vs "Chinatown": a
+ * country's name the other side's begins with, and letters that make another name (not a
+ * people or a language: "Korean"; "Mac OS" and "macOS" write one name, as products'
+ * names often do: "Postgres" and "PostgreSQL"); and a country's name for its city or a
+ * state on one side only ("Mexico City", "the state of Georgia"). */
 static int rule_longer_name(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
@@ -4053,11 +4053,6 @@ static int holds_words(const char *y, size_t ny, const char *x, size_t nx)
     return 0;
 }
 
-/* 'translate "he is tired" into Spanish' vs '"she is tired"': quoted text is what a task
- * works on, and its answer changes with any word of it, a pronoun or a stop word too. The
- * quotations are compared in turn, as far as both sides have them (straight quotes, then
- * curly ones); one that quotes a part of the other (an error message, then the module it
- * names) is no other text. */
 /* The next span between curly double quotes (U+201C, U+201D) in t[*at, n), as
  * next_quoted() gives one. */
 static int next_curly(const char *t, size_t n, size_t *at, size_t *from, size_t *len)
@@ -4084,6 +4079,11 @@ static int next_quotation(const char *t, size_t n, int curly, size_t *at, size_t
     return curly ? next_curly(t, n, at, from, len) : next_quoted(t, n, at, from, len);
 }
 
+/* 'translate "he is tired" into Spanish' vs '"she is tired"': quoted text is what a task
+ * works on, and its answer changes with any word of it, a pronoun or a stop word too. The
+ * quotations are compared in turn, as far as both sides have them (straight quotes, then
+ * curly ones); one that quotes a part of the other (an error message, then the module it
+ * names) is no other text. */
 static int rule_quoted_text(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int curly = 0; curly < 2; curly++) {
@@ -4197,8 +4197,9 @@ static int rule_case(const side *a, const side *b, char *why, size_t whylen)
                 continue;
             /* nor a quoted sentence's first word: "translate 'Where is it?'" vs "'where is
              * it?'" (a quoted word is a literal: "'Apple' == 'apple'") */
-            if ((t->flags & F_QUOTED) && t->raw > p->text && strchr("'\"`", t->raw[-1]) &&
-                quoted_sentence(p, t) && other_case_beyond_first(q, t))
+            if ((t->flags & F_QUOTED) && mine(p, t) && t->raw > p->text &&
+                strchr("'\"`", t->raw[-1]) && quoted_sentence(p, t) &&
+                other_case_beyond_first(q, t))
                 continue;
             say(why, whylen, "letter case differs: %.*s", (int)t->rawlen, t->raw);
             return 0;
