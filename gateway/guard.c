@@ -98,6 +98,7 @@ static const char *const contrast_groups[] = {
     "drink eat", "size weight", "deficiency excess", "deficiency toxicity", "deficiency overdose",
     "direct compose produce", "director composer producer", "plant harvest", "sow harvest",
     "runny set", "runny firm", "runny hard", "during after", "ask decline", "stay change",
+    "original cover", "deadline open", "deadline start",
     /* a word and a compound it begins, another food */
     "grape grapefruit", "nut nutmeg", "egg eggplant",
     /* drugs, salts and conditions a letter apart, which a slip would pass */
@@ -1496,6 +1497,10 @@ static void collect_numbers(side *sd)
                 /* a unit after a unit is no one number ("two third-party apps"); after a
                  * ten it is ("twenty third") */
                 if (words && num_words[w].kind == 0 && last_kind == 0) break;
+                /* a year read in pairs: "nineteen eighty-four", "twenty twenty" */
+                if (words && num_words[w].kind == 1 && !total && cur >= 10 && cur < 100 &&
+                    (last_kind == 1 || (last_kind == 0 && cur < 20)))
+                    cur *= 100;
                 last_kind = num_words[w].kind;
                 switch (num_words[w].kind) {
                 case 0:
@@ -3742,6 +3747,18 @@ static int math_ops_of(const side *sd, uint8_t *count)
     return any;
 }
 
+/* Whether a side takes a percentage off a price: "15% off 80", "20 percent off". */
+static int takes_off(const side *sd)
+{
+    for (int i = 1; i < sd->nt; i++)
+        if (is_word(&sd->t[i], "off") &&
+            (((sd->t[i - 1].flags & F_NUM) && sd->t[i - 1].raw &&
+              sd->t[i - 1].raw[sd->t[i - 1].rawlen] == '%') ||
+             is_word(&sd->t[i - 1], "percent")))
+            return 1;
+    return 0;
+}
+
 /* Whether a side asks for its answer as a percentage: "15 as a percentage of 80", "what
  * percent of 80 is 15", "the change in percent" (not "15 percent of 80", an amount). */
 static int asks_percent(const side *sd)
@@ -3757,7 +3774,7 @@ static int asks_percent(const side *sd)
 /* A question about a number that applies another operation to it: one side names an
  * operation (root, log, factorial, ...) more or less often than the other, or asks for a
  * percentage where the other asks for an amount ("15% of 80" vs "15 as a percentage of
- * 80"). */
+ * 80"), or takes one off ("15% off 80"). */
 static int rule_operation(const side *a, const side *b, char *why, size_t whylen)
 {
     enum { N = sizeof math_ops / sizeof *math_ops };
@@ -3769,6 +3786,10 @@ static int rule_operation(const side *a, const side *b, char *why, size_t whylen
         num = (b->t[i].flags & F_NUM) != 0;
     if (num && asks_percent(a) != asks_percent(b)) {
         say(why, whylen, "%s asks for a percentage", asks_percent(a) ? "stored" : "query");
+        return 0;
+    }
+    if (num && takes_off(a) != takes_off(b)) { /* "15% of 80" vs "15% off 80": 12 vs 68 */
+        say(why, whylen, "%s takes a percentage off", takes_off(a) ? "stored" : "query");
         return 0;
     }
     int has_a = math_ops_of(a, ca), has_b = math_ops_of(b, cb);
@@ -4082,17 +4103,71 @@ static int next_quotation(const char *t, size_t n, int curly, size_t *at, size_t
 /* 'translate "he is tired" into Spanish' vs '"she is tired"': quoted text is what a task
  * works on, and its answer changes with any word of it, a pronoun or a stop word too. The
  * quotations are compared in turn, as far as both sides have them (straight quotes, then
- * curly ones); one that quotes a part of the other (an error message, then the module it
- * names) is no other text. */
+ * curly ones), contractions spelled out ("where's", "where is"); one that quotes a part of
+ * the other (an error message, then the module it names) is no other text. */
+/* t[0, n) with its contractions spelled out ("where's" is "where is", "don't" "do not",
+ * "can't" and "cannot" "can not"), into out (3n bytes at most: "'d" is " would"); its
+ * length. */
+static size_t spell_out(const char *t, size_t n, char *out)
+{
+    static const struct {
+        const char *c, *full;
+    } forms[] = {{"n't", " not"}, {"'s", " is"},   {"'m", " am"},   {"'re", " are"},
+                 {"'ll", " will"}, {"'ve", " have"}, {"'d", " would"}};
+    enum { N = sizeof forms / sizeof *forms };
+    size_t m = 0;
+    for (size_t i = 0; i < n;) {
+        if ((i == 0 || !wordy((unsigned char)t[i - 1])) && i + 6 <= n &&
+            !strncasecmp(t + i, "cannot", 6) && (i + 6 == n || !wordy((unsigned char)t[i + 6]))) {
+            memcpy(out + m, "can not", 7);
+            m += 7;
+            i += 6;
+            continue;
+        }
+        size_t k = 0, l = 0;
+        for (; k < N; k++) {
+            l = strlen(forms[k].c);
+            if (i > 0 && i + l <= n && !strncasecmp(t + i, forms[k].c, l) &&
+                (i + l == n || !wordy((unsigned char)t[i + l])))
+                break;
+        }
+        if (k == N) {
+            out[m++] = t[i++];
+            continue;
+        }
+        if (k == 0 && m >= 2 && !strncasecmp(out + m - 2, "ca", 2)) /* can't */
+            out[m++] = 'n';
+        size_t fl = strlen(forms[k].full);
+        memcpy(out + m, forms[k].full, fl);
+        m += fl;
+        i += l;
+    }
+    return m;
+}
+
+/* Quoted text t[0, n) as a task reads it, its contractions spelled out (malloc'd; NULL out
+ * of memory), and its length. */
+static char *quoted_words(const char *t, size_t n, size_t *len)
+{
+    char *sp = malloc(3 * n + 1), *out = malloc(3 * n + 1);
+    if (!sp || !out) {
+        free(sp);
+        free(out);
+        return NULL;
+    }
+    *len = task_text(sp, spell_out(t, n, sp), " .!?,", out);
+    free(sp);
+    return out;
+}
+
 static int rule_quoted_text(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int curly = 0; curly < 2; curly++) {
         size_t ai = 0, bi = 0, af, al, bf, bl;
         while (next_quotation(a->text, a->textlen, curly, &ai, &af, &al) &&
                next_quotation(b->text, b->textlen, curly, &bi, &bf, &bl)) {
-            char *x = malloc(al + 1), *y = malloc(bl + 1);
-            size_t nx = x ? task_text(a->text + af, al, " .!?,", x) : 0;
-            size_t ny = y ? task_text(b->text + bf, bl, " .!?,", y) : 0;
+            size_t nx = 0, ny = 0;
+            char *x = quoted_words(a->text + af, al, &nx), *y = quoted_words(b->text + bf, bl, &ny);
             int same = !x || !y || (nx == ny && !memcmp(x, y, nx)) ||
                        holds_words(x, nx, y, ny) || holds_words(y, ny, x, nx);
             free(x);
@@ -5071,8 +5146,9 @@ static int head_wh(const side *sd)
         if (late_when(sd, i + 1, 0)) return 2;
         for (int j = i + 1; j < sd->nt; j++)
             if (is_word(&sd->t[j], "date") && asks_a_when(sd, j) &&
-                !(sd->t[j - 1].flags & F_STOP))
-                return 2;
+                !(sd->t[j - 1].flags & F_STOP) && !is_word(&sd->t[j - 1], "current") &&
+                !is_word(&sd->t[j - 1], "today") && !is_word(&sd->t[j - 1], "system"))
+                return 2; /* (not "the current date", a value) */
         return 0;
     }
     const tok *t = &sd->t[i];

@@ -1562,3 +1562,22 @@ Test(guard, a_question_both_ask_after_context_that_differs)
     cr_expect_eq(c.asked_after, 1, "the shared question after the changed fact is seen");
     gw_guard_core_free(&c);
 }
+
+Test(guard, from_a_thirteenth_blind_set)
+{
+    /* a quotation's contractions spelled out are the same text; "the current date" is a
+     * value, not a when */
+    PASS("Translate \"Where is the station?\" into Italian",
+         "Translate \"where's the station\" into Italian");
+    PASS("translate \"we cannot stay\" into Dutch", "translate \"we can't stay\" into Dutch");
+    close_call("What is the shortcut to insert the current time in Google Sheets?",
+               "google sheets keyboard shortcut for current time", 1, NULL);
+    /* a percentage of an amount is not one taken off it; an original is not a cover; a
+     * deadline is not an opening */
+    VETO("What is 25% of 60?", "What is 25% off 60?", "off");
+    VETO("Who recorded the original version of this song?",
+         "Who recorded the best cover of this song?", "opposites");
+    VETO("When is the application deadline?", "When does the application open?", "opposites");
+    /* a year read in pairs */
+    PASS("Who won the World Cup in nineteen ninety-eight?", "Who won the 1998 World Cup?");
+}
