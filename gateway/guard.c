@@ -3752,7 +3752,8 @@ static int takes_off(const side *sd)
 {
     for (int i = 1; i < sd->nt; i++)
         if (is_word(&sd->t[i], "off") &&
-            (((sd->t[i - 1].flags & F_NUM) && sd->t[i - 1].raw &&
+            (((sd->t[i - 1].flags & F_NUM) && sd->t[i - 1].raw && mine(sd, &sd->t[i - 1]) &&
+              sd->t[i - 1].raw + sd->t[i - 1].rawlen < sd->text + sd->textlen &&
               sd->t[i - 1].raw[sd->t[i - 1].rawlen] == '%') ||
              is_word(&sd->t[i - 1], "percent")))
             return 1;
@@ -4100,11 +4101,6 @@ static int next_quotation(const char *t, size_t n, int curly, size_t *at, size_t
     return curly ? next_curly(t, n, at, from, len) : next_quoted(t, n, at, from, len);
 }
 
-/* 'translate "he is tired" into Spanish' vs '"she is tired"': quoted text is what a task
- * works on, and its answer changes with any word of it, a pronoun or a stop word too. The
- * quotations are compared in turn, as far as both sides have them (straight quotes, then
- * curly ones), contractions spelled out ("where's", "where is"); one that quotes a part of
- * the other (an error message, then the module it names) is no other text. */
 /* t[0, n) with its contractions spelled out ("where's" is "where is", "don't" "do not",
  * "can't" and "cannot" "can not"), into out (3n bytes at most: "'d" is " would"); its
  * length. */
@@ -4160,6 +4156,11 @@ static char *quoted_words(const char *t, size_t n, size_t *len)
     return out;
 }
 
+/* 'translate "he is tired" into Spanish' vs '"she is tired"': quoted text is what a task
+ * works on, and its answer changes with any word of it, a pronoun or a stop word too. The
+ * quotations are compared in turn, as far as both sides have them (straight quotes, then
+ * curly ones), contractions spelled out ("where's", "where is"); one that quotes a part of
+ * the other (an error message, then the module it names) is no other text. */
 static int rule_quoted_text(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int curly = 0; curly < 2; curly++) {
@@ -4167,7 +4168,8 @@ static int rule_quoted_text(const side *a, const side *b, char *why, size_t whyl
         while (next_quotation(a->text, a->textlen, curly, &ai, &af, &al) &&
                next_quotation(b->text, b->textlen, curly, &bi, &bf, &bl)) {
             size_t nx = 0, ny = 0;
-            char *x = quoted_words(a->text + af, al, &nx), *y = quoted_words(b->text + bf, bl, &ny);
+            char *x = quoted_words(a->text + af, al, &nx);
+            char *y = quoted_words(b->text + bf, bl, &ny);
             int same = !x || !y || (nx == ny && !memcmp(x, y, nx)) ||
                        holds_words(x, nx, y, ny) || holds_words(y, ny, x, nx);
             free(x);
