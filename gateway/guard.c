@@ -5055,6 +5055,24 @@ static int rule_instruction(const side *a, const side *b, char *why, size_t whyl
     return 1;
 }
 
+static int unit_word(const tok *t);
+
+/* A measure in other units ("the speed of light in km/s" vs "in miles per second"): each
+ * side names a unit the other does not. */
+static int rule_units(const side *a, const side *b, char *why, size_t whylen)
+{
+    const tok *unit[2] = {NULL, NULL};
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        for (int j = 0; j < p->nt && !unit[pass]; j++)
+            if (unit_word(&p->t[j]) && !side_has_like(q, &p->t[j])) unit[pass] = &p->t[j];
+    }
+    if (!unit[0] || !unit[1]) return 1;
+    say(why, whylen, "units differ: %.*s vs %.*s", (int)unit[0]->len, unit[0]->s,
+        (int)unit[1]->len, unit[1]->s);
+    return 0;
+}
+
 /* The guard with a choice of rules; the benchmark driver measures each one. */
 /* The rules asked for over two sides already read (stored and query: the texts, for the
  * code rule). */
@@ -5096,7 +5114,8 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
     if ((rules & R_ADD) &&
         (!rule_added(a, b, why, whylen) || !rule_inserted(a, b, why, whylen)))
         return 0;
-    if ((rules & R_OP) && !rule_operation(a, b, why, whylen)) return 0;
+    if ((rules & R_OP) && (!rule_operation(a, b, why, whylen) || !rule_units(a, b, why, whylen)))
+        return 0;
     if ((rules & R_ENTITY) &&
         (!rule_data(a, b, why, whylen) || !rule_instruction(a, b, why, whylen)))
         return 0;
@@ -5232,18 +5251,6 @@ static int close_call_sides(const side *a, const side *b, char *why, size_t whyl
                     (int)q->t[j].len, q->t[j].s);
                 return 0;
             }
-    }
-    /* a measure in other units ("the speed of light in km/s" vs "in miles per hour") */
-    const tok *unit[2] = {NULL, NULL};
-    for (int pass = 0; pass < 2; pass++) {
-        const side *p = pass ? b : a, *q = pass ? a : b;
-        for (int j = 0; j < p->nt && !unit[pass]; j++)
-            if (unit_word(&p->t[j]) && !side_has_like(q, &p->t[j])) unit[pass] = &p->t[j];
-    }
-    if (unit[0] && unit[1]) {
-        say(why, whylen, "close call: units differ: %.*s vs %.*s", (int)unit[0]->len, unit[0]->s,
-            (int)unit[1]->len, unit[1]->s);
-        return 0;
     }
     /* "where do pandas live" vs "what do pandas eat"; a why may be asked as a what
      * ("why do onions make you cry" vs "what makes people tear up") */

@@ -744,8 +744,10 @@ Test(guard, close_calls)
                "forked");
     close_call("Where do koalas live?", "What do koalas eat?", 0, "where");
     close_call("Who founded Wikipedia?", "What is Wikipedia funded by?", 0, "who");
-    close_call("What is the speed of sound in km/h?",
-               "What is the speed of sound in miles per hour?", 0, "units differ");
+    /* (units each side names and the other does not: the guard's at any similarity) */
+    VETO("What is the speed of sound in km/h?", "What is the speed of sound in miles per hour?",
+         "units differ");
+    PASS("How many km is 5 miles?", "5 miles in kilometers");
     /* rewordings: few words shared, request phrasing added, a why asked as a what */
     close_call("How do I thaw frozen shrimp fast?", "what's the quickest way to defrost shrimp",
                1, NULL);
