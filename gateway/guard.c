@@ -2804,12 +2804,12 @@ static int name_ending(const char *rest, size_t n)
     return 0;
 }
 
+/* Whether x names a country: a word of COUNTRIES' group of the lexicon (a lookup, not a
+ * scan of the list). */
 static int is_country(const tok *x)
 {
-    char w[40];
-    if (x->len > 30) return 0;
-    snprintf(w, sizeof w, " %.*s ", (int)x->len, x->s);
-    return strstr(" " COUNTRIES " ", w) != NULL;
+    int e = lex_find(x->s, x->len);
+    return e >= 0 && lex_share(e, lex_find("france", 6), K_CONTRAST);
 }
 
 /* Whether the country sd names at i is a city or a state of that name: "Mexico City", "the
