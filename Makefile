@@ -272,6 +272,11 @@ $(BUILD)/bench/bench_grammar: tests/bench/bench_grammar.c $(ENG_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(ENG_LIB) $(LDFLAGS) $(GW_LIBS)
 
+# The guard's verdicts on pairs of known similarity (tests/bench/guard_sweep.c)
+$(BUILD)/bench/guard_sweep: tests/bench/guard_sweep.c $(GW_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Igateway -o $@ $< $(GW_LIB) $(LDFLAGS) $(GW_LIBS)
+
 # GPU benchmarks (make bench-gpu): their rules are below
 $(BUILD)/bench/bench_gpu: tests/bench/bench_gpu.c $(ENG_LIB)
 	@mkdir -p $(dir $@)

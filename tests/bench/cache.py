@@ -11,6 +11,10 @@
 
 usage: python cache.py BUILD_DIR PAIRS.tsv [PAIRS.tsv...] [--entries N]   (in .venv)
 (--entries 0: quality only)
+
+python cache.py BUILD_DIR PAIRS.tsv... --similarities OUT.tsv writes each pair's embedding
+similarity alone (the guard off: label, stored, new, similarity, set) and nothing else, for
+build/bench/guard_sweep, which gives the guard's verdicts on them in a second.
 """
 
 import argparse
@@ -106,6 +110,38 @@ def quality(binary, data):
             pos = sum(1 for l, _ in got if l == 1)
             prec = tp / (tp + fp) if tp + fp else 1.0
             print(f"{t!s:>10} {prec:>10.3f} {tp / pos:>8.3f} {tp:>4} {fp:>4}")
+
+
+def similarities(binary, data, out):
+    """Each pair's similarity with the guard off: the nearest entry's, hit or miss."""
+    with tempfile.TemporaryDirectory() as d:
+        tmp = pathlib.Path(d)
+        proc, port = start(binary, tmp, "[cache]\nguard = false\nsame_words_floor = 0\n")
+        admin = {"Authorization": f"Bearer {ADMIN}"}
+        try:
+            c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
+            with open(out, "w", encoding="utf-8") as f:
+                for i, (label, stored, new, src) in enumerate(data):
+                    c.delete("/admin/cache?all=true", headers=admin).raise_for_status()
+                    body = json.dumps({"model": MODEL, "messages": [{"role": "user",
+                                                                     "content": stored}],
+                                       "answer": "stored answer"})
+                    c.post("/admin/cache/import", content=body, headers=admin).raise_for_status()
+                    r = c.post("/v1/chat/completions",
+                               headers={"Cache-Control": "only-if-cached",
+                                        "X-Cache-Threshold": "0.01"},
+                               json={"model": MODEL,
+                                     "messages": [{"role": "user", "content": new}]})
+                    sim = r.headers.get("X-Cache-Similarity") or r.headers.get("X-Cache-Nearest")
+                    if sim is None:
+                        raise RuntimeError(f"no similarity for pair {i + 1}: {r.status_code} "
+                                           f"{r.text[:200]}")
+                    f.write(f"{label}\t{stored}\t{new}\t{sim}\t{src}\n")
+                    if (i + 1) % 500 == 0:
+                        print(f"{i + 1}/{len(data)} pairs", file=sys.stderr)
+        finally:
+            proc.terminate()
+            proc.wait()
 
 
 def chat_body(q):
@@ -207,9 +243,12 @@ def main():
     ap.add_argument("build")
     ap.add_argument("pairs", nargs="+")
     ap.add_argument("--entries", type=int, default=100000)
+    ap.add_argument("--similarities", metavar="OUT")
     a = ap.parse_args()
     binary = str(pathlib.Path(a.build) / "cachegate")
     data = pairs([p for p in a.pairs if os.path.exists(p)])
+    if a.similarities:
+        return similarities(binary, data, a.similarities)
     quality(binary, data)
     if a.entries > 0:
         latency(binary, a.entries)
