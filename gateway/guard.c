@@ -104,14 +104,20 @@ static const char *const contrast_groups[] = {
     /* drugs, salts and conditions a letter apart, which a slip would pass */
     "abduction adduction", "abductor adductor", "sulfate sulfite", "nitrate nitrite",
     "chlorate chlorite", "dysphagia dysphasia", "aphasia aphagia", "perineal peroneal",
-    "prednisone prednisolone", "hydroxyzine hydralazine",
+    "prednisone prednisolone", "hydroxyzine hydralazine", "sprain strain",
+    /* units a letter apart */
+    "bit byte", "kilobit kilobyte", "megabit megabyte", "gigabit gigabyte",
+    "terabit terabyte",
+    /* quantifiers */
+    "all most some", "all any", "any most", "all only", "every any", "every some",
+    "both either", "little lot", "substr substring",
     "area population currency gdp", "capital population",
     /* one measure of a thing and another */
     "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
     "average worst", "average best", "amortized worst", "area circumference",
     "perpendicular parallel", "melting boiling", "melting freezing", "number mass",
     "mole molecule", "moles molecules", "plot theme", "plot themes", "null undefined",
-    "keep drop", "squash revert", "append prepend", "append insert",
+    "keep drop", "squash revert", "append prepend", "append insert", "key value",
     "formal casual",
     /* what two things share, and what sets them apart */
     "difference common", "difference similar", "difference similarity", "difference alike",
@@ -392,7 +398,8 @@ static const char stop_words[] =
     "make makes made making go goes going went take takes took put puts say says said "
     "tells give gives gave show shows showed provide example examples instance possible "
     "best good right correct proper properly recommended recommend suggest suggestions "
-    "steps step guide tutorial command commands help idea ideas tips list u ur thx pls plz";
+    "steps step guide tutorial command commands help idea ideas tips list u ur thx pls plz "
+    "approx approximately roughly";
 
 /* Dropped from the swap rule's word sequence: articles and determiners only say which
  * one, not what. */
@@ -400,10 +407,11 @@ static const char drop_words[] = "a an the my your his her its our their some an
                                  "these those please kindly just exactly actually basically "
                                  "really simply";
 
-/* Negators, with a few verbs that negate what follows them ("unable to", "avoid"). */
+/* Negators, with a few verbs that negate what follows them ("unable to", "avoid"), and the
+ * adverbs that all but negate ("barely sweat"). */
 static const char neg_words[] = "not never no without none nobody nothing nowhere neither nor "
                                 "cannot unable avoid prevent lack fail refuse excluding except "
-                                "besides";
+                                "besides hardly barely scarcely rarely seldom";
 
 /* Directional words: "x to y" read backwards is another question. */
 static const char dir_words[] = "to into from than per onto towards toward";
@@ -522,8 +530,8 @@ static const char *const math_ops[] = {
     "sine sin", "tangent tan", "binary", "hexadecimal hex", "octal",
 };
 
-/* What "when" asks for: "what year", "which century", "at what age". */
-static const char when_units[] = "year date day time century decade month era age";
+/* What "when" asks for: "what year", "which century", "at what age", "what is the deadline". */
+static const char when_units[] = "year date day time century decade month era age deadline";
 
 /* Nouns that frame a question rather than narrow it: "the reason cats purr", "the word
  * ubiquitous". */
@@ -1095,6 +1103,15 @@ static tok *push_tok(side *sd, const char *s, size_t n, unsigned flags)
     return t;
 }
 
+/* Adverbs that all but negate: "I barely sweat". */
+static int near_negative(const tok *t)
+{
+    static const char *const w[] = {"hardly", "barely", "scarcely", "rarely", "seldom"};
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++)
+        if (t->len == strlen(w[k]) && !memcmp(t->s, w[k], t->len)) return 1;
+    return 0;
+}
+
 /* Fills the lexicon-derived fields of a token. */
 static void classify(side *sd, tok *t)
 {
@@ -1136,8 +1153,8 @@ static void classify(side *sd, tok *t)
             case K_DROP:
                 t->flags |= F_DROP | F_STOP;
                 break;
-            case K_NEG:
-                t->flags |= F_NEG | F_STOP;
+            case K_NEG: /* (an adverb that all but negates is a word of its own too) */
+                t->flags |= near_negative(t) ? F_NEG : F_NEG | F_STOP;
                 break;
             case K_DIR:
                 t->flags |= F_DIR | F_STOP;
@@ -1424,9 +1441,10 @@ static void collect_numbers(side *sd)
          * first, the chicken or the egg", "first of all"; "the first president", "my first
          * car" and "first place" are ordinals */
         const tok *next = i + 1 < sd->nt ? &sd->t[i + 1] : NULL; /* ("first US president") */
+        const int aid = next && is_word(next, "aid"); /* first aid: care, not a count */
         if (t->len == 5 && !memcmp(t->s, "first", 5) &&
-            (!next || ((next->flags & F_STOP) && !(next->flags & F_ACRO))) &&
-            !(i > 0 && (t[-1].flags & F_DROP))) {
+            (aid || ((!next || ((next->flags & F_STOP) && !(next->flags & F_ACRO))) &&
+                     !(i > 0 && (t[-1].flags & F_DROP))))) {
             t->flags &= (uint16_t)~F_NUM;
             continue;
         }
@@ -2224,8 +2242,12 @@ static const tok *after_number(const side *sd, int k)
 {
     for (int i = 0; i + 1 < sd->nt; i++)
         if (sd->t[i].num == k) {
-            const tok *n = &sd->t[i + 1];
-            return (n->flags & (F_STOP | F_NUM)) ? NULL : n;
+            const tok *t = &sd->t[i], *n = &sd->t[i + 1];
+            /* a number with its letter, glued or bracketed, has its word in it: "401k" and
+             * "401(k)" */
+            for (size_t c = 0; c < t->len; c++)
+                if (isalpha((unsigned char)t->s[c])) return NULL;
+            return (n->flags & (F_STOP | F_NUM)) || n->len == 1 ? NULL : n;
         }
     return NULL;
 }
@@ -2520,6 +2542,13 @@ static int place_in(const side *sd, int i)
            (sd->t[i + 1].flags & (F_ENTITY | F_CAP | F_NUM));
 }
 
+/* Whether sd's token i is the unit of an age: "a 7 year old", "a 3-month-old". */
+static int age_unit(const side *sd, int i)
+{
+    return i > 0 && (sd->t[i - 1].flags & F_NUM) && i + 1 < sd->nt &&
+           is_word(&sd->t[i + 1], "old");
+}
+
 static int rule_contrast(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int i = 0; i < a->nt; i++) {
@@ -2536,6 +2565,8 @@ static int rule_contrast(const side *a, const side *b, char *why, size_t whylen)
                 negated_at(b, j) != nx || joined_in(y, a) || place_in(b, j))
                 continue;
             if (!lex_share(x->lex, y->lex, K_CONTRAST) || side_has_syn(a, y)) continue;
+            /* an age is no duration asked: "sleep for a 7 year old" and "hours of sleep" */
+            if (age_unit(a, i) != age_unit(b, j)) continue;
             say(why, whylen, "opposites: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
             return 0;
         }
@@ -2599,6 +2630,7 @@ static int without_root(const tok *x, const tok *y)
 /* "not safe" on one side and "unsafe" on the other say the same thing. */
 static int negation_spelled(const side *p, int i, const side *q)
 {
+    if (near_negative(&p->t[i])) return 0; /* (all but negates: no "unsafe" for it) */
     for (int j = i + 1; j < p->nt && j <= i + 2; j++) {
         const tok *r = &p->t[j];
         if ((r->flags & F_NUM) ||
@@ -2825,14 +2857,25 @@ static int country_as_city(const side *sd, int i)
 /* "the capital of India" vs "of Indiana", "Peru" vs "Perugia", "China" vs "Chinatown": a
  * country's name the other side's begins with, and letters that make another name (not a
  * people or a language: "Korean"; "Mac OS" and "macOS" write one name, as products'
- * names often do: "Postgres" and "PostgreSQL"); and a country's name for its city or a
- * state on one side only ("Mexico City", "the state of Georgia"). */
+ * names often do: "Postgres" and "PostgreSQL"); a country's name for its city or a state
+ * on one side only ("Mexico City", "the state of Georgia"); an acronym, as written, that
+ * another begins ("EBIT" vs "EBITDA"). */
 static int rule_longer_name(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
         for (int i = 0; i < p->nt; i++) {
             const tok *x = &p->t[i];
+            /* an acronym another begins: EBIT, EBITDA; HTTP, HTTPS */
+            for (int j = 0; (x->flags & F_ACRO) && j < q->nt; j++) {
+                const tok *y = &q->t[j];
+                if (!(y->flags & F_ACRO) || y->len <= x->len || memcmp(y->s, x->s, x->len) ||
+                    side_has(q, x) || side_has(p, y) || !mine(p, x) || !mine(q, y))
+                    continue;
+                say(why, whylen, "names differ: %.*s vs %.*s", (int)x->len, x->s, (int)y->len,
+                    y->s);
+                return 0;
+            }
             if (x->len < 3 || (x->flags & F_QUOTED) || !is_country(x)) continue;
             if (country_as_city(p, i)) /* "Mexico City" vs "Mexico" */
                 for (int j = 0; j < q->nt; j++)
@@ -3096,6 +3139,17 @@ static int traded_spans(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* Whether sd's token i is written with a possessive 's before the next token: "mother's
+ * brother". */
+static int owns(const side *sd, int i)
+{
+    const tok *x = &sd->t[i];
+    if (i + 1 >= sd->nt || !x->raw || !mine(sd, x) || x->rawlen < 3) return 0;
+    const char *e = x->raw + x->rawlen; /* (the word as written, its 's in it) */
+    if (e[-1] != 's' && e[-1] != 'S') return 0;
+    return e[-2] == '\'' || (x->rawlen >= 5 && !memcmp(e - 4, "\xe2\x80\x99", 3));
+}
+
 static int rule_traded(const side *a, const side *b, char *why, size_t whylen)
 {
     int ia[MAX_TOK], ib[MAX_TOK], na = kept_words(a, ia), nb = kept_words(b, ib), d[2], nd = 0;
@@ -3115,6 +3169,9 @@ static int rule_traded(const side *a, const side *b, char *why, size_t whylen)
         word_is(&a->t[ia[k]], K_JOIN) ? joins++ : others++;
     int owner = joined && d[1] + 1 < na && !(a->t[ia[d[1] + 1]].flags & (F_STOP | F_NUM)) &&
                 ia[d[1] + 1] == ia[d[1]] + 1 && ib[d[1] + 1] == ib[d[1]] + 1;
+    /* ... and an owner and what it owns on both sides, in either order: "my mother's
+     * brother" vs "my brother's mother" */
+    if (joined && owns(a, ia[d[0]]) && owns(b, ib[d[0]])) owner = 1;
     if ((joined && !owner) || (joins && !others)) return 1;
     const tok *x = &a->t[ia[d[0]]], *y = &a->t[ia[d[1]]];
     if ((x->flags & F_STOP) || (y->flags & F_STOP) || !tok_like(x, &b->t[ib[d[1]]]) ||
@@ -3150,6 +3207,25 @@ static int same_direction(const tok *x, const tok *y)
                             (is_word(y, "to") || is_word(y, "into")));
 }
 
+/* Whether sd asks to convert a thing into another. */
+static int converts(const side *sd)
+{
+    static const char *const w[] = {"convert", "conversion", "cast", "transform", "parse"};
+    for (int i = 0; i < sd->nt; i++)
+        for (size_t k = 0; k < sizeof w / sizeof *w; k++)
+            if (is_word(&sd->t[i], w[k])) return 1;
+    return 0;
+}
+
+/* Whether a word joins sd's tokens between i and j (either first): "to who or to whom" names
+ * two choices, in either order the same question. */
+static int joined(const side *sd, int i, int j)
+{
+    for (int k = (i < j ? i : j) + 1; k < (i < j ? j : i); k++)
+        if (word_is(&sd->t[k], K_JOIN)) return 1;
+    return 0;
+}
+
 static int rule_order(const side *a, const side *b, char *why, size_t whylen)
 {
     if (!rule_traded(a, b, why, whylen)) return 0;
@@ -3182,7 +3258,17 @@ static int rule_order(const side *a, const side *b, char *why, size_t whylen)
                 int rb = v ? next_word(b, k) : content_near(b, k, +1);
                 if (rb < 0 || tok_eq(&a->t[r], &b->t[rb])) continue;
                 int x = find_before(a, &b->t[rb], i), y = find_before(b, &a->t[r], k);
-                if (x < 0 || y < 0) continue;
+                if (x < 0 || (y >= 0 && joined(a, x, i) && joined(b, y, k))) continue;
+                /* in a conversion, b's end a's start where a's end is not in b: "convert a
+                 * JSON string to an object" vs "a dict to a JSON string" */
+                if (y < 0 && !side_has(b, &a->t[r]) && converts(a) && converts(b)) {
+                    say(why, whylen, "direction differs: %.*s %.*s %.*s vs %.*s %.*s",
+                        (int)a->t[x].len, a->t[x].s, (int)a->t[i].len, a->t[i].s,
+                        (int)a->t[r].len, a->t[r].s, (int)b->t[k].len, b->t[k].s,
+                        (int)b->t[rb].len, b->t[rb].s);
+                    return 0;
+                }
+                if (y < 0) continue;
                 say(why, whylen, "order reversed: %.*s %.*s %.*s vs %.*s %.*s %.*s",
                     (int)a->t[x].len, a->t[x].s, (int)a->t[i].len, a->t[i].s, (int)a->t[r].len,
                     a->t[r].s, (int)b->t[y].len, b->t[y].s, (int)b->t[k].len, b->t[k].s,
@@ -3563,9 +3649,9 @@ static int rule_swap(const side *a, const side *b, char *why, size_t whylen)
     }
     /* "bad" vs "not good": the negation rule has already judged it */
     for (int k = p; k < p + ma; k++)
-        if (a->t[ia[k]].flags & F_NEG) return 1;
+        if ((a->t[ia[k]].flags & F_NEG) && !near_negative(&a->t[ia[k]])) return 1;
     for (int k = p; k < p + mb; k++)
-        if (b->t[ib[k]].flags & F_NEG) return 1;
+        if ((b->t[ib[k]].flags & F_NEG) && !near_negative(&b->t[ib[k]])) return 1;
     /* opposites that both sides also use elsewhere: "turn on dark mode on" vs "turn off" */
     for (int k = p; k < p + ma; k++)
         for (int l = p; l < p + mb; l++) {
@@ -4586,8 +4672,15 @@ static int rule_pronoun_roles(const side *a, const side *b, char *why, size_t wh
 {
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
-        int ip = place_of(p, "i"), mq = place_of(q, "me");
-        if (ip < 0 || mq < 0 || place_of(q, "i") >= 0 || place_of(p, "me") >= 0) continue;
+        int ip = place_of(p, "i"), mq = place_of(q, "me"), iq = place_of(q, "i");
+        /* (an "I" after the "me" that a subordinator opens is of another clause: "give me
+         * notice before I move") */
+        if (ip < 0 || mq < 0 || place_of(p, "me") >= 0 ||
+            (iq >= 0 && (iq < mq || !(word_is(&q->t[iq - 1], K_SUBORD) ||
+                                      is_word(&q->t[iq - 1], "before") ||
+                                      is_word(&q->t[iq - 1], "after") ||
+                                      is_word(&q->t[iq - 1], "because")))))
+            continue;
         /* "the intake for me", "explain to me": the asker served, not acted on */
         const tok *before = mq > 0 ? &q->t[mq - 1] : NULL;
         if (before && (is_word(before, "for") || is_word(before, "to") ||
@@ -4681,8 +4774,66 @@ static size_t plural_sl(const tok *n)
     return n->len > 3 && n->s[n->len - 1] == 's' && n->s[n->len - 2] != 's' ? n->len - 1u : 0;
 }
 
+/* "multiple files", "several rows": many of a thing (not "how many", a question). */
+static int many_word(const side *sd, int i)
+{
+    const tok *t = &sd->t[i];
+    if (is_word(t, "many"))
+        return !(i > 0 && (is_word(&t[-1], "how") || is_word(&t[-1], "so") ||
+                           is_word(&t[-1], "too") || is_word(&t[-1], "as")));
+    return is_word(t, "multiple") || is_word(t, "several") || is_word(t, "numerous") ||
+           is_word(t, "various");
+}
+
+/* "Is a tomato a fruit or a vegetable?" vs "Is a tomato a fruit?": a choice between two
+ * against one of them asked alone. 1 when sd's "or" at i offers x before it and another
+ * after it that q lacks, q saying x with no "or" of its own. */
+static int choice_dropped(const side *p, int i, const side *q)
+{
+    if (!is_word(&p->t[i], "or") || place_of(q, "or") >= 0 || place_of(q, "vs") >= 0 ||
+        place_of(q, "versus") >= 0)
+        return 0;
+    int x = content_near(p, i, -1), y = content_near(p, i, +1);
+    /* (a thing right after the "or", not a clause: "or are they poisonous") */
+    if (x < 0 || y < 0 || y > i + 2 || (y == i + 2 && !(p->t[i + 1].flags & F_DROP)) ||
+        (p->t[y].flags & F_NEG)) /* (nor "or not") */
+        return 0;
+    int hx = side_has_like(q, &p->t[x]) || side_has_syn(q, &p->t[x]);
+    int hy = side_has_like(q, &p->t[y]) || side_has_syn(q, &p->t[y]);
+    return hx != hy; /* (either one of the two) */
+}
+
+/* A word that says how many of a kind a yes or no is asked of: "do all birds fly". */
+static int quantifier(const tok *t)
+{
+    static const char *const w[] = {"all", "most", "some", "only", "few", "many"};
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++)
+        if (is_word(t, w[k])) return 1;
+    return 0;
+}
+
 static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
 {
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        for (int i = 1; i + 1 < p->nt; i++)
+            if (choice_dropped(p, i, q)) {
+                int x = content_near(p, i, -1), y = content_near(p, i, +1);
+                say(why, whylen, "a choice vs one: %.*s or %.*s", (int)p->t[x].len,
+                    p->t[x].s, (int)p->t[y].len, p->t[y].s);
+                return 0;
+            }
+        /* "Do birds fly?" vs "Do all birds fly?", "Are most snakes venomous?" */
+        int qq = 0;
+        for (int k = 0; k < q->nt; k++)
+            qq |= quantifier(&q->t[k]) || word_is(&q->t[k], K_ALL); /* (every square) */
+        for (int i = 1; i + 1 < p->nt && !qq && yes_no(p) && yes_no(q); i++)
+            if (quantifier(&p->t[i])) {
+                say(why, whylen, "scope differs: %.*s in %s only", (int)p->t[i].len,
+                    p->t[i].s, pass ? "query" : "stored");
+                return 0;
+            }
+    }
     /* "every other day" is half of "every day" */
     int ea = 0, eb = 0, oa = 0, ob = 0;
     for (int i = 0; i < a->nt; i++)
@@ -4704,12 +4855,15 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
             sb == 1 ? "one" : "all");
         return 0;
     }
-    /* "rename a file" vs "rename all files": all of a plural the other side says once */
+    /* "rename a file" vs "rename all files" or "multiple files": all or many of a plural
+     * the other side says once */
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
-        if (!(pass ? sb : sa) || (pass ? sa : sb)) continue;
+        if (pass ? sa : sb) continue;
         for (int i = 0; i + 1 < p->nt; i++) {
-            if (!word_is(&p->t[i], K_ALL)) continue;
+            if (!((word_is(&p->t[i], K_ALL) && (pass ? sb : sa)) ||
+                  (many_word(p, i) && !side_has(q, &p->t[i]))))
+                continue;
             /* its noun: "all files", "all Docker containers", "all running Docker
              * containers" */
             int r = content_near(p, i, +1);
@@ -4725,7 +4879,8 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
                     !memcmp(q->t[k].n, n->nlen < n->len ? n->n : n->s, sl) &&
                     /* not a noun's modifier: "column widths", "duplicate items" */
                     (k + 1 == q->nt || (q->t[k + 1].flags & (F_STOP | F_NUM)))) {
-                    say(why, whylen, "scope differs: all %.*s vs one", (int)n->len, n->s);
+                    say(why, whylen, "scope differs: %.*s %.*s vs one", (int)p->t[i].len,
+                        p->t[i].s, (int)n->len, n->s);
                     return 0;
                 }
         }

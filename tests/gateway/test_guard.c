@@ -1583,3 +1583,50 @@ Test(guard, from_a_thirteenth_blind_set)
     /* a year read in pairs */
     PASS("Who won the World Cup in nineteen ninety-eight?", "Who won the 1998 World Cup?");
 }
+
+Test(guard, from_a_fourteenth_blind_set)
+{
+    /* the same choice in another order; a number with its letter; first aid counts
+     * nothing; an age is no duration asked; a deadline is a when; hedges add nothing */
+    PASS("Is it 'fewer items' or 'less items'?", "which is correct: less items vs fewer items");
+    PASS("What is the 403(b) contribution limit for 2025?", "2025 403b max contribution");
+    PASS("How do I treat a small cut at home?", "first aid for a minor cut");
+    PASS("How much sleep does a 4 year old need?",
+         "my daughter is 4, how many hours of sleep should she get");
+    close_call("What is the deadline to register to vote in Ohio?",
+               "ohio voter registration due date", 1, NULL);
+    close_call("How tall is Mount Kilimanjaro?", "roughly how tall is mount kilimanjaro", 1,
+               NULL);
+    /* a dict by its keys or its values; an acronym another begins; "I give my landlord" or
+     * "my landlord gives me"; a conversion's end as the other's start; one thing or many */
+    VETO("sort a python dict by key", "sort a python dict by value", "opposites");
+    VETO("What does EBITDA mean?", "What does EBIT mean?", "names");
+    VETO("How much notice must I give my employer in Texas before quitting?",
+         "How much notice must my employer give me in Texas before I am laid off?", "roles");
+    VETO("Convert a CSV string to a list in Python", "Convert a Python dict to a CSV string",
+         "direction");
+    VETO("How do I delete a branch in git?", "How do I delete multiple branches in git?",
+         "scope");
+    PASS("How many weeks are in a trimester?", "a trimester is how many weeks");
+}
+
+Test(guard, from_a_second_hunt_for_wrong_hits)
+{
+    /* a choice against one of it; a quantifier a yes or no is asked of; near negatives */
+    VETO("Is a peanut a nut or a legume?", "Is a peanut a legume?", "choice");
+    PASS("Is a peanut a nut or a legume?", "is a peanut a legume or a nut");
+    VETO("Do penguins fly?", "Do all penguins fly?", "scope");
+    VETO("Do some frogs glow?", "Do most frogs glow?", "opposites");
+    PASS("Are all triangles polygons?", "Is every triangle a polygon?");
+    VETO("Why do I barely dream?", "Why do I dream?", "negation");
+    VETO("Why do I rarely get colds?", "Why do I get colds?", "negation");
+    PASS("Why do I hardly sleep?", "why do i barely sleep");
+    /* an owner and what it owns, traded; units and injuries a letter apart */
+    VETO("What do you call your father's sister?", "What do you call your sister's father?",
+         "order");
+    VETO("How many megabits are in a gigabyte?", "How many megabytes are in a gigabyte?", NULL);
+    VETO("How long does a sprained wrist take to heal?",
+         "How long does a strained wrist take to heal?", "opposites");
+    VETO("Does the buyer or the seller pay closing costs?", "Does the seller pay closing costs?",
+         "choice");
+}
