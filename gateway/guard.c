@@ -2252,8 +2252,6 @@ static const tok *after_number(const side *sd, int k)
     return NULL;
 }
 
-/* The word after a number written in digits, an acronym among them ("100 US dollars"), or
- * NULL. */
 /* A number word that counts: "one", "twenty", "a dozen"; not "first", not a numeral. */
 static int cardinal(const tok *t)
 {
@@ -2263,6 +2261,8 @@ static int cardinal(const tok *t)
     return 0;
 }
 
+/* The word after a number written in digits, an acronym among them ("100 US dollars"), or
+ * NULL. */
 static const tok *unit_of_number(const side *sd, int k)
 {
     for (int i = 0; i + 1 < sd->nt; i++)
@@ -2288,9 +2288,6 @@ static int num_index(const side *sd, const char *k)
     return -1;
 }
 
-/* The same numbers in another order, tied to other words: "a 4 by 8 sheet for a 3 by 5
- * table" is not "a 3 by 5 sheet for a 4 by 8 table". A number that keeps its word ("in
- * 2020, who won the 100m sprint", "10 minus 5" and "5 from 10") is a sentence reordered. */
 /* Whether sd's tokens i and i + 1 are two numbers written with a sign whose order counts
  * between them ("10-3", "2 - 1", "16:9", "10/3", "3–1", a list's "5, 9"): not "5x3" nor
  * "2+2". */
@@ -2341,6 +2338,9 @@ static int has_ordered(const side *sd, const char *x, const char *y, int commas)
     return 0;
 }
 
+/* The same numbers in another order, tied to other words: "a 4 by 8 sheet for a 3 by 5
+ * table" is not "a 3 by 5 sheet for a 4 by 8 table". A number that keeps its word ("in
+ * 2020, who won the 100m sprint", "10 minus 5" and "5 from 10") is a sentence reordered. */
 static int number_order(const side *a, const side *b, char *why, size_t whylen)
 {
     int ia = 0, ib = 0;
@@ -3077,11 +3077,6 @@ static int find_before(const side *sd, const tok *x, int end)
     return -1;
 }
 
-/* "x to y" here and "y to x" there: what follows the directional word on each side comes
- * before it on the other. Also "a stronger than b" vs "b stronger than a". */
-/* "substitute baking soda for baking powder" vs "substitute baking powder for baking
- * soda", "did Federer beat Nadal" vs "did Nadal beat Federer": the same words, two of them
- * trading places. */
 /* The indexes of sd's words but articles and possessives, into idx; their count. */
 static int kept_words(const side *sd, int *idx)
 {
@@ -3150,6 +3145,9 @@ static int owns(const side *sd, int i)
     return e[-2] == '\'' || (x->rawlen >= 5 && !memcmp(e - 4, "\xe2\x80\x99", 3));
 }
 
+/* "substitute baking soda for baking powder" vs "substitute baking powder for baking
+ * soda", "did Federer beat Nadal" vs "did Nadal beat Federer": the same words, two of them
+ * trading places. */
 static int rule_traded(const side *a, const side *b, char *why, size_t whylen)
 {
     int ia[MAX_TOK], ib[MAX_TOK], na = kept_words(a, ia), nb = kept_words(b, ib), d[2], nd = 0;
@@ -3226,6 +3224,8 @@ static int joined(const side *sd, int i, int j)
     return 0;
 }
 
+/* "x to y" here and "y to x" there: what follows the directional word on each side comes
+ * before it on the other. Also "a stronger than b" vs "b stronger than a". */
 static int rule_order(const side *a, const side *b, char *why, size_t whylen)
 {
     if (!rule_traded(a, b, why, whylen)) return 0;
@@ -3433,9 +3433,6 @@ static int asks_a_when(const side *sd, int j)
            (j + 1 == sd->nt || (sd->t[j + 1].flags & (F_STOP | F_NUM)));
 }
 
-/* What a side's first word asks: 'w' what or which, 'r' where, 'e' when, 'o' who, 'y' why,
- * 'h' how; "what year" asks a when, "what place" a where, "what reason" a why, "what way" a
- * how, "how long ago" a when; 0 for none. */
 /* What the question word t asks for: a person ('o'), a place ('r') or a time ('e'); 0. */
 static int wh_of(const tok *t)
 {
@@ -3444,6 +3441,9 @@ static int wh_of(const tok *t)
     return is_word(t, "when") ? 'e' : 0;
 }
 
+/* What a side's first word asks: 'w' what or which, 'r' where, 'e' when, 'o' who, 'y' why,
+ * 'h' how; "what year" asks a when, "what place" a where, "what reason" a why, "what way" a
+ * how, "how long ago" a when; 0 for none. */
 static int asked(const side *sd)
 {
     if (!sd->nt) return 0;
@@ -3468,11 +3468,6 @@ static int asked(const side *sd)
     return 'w';
 }
 
-/* "What is the Eiffel Tower?" vs "Where is the Eiffel Tower?", "What do lions eat?" vs "How
- * do lions eat?", "Why do cats purr?" vs "How do cats purr?": another question word before
- * the same words (the other side may add up to three). */
-/* Whether a side asks for a person ('o': who), a place ('r': where) or a time ('e': when,
- * "what year"), by its first words; 0 neither. */
 /* Whether sd asks "what year", "what age" (a when) after other words, from token `from`
  * on, behind a stop word ("in what year", "at what age"); at_end: as its last words. */
 static int late_when(const side *sd, int from, int at_end)
@@ -3485,6 +3480,8 @@ static int late_when(const side *sd, int from, int at_end)
     return 0;
 }
 
+/* Whether a side asks for a person ('o': who), a place ('r': where) or a time ('e': when,
+ * "what year"), by its first words; 0 neither. */
 static int answer_kind(const side *sd)
 {
     if (!sd->nt) return 0;
@@ -3496,6 +3493,9 @@ static int answer_kind(const side *sd)
     return !(t->flags & F_WH) && late_when(sd, 1, 1) ? 'e' : 0;
 }
 
+/* "What is the Eiffel Tower?" vs "Where is the Eiffel Tower?", "What do lions eat?" vs "How
+ * do lions eat?", "Why do cats purr?" vs "How do cats purr?": another question word before
+ * the same words (the other side may add up to three). */
 static int rule_wh_swap(const side *a, const side *b, char *why, size_t whylen)
 {
     /* a person, a place and a time are three answers, whatever the words after: "who wrote
