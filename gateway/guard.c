@@ -4327,6 +4327,97 @@ static int rule_brackets(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* Whether c, not NUL, is one of set's characters. */
+static int in_set(char c, const char *set)
+{
+    return c && strchr(set, c);
+}
+
+/* Whether the quote at t[i] opens a literal that code reads as a string: a word in quotes
+ * (no space in it) as an argument or an operand: "len('123')", "'1' + 1", "x == 'a'". */
+static int quoted_literal(const char *t, size_t n, size_t i)
+{
+    if (i > 0 && isalnum((unsigned char)t[i - 1])) return 0; /* (an apostrophe: "don't") */
+    size_t e = i + 1;
+    while (e < n && e < i + 40 && t[e] != t[i] && t[e] != ' ')
+        e++;
+    if (e >= n || t[e] != t[i] || e == i + 1 || (e + 1 < n && isalnum((unsigned char)t[e + 1])))
+        return 0;
+    size_t p = i, q = e + 1;
+    while (p > 0 && t[p - 1] == ' ')
+        p--;
+    while (q < n && t[q] == ' ')
+        q++;
+    char before = p > 0 ? t[p - 1] : ' ', after = q < n ? t[q] : ' ';
+    return (i > 0 && in_set(t[i - 1], "([,")) || (e + 1 < n && in_set(t[e + 1], ")],.")) ||
+           in_set(before, "+-*/%=<>!") || in_set(after, "+-*/%=<>!");
+}
+
+/* The signs of sd's text that code and commands read, in order, into out (at most cap - 1;
+ * its length): "checkout ." is not "checkout -", ".*" not ".*?", "./tmp" not "/tmp", "!" not
+ * "!!". Not a sentence's punctuation, nor a hyphen or slash inside a word ("3-year-old",
+ * "km/h"), nor the dot of a decimal or of "U.S.", nor a time's colon. */
+static size_t code_signs(const side *sd, char *out, size_t cap)
+{
+    const char *t = sd->text;
+    size_t n = sd->textlen, m = 0;
+    while (n > 0 && in_set(t[n - 1], ".?! \t\r\n"))
+        n--; /* (the sentence's end) */
+    for (size_t i = 0; i < n && m + 1 < cap; i++) {
+        char c = t[i];
+        if ((c == '\'' || c == '"') && quoted_literal(t, n, i)) {
+            out[m++] = 'q'; /* a string, not the value: print('2' * 3), "null" == null */
+            continue;
+        }
+        if (!in_set(c, "-/:$?*+^\\|!~@#%&=<>.")) continue;
+        int before = i > 0 ? (unsigned char)t[i - 1] : ' ';
+        int after = i + 1 < n ? (unsigned char)t[i + 1] : ' ';
+        if (in_set(c, ".?!:;") && (after == ' ' || after == '"' || after == '\'' || i + 1 == n) &&
+            (isalnum(before) || in_set((char)before, "\"')]")))
+            continue; /* a sentence's punctuation, in quotes too ("Where is it?") */
+        if ((c == '-' || c == '/') && isalnum(before) && isalnum(after)) continue;
+        if (c == '.' && (isupper(before) || (isdigit(before) && isdigit(after)))) continue;
+        if (c == '.' && isalpha(before) && (i < 2 || !isalnum((unsigned char)t[i - 2])))
+            continue; /* "e.g.", "i.e." */
+        if (c == ':' && isdigit(before) && isdigit(after)) continue;
+        if (c == '$' && isdigit(after)) continue; /* a price: the numbers' rule reads it */
+        size_t l = i, r = i + 1; /* arithmetic between numbers: the operators' rule's */
+        while (l > 0 && t[l - 1] == ' ')
+            l--;
+        while (r < n && t[r] == ' ')
+            r++;
+        if (l > 0 && r < n && isdigit((unsigned char)t[l - 1]) && isdigit((unsigned char)t[r]))
+            continue;
+        out[m++] = c;
+    }
+    out[m] = 0;
+    return m;
+}
+
+/* "What does git checkout . do?" vs "git checkout - do?": the same words, and signs that
+ * code reads otherwise (code_signs()). */
+static int rule_signs(const side *a, const side *b, char *why, size_t whylen)
+{
+    int i = 0, j = 0;
+    for (;;) {
+        while (i < a->nt && !mine(a, &a->t[i]))
+            i++;
+        while (j < b->nt && !mine(b, &b->t[j]))
+            j++;
+        if (i == a->nt || j == b->nt) {
+            if (i != a->nt || j != b->nt) return 1;
+            break;
+        }
+        if (!tok_eq(&a->t[i++], &b->t[j++])) return 1;
+    }
+    char x[64], y[64];
+    code_signs(a, x, sizeof x);
+    code_signs(b, y, sizeof y);
+    if (!strcmp(x, y)) return 1;
+    say(why, whylen, "signs differ: %s vs %s", x[0] ? x : "none", y[0] ? y : "none");
+    return 0;
+}
+
 /* Whether the quotation t opens holds a space before it closes: a sentence, not a word. */
 static int quoted_sentence(const side *sd, const tok *t)
 {
@@ -5277,6 +5368,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
     if ((rules & R_CODE) && !rule_code(stored ? stored : "", stored ? slen : 0,
                                        query ? query : "", query ? qlen : 0, why, whylen))
         return 0;
+    if ((rules & R_ENTITY) && !rule_signs(a, b, why, whylen)) return 0;
     say(why, whylen, "%s", "");
     return 1;
 }

@@ -1630,3 +1630,24 @@ Test(guard, from_a_second_hunt_for_wrong_hits)
     VETO("Does the buyer or the seller pay closing costs?", "Does the seller pay closing costs?",
          "choice");
 }
+
+Test(guard, signs_that_code_reads)
+{
+    /* the same words, signs that commands, patterns and operators read otherwise */
+    VETO("What does git add . do?", "What does git add - do?", "signs");
+    VETO("What does cp -r ./src do?", "What does cp -r /src do?", "signs");
+    VETO("What does the regex a+ match?", "What does the regex a+? match?", "signs");
+    VETO("What does $@ mean in bash?", "What does $* mean in bash?", "signs");
+    /* a string is not the value it spells */
+    VETO("What does len('42') return?", "What does len(42) return?", "signs");
+    VETO("What is '5' * 2 in JavaScript?", "What is 5 * 2 in JavaScript?", "signs");
+    /* a sentence's punctuation, a hyphened or dotted word, a price and spaced arithmetic
+     * are no such signs */
+    PASS("Translate \"Is it raining?\" into Spanish", "translate \"is it raining\" into spanish");
+    PASS("step-by-step guide to tiling a floor", "step by step guide to tiling a floor");
+    PASS("What is the U.K. population?", "what is the UK population");
+    PASS("what is 9-4", "What is 9 - 4?");
+    PASS("How much is $30 in yen?", "how much is 30 dollars in yen");
+    PASS("Is print('hi') the same as print(\"hi\") in Python?",
+         "is print(\"hi\") the same as print('hi') in python");
+}
