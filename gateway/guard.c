@@ -111,6 +111,10 @@ static const char *const contrast_groups[] = {
     /* quantifiers */
     "all most some", "all any", "any most", "all only", "every any", "every some",
     "both either", "little lot", "substr substring",
+    /* tasks on a text */
+    "shorten long", "shorten expand", "summarize expand", "condense expand",
+    /* what led to a thing and what followed it */
+    "cause consequence", "cause effect", "cause aftermath", "led consequence", "led effect",
     "area population currency gdp", "capital population",
     /* one measure of a thing and another */
     "recommended maximum", "cheapest fastest", "cheapest quickest", "cheapest shortest",
@@ -399,7 +403,7 @@ static const char stop_words[] =
     "tells give gives gave show shows showed provide example examples instance possible "
     "best good right correct proper properly recommended recommend suggest suggestions "
     "steps step guide tutorial command commands help idea ideas tips list u ur thx pls plz "
-    "approx approximately roughly";
+    "approx approximately roughly explanation";
 
 /* Dropped from the swap rule's word sequence: articles and determiners only say which
  * one, not what. */
@@ -3911,7 +3915,8 @@ static int op_at(const char *s, size_t n, size_t i, int in_run)
     if (s[i] == '%' && i > 0 && is_digit((unsigned char)s[i - 1]) &&
         (i + 1 == n || !is_alnum((unsigned char)s[i + 1])))
         return 0; /* "15%": a number's percent sign, not modulo */
-    if (s[i] == '=') { /* "2^10 = ?", "15% of 80 =": asks what is, as "what is" does */
+    if (s[i] == '=' && !(i > 0 && s[i - 1] == '=') && !(i + 1 < n && s[i + 1] == '=')) {
+        /* "2^10 = ?", "15% of 80 =": asks what is, as "what is" does (not "== vs ===") */
         size_t j = i + 1;
         while (j < n && (s[j] == '=' || s[j] == ' ' || s[j] == '?' || s[j] == '.'))
             j++;
@@ -4894,6 +4899,24 @@ static int choice_dropped(const side *p, int i, const side *q)
     return hx != hy; /* (either one of the two) */
 }
 
+/* Whether sd asks how often: "every day", "daily", "each night". */
+static int says_often(const side *sd)
+{
+    static const char *const w[] = {"daily", "nightly", "weekly", "everyday", "regularly"};
+    for (int i = 0; i < sd->nt; i++) {
+        for (size_t k = 0; k < sizeof w / sizeof *w; k++)
+            if (is_word(&sd->t[i], w[k])) return 1;
+        int j = i + 1 < sd->nt && (is_word(&sd->t[i + 1], "single") ||
+                                   is_word(&sd->t[i + 1], "other"))
+                    ? i + 2
+                    : i + 1; /* ("every other day" is the scope rule's) */
+        if ((is_word(&sd->t[i], "every") || is_word(&sd->t[i], "each")) && j < sd->nt &&
+            word_is(&sd->t[j], K_TIMENOUN))
+            return 1;
+    }
+    return 0;
+}
+
 /* A word that says how many of a kind a yes or no is asked of: "do all birds fly". */
 static int quantifier(const tok *t)
 {
@@ -4914,6 +4937,11 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
                     p->t[x].s, (int)p->t[y].len, p->t[y].s);
                 return 0;
             }
+        /* "can cats eat tuna" vs "can cats eat tuna every day": how often */
+        if (says_often(p) && !says_often(q) && yes_no(p) && yes_no(q)) {
+            say(why, whylen, "how often in %s only", pass ? "query" : "stored");
+            return 0;
+        }
         /* "Do birds fly?" vs "Do all birds fly?", "Are most snakes venomous?" */
         int qq = 0;
         for (int k = 0; k < q->nt; k++)

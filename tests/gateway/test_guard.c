@@ -1651,3 +1651,19 @@ Test(guard, signs_that_code_reads)
     PASS("Is print('hi') the same as print(\"hi\") in Python?",
          "is print(\"hi\") the same as print('hi') in python");
 }
+
+Test(guard, from_a_fifteenth_blind_set)
+{
+    /* how often, asked of a yes or no; a text made shorter or longer; what led to a thing
+     * and what followed it */
+    VETO("Can dogs eat rice?", "can dogs eat rice every day", "often");
+    PASS("Is it safe to drink coffee every morning?", "is drinking coffee every single morning safe");
+    VETO("Shorten this paragraph: the meeting ran late.",
+         "Make this paragraph longer: the meeting ran late.", "opposites");
+    VETO("What were the causes of the Great Depression?",
+         "What were the effects of the Great Depression?", "opposites");
+    /* "== vs ===" is no "what is" asked with an equals sign; an explanation asked adds
+     * nothing */
+    PASS("What is the difference between != and !== in JavaScript?", "javascript != vs !==?");
+    close_call("What is a neutron star?", "neutron star explanation pls", 1, NULL);
+}
