@@ -1657,7 +1657,8 @@ Test(guard, from_a_fifteenth_blind_set)
     /* how often, asked of a yes or no; a text made shorter or longer; what led to a thing
      * and what followed it */
     VETO("Can dogs eat rice?", "can dogs eat rice every day", "often");
-    PASS("Is it safe to drink coffee every morning?", "is drinking coffee every single morning safe");
+    PASS("Is it safe to drink coffee every morning?",
+         "is drinking coffee every single morning safe");
     VETO("Shorten this paragraph: the meeting ran late.",
          "Make this paragraph longer: the meeting ran late.", "opposites");
     VETO("What were the causes of the Great Depression?",
