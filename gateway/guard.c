@@ -4436,6 +4436,37 @@ static int quoted_sentence(const side *sd, const tok *t)
  * embedding reads no letter case, so a word both sides quote, or give as code or data, in
  * other letter case is another question; elsewhere case says nothing ("france", an error
  * message quoted on one side only). */
+/* Whether t's raw letters are all capitals. */
+static int all_caps(const tok *t)
+{
+    for (size_t i = 0; i < t->rawlen; i++)
+        if (!isupper((unsigned char)t->raw[i])) return 0;
+    return 1;
+}
+
+/* Whether t is written with a capital, then small letters only. */
+static int capitalized(const tok *t)
+{
+    for (size_t i = 1; i < t->rawlen; i++)
+        if (!islower((unsigned char)t->raw[i])) return 0;
+    return isupper((unsigned char)t->raw[0]);
+}
+
+/* Whether t is a word of 2 to 4 letters written in sd with a capital, not at a sentence's
+ * start, nor a word of phrasing ("OK"): a symbol or a unit whose case may count. */
+static int cased_symbol(const side *sd, const tok *t)
+{
+    if (!t->raw || !mine(sd, t) || t->rawlen < 2 || t->rawlen > 4 || (t->flags & F_STOP) ||
+        sentence_start(sd, t))
+        return 0;
+    int up = 0;
+    for (size_t i = 0; i < t->rawlen; i++) {
+        if (!isalpha((unsigned char)t->raw[i])) return 0;
+        up |= isupper((unsigned char)t->raw[i]) != 0;
+    }
+    return up;
+}
+
 static int rule_case(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
@@ -4461,6 +4492,24 @@ static int rule_case(const side *a, const side *b, char *why, size_t whylen)
                 other_case_beyond_first(q, t))
                 continue;
             say(why, whylen, "letter case differs: %.*s", (int)t->rawlen, t->raw);
+            return 0;
+        }
+    }
+    /* symbols and units, where both sides write capitals: "CO" and "Co" (carbon monoxide,
+     * cobalt), "MB" and "Mb", "Mbps" and "MBps"; not an acronym written as a name ("SQL",
+     * "Sql"), nor a sentence's first word */
+    for (int k = 0; k < a->nt; k++) {
+        const tok *t = &a->t[k];
+        if (!cased_symbol(a, t)) continue;
+        for (int j = 0; j < b->nt; j++) {
+            const tok *u = &b->t[j];
+            if (!cased_symbol(b, u) || u->rawlen != t->rawlen ||
+                strncasecmp(u->raw, t->raw, t->rawlen) || !memcmp(u->raw, t->raw, t->rawlen))
+                continue;
+            int ta = all_caps(t), ua = all_caps(u);
+            if (t->rawlen >= 3 && ((ta && capitalized(u)) || (ua && capitalized(t)))) continue;
+            say(why, whylen, "letter case differs: %.*s vs %.*s", (int)t->rawlen, t->raw,
+                (int)u->rawlen, u->raw);
             return 0;
         }
     }

@@ -1648,6 +1648,11 @@ Test(guard, signs_that_code_reads)
     PASS("What is the U.K. population?", "what is the UK population");
     PASS("what is 9-4", "What is 9 - 4?");
     PASS("How much is $30 in yen?", "how much is 30 dollars in yen");
+    /* symbols and units both sides write with capitals, in another case */
+    VETO("What is the melting point of NI?", "What is the melting point of Ni?", "case");
+    VETO("How many bits are in 8 MB?", "How many bits are in 8 Mb?", "case");
+    PASS("how to learn SQL fast", "how to learn Sql fast");
+    PASS("is it OK to eat eggs daily", "is it Ok to eat eggs daily");
     PASS("Is print('hi') the same as print(\"hi\") in Python?",
          "is print(\"hi\") the same as print('hi') in python");
 }
