@@ -4745,8 +4745,9 @@ static int yes_no(const side *sd)
     for (size_t i = 0; i < sizeof modals / sizeof *modals && !aux; i++)
         aux = is_word(t, modals[i]);
     if (!aux || is_word(u, "you") || is_word(u, "there")) return 0;
-    for (int i = 2; i < sd->nt; i++)
-        if (is_word(&sd->t[i], "or")) return 0;
+    for (int i = 1; i < sd->nt; i++) /* (a choice: "will vs trust") */
+        if (is_word(&sd->t[i], "or") || is_word(&sd->t[i], "vs") || is_word(&sd->t[i], "versus"))
+            return 0;
     return 1;
 }
 
@@ -4778,6 +4779,14 @@ static int rule_modal(const side *a, const side *b, char *why, size_t whylen)
     return 0;
 }
 
+/* The first place of a side's word w, or -1. */
+static int place_of(const side *sd, const char *w)
+{
+    for (int i = 0; i < sd->nt; i++)
+        if (is_word(&sd->t[i], w)) return i;
+    return -1;
+}
+
 /* Whether a side opens with a how of amount or time ("how much tuna", "how long"), of way
  * ("how do I"), or a why. */
 static int how_or_why(const side *sd)
@@ -4785,6 +4794,9 @@ static int how_or_why(const side *sd)
     if (sd->nt < 2) return 0;
     const tok *t = &sd->t[0], *u = &sd->t[1];
     if (is_word(t, "why")) return 1;
+    /* "what's the difference between x and y": an explanation */
+    if (is_word(t, "what") && place_of(sd, "difference") > 0 && place_of(sd, "between") > 0)
+        return 1;
     if (!is_word(t, "how")) return 0;
     return word_is(u, K_HOWQTY) || ((is_do(u) || is_word(u, "can") || is_word(u, "should")) &&
                                     sd->nt > 2 && (sd->t[2].flags & F_STOP));
@@ -4802,13 +4814,6 @@ static int rule_yes_no(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
-/* The first place of a side's word w, or -1. */
-static int place_of(const side *sd, const char *w)
-{
-    for (int i = 0; i < sd->nt; i++)
-        if (is_word(&sd->t[i], w)) return i;
-    return -1;
-}
 
 /* "Can I sue my employer?" vs "Can my employer sue me?", "How much do I owe the IRS?" vs
  * "How much does the IRS owe me?": the asker before a verb on one side, after it on the

@@ -1672,4 +1672,8 @@ Test(guard, from_a_fifteenth_blind_set)
      * nothing */
     PASS("What is the difference between != and !== in JavaScript?", "javascript != vs !==?");
     close_call("What is a neutron star?", "neutron star explanation pls", 1, NULL);
+    /* what sets two things apart is no yes or no; "will vs trust" is no "will" asked */
+    VETO("What's the difference between butter and margarine?",
+         "Can I substitute margarine for butter?", "question differs");
+    PASS("What is the difference between a will and a trust?", "will vs trust");
 }
