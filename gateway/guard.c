@@ -122,7 +122,7 @@ static const char *const contrast_groups[] = {
     "perpendicular parallel", "melting boiling", "melting freezing", "number mass",
     "mole molecule", "moles molecules", "plot theme", "plot themes", "null undefined",
     "keep drop", "squash revert", "append prepend", "append insert", "key value",
-    "formal casual",
+    "formal casual", "formal friendly", "international domestic", "checked carry",
     /* what two things share, and what sets them apart */
     "difference common", "difference similar", "difference similarity", "difference alike",
     "difference related", "differ resemble", "different similar", "different alike",
@@ -2214,7 +2214,8 @@ static int tok_like(const tok *a, const tok *b)
     if (in_law(a) != in_law(b)) return 0;      /* a brother-in-law is not a brother */
     if ((a->flags | b->flags) & (F_CAP | F_ENTITY | F_ACRO)) { /* Austria is not Australia */
         const tok *x = a->nlen <= b->nlen ? a : b, *y = x == a ? b : a;
-        return x->nlen >= 3 && !memcmp(x->n, y->n, x->nlen); /* Austria and Austrian */
+        /* Austria and Austrian; not a word of phrasing a name begins ("use", "useState") */
+        return x->nlen >= 3 && !(x->flags & F_STOP) && !memcmp(x->n, y->n, x->nlen);
     }
     return same_root(a->n, a->nlen, b->n, b->nlen) ||
            spelled_alike(a->s, a->len, b->s, b->len);
@@ -3837,9 +3838,23 @@ static int math_ops_of(const side *sd, uint8_t *count)
     return any;
 }
 
-/* Whether a side takes a percentage off a price: "15% off 80", "20 percent off". */
+/* Whether a side takes a percentage off a price or adds it: "15% off 80", "20 percent off",
+ * "80 increased by 15%". */
 static int takes_off(const side *sd)
 {
+    /* (adds: "15% markup on 80") */
+    static const char *const change[] = {"increase", "increased", "decrease", "decreased",
+                                         "reduce",   "reduced",   "raise",    "raised",
+                                         "markup",   "discount",  "discounted"};
+    int pct = 0;
+    for (int i = 0; i < sd->nt && !pct; i++)
+        pct = is_word(&sd->t[i], "percent") ||
+              (sd->t[i].raw && mine(sd, &sd->t[i]) && (sd->t[i].flags & F_NUM) &&
+               sd->t[i].raw + sd->t[i].rawlen < sd->text + sd->textlen &&
+               sd->t[i].raw[sd->t[i].rawlen] == '%');
+    for (int i = 0; i < sd->nt && pct; i++)
+        for (size_t k = 0; k < sizeof change / sizeof *change; k++)
+            if (is_word(&sd->t[i], change[k])) return 1;
     for (int i = 1; i < sd->nt; i++)
         if (is_word(&sd->t[i], "off") &&
             (((sd->t[i - 1].flags & F_NUM) && sd->t[i - 1].raw && mine(sd, &sd->t[i - 1]) &&
@@ -3880,7 +3895,7 @@ static int rule_operation(const side *a, const side *b, char *why, size_t whylen
         return 0;
     }
     if (num && takes_off(a) != takes_off(b)) { /* "15% of 80" vs "15% off 80": 12 vs 68 */
-        say(why, whylen, "%s takes a percentage off", takes_off(a) ? "stored" : "query");
+        say(why, whylen, "%s takes a percentage off or adds it", takes_off(a) ? "stored" : "query");
         return 0;
     }
     int has_a = math_ops_of(a, ca), has_b = math_ops_of(b, cb);
@@ -4744,7 +4759,9 @@ static int yes_no(const side *sd)
     int aux = word_is(t, K_NOW) || word_is(t, K_PAST);
     for (size_t i = 0; i < sizeof modals / sizeof *modals && !aux; i++)
         aux = is_word(t, modals[i]);
-    if (!aux || is_word(u, "you") || is_word(u, "there")) return 0;
+    if (!aux || is_word(u, "you") || is_word(u, "there") || is_word(u, "someone") ||
+        is_word(u, "anyone") || is_word(u, "somebody") || is_word(u, "anybody"))
+        return 0; /* (a request: "can someone explain") */
     for (int i = 1; i < sd->nt; i++) /* (a choice: "will vs trust") */
         if (is_word(&sd->t[i], "or") || is_word(&sd->t[i], "vs") || is_word(&sd->t[i], "versus"))
             return 0;

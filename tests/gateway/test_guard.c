@@ -1677,3 +1677,19 @@ Test(guard, from_a_fifteenth_blind_set)
          "Can I substitute margarine for butter?", "question differs");
     PASS("What is the difference between a will and a trust?", "will vs trust");
 }
+
+Test(guard, from_a_sixteenth_blind_set)
+{
+    /* a name a word of phrasing begins; a percentage added; sibling settings */
+    VETO("How do I use useState in React?", "How do I use useRef in React?", "one word");
+    VETO("What is 20% of 150?", "What is 150 increased by 20%?", "percentage");
+    VETO("How early should I get to the airport for a domestic flight?",
+         "How early should I get to the airport for an international flight?", "opposites");
+    VETO("Write a formal note to my neighbour about the noise",
+         "Write a friendly note to my neighbour about the noise", "opposites");
+    VETO("Can I pack a lighter in checked luggage?", "Can I pack a lighter in my carry-on?",
+         "opposites");
+    /* "can someone explain how" asks how, as a request */
+    PASS("How do I use INDEX MATCH in Excel?",
+         "Can someone explain how to use INDEX MATCH in Excel?");
+}
