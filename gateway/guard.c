@@ -2286,10 +2286,15 @@ static const tok *unit_of_number(const side *sd, int k)
 
 static int side_has_like(const side *sd, const tok *x);
 
-static int num_index(const side *sd, const char *k)
+/* The index in b of a's number k, the same occurrence of its value ("5 kg ... 5 lb": the
+ * second 5 is the second), or -1. */
+static int num_index(const side *a, int k, const side *b)
 {
-    for (int i = 0; i < sd->nnum; i++)
-        if (strcmp(sd->nums[i], k) == 0) return i;
+    int seen = 0;
+    for (int i = 0; i < k; i++)
+        seen += strcmp(a->nums[i], a->nums[k]) == 0;
+    for (int i = 0; i < b->nnum; i++)
+        if (strcmp(b->nums[i], a->nums[k]) == 0 && seen-- == 0) return i;
     return -1;
 }
 
@@ -2363,7 +2368,7 @@ static int number_order(const side *a, const side *b, char *why, size_t whylen)
     /* "how many dollars is 100 euros" vs "how many euros is 100 US dollars": one number,
      * the units traded */
     for (int k = 0; k < a->nnum; k++) {
-        int kb = num_index(b, a->nums[k]);
+        int kb = num_index(a, k, b);
         const tok *x = unit_of_number(a, k), *y = kb >= 0 ? unit_of_number(b, kb) : NULL;
         if (!x || !y || tok_like(x, y) || !side_has_like(a, y) || !side_has_like(b, x)) continue;
         say(why, whylen, "numbers in another order: %s %.*s vs %s %.*s", a->nums[k],
@@ -2380,7 +2385,7 @@ static int number_order(const side *a, const side *b, char *why, size_t whylen)
         ia++, ib++;
     }
     for (int k = 0; k < a->nnum; k++) {
-        int kb = num_index(b, a->nums[k]);
+        int kb = num_index(a, k, b);
         const tok *x = after_number(a, k), *y = kb >= 0 ? after_number(b, kb) : NULL;
         if (!x || !y || tok_like(x, y)) continue;
         say(why, whylen, "numbers in another order: %s %.*s vs %s %.*s", a->nums[k],
@@ -4556,8 +4561,8 @@ static int rule_case(const side *a, const side *b, char *why, size_t whylen)
             static const char *const cased[] = {"co", "no", "hf", "sn", "nb", "cs", "mb",
                                                 "gb", "kb", "tb", "pb", "ms", "mg"};
             int ta = all_caps(t), ua = all_caps(u), listed = 0;
-            for (size_t k = 0; k < sizeof cased / sizeof *cased && t->rawlen == 2; k++)
-                listed |= !strncasecmp(t->raw, cased[k], 2);
+            for (size_t c = 0; c < sizeof cased / sizeof *cased && t->rawlen == 2; c++)
+                listed |= !strncasecmp(t->raw, cased[c], 2);
             if (!listed && ((ta && capitalized(u)) || (ua && capitalized(t)))) continue;
             say(why, whylen, "letter case differs: %.*s vs %.*s", (int)t->rawlen, t->raw,
                 (int)u->rawlen, u->raw);
@@ -4868,7 +4873,6 @@ static int rule_yes_no(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
-
 /* "Can I sue my employer?" vs "Can my employer sue me?", "How much do I owe the IRS?" vs
  * "How much does the IRS owe me?": the asker before a verb on one side, after it on the
  * other, who does it and who undergoes it traded. */
@@ -4879,12 +4883,11 @@ static int rule_pronoun_roles(const side *a, const side *b, char *why, size_t wh
         int ip = place_of(p, "i"), mq = place_of(q, "me"), iq = place_of(q, "i");
         /* (an "I" after the "me" that a subordinator opens is of another clause: "give me
          * notice before I move") */
-        if (ip < 0 || mq < 0 || place_of(p, "me") >= 0 ||
-            (iq >= 0 && (iq < mq || iq == 0 || !(word_is(&q->t[iq - 1], K_SUBORD) ||
-                                      is_word(&q->t[iq - 1], "before") ||
-                                      is_word(&q->t[iq - 1], "after") ||
-                                      is_word(&q->t[iq - 1], "because")))))
-            continue;
+        const tok *opens = iq > 0 ? &q->t[iq - 1] : NULL;
+        int clause = opens && iq > mq &&
+                     (word_is(opens, K_SUBORD) || is_word(opens, "before") ||
+                      is_word(opens, "after") || is_word(opens, "because"));
+        if (ip < 0 || mq < 0 || place_of(p, "me") >= 0 || (iq >= 0 && !clause)) continue;
         /* "the intake for me", "explain to me": the asker served, not acted on */
         const tok *before = mq > 0 ? &q->t[mq - 1] : NULL;
         if (before && (is_word(before, "for") || is_word(before, "to") ||

@@ -33,10 +33,8 @@ struct tally {
 static struct tally *tally_of(struct tally *t, int *n, const char *name)
 {
     for (int i = 0; i < *n; i++)
-        if (!strcmp(t[i].name, name))
-            return &t[i];
-    if (*n == MAX_SETS)
-        return NULL;
+        if (!strcmp(t[i].name, name)) return &t[i];
+    if (*n == MAX_SETS) return NULL;
     struct tally *x = &t[(*n)++];
     memset(x, 0, sizeof *x);
     snprintf(x->name, sizeof x->name, "%s", name);
@@ -60,8 +58,7 @@ static void report(const struct tally *x)
     printf("%-32s precision %.3f recall %.3f  tp %4d fp %4d paraphrases %4d", x->name,
            served ? (double)x->tp / served : 1.0, x->pos ? (double)x->tp / x->pos : 0.0, x->tp,
            x->fp, x->pos);
-    if (x->templates)
-        printf("  (%d templates left to cache.py)", x->templates);
+    if (x->templates) printf("  (%d templates left to cache.py)", x->templates);
     printf("\n");
 }
 
@@ -74,8 +71,7 @@ static int verdict(const char *a, const char *b, double sim, double threshold, d
     if (sim >= threshold)
         return gw_guard_compatible(a, al, b, bl, why, whylen) &&
                (sim >= strict || gw_guard_close_call(a, al, b, bl, why, whylen));
-    if (sim >= words_floor && gw_guard_same_words(a, al, b, bl))
-        return 1;
+    if (sim >= words_floor && gw_guard_same_words(a, al, b, bl)) return 1;
     snprintf(why, whylen, "similarity %.3f below %.2f", sim, threshold);
     return 0;
 }
@@ -91,11 +87,9 @@ int main(int argc, char **argv)
 {
     double threshold = 0.76, strict = 0.83, words_floor = 0.65;
     int list = 0; /* 1: near misses served, 2: paraphrases refused */
-    if (argc < 2)
-        return usage();
+    if (argc < 2) return usage();
     for (int i = 2; i < argc; i++) {
-        if (i + 1 == argc)
-            return usage();
+        if (i + 1 == argc) return usage();
         const char *opt = argv[i], *val = argv[++i];
         if (!strcmp(opt, "--threshold"))
             threshold = atof(val);
@@ -107,8 +101,7 @@ int main(int argc, char **argv)
             list = !strcmp(val, "fp") ? 1 : !strcmp(val, "fn") ? 2 : !strcmp(val, "all") ? 3 : 0;
         else
             return usage();
-        if (!strcmp(opt, "--list") && !list)
-            return usage();
+        if (!strcmp(opt, "--list") && !list) return usage();
     }
     FILE *f = fopen(argv[1], "r");
     if (!f) {
@@ -131,8 +124,7 @@ int main(int argc, char **argv)
             field[n] = p;
         }
         if (n < 4) {
-            fprintf(stderr, "%s:%d: want label, stored, new, similarity[, set]\n", argv[1],
-                    lineno);
+            fprintf(stderr, "%s:%d: want label, stored, new, similarity[, set]\n", argv[1], lineno);
             return 1;
         }
         int label = atoi(field[0]);
@@ -140,16 +132,13 @@ int main(int argc, char **argv)
         double sim = atof(field[3]);
         struct gw_core core;
         int tmpl = gw_guard_core(a, strlen(a), b, strlen(b), &core);
-        if (tmpl)
-            gw_guard_core_free(&core);
+        if (tmpl) gw_guard_core_free(&core);
         char why[128];
         int hit = !tmpl && verdict(a, b, sim, threshold, strict, words_floor, why, sizeof why);
         struct tally *x = tally_of(sets, &nsets, n == 5 ? field[4] : argv[1]);
-        if (x)
-            add(x, label, hit, tmpl);
+        if (x) add(x, label, hit, tmpl);
         add(&all, label, hit, tmpl);
-        if (!tmpl && (list & 1) && hit && !label)
-            printf("served %.3f\t%s\t%s\n", sim, a, b);
+        if (!tmpl && (list & 1) && hit && !label) printf("served %.3f\t%s\t%s\n", sim, a, b);
         if (!tmpl && (list & 2) && !hit && label)
             printf("refused %.3f\t%s\t%s\t[%s]\n", sim, a, b, why);
     }
@@ -157,7 +146,6 @@ int main(int argc, char **argv)
     fclose(f);
     for (int i = 0; i < nsets; i++)
         report(&sets[i]);
-    if (nsets > 1)
-        report(&all);
+    if (nsets > 1) report(&all);
     return 0;
 }

@@ -1717,4 +1717,7 @@ Test(guard, what_a_review_of_this_rounds_rules_found)
     PASS("Translate \"goodbye\", please", "Translate goodbye, please");
     PASS("Will AI replace teachers?", "Will Ai replace teachers?");
     PASS("HOW DO I RESET MY IPAD", "How do I reset my iPad");
+    /* a number said twice is matched to its own occurrence: the same text passes */
+    PASS("Is 3 kg heavier than 3 lb?", "is 3 kg heavier than 3 lb");
+    VETO("Is 3 kg heavier than 3 lb?", "Is 3 lb heavier than 3 kg?", "order");
 }
