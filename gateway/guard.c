@@ -565,7 +565,7 @@ static const char manner_adverbs[] =
  * 100 F to Celsius"). */
 static const char rephrase_words[] =
     "wondering wonder share walk process procedure method start begin check convert calculate "
-    "translate";
+    "translate shortcut";
 
 /* Words in -ly that are adjectives, not adverbs: "early symptoms" narrows "symptoms",
  * "quickly" in "quickly boil an egg" does not narrow the egg. */
@@ -3722,9 +3722,28 @@ static int why_word(const side *other, const tok *t)
  * q's question: adverbs in -ly ("quickly") but those of manner, and the nouns that frame a
  * question ("the reason cats purr", "the word ubiquitous") do not, but for what an answer
  * is measured in ("in one word"). */
+/* Whether q's token j is in "in simple terms", "in plain English", "in layman's words": a
+ * plain answer asked, as any answer is. */
+static int plain_terms(const side *q, int j)
+{
+    static const char *const adj[] = {"simple", "plain", "layman", "laymans", "easy"};
+    static const char *const noun[] = {"terms", "words", "english", "language"};
+    for (int k = j - 1; k <= j; k++) {
+        if (k < 1 || k + 1 >= q->nt || !is_word(&q->t[k - 1], "in")) continue;
+        int a = 0, n = 0;
+        for (size_t i = 0; i < sizeof adj / sizeof *adj; i++)
+            a |= is_word(&q->t[k], adj[i]);
+        for (size_t i = 0; i < sizeof noun / sizeof *noun; i++)
+            n |= is_word(&q->t[k + 1], noun[i]);
+        if (a && n) return 1;
+    }
+    return 0;
+}
+
 static int added_word(const side *p, const side *q, int j)
 {
     const tok *t = &q->t[j];
+    if (plain_terms(q, j)) return 0;
     /* (a name implied by the other side's, but not one added beside it: "pip and python") */
     if ((t->flags & (F_STOP | F_NUM | F_NEG)) || side_has_like(p, t) || why_word(p, t) ||
         (implied_name(t, p) &&
@@ -4577,13 +4596,24 @@ static int rule_case(const side *a, const side *b, char *why, size_t whylen)
  * lasagna" vs "a recipe for vegan lasagna", "symptoms of diabetes" vs "symptoms of
  * diabetes in children"). The stored answer to the broad question does not answer the
  * narrow one, nor the narrow answer the broad question. */
+/* Whether sd has a word of `kind`. */
+static int has_kind(const side *sd, int kind)
+{
+    for (int i = 0; i < sd->nt; i++)
+        if (word_is(&sd->t[i], kind)) return 1;
+    return 0;
+}
+
 static int rule_added(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
-        if (!words_within(p, q)) continue;
-        int j = narrowing(p, q);
-        if (j < 0) continue;
+        int within = words_within(p, q), j = narrowing(p, q);
+        /* a condition of the asker's added narrows also in other words: "is it safe to take
+         * both" vs "can I take both while pregnant" */
+        if (j < 0 || (!within && !(word_is(&q->t[j], K_AUDIENCE) && !has_kind(p, K_AUDIENCE) &&
+                                   j > 0 && word_is(&q->t[j - 1], K_SUBORD))))
+            continue;
         say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query", (int)q->t[j].len,
             q->t[j].s);
         return 0;
@@ -5621,6 +5651,22 @@ static int says_degrees(const side *sd)
     return 0;
 }
 
+/* Whether q's token j is the motion a "how fast" or "how far" implies: "how fast does
+ * light travel" asks the speed of light. */
+static int moves_how_fast(const side *q, int j)
+{
+    static const char *const w[] = {"travel", "move", "go", "run", "fly", "spin"};
+    int motion = 0, how = 0;
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++)
+        motion |= is_word(&q->t[j], w[k]) || (q->t[j].lem && q->t[j].lemlen == strlen(w[k]) &&
+                                              !memcmp(q->t[j].lem, w[k], q->t[j].lemlen));
+    for (int i = 0; motion && i + 1 < q->nt; i++)
+        how |= is_word(&q->t[i], "how") &&
+               (is_word(&q->t[i + 1], "fast") || is_word(&q->t[i + 1], "far") ||
+                is_word(&q->t[i + 1], "quickly"));
+    return how;
+}
+
 /* The close call over two sides already read. */
 static int close_call_sides(const side *a, const side *b, char *why, size_t whylen)
 {
@@ -5633,7 +5679,7 @@ static int close_call_sides(const side *a, const side *b, char *why, size_t whyl
             if (added_word(p, q, j) && !word_is(&q->t[j], K_REPHRASE) &&
                 !((is_word(&q->t[j], "degrees") || is_word(&q->t[j], "degree")) &&
                   says_degrees(p)) &&
-                !singular_is(&q->t[j], K_CLASS) &&
+                !singular_is(&q->t[j], K_CLASS) && !moves_how_fast(q, j) &&
                 !(head_wh(p) == 2 && head_wh(q) % 2 == 0 && asks_a_when(q, j))) {
                 say(why, whylen, "close call: %s adds \"%.*s\"", pass ? "stored" : "query",
                     (int)q->t[j].len, q->t[j].s);

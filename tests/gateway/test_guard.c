@@ -1721,3 +1721,18 @@ Test(guard, what_a_review_of_this_rounds_rules_found)
     PASS("Is 3 kg heavier than 3 lb?", "is 3 kg heavier than 3 lb");
     VETO("Is 3 kg heavier than 3 lb?", "Is 3 lb heavier than 3 kg?", "order");
 }
+
+Test(guard, conditions_plain_answers_and_motions)
+{
+    /* a condition of the asker's in a clause of its own, added in other words */
+    VETO("Is it safe to take aspirin and ibuprofen together?",
+         "Can I take aspirin and ibuprofen together while pregnant?", "pregnant");
+    /* a plain answer asked is any answer; the motion "how fast" implies; a shortcut asked
+     * for a how-to */
+    PASS("What is inflation?", "can you explain inflation in simple terms");
+    PASS("What is DNS?", "explain DNS in plain english");
+    close_call("What is the speed of sound?", "how fast does sound travel", 1, NULL);
+    close_call("How do I undo in Word?", "word undo shortcut", 1, NULL);
+    /* but not a child asked for, nor another motion's measure */
+    VETO("What is inflation?", "explain inflation to a 5 year old", NULL);
+}
