@@ -411,11 +411,13 @@ static const char drop_words[] = "a an the my your his her its our their some an
                                  "these those please kindly just exactly actually basically "
                                  "really simply";
 
-/* Negators, with a few verbs that negate what follows them ("unable to", "avoid"), and the
- * adverbs that all but negate ("barely sweat"). */
+/* Negators, with a few verbs that negate what follows them ("unable to", "avoid"). */
 static const char neg_words[] = "not never no without none nobody nothing nowhere neither nor "
                                 "cannot unable avoid prevent lack fail refuse excluding except "
-                                "besides hardly barely scarcely rarely seldom";
+                                "besides";
+
+/* Adverbs that all but negate ("I barely sweat"): negators that are words of their own. */
+static const char near_neg_words[] = "hardly barely scarcely rarely seldom";
 
 /* Directional words: "x to y" read backwards is another question. */
 static const char dir_words[] = "to into from than per onto towards toward";
@@ -658,6 +660,7 @@ enum {
     K_STOP = 1,
     K_DROP,
     K_NEG,
+    K_NEARNEG,
     K_DIR,
     K_WH,
     K_CONTRAST,
@@ -773,6 +776,7 @@ static void lex_build(void)
     lex_add_words(stop_words, K_STOP, 0);
     lex_add_words(drop_words, K_DROP, 0);
     lex_add_words(neg_words, K_NEG, 0);
+    lex_add_words(near_neg_words, K_NEARNEG, 0);
     lex_add_words(dir_words, K_DIR, 0);
     lex_add_words(wh_words, K_WH, 0);
     lex_add_words(keep_from_words, K_KEEP, 0);
@@ -1107,15 +1111,6 @@ static tok *push_tok(side *sd, const char *s, size_t n, unsigned flags)
     return t;
 }
 
-/* Adverbs that all but negate: "I barely sweat". */
-static int near_negative(const tok *t)
-{
-    static const char *const w[] = {"hardly", "barely", "scarcely", "rarely", "seldom"};
-    for (size_t k = 0; k < sizeof w / sizeof *w; k++)
-        if (t->len == strlen(w[k]) && !memcmp(t->s, w[k], t->len)) return 1;
-    return 0;
-}
-
 /* Fills the lexicon-derived fields of a token. */
 static void classify(side *sd, tok *t)
 {
@@ -1157,8 +1152,11 @@ static void classify(side *sd, tok *t)
             case K_DROP:
                 t->flags |= F_DROP | F_STOP;
                 break;
-            case K_NEG: /* (an adverb that all but negates is a word of its own too) */
-                t->flags |= near_negative(t) ? F_NEG : F_NEG | F_STOP;
+            case K_NEG:
+                t->flags |= F_NEG | F_STOP;
+                break;
+            case K_NEARNEG:
+                t->flags |= F_NEG;
                 break;
             case K_DIR:
                 t->flags |= F_DIR | F_STOP;
@@ -2075,6 +2073,18 @@ static int is_word(const tok *t, const char *w)
 static int word_is(const tok *t, int kind)
 {
     return lex_has(lex_find(t->s, t->len), kind);
+}
+
+/* Whether c, not NUL, is one of set's characters. */
+static int in_set(char c, const char *set)
+{
+    return c && strchr(set, c);
+}
+
+/* Whether t all but negates: "I barely sweat". */
+static int near_negative(const tok *t)
+{
+    return word_is(t, K_NEARNEG);
 }
 
 
@@ -3870,6 +3880,15 @@ static int math_ops_of(const side *sd, uint8_t *count)
     return any;
 }
 
+/* Whether sd's token i says a percentage: "percent", or a number written with "%" ("15%"). */
+static int a_percentage(const side *sd, int i)
+{
+    const tok *t = &sd->t[i];
+    return is_word(t, "percent") ||
+           ((t->flags & F_NUM) && t->raw && mine(sd, t) &&
+            t->raw + t->rawlen < sd->text + sd->textlen && t->raw[t->rawlen] == '%');
+}
+
 /* Whether a side takes a percentage off a price or adds it: "15% off 80", "20 percent off",
  * "80 increased by 15%". */
 static int takes_off(const side *sd)
@@ -3880,20 +3899,12 @@ static int takes_off(const side *sd)
                                          "markup",   "discount",  "discounted"};
     int pct = 0;
     for (int i = 0; i < sd->nt && !pct; i++)
-        pct = is_word(&sd->t[i], "percent") ||
-              (sd->t[i].raw && mine(sd, &sd->t[i]) && (sd->t[i].flags & F_NUM) &&
-               sd->t[i].raw + sd->t[i].rawlen < sd->text + sd->textlen &&
-               sd->t[i].raw[sd->t[i].rawlen] == '%');
+        pct = a_percentage(sd, i);
     for (int i = 0; i < sd->nt && pct; i++)
         for (size_t k = 0; k < sizeof change / sizeof *change; k++)
             if (is_word(&sd->t[i], change[k])) return 1;
     for (int i = 1; i < sd->nt; i++)
-        if (is_word(&sd->t[i], "off") &&
-            (((sd->t[i - 1].flags & F_NUM) && sd->t[i - 1].raw && mine(sd, &sd->t[i - 1]) &&
-              sd->t[i - 1].raw + sd->t[i - 1].rawlen < sd->text + sd->textlen &&
-              sd->t[i - 1].raw[sd->t[i - 1].rawlen] == '%') ||
-             is_word(&sd->t[i - 1], "percent")))
-            return 1;
+        if (is_word(&sd->t[i], "off") && a_percentage(sd, i - 1)) return 1;
     return 0;
 }
 
@@ -3952,7 +3963,7 @@ enum { CODE_MAX = 64 }; /* operators and indented lines compared; more are vetoe
 
 static int is_op_char(char c)
 {
-    return c && strchr("+*/=<>^%&|~", c) != NULL;
+    return in_set(c, "+*/=<>^%&|~");
 }
 
 /* Whether s[i] is an operator's character: one of is_op_char's, "!" before "=", or "-"
@@ -4379,12 +4390,6 @@ static int rule_brackets(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
-/* Whether c, not NUL, is one of set's characters. */
-static int in_set(char c, const char *set)
-{
-    return c && strchr(set, c);
-}
-
 /* Whether the quote at t[i] opens a literal that code reads as a string: a word in quotes
  * (no space in it) as an argument or an operand: "len('123')", "'1' + 1", "x == 'a'". */
 static int quoted_literal(const char *t, size_t n, size_t i)
@@ -4508,9 +4513,16 @@ static int capitalized(const tok *t)
     return isupper((unsigned char)t->raw[0]);
 }
 
+/* Whether sd's text has a small letter (no text all in capitals, whose case says nothing). */
+static int has_lower(const side *sd)
+{
+    for (size_t i = 0; i < sd->textlen; i++)
+        if (islower((unsigned char)sd->text[i])) return 1;
+    return 0;
+}
+
 /* Whether t is a word of 2 to 4 letters written in sd with a capital, not at a sentence's
- * start nor in a text all in capitals, nor a word of phrasing ("OK"): a symbol or a unit
- * whose case may count. */
+ * start, nor a word of phrasing ("OK"): a symbol or a unit whose case may count. */
 static int cased_symbol(const side *sd, const tok *t)
 {
     if (!t->raw || !mine(sd, t) || t->rawlen < 2 || t->rawlen > 4 || (t->flags & F_STOP) ||
@@ -4520,10 +4532,6 @@ static int cased_symbol(const side *sd, const tok *t)
     while (c > sd->text && c[-1] == ' ')
         c--;
     if (c == sd->text || in_set(c[-1], ".?!\n")) return 0; /* a sentence's first word */
-    int lower = 0;
-    for (size_t i = 0; i < sd->textlen && !lower; i++)
-        lower = islower((unsigned char)sd->text[i]);
-    if (!lower) return 0; /* shouted */
     int up = 0;
     for (size_t i = 0; i < t->rawlen; i++) {
         if (!isalpha((unsigned char)t->raw[i])) return 0;
@@ -4567,8 +4575,9 @@ static int rule_case(const side *a, const side *b, char *why, size_t whylen)
     }
     /* symbols and units, where both sides write capitals: "CO" and "Co" (carbon monoxide,
      * cobalt), "MB" and "Mb", "Mbps" and "MBps"; not an acronym written as a name ("SQL",
-     * "Sql"), nor a sentence's first word */
-    for (int k = 0; k < a->nt; k++) {
+     * "Sql"), nor a sentence's first word, nor in shouted text */
+    const int cased = has_lower(a) && has_lower(b);
+    for (int k = 0; k < a->nt && cased; k++) {
         const tok *t = &a->t[k];
         if (!cased_symbol(a, t)) continue;
         for (int j = 0; j < b->nt; j++) {
@@ -4596,11 +4605,11 @@ static int rule_case(const side *a, const side *b, char *why, size_t whylen)
  * lasagna" vs "a recipe for vegan lasagna", "symptoms of diabetes" vs "symptoms of
  * diabetes in children"). The stored answer to the broad question does not answer the
  * narrow one, nor the narrow answer the broad question. */
-/* Whether sd has a word of `kind`. */
-static int has_kind(const side *sd, int kind)
+/* Whether sd says a group of people after a subordinator: "while pregnant". */
+static int asker_condition(const side *sd)
 {
-    for (int i = 0; i < sd->nt; i++)
-        if (word_is(&sd->t[i], kind)) return 1;
+    for (int j = 1; j < sd->nt; j++)
+        if (word_is(&sd->t[j], K_AUDIENCE) && word_is(&sd->t[j - 1], K_SUBORD)) return 1;
     return 0;
 }
 
@@ -4608,11 +4617,13 @@ static int rule_added(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
-        int within = words_within(p, q), j = narrowing(p, q);
         /* a condition of the asker's added narrows also in other words: "is it safe to take
          * both" vs "can I take both while pregnant" */
-        if (j < 0 || (!within && !(word_is(&q->t[j], K_AUDIENCE) && !has_kind(p, K_AUDIENCE) &&
-                                   j > 0 && word_is(&q->t[j - 1], K_SUBORD))))
+        int within = words_within(p, q);
+        if (!within && run_has(p, 0, p->nt - 1, K_AUDIENCE)) continue;
+        int j = within || asker_condition(q) ? narrowing(p, q) : -1;
+        if (j < 0 || (!within && !(word_is(&q->t[j], K_AUDIENCE) && j > 0 &&
+                                   word_is(&q->t[j - 1], K_SUBORD))))
             continue;
         say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query", (int)q->t[j].len,
             q->t[j].s);
@@ -5024,14 +5035,14 @@ static int many_word(const side *sd, int i)
 
 /* "Is a tomato a fruit or a vegetable?" vs "Is a tomato a fruit?": a choice between two
  * against one of them asked alone. 1 when p's "or" at i offers a thing before it and one
- * right after it, and q says only one of the two, with no "or", "vs" or "versus" of its
- * own. */
-static int choice_dropped(const side *p, int i, const side *q)
+ * right after it (their places into *x, *y), and q says only one of the two, with no "or",
+ * "vs" or "versus" of its own. */
+static int choice_dropped(const side *p, int i, const side *q, int *xp, int *yp)
 {
     if (!is_word(&p->t[i], "or") || place_of(q, "or") >= 0 || place_of(q, "vs") >= 0 ||
         place_of(q, "versus") >= 0)
         return 0;
-    int x = content_near(p, i, -1), y = content_near(p, i, +1);
+    int x = *xp = content_near(p, i, -1), y = *yp = content_near(p, i, +1);
     /* (a thing right after the "or", not a clause: "or are they poisonous") */
     if (x < 0 || y < 0 || y > i + 2 || (y == i + 2 && !(p->t[i + 1].flags & F_DROP)) ||
         (p->t[y].flags & F_NEG)) /* (nor "or not") */
@@ -5070,17 +5081,18 @@ static int quantifier(const tok *t)
 
 static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
 {
+    const int yes_nos = yes_no(a) && yes_no(b), often[2] = {says_often(a), says_often(b)};
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
+        int x, y;
         for (int i = 1; i + 1 < p->nt; i++)
-            if (choice_dropped(p, i, q)) {
-                int x = content_near(p, i, -1), y = content_near(p, i, +1);
+            if (choice_dropped(p, i, q, &x, &y)) {
                 say(why, whylen, "a choice vs one: %.*s or %.*s", (int)p->t[x].len,
                     p->t[x].s, (int)p->t[y].len, p->t[y].s);
                 return 0;
             }
         /* "can cats eat tuna" vs "can cats eat tuna every day": how often */
-        if (says_often(p) && !says_often(q) && yes_no(p) && yes_no(q)) {
+        if (often[pass] && !often[!pass] && yes_nos) {
             say(why, whylen, "how often in %s only", pass ? "query" : "stored");
             return 0;
         }
@@ -5088,7 +5100,7 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
         int qq = 0;
         for (int k = 0; k < q->nt; k++)
             qq |= quantifier(&q->t[k]) || word_is(&q->t[k], K_ALL); /* (every square) */
-        for (int i = 1; i + 1 < p->nt && !qq && yes_no(p) && yes_no(q); i++)
+        for (int i = 1; i + 1 < p->nt && !qq && yes_nos; i++)
             if (quantifier(&p->t[i]) && /* (not "all right", "after all") */
                 !(is_word(&p->t[i], "all") && (is_word(&p->t[i + 1], "right") ||
                                                 is_word(&p->t[i - 1], "after")))) {

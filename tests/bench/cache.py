@@ -75,6 +75,15 @@ def ask(c, q, threshold=None):
     return r.status_code == 200, float(r.headers.get("X-Cache-Similarity", "0"))
 
 
+def store_alone(c, stored):
+    """An empty cache but for stored's answer, so that pairs do not answer each other."""
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    c.delete("/admin/cache?all=true", headers=admin).raise_for_status()
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": stored}],
+                       "answer": "stored answer"})
+    c.post("/admin/cache/import", content=body, headers=admin).raise_for_status()
+
+
 def quality(binary, data):
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
@@ -83,14 +92,8 @@ def quality(binary, data):
             c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
             thresholds = sorted({round(0.60 + 0.05 * i, 2) for i in range(8)} | {0.83})
             hits = {t: [] for t in thresholds}
-            # one pair at a time in an empty cache, so that pairs do not answer each other
             for label, stored, new, _ in data:
-                c.delete("/admin/cache?all=true", headers={"Authorization": f"Bearer {ADMIN}"})
-                body = json.dumps({"model": MODEL, "messages": [{"role": "user",
-                                                                 "content": stored}],
-                                   "answer": "stored answer"})
-                c.post("/admin/cache/import", content=body,
-                       headers={"Authorization": f"Bearer {ADMIN}"}).raise_for_status()
+                store_alone(c, stored)
                 for t in thresholds:
                     hits[t].append((label, ask(c, new, t)[0]))
                 default_hit = ask(c, new)[0]
@@ -117,16 +120,11 @@ def similarities(binary, data, out):
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         proc, port = start(binary, tmp, "[cache]\nguard = false\nsame_words_floor = 0\n")
-        admin = {"Authorization": f"Bearer {ADMIN}"}
         try:
             c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
             with open(out, "w", encoding="utf-8") as f:
                 for i, (label, stored, new, src) in enumerate(data):
-                    c.delete("/admin/cache?all=true", headers=admin).raise_for_status()
-                    body = json.dumps({"model": MODEL, "messages": [{"role": "user",
-                                                                     "content": stored}],
-                                       "answer": "stored answer"})
-                    c.post("/admin/cache/import", content=body, headers=admin).raise_for_status()
+                    store_alone(c, stored)
                     r = c.post("/v1/chat/completions",
                                headers={"Cache-Control": "only-if-cached",
                                         "X-Cache-Threshold": "0.01"},
