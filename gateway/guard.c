@@ -3230,6 +3230,20 @@ static int same_direction(const tok *x, const tok *y)
                             (is_word(y, "to") || is_word(y, "into")));
 }
 
+/* Whether sd also says "to x" (dir toward x, x read as rule_order() reads it): then a's
+ * "to x" is in b whatever b's other "to"s say ("the best way to respond to the greatest
+ * weakness" against itself). */
+static int says_toward(const side *sd, const tok *dir, const tok *x, int v)
+{
+    for (int k = 0; k < sd->nt; k++) {
+        if (!(sd->t[k].flags & F_DIR) || !same_direction(&sd->t[k], dir) || infinitive_to(sd, k))
+            continue;
+        int r = v ? next_word(sd, k) : content_near(sd, k, +1);
+        if (r >= 0 && tok_eq(&sd->t[r], x)) return 1;
+    }
+    return 0;
+}
+
 /* Whether sd asks to convert a thing into another. */
 static int converts(const side *sd)
 {
@@ -3275,7 +3289,7 @@ static int rule_order(const side *a, const side *b, char *why, size_t whylen)
         for (int i = 0; i < a->nt; i++) {
             if (!(a->t[i].flags & F_DIR) || infinitive_to(a, i)) continue;
             int r = v ? next_word(a, i) : content_near(a, i, +1);
-            if (r < 0) continue;
+            if (r < 0 || says_toward(b, &a->t[i], &a->t[r], v)) continue;
             for (int k = 0; k < b->nt; k++) {
                 if (!(b->t[k].flags & F_DIR) || !same_direction(&b->t[k], &a->t[i]) ||
                     infinitive_to(b, k))

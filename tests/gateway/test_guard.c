@@ -1719,6 +1719,10 @@ Test(guard, what_a_review_of_this_rounds_rules_found)
     PASS("HOW DO I RESET MY IPAD", "How do I reset my iPad");
     /* a number said twice is matched to its own occurrence: the same text passes */
     PASS("Is 3 kg heavier than 3 lb?", "is 3 kg heavier than 3 lb");
+    /* a "to" both say is theirs whatever their other "to"s say */
+    PASS("best way to respond to the greatest weakness interview question",
+         "Best way to respond to the greatest weakness interview question?");
+    VETO("How to convert a list to a tuple", "How to convert a tuple to a list", "order");
     VETO("Is 3 kg heavier than 3 lb?", "Is 3 lb heavier than 3 kg?", "order");
 }
 
