@@ -252,7 +252,13 @@ static const char *const contrast_groups[] = {
     "softball badminton handball", "proofread translate summarize",
     "essay list poem story haiku limerick summary outline table tweet",
      "freshman sophomore junior senior",
-    "infant toddler teenager adult",
+    "infant toddler teenager adult", "adult kitten", "adult puppy", "cat kitten", "dog puppy",
+    /* what one reads, watches or hears */
+    "book movie", "book film", "book show", "book podcast", "read watch", "read listen",
+    /* a tone asked of a text */
+    "polite firm", "polite stern", "polite angry",
+    /* containers of a language */
+    "dict list", "dict tuple", "list tuple",
     COUNTRIES,
 };
 /* clang-format on */

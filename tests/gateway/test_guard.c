@@ -1603,7 +1603,7 @@ Test(guard, from_a_fourteenth_blind_set)
     VETO("What does EBITDA mean?", "What does EBIT mean?", "names");
     VETO("How much notice must I give my employer in Texas before quitting?",
          "How much notice must my employer give me in Texas before I am laid off?", "roles");
-    VETO("Convert a CSV string to a list in Python", "Convert a Python dict to a CSV string",
+    VETO("Convert a CSV string to a set in Python", "Convert a Python dict to a CSV string",
          "direction");
     VETO("How do I delete a branch in git?", "How do I delete multiple branches in git?",
          "scope");
@@ -1739,4 +1739,18 @@ Test(guard, conditions_plain_answers_and_motions)
     close_call("How do I undo in Word?", "word undo shortcut", 1, NULL);
     /* but not a child asked for, nor another motion's measure */
     VETO("What is inflation?", "explain inflation to a 5 year old", NULL);
+}
+
+Test(guard, from_a_seventeenth_blind_set)
+{
+    /* a life stage, a medium, a tone, a container of another kind */
+    VETO("How much should I feed an adult dog?", "how much to feed a puppy", "opposites");
+    VETO("What's a good book to read after Dune?", "What's a good movie to watch after Dune?",
+         "opposites");
+    VETO("Write a polite message asking my neighbour to turn the music down.",
+         "Write a firm message telling my neighbour to turn the music down.", "opposites");
+    VETO("How do I sort a dict in Python?", "How do I sort a list in Python?", "opposites");
+    /* but the same thing named twice is no contrast */
+    PASS("How often should I feed my kitten?", "kitten feeding how often");
+    PASS("books like harry potter", "What are some books similar to Harry Potter?");
 }
