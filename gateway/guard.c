@@ -257,8 +257,15 @@ static const char *const contrast_groups[] = {
     "book movie", "book film", "book show", "book podcast", "read watch", "read listen",
     /* a tone asked of a text */
     "polite firm", "polite stern", "polite angry",
-    /* containers of a language */
-    "dict list", "dict tuple", "list tuple",
+    /* containers of a language; what Docker keeps */
+    "dict list", "dict tuple", "list tuple", "container image volume",
+    /* jobs: an engineer and a developer may be one */
+    "analyst scientist manager designer engineer", "analyst scientist manager designer developer",
+    "entry senior",
+    /* what a diet counts */
+    "protein carb carbohydrate fiber sugar sodium creatine caffeine cholesterol calorie",
+    /* how many of a kind */
+    "exactly least",
     COUNTRIES,
 };
 /* clang-format on */
@@ -3034,6 +3041,26 @@ static int rule_members(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* Whether p's name at i is a maker's or body's name before a name q gives without it:
+ * "Google Chrome" and "clear chrome's cache", "the FIFA World Cup" and "the World Cup"; not
+ * where q has a name of its own before it ("Google Maps" and "Apple Maps"). (A person's
+ * first name is no such part: "Michelle Obama" is not "Obama".) */
+static int name_first_part(const side *p, int i, const side *q)
+{
+    const tok *x = &p->t[i];
+    if (i + 1 >= p->nt || !(p->t[i + 1].flags & F_ENTITY) || (x->flags & F_QUOTED) ||
+        !maker(x))
+        return 0;
+    const tok *y = &p->t[i + 1];
+    int j = 0;
+    while (j < q->nt && !tok_eq(y, &q->t[j]))
+        j++;
+    if (j == q->nt) return 0;
+    const tok *before = j > 0 ? &q->t[j - 1] : NULL;
+    return !before || (before->flags & (F_STOP | F_NUM)) ||
+           (!(before->flags & (F_ENTITY | F_CAP | F_ACRO)) && before->lex < 0 && !maker(before));
+}
+
 static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
 {
     for (int pass = 0; pass < 2; pass++) {
@@ -3057,18 +3084,7 @@ static int rule_entities(const side *a, const side *b, char *why, size_t whylen)
                           acronym_of(acr, p);
             }
             if (spelled) continue;
-            /* a maker's or body's name before a name both give: "Google Chrome" and
-             * "Chrome", the "FIFA World Cup" and "the World Cup" (where the other side
-             * has no word of its own before it: "Google Maps" and "Apple Maps" are two) */
-            if (i + 1 < p->nt && (p->t[i + 1].flags & F_ENTITY) && !(x->flags & F_QUOTED) &&
-                maker(x)) {
-                const tok *y = &p->t[i + 1];
-                int j = 0;
-                while (j < q->nt && !tok_eq(y, &q->t[j]))
-                    j++;
-                if (j < q->nt && (j == 0 || (q->t[j - 1].flags & (F_STOP | F_NUM))))
-                    continue;
-            }
+            if (name_first_part(p, i, q)) continue;
             say(why, whylen, "%s \"%.*s\" only in %s", (x->flags & F_QUOTED) ? "quoted" : "name",
                 (int)x->len, x->s, pass ? "query" : "stored");
             return 0;
@@ -3141,27 +3157,31 @@ static int traded_spans(const side *a, const side *b, char *why, size_t whylen)
         p++;
     while (q > p && tok_like(&a->t[ia[q]], &b->t[ib[q]]))
         q--;
-    int len = q - p + 1;
-    for (int lx = 1; lx <= 3 && lx < len; lx++)
-        for (int ly = 1; ly <= 3 && lx + ly < len; ly++) {
-            int lm = len - lx - ly, others = 0;
-            if (!span_like(a, ia, p, b, ib, q + 1 - lx, lx) ||
-                !span_like(a, ia, q + 1 - ly, b, ib, p, ly))
-                continue;
-            for (int k = 0; k < lm; k++) {
-                const tok *m = &a->t[ia[p + lx + k]];
-                if (!tok_like(m, &b->t[ib[p + ly + k]])) {
-                    others = -1;
-                    break;
+    /* (the words after the trade may differ too: "soda for powder in pancakes" and
+     * "powder for soda in cookies") */
+    for (int e = q; e >= p + 2; e--) {
+        int len = e - p + 1;
+        for (int lx = 1; lx <= 3 && lx < len; lx++)
+            for (int ly = 1; ly <= 3 && lx + ly < len; ly++) {
+                int lm = len - lx - ly, others = 0;
+                if (!span_like(a, ia, p, b, ib, e + 1 - lx, lx) ||
+                    !span_like(a, ia, e + 1 - ly, b, ib, p, ly))
+                    continue;
+                for (int k = 0; k < lm; k++) {
+                    const tok *m = &a->t[ia[p + lx + k]];
+                    if (!tok_like(m, &b->t[ib[p + ly + k]])) {
+                        others = -1;
+                        break;
+                    }
+                    if (!word_is(m, K_JOIN)) others++;
                 }
-                if (!word_is(m, K_JOIN)) others++;
+                if (others <= 0) continue;
+                const tok *x = &a->t[ia[p]], *y = &a->t[ia[e + 1 - ly]];
+                say(why, whylen, "order reversed: %.*s ... %.*s", (int)x->len, x->s, (int)y->len,
+                    y->s);
+                return 0;
             }
-            if (others <= 0) continue;
-            const tok *x = &a->t[ia[p]], *y = &a->t[ia[q + 1 - ly]];
-            say(why, whylen, "order reversed: %.*s ... %.*s", (int)x->len, x->s, (int)y->len,
-                y->s);
-            return 0;
-        }
+    }
     return 1;
 }
 
@@ -5099,6 +5119,46 @@ static int quantifier(const tok *t)
     return 0;
 }
 
+/* Whether sd asks of an excess: "too" before a measure ("how much vitamin D is too much",
+ * "is 30 minutes too long"). */
+static int asks_excess(const side *sd)
+{
+    static const char *const measures[] = {"much", "many", "long", "often", "high", "low",
+                                           "hot",  "cold", "big",  "small", "far"};
+    for (int i = 0; i + 1 < sd->nt; i++) {
+        if (!is_word(&sd->t[i], "too")) continue;
+        for (size_t k = 0; k < sizeof measures / sizeof *measures; k++)
+            if (is_word(&sd->t[i + 1], measures[k])) return 1;
+    }
+    return 0;
+}
+
+/* Whether sd names a limit: the other way to ask of an excess ("the maximum safe dose"). */
+static int names_limit(const side *sd)
+{
+    static const char *const limits[] = {"max",       "maximum", "limit", "limits", "upper",
+                                         "overdose",  "excess",  "excessive", "safe", "safely",
+                                         "toxic",     "most",    "too"};
+    for (int i = 0; i < sd->nt; i++)
+        for (size_t k = 0; k < sizeof limits / sizeof *limits; k++)
+            if (is_word(&sd->t[i], limits[k])) return 1;
+    return 0;
+}
+
+/* "How much vitamin D should I take" asks a dose, "how much vitamin D is too much" where the
+ * harm starts: an excess asked on one side only, the other naming no limit. */
+static int rule_excess(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        if (asks_excess(p) && !names_limit(q)) {
+            say(why, whylen, "asks an excess: %s only", pass ? "query" : "stored");
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
 {
     const int yes_nos = yes_no(a) && yes_no(b), often[2] = {says_often(a), says_often(b)};
@@ -5198,6 +5258,69 @@ static int comparative_of(const tok *t, const tok *w)
 /* "Tell me another joke" against "tell me a joke": one not given before is asked for (but
  * "another word for happy" is a synonym, "another language" a new one, "into another" a
  * pronoun). */
+/* How often sd says the word x, as it is written but for case. */
+static int times_said(const side *sd, const tok *x)
+{
+    int n = 0;
+    for (int i = 0; i < sd->nt; i++)
+        n += sd->t[i].len == x->len && !memcmp(sd->t[i].s, x->s, x->len);
+    return n;
+}
+
+/* Whether x names a language, a tool or a system: a word of those groups of the lexicon. */
+static int tool_name(const tok *x)
+{
+    static const char *const kinds[] = {"python", "git",   "npm",    "mysql", "windows",
+                                        "react",  "django", "aws",   "bash",  "vim",
+                                        "chrome", "html"};
+    if (x->lex < 0) return 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        if (lex_share(x->lex, lex_find(kinds[k], strlen(kinds[k])), K_CONTRAST)) return 1;
+    return 0;
+}
+
+/* How many of sd's words are like x (a misspelling of it too). */
+static int times_like(const side *sd, const tok *x)
+{
+    int n = 0;
+    for (int i = 0; i < sd->nt; i++)
+        n += tok_like(&sd->t[i], x);
+    return n;
+}
+
+/* "a will and a living trust" vs "a living will and a living trust": the same words, one of
+ * them said once more, where it makes another thing of the word it stands by. */
+static int rule_said_again(const side *a, const side *b, char *why, size_t whylen)
+{
+    if (!words_within(a, b) || !words_within(b, a)) return 1;
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        for (int i = 0; i + 1 < p->nt; i++) {
+            const tok *x = &p->t[i];
+            const tok *w = &p->t[i + 1];
+            /* (a name said again qualifies each thing alike: "git merge vs rebase" and "git
+             * rebase vs git merge") */
+            if ((x->flags & (F_STOP | F_NUM | F_NEG | F_ENTITY | F_CAP | F_ACRO)) ||
+                tool_name(x) || maker(x) || (w->flags & F_NUM) ||
+                times_said(p, x) <= times_like(q, x) || !times_said(q, x) ||
+                times_said(p, w) != times_said(q, w))
+                continue;
+            /* (q says the word it stands by without it; a function word only as a noun:
+             * "a will") */
+            int bare = 0;
+            for (int j = 1; j < q->nt && !bare; j++)
+                bare = tok_eq(&q->t[j], w) && !tok_eq(&q->t[j - 1], x) &&
+                       (!(w->flags & F_STOP) || is_word(&q->t[j - 1], "a") ||
+                        is_word(&q->t[j - 1], "the"));
+            if (!bare) continue;
+            say(why, whylen, "\"%.*s\" said more often in %s", (int)x->len, x->s,
+                pass ? "query" : "stored");
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int rule_another(const side *a, const side *b, char *why, size_t whylen)
 {
     static const char *const other[] = {"another", "other", "else", "new", "different",
@@ -5532,7 +5655,8 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
     if ((rules & R_NEG) && !rule_negation(a, b, why, whylen)) return 0;
     if ((rules & R_CONTRAST) &&
         (!rule_contrast(a, b, why, whylen) || !rule_contrast(b, a, why, whylen) ||
-         !rule_less(a, b, why, whylen) || !rule_another(a, b, why, whylen)))
+         !rule_less(a, b, why, whylen) || !rule_another(a, b, why, whylen) ||
+         !rule_said_again(a, b, why, whylen)))
         return 0;
     if ((rules & R_PREFIX) && !rule_prefix(a, b, why, whylen)) return 0;
     if ((rules & R_CONTRAST) && !rule_word_aspect(a, b, why, whylen)) return 0;
@@ -5554,7 +5678,8 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
         (!rule_time(a, b, why, whylen) || !rule_verb_tense(a, b, why, whylen) ||
          !rule_future(a, b, why, whylen) || !rule_modal(a, b, why, whylen)))
         return 0;
-    if ((rules & R_SCOPE) && !rule_scope(a, b, why, whylen)) return 0;
+    if ((rules & R_SCOPE) && (!rule_scope(a, b, why, whylen) || !rule_excess(a, b, why, whylen)))
+        return 0;
     if ((rules & R_ENTITY) &&
         (!rule_case(a, b, why, whylen) || !rule_spelling(a, b, why, whylen) ||
          !rule_quoted_spaces(a, b, why, whylen) || !rule_quoted_text(a, b, why, whylen) ||

@@ -1753,4 +1753,30 @@ Test(guard, from_a_seventeenth_blind_set)
     /* but the same thing named twice is no contrast */
     PASS("How often should I feed my kitten?", "kitten feeding how often");
     PASS("books like harry potter", "What are some books similar to Harry Potter?");
+    /* a maker's name before a name both give, where the other has no name before it */
+    PASS("How do I clear the cache in Google Chrome?", "how to clear chrome's cache");
+    VETO("How good is Apple Maps offline?", "How good is Google Maps offline?", "name");
+    VETO("Who wrote Jane Austen's Emma?", "who wrote austen's emma", "jane");
+}
+
+Test(guard, from_an_eighteenth_blind_set)
+{
+    /* an excess asked; the same words, one said once more; a trade with other words after
+     * it; how many exactly */
+    VETO("How much caffeine should I have a day?", "How much caffeine is too much in a day?",
+         "excess");
+    PASS("What is the maximum safe dose of caffeine?", "how much caffeine is too much");
+    VETO("What's the difference between a will and a living trust?",
+         "What's the difference between a living will and a living trust?", "more often");
+    PASS("git merge vs rebase", "How is git rebase different from git merge?");
+    PASS("What's the difference between baking soda and baking powder?",
+         "bakign powder vs baking soda diffrence");
+    VETO("Can I use butter instead of oil in brownies, and how much?",
+         "Can I use oil instead of butter in muffins, and how much?", "order");
+    VETO("What are the odds of at least one head in three coin flips?",
+         "What are the odds of exactly one head in three coin flips?", "opposites");
+    VETO("How do I remove all stopped Docker containers?",
+         "How do I remove all dangling Docker images?", "opposites");
+    VETO("How much protein should I eat a day?", "How much fiber should I eat a day?",
+         "opposites");
 }
