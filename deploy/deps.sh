@@ -19,7 +19,7 @@ SUDO=""
 PKGS=(build-essential pkg-config dpkg-dev ca-certificates
       libevent-dev libssl-dev libsqlite3-dev libfaiss-dev libopenblas-dev
       libopenblas-openmp-dev libjansson-dev libinih-dev libxxhash-dev libcriterion-dev
-      libutf8proc-dev clang
+      libutf8proc-dev clang wamerican
       curl openssl wrk python3 python3-venv unzip)
 # make test's cross-check compiles the engine for aarch64 on x86-64 machines
 if [ "$(dpkg --print-architecture)" = amd64 ]; then

@@ -119,6 +119,8 @@ static const struct opt opts[] = {
     {"cache", "enabled", T_BOOL, OFF(cache_enabled), "true", 0, 0, NULL, NULL},
     {"cache", "similarity_threshold", T_REAL, OFF(cache_threshold), "0.76", 0, 1000, NULL, NULL},
     {"cache", "guard", T_BOOL, OFF(cache_guard), "true", 0, 0, NULL, NULL},
+    {"cache", "guard_words", T_STR, OFF(cache_guard_words), "/usr/share/dict/words", 0, 0, NULL,
+     NULL},
     {"cache", "guard_strict_below", T_REAL, OFF(cache_guard_strict_below), "0.83", 0, 1000, NULL,
      NULL},
     {"cache", "same_words_floor", T_REAL, OFF(cache_same_words_floor), "0.65", 0, 1000, NULL,

@@ -71,6 +71,7 @@ struct gw_config {
     int cache_enabled;
     double cache_threshold;         /* cosine a semantic hit needs */
     int cache_guard;                /* reject semantic candidates that contradict the query */
+    char *cache_guard_words;        /* a word list: what the guard may read as a misspelling */
     double cache_guard_strict_below; /* a candidate less similar is a close call, checked more */
     double cache_same_words_floor;   /* under the threshold, down to this: the same words hit */
     int cache_miss_reasons;         /* a semantic miss says why (X-Cache-Miss-Reason) */

@@ -312,7 +312,7 @@ static const char *const synonym_groups[] = {
     "aluminum aluminium", "jewelry jewellery", "pajamas pyjamas", "catalog catalogue",
     "curb kerb", "donut doughnut", "plow plough", "javascript js", "typescript ts", "golang go",
     "integer int", "string str", "boolean bool", "dictionary dict", "character char",
-    "python py", "dataframe df", "repository repo", "pc computer",
+    "python py", "dataframe df", "year yr", "repository repo", "pc computer",
     /* a country and its people's adjective */
     "switzerland swiss", "france french", "germany german", "japan japanese", "china chinese",
     "italy italian", "spain spanish", "mexico mexican", "canada canadian", "india indian",
@@ -1614,6 +1614,24 @@ static void collect_numbers(side *sd)
                                   s[digits_end] == '.'))
             digits_end++;
         int plain = digits_end > k && is_digit((unsigned char)s[k]);
+        /* "20k" is 20000, "1.5k" 1500 */
+        if (plain && k == 0 && n == digits_end + 1 && s[digits_end] == 'k' &&
+            !memchr(s, ',', digits_end)) {
+            long long whole = 0, part = 0, scale = 1000;
+            size_t x = 0;
+            for (; x < digits_end && s[x] != '.' && whole < 1000000000LL; x++)
+                whole = whole * 10 + (s[x] - '0');
+            if (x < digits_end && s[x] == '.')
+                for (x++; x < digits_end && scale > 1; x++) {
+                    scale /= 10;
+                    part += (s[x] - '0') * scale;
+                }
+            if (x == digits_end && whole < 1000000000LL) {
+                t->num = (int16_t)sd->nnum;
+                add_num_value(sd, whole * 1000 + part, 0);
+                continue;
+            }
+        }
         if (plain && digits_end < n) {
             const char *rest = s + digits_end;
             size_t rl = n - digits_end;
@@ -1948,6 +1966,46 @@ static void tokenize(side *sd, const char *text, size_t len)
         *t = (tok){.s = "without", .len = 7, .flags = keep, .lex = -1, .num = -1};
         classify(sd, t);
     }
+    /* "w/ a US license" is "with" */
+    for (int k = 0; k < sd->nt; k++) {
+        tok *t = &sd->t[k];
+        const char *end = sd->text + sd->textlen;
+        if (!is_word(t, "w") || !t->raw || t->raw + 1 >= end || t->raw[1] != '/' ||
+            (t->raw + 2 < end && is_alnum((unsigned char)t->raw[2])))
+            continue;
+        *t = (tok){.s = "with", .len = 4, .flags = t->flags & (F_INITIAL | F_QUOTED), .lex = -1,
+                   .num = -1, .raw = t->raw, .rawlen = t->rawlen};
+        classify(sd, t);
+    }
+    /* "my 4yo", "a 7 yo": a 4 year old */
+    for (int k = 0; k < sd->nt && sd->nt + 1 < MAX_TOK; k++) {
+        tok *t = &sd->t[k];
+        size_t d = 0;
+        while (d < t->len && is_digit((unsigned char)t->s[d]))
+            d++;
+        int glued = d && t->len == d + 2 && !memcmp(t->s + d, "yo", 2);
+        int apart = !d && k > 0 && is_word(t, "yo") && sd->t[k - 1].len &&
+                    is_digit((unsigned char)sd->t[k - 1].s[sd->t[k - 1].len - 1]);
+        if ((!glued && !apart) || (glued && sd->nt + 2 >= MAX_TOK)) continue;
+        uint16_t keep = t->flags & (F_INITIAL | F_QUOTED);
+        int at = k + glued; /* where "year" goes */
+        memmove(&sd->t[at + 2], &sd->t[k + 1], sizeof *t * (size_t)(sd->nt - k - 1));
+        sd->nt += 1 + glued;
+        if (glued) {
+            *t = (tok){.s = t->s, .len = (uint16_t)d, .flags = keep | F_NUM, .lex = -1, .num = -1,
+                       .raw = t->raw, .rawlen = t->rawlen};
+            classify(sd, t);
+        }
+        static const char *const age[] = {"year", "old"};
+        for (int x = 0; x < 2; x++) {
+            tok *u = &sd->t[at + x];
+            *u = (tok){.s = age[x], .len = (uint16_t)strlen(age[x]),
+                       .flags = (uint16_t)((keep & F_QUOTED) | F_JOINED), .lex = -1, .num = -1,
+                       .raw = t->raw, .rawlen = t->rawlen};
+            classify(sd, u);
+        }
+        k = at + 1;
+    }
     /* "is 97 prime or not", "whether or not": a yes or no asked, nothing denied */
     for (int k = 1; k < sd->nt; k++)
         if (is_word(&sd->t[k], "not") && is_word(&sd->t[k - 1], "or")) {
@@ -2131,6 +2189,138 @@ static void shorter_first(const char **a, size_t *al, const char **b, size_t *bl
     *b = t, *bl = tl;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Known words (gw_guard_known_words()): an open-addressed set over one buffer of the words,
+ * each NUL-terminated; read-only once loaded.
+ * --------------------------------------------------------------------------------------- */
+
+static struct {
+    char *buf;      /* the words, each NUL-terminated */
+    size_t used, cap, words;
+    uint32_t *slot; /* offset into buf + 1; 0 empty */
+    size_t mask;
+    int loaded;
+} known;
+
+int gw_guard_known_words(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s", path);
+        return -1;
+    }
+    char line[256];
+    size_t used = known.used, words = known.words, cap = known.cap;
+    char *buf = known.buf;
+    int nomem = 0;
+    while (!nomem && fgets(line, sizeof line, f)) {
+        size_t n = strcspn(line, "\r\n"), k = 0;
+        while (k < n && line[k] >= 'a' && line[k] <= 'z')
+            k++;
+        if (n < 2 || k != n || n > 63) continue;
+        if (used + n + 1 > cap) {
+            size_t ncap = cap ? cap * 2 : 1 << 16;
+            char *nb = ncap < UINT32_MAX ? realloc(buf, ncap) : NULL;
+            if (!nb) {
+                nomem = 1;
+                break;
+            }
+            buf = nb, cap = ncap;
+        }
+        memcpy(buf + used, line, n);
+        buf[used + n] = 0;
+        used += n + 1;
+        words++;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    known.buf = buf, known.cap = cap; /* (what was read stays, for the next call) */
+    size_t slots = 1;
+    while (slots < words * 2)
+        slots <<= 1;
+    uint32_t *slot = nomem || bad || words == known.words ? NULL : calloc(slots, sizeof *slot);
+    if (!slot) {
+        const char *what = bad ? "read error" : words == known.words ? "no words" : "out of memory";
+        snprintf(err, errlen, "%s: %s", path, what);
+        return -1;
+    }
+    for (size_t at = 0, len; at < used; at += len + 1) {
+        len = strlen(buf + at);
+        size_t h = hash_bytes(buf + at, len) & (slots - 1);
+        while (slot[h])
+            h = (h + 1) & (slots - 1);
+        slot[h] = (uint32_t)at + 1;
+    }
+    free(known.slot);
+    known.used = used, known.words = words;
+    known.slot = slot;
+    known.mask = slots - 1;
+    known.loaded = 1;
+    return 0;
+}
+
+/* Whether w[0, n) (lower case) is a known word. */
+static int known_word(const char *w, size_t n)
+{
+    if (!known.loaded) return 0;
+    for (size_t h = hash_bytes(w, n) & known.mask; known.slot[h]; h = (h + 1) & known.mask) {
+        const char *k = known.buf + known.slot[h] - 1;
+        if (!strncmp(k, w, n) && k[n] == 0) return 1;
+    }
+    return 0;
+}
+
+/* Whether a and b are one slip apart: a letter left out or added, one changed (sub: 1 when
+ * that is to count), or two neighbours swapped. */
+static int one_slip(const char *a, size_t al, const char *b, size_t bl, int sub)
+{
+    shorter_first(&a, &al, &b, &bl);
+    if (bl - al > 1) return 0;
+    size_t i = 0;
+    while (i < al && a[i] == b[i])
+        i++;
+    if (i == al) return bl == al + 1;
+    if (al != bl) return !memcmp(a + i, b + i + 1, al - i); /* one left out */
+    if (i + 1 < al && a[i] == b[i + 1] && a[i + 1] == b[i] &&
+        !memcmp(a + i + 2, b + i + 2, al - i - 2))
+        return 1;
+    return sub && !memcmp(a + i + 1, b + i + 1, al - i - 1);
+}
+
+/* Whether a and b, a slip apart, are both known words ("complement" and "compliment",
+ * "stationary" and "stationery"), and not one in two spellings ("travelled", "traveled"). */
+static int two_words(const tok *a, const tok *b)
+{
+    if (!known.loaded || !known_word(a->s, a->len) || !known_word(b->s, b->len)) return 0;
+    const char *x = a->s, *y = b->s;
+    size_t xl = a->len, yl = b->len;
+    shorter_first(&x, &xl, &y, &yl);
+    size_t i = 0;
+    while (i < xl && x[i] == y[i])
+        i++;
+    return !(yl == xl + 1 && i > 0 && y[i] == 'l' && y[i - 1] == 'l' &&
+             !memcmp(x + i, y + i + 1, xl - i));
+}
+
+/* Whether one of two words is a misspelling of the other: it is no known word (nor one of
+ * the lexicon's), written in lower case, and one slip from the other, which begins with the
+ * same letter, in words of four letters or more ("chnage", "barkng", "reciept"); where
+ * neither is a known word, a letter changed is no slip ("amylase", "amylose"). Only with a
+ * list of known words. */
+static int misspelt(const tok *a, const tok *b)
+{
+    if (!known.loaded || a->len < 4 || b->len < 4 || a->s[0] != b->s[0]) return 0;
+    const unsigned bar = F_NUM | F_CAP | F_ACRO | F_MIXED | F_CODE | F_QUOTED | F_ENTITY;
+    for (const tok *t = a; t; t = t == a ? b : NULL)
+        for (size_t k = 0; k < t->len; k++)
+            if (t->s[k] < 'a' || t->s[k] > 'z') return 0;
+    int ka = a->lex >= 0 || known_word(a->s, a->len), kb = b->lex >= 0 || known_word(b->s, b->len);
+    if (ka && kb) return 0;
+    const tok *slip = ka ? b : a;
+    if (slip->flags & bar) return 0;
+    return one_slip(a->s, a->len, b->s, b->len, ka || kb);
+}
+
 /* exercise/exercising, install/installation, run/running: one word, two forms. */
 static int same_root(const char *a, size_t al, const char *b, size_t bl)
 {
@@ -2235,13 +2425,14 @@ static int tok_like(const tok *a, const tok *b)
     }
     if (a->num >= 0 && b->num >= 0) return 0; /* numbers are the number rule's business */
     if (in_law(a) != in_law(b)) return 0;      /* a brother-in-law is not a brother */
+    if (misspelt(a, b)) return 1;
     if ((a->flags | b->flags) & (F_CAP | F_ENTITY | F_ACRO)) { /* Austria is not Australia */
         const tok *x = a->nlen <= b->nlen ? a : b, *y = x == a ? b : a;
         /* Austria and Austrian; not a word of phrasing a name begins ("use", "useState") */
         return x->nlen >= 3 && !(x->flags & F_STOP) && !memcmp(x->n, y->n, x->nlen);
     }
     return same_root(a->n, a->nlen, b->n, b->nlen) ||
-           spelled_alike(a->s, a->len, b->s, b->len);
+           (spelled_alike(a->s, a->len, b->s, b->len) && !two_words(a, b));
 }
 
 static int side_has(const side *sd, const tok *x)
@@ -4486,6 +4677,9 @@ static size_t code_signs(const side *sd, char *out, size_t cap)
             (isalnum(before) || in_set((char)before, "\"')]")))
             continue; /* a sentence's punctuation, in quotes too ("Where is it?") */
         if ((c == '-' || c == '/') && isalnum(before) && isalnum(after)) continue;
+        if (c == '/' && (before == 'w' || before == 'W') &&
+            (i < 2 || !isalnum((unsigned char)t[i - 2])))
+            continue; /* "w/" and "w/o", "with" and "without" (tokenize()) */
         if (c == '.' && (isupper(before) || (isdigit(before) && isdigit(after)))) continue;
         if (c == '.' && isalpha(before) && (i < 2 || !isalnum((unsigned char)t[i - 2])))
             continue; /* "e.g.", "i.e." */

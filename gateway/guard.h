@@ -35,7 +35,8 @@
  * word bytes; nothing is case-folded outside ASCII.
  *
  * Pure functions: no allocation, no global state after a one-time lexicon build (done
- * under pthread_once on first use). Any thread may call them. Inputs need not be
+ * under pthread_once on first use) and the list of known words, if one is given, read once
+ * before the first check (gw_guard_known_words()). Any thread may call them. Inputs need not be
  * NUL-terminated and are never read past their lengths. An input longer than the guard's
  * fixed buffers (about 250 words) is vetoed rather than half-checked.
  */
@@ -43,6 +44,19 @@
 #define GW_GUARD_H
 
 #include <stddef.h>
+
+/*
+ * The words of a language the guard may take as spelt right: a vocabulary file, one entry
+ * a line (an embedding model's vocab.txt; entries that are not a lower-case word of two
+ * ASCII letters or more, "##ing", "[CLS]", "3d", are skipped). With it, a word of one side
+ * that is not on the list and is one slip from a word of the other (a letter left out,
+ * added, changed or two swapped: "chnage", "reciept") is read as that word; without it, or
+ * where both are on the list ("desert" and "dessert", "car" and "cat"), only the guard's
+ * own few spelling forms are. Call it once, before any other call of this header and from
+ * one thread; a second call changes nothing. 0, or -1 with err set (the guard then goes on
+ * without the list).
+ */
+int gw_guard_known_words(const char *path, char *err, size_t errlen);
 
 /*
  * 1 when an answer stored for `stored` may serve `query` as far as the guard can tell; 0

@@ -6,6 +6,7 @@
 #include "embed_worker.h"
 #include "http_impl.h"
 #include "gguf.h"
+#include "guard.h"
 #include "log.h"
 #include "metrics.h"
 #include "oai.h"
@@ -1136,6 +1137,26 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
 
 /* The open-file limit: the soft one raised as far as the connections need (the hard one
  * allows), and a warning where it stays below them. */
+/* The guard's known words (gw_guard_known_words()): cache.guard_words and the embedding
+ * model's vocabulary, read once per process, before any thread checks a pair. Without the
+ * list the guard still works, reading fewer misspellings: a warning, not an error. */
+static void load_guard_words(const struct gw_config *cfg)
+{
+    static int done;
+    if (done || !cfg->cache_guard || !cfg->cache_guard_words[0]) return;
+    done = 1;
+    char err[512], vocab[4096];
+    if (gw_guard_known_words(cfg->cache_guard_words, err, sizeof err)) {
+        gw_log_kv(GW_LOG_WARN, "cache.guard_words not loaded: the guard reads no misspelling "
+                  "but its own few forms", "error", err, NULL);
+        return;
+    }
+    snprintf(vocab, sizeof vocab, "%s/vocab.txt", cfg->embedder_model);
+    if (gw_guard_known_words(vocab, err, sizeof err))
+        gw_log_kv(GW_LOG_WARN, "the embedding model's vocabulary is not among the guard's "
+                  "known words", "error", err, NULL);
+}
+
 static void fit_open_files(const struct gw_config *cfg)
 {
     struct rlimit rl;
@@ -2572,6 +2593,7 @@ gw_server *gw_server_create(const struct gw_config *cfg, const struct gw_device 
         snprintf(err, errlen, "loading the embedding model: %s", emsg);
         goto fail;
     }
+    load_guard_words(cfg);
     srv->embw = gw_embedw_create(srv->emb, srv->cq, (int)cfg->embedder_max_batch,
                                  cfg->embedder_max_wait_us, srv->metrics);
     if (!srv->embw) {

@@ -5,7 +5,7 @@
  * once by `cache.py --similarities`, a second per build).
  *
  *   build/bench/guard_sweep SIMS.tsv [--threshold T] [--strict-below S] [--floor F]
- *                           [--list fp|fn|all]
+ *                           [--list fp|fn|all] [--words VOCAB]
  *
  * SIMS.tsv: label, stored, new, similarity, set (cache.py --similarities). A pair is a hit
  * as the cache decides one whose question is a single text: at or above T (0.76, the
@@ -15,7 +15,9 @@
  * sentences around their difference (templates) are compared by the cache on the
  * sentences that differ, re-embedded: they are counted apart, not judged here. Prints
  * precision and recall per set and for all; --list prints the wrong verdicts with the
- * guard's reason.
+ * guard's reason. The guard reads misspellings with the lists of known words the server
+ * gives it: by default /usr/share/dict/words and models/all-minilm-l6-v2/vocab.txt (run from
+ * the repository's root); --words FILE, once or more, for others, "none" for no list.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +81,7 @@ static int verdict(const char *a, const char *b, double sim, double threshold, d
 static int usage(void)
 {
     fprintf(stderr, "usage: guard_sweep SIMS.tsv [--threshold T] [--strict-below S] "
-                    "[--floor F] [--list fp|fn|all]\n");
+                    "[--floor F] [--list fp|fn|all] [--words FILE|none]...\n");
     return 2;
 }
 
@@ -87,6 +89,8 @@ int main(int argc, char **argv)
 {
     double threshold = 0.76, strict = 0.83, words_floor = 0.65;
     int list = 0; /* 1: near misses served, 2: paraphrases refused */
+    const char *words[8] = {"/usr/share/dict/words", "models/all-minilm-l6-v2/vocab.txt"};
+    int nwords = 2, given = 0;
     if (argc < 2) return usage();
     for (int i = 2; i < argc; i++) {
         if (i + 1 == argc) return usage();
@@ -97,12 +101,20 @@ int main(int argc, char **argv)
             strict = atof(val);
         else if (!strcmp(opt, "--floor"))
             words_floor = atof(val);
+        else if (!strcmp(opt, "--words") && given < 8)
+            words[given++] = val, nwords = given;
         else if (!strcmp(opt, "--list"))
             list = !strcmp(val, "fp") ? 1 : !strcmp(val, "fn") ? 2 : !strcmp(val, "all") ? 3 : 0;
         else
             return usage();
         if (!strcmp(opt, "--list") && !list) return usage();
     }
+    char err[256];
+    for (int i = 0; i < nwords; i++)
+        if (strcmp(words[i], "none") && gw_guard_known_words(words[i], err, sizeof err)) {
+            fprintf(stderr, "guard_sweep: %s (--words none to go on without)\n", err);
+            return 1;
+        }
     FILE *f = fopen(argv[1], "r");
     if (!f) {
         perror(argv[1]);

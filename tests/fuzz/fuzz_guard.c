@@ -2,13 +2,32 @@
  * entry (the input up to its first NUL byte, and the rest): every rule, the close call, the
  * same-words check, and the split of a template into the sentences that differ, never a
  * crash, an out-of-bounds access or a leak, whatever the bytes (invalid UTF-8, thousands of
- * sentences, quotes never closed, a colon at the end). */
+ * sentences, quotes never closed, a colon at the end). The guard reads misspellings with a
+ * short list of known words, as the server does with its long ones. */
 #include "guard.h"
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    char path[] = "/tmp/fuzz-guard-words-XXXXXX", err[256];
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) return 0;
+    fputs("change\nwrite\nboil\nbroil\ndesert\ndessert\ntraveled\ntravelled\nhow\nwhat\n"
+          "the\nlist\npython\nreverse\nbest\nway\n##ing\n[CLS]\n",
+          f);
+    fclose(f);
+    if (gw_guard_known_words(path, err, sizeof err)) fprintf(stderr, "%s\n", err);
+    unlink(path);
+    return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int check(const char *a, const char *b, char *why, size_t whylen)
 {
@@ -1779,4 +1780,61 @@ Test(guard, from_an_eighteenth_blind_set)
          "How do I remove all dangling Docker images?", "opposites");
     VETO("How much protein should I eat a day?", "How much fiber should I eat a day?",
          "opposites");
+    /* an age, a thousand and a "with" written short */
+    PASS("What's a good bedtime for a 6-year-old?", "good bedtime for my 6yo?");
+    PASS("fun games for a 9 year old", "fun games for a 9 yo");
+    VETO("What's a good bedtime for a 6-year-old?", "good bedtime for my 8yo?", "numbers");
+    PASS("Can I afford a house on a 90,000 salary?", "can i afford a house on 90k salary");
+    PASS("salary of 1.5k a month", "salary of 1500 a month");
+    VETO("can i afford a house on 90k salary", "can i afford a house on 60k salary",
+         "numbers");
+    PASS("Can I rent a car in Spain with a US license?",
+         "can i rent a car in spain w/ a us license");
+}
+
+/* Writes words, one a line, to a new file; its path into path. */
+static void word_file(char *path, const char *words)
+{
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert(f);
+    fputs(words, f);
+    fclose(f);
+}
+
+Test(guard, misspellings_read_with_a_list_of_known_words)
+{
+    /* without a list, a slip inside a short word is another word */
+    VETO("How do I change a car tire?", "how do i chnage a car tire", NULL);
+    char err[256], path[] = "/tmp/guard-words-XXXXXX";
+    cr_assert_eq(gw_guard_known_words("/nonexistent/words", err, sizeof err), -1);
+    cr_assert(strstr(err, "/nonexistent/words"), "%s", err);
+    /* (entries that are no lower-case word are skipped: a word piece, a marker, a name) */
+    word_file(path, "change\nwrite\nletter\nboil\nbroil\npotatoes\ncar\ncat\nwash\ndesert\n"
+                    "dessert\nbest\naddress\ntraveled\ntravelled\ncomplement\ncompliment\n"
+                    "##ing\n[CLS]\nParis\n3d\n");
+    cr_assert_eq(gw_guard_known_words(path, err, sizeof err), 0, "%s", err);
+    unlink(path);
+    PASS("How do I change a car tire?", "how do i chnage a car tire");
+    PASS("How do I write a resignation letter?", "How do I wirte a resignation letter?");
+    PASS("How do I change my address?", "How do I change my adress?");
+    /* neither on the list: a letter left out or two swapped, not one changed */
+    PASS("How do I cook quinoa?", "How do I cook quiona?");
+    /* two known words a slip apart are two words */
+    VETO("How do I boil potatoes?", "how do i broil potatoes", NULL);
+    VETO("How do I wash my car?", "How do I wash my cat?", NULL);
+    VETO("best desert in the world", "best dessert in the world", NULL);
+    VETO("What is a complement in grammar?", "What is a compliment in grammar?", NULL);
+    PASS("Where has the pope traveled?", "Where has the pope travelled?");
+    /* a name is no misspelling */
+    VETO("What is the capital of Austria?", "What is the capital of Austra?", NULL);
+    /* a second list adds to the first */
+    char more[] = "/tmp/guard-words-XXXXXX";
+    word_file(more, "amylase\namylose\n");
+    cr_assert_eq(gw_guard_known_words(more, err, sizeof err), 0, "%s", err);
+    unlink(more);
+    VETO("What does amylase do?", "What does amylose do?", NULL);
+    PASS("What does amylase do?", "What does amylsae do?");
+    PASS("How do I change a car tire?", "how do i chnage a car tire");
 }
