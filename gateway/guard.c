@@ -1966,6 +1966,32 @@ static void tokenize(side *sd, const char *text, size_t len)
         *t = (tok){.s = "without", .len = 7, .flags = keep, .lex = -1, .num = -1};
         classify(sd, t);
     }
+    /* text speak for a question's words: "hw do i", "wat should i", "y is the sky blue",
+     * "what r index funds" */
+    for (int k = 0; k < sd->nt; k++) {
+        tok *t = &sd->t[k];
+        const tok *next = k + 1 < sd->nt ? &sd->t[k + 1] : NULL;
+        const char *as = NULL;
+        if (t->flags & (F_QUOTED | F_CODE | F_JOINED)) continue;
+        if (is_word(t, "hw") && next && (next->flags & F_STOP))
+            as = "how";
+        else if ((is_word(t, "wat") || is_word(t, "wut")) && next && (next->flags & F_STOP))
+            as = "what";
+        else if (is_word(t, "y") && (t->flags & F_INITIAL) && next &&
+                 (is_word(next, "is") || is_word(next, "are") || is_word(next, "do") ||
+                  is_word(next, "does") || is_word(next, "did") || is_word(next, "would") ||
+                  is_word(next, "can") || is_word(next, "cant") || is_word(next, "won't") ||
+                  is_word(next, "wont") || is_word(next, "dont") || is_word(next, "doesnt")))
+            as = "why";
+        else if (is_word(t, "r") && k > 0 && next &&
+                 ((sd->t[k - 1].flags & F_WH) || is_word(&sd->t[k - 1], "what") ||
+                  is_word(&sd->t[k - 1], "how") || is_word(&sd->t[k - 1], "where")))
+            as = "are";
+        if (!as) continue;
+        *t = (tok){.s = as, .len = (uint16_t)strlen(as), .flags = t->flags & F_INITIAL,
+                   .lex = -1, .num = -1, .raw = t->raw, .rawlen = t->rawlen};
+        classify(sd, t);
+    }
     /* "w/ a US license" is "with" */
     for (int k = 0; k < sd->nt; k++) {
         tok *t = &sd->t[k];

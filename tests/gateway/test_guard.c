@@ -1790,6 +1790,12 @@ Test(guard, from_an_eighteenth_blind_set)
          "numbers");
     PASS("Can I rent a car in Spain with a US license?",
          "can i rent a car in spain w/ a us license");
+    /* a question's words in text speak; a letter that is a variable stays one */
+    PASS("How do I get a stain out of a carpet?", "hw do i get a stain out of carpet");
+    PASS("What should I cook for dinner tonight?", "wat should i cook for dinner tonight");
+    PASS("Why is my wifi so slow?", "y is my wifi so slow");
+    PASS("What are index funds?", "what r index funds");
+    VETO("solve 2x + 3 = 7 for x", "solve 2x + 3 = 7 for y", NULL);
 }
 
 /* Writes words, one a line, to a new file; its path into path. */
