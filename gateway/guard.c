@@ -261,7 +261,7 @@ static const char *const contrast_groups[] = {
     "dict list", "dict tuple", "list tuple", "container image volume",
     /* jobs: an engineer and a developer may be one */
     "analyst scientist manager designer engineer", "analyst scientist manager designer developer",
-    "entry senior",
+    "entry senior", "new established",
     /* what a diet counts */
     "protein carb carbohydrate fiber sugar sodium creatine caffeine cholesterol calorie",
     /* how many of a kind */
@@ -3645,14 +3645,21 @@ static int wh_role(const side *sd, const int *ix, int n)
     return (t2->flags & F_STOP) ? 0 : 1;
 }
 
-/* Every content word of p is like one of q. */
-static int words_within(const side *p, const side *q)
+/* Every content word of p but its word at skip (-1: none) is like one of q. */
+static int words_within_but(const side *p, const side *q, int skip)
 {
     for (int i = 0; i < p->nt; i++) {
         const tok *t = &p->t[i];
-        if (!(t->flags & (F_STOP | F_NUM | F_NEG)) && !side_has_like(q, t)) return 0;
+        if (i != skip && !(t->flags & (F_STOP | F_NUM | F_NEG)) && !side_has_like(q, t))
+            return 0;
     }
     return 1;
+}
+
+/* Every content word of p is like one of q. */
+static int words_within(const side *p, const side *q)
+{
+    return words_within_but(p, q, -1);
 }
 
 static int asked(const side *sd);
@@ -3672,7 +3679,13 @@ static int rule_wh(const side *a, const side *b, char *why, size_t whylen)
     /* the same words, the roles turned: "who killed Caesar" vs "who did Caesar kill" */
     int ia[MAX_TOK], ib[MAX_TOK], na = kept_words(a, ia), nb = kept_words(b, ib);
     int ra = wh_role(a, ia, na), rb = wh_role(b, ib, nb);
-    if (ra && rb && ra != rb && words_within(a, b) && words_within(b, a)) {
+    /* (the kind a "what" asks of is no word the other must say: "what animals eat mice"
+     * vs "what do mice eat") */
+    int ka = ra == 1 && !is_word(&a->t[ia[0]], "who") && !(a->t[ia[2]].flags & F_STOP) ? ia[1]
+                                                                                        : -1;
+    int kb = rb == 1 && !is_word(&b->t[ib[0]], "who") && !(b->t[ib[2]].flags & F_STOP) ? ib[1]
+                                                                                        : -1;
+    if (ra && rb && ra != rb && words_within_but(a, b, ka) && words_within_but(b, a, kb)) {
         say(why, whylen, "roles differ: who acts vs who is acted on");
         return 0;
     }
@@ -5208,6 +5221,33 @@ static int rule_pronoun_roles(const side *a, const side *b, char *why, size_t wh
     return 1;
 }
 
+/* "Can my manager read my emails?" vs "Can I read my manager's emails?": one side's "I"
+ * acts on what belongs to "my X", the other's "my X" acts on what is the asker's. */
+static int rule_owner_roles(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        int ip = place_of(p, "i");
+        if (ip < 0 || place_of(q, "i") >= 0) continue;
+        for (int k = ip + 2; k < p->nt; k++) {
+            if (!is_word(&p->t[k - 1], "my") || !owns(p, k)) continue;
+            /* q: "my X" before another "my", X not owning there */
+            for (int j = 1; j < q->nt; j++) {
+                if (!is_word(&q->t[j - 1], "my") || !tok_eq(&q->t[j], &p->t[k]) || owns(q, j))
+                    continue;
+                int later = 0;
+                for (int m = j + 1; m < q->nt && !later; m++)
+                    later = is_word(&q->t[m], "my") || is_word(&q->t[m], "me");
+                if (!later) continue;
+                say(why, whylen, "roles reversed: I ... my %.*s's vs my %.*s ... my",
+                    (int)p->t[k].len, p->t[k].s, (int)q->t[j].len, q->t[j].s);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 /* The subject of the verb at sd->t[end], as far as word order tells: the first content word
  * after the first auxiliary ("did Brutus kill", "what port does HTTPS use"), else the first
  * before the verb; -1 when none. */
@@ -5890,7 +5930,8 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
                            !rule_wh_swap(a, b, why, whylen)))
         return 0;
     if ((rules & R_ORDER) &&
-        (!rule_pronoun_roles(a, b, why, whylen) || !rule_passive(a, b, why, whylen) ||
+        (!rule_pronoun_roles(a, b, why, whylen) || !rule_owner_roles(a, b, why, whylen) ||
+         !rule_passive(a, b, why, whylen) ||
          !rule_direction(a, b, why, whylen) || !rule_between(a, b, why, whylen)))
         return 0;
     if ((rules & R_SWAP) && !rule_swap(a, b, why, whylen)) return 0;

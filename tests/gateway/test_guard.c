@@ -1796,6 +1796,13 @@ Test(guard, from_an_eighteenth_blind_set)
     PASS("Why is my wifi so slow?", "y is my wifi so slow");
     PASS("What are index funds?", "what r index funds");
     VETO("solve 2x + 3 = 7 for x", "solve 2x + 3 = 7 for y", NULL);
+    /* roles: what eats a thing or what it eats; whose thing the asker acts on */
+    VETO("What animals eat rabbits?", "What do rabbits eat?", "roles");
+    VETO("Which birds eat wasps?", "What do wasps eat?", "roles");
+    PASS("What do rabbits eat?", "what do rabbits usually eat");
+    VETO("Can my landlord keep my deposit?", "Can I keep my landlord's deposit?", "roles");
+    PASS("Can my landlord keep my deposit?", "is my landlord allowed to keep my deposit");
+    PASS("Can I read my husband's texts?", "am i allowed to read my husband's texts");
 }
 
 /* Writes words, one a line, to a new file; its path into path. */
