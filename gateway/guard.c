@@ -261,7 +261,7 @@ static const char *const contrast_groups[] = {
     "dict list", "dict tuple", "list tuple", "container image volume",
     /* jobs: an engineer and a developer may be one */
     "analyst scientist manager designer engineer", "analyst scientist manager designer developer",
-    "entry senior", "new established",
+    "entry senior", "new established", "final semifinal quarterfinal",
     /* what a diet counts */
     "protein carb carbohydrate fiber sugar sodium creatine caffeine cholesterol calorie",
     /* how many of a kind */
@@ -5370,6 +5370,68 @@ static int says_often(const side *sd)
     return 0;
 }
 
+/* Whether sd counts per a time or a person: "per month", "a year", "per person",
+ * "annually", "monthly"; a day only where days: 1 (how much to eat or drink is a day's
+ * unsaid, as sleep is a night's; nor is "a quarter cup" a time). */
+static int says_rate(const side *sd, int days)
+{
+    static const char *const w[] = {"weekly", "monthly", "yearly", "annually", "annual",
+                                    "hourly", "daily"};
+    for (int i = 0; i < sd->nt; i++) {
+        const tok *t = &sd->t[i], *u = i + 1 < sd->nt ? &sd->t[i + 1] : NULL;
+        for (size_t k = 0; k < sizeof w / sizeof *w - !days; k++)
+            if (is_word(t, w[k])) return 1;
+        if (u &&
+            (is_word(t, "per") || is_word(t, "a") || is_word(t, "an") || is_word(t, "each") ||
+             is_word(t, "every")) &&
+            ((word_is(u, K_TIMENOUN) && !is_word(u, "night") && (days || !is_word(u, "day")) &&
+              (!is_word(u, "quarter") || is_word(t, "per"))) ||
+             is_word(u, "person") || is_word(u, "head")))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether sd asks an amount: 2 a cost or a price, 1 another "how much" or "how many". */
+static int asks_amount(const side *sd)
+{
+    int how = 0;
+    for (int i = 0; i < sd->nt; i++) {
+        const tok *t = &sd->t[i];
+        if (is_word(t, "cost") || is_word(t, "costs") || is_word(t, "price")) return 2;
+        how |= is_word(t, "how") && i + 1 < sd->nt &&
+               (is_word(&sd->t[i + 1], "much") || is_word(&sd->t[i + 1], "many"));
+    }
+    return how;
+}
+
+/* Whether sd asks the whole a percentage is of: "80 is 15% of what number", "of what". */
+static int asks_whole(const side *sd)
+{
+    if (place_of(sd, "percent") < 0) return 0;
+    for (int i = 0; i + 1 < sd->nt; i++)
+        if (is_word(&sd->t[i], "of") && is_word(&sd->t[i + 1], "what") &&
+            (i + 2 == sd->nt || is_word(&sd->t[i + 2], "number") ||
+             is_word(&sd->t[i + 2], "value") || is_word(&sd->t[i + 2], "amount")))
+            return 1;
+    return 0;
+}
+
+/* "How much does Netflix cost?" vs "How much does Netflix cost per year?": an amount asked
+ * per a time or a person on one side only, a number the other does not ask. */
+static int rule_rate(const side *a, const side *b, char *why, size_t whylen)
+{
+    /* "What is 15% of 80?" vs "80 is 15% of what number?": the share or the whole */
+    if (asks_whole(a) != asks_whole(b)) {
+        say(why, whylen, "asks the whole in %s only", asks_whole(a) ? "stored" : "query");
+        return 0;
+    }
+    int aa = asks_amount(a), ab = asks_amount(b), days = aa == 2 || ab == 2;
+    if (!aa || !ab || says_rate(a, days) == says_rate(b, days)) return 1;
+    say(why, whylen, "a rate in %s only", says_rate(a, days) ? "stored" : "query");
+    return 0;
+}
+
 /* A word that says how many of a kind a yes or no is asked of: "do all birds fly". */
 static int quantifier(const tok *t)
 {
@@ -5939,7 +6001,8 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
         (!rule_time(a, b, why, whylen) || !rule_verb_tense(a, b, why, whylen) ||
          !rule_future(a, b, why, whylen) || !rule_modal(a, b, why, whylen)))
         return 0;
-    if ((rules & R_SCOPE) && (!rule_scope(a, b, why, whylen) || !rule_excess(a, b, why, whylen)))
+    if ((rules & R_SCOPE) && (!rule_scope(a, b, why, whylen) || !rule_excess(a, b, why, whylen) ||
+                              !rule_rate(a, b, why, whylen)))
         return 0;
     if ((rules & R_ENTITY) &&
         (!rule_case(a, b, why, whylen) || !rule_spelling(a, b, why, whylen) ||

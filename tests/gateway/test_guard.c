@@ -1803,6 +1803,16 @@ Test(guard, from_an_eighteenth_blind_set)
     VETO("Can my landlord keep my deposit?", "Can I keep my landlord's deposit?", "roles");
     PASS("Can my landlord keep my deposit?", "is my landlord allowed to keep my deposit");
     PASS("Can I read my husband's texts?", "am i allowed to read my husband's texts");
+    /* an amount per a time or a person on one side only; the whole a percentage is of */
+    VETO("How much does Spotify cost?", "How much does Spotify cost per year?", "rate");
+    VETO("How much does a caterer cost?", "How much does a caterer cost per person?", "rate");
+    PASS("How much does Spotify cost a month?", "spotify monthly price");
+    PASS("How many hours of sleep does a teenager need?", "how much sleep do teens need a night");
+    PASS("How many tablespoons are in a quarter cup?", "quarter cup = how many tbsp");
+    VETO("What is 20% of 60?", "60 is 20% of what number?", "whole");
+    PASS("What does NATO stand for?", "NATO is an abbreviation of what?");
+    VETO("Who beat Spain in the 2010 World Cup final?",
+         "Who beat Spain in the 2010 World Cup semifinal?", "opposites");
 }
 
 /* Writes words, one a line, to a new file; its path into path. */
