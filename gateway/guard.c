@@ -1443,6 +1443,14 @@ static int and_a_half(const side *sd, int i)
            is_word(&sd->t[i + 2], "half");
 }
 
+/* The index of sd's first token that is the word w, or -1. */
+static int place_of(const side *sd, const char *w)
+{
+    for (int i = 0; i < sd->nt; i++)
+        if (is_word(&sd->t[i], w)) return i;
+    return -1;
+}
+
 /* Collects numbers: numerals, number words ("twenty-five", "two hundred", "a dozen"),
  * ordinals ("2nd", "second"), digits inside words ("K2", "IPv6", "100km"). */
 static int mine(const side *sd, const tok *t);
@@ -1614,9 +1622,16 @@ static void collect_numbers(side *sd)
                                   s[digits_end] == '.'))
             digits_end++;
         int plain = digits_end > k && is_digit((unsigned char)s[k]);
-        /* "20k" is 20000, "1.5k" 1500 */
-        if (plain && k == 0 && n == digits_end + 1 && s[digits_end] == 'k' &&
-            !memchr(s, ',', digits_end)) {
+        /* "20k" is 20000, "1.5k" 1500 (a 401k is a retirement plan's name; a 5k is a race's
+         * kilometres, and a 10k said with a run, a race or miles) */
+        int race = (n == 2 && s[0] == '5') ||
+                   (n == 3 && !memcmp(s, "10", 2) &&
+                    (place_of(sd, "run") >= 0 || place_of(sd, "ran") >= 0 ||
+                     place_of(sd, "race") >= 0 || place_of(sd, "miles") >= 0 ||
+                     place_of(sd, "mile") >= 0 || place_of(sd, "km") >= 0 ||
+                     place_of(sd, "running") >= 0 || place_of(sd, "jog") >= 0));
+        if (plain && k == 0 && n == digits_end + 1 && s[digits_end] == 'k' && !race &&
+            !memchr(s, ',', digits_end) && !(n == 4 && !memcmp(s, "401", 3))) {
             long long whole = 0, part = 0, scale = 1000;
             size_t x = 0;
             for (; x < digits_end && s[x] != '.' && whole < 1000000000LL; x++)
@@ -5152,12 +5167,6 @@ static int rule_modal(const side *a, const side *b, char *why, size_t whylen)
 }
 
 /* The first place of a side's word w, or -1. */
-static int place_of(const side *sd, const char *w)
-{
-    for (int i = 0; i < sd->nt; i++)
-        if (is_word(&sd->t[i], w)) return i;
-    return -1;
-}
 
 /* Whether a side opens with a how of amount or time ("how much tuna", "how long"), of way
  * ("how do I"), a why, or asks what sets two things apart ("what's the difference

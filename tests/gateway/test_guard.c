@@ -1786,6 +1786,9 @@ Test(guard, from_an_eighteenth_blind_set)
     VETO("What's a good bedtime for a 6-year-old?", "good bedtime for my 8yo?", "numbers");
     PASS("Can I afford a house on a 90,000 salary?", "can i afford a house on 90k salary");
     PASS("salary of 1.5k a month", "salary of 1500 a month");
+    PASS("difference between 401k and ira", "401(k) vs IRA, differences?");
+    PASS("how many miles is a 5k", "5 km in miles?");
+    VETO("how long to train for a 10k run", "how long to train for a 10,000 run", "numbers");
     VETO("can i afford a house on 90k salary", "can i afford a house on 60k salary",
          "numbers");
     PASS("Can I rent a car in Spain with a US license?",
