@@ -261,7 +261,9 @@ static const char *const contrast_groups[] = {
     "dict list", "dict tuple", "list tuple", "container image volume",
     /* jobs: an engineer and a developer may be one */
     "analyst scientist manager designer engineer", "analyst scientist manager designer developer",
-    "entry senior", "new established", "final semifinal quarterfinal",
+    "entry senior", "new established", "final semifinal quarterfinal", "jammy hard",
+    /* where a thing thaws or keeps */
+    "fridge counter microwave", "refrigerator counter microwave",
     /* what a diet counts */
     "protein carb carbohydrate fiber sugar sodium creatine caffeine cholesterol calorie",
     /* how many of a kind */
@@ -5230,6 +5232,42 @@ static int rule_pronoun_roles(const side *a, const side *b, char *why, size_t wh
     return 1;
 }
 
+/* The subject a question's auxiliary opens on ("how much notice does a tenant have to
+ * give": "tenant"): the first content word after a do, can, should, is... among its first
+ * six words; -1. */
+static int aux_subject(const side *sd)
+{
+    static const char *const aux[] = {"do",  "does", "did",   "can",  "could", "should",
+                                      "is",  "are",  "was",   "were", "will",  "would",
+                                      "must", "may", "might"};
+    for (int i = 0; i < sd->nt && i < 6; i++)
+        for (size_t k = 0; k < sizeof aux / sizeof *aux; k++)
+            if (is_word(&sd->t[i], aux[k])) {
+                for (int j = i + 1; j < sd->nt; j++) {
+                    if (sd->t[j].flags & (F_NUM | F_NEG)) return -1;
+                    if (!(sd->t[j].flags & F_STOP)) return j;
+                }
+                return -1;
+            }
+    return -1;
+}
+
+/* "How much notice does a tenant have to give?" vs "How much notice does a landlord have
+ * to give a tenant?": the auxiliary's subjects, opposites, though each side names both. */
+static int rule_subjects(const side *a, const side *b, char *why, size_t whylen)
+{
+    int i = aux_subject(a), j = aux_subject(b);
+    if (i < 0 || j < 0 || (i + 1 < a->nt && word_is(&a->t[i + 1], K_JOIN)) ||
+        (j + 1 < b->nt && word_is(&b->t[j + 1], K_JOIN)))
+        return 1; /* (a choice is the choice rule's: "does the buyer or the seller pay") */
+    const tok *x = &a->t[i], *y = &b->t[j];
+    if (x->lex < 0 || y->lex < 0 || tok_eq(x, y) || syn(x, y) ||
+        !lex_share(x->lex, y->lex, K_CONTRAST))
+        return 1;
+    say(why, whylen, "subjects differ: %.*s vs %.*s", (int)x->len, x->s, (int)y->len, y->s);
+    return 0;
+}
+
 /* "Can my manager read my emails?" vs "Can I read my manager's emails?": one side's "I"
  * acts on what belongs to "my X", the other's "my X" acts on what is the asker's. */
 static int rule_owner_roles(const side *a, const side *b, char *why, size_t whylen)
@@ -6002,6 +6040,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
         return 0;
     if ((rules & R_ORDER) &&
         (!rule_pronoun_roles(a, b, why, whylen) || !rule_owner_roles(a, b, why, whylen) ||
+         !rule_subjects(a, b, why, whylen) ||
          !rule_passive(a, b, why, whylen) ||
          !rule_direction(a, b, why, whylen) || !rule_between(a, b, why, whylen)))
         return 0;

@@ -1864,3 +1864,18 @@ Test(guard, misspellings_read_with_a_list_of_known_words)
     PASS("What does amylase do?", "What does amylsae do?");
     PASS("How do I change a car tire?", "how do i chnage a car tire");
 }
+
+Test(guard, from_a_twentieth_blind_set)
+{
+    /* the subjects of the question opposites, though each side names both; where a thing
+     * thaws; how done a yolk is */
+    VETO("how much notice does a tenant have to give to end a lease in Texas",
+         "how much notice does a landlord have to give a tenant to end a lease in Texas",
+         "subjects");
+    PASS("how much notice does a tenant have to give to end a lease in Texas",
+         "texas: how much notice must a tenant give to end a lease");
+    VETO("Is it safe to refreeze meat thawed in the fridge?",
+         "Is it safe to refreeze meat thawed in the microwave?", "opposites");
+    VETO("how long to boil an egg for a jammy yolk", "how long to boil an egg for a hard yolk",
+         "opposites");
+}
