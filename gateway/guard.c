@@ -964,11 +964,15 @@ static char lower(unsigned char c)
 
 /* Non-ASCII punctuation that must not glue words together. Returns its byte length (0 if
  * p[i] does not start one) and what it is. */
-enum { P_SEP = 1, P_APOS, P_DQ_OPEN, P_DQ_CLOSE, P_SQ_OPEN };
+enum { P_SEP = 1, P_APOS, P_DQ_OPEN, P_DQ_CLOSE, P_SQ_OPEN, P_SQUARE, P_CUBE };
 static size_t upunct(const unsigned char *p, size_t i, size_t n, int *kind)
 {
     if (p[i] == 0xC2 && i + 1 < n) {
         unsigned char c = p[i + 1];
+        if (c == 0xB2 || c == 0xB3) { /* x² and x³, "x^2" and "x^3" (tokenize()) */
+            *kind = c == 0xB2 ? P_SQUARE : P_CUBE;
+            return 2;
+        }
         if (c == 0xA0 || c == 0xA1 || c == 0xBF || c == 0xB7) { /* nbsp ¡ ¿ · */
             *kind = P_SEP;
             return 2;
@@ -1632,9 +1636,12 @@ static void collect_numbers(side *sd)
                      place_of(sd, "race") >= 0 || place_of(sd, "miles") >= 0 ||
                      place_of(sd, "mile") >= 0 || place_of(sd, "km") >= 0 ||
                      place_of(sd, "running") >= 0 || place_of(sd, "jog") >= 0));
-        if (plain && k == 0 && n == digits_end + 1 && s[digits_end] == 'k' && !race &&
-            !memchr(s, ',', digits_end) && !(n == 4 && !memcmp(s, "401", 3))) {
-            long long whole = 0, part = 0, scale = 1000;
+        /* "20M" (a capital: "20m" is metres or minutes) is 20000000 */
+        int million = n == digits_end + 1 && s[digits_end] == 'm' && t->raw && t->rawlen == n &&
+                      t->raw[digits_end] == 'M';
+        if (plain && k == 0 && n == digits_end + 1 && (s[digits_end] == 'k' || million) &&
+            !race && !memchr(s, ',', digits_end) && !(n == 4 && !memcmp(s, "401", 3))) {
+            long long whole = 0, part = 0, scale = 1000, unit = million ? 1000000 : 1000;
             size_t x = 0;
             for (; x < digits_end && s[x] != '.' && whole < 1000000000LL; x++)
                 whole = whole * 10 + (s[x] - '0');
@@ -1645,7 +1652,7 @@ static void collect_numbers(side *sd)
                 }
             if (x == digits_end && whole < 1000000000LL) {
                 t->num = (int16_t)sd->nnum;
-                add_num_value(sd, whole * 1000 + part, 0);
+                add_num_value(sd, whole * unit + part * (unit / 1000), 0);
                 continue;
             }
         }
@@ -1663,22 +1670,33 @@ static void collect_numbers(side *sd)
                 b[bl++] = s[x];
             }
             t->num = (int16_t)sd->nnum;
-            /* "5 million", "3 dozen" */
-            if (!dec && i + 1 < sd->nt) {
+            /* "5 million", "3 dozen", "1.5 million" (a decimal only before a thousand or
+             * more, whole there) */
+            if (i + 1 < sd->nt) {
                 tok *u = &sd->t[i + 1];
                 int e = lex_find(u->s, u->len);
                 int w = e >= 0 ? lex_num(e) : -1;
+                long long v = 0, scale = 1;
+                int places = 0, at_dot = 0;
+                for (size_t x = (b[0] == '-'); x < bl && v < 1000000000LL; x++) {
+                    if (b[x] == '.') {
+                        at_dot = 1;
+                        continue;
+                    }
+                    v = v * 10 + (b[x] - '0');
+                    places += at_dot;
+                }
+                for (int x = 0; x < places; x++)
+                    scale *= 10;
                 if (w >= 0 &&
                     (num_words[w].kind == 3 || num_words[w].kind == 4 || num_words[w].kind == 2) &&
-                    u->len == strlen(num_words[w].w)) {
-                    b[bl] = 0;
-                    long long v = 0;
-                    for (size_t x = (b[0] == '-'); x < bl; x++)
-                        v = v * 10 + (b[x] - '0');
+                    u->len == strlen(num_words[w].w) && v < 1000000000LL && places <= 3 &&
+                    (!dec || (num_words[w].kind == 3 && num_words[w].v % scale == 0))) {
+                    v = v * (num_words[w].v / scale);
                     if (b[0] == '-') v = -v;
                     u->flags |= F_NUM;
                     u->num = t->num;
-                    add_num_value(sd, v * num_words[w].v, 0);
+                    add_num_value(sd, v, 0);
                     i++;
                     continue;
                 }
@@ -1827,6 +1845,13 @@ static void tokenize(side *sd, const char *text, size_t len)
             joined = c == '-' && i > 0 && word_byte(p, i - 1, len) && i + 1 < len &&
                      word_byte(p, i + 1, len);
             if (pl) {
+                if ((kind == P_SQUARE || kind == P_CUBE) && sd->nt > 0 && i > 0 &&
+                    word_byte(p, i - 1, len)) {
+                    tok *t = push_tok(sd, "power", 5, 0);
+                    if (t) classify(sd, t);
+                    t = push_tok(sd, kind == P_SQUARE ? "2" : "3", 1, F_NUM);
+                    if (t) classify(sd, t);
+                }
                 if (kind == P_DQ_OPEN)
                     in_dq = 1;
                 else if (kind == P_DQ_CLOSE)
@@ -3058,7 +3083,8 @@ static int implied_name(const tok *x, const side *other)
     } of[] = {{"python", " pandas numpy pip django flask matplotlib scipy pytest "},
               {"javascript", " npm react nodejs node.js jquery typescript "},
               {"js", " npm react nodejs node.js jquery "},
-              {"kubernetes", " kubectl minikube "},
+              {"kubernetes", " kubectl minikube configmap crashloopbackoff kubelet helm "},
+              {"ios", " iphone ipad "},
               {"microsoft", " ms word excel powerpoint outlook onedrive "}};
     for (size_t k = 0; k < sizeof of / sizeof *of; k++) {
         if (!is_word(x, of[k].lang))

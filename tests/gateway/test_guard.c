@@ -1878,4 +1878,14 @@ Test(guard, from_a_twentieth_blind_set)
          "Is it safe to refreeze meat thawed in the microwave?", "opposites");
     VETO("how long to boil an egg for a jammy yolk", "how long to boil an egg for a hard yolk",
          "opposites");
+    /* a power written raised, a million as M, a decimal before a million; a system a name
+     * of its implies */
+    PASS("What's the derivative of x^2?", "derivative of x²");
+    VETO("What's the derivative of x^2?", "derivative of x³", "numbers");
+    PASS("a Postgres table with 20 million rows is slow", "slow 20M-row postgres table");
+    PASS("a city of 1.5 million people", "a city of 1,500,000 people");
+    VETO("a city of 1.5 million people", "a city of 15 million people", "numbers");
+    PASS("run 20m", "run 20m");
+    PASS("iphone battery draining fast after update",
+         "my iPhone battery drains quickly since the latest iOS update");
 }
