@@ -263,7 +263,19 @@ static const char *const contrast_groups[] = {
     "analyst scientist manager designer engineer", "analyst scientist manager designer developer",
     "entry senior", "new established", "final semifinal quarterfinal", "jammy hard",
     /* where a thing thaws or keeps */
-    "fridge counter microwave", "refrigerator counter microwave",
+    "fridge counter microwave freezer pantry", "refrigerator counter microwave freezer pantry",
+    /* steps of a task that are not one another */
+    "create extract", "compress extract", "read save", "load save", "create activate",
+    "filter fill", "leave delete", "plant store", "plant dig",
+    /* drugs (a brand and its generic are one: the synonyms) */
+    "metformin metoprolol lisinopril atorvastatin amlodipine omeprazole ibuprofen "
+    "acetaminophen aspirin naproxen amoxicillin prednisone sertraline fluoxetine gabapentin "
+    "levothyroxine losartan simvastatin warfarin insulin",
+    "paracetamol metformin metoprolol lisinopril atorvastatin amlodipine omeprazole ibuprofen "
+    "aspirin naproxen amoxicillin prednisone sertraline fluoxetine gabapentin levothyroxine "
+    "losartan simvastatin warfarin insulin",
+    /* pets */
+    "cat dog rabbit hamster ferret horse parrot",
     /* what a diet counts */
     "protein carb carbohydrate fiber sugar sodium creatine caffeine cholesterol calorie",
     /* how many of a kind */
@@ -314,7 +326,8 @@ static const char *const synonym_groups[] = {
     "aluminum aluminium", "jewelry jewellery", "pajamas pyjamas", "catalog catalogue",
     "curb kerb", "donut doughnut", "plow plough", "javascript js", "typescript ts", "golang go",
     "integer int", "string str", "boolean bool", "dictionary dict", "character char",
-    "python py", "dataframe df", "year yr", "repository repo", "pc computer",
+    "python py", "dataframe df", "year yr", "acetaminophen paracetamol tylenol",
+    "ibuprofen advil motrin", "repository repo", "pc computer",
     /* a country and its people's adjective */
     "switzerland swiss", "france french", "germany german", "japan japanese", "china chinese",
     "italy italian", "spain spanish", "mexico mexican", "canada canadian", "india indian",

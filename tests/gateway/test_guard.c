@@ -1185,8 +1185,7 @@ Test(guard, options_escapes_quoted_spaces_and_all_of_a_plural)
 Test(guard, one_word_differs_past_an_opening_one_side_leaves_out)
 {
     VETO("What is the flash point of diesel?", "boiling point of diesel", "one word");
-    VETO("What are the side effects of ibuprofen?", "side effects of acetaminophen",
-         "one word");
+    VETO("What are the side effects of melatonin?", "side effects of valerian", "one word");
     VETO("What is the specific heat of water?", "specific gravity of water", "one word");
     /* a terse query rewords more: abbreviations, synonyms, function words */
     PASS("What is the square root of 81?", "sqrt of 81");
@@ -1888,4 +1887,14 @@ Test(guard, from_a_twentieth_blind_set)
     PASS("run 20m", "run 20m");
     PASS("iphone battery draining fast after update",
          "my iPhone battery drains quickly since the latest iOS update");
+    /* steps of a task, drugs (a brand and its generic alike), pets, where food keeps */
+    VETO("How do I create a zip archive in Linux?", "how do i extract a zip archive in linux",
+         "opposites");
+    VETO("How do I create a conda environment?", "how do I activate a conda environment",
+         "opposites");
+    VETO("side effects of lisinopril", "side effects of losartan", "opposites");
+    PASS("Can I take acetaminophen with ibuprofen?", "can i take tylenol with advil");
+    VETO("Can dogs eat cheese?", "Can cats eat cheese?", "opposites");
+    VETO("How long does soup last in the fridge?", "How long does soup last in the freezer?",
+         "opposites");
 }
