@@ -2087,6 +2087,16 @@ static void tokenize(side *sd, const char *text, size_t len)
         }
         k = at + 1;
     }
+    /* phrasing that asks nothing: "thanks in advance", "is 97 a prime number" ("prime"
+     * says the number) */
+    for (int k = 1; k < sd->nt; k++) {
+        tok *t = &sd->t[k];
+        const tok *before = &sd->t[k - 1];
+        if ((is_word(t, "advance") && is_word(before, "in") && k >= 2 &&
+             (is_word(&sd->t[k - 2], "thanks") || is_word(&sd->t[k - 2], "you"))) ||
+            (is_word(t, "number") && is_word(before, "prime") && k + 1 == sd->nt))
+            t->flags |= F_STOP | F_DROP;
+    }
     /* "is 97 prime or not", "whether or not": a yes or no asked, nothing denied */
     for (int k = 1; k < sd->nt; k++)
         if (is_word(&sd->t[k], "not") && is_word(&sd->t[k - 1], "or")) {

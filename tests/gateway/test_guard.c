@@ -1897,4 +1897,7 @@ Test(guard, from_a_twentieth_blind_set)
     VETO("Can dogs eat cheese?", "Can cats eat cheese?", "opposites");
     VETO("How long does soup last in the fridge?", "How long does soup last in the freezer?",
          "opposites");
+    /* phrasing that asks nothing */
+    PASS("Why do cats purr?", "Thanks in advance: why do cats purr?");
+    PASS("Is 91 a prime number?", "is 91 prime or not");
 }
