@@ -276,6 +276,13 @@ static const char *const contrast_groups[] = {
     "losartan simvastatin warfarin insulin",
     /* pets */
     "cat dog rabbit hamster ferret horse parrot",
+    /* kinds of a thing that are not one another */
+    "unit integration", "trademark copyright patent", "arborio basmati jasmine",
+    "angularjs angular", "multiple divisor", "lcm gcd", "clone create", "clone init",
+    "keep rid", "install rid", "add rid", "result cause", "most latest", "old modern",
+    "rotate balance align",
+    "cross inner", "cross outer", "multiple factor", "lcm gcf", "hardwood laminate tile carpet",
+    "cache history cookie", "executor beneficiary witness",
     /* what a diet counts */
     "protein carb carbohydrate fiber sugar sodium creatine caffeine cholesterol calorie",
     /* how many of a kind */
@@ -2087,6 +2094,36 @@ static void tokenize(side *sd, const char *text, size_t len)
         }
         k = at + 1;
     }
+    /* avoiding in other words: "stay away from", "steer clear of", "keep out of", "hold
+     * off on" are "avoid"; "give up" is "quit"; "the most recent" is "the latest" */
+    static const struct {
+        const char *w[3], *as;
+    } phrase[] = {{{"stay", "away", "from"}, "avoid"},     {{"stayed", "away", "from"}, "avoid"},
+                  {{"staying", "away", "from"}, "avoid"},  {{"keep", "away", "from"}, "avoid"},
+                  {{"steer", "clear", "of"}, "avoid"},     {{"steering", "clear", "of"}, "avoid"},
+                  {{"keep", "out", "of"}, "avoid"},        {{"hold", "off", "on"}, "avoid"},
+                  {{"give", "up", NULL}, "quit"},          {{"giving", "up", NULL}, "quit"},
+                  {{"gave", "up", NULL}, "quit"},          {{"most", "recent", NULL}, "latest"},
+                  {{"cut", "out", NULL}, "avoid"},
+                  {{"cut", "back", "on"}, "reduce"},       {{"cutting", "back", "on"}, "reduce"}};
+    for (int k = 0; k < sd->nt; k++)
+        for (size_t m = 0; m < sizeof phrase / sizeof *phrase; m++) {
+            int len = phrase[m].w[2] ? 3 : 2, ok = k + len <= sd->nt;
+            for (int x = 0; ok && x < len; x++)
+                ok = is_word(&sd->t[k + x], phrase[m].w[x]) &&
+                     !(sd->t[k + x].flags & (F_QUOTED | F_CODE));
+            if (!ok) continue;
+            tok *t = &sd->t[k];
+            uint16_t keep = t->flags & F_INITIAL;
+            const char *raw = t->raw;
+            uint16_t rawlen = t->rawlen;
+            memmove(t + 1, t + len, sizeof *t * (size_t)(sd->nt - k - len));
+            sd->nt -= len - 1;
+            *t = (tok){.s = phrase[m].as, .len = (uint16_t)strlen(phrase[m].as), .flags = keep,
+                       .lex = -1, .num = -1, .raw = raw, .rawlen = rawlen};
+            classify(sd, t);
+            break;
+        }
     /* phrasing that asks nothing: "thanks in advance", "is 97 a prime number" ("prime"
      * says the number) */
     for (int k = 1; k < sd->nt; k++) {
@@ -4971,6 +5008,56 @@ static int rule_added(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* Whether x names a language, a tool or a system: a word of those groups of the lexicon. */
+static int tool_name(const tok *x)
+{
+    static const char *const kinds[] = {"python", "git",   "npm",    "mysql", "windows",
+                                        "react",  "django", "aws",   "bash",  "vim",
+                                        "chrome", "html"};
+    if (x->lex < 0) return 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        if (lex_share(x->lex, lex_find(kinds[k], strlen(kinds[k])), K_CONTRAST)) return 1;
+    return 0;
+}
+
+/* Whether sd asks a way: "how do I", "how can you", "how to", "how should we". */
+static int asks_how_to(const side *sd)
+{
+    if (sd->nt < 2 || !is_word(&sd->t[0], "how")) return 0;
+    const tok *t = &sd->t[1], *u = sd->nt > 2 ? &sd->t[2] : NULL;
+    return is_word(t, "to") ||
+           ((is_word(t, "do") || is_word(t, "can") || is_word(t, "should") ||
+             is_word(t, "could")) &&
+            u && (is_word(u, "i") || is_word(u, "you") || is_word(u, "we")));
+}
+
+/* Whether q's kept word iq[k], inserted after p's i words, is a preposition that opens a
+ * phrase ending q where p ends, the place, vessel or means of a how-to: "make brownies in a
+ * mug", "grow basil from cuttings", "learn guitar by ear" (a way asked one way, not any
+ * way). */
+static int tail_method(const side *p, const side *q, const int *iq, int i, int np, int k)
+{
+    static const char *const preps[] = {"in", "from", "by", "inside", "using"};
+    if (i != np || !asks_how_to(p)) return 0;
+    const tok *t = &q->t[iq[k]];
+    int prep = 0;
+    for (size_t m = 0; m < sizeof preps / sizeof *preps; m++)
+        prep |= is_word(t, preps[m]);
+    if (!prep || k != i) return 0;
+    /* (not the asker's own setting, "in my car", nor a name: "in JavaScript" is the name
+     * rule's) */
+    int content = 0;
+    for (int m = iq[k] + 1; m < q->nt; m++) { /* (all its words: "my" is no kept word) */
+        const tok *u = &q->t[m];
+        if (is_word(u, "my") || is_word(u, "our") || is_word(u, "your") ||
+            (u->flags & (F_ENTITY | F_CAP | F_ACRO | F_MIXED | F_CODE | F_QUOTED)) ||
+            tool_name(u))
+            return 0;
+        content |= !(u->flags & (F_STOP | F_NUM));
+    }
+    return content;
+}
+
 /* "How do I clean a mechanical keyboard?" vs "How do I clean a keyboard?", "red wine" vs
  * "wine": the same words in the same order but for one or two more that the other side
  * says nowhere (added_word()), which narrow it, whatever they are. A reworded question
@@ -4998,7 +5085,8 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
         for (int k = i; k < i + n && ok; k++) {
             const tok *t = &q->t[iq[k]];
             int mine = t->len > 4 && !memcmp(t->s + t->len - 4, "self", 4);
-            ok = mine || (added_word(p, q, iq[k]) && !word_is(t, K_FILLER));
+            ok = mine || (added_word(p, q, iq[k]) && !word_is(t, K_FILLER)) ||
+                 tail_method(p, q, iq, i, np, k);
         }
         /* nor the class a word both say is of ("the fall season", "the vim editor", "my
          * Gmail account"), nor a class before a name ("the movie Jaws") */
@@ -5607,15 +5695,16 @@ static int rule_scope(const side *a, const side *b, char *why, size_t whylen)
                 return 0;
             }
     }
-    /* "every other day" is half of "every day" */
+    /* "every other day" is half of "every day", "every other row" half of "a row" */
     int ea = 0, eb = 0, oa = 0, ob = 0;
     for (int i = 0; i < a->nt; i++)
         ea += is_word(&a->t[i], "every"), oa += every_other(a, i);
     for (int i = 0; i < b->nt; i++)
         eb += is_word(&b->t[i], "every"), ob += every_other(b, i);
-    if (ea && eb && oa != ob) {
-        say(why, whylen, "scope differs: %s vs %s", oa > ob ? "every other" : "every",
-            oa > ob ? "every" : "every other");
+    if (oa != ob) {
+        const char *other = ea && eb ? "every" : "not every other";
+        say(why, whylen, "scope differs: %s vs %s", oa > ob ? "every other" : other,
+            oa > ob ? other : "every other");
         return 0;
     }
     int sa = 0, sb = 0; /* bit 0: one, bit 1: all */
@@ -5685,17 +5774,6 @@ static int times_said(const side *sd, const tok *x)
     return n;
 }
 
-/* Whether x names a language, a tool or a system: a word of those groups of the lexicon. */
-static int tool_name(const tok *x)
-{
-    static const char *const kinds[] = {"python", "git",   "npm",    "mysql", "windows",
-                                        "react",  "django", "aws",   "bash",  "vim",
-                                        "chrome", "html"};
-    if (x->lex < 0) return 0;
-    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
-        if (lex_share(x->lex, lex_find(kinds[k], strlen(kinds[k])), K_CONTRAST)) return 1;
-    return 0;
-}
 
 /* How many of sd's words are like x (a misspelling of it too). */
 static int times_like(const side *sd, const tok *x)
@@ -6066,6 +6144,33 @@ static int rule_units(const side *a, const side *b, char *why, size_t whylen)
 
 /* The rules asked for over two sides already read (stored and query: the texts, for the
  * code rule). */
+static int head_wh(const side *sd);
+static int names_the_doer(const side *who, const side *other);
+
+/* "What was the significance of the Magna Carta?" vs "Who signed the Magna Carta?": a who
+ * against another question, each side with a content word of its own (where the words are
+ * the same but for the question word, the close call and the swap rules judge). */
+static int rule_who(const side *a, const side *b, char *why, size_t whylen)
+{
+    static const char *const other[] = {"what", "why", "how", "where", "when"};
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        /* (both opening so: "which artist painted it" and keywords ask a who too) */
+        if (!p->nt || !q->nt || !is_word(&p->t[0], "who") || head_wh(p) != 3 ||
+            place_of(p, "whom") >= 0 || place_of(p, "vs") >= 0 || place_of(p, "versus") >= 0)
+            continue; /* (nor "who" named: "who vs whom") */
+        int asks = 0;
+        for (size_t k = 0; k < sizeof other / sizeof *other; k++)
+            asks |= is_word(&q->t[0], other[k]);
+        if (!asks || head_wh(q) == 3 || words_within(p, q) || words_within(q, p) ||
+            names_the_doer(p, q))
+            continue;
+        say(why, whylen, "asks who vs %.*s", (int)q->t[0].len, q->t[0].s);
+        return 0;
+    }
+    return 1;
+}
+
 static int check_sides(const side *a, const side *b, const char *stored, size_t slen,
                        const char *query, size_t qlen, unsigned rules, char *why, size_t whylen)
 {
@@ -6085,7 +6190,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
     if ((rules & R_ORDER) && (!rule_order(a, b, why, whylen) || !rule_order(b, a, why, whylen)))
         return 0;
     if ((rules & R_WH) && (!rule_wh(a, b, why, whylen) || !rule_yes_no(a, b, why, whylen) ||
-                           !rule_wh_swap(a, b, why, whylen)))
+                           !rule_wh_swap(a, b, why, whylen) || !rule_who(a, b, why, whylen)))
         return 0;
     if ((rules & R_ORDER) &&
         (!rule_pronoun_roles(a, b, why, whylen) || !rule_owner_roles(a, b, why, whylen) ||

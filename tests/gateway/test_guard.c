@@ -744,7 +744,7 @@ Test(guard, close_calls)
     close_call("How do I clone a repository?", "what's the way to clone a forked repository", 0,
                "forked");
     close_call("Where do koalas live?", "What do koalas eat?", 0, "where");
-    close_call("Who founded Wikipedia?", "What is Wikipedia funded by?", 0, "who");
+    VETO("Who founded Wikipedia?", "What is Wikipedia funded by?", "who");
     /* (units each side names and the other does not: the guard's at any similarity) */
     VETO("What is the speed of sound in km/h?", "What is the speed of sound in miles per hour?",
          "units differ");
@@ -1109,7 +1109,7 @@ Test(guard, the_doer_named_as_a_noun)
     close_call("Who directed Jaws?", "jaws director", 1, NULL);
     close_call("Who won the 2010 Masters?", "2010 masters runner up", 0, "who");
     close_call("Who wrote The Hobbit?", "what is the hobbit about", 0, NULL);
-    close_call("Who founded Wikipedia?", "What is Wikipedia funded by?", 0, "who");
+    VETO("Who founded Wikipedia?", "What is Wikipedia funded by?", "who");
 }
 
 /* The embedding reads no letter case: a word both sides quote, or give as code or as data
@@ -1900,4 +1900,30 @@ Test(guard, from_a_twentieth_blind_set)
     /* phrasing that asks nothing */
     PASS("Why do cats purr?", "Thanks in advance: why do cats purr?");
     PASS("Is 91 a prime number?", "is 91 prime or not");
+}
+
+Test(guard, from_a_third_hunt_for_wrong_hits)
+{
+    /* avoiding said in other words */
+    VETO("What foods should I eat before a blood test?",
+         "What foods should I stay away from before a blood test?", NULL);
+    VETO("What drinks help with heartburn?", "What drinks should I cut out for heartburn?",
+         NULL);
+    VETO("Which plugins should I install for security?",
+         "Which plugins should I get rid of for security?", "opposites");
+    /* the place, vessel or means a how-to is asked for, added at its end */
+    VETO("How do I make a mug cake?", "How do I make a mug cake in an air fryer?", "adds");
+    VETO("How do I grow mint?", "How do I grow mint from cuttings?", "adds");
+    PASS("How do I check my oil level?", "How do I check the oil level in my car?");
+    /* every other one; a who against another question in other words */
+    VETO("How do I shade a row in Google Sheets?",
+         "How do I shade every other row in Google Sheets?", "every other");
+    VETO("What was the significance of the Monroe Doctrine?", "Who wrote the Monroe Doctrine?",
+         "who");
+    PASS("Who wrote Hamlet?", "which author wrote hamlet");
+    /* the most and the latest; a framework and its successor */
+    VETO("Which team has won the most Super Bowls?",
+         "Which team won the most recent Super Bowl?", NULL);
+    VETO("How do I set up routing in AngularJS?", "How do I set up routing in Angular?",
+         "opposites");
 }
