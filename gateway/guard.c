@@ -280,7 +280,7 @@ static const char *const contrast_groups[] = {
     "unit integration", "trademark copyright patent", "arborio basmati jasmine",
     "angularjs angular", "multiple divisor", "lcm gcd", "clone create", "clone init",
     "keep rid", "install rid", "add rid", "result cause", "most latest", "old modern",
-    "rotate balance align",
+    "rotate balance align", "together apart", "current future", "const var", "road mountain",
     "cross inner", "cross outer", "multiple factor", "lcm gcf", "hardwood laminate tile carpet",
     "cache history cookie", "executor beneficiary witness",
     /* what a diet counts */
@@ -5037,7 +5037,7 @@ static int asks_how_to(const side *sd)
  * way). */
 static int tail_method(const side *p, const side *q, const int *iq, int i, int np, int k)
 {
-    static const char *const preps[] = {"in", "from", "by", "inside", "using"};
+    static const char *const preps[] = {"in", "from", "by", "inside", "using", "with"};
     if (i != np || !asks_how_to(p)) return 0;
     const tok *t = &q->t[iq[k]];
     int prep = 0;
@@ -5070,6 +5070,18 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
         const side *p = pass ? b : a, *q = pass ? a : b;
         const int *ip = pass ? ib : ia, *iq = pass ? ia : ib;
         int np = pass ? nb : na, nq = pass ? na : nb, n = nq - np, i = 0, ok = 1;
+        /* a how-to's place, vessel or means at its end, in a longer phrase: "wash a down
+         * jacket in the washing machine" */
+        if (n > 2 && n <= 5) {
+            while (i < np && tok_like(&p->t[ip[i]], &q->t[iq[i]]))
+                i++;
+            if (i == np && tail_method(p, q, iq, i, np, i)) {
+                say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query",
+                    (int)q->t[iq[i + 1]].len, q->t[iq[i + 1]].s);
+                return 0;
+            }
+            continue;
+        }
         if (n < 1 || n > 2) continue;
         while (i < np && tok_like(&p->t[ip[i]], &q->t[iq[i]]))
             i++;
@@ -5369,6 +5381,52 @@ static int rule_pronoun_roles(const side *a, const side *b, char *why, size_t wh
     return 1;
 }
 
+static int participle(const tok *t);
+static int verb_forms(const tok *x, const tok *y);
+
+/* The verb "how do I" asks of, its index ("how do I sue my landlord": "sue"), or -1. */
+static int asked_verb(const side *sd)
+{
+    if (!asks_how_to(sd)) return -1;
+    int i = place_of(sd, "i");
+    if (i < 0 || i > 3 || i + 1 >= sd->nt ||
+        (sd->t[i + 1].flags & (F_STOP | F_NUM | F_NEG | F_ENTITY)))
+        return -1; /* (not one after a verb of phrasing: "how should I explain divorce") */
+    return i + 1;
+}
+
+/* "How do I sue my landlord?" vs "How do I respond to my landlord suing me?", "How do I hire
+ * a photographer?" vs "How do I get hired as a photographer?": what the asker does to
+ * another on one side is done to the asker on the other (the verb with "me" after it, or
+ * in the passive: "get hired", "being served", "was reported"). */
+static int rule_done_to_me(const side *a, const side *b, char *why, size_t whylen)
+{
+    static const char *const passive[] = {"get", "got", "getting", "gets", "being", "been",
+                                          "be", "was", "were", "am", "is"};
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        int v = asked_verb(p);
+        if (v < 0 || place_of(p, "me") >= 0 || place_of(p, "myself") >= 0) continue;
+        const tok *verb = &p->t[v];
+        for (int j = 0; j < q->nt; j++) {
+            if (!verb_forms(&q->t[j], verb) || (j > 0 && is_word(&q->t[j - 1], "i"))) continue;
+            int done = 0;
+            for (int k = j + 1; k < q->nt && k <= j + 4 && !done; k++)
+                done = is_word(&q->t[k], "me");
+            /* (the passive of the asker: "how can two dicts be merged" is of the dicts) */
+            for (size_t m = 0; j > 0 && m < sizeof passive / sizeof *passive && !done &&
+                               place_of(q, "i") >= 0;
+                 m++)
+                done = is_word(&q->t[j - 1], passive[m]) && participle(&q->t[j]);
+            if (!done) continue;
+            say(why, whylen, "roles reversed: I %.*s vs %.*s (to) me", (int)verb->len, verb->s,
+                (int)q->t[j].len, q->t[j].s);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* The subject a question's auxiliary opens on ("how much notice does a tenant have to
  * give": "tenant"): the first content word after a do, can, should, is... among its first
  * six words; -1. */
@@ -5599,6 +5657,58 @@ static int asks_whole(const side *sd)
              is_word(&sd->t[i + 2], "value") || is_word(&sd->t[i + 2], "amount")))
             return 1;
     return 0;
+}
+
+/* Whether one of sd's words begins with y's first five letters, or y with its. */
+static int shares_root(const side *sd, const tok *y)
+{
+    for (int i = 0; i < sd->nt; i++) {
+        const tok *t = &sd->t[i];
+        if (t->len >= 5 && y->len >= 5 && !memcmp(t->s, y->s, 5)) return 1;
+    }
+    return 0;
+}
+
+/* Whether t reads as a superlative: "fastest", "healthiest" (not "best", a word of
+ * phrasing, nor the words that end so: "interest", "harvest"). */
+static int superlative(const tok *t)
+{
+    static const char *const not_one[] = {"interest", "honest",  "forest",  "modest",
+                                          "harvest",  "request", "contest", "protest",
+                                          "suggest",  "digest",  "invest",  "arrest",
+                                          "manifest", "earnest", "priest",  "conquest",
+                                          "inquest",  "bequest", "tempest", "southwest",
+                                          "northwest", "midwest", "unrest", "pretest"};
+    if (t->len < 6 || memcmp(t->s + t->len - 3, "est", 3) || (t->flags & (F_STOP | F_NUM)))
+        return 0;
+    for (size_t k = 0; k < sizeof not_one / sizeof *not_one; k++)
+        if (is_word(t, not_one[k])) return 0;
+    return 1;
+}
+
+/* "What is the fastest way to sort a list?" vs "What is the most memory efficient way to
+ * sort a list?": a superlative on one side, "most" and another word on the other. */
+static int rule_superlative(const side *a, const side *b, char *why, size_t whylen)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const side *p = pass ? b : a, *q = pass ? a : b;
+        for (int i = 0; i < p->nt; i++) {
+            const tok *x = &p->t[i];
+            if (!superlative(x) || side_has_like(q, x) || side_has_syn(q, x)) continue;
+            for (int j = 0; j + 1 < q->nt; j++) {
+                const tok *y = &q->t[j + 1];
+                if (!is_word(&q->t[j], "most") || (y->flags & (F_STOP | F_NUM)) ||
+                    side_has_like(p, y) || syn(x, y) || shares_root(p, y) ||
+                    ((is_word(x, "fastest") || is_word(x, "quickest")) &&
+                     is_word(y, "efficient")))
+                    continue; /* ("the largest population", "the most populous") */
+                say(why, whylen, "another superlative: %.*s vs most %.*s", (int)x->len, x->s,
+                    (int)y->len, y->s);
+                return 0;
+            }
+        }
+    }
+    return 1;
 }
 
 /* "How much does Netflix cost?" vs "How much does Netflix cost per year?": an amount asked
@@ -6194,7 +6304,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
         return 0;
     if ((rules & R_ORDER) &&
         (!rule_pronoun_roles(a, b, why, whylen) || !rule_owner_roles(a, b, why, whylen) ||
-         !rule_subjects(a, b, why, whylen) ||
+         !rule_subjects(a, b, why, whylen) || !rule_done_to_me(a, b, why, whylen) ||
          !rule_passive(a, b, why, whylen) ||
          !rule_direction(a, b, why, whylen) || !rule_between(a, b, why, whylen)))
         return 0;
@@ -6204,7 +6314,8 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
          !rule_future(a, b, why, whylen) || !rule_modal(a, b, why, whylen)))
         return 0;
     if ((rules & R_SCOPE) && (!rule_scope(a, b, why, whylen) || !rule_excess(a, b, why, whylen) ||
-                              !rule_rate(a, b, why, whylen)))
+                              !rule_rate(a, b, why, whylen) ||
+                              !rule_superlative(a, b, why, whylen)))
         return 0;
     if ((rules & R_ENTITY) &&
         (!rule_case(a, b, why, whylen) || !rule_spelling(a, b, why, whylen) ||

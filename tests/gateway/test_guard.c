@@ -1926,4 +1926,19 @@ Test(guard, from_a_third_hunt_for_wrong_hits)
          "Which team won the most recent Super Bowl?", NULL);
     VETO("How do I set up routing in AngularJS?", "How do I set up routing in Angular?",
          "opposites");
+    /* what the asker does to another, done to the asker */
+    VETO("How do I sue my employer?", "How do I respond to my employer suing me?", "roles");
+    VETO("How do I hire a dog walker?", "How do I get hired as a dog walker?", "roles");
+    VETO("How do I report a fake account?", "What do I do if I was reported as a fake account?",
+         "roles");
+    PASS("How do I merge two dictionaries in Python?", "In Python, how can 2 dicts be merged?");
+    PASS("How should I explain divorce to a 5-year-old?",
+         "tips for telling my five year old that we're getting divorced");
+    /* another superlative; a means said at length */
+    VETO("What is the fastest way to learn Spanish?",
+         "What is the most enjoyable way to learn Spanish?", NULL);
+    PASS("Which country has the largest population?", "most populous country in the world");
+    VETO("What's the cheapest way to heat a house?",
+         "What's the most environmentally friendly way to heat a house?", "superlative");
+    VETO("How do I wash a duvet?", "How do I wash a duvet in the washing machine?", "adds");
 }
