@@ -281,6 +281,9 @@ static const char *const contrast_groups[] = {
     "angularjs angular", "multiple divisor", "lcm gcd", "clone create", "clone init",
     "keep rid", "install rid", "add rid", "result cause", "most latest", "old modern",
     "rotate balance align", "together apart", "current future", "const var", "road mountain",
+    "combine split", "combine separate", "win nominate", "summary full",
+    "protect unprotect", "protect remove", "chronological release", "built demolish",
+    "strength hypertrophy endurance",
     "cross inner", "cross outer", "multiple factor", "lcm gcf", "hardwood laminate tile carpet",
     "cache history cookie", "executor beneficiary witness",
     /* what a diet counts */
@@ -2104,7 +2107,9 @@ static void tokenize(side *sd, const char *text, size_t len)
                   {{"keep", "out", "of"}, "avoid"},        {{"hold", "off", "on"}, "avoid"},
                   {{"give", "up", NULL}, "quit"},          {{"giving", "up", NULL}, "quit"},
                   {{"gave", "up", NULL}, "quit"},          {{"most", "recent", NULL}, "latest"},
-                  {{"cut", "out", NULL}, "avoid"},
+                  {{"cut", "out", NULL}, "avoid"},         {{"knock", "down", NULL}, "demolish"},
+                  {{"knocked", "down", NULL}, "demolished"}, {{"tear", "down", NULL}, "demolish"},
+                  {{"tore", "down", NULL}, "demolished"},  {{"torn", "down", NULL}, "demolished"},
                   {{"cut", "back", "on"}, "reduce"},       {{"cutting", "back", "on"}, "reduce"}};
     for (int k = 0; k < sd->nt; k++)
         for (size_t m = 0; m < sizeof phrase / sizeof *phrase; m++) {

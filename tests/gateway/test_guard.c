@@ -1942,3 +1942,17 @@ Test(guard, from_a_third_hunt_for_wrong_hits)
          "What's the most environmentally friendly way to heat a house?", "superlative");
     VETO("How do I wash a duvet?", "How do I wash a duvet in the washing machine?", "adds");
 }
+
+Test(guard, from_a_nineteenth_blind_set)
+{
+    /* measured once untouched, then: steps and kinds that are not one another */
+    VETO("How do I merge two cells in Excel?", "how do I split a cell into two in Excel", NULL);
+    VETO("How do I combine two columns in Excel?", "How do I split a column in two in Excel?",
+         "opposites");
+    VETO("How many Grammys did Adele win?", "How many Grammys was Adele nominated for?",
+         "opposites");
+    VETO("Give me a summary of the Gettysburg Address",
+         "Give me the full text of the Gettysburg Address", "opposites");
+    VETO("When was the old stadium built?", "when did they knock down the old stadium",
+         "opposites");
+}
