@@ -7,6 +7,7 @@
 #include "guard.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1653,8 +1654,8 @@ static void collect_numbers(side *sd)
         int plain = digits_end > k && is_digit((unsigned char)s[k]);
         /* "20k" is 20000, "1.5k" 1500 (a 401k is a retirement plan's name; a 5k is a race's
          * kilometres, and a 10k said with a run, a race or miles) */
-        int race = (n == 2 && s[0] == '5') ||
-                   (n == 3 && !memcmp(s, "10", 2) &&
+        int race = (n == 2 && !memcmp(s, "5k", 2)) ||
+                   (n == 3 && !memcmp(s, "10k", 3) &&
                     (place_of(sd, "run") >= 0 || place_of(sd, "ran") >= 0 ||
                      place_of(sd, "race") >= 0 || place_of(sd, "miles") >= 0 ||
                      place_of(sd, "mile") >= 0 || place_of(sd, "km") >= 0 ||
@@ -1669,7 +1670,7 @@ static void collect_numbers(side *sd)
             for (; x < digits_end && s[x] != '.' && whole < 1000000000LL; x++)
                 whole = whole * 10 + (s[x] - '0');
             if (x < digits_end && s[x] == '.')
-                for (x++; x < digits_end && scale > 1; x++) {
+                for (x++; x < digits_end && scale > 1 && is_digit((unsigned char)s[x]); x++) {
                     scale /= 10;
                     part += (s[x] - '0') * scale;
                 }
@@ -1700,20 +1701,21 @@ static void collect_numbers(side *sd)
                 int e = lex_find(u->s, u->len);
                 int w = e >= 0 ? lex_num(e) : -1;
                 long long v = 0, scale = 1;
-                int places = 0, at_dot = 0;
-                for (size_t x = (b[0] == '-'); x < bl && v < 1000000000LL; x++) {
+                int places = 0, dots = 0;
+                for (size_t x = (b[0] == '-'); x < bl && v < 1000000000LL && places <= 3; x++) {
                     if (b[x] == '.') {
-                        at_dot = 1;
+                        dots++;
                         continue;
                     }
                     v = v * 10 + (b[x] - '0');
-                    places += at_dot;
+                    places += dots > 0;
                 }
-                for (int x = 0; x < places; x++)
+                for (int x = 0; x < places && x < 4; x++)
                     scale *= 10;
                 if (w >= 0 &&
                     (num_words[w].kind == 3 || num_words[w].kind == 4 || num_words[w].kind == 2) &&
                     u->len == strlen(num_words[w].w) && v < 1000000000LL && places <= 3 &&
+                    dots <= 1 && v <= LLONG_MAX / (num_words[w].v / scale) &&
                     (!dec || (num_words[w].kind == 3 && num_words[w].v % scale == 0))) {
                     v = v * (num_words[w].v / scale);
                     if (b[0] == '-') v = -v;
@@ -2045,10 +2047,9 @@ static void tokenize(side *sd, const char *text, size_t len)
         else if (is_word(t, "y") && (t->flags & F_INITIAL) && next &&
                  (is_word(next, "is") || is_word(next, "are") || is_word(next, "do") ||
                   is_word(next, "does") || is_word(next, "did") || is_word(next, "would") ||
-                  is_word(next, "can") || is_word(next, "cant") || is_word(next, "won't") ||
-                  is_word(next, "wont") || is_word(next, "dont") || is_word(next, "doesnt")))
+                  is_word(next, "can") || is_word(next, "will"))) /* ("won't" is "will not") */
             as = "why";
-        else if (is_word(t, "r") && k > 0 && next &&
+        else if (is_word(t, "r") && t->raw && t->raw[0] == 'r' && k > 0 && next &&
                  ((sd->t[k - 1].flags & F_WH) || is_word(&sd->t[k - 1], "what") ||
                   is_word(&sd->t[k - 1], "how") || is_word(&sd->t[k - 1], "where")))
             as = "are";
@@ -2291,7 +2292,6 @@ static int near_negative(const tok *t)
     return word_is(t, K_NEARNEG);
 }
 
-
 /* The lexicon's head entry for the base of the irregular verb t is a form of ("wrote":
  * "write"), or t's own entry. */
 static int verb_base(const tok *t)
@@ -2348,6 +2348,12 @@ int gw_guard_known_words(const char *path, char *err, size_t errlen)
     int nomem = 0;
     while (!nomem && fgets(line, sizeof line, f)) {
         size_t n = strcspn(line, "\r\n"), k = 0;
+        if (!line[n] && !feof(f)) { /* a line longer than the buffer: none of it */
+            int c;
+            while ((c = fgetc(f)) != EOF && c != '\n')
+                ;
+            continue;
+        }
         while (k < n && line[k] >= 'a' && line[k] <= 'z')
             k++;
         if (n < 2 || k != n || n > 63) continue;
@@ -2367,7 +2373,7 @@ int gw_guard_known_words(const char *path, char *err, size_t errlen)
     }
     int bad = ferror(f);
     fclose(f);
-    known.buf = buf, known.cap = cap; /* (what was read stays, for the next call) */
+    known.buf = buf, known.cap = cap; /* (the buffer grown; the words counted only below) */
     size_t slots = 1;
     while (slots < words * 2)
         slots <<= 1;
@@ -2449,8 +2455,8 @@ static int misspelt(const tok *a, const tok *b)
             if (t->s[k] < 'a' || t->s[k] > 'z') return 0;
     int ka = a->lex >= 0 || known_word(a->s, a->len), kb = b->lex >= 0 || known_word(b->s, b->len);
     if (ka && kb) return 0;
-    const tok *slip = ka ? b : a;
-    if (slip->flags & bar) return 0;
+    /* (the slip in lower case; where neither is known, both: "fetchdta" is no "fetchData") */
+    if (((ka ? b : a)->flags & bar) || (!ka && !kb && ((a->flags | b->flags) & bar))) return 0;
     return one_slip(a->s, a->len, b->s, b->len, ka || kb);
 }
 
@@ -5081,8 +5087,9 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
             while (i < np && tok_like(&p->t[ip[i]], &q->t[iq[i]]))
                 i++;
             if (i == np && tail_method(p, q, iq, i, np, i)) {
-                say(why, whylen, "%s adds \"%.*s\"", pass ? "stored" : "query",
-                    (int)q->t[iq[i + 1]].len, q->t[iq[i + 1]].s);
+                say(why, whylen, "%s adds \"%.*s %.*s\"", pass ? "stored" : "query",
+                    (int)q->t[iq[i]].len, q->t[iq[i]].s, (int)q->t[iq[i + 1]].len,
+                    q->t[iq[i + 1]].s);
                 return 0;
             }
             continue;
@@ -5322,8 +5329,6 @@ static int rule_modal(const side *a, const side *b, char *why, size_t whylen)
     return 0;
 }
 
-/* The first place of a side's word w, or -1. */
-
 /* Whether a side opens with a how of amount or time ("how much tuna", "how long"), of way
  * ("how do I"), a why, or asks what sets two things apart ("what's the difference
  * between"). */
@@ -5418,11 +5423,21 @@ static int rule_done_to_me(const side *a, const side *b, char *why, size_t whyle
             int done = 0;
             for (int k = j + 1; k < q->nt && k <= j + 4 && !done; k++)
                 done = is_word(&q->t[k], "me");
-            /* (the passive of the asker: "how can two dicts be merged" is of the dicts) */
-            for (size_t m = 0; j > 0 && m < sizeof passive / sizeof *passive && !done &&
-                               place_of(q, "i") >= 0;
-                 m++)
-                done = is_word(&q->t[j - 1], passive[m]) && participle(&q->t[j]);
+            /* the passive of the asker ("I get hired", "I was reported", "after being
+             * served"), not of a thing ("how can two dicts be merged", "a dog that was
+             * trained badly") */
+            const tok *aux = j > 0 ? &q->t[j - 1] : NULL, *subj = j > 1 ? &q->t[j - 2] : NULL;
+            int asker = subj && (is_word(subj, "i") ||
+                                 ((is_word(aux, "being") || is_word(aux, "getting")) &&
+                                  place_of(q, "i") >= 0 &&
+                                  (is_word(subj, "after") || is_word(subj, "about") ||
+                                   is_word(subj, "from") || is_word(subj, "of") ||
+                                   is_word(subj, "for") || is_word(subj, "before"))));
+            for (size_t m = 0; asker && m < sizeof passive / sizeof *passive && !done; m++)
+                done = is_word(aux, passive[m]) && participle(&q->t[j]);
+            /* (what p says too is no role of its own) */
+            for (int k = 1; k < p->nt && done; k++)
+                done = !(tok_eq(&p->t[k], &q->t[j]) && tok_eq(&p->t[k - 1], &q->t[j - 1]));
             if (!done) continue;
             say(why, whylen, "roles reversed: I %.*s vs %.*s (to) me", (int)verb->len, verb->s,
                 (int)q->t[j].len, q->t[j].s);
@@ -5683,7 +5698,10 @@ static int superlative(const tok *t)
                                           "suggest",  "digest",  "invest",  "arrest",
                                           "manifest", "earnest", "priest",  "conquest",
                                           "inquest",  "bequest", "tempest", "southwest",
-                                          "northwest", "midwest", "unrest", "pretest"};
+                                          "northwest", "midwest", "unrest", "pretest",
+                                          "ingest",   "attest",  "detest",  "infest",
+                                          "divest",   "retest",  "pytest",  "unittest",
+                                          "behest",   "congest", "jest"};
     if (t->len < 6 || memcmp(t->s + t->len - 3, "est", 3) || (t->flags & (F_STOP | F_NUM)))
         return 0;
     for (size_t k = 0; k < sizeof not_one / sizeof *not_one; k++)
@@ -5877,9 +5895,6 @@ static int comparative_of(const tok *t, const tok *w)
     return n == m + 2 && !memcmp(c, a, m);
 }
 
-/* "Tell me another joke" against "tell me a joke": one not given before is asked for (but
- * "another word for happy" is a synonym, "another language" a new one, "into another" a
- * pronoun). */
 /* How often sd says the word x, as it is written but for case. */
 static int times_said(const side *sd, const tok *x)
 {
@@ -5888,7 +5903,6 @@ static int times_said(const side *sd, const tok *x)
         n += sd->t[i].len == x->len && !memcmp(sd->t[i].s, x->s, x->len);
     return n;
 }
-
 
 /* How many of sd's words are like x (a misspelling of it too). */
 static int times_like(const side *sd, const tok *x)
@@ -5932,6 +5946,9 @@ static int rule_said_again(const side *a, const side *b, char *why, size_t whyle
     return 1;
 }
 
+/* "Tell me another joke" against "tell me a joke": one not given before is asked for (but
+ * "another word for happy" is a synonym, "another language" a new one, "into another" a
+ * pronoun). */
 static int rule_another(const side *a, const side *b, char *why, size_t whylen)
 {
     static const char *const other[] = {"another", "other", "else", "new", "different",
@@ -6257,8 +6274,6 @@ static int rule_units(const side *a, const side *b, char *why, size_t whylen)
     return 0;
 }
 
-/* The rules asked for over two sides already read (stored and query: the texts, for the
- * code rule). */
 static int head_wh(const side *sd);
 static int names_the_doer(const side *who, const side *other);
 
@@ -6286,6 +6301,8 @@ static int rule_who(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
+/* The rules asked for over two sides already read (stored and query: the texts, for the
+ * code rule). */
 static int check_sides(const side *a, const side *b, const char *stored, size_t slen,
                        const char *query, size_t qlen, unsigned rules, char *why, size_t whylen)
 {
@@ -6496,7 +6513,6 @@ static int close_call_sides(const side *a, const side *b, char *why, size_t whyl
     }
     return 1;
 }
-
 
 int gw_guard_close_call(const char *stored, size_t slen, const char *query, size_t qlen,
                         char *why, size_t whylen)

@@ -52,9 +52,9 @@
  * that is not on the list and is one slip from a word of the other (a letter left out,
  * added, changed or two swapped: "chnage", "reciept") is read as that word; without it, or
  * where both are on the list ("desert" and "dessert", "car" and "cat"), only the guard's
- * own few spelling forms are. Call it once, before any other call of this header and from
- * one thread; a second call changes nothing. 0, or -1 with err set (the guard then goes on
- * without the list).
+ * own few spelling forms are. Call it before any other call of this header, from one
+ * thread; each call adds a file's words to those of the calls before. 0, or -1 with err set
+ * (the words of the calls before stay in use; with none, the guard reads no misspelling).
  */
 int gw_guard_known_words(const char *path, char *err, size_t errlen);
 

@@ -1135,8 +1135,6 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
     srv->t_accept_log = now;
 }
 
-/* The open-file limit: the soft one raised as far as the connections need (the hard one
- * allows), and a warning where it stays below them. */
 /* The guard's known words (gw_guard_known_words()): cache.guard_words and the embedding
  * model's vocabulary, read once per process, before any thread checks a pair. Without the
  * list the guard still works, reading fewer misspellings: a warning, not an error. */
@@ -1157,6 +1155,8 @@ static void load_guard_words(const struct gw_config *cfg)
                   "known words", "error", err, NULL);
 }
 
+/* The open-file limit: the soft one raised as far as the connections need (the hard one
+ * allows), and a warning where it stays below them. */
 static void fit_open_files(const struct gw_config *cfg)
 {
     struct rlimit rl;

@@ -1852,8 +1852,9 @@ Test(guard, misspellings_read_with_a_list_of_known_words)
     VETO("best desert in the world", "best dessert in the world", NULL);
     VETO("What is a complement in grammar?", "What is a compliment in grammar?", NULL);
     PASS("Where has the pope traveled?", "Where has the pope travelled?");
-    /* a name is no misspelling */
+    /* a name is no misspelling, either way round */
     VETO("What is the capital of Austria?", "What is the capital of Austra?", NULL);
+    VETO("how does the fetchData function work", "how does the fetchdta function work", NULL);
     /* a second list adds to the first */
     char more[] = "/tmp/guard-words-XXXXXX";
     word_file(more, "amylase\namylose\n");
@@ -1955,4 +1956,22 @@ Test(guard, from_a_nineteenth_blind_set)
          "Give me the full text of the Gettysburg Address", "opposites");
     VETO("When was the old stadium built?", "when did they knock down the old stadium",
          "opposites");
+}
+
+Test(guard, what_a_review_of_the_third_hunts_rules_found)
+{
+    /* a passive of a thing is no role of the asker's, and a text is itself */
+    PASS("How do I train a dog that was trained badly?",
+         "How do I train a dog that was trained badly?");
+    PASS("How do I repair a phone that was repaired by a third party?",
+         "how do i repair a phone that was repaired by a third party");
+    /* the language R is no "are"; "y won't" is "why won't" */
+    VETO("What R package is best for mixed models?", "What package is best for mixed models?",
+         NULL);
+    PASS("y won't my car start", "why won't my car start");
+    /* a million written 5M; a second dot makes no number of a thousand */
+    PASS("is 5M a lot of views", "is 5 million a lot of views");
+    VETO("is 1.5.3k a lot", "is 1483 a lot", "numbers");
+    /* a verb that ends so is no superlative */
+    PASS("How do I ingest data into Snowflake?", "how to ingest data into snowflake");
 }
