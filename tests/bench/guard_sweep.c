@@ -5,7 +5,7 @@
  * once by `cache.py --similarities`, a second per build).
  *
  *   build/bench/guard_sweep SIMS.tsv [--threshold T] [--strict-below S] [--floor F]
- *                           [--list fp|fn|all] [--words VOCAB]
+ *                           [--list fp|fn|all] [--words FILE|none]...
  *
  * SIMS.tsv: label, stored, new, similarity, set (cache.py --similarities). A pair is a hit
  * as the cache decides one whose question is a single text: at or above T (0.76, the
