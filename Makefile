@@ -315,7 +315,7 @@ bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine \
 	    tests/bench/paraphrase-heldout14.tsv tests/bench/paraphrase-heldout15.tsv \
 	    tests/bench/paraphrase-heldout16.tsv tests/bench/paraphrase-heldout17.tsv \
 	    tests/bench/paraphrase-heldout18.tsv tests/bench/paraphrase-heldout20.tsv \
-	    tests/bench/paraphrase-heldout19.tsv
+	    tests/bench/paraphrase-heldout19.tsv tests/bench/paraphrase-heldout21.tsv
 	$(GPTCACHE_VENV)/bin/python tests/bench/gptcache_peer.py ../shared/data/paraphrase-dev.tsv \
 	    tests/bench/paraphrase-extra.tsv tests/bench/paraphrase-fresh.tsv \
 	    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv \
