@@ -1230,6 +1230,10 @@ static int is_from(const tok *t)
 }
 
 static int is_word(const tok *t, const char *w);
+static int one_of(const tok *t, const char *const *list, size_t n);
+#define ONE_OF(t, list) one_of((t), (list), sizeof(list) / sizeof *(list))
+static int says_one_of(const side *sd, const char *const *list, size_t n);
+#define SAYS_ONE_OF(sd, list) says_one_of((sd), (list), sizeof(list) / sizeof *(list))
 
 /* Splits one raw word into tokens: lower case, contraction handled. */
 static void emit_word(side *sd, const unsigned char *p, size_t a, size_t b, unsigned flags)
@@ -1629,9 +1633,7 @@ static void collect_numbers(side *sd)
             static const char *const lead[] = {"how", "way", "go", "get", "tips", "time",
                                                "want", "need", "going", "trying", "try",
                                                "wanna", "ways", "best", "easiest"};
-            int speak = 0;
-            for (size_t x = 0; x < sizeof lead / sizeof *lead && !speak; x++)
-                speak = is_word(&sd->t[i - 1], lead[x]);
+            int speak = ONE_OF(&sd->t[i - 1], lead);
             /* "to" or "for", a function word; and a weak number, that agrees with none on
              * the other side but not with another ("best 2 player games" vs "best 4") */
             if (speak && t->raw && t->rawlen == 1) {
@@ -1654,12 +1656,10 @@ static void collect_numbers(side *sd)
         int plain = digits_end > k && is_digit((unsigned char)s[k]);
         /* "20k" is 20000, "1.5k" 1500 (a 401k is a retirement plan's name; a 5k is a race's
          * kilometres, and a 10k said with a run, a race or miles) */
+        static const char *const runs[] = {"run",  "ran", "running", "race",
+                                           "mile", "miles", "km",    "jog"};
         int race = (n == 2 && !memcmp(s, "5k", 2)) ||
-                   (n == 3 && !memcmp(s, "10k", 3) &&
-                    (place_of(sd, "run") >= 0 || place_of(sd, "ran") >= 0 ||
-                     place_of(sd, "race") >= 0 || place_of(sd, "miles") >= 0 ||
-                     place_of(sd, "mile") >= 0 || place_of(sd, "km") >= 0 ||
-                     place_of(sd, "running") >= 0 || place_of(sd, "jog") >= 0));
+                   (n == 3 && !memcmp(s, "10k", 3) && SAYS_ONE_OF(sd, runs));
         /* "20M" (a capital: "20m" is metres or minutes) is 20000000 */
         int million = n == digits_end + 1 && s[digits_end] == 'm' && t->raw && t->rawlen == n &&
                       t->raw[digits_end] == 'M';
@@ -2275,6 +2275,22 @@ static int is_word(const tok *t, const char *w)
     return t->len == strlen(w) && memcmp(t->s, w, t->len) == 0;
 }
 
+/* Whether t is one of the n words of list. */
+static int one_of(const tok *t, const char *const *list, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (is_word(t, list[k])) return 1;
+    return 0;
+}
+
+/* Whether one of sd's words is one of the n words of list. */
+static int says_one_of(const side *sd, const char *const *list, size_t n)
+{
+    for (int i = 0; i < sd->nt; i++)
+        if (one_of(&sd->t[i], list, n)) return 1;
+    return 0;
+}
+
 static int word_is(const tok *t, int kind)
 {
     return lex_has(lex_find(t->s, t->len), kind);
@@ -2448,7 +2464,10 @@ static int two_words(const tok *a, const tok *b)
  * list of known words. */
 static int misspelt(const tok *a, const tok *b)
 {
-    if (!known.loaded || a->len < 4 || b->len < 4 || a->s[0] != b->s[0]) return 0;
+    /* (the slip first, without lookups: most pairs of words tok_like() meets are none) */
+    if (!known.loaded || a->len < 4 || b->len < 4 || a->s[0] != b->s[0] ||
+        !one_slip(a->s, a->len, b->s, b->len, 1))
+        return 0;
     const unsigned bar = F_NUM | F_CAP | F_ACRO | F_MIXED | F_CODE | F_QUOTED | F_ENTITY;
     for (const tok *t = a; t; t = t == a ? b : NULL)
         for (size_t k = 0; k < t->len; k++)
@@ -2457,7 +2476,7 @@ static int misspelt(const tok *a, const tok *b)
     if (ka && kb) return 0;
     /* (the slip in lower case; where neither is known, both: "fetchdta" is no "fetchData") */
     if (((ka ? b : a)->flags & bar) || (!ka && !kb && ((a->flags | b->flags) & bar))) return 0;
-    return one_slip(a->s, a->len, b->s, b->len, ka || kb);
+    return ka || kb || one_slip(a->s, a->len, b->s, b->len, 0);
 }
 
 /* exercise/exercising, install/installation, run/running: one word, two forms. */
@@ -2685,10 +2704,7 @@ static int any_order(const side *sd)
                                     "min", "minimum", "largest", "smallest", "biggest",
                                     "highest", "lowest", "product", "multiply", "sort",
                                     "sorted", "range", "mode"};
-    for (int i = 0; i < sd->nt; i++)
-        for (size_t k = 0; k < sizeof w / sizeof *w; k++)
-            if (is_word(&sd->t[i], w[k])) return 1;
-    return 0;
+    return SAYS_ONE_OF(sd, w);
 }
 
 /* Whether sd has numbers x then y so written. */
@@ -3184,9 +3200,7 @@ static int maker(const tok *x)
         "mlb", "nhl", "ieee", "iso", "windows", "netflix", "spotify", "github", "docker",
         "net", "honda", "toyota", "ford", "bmw", "tesla", "nissan", "hyundai", "kia",
         "volkswagen", "audi", "mercedes", "chevrolet", "subaru", "mazda", "dell", "lenovo"};
-    for (size_t k = 0; k < sizeof makers / sizeof *makers; k++)
-        if (is_word(x, makers[k])) return 1;
-    return 0;
+    return ONE_OF(x, makers);
 }
 
 /* Whether rest (what a longer name adds to a shorter one) makes a word of the same name:
@@ -3605,10 +3619,7 @@ static int says_toward(const side *sd, const tok *dir, const tok *x, int v)
 static int converts(const side *sd)
 {
     static const char *const w[] = {"convert", "conversion", "cast", "transform", "parse"};
-    for (int i = 0; i < sd->nt; i++)
-        for (size_t k = 0; k < sizeof w / sizeof *w; k++)
-            if (is_word(&sd->t[i], w[k])) return 1;
-    return 0;
+    return SAYS_ONE_OF(sd, w);
 }
 
 /* Whether a word joins sd's tokens between i and j (either first): "to who or to whom" names
@@ -4284,9 +4295,7 @@ static int takes_off(const side *sd)
     int pct = 0;
     for (int i = 0; i < sd->nt && !pct; i++)
         pct = a_percentage(sd, i);
-    for (int i = 0; i < sd->nt && pct; i++)
-        for (size_t k = 0; k < sizeof change / sizeof *change; k++)
-            if (is_word(&sd->t[i], change[k])) return 1;
+    if (pct && SAYS_ONE_OF(sd, change)) return 1;
     for (int i = 1; i < sd->nt; i++)
         if (is_word(&sd->t[i], "off") && a_percentage(sd, i - 1)) return 1;
     return 0;
@@ -5051,10 +5060,7 @@ static int tail_method(const side *p, const side *q, const int *iq, int i, int n
     static const char *const preps[] = {"in", "from", "by", "inside", "using", "with"};
     if (i != np || !asks_how_to(p)) return 0;
     const tok *t = &q->t[iq[k]];
-    int prep = 0;
-    for (size_t m = 0; m < sizeof preps / sizeof *preps; m++)
-        prep |= is_word(t, preps[m]);
-    if (!prep || k != i) return 0;
+    if (!ONE_OF(t, preps) || k != i) return 0;
     /* (not the asker's own setting, "in my car", nor a name: "in JavaScript" is the name
      * rule's) */
     int content = 0;
@@ -5081,11 +5087,12 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
         const side *p = pass ? b : a, *q = pass ? a : b;
         const int *ip = pass ? ib : ia, *iq = pass ? ia : ib;
         int np = pass ? nb : na, nq = pass ? na : nb, n = nq - np, i = 0, ok = 1;
+        if (n < 1 || n > 5) continue;
+        while (i < np && tok_like(&p->t[ip[i]], &q->t[iq[i]]))
+            i++;
         /* a how-to's place, vessel or means at its end, in a longer phrase: "wash a down
          * jacket in the washing machine" */
-        if (n > 2 && n <= 5) {
-            while (i < np && tok_like(&p->t[ip[i]], &q->t[iq[i]]))
-                i++;
+        if (n > 2) {
             if (i == np && tail_method(p, q, iq, i, np, i)) {
                 say(why, whylen, "%s adds \"%.*s %.*s\"", pass ? "stored" : "query",
                     (int)q->t[iq[i]].len, q->t[iq[i]].s, (int)q->t[iq[i + 1]].len,
@@ -5094,9 +5101,6 @@ static int rule_inserted(const side *a, const side *b, char *why, size_t whylen)
             }
             continue;
         }
-        if (n < 1 || n > 2) continue;
-        while (i < np && tok_like(&p->t[ip[i]], &q->t[iq[i]]))
-            i++;
         /* not words before it all ("Quick question: what is ..."), nor a class after a name
          * or a number ("a 401k retirement plan", "the vim editor") */
         const tok *before = i > 0 ? &q->t[iq[i - 1]] : NULL;
@@ -5433,8 +5437,7 @@ static int rule_done_to_me(const side *a, const side *b, char *why, size_t whyle
                                   (is_word(subj, "after") || is_word(subj, "about") ||
                                    is_word(subj, "from") || is_word(subj, "of") ||
                                    is_word(subj, "for") || is_word(subj, "before"))));
-            for (size_t m = 0; asker && m < sizeof passive / sizeof *passive && !done; m++)
-                done = is_word(aux, passive[m]) && participle(&q->t[j]);
+            done = done || (asker && ONE_OF(aux, passive) && participle(&q->t[j]));
             /* (what p says too is no role of its own) */
             for (int k = 1; k < p->nt && done; k++)
                 done = !(tok_eq(&p->t[k], &q->t[j]) && tok_eq(&p->t[k - 1], &q->t[j - 1]));
@@ -5456,14 +5459,13 @@ static int aux_subject(const side *sd)
                                       "is",  "are",  "was",   "were", "will",  "would",
                                       "must", "may", "might"};
     for (int i = 0; i < sd->nt && i < 6; i++)
-        for (size_t k = 0; k < sizeof aux / sizeof *aux; k++)
-            if (is_word(&sd->t[i], aux[k])) {
-                for (int j = i + 1; j < sd->nt; j++) {
-                    if (sd->t[j].flags & (F_NUM | F_NEG)) return -1;
-                    if (!(sd->t[j].flags & F_STOP)) return j;
-                }
-                return -1;
+        if (ONE_OF(&sd->t[i], aux)) {
+            for (int j = i + 1; j < sd->nt; j++) {
+                if (sd->t[j].flags & (F_NUM | F_NEG)) return -1;
+                if (!(sd->t[j].flags & F_STOP)) return j;
             }
+            return -1;
+        }
     return -1;
 }
 
@@ -5619,8 +5621,7 @@ static int says_often(const side *sd)
 {
     static const char *const w[] = {"daily", "nightly", "weekly", "everyday", "regularly"};
     for (int i = 0; i < sd->nt; i++) {
-        for (size_t k = 0; k < sizeof w / sizeof *w; k++)
-            if (is_word(&sd->t[i], w[k])) return 1;
+        if (ONE_OF(&sd->t[i], w)) return 1;
         int j = i + 1 < sd->nt && (is_word(&sd->t[i + 1], "single") ||
                                    is_word(&sd->t[i + 1], "other"))
                     ? i + 2
@@ -5638,11 +5639,10 @@ static int says_often(const side *sd)
 static int says_rate(const side *sd, int days)
 {
     static const char *const w[] = {"weekly", "monthly", "yearly", "annually", "annual",
-                                    "hourly", "daily"};
+                                    "hourly"};
     for (int i = 0; i < sd->nt; i++) {
         const tok *t = &sd->t[i], *u = i + 1 < sd->nt ? &sd->t[i + 1] : NULL;
-        for (size_t k = 0; k < sizeof w / sizeof *w - !days; k++)
-            if (is_word(t, w[k])) return 1;
+        if (ONE_OF(t, w) || (days && is_word(t, "daily"))) return 1;
         if (u &&
             (is_word(t, "per") || is_word(t, "a") || is_word(t, "an") || is_word(t, "each") ||
              is_word(t, "every")) &&
@@ -5679,6 +5679,15 @@ static int asks_whole(const side *sd)
     return 0;
 }
 
+/* "What is 15% of 80?" vs "80 is 15% of what number?": the share asked, or the whole. */
+static int rule_whole(const side *a, const side *b, char *why, size_t whylen)
+{
+    int wa = asks_whole(a);
+    if (wa == asks_whole(b)) return 1;
+    say(why, whylen, "asks the whole in %s only", wa ? "stored" : "query");
+    return 0;
+}
+
 /* Whether one of sd's words begins with y's first five letters, or y with its. */
 static int shares_root(const side *sd, const tok *y)
 {
@@ -5704,9 +5713,7 @@ static int superlative(const tok *t)
                                           "behest",   "congest", "jest"};
     if (t->len < 6 || memcmp(t->s + t->len - 3, "est", 3) || (t->flags & (F_STOP | F_NUM)))
         return 0;
-    for (size_t k = 0; k < sizeof not_one / sizeof *not_one; k++)
-        if (is_word(t, not_one[k])) return 0;
-    return 1;
+    return !ONE_OF(t, not_one);
 }
 
 /* "What is the fastest way to sort a list?" vs "What is the most memory efficient way to
@@ -5738,11 +5745,6 @@ static int rule_superlative(const side *a, const side *b, char *why, size_t whyl
  * per a time or a person on one side only, a number the other does not ask. */
 static int rule_rate(const side *a, const side *b, char *why, size_t whylen)
 {
-    /* "What is 15% of 80?" vs "80 is 15% of what number?": the share or the whole */
-    if (asks_whole(a) != asks_whole(b)) {
-        say(why, whylen, "asks the whole in %s only", asks_whole(a) ? "stored" : "query");
-        return 0;
-    }
     int aa = asks_amount(a), ab = asks_amount(b), days = aa == 2 || ab == 2;
     if (!aa || !ab || says_rate(a, days) == says_rate(b, days)) return 1;
     say(why, whylen, "a rate in %s only", says_rate(a, days) ? "stored" : "query");
@@ -5753,9 +5755,7 @@ static int rule_rate(const side *a, const side *b, char *why, size_t whylen)
 static int quantifier(const tok *t)
 {
     static const char *const w[] = {"all", "most", "only", "few", "many"};
-    for (size_t k = 0; k < sizeof w / sizeof *w; k++)
-        if (is_word(t, w[k])) return 1;
-    return 0;
+    return ONE_OF(t, w);
 }
 
 /* Whether sd asks of an excess: "too" before a measure ("how much vitamin D is too much",
@@ -5764,11 +5764,8 @@ static int asks_excess(const side *sd)
 {
     static const char *const measures[] = {"much", "many", "long", "often", "high", "low",
                                            "hot",  "cold", "big",  "small", "far"};
-    for (int i = 0; i + 1 < sd->nt; i++) {
-        if (!is_word(&sd->t[i], "too")) continue;
-        for (size_t k = 0; k < sizeof measures / sizeof *measures; k++)
-            if (is_word(&sd->t[i + 1], measures[k])) return 1;
-    }
+    for (int i = 0; i + 1 < sd->nt; i++)
+        if (is_word(&sd->t[i], "too") && ONE_OF(&sd->t[i + 1], measures)) return 1;
     return 0;
 }
 
@@ -5778,10 +5775,7 @@ static int names_limit(const side *sd)
     static const char *const limits[] = {"max",       "maximum", "limit", "limits", "upper",
                                          "overdose",  "excess",  "excessive", "safe", "safely",
                                          "toxic",     "most",    "too"};
-    for (int i = 0; i < sd->nt; i++)
-        for (size_t k = 0; k < sizeof limits / sizeof *limits; k++)
-            if (is_word(&sd->t[i], limits[k])) return 1;
-    return 0;
+    return SAYS_ONE_OF(sd, limits);
 }
 
 /* "How much vitamin D should I take" asks a dose, "how much vitamin D is too much" where the
@@ -5956,17 +5950,11 @@ static int rule_another(const side *a, const side *b, char *why, size_t whylen)
     static const char *const idiom[] = {"word", "words", "name", "term", "way", "synonym"};
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
-        int others = 0;
-        for (int j = 0; j < q->nt; j++)
-            for (size_t k = 0; k < sizeof other / sizeof *other; k++)
-                others += is_word(&q->t[j], other[k]);
+        int others = SAYS_ONE_OF(q, other);
         for (int i = 0; i + 1 < p->nt && !others; i++) {
             const tok *n = &p->t[i + 1];
             if (!is_word(&p->t[i], "another") || (n->flags & (F_STOP | F_NUM))) continue;
-            int id = 0;
-            for (size_t k = 0; k < sizeof idiom / sizeof *idiom; k++)
-                id |= is_word(n, idiom[k]);
-            if (id || !side_has_like(q, n)) continue;
+            if (ONE_OF(n, idiom) || !side_has_like(q, n)) continue;
             say(why, whylen, "asks for another %.*s", (int)n->len, n->s);
             return 0;
         }
@@ -6283,17 +6271,15 @@ static int names_the_doer(const side *who, const side *other);
 static int rule_who(const side *a, const side *b, char *why, size_t whylen)
 {
     static const char *const other[] = {"what", "why", "how", "where", "when"};
+    static const char *const named[] = {"whom", "vs", "versus"};
     for (int pass = 0; pass < 2; pass++) {
         const side *p = pass ? b : a, *q = pass ? a : b;
         /* (both opening so: "which artist painted it" and keywords ask a who too) */
         if (!p->nt || !q->nt || !is_word(&p->t[0], "who") || head_wh(p) != 3 ||
-            place_of(p, "whom") >= 0 || place_of(p, "vs") >= 0 || place_of(p, "versus") >= 0)
+            SAYS_ONE_OF(p, named))
             continue; /* (nor "who" named: "who vs whom") */
-        int asks = 0;
-        for (size_t k = 0; k < sizeof other / sizeof *other; k++)
-            asks |= is_word(&q->t[0], other[k]);
-        if (!asks || head_wh(q) == 3 || words_within(p, q) || words_within(q, p) ||
-            names_the_doer(p, q))
+        if (!ONE_OF(&q->t[0], other) || head_wh(q) == 3 || words_within(p, q) ||
+            words_within(q, p) || names_the_doer(p, q))
             continue;
         say(why, whylen, "asks who vs %.*s", (int)q->t[0].len, q->t[0].s);
         return 0;
@@ -6336,7 +6322,7 @@ static int check_sides(const side *a, const side *b, const char *stored, size_t 
          !rule_future(a, b, why, whylen) || !rule_modal(a, b, why, whylen)))
         return 0;
     if ((rules & R_SCOPE) && (!rule_scope(a, b, why, whylen) || !rule_excess(a, b, why, whylen) ||
-                              !rule_rate(a, b, why, whylen) ||
+                              !rule_whole(a, b, why, whylen) || !rule_rate(a, b, why, whylen) ||
                               !rule_superlative(a, b, why, whylen)))
         return 0;
     if ((rules & R_ENTITY) &&
@@ -6424,8 +6410,7 @@ static int head_wh(const side *sd)
         static const char *const how[] = {"find", "get", "buy", "track", "check", "download",
                                           "watch", "stream", "report", "apply", "renew",
                                           "order", "sell", "purchase"};
-        for (size_t k = 0; k < sizeof how / sizeof *how; k++)
-            if (is_word(&sd->t[i + 3], how[k])) return 0;
+        if (ONE_OF(&sd->t[i + 3], how)) return 0;
     }
     if (is_word(t, "where")) return 1;
     if (is_word(t, "when")) return 2;
