@@ -272,10 +272,31 @@ $(BUILD)/bench/bench_grammar: tests/bench/bench_grammar.c $(ENG_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(ENG_LIB) $(LDFLAGS) $(GW_LIBS)
 
+# The labelled paraphrase sets of the answer-cache benchmark (make bench, make judge-model)
+PARAPHRASE_SETS := ../shared/data/paraphrase-dev.tsv \
+    tests/bench/paraphrase-extra.tsv tests/bench/paraphrase-fresh.tsv \
+    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv \
+    tests/bench/paraphrase-fresh3.tsv tests/bench/paraphrase-audit.tsv \
+    tests/bench/paraphrase-fresh4.tsv tests/bench/paraphrase-fresh5.tsv \
+    tests/bench/paraphrase-fresh6.tsv tests/bench/paraphrase-audit2.tsv \
+    tests/bench/paraphrase-fresh7.tsv tests/bench/paraphrase-audit3.tsv \
+    tests/bench/paraphrase-heldout2.tsv tests/bench/paraphrase-fresh8.tsv \
+    tests/bench/paraphrase-fresh9.tsv tests/bench/paraphrase-fresh10.tsv \
+    tests/bench/paraphrase-fresh11.tsv tests/bench/paraphrase-heldout3.tsv \
+    tests/bench/paraphrase-heldout4.tsv tests/bench/paraphrase-heldout5.tsv \
+    tests/bench/paraphrase-heldout6.tsv tests/bench/paraphrase-heldout7.tsv \
+    tests/bench/paraphrase-heldout8.tsv tests/bench/paraphrase-heldout9.tsv \
+    tests/bench/paraphrase-heldout10.tsv tests/bench/paraphrase-heldout11.tsv \
+    tests/bench/paraphrase-heldout12.tsv tests/bench/paraphrase-heldout13.tsv \
+    tests/bench/paraphrase-heldout14.tsv tests/bench/paraphrase-heldout15.tsv \
+    tests/bench/paraphrase-heldout16.tsv tests/bench/paraphrase-heldout17.tsv \
+    tests/bench/paraphrase-heldout18.tsv tests/bench/paraphrase-heldout20.tsv \
+    tests/bench/paraphrase-heldout19.tsv tests/bench/paraphrase-heldout21.tsv
+
 # The guard's verdicts on pairs of known similarity (tests/bench/guard_sweep.c)
-$(BUILD)/bench/guard_sweep: tests/bench/guard_sweep.c $(GW_LIB)
+$(BUILD)/bench/guard_sweep: tests/bench/guard_sweep.c $(GW_LIB) $(EMB_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Igateway -o $@ $< $(GW_LIB) $(LDFLAGS) $(GW_LIBS)
+	$(CC) $(CFLAGS) -Igateway -o $@ $< $(GW_LIB) $(EMB_LIB) $(LDFLAGS) $(GW_LIBS)
 
 # GPU benchmarks (make bench-gpu): their rules are below
 $(BUILD)/bench/bench_gpu: tests/bench/bench_gpu.c $(ENG_LIB)
@@ -297,25 +318,7 @@ bench: deps all $(BUILD)/bench/bench_embed $(BUILD)/bench/bench_engine \
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 	$(LLAMA_VENV)/bin/python tests/bench/prefix.py $(BUILD) \
 	    models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf
-	.venv/bin/python tests/bench/cache.py $(BUILD) ../shared/data/paraphrase-dev.tsv \
-	    tests/bench/paraphrase-extra.tsv tests/bench/paraphrase-fresh.tsv \
-	    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv \
-	    tests/bench/paraphrase-fresh3.tsv tests/bench/paraphrase-audit.tsv \
-	    tests/bench/paraphrase-fresh4.tsv tests/bench/paraphrase-fresh5.tsv \
-	    tests/bench/paraphrase-fresh6.tsv tests/bench/paraphrase-audit2.tsv \
-	    tests/bench/paraphrase-fresh7.tsv tests/bench/paraphrase-audit3.tsv \
-	    tests/bench/paraphrase-heldout2.tsv tests/bench/paraphrase-fresh8.tsv \
-	    tests/bench/paraphrase-fresh9.tsv tests/bench/paraphrase-fresh10.tsv \
-	    tests/bench/paraphrase-fresh11.tsv tests/bench/paraphrase-heldout3.tsv \
-	    tests/bench/paraphrase-heldout4.tsv tests/bench/paraphrase-heldout5.tsv \
-	    tests/bench/paraphrase-heldout6.tsv tests/bench/paraphrase-heldout7.tsv \
-	    tests/bench/paraphrase-heldout8.tsv tests/bench/paraphrase-heldout9.tsv \
-	    tests/bench/paraphrase-heldout10.tsv tests/bench/paraphrase-heldout11.tsv \
-	    tests/bench/paraphrase-heldout12.tsv tests/bench/paraphrase-heldout13.tsv \
-	    tests/bench/paraphrase-heldout14.tsv tests/bench/paraphrase-heldout15.tsv \
-	    tests/bench/paraphrase-heldout16.tsv tests/bench/paraphrase-heldout17.tsv \
-	    tests/bench/paraphrase-heldout18.tsv tests/bench/paraphrase-heldout20.tsv \
-	    tests/bench/paraphrase-heldout19.tsv tests/bench/paraphrase-heldout21.tsv
+	.venv/bin/python tests/bench/cache.py $(BUILD) $(PARAPHRASE_SETS)
 	$(GPTCACHE_VENV)/bin/python tests/bench/gptcache_peer.py ../shared/data/paraphrase-dev.tsv \
 	    tests/bench/paraphrase-extra.tsv tests/bench/paraphrase-fresh.tsv \
 	    tests/bench/paraphrase-fresh2.tsv tests/bench/paraphrase-heldout.tsv \
@@ -388,6 +391,26 @@ fuzz: deps build/fuzz/fuzz_safetensors build/fuzz/fuzz_gguf build/fuzz/fuzz_gram
 .PHONY: pattern-fixtures
 pattern-fixtures:
 	python3 tests/ref/make_pattern_fixtures.py tests/fixtures/engine/patterns.json
+
+# The judge's independent reference features (tests/ref/judge_features.py) and its forest
+# (tests/bench/train_judge.py: gateway/judge_model.inc, tests/fixtures/judge/scores.tsv),
+# in their own venv (build/judge-venv, pinned in tests/ref/requirements-judge.txt). The
+# outputs are committed. judge-model embeds every bench pair first (several minutes).
+JUDGE_VENV := build/judge-venv
+$(JUDGE_VENV)/.stamp: tests/ref/requirements-judge.txt
+	python3 -m venv $(JUDGE_VENV)
+	$(JUDGE_VENV)/bin/pip install -q --disable-pip-version-check -r tests/ref/requirements-judge.txt
+	touch $@
+
+.PHONY: judge-fixtures judge-model
+judge-fixtures: deps $(JUDGE_VENV)/.stamp
+	$(JUDGE_VENV)/bin/python tests/ref/judge_features.py
+
+judge-model: deps all $(BUILD)/bench/guard_sweep $(JUDGE_VENV)/.stamp
+	.venv/bin/python tests/bench/cache.py $(BUILD) $(PARAPHRASE_SETS) \
+	    --similarities $(BUILD)/judge-sims.tsv
+	$(BUILD)/bench/guard_sweep $(BUILD)/judge-sims.tsv --features $(BUILD)/judge-features.tsv
+	$(JUDGE_VENV)/bin/python tests/bench/train_judge.py $(BUILD)/judge-features.tsv --cv
 
 .PHONY: engine-fixtures
 engine-fixtures: deps $(REF_VENV)/.stamp

@@ -181,9 +181,20 @@ VECTOR_CLONES static void softmax_rows(float *s, int rows, int cols)
     }
 }
 
-static int cpu_forward(void *p, const struct emb_batch *b, float *out)
+/* Copies x ([n] floats) to states' slot for layer when layers[] names it. */
+static void keep_states(const float *x, size_t n, int layer, int nlayers, const int *layers,
+                        float *states)
 {
-    struct cpu *c = p;
+    for (int i = 0; i < nlayers; i++)
+        if (layers[i] == layer)
+            memcpy(states + (size_t)i * n, x, n * sizeof(float));
+}
+
+/* The encoder over batch b into c->x; the hidden states after layers[0..nlayers) (0: the
+ * embeddings) are copied to states ([nlayers][tokens][hidden]) on the way. */
+static int encode(struct cpu *c, const struct emb_batch *b, int nlayers, const int *layers,
+                  float *states)
+{
     const struct emb_config *k = c->cfg;
     const struct emb_weights *w = c->w;
     const int H = k->hidden, T = b->off[b->n], D = H / k->heads;
@@ -214,6 +225,7 @@ static int cpu_forward(void *p, const struct emb_batch *b, float *out)
                 x[j] = we[j] + pe[j] + w->type[j];
         }
     add_layernorm(c->x, NULL, T, H, w->ln_g, w->ln_b, k->ln_eps);
+    keep_states(c->x, (size_t)T * H, 0, nlayers, layers, states);
 
     const float scale = 1.0f / sqrtf((float)D);
     for (int L = 0; L < k->layers; L++) {
@@ -239,7 +251,18 @@ static int cpu_forward(void *p, const struct emb_batch *b, float *out)
         gelu(c->hid, (size_t)T * k->inter);
         linear(c->hid, T, k->inter, ly->w2, ly->b2, H, c->tmp);
         add_layernorm(c->x, c->tmp, T, H, ly->ln2_g, ly->ln2_b, k->ln_eps);
+        keep_states(c->x, (size_t)T * H, L + 1, nlayers, layers, states);
     }
+    return 0;
+}
+
+static int cpu_forward(void *p, const struct emb_batch *b, float *out)
+{
+    struct cpu *c = p;
+    const int H = c->cfg->hidden;
+    int rc = encode(c, b, 0, NULL, NULL);
+    if (rc)
+        return rc;
 
     /* mean pooling over each sequence's tokens, then L2 normalisation */
     for (int s = 0; s < b->n; s++) {
@@ -261,7 +284,17 @@ static int cpu_forward(void *p, const struct emb_batch *b, float *out)
     return 0;
 }
 
-static const struct emb_backend_i cpu_vt = {"cpu", cpu_forward, cpu_destroy, NULL};
+static int cpu_states(void *p, const struct emb_batch *b, int nlayers, const int *layers,
+                      float *out)
+{
+    struct cpu *c = p;
+    for (int i = 0; i < nlayers; i++)
+        if (layers[i] < 0 || layers[i] > c->cfg->layers)
+            return EMB_EINVAL;
+    return encode(c, b, nlayers, layers, out);
+}
+
+static const struct emb_backend_i cpu_vt = {"cpu", cpu_forward, cpu_destroy, NULL, cpu_states};
 
 int emb_backend_cpu_create(const struct emb_config *cfg, const struct emb_weights *w,
                            int threads, const struct emb_backend_i **vt, void **ctx)

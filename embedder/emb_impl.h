@@ -44,6 +44,11 @@ struct emb_backend_i {
     void (*destroy)(void *ctx);
     /* Optional (NULL: none): what the last failing call hit, for EMB_EDEVICE. */
     const char *(*last_error)(void *ctx);
+    /* Optional (NULL: the model runs a CPU backend for it): every token's hidden state
+     * after each of layers[0..nlayers) (0: the embeddings, after their LayerNorm; L:
+     * after encoder layer L), unpooled. out: [nlayers][tokens of b][hidden]. */
+    int (*states)(void *ctx, const struct emb_batch *b, int nlayers, const int *layers,
+                  float *out);
 };
 
 /* A backend on another device (the CUDA plugin's): cfg and w are borrowed for the call

@@ -26,6 +26,9 @@ struct emb_model {
     int nowned;
     const struct emb_backend_i *be;
     void *be_ctx;
+    int threads;                        /* as the options asked, for cpu_be */
+    const struct emb_backend_i *cpu_be; /* emb_token_states() on a backend without them */
+    void *cpu_ctx;
     int32_t *ids; /* scratch for emb_encode */
     int *off;
     int cap_ids, cap_seqs;
@@ -351,6 +354,8 @@ void emb_model_destroy(emb_model *m)
         return;
     if (m->be)
         m->be->destroy(m->be_ctx);
+    if (m->cpu_be)
+        m->cpu_be->destroy(m->cpu_ctx);
     for (int i = 0; i < m->nowned; i++)
         free(m->owned[i]);
     free(m->owned);
@@ -390,6 +395,7 @@ int emb_model_load(const char *dir, const struct emb_options *opt, emb_model **o
         snprintf(err, errlen, "%s/%s", dir, msg);
         goto fail;
     }
+    m->threads = opt ? opt->threads : 0;
     if (opt && opt->gpu) {
         char why[256] = "";
         if ((rc = opt->gpu(&m->cfg, &m->w, &m->be, &m->be_ctx, why, sizeof why))) {
@@ -487,6 +493,45 @@ int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
     int rc = m->be->forward(m->be_ctx, &b, out);
     if (rc == EMB_EDEVICE && m->be->last_error)
         logf_(EMB_LOG_ERROR, "embedder %s backend: %s", m->be->name, m->be->last_error(m->be_ctx));
+    return rc;
+}
+
+int emb_layers(const emb_model *m)
+{
+    return m->cfg.layers;
+}
+
+int emb_token_is_word(const emb_model *m, int32_t id)
+{
+    return emb_wp_is_word(m->wp, id) == 1;
+}
+
+int emb_token_states(emb_model *m, const char *text, size_t len, int nlayers, const int *layers,
+                     float *out, int32_t *ids, int *n)
+{
+    if (nlayers <= 0 || !layers || !out || !n)
+        return EMB_EINVAL;
+    int32_t *own = ids ? NULL : malloc(sizeof *own * (size_t)m->max_tokens);
+    int32_t *t = ids ? ids : own;
+    if (!t)
+        return EMB_ENOMEM;
+    int r = emb_wp_encode_ends(m->wp, text, len, t, m->max_tokens);
+    int rc = r < 0 ? r : 0;
+    const struct emb_backend_i *be = m->be;
+    void *ctx = m->be_ctx;
+    if (!rc && !be->states) { /* a GPU backend: the host weights are still here */
+        if (!m->cpu_be)
+            rc = emb_backend_cpu_create(&m->cfg, &m->w, m->threads, &m->cpu_be, &m->cpu_ctx);
+        be = m->cpu_be;
+        ctx = m->cpu_ctx;
+    }
+    if (!rc) {
+        int off[2] = {0, r};
+        struct emb_batch b = {1, t, off};
+        rc = be->states(ctx, &b, nlayers, layers, out);
+        *n = r;
+    }
+    free(own);
     return rc;
 }
 

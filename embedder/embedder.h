@@ -80,4 +80,20 @@ int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
                     const unsigned char *ends, int n, float *out, int *ntokens,
                     unsigned char *cut);
 
+/* The encoder's layer count (all-MiniLM-L6-v2: 6). */
+int emb_layers(const emb_model *m);
+/* 1 when token id has a letter, a digit, '_' or a byte past ASCII; 0 for punctuation
+ * only and for ids out of range. */
+int emb_token_is_word(const emb_model *m, int32_t id);
+/*
+ * Every token's hidden state, unpooled and not normalised, after each of the encoder's
+ * layers[0..nlayers) (0: the embeddings after their LayerNorm; emb_layers(): the last),
+ * for text tokenized as emb_encode_ends() does with its end kept. out:
+ * [nlayers][emb_max_tokens()][emb_dim()] floats, of which [nlayers][*n][emb_dim()] are
+ * written, back to back; ids (optional, [emb_max_tokens()]) get the tokens. Runs on the
+ * CPU where the model's backend has no such call (a GPU's); same threads as emb_encode().
+ */
+int emb_token_states(emb_model *m, const char *text, size_t len, int nlayers, const int *layers,
+                     float *out, int32_t *ids, int *n);
+
 #endif

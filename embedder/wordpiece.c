@@ -24,6 +24,7 @@ struct emb_wp {
     uint32_t mask;
     int n;
     int32_t cls, sep, unk;
+    unsigned char *word; /* [n]: emb_wp_is_word() */
 };
 
 static uint32_t slot_of(const emb_wp *wp, const char *s, size_t len)
@@ -51,12 +52,18 @@ int emb_wp_vocab_size(const emb_wp *wp)
     return wp->n;
 }
 
+int emb_wp_is_word(const emb_wp *wp, int32_t id)
+{
+    return id < 0 || id >= wp->n ? -1 : wp->word[id];
+}
+
 void emb_wp_destroy(emb_wp *wp)
 {
     if (!wp)
         return;
     free(wp->strings);
     free(wp->slots);
+    free(wp->word);
     free(wp);
 }
 
@@ -98,7 +105,8 @@ int emb_wp_create(const char *path, const struct emb_wp_options *opt, emb_wp **o
     while (cap < lines * 2)
         cap <<= 1;
     wp->slots = malloc(sizeof *wp->slots * cap);
-    if (!wp->slots)
+    wp->word = malloc(lines);
+    if (!wp->slots || !wp->word)
         goto fail;
     for (uint32_t i = 0; i < cap; i++)
         wp->slots[i].off = UINT32_MAX;
@@ -113,6 +121,13 @@ int emb_wp_create(const char *path, const struct emb_wp_options *opt, emb_wp **o
         size_t tl = len;
         if (tl && line[tl - 1] == '\r')
             tl--;
+        unsigned char w = 0;
+        for (size_t i = 0; i < tl && !w; i++) {
+            unsigned char ch = (unsigned char)line[i];
+            w = ch >= 0x80 || ch == '_' || (ch >= '0' && ch <= '9') ||
+                ((ch | 32) >= 'a' && (ch | 32) <= 'z');
+        }
+        wp->word[wp->n] = w;
         uint32_t s = slot_of(wp, line, tl);
         if (wp->slots[s].off == UINT32_MAX) /* the first of duplicate lines wins */
             wp->slots[s] = (struct slot){(uint32_t)(line - wp->strings), (uint32_t)tl, wp->n};

@@ -34,6 +34,9 @@ void emb_wp_destroy(emb_wp *wp); /* accepts NULL */
 /* -1 when absent */
 int32_t emb_wp_id(const emb_wp *wp, const char *token);
 int emb_wp_vocab_size(const emb_wp *wp);
+/* 1 when token id has a letter, a digit, '_' or a byte past ASCII ("##s", "[UNK]"), 0 for
+ * punctuation only ("?", "##."), -1 for an id out of range. */
+int emb_wp_is_word(const emb_wp *wp, int32_t id);
 
 /*
  * [CLS] pieces [SEP] for text, at most max_ids ids in all (pieces are cut to fit;

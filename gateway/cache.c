@@ -6,6 +6,7 @@
 
 #include "grammar.h"
 #include "guard.h"
+#include "judge.h"
 #include "log.h"
 #include "oai.h"
 #include "tools.h"
@@ -938,6 +939,32 @@ static int core_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
     return 1;
 }
 
+/* Worker thread: the judge's opinion (judge.h) on candidate h, which the guard passed; 0
+ * with why when it refuses. qj: the new question's tokens, made on first use. */
+static int judged(gw_cache *c, const struct gw_cache_sem *s, const struct store_hit *h,
+                  struct gw_judge_text *qj, char *why, size_t whylen)
+{
+    const double min = c->cfg->cache_judge_threshold;
+    if (!c->cfg->cache_guard || min <= 0)
+        return 1;
+    emb_model *m = gw_embedw_model(c->embw);
+    struct gw_judge_text st;
+    if ((!qj->n && gw_judge_text(m, s->key->query, s->key->query_len, qj)) ||
+        gw_judge_text(m, h->query, h->query_len, &st)) {
+        snprintf(why, whylen, "the judge could not embed the two questions");
+        return 0;
+    }
+    float f[GW_JUDGE_FEATURES];
+    gw_judge_features(&st, qj, h->similarity, f);
+    gw_judge_text_free(&st);
+    double p = gw_judge_score(f);
+    if (p < min) {
+        snprintf(why, whylen, "judge: the same question at %.3f, under %.3f", p, min);
+        return 0;
+    }
+    return 1;
+}
+
 /*
  * Worker thread: whether candidate h asks what s asks, beyond their similarity as wholes
  * (which reached the threshold). When the two share whole sentences around their
@@ -947,7 +974,8 @@ static int core_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
  * why when not. checked: the guard and the close call have passed the two (same_words()).
  */
 static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *h,
-                         struct span_vec *qv, int checked, char *why, size_t whylen)
+                         struct span_vec *qv, struct gw_judge_text *qj, int checked, char *why,
+                         size_t whylen)
 {
     const char *a = h->query, *b = s->key->query;
     size_t alen = h->query_len, blen = s->key->query_len;
@@ -966,7 +994,7 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
             snprintf(why, whylen, "guard: %s", g);
             return 0;
         }
-        return 1;
+        return judged(c, s, h, qj, why, whylen);
     }
     int ok = core_question(c, s, h, qv, &core, a, alen, b, blen, why, whylen);
     gw_guard_core_free(&core);
@@ -1025,6 +1053,7 @@ static void sem_search(struct gw_embed_job *j)
         s->rc = store_search(c->worker_reader, s->tenant, s->vec, k, now_ms(), hits, &n);
     }
     struct span_vec qv = {NULL, 0, NULL};
+    struct gw_judge_text qj = {0};
     for (int i = 0; i < n; i++) {
         struct store_hit *h = &hits[i];
         if (s->hit || h->partition != s->key->partition)
@@ -1039,7 +1068,7 @@ static void sem_search(struct gw_embed_job *j)
                      s->threshold);
         else if (h->completion_tokens > s->max_tokens)
             snprintf(why, sizeof why, "the stored answer exceeds max_tokens");
-        else if (!same_question(c, s, h, &qv, lexical, why, sizeof why) && !why[0])
+        else if (!same_question(c, s, h, &qv, &qj, lexical, why, sizeof why) && !why[0])
             snprintf(why, sizeof why, "out of memory");
         if (why[0]) {
             if (!s->why[0])
@@ -1052,6 +1081,7 @@ static void sem_search(struct gw_embed_job *j)
     }
     free(qv.v);
     free(qv.text);
+    gw_judge_text_free(&qj);
     for (int i = 0; i < n; i++)
         store_hit_deinit(&hits[i]);
 }

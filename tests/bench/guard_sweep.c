@@ -18,12 +18,19 @@
  * guard's reason. The guard reads misspellings with the lists of known words the server
  * gives it: by default /usr/share/dict/words and models/all-minilm-l6-v2/vocab.txt (run from
  * the repository's root); --words FILE, once or more, for others, "none" for no list.
+ *
+ * --judge P puts the judge (judge.h) after the guard, as cache.judge does: a hit whose
+ * judged probability of the same question is under P is refused. --features FILE writes,
+ * for every pair the guard serves, its label, set, the judge's features and its two texts
+ * (what tests/bench/train_judge.py trains on). Both embed with --model DIR
+ * (models/all-minilm-l6-v2).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "guard.h"
+#include "judge.h"
 
 #define MAX_SETS 64
 
@@ -81,8 +88,24 @@ static int verdict(const char *a, const char *b, double sim, double threshold, d
 static int usage(void)
 {
     fprintf(stderr, "usage: guard_sweep SIMS.tsv [--threshold T] [--strict-below S] "
-                    "[--floor F] [--list fp|fn|all] [--words FILE|none]...\n");
+                    "[--floor F] [--list fp|fn|all] [--words FILE|none]... [--judge P] "
+                    "[--features FILE] [--model DIR]\n");
     return 2;
+}
+
+/* The judge's features of a pair the guard serves; 0, or -1 when a text failed to embed. */
+static int judge_features(emb_model *m, const char *a, const char *b, double sim, float *f)
+{
+    struct gw_judge_text ta, tb;
+    if (gw_judge_text(m, a, strlen(a), &ta)) return -1;
+    if (gw_judge_text(m, b, strlen(b), &tb)) {
+        gw_judge_text_free(&ta);
+        return -1;
+    }
+    gw_judge_features(&ta, &tb, sim, f);
+    gw_judge_text_free(&ta);
+    gw_judge_text_free(&tb);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -91,6 +114,8 @@ int main(int argc, char **argv)
     int list = 0; /* 1: near misses served, 2: paraphrases refused */
     const char *words[8] = {"/usr/share/dict/words", "models/all-minilm-l6-v2/vocab.txt"};
     int nwords = 2, given = 0;
+    double judge = -1;
+    const char *features = NULL, *model_dir = "models/all-minilm-l6-v2";
     if (argc < 2) return usage();
     for (int i = 2; i < argc; i++) {
         if (i + 1 == argc) return usage();
@@ -103,6 +128,12 @@ int main(int argc, char **argv)
             words_floor = atof(val);
         else if (!strcmp(opt, "--words") && given < 8)
             words[given++] = val, nwords = given;
+        else if (!strcmp(opt, "--judge"))
+            judge = atof(val);
+        else if (!strcmp(opt, "--features"))
+            features = val;
+        else if (!strcmp(opt, "--model"))
+            model_dir = val;
         else if (!strcmp(opt, "--list"))
             list = !strcmp(val, "fp") ? 1 : !strcmp(val, "fn") ? 2 : !strcmp(val, "all") ? 3 : 0;
         else
@@ -115,6 +146,16 @@ int main(int argc, char **argv)
             fprintf(stderr, "guard_sweep: %s (--words none to go on without)\n", err);
             return 1;
         }
+    emb_model *model = NULL;
+    FILE *feat = NULL;
+    if ((judge >= 0 || features) && emb_model_load(model_dir, NULL, &model, err, sizeof err)) {
+        fprintf(stderr, "guard_sweep: %s\n", err);
+        return 1;
+    }
+    if (features && !(feat = fopen(features, "w"))) {
+        perror(features);
+        return 1;
+    }
     FILE *f = fopen(argv[1], "r");
     if (!f) {
         perror(argv[1]);
@@ -147,7 +188,23 @@ int main(int argc, char **argv)
         if (tmpl) gw_guard_core_free(&core);
         char why[128];
         int hit = !tmpl && verdict(a, b, sim, threshold, strict, words_floor, why, sizeof why);
-        struct tally *x = tally_of(sets, &nsets, n == 5 ? field[4] : argv[1]);
+        const char *set = n == 5 ? field[4] : argv[1];
+        if (hit && model) {
+            float fv[GW_JUDGE_FEATURES];
+            if (judge_features(model, a, b, sim, fv)) {
+                fprintf(stderr, "%s:%d: a text could not be embedded\n", argv[1], lineno);
+                return 1;
+            }
+            for (int k = 0; feat && k < GW_JUDGE_FEATURES; k++)
+                fprintf(feat, "%s%.9g", k ? "\t" : "", fv[k]);
+            if (feat) fprintf(feat, "\t%d\t%s\t%s\t%s\n", label, set, a, b);
+            double p = gw_judge_score(fv);
+            if (judge >= 0 && p < judge) {
+                hit = 0;
+                snprintf(why, sizeof why, "judge: %.3f under %.3f", p, judge);
+            }
+        }
+        struct tally *x = tally_of(sets, &nsets, set);
         if (x) add(x, label, hit, tmpl);
         add(&all, label, hit, tmpl);
         if (!tmpl && (list & 1) && hit && !label) printf("served %.3f\t%s\t%s\n", sim, a, b);
@@ -156,6 +213,11 @@ int main(int argc, char **argv)
     }
     free(line);
     fclose(f);
+    if (feat && fclose(feat)) {
+        perror(features);
+        return 1;
+    }
+    emb_model_destroy(model);
     for (int i = 0; i < nsets; i++)
         report(&sets[i]);
     if (nsets > 1) report(&all);

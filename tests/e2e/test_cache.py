@@ -381,6 +381,34 @@ def test_the_same_words_under_the_threshold(make_server):
     assert r.status_code == 504 and "below 0.760" in r.headers["X-Cache-Miss-Reason"]
 
 
+def test_the_judge_refuses_what_the_guard_lets_through(make_server):
+    """Near misses that no rule of the guard names (another thing to do with the same
+    things) are refused by the judge, with its probability in the miss reason; a
+    paraphrase still hits; cache.judge_threshold = 0 turns the judge off."""
+    entries = [("What should I pack for a beach vacation?", "Sunscreen, a hat, a towel."),
+               ("How do I sue someone in small claims court?", "File a claim at the court."),
+               ("What is the capital of France?", "Paris.")]
+    near_misses = ["What should I leave at home for a beach vacation?",
+                   "How do I respond to being sued in small claims court?"]
+    server = make_server(CONF)
+    c = client(server)
+    import_lines(c, entries)
+    for q in near_misses:
+        r = only_if_cached(c, q)
+        assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) >= 0.76, r.headers
+        m = re.fullmatch(r"judge: the same question at (0\.\d{3}), under 0\.300",
+                         r.headers["X-Cache-Miss-Reason"])
+        assert m and float(m[1]) < 0.3, r.headers
+    r = only_if_cached(c, "What's France's capital city?")
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Paris."
+    server.stop()
+    server = make_server(CONF + "[cache]\njudge_threshold = 0\n")
+    c = client(server)
+    import_lines(c, entries)
+    for q in near_misses:
+        assert only_if_cached(c, q).status_code == 200, q
+
+
 def test_miss_reasons_and_close_calls_can_be_turned_off(make_server):
     """An operator may keep the stored question's words out of a miss's headers, and turn
     the close calls' stricter check off."""

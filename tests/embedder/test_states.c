@@ -1,0 +1,133 @@
+/* emb_token_states(): the hidden states it gives are the encoder's own. Mean-pooled and
+ * normalised, the last layer's are emb_encode()'s embedding (1e-6); the embeddings' layer
+ * (0) is word + position + type embedding through their LayerNorm, computed here from the
+ * weights (1e-5); a long text keeps its end as emb_encode_ends() keeps it. The states
+ * themselves are held to an independent numpy encoder through the judge's features
+ * (tests/gateway/test_judge.c). */
+#include "emb_impl.h"
+#include "embedder.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODEL "models/all-minilm-l6-v2"
+
+static emb_model *model;
+
+static void setup(void)
+{
+    char err[512];
+    cr_assert_eq(emb_model_load(MODEL, NULL, &model, err, sizeof err), 0, "%s: %s", MODEL, err);
+}
+
+static void teardown(void)
+{
+    emb_model_destroy(model);
+}
+
+TestSuite(states, .init = setup, .fini = teardown, .timeout = 120);
+
+/* states of layers 0 and the last for text; *n tokens */
+static float *states_of(const char *text, int *n, int32_t *ids)
+{
+    const int dim = emb_dim(model), cap = emb_max_tokens(model);
+    int layers[2] = {0, emb_layers(model)};
+    float *s = malloc(sizeof(float) * 2 * (size_t)cap * dim);
+    cr_assert_not_null(s);
+    cr_assert_eq(emb_token_states(model, text, strlen(text), 2, layers, s, ids, n), 0);
+    return s;
+}
+
+static void pooled_equals_encode(const char *text)
+{
+    const int dim = emb_dim(model);
+    int n = 0;
+    int32_t *ids = malloc(sizeof *ids * (size_t)emb_max_tokens(model));
+    float *s = states_of(text, &n, ids);
+    float *want = malloc(sizeof(float) * dim);
+    const char *texts[1] = {text};
+    size_t lens[1] = {strlen(text)};
+    unsigned char ends[1] = {1};
+    int ntok = 0;
+    cr_assert_eq(emb_encode_ends(model, texts, lens, ends, 1, want, &ntok, NULL), 0);
+    cr_assert_eq(n, ntok, "%d tokens, emb_encode_ends() %d", n, ntok);
+    const float *last = s + (size_t)n * dim;
+    double norm = 0;
+    double *pool = calloc((size_t)dim, sizeof *pool);
+    for (int j = 0; j < dim; j++) {
+        for (int t = 0; t < n; t++)
+            pool[j] += last[(size_t)t * dim + j];
+        norm += pool[j] * pool[j];
+    }
+    for (int j = 0; j < dim; j++)
+        cr_assert_float_eq(pool[j] / sqrt(norm), want[j], 1e-6, "dim %d", j);
+    free(pool);
+    free(want);
+    free(s);
+    free(ids);
+}
+
+Test(states, last_layer_pools_to_the_embedding)
+{
+    pooled_equals_encode("How do I reverse a list in Python?");
+    pooled_equals_encode("?!");
+}
+
+Test(states, long_text_keeps_its_end)
+{
+    char text[8192] = "";
+    for (int i = 0; i < 300; i++)
+        strcat(text, "word ");
+    strcat(text, "and at last the question: what is the capital of France?");
+    pooled_equals_encode(text);
+}
+
+Test(states, layer_zero_is_the_embeddings)
+{
+    const struct emb_config *cfg;
+    const struct emb_weights *w;
+    emb_model_internals(model, &cfg, &w);
+    const int H = cfg->hidden;
+    int n = 0;
+    int32_t ids[512];
+    float *s = states_of("The café is closed.", &n, ids);
+    for (int t = 0; t < n; t++) {
+        double x[1024], mean = 0, var = 0;
+        for (int j = 0; j < H; j++) {
+            x[j] = (double)w->word[(size_t)ids[t] * H + j] + w->pos[(size_t)t * H + j] + w->type[j];
+            mean += x[j];
+        }
+        mean /= H;
+        for (int j = 0; j < H; j++)
+            var += (x[j] - mean) * (x[j] - mean);
+        var /= H;
+        for (int j = 0; j < H; j++) {
+            double want = (x[j] - mean) / sqrt(var + cfg->ln_eps) * w->ln_g[j] + w->ln_b[j];
+            cr_assert_float_eq(s[(size_t)t * H + j], want, 1e-5, "token %d dim %d", t, j);
+        }
+    }
+    free(s);
+}
+
+Test(states, bad_layers_are_refused)
+{
+    float out[4];
+    int n, bad[1] = {emb_layers(model) + 1};
+    cr_assert_eq(emb_token_states(model, "x", 1, 1, bad, out, NULL, &n), EMB_EINVAL);
+    cr_assert_eq(emb_token_states(model, "x", 1, 0, bad, out, NULL, &n), EMB_EINVAL);
+}
+
+Test(states, word_tokens)
+{
+    int32_t ids[512];
+    int n = 0;
+    cr_assert_eq(emb_tokenize(model, "cats?! ##", 9, ids, &n), 0);
+    /* [CLS] cats ? ! # # [SEP] */
+    cr_assert_eq(emb_token_is_word(model, ids[1]), 1);
+    cr_assert_eq(emb_token_is_word(model, ids[2]), 0);
+    cr_assert_eq(emb_token_is_word(model, ids[3]), 0);
+    cr_assert_eq(emb_token_is_word(model, -1), 0);
+    cr_assert_eq(emb_token_is_word(model, 1 << 30), 0);
+}
