@@ -386,10 +386,10 @@ def test_the_judge_refuses_what_the_guard_lets_through(make_server):
     things) are refused by the judge, with its probability in the miss reason; a
     paraphrase still hits; cache.judge_threshold = 0 turns the judge off."""
     entries = [("What should I pack for a beach vacation?", "Sunscreen, a hat, a towel."),
-               ("How do I sue someone in small claims court?", "File a claim at the court."),
+               ("How is a HELOC different from a home equity loan?", "A HELOC is a credit line."),
                ("What is the capital of France?", "Paris.")]
     near_misses = ["What should I leave at home for a beach vacation?",
-                   "How do I respond to being sued in small claims court?"]
+                   "How is a HELOC different from a cash-out refinance?"]
     server = make_server(CONF)
     c = client(server)
     import_lines(c, entries)

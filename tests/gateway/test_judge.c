@@ -136,12 +136,13 @@ Test(judge, forest_matches_the_trainer)
 Test(judge, refuses_unseen_near_misses_passes_paraphrases)
 {
     static const char *const near_misses[][2] = {
+        {"How is a HELOC different from a home equity loan?",
+         "How is a HELOC different from a cash-out refinance?"},
+        {"How do I delete a page in Word?", "How do I delete a blank page at the end in Word?"},
+        {"What was the outcome of the Battle of Waterloo?",
+         "Why was the Battle of Waterloo fought?"},
         {"What should I pack for a beach vacation?",
          "What should I leave at home for a beach vacation?"},
-        {"How do I sue someone in small claims court?",
-         "How do I respond to being sued in small claims court?"},
-        {"Why did my cake sink in the middle?", "Why did my cake stick to the pan?"},
-        {"How do I coach a youth soccer team?", "How do I get picked for a youth soccer team?"},
     };
     static const char *const paraphrases[][2] = {
         {"What is the capital of France?", "What's France's capital city?"},
