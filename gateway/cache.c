@@ -959,7 +959,7 @@ static int judged(gw_cache *c, const struct gw_cache_sem *s, const struct store_
     gw_judge_text_free(&st);
     double p = gw_judge_score(f);
     if (p < min) {
-        snprintf(why, whylen, "judge: the same question at %.3f, under %.3f", p, min);
+        snprintf(why, whylen, "judge: the same question at %.3f, under %.3f", below(p), min);
         return 0;
     }
     return 1;

@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#define GW_CUDA_PLUGIN_ABI 3
+#define GW_CUDA_PLUGIN_ABI 4
 #define GW_CUDA_PLUGIN_SYMBOL "gw_cuda_plugin"
 
 struct gw_cuda_device_info {

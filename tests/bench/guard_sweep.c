@@ -19,8 +19,9 @@
  * gives it: by default /usr/share/dict/words and models/all-minilm-l6-v2/vocab.txt (run from
  * the repository's root); --words FILE, once or more, for others, "none" for no list.
  *
- * --judge P puts the judge (judge.h) after the guard, as cache.judge does: a hit whose
- * judged probability of the same question is under P is refused. --features FILE writes,
+ * --judge P puts the judge (judge.h) after the guard, as the cache does (its default,
+ * cache.judge_threshold, is 0.3; without --judge the verdicts are the guard's alone): a hit
+ * whose judged probability of the same question is under P is refused. --features FILE writes,
  * for every pair the guard serves, its label, set, the judge's features and its two texts
  * (what tests/bench/train_judge.py trains on). Both embed with --model DIR
  * (models/all-minilm-l6-v2).

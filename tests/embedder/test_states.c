@@ -131,3 +131,53 @@ Test(states, word_tokens)
     cr_assert_eq(emb_token_is_word(model, -1), 0);
     cr_assert_eq(emb_token_is_word(model, 1 << 30), 0);
 }
+
+/* A backend without a states call (a GPU's): a stand-in for the GPU that runs the CPU
+ * backend's forward pass but offers no states, so that emb_token_states() must make its
+ * own CPU backend from the host weights. */
+static struct emb_backend_i no_states_vt;
+
+static int no_states_backend(const struct emb_config *cfg, const struct emb_weights *w,
+                             const struct emb_backend_i **vt, void **ctx, char *err,
+                             size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    const struct emb_backend_i *cpu;
+    int rc = emb_backend_cpu_create(cfg, w, 0, &cpu, ctx);
+    if (rc)
+        return rc;
+    no_states_vt = *cpu;
+    no_states_vt.name = "no-states";
+    no_states_vt.states = NULL;
+    *vt = &no_states_vt;
+    return 0;
+}
+
+Test(states, a_backend_without_states_gets_them_on_the_cpu)
+{
+    char err[512];
+    emb_model *other = NULL;
+    struct emb_options opt = {.threads = 0, .gpu = no_states_backend};
+    cr_assert_eq(emb_model_load(MODEL, &opt, &other, err, sizeof err), 0, "%s", err);
+    const int dim = emb_dim(model), cap = emb_max_tokens(model);
+    int layers[3] = {0, 3, emb_layers(model)};
+    float *want = malloc(sizeof(float) * 3 * (size_t)cap * dim);
+    float *got = malloc(sizeof(float) * 3 * (size_t)cap * dim);
+    static const char *const texts[] = {"How do I reverse a list in Python?", "", "?!",
+                                        "caf\xc3\xa9 \xf0\x9f\x8d\x95 \xff bytes"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        int n = 0, m = 0;
+        size_t len = strlen(texts[i]);
+        cr_assert_eq(emb_token_states(model, texts[i], len, 3, layers, want, NULL, &n), 0);
+        for (int twice = 0; twice < 2; twice++) { /* the second call reuses its backend */
+            cr_assert_eq(emb_token_states(other, texts[i], len, 3, layers, got, NULL, &m), 0);
+            cr_assert_eq(m, n);
+            cr_assert_eq(memcmp(got, want, sizeof(float) * 3 * (size_t)n * dim), 0, "%s",
+                         texts[i]);
+        }
+    }
+    free(want);
+    free(got);
+    emb_model_destroy(other);
+}
