@@ -112,6 +112,7 @@ static struct matches summarize(const float *v, int n)
     return s;
 }
 
+/* how many distinct ids of a[0..na) are not in b[0..nb) */
 static int distinct_not_in(const int32_t *a, int na, const int32_t *b, int nb)
 {
     int count = 0;
@@ -121,18 +122,6 @@ static int distinct_not_in(const int32_t *a, int na, const int32_t *b, int nb)
             seen = a[j] == a[i];
         for (int j = 0; j < nb && !seen; j++)
             seen = b[j] == a[i];
-        count += !seen;
-    }
-    return count;
-}
-
-static int distinct(const int32_t *a, int na)
-{
-    int count = 0;
-    for (int i = 0; i < na; i++) {
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++)
-            seen = a[j] == a[i];
         count += !seen;
     }
     return count;
@@ -182,7 +171,7 @@ void gw_judge_features(const struct gw_judge_text *a, const struct gw_judge_text
     free(row);
     int only_a = distinct_not_in(a->ids, a->n, b->ids, b->n);
     int only_b = distinct_not_in(b->ids, b->n, a->ids, a->n);
-    int da = distinct(a->ids, a->n);
+    int da = distinct_not_in(a->ids, a->n, NULL, 0);
     int both = da - only_a, either = da + only_b;
     f[k++] = (float)a->n;
     f[k++] = (float)b->n;

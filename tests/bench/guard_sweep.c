@@ -26,6 +26,7 @@
  * (what tests/bench/train_judge.py trains on). Both embed with --model DIR
  * (models/all-minilm-l6-v2).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,7 +203,8 @@ int main(int argc, char **argv)
             double p = gw_judge_score(fv);
             if (judge >= 0 && p < judge) {
                 hit = 0;
-                snprintf(why, sizeof why, "judge: %.3f under %.3f", p, judge);
+                snprintf(why, sizeof why, "judge: the same question at %.3f, under %.3f",
+                         floor(p * 1000) / 1000, judge);
             }
         }
         struct tally *x = tally_of(sets, &nsets, set);
