@@ -5430,13 +5430,12 @@ static int rule_done_to_me(const side *a, const side *b, char *why, size_t whyle
             /* the passive of the asker ("I get hired", "I was reported", "after being
              * served"), not of a thing ("how can two dicts be merged", "a dog that was
              * trained badly") */
+            static const char *const gerunds[] = {"being", "getting"};
+            static const char *const leads[] = {"after", "about", "from", "of", "for", "before"};
             const tok *aux = j > 0 ? &q->t[j - 1] : NULL, *subj = j > 1 ? &q->t[j - 2] : NULL;
             int asker = subj && (is_word(subj, "i") ||
-                                 ((is_word(aux, "being") || is_word(aux, "getting")) &&
-                                  place_of(q, "i") >= 0 &&
-                                  (is_word(subj, "after") || is_word(subj, "about") ||
-                                   is_word(subj, "from") || is_word(subj, "of") ||
-                                   is_word(subj, "for") || is_word(subj, "before"))));
+                                 (ONE_OF(aux, gerunds) && place_of(q, "i") >= 0 &&
+                                  ONE_OF(subj, leads)));
             done = done || (asker && ONE_OF(aux, passive) && participle(&q->t[j]));
             /* (what p says too is no role of its own) */
             for (int k = 1; k < p->nt && done; k++)
