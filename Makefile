@@ -292,7 +292,7 @@ PARAPHRASE_SETS := ../shared/data/paraphrase-dev.tsv \
     tests/bench/paraphrase-heldout16.tsv tests/bench/paraphrase-heldout17.tsv \
     tests/bench/paraphrase-heldout18.tsv tests/bench/paraphrase-heldout20.tsv \
     tests/bench/paraphrase-heldout19.tsv tests/bench/paraphrase-heldout21.tsv \
-    tests/bench/paraphrase-heldout22.tsv
+    tests/bench/paraphrase-heldout22.tsv tests/bench/paraphrase-heldout23.tsv
 
 # The guard's verdicts on pairs of known similarity (tests/bench/guard_sweep.c)
 $(BUILD)/bench/guard_sweep: tests/bench/guard_sweep.c $(GW_LIB) $(EMB_LIB)

@@ -8,7 +8,7 @@
  *                           [--list fp|fn|all] [--words FILE|none]...
  *
  * SIMS.tsv: label, stored, new, similarity, set (cache.py --similarities). A pair is a hit
- * as the cache decides one whose question is a single text: at or above T (0.76, the
+ * as the cache decides one whose question is a single text: at or above T (0.70, the
  * default similarity_threshold) when gw_guard_compatible() passes and, under S (0.83,
  * guard_strict_below), gw_guard_close_call() too; under T, from F (0.65,
  * same_words_floor) when gw_guard_same_words() says the same words. Pairs that share
@@ -20,7 +20,7 @@
  * the repository's root); --words FILE, once or more, for others, "none" for no list.
  *
  * --judge P puts the judge (judge.h) after the guard, as the cache does (its default,
- * cache.judge_threshold, is 0.3; without --judge the verdicts are the guard's alone): a hit
+ * cache.judge_threshold, is 0.5; without --judge the verdicts are the guard's alone): a hit
  * whose judged probability of the same question is under P is refused. --features FILE writes,
  * for every pair the guard serves, its label, set, the judge's features and its two texts
  * (what tests/bench/train_judge.py trains on). Both embed with --model DIR
@@ -112,7 +112,7 @@ static int judge_features(emb_model *m, const char *a, const char *b, double sim
 
 int main(int argc, char **argv)
 {
-    double threshold = 0.76, strict = 0.83, words_floor = 0.65;
+    double threshold = 0.70, strict = 0.83, words_floor = 0.65;
     int list = 0; /* 1: near misses served, 2: paraphrases refused */
     const char *words[8] = {"/usr/share/dict/words", "models/all-minilm-l6-v2/vocab.txt"};
     int nwords = 2, given = 0;

@@ -289,9 +289,9 @@ def test_paraphrase_hits_and_hard_negative_misses(server):
         assert r.status_code == 504, (negative, r.headers.get("X-Cache-Kind"))
         # a miss says how near the nearest came and why it was not served
         near, why = float(r.headers["X-Cache-Nearest"]), r.headers["X-Cache-Miss-Reason"]
-        m = re.fullmatch(r"similarity (0\.\d{3}) below 0\.760", why)
-        # (3 decimals cut, not rounded: never "0.760 below 0.760")
-        assert (m and float(m[1]) < 0.76 and abs(float(m[1]) - near) < 0.0011) if near < 0.76 \
+        m = re.fullmatch(r"similarity (0\.\d{3}) below 0\.700", why)
+        # (3 decimals cut, not rounded: never "0.700 below 0.700")
+        assert (m and float(m[1]) < 0.7 and abs(float(m[1]) - near) < 0.0011) if near < 0.7 \
             else why.startswith("guard: "), r.headers
     # a per-request threshold override: 1.0 accepts only the identical question
     r = chat(c, "What's the capital city of France?",
@@ -363,13 +363,13 @@ def test_the_same_words_under_the_threshold(make_server):
     asks for a stricter threshold, nor another question in the same words."""
     server = make_server(CONF)
     c = client(server)
-    import_lines(c, [("How do I kill a process in Linux?", "kill PID, or pkill NAME."),
+    import_lines(c, [("How do I clean a cast iron skillet?", "Hot water, a brush, then oil."),
                      ("How do I block someone on WhatsApp?", "Open the chat, tap Block.")])
-    r = only_if_cached(c, "how do i terminate a proccess on linux")
+    r = only_if_cached(c, "How do I clean a cast iorn skilet?")
     assert r.status_code == 200, r.headers
     assert r.headers["X-Cache-Kind"] == "semantic"
-    assert 0.65 <= float(r.headers["X-Cache-Similarity"]) < 0.76, r.headers
-    r = chat(c, "how do i terminate a proccess on linux",
+    assert 0.65 <= float(r.headers["X-Cache-Similarity"]) < 0.7, r.headers
+    r = chat(c, "How do I clean a cast iorn skilet?",
              {"Cache-Control": "only-if-cached", "X-Cache-Threshold": "0.9"})
     assert r.status_code == 504 and "below 0.900" in r.headers["X-Cache-Miss-Reason"]
     # other words, though near: a question about being blocked
@@ -377,8 +377,8 @@ def test_the_same_words_under_the_threshold(make_server):
     assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) < 0.76, r.headers
     server.stop()
     server = make_server(CONF + "[cache]\nsame_words_floor = 0\n")
-    r = only_if_cached(client(server), "how do i terminate a proccess on linux")
-    assert r.status_code == 504 and "below 0.760" in r.headers["X-Cache-Miss-Reason"]
+    r = only_if_cached(client(server), "How do I clean a cast iorn skilet?")
+    assert r.status_code == 504 and "below 0.700" in r.headers["X-Cache-Miss-Reason"]
 
 
 def test_the_judge_refuses_what_the_guard_lets_through(make_server):
@@ -396,9 +396,9 @@ def test_the_judge_refuses_what_the_guard_lets_through(make_server):
     for q in near_misses:
         r = only_if_cached(c, q)
         assert r.status_code == 504 and float(r.headers["X-Cache-Nearest"]) >= 0.76, r.headers
-        m = re.fullmatch(r"judge: the same question at (0\.\d{3}), under 0\.300",
+        m = re.fullmatch(r"judge: the same question at (0\.\d{3}), under 0\.500",
                          r.headers["X-Cache-Miss-Reason"])
-        assert m and float(m[1]) < 0.3, r.headers
+        assert m and float(m[1]) < 0.5, r.headers
     r = only_if_cached(c, "What's France's capital city?")
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Paris."
     server.stop()
