@@ -506,17 +506,22 @@ int emb_token_is_word(const emb_model *m, int32_t id)
     return emb_wp_is_word(m->wp, id) == 1;
 }
 
-int emb_token_states(emb_model *m, const char *text, size_t len, int nlayers, const int *layers,
-                     float *out, int32_t *ids, int *n)
+int emb_token_states(emb_model *m, const char *const *texts, const size_t *lens, int n,
+                     int nlayers, const int *layers, float *out, int32_t *ids, int *off)
 {
-    if (nlayers <= 0 || !layers || !out || !n)
+    if (n <= 0 || nlayers <= 0 || !layers || !out || !off)
         return EMB_EINVAL;
-    int32_t *own = ids ? NULL : malloc(sizeof *own * (size_t)m->max_tokens);
+    int32_t *own = ids ? NULL : malloc(sizeof *own * (size_t)n * (size_t)m->max_tokens);
     int32_t *t = ids ? ids : own;
     if (!t)
         return EMB_ENOMEM;
-    int r = emb_wp_encode_ends(m->wp, text, len, t, m->max_tokens);
-    int rc = r < 0 ? r : 0;
+    int rc = 0;
+    off[0] = 0;
+    for (int i = 0; !rc && i < n; i++) {
+        int r = emb_wp_encode_ends(m->wp, texts[i], lens[i], t + off[i], m->max_tokens);
+        rc = r < 0 ? r : 0;
+        off[i + 1] = off[i] + (r < 0 ? 0 : r);
+    }
     const struct emb_backend_i *be = m->be;
     void *ctx = m->be_ctx;
     if (!rc && !be->states) { /* a GPU backend: the host weights are still here */
@@ -526,10 +531,8 @@ int emb_token_states(emb_model *m, const char *text, size_t len, int nlayers, co
         ctx = m->cpu_ctx;
     }
     if (!rc) {
-        int off[2] = {0, r};
-        struct emb_batch b = {1, t, off};
+        struct emb_batch b = {n, t, off};
         rc = be->states(ctx, &b, nlayers, layers, out);
-        *n = r;
     }
     free(own);
     return rc;

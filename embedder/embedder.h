@@ -88,12 +88,14 @@ int emb_token_is_word(const emb_model *m, int32_t id);
 /*
  * Every token's hidden state, unpooled and not normalised, after each of the encoder's
  * layers[0..nlayers) (0: the embeddings after their LayerNorm; emb_layers(): the last),
- * for text tokenized as emb_encode_ends() does with its end kept. out:
- * [nlayers][emb_max_tokens()][emb_dim()] floats, of which [nlayers][*n][emb_dim()] are
- * written, back to back; ids (optional, [emb_max_tokens()]) get the tokens. Runs on the
- * CPU where the model's backend has no such call (a GPU's); same threads as emb_encode().
+ * for texts[0..n) tokenized as emb_encode_ends() does with their ends kept, in one forward
+ * pass. Text i's tokens are off[i]..off[i + 1] ([n + 1]); out:
+ * [nlayers][n * emb_max_tokens()][emb_dim()] floats, of which [nlayers][off[n]][emb_dim()]
+ * are written, back to back; ids (optional, [n * emb_max_tokens()]) get the tokens. Runs
+ * on the CPU where the model's backend has no such call (a GPU's); same threads as
+ * emb_encode().
  */
-int emb_token_states(emb_model *m, const char *text, size_t len, int nlayers, const int *layers,
-                     float *out, int32_t *ids, int *n);
+int emb_token_states(emb_model *m, const char *const *texts, const size_t *lens, int n,
+                     int nlayers, const int *layers, float *out, int32_t *ids, int *off);
 
 #endif

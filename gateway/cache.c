@@ -940,7 +940,8 @@ static int core_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
 }
 
 /* Worker thread: the judge's opinion (judge.h) on candidate h, which the guard passed; 0
- * with why when it refuses. qj: the new question's tokens, made on first use. */
+ * with why when it refuses. qj: the new question's tokens, made on first use, in the same
+ * forward pass as the first candidate's. */
 static int judged(gw_cache *c, const struct gw_cache_sem *s, const struct store_hit *h,
                   struct gw_judge_text *qj, char *why, size_t whylen)
 {
@@ -948,15 +949,18 @@ static int judged(gw_cache *c, const struct gw_cache_sem *s, const struct store_
     if (!c->cfg->cache_guard || min <= 0)
         return 1;
     emb_model *m = gw_embedw_model(c->embw);
-    struct gw_judge_text st;
-    if ((!qj->n && gw_judge_text(m, s->key->query, s->key->query_len, qj)) ||
-        gw_judge_text(m, h->query, h->query_len, &st)) {
+    const char *texts[2] = {h->query, s->key->query};
+    const size_t lens[2] = {h->query_len, s->key->query_len};
+    struct gw_judge_text two[2];
+    if (gw_judge_texts(m, texts, lens, qj->n ? 1 : 2, two)) {
         snprintf(why, whylen, "the judge could not embed the two questions");
         return 0;
     }
+    if (!qj->n)
+        *qj = two[1];
     float f[GW_JUDGE_FEATURES];
-    gw_judge_features(&st, qj, h->similarity, f);
-    gw_judge_text_free(&st);
+    gw_judge_features(&two[0], qj, h->similarity, f);
+    gw_judge_text_free(&two[0]);
     double p = gw_judge_score(f);
     if (p < min) {
         snprintf(why, whylen, "judge: the same question at %.3f, under %.3f", below(p), min);

@@ -29,33 +29,29 @@ static void judged_layers(const emb_model *m, int *layers)
     layers[2] = n;
 }
 
-int gw_judge_text(emb_model *m, const char *text, size_t len, struct gw_judge_text *t)
+/* text k's word tokens of the batch's states (all: [GW_JUDGE_LAYERS][total][dim]; its
+ * tokens ids[o..o + n)), unit-normalised, into t */
+static int keep_words(const emb_model *m, const float *all, const int32_t *ids, int total,
+                      int o, int n, int dim, struct gw_judge_text *t)
 {
-    memset(t, 0, sizeof *t);
-    const int dim = emb_dim(m), cap = emb_max_tokens(m);
-    int layers[GW_JUDGE_LAYERS], n = 0;
-    judged_layers(m, layers);
-    float *all = malloc(sizeof(float) * GW_JUDGE_LAYERS * (size_t)cap * dim);
-    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
-    int *keep = malloc(sizeof *keep * (size_t)cap);
-    int rc = all && ids && keep ? 0 : EMB_ENOMEM;
-    if (!rc)
-        rc = emb_token_states(m, text, len, GW_JUDGE_LAYERS, layers, all, ids, &n);
+    int *keep = malloc(sizeof *keep * (size_t)n);
     int nw = 0;
-    if (!rc) { /* [CLS] first and [SEP] last are no words */
-        for (int i = 1; i + 1 < n; i++)
-            if (emb_token_is_word(m, ids[i]))
-                keep[nw++] = i;
-        if (!nw)
-            keep[nw++] = 0;
-        t->states = malloc(sizeof(float) * GW_JUDGE_LAYERS * (size_t)nw * dim);
-        t->ids = malloc(sizeof *t->ids * (size_t)nw);
-        if (!t->states || !t->ids)
-            rc = EMB_ENOMEM;
+    if (!keep)
+        return EMB_ENOMEM;
+    for (int i = 1; i + 1 < n; i++) /* [CLS] first and [SEP] last are no words */
+        if (emb_token_is_word(m, ids[o + i]))
+            keep[nw++] = i;
+    if (!nw)
+        keep[nw++] = 0;
+    t->states = malloc(sizeof(float) * GW_JUDGE_LAYERS * (size_t)nw * dim);
+    t->ids = malloc(sizeof *t->ids * (size_t)nw);
+    if (!t->states || !t->ids) {
+        free(keep);
+        return EMB_ENOMEM;
     }
-    for (int l = 0; !rc && l < GW_JUDGE_LAYERS; l++)
+    for (int l = 0; l < GW_JUDGE_LAYERS; l++)
         for (int i = 0; i < nw; i++) {
-            const float *src = all + ((size_t)l * n + keep[i]) * dim;
+            const float *src = all + ((size_t)l * total + o + keep[i]) * dim;
             float *dst = t->states + ((size_t)l * nw + i) * dim;
             double norm = 0;
             for (int j = 0; j < dim; j++)
@@ -63,18 +59,39 @@ int gw_judge_text(emb_model *m, const char *text, size_t len, struct gw_judge_te
             float inv = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
             for (int j = 0; j < dim; j++)
                 dst[j] = src[j] * inv;
-            t->ids[i] = ids[keep[i]];
+            t->ids[i] = ids[o + keep[i]];
         }
-    free(all);
-    free(ids);
     free(keep);
-    if (rc) {
-        gw_judge_text_free(t);
-        return rc;
-    }
     t->n = nw;
     t->dim = dim;
     return 0;
+}
+
+int gw_judge_texts(emb_model *m, const char *const *texts, const size_t *lens, int n,
+                   struct gw_judge_text *out)
+{
+    for (int k = 0; k < n; k++)
+        memset(&out[k], 0, sizeof out[k]);
+    if (n <= 0)
+        return EMB_EINVAL;
+    const int dim = emb_dim(m);
+    const size_t cap = (size_t)n * (size_t)emb_max_tokens(m);
+    int layers[GW_JUDGE_LAYERS];
+    judged_layers(m, layers);
+    float *all = malloc(sizeof(float) * GW_JUDGE_LAYERS * cap * dim);
+    int32_t *ids = malloc(sizeof *ids * cap);
+    int *off = malloc(sizeof *off * ((size_t)n + 1));
+    int rc = all && ids && off ? 0 : EMB_ENOMEM;
+    if (!rc)
+        rc = emb_token_states(m, texts, lens, n, GW_JUDGE_LAYERS, layers, all, ids, off);
+    for (int k = 0; !rc && k < n; k++)
+        rc = keep_words(m, all, ids, off[n], off[k], off[k + 1] - off[k], dim, &out[k]);
+    free(all);
+    free(ids);
+    free(off);
+    for (int k = 0; rc && k < n; k++)
+        gw_judge_text_free(&out[k]);
+    return rc;
 }
 
 void gw_judge_text_free(struct gw_judge_text *t)

@@ -16,7 +16,7 @@
  * turns these features into the probability that the two are the same question; the cache
  * refuses the candidate under cache.judge_threshold.
  *
- * Threads: gw_judge_text() uses the embedding model, so it runs where the model's other
+ * Threads: gw_judge_texts() uses the embedding model, so it runs where the model's other
  * calls run (the embed worker); the rest are pure functions.
  */
 #ifndef GW_JUDGE_H
@@ -36,9 +36,11 @@ struct gw_judge_text {
     int32_t *ids;    /* [n] */
 };
 
-/* Embeds text (as the cache embeds a question: a long one keeps its end) and keeps its
- * word tokens' states. 0, or an EMB_ error. */
-int gw_judge_text(emb_model *m, const char *text, size_t len, struct gw_judge_text *t);
+/* Embeds texts[0..n) in one forward pass (as the cache embeds a question: a long one keeps
+ * its end) and keeps each one's word tokens' states in out[i]. 0, or an EMB_ error (and
+ * out all empty). */
+int gw_judge_texts(emb_model *m, const char *const *texts, const size_t *lens, int n,
+                   struct gw_judge_text *out);
 void gw_judge_text_free(struct gw_judge_text *t); /* zeroes it; accepts an empty one */
 
 /* The features of a stored question and a new one (f: [GW_JUDGE_FEATURES]), sim the

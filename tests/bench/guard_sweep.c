@@ -95,18 +95,17 @@ static int usage(void)
     return 2;
 }
 
-/* The judge's features of a pair the guard serves; 0, or -1 when a text failed to embed. */
+/* The judge's features of a pair the guard serves, the two embedded in one pass as the
+ * cache does its first candidate; 0, or -1 when they failed to embed. */
 static int judge_features(emb_model *m, const char *a, const char *b, double sim, float *f)
 {
-    struct gw_judge_text ta, tb;
-    if (gw_judge_text(m, a, strlen(a), &ta)) return -1;
-    if (gw_judge_text(m, b, strlen(b), &tb)) {
-        gw_judge_text_free(&ta);
-        return -1;
-    }
-    gw_judge_features(&ta, &tb, sim, f);
-    gw_judge_text_free(&ta);
-    gw_judge_text_free(&tb);
+    const char *texts[2] = {a, b};
+    const size_t lens[2] = {strlen(a), strlen(b)};
+    struct gw_judge_text t[2];
+    if (gw_judge_texts(m, texts, lens, 2, t)) return -1;
+    gw_judge_features(&t[0], &t[1], sim, f);
+    gw_judge_text_free(&t[0]);
+    gw_judge_text_free(&t[1]);
     return 0;
 }
 

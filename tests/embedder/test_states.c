@@ -29,6 +29,16 @@ static void teardown(void)
 
 TestSuite(states, .init = setup, .fini = teardown, .timeout = 120);
 
+/* emb_token_states() of one text; *n its tokens */
+static int states_one(emb_model *m, const char *text, size_t len, int nlayers,
+                      const int *layers, float *out, int32_t *ids, int *n)
+{
+    int off[2] = {0, 0};
+    int rc = emb_token_states(m, &text, &len, 1, nlayers, layers, out, ids, off);
+    *n = off[1];
+    return rc;
+}
+
 /* states of layers 0 and the last for text; *n tokens */
 static float *states_of(const char *text, int *n, int32_t *ids)
 {
@@ -36,7 +46,7 @@ static float *states_of(const char *text, int *n, int32_t *ids)
     int layers[2] = {0, emb_layers(model)};
     float *s = malloc(sizeof(float) * 2 * (size_t)cap * dim);
     cr_assert_not_null(s);
-    cr_assert_eq(emb_token_states(model, text, strlen(text), 2, layers, s, ids, n), 0);
+    cr_assert_eq(states_one(model, text, strlen(text), 2, layers, s, ids, n), 0);
     return s;
 }
 
@@ -115,8 +125,48 @@ Test(states, bad_layers_are_refused)
 {
     float out[4];
     int n, bad[1] = {emb_layers(model) + 1};
-    cr_assert_eq(emb_token_states(model, "x", 1, 1, bad, out, NULL, &n), EMB_EINVAL);
-    cr_assert_eq(emb_token_states(model, "x", 1, 0, bad, out, NULL, &n), EMB_EINVAL);
+    cr_assert_eq(states_one(model, "x", 1, 1, bad, out, NULL, &n), EMB_EINVAL);
+    cr_assert_eq(states_one(model, "x", 1, 0, bad, out, NULL, &n), EMB_EINVAL);
+    const char *text = "x";
+    size_t len = 1;
+    int off[1];
+    cr_assert_eq(emb_token_states(model, &text, &len, 0, 1, bad, out, NULL, off), EMB_EINVAL);
+}
+
+/* Texts of other lengths in one pass: each one's tokens and states are its own. */
+Test(states, texts_in_one_pass_are_each_their_own)
+{
+    static const char *const texts[] = {"How do I reverse a list in Python?", "?!",
+                                        "What is the capital of France, and how big is it?"};
+    enum { N = 3 };
+    const int dim = emb_dim(model), cap = emb_max_tokens(model);
+    int layers[3] = {0, 3, emb_layers(model)}, off[N + 1];
+    size_t lens[N];
+    for (int i = 0; i < N; i++)
+        lens[i] = strlen(texts[i]);
+    float *all = malloc(sizeof(float) * 3 * N * (size_t)cap * dim);
+    float *one = malloc(sizeof(float) * 3 * (size_t)cap * dim);
+    int32_t *ids = malloc(sizeof *ids * N * (size_t)cap), own[512];
+    cr_assert(all && one && ids);
+    cr_assert_eq(emb_token_states(model, (const char **)texts, lens, N, 3, layers, all, ids,
+                                  off), 0);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        int n = 0;
+        cr_assert_eq(states_one(model, texts[i], lens[i], 3, layers, one, own, &n), 0);
+        cr_assert_eq(off[i + 1] - off[i], n, "%s", texts[i]);
+        cr_assert_eq(memcmp(ids + off[i], own, sizeof *own * (size_t)n), 0);
+        for (int l = 0; l < 3; l++)
+            for (size_t j = 0; j < (size_t)n * dim; j++) {
+                double d = fabs(all[((size_t)l * off[N] + off[i]) * dim + j] -
+                                one[(size_t)l * n * dim + j]);
+                worst = d > worst ? d : worst;
+            }
+    }
+    cr_assert_leq(worst, 1e-4, "%g", worst); /* the GEMMs over more rows: about 2e-6 */
+    free(all);
+    free(one);
+    free(ids);
 }
 
 Test(states, word_tokens)
@@ -169,9 +219,9 @@ Test(states, a_backend_without_states_gets_them_on_the_cpu)
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         int n = 0, m = 0;
         size_t len = strlen(texts[i]);
-        cr_assert_eq(emb_token_states(model, texts[i], len, 3, layers, want, NULL, &n), 0);
+        cr_assert_eq(states_one(model, texts[i], len, 3, layers, want, NULL, &n), 0);
         for (int twice = 0; twice < 2; twice++) { /* the second call reuses its backend */
-            cr_assert_eq(emb_token_states(other, texts[i], len, 3, layers, got, NULL, &m), 0);
+            cr_assert_eq(states_one(other, texts[i], len, 3, layers, got, NULL, &m), 0);
             cr_assert_eq(m, n);
             cr_assert_eq(memcmp(got, want, sizeof(float) * 3 * (size_t)n * dim), 0, "%s",
                          texts[i]);

@@ -51,15 +51,27 @@ static int split(char *line, char **field, int max)
     return n;
 }
 
+/* the two embedded apart, or in one pass as the cache does its first candidate */
+static double judge_pair_as(const char *a, const char *b, double sim, int together, float *f)
+{
+    const char *texts[2] = {a, b};
+    const size_t lens[2] = {strlen(a), strlen(b)};
+    struct gw_judge_text t[2];
+    if (together) {
+        cr_assert_eq(gw_judge_texts(model, texts, lens, 2, t), 0);
+    } else {
+        cr_assert_eq(gw_judge_texts(model, texts, lens, 1, &t[0]), 0);
+        cr_assert_eq(gw_judge_texts(model, texts + 1, lens + 1, 1, &t[1]), 0);
+    }
+    gw_judge_features(&t[0], &t[1], sim, f);
+    gw_judge_text_free(&t[0]);
+    gw_judge_text_free(&t[1]);
+    return gw_judge_score(f);
+}
+
 static double judge_pair(const char *a, const char *b, double sim, float *f)
 {
-    struct gw_judge_text ta, tb;
-    cr_assert_eq(gw_judge_text(model, a, strlen(a), &ta), 0);
-    cr_assert_eq(gw_judge_text(model, b, strlen(b), &tb), 0);
-    gw_judge_features(&ta, &tb, sim, f);
-    gw_judge_text_free(&ta);
-    gw_judge_text_free(&tb);
-    return gw_judge_score(f);
+    return judge_pair_as(a, b, sim, 1, f);
 }
 
 /* the cosine of the two texts' embeddings, as the cache gets it */
@@ -166,7 +178,9 @@ Test(judge, refuses_unseen_near_misses_passes_paraphrases)
 Test(judge, a_text_of_no_words_keeps_its_cls)
 {
     struct gw_judge_text t;
-    cr_assert_eq(gw_judge_text(model, "?!", 2, &t), 0);
+    const char *text = "?!";
+    const size_t len = 2;
+    cr_assert_eq(gw_judge_texts(model, &text, &len, 1, &t), 0);
     cr_assert_eq(t.n, 1);
     cr_assert_eq(t.dim, emb_dim(model));
     float f[GW_JUDGE_FEATURES];
