@@ -10,7 +10,7 @@ Score semantics: the FAISS store returns the squared L2 distance d2 of the unit-
 embeddings, d2 = 2 - 2 cos; SearchDistanceEvaluation (max_distance 4, positive False) scores
 4 - d2 = 2 + 2 cos, and a lookup hits when that score reaches 4 * similarity_threshold.
 So GPTCache's similarity_threshold t means cosine >= 2t - 1 (0.80, Config's default, is
-cosine 0.60; 0.95 is cosine 0.90; cachegate's default cosine 0.83 is t = 0.915).
+cosine 0.60; 0.95 is cosine 0.90; cachegate's default cosine 0.70 is t = 0.85).
 
 1. quality: for each labelled pair, a fresh cache holds only the stored query (put() with a
    dummy answer), then the new query is asked (get()); similarity_threshold is swept.
@@ -53,7 +53,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DIM = 384
 # GPTCache similarity_threshold values: cosine 0.60 .. 0.95 in steps of 0.05 (the rows of
 # cache.py, t = (1 + cos) / 2; 0.80 is Config's default, 0.95 the published evaluation's),
-# plus cachegate's default cosine 0.76 (t = 0.88) and its former 0.83 (t = 0.915).
+# plus cachegate's former defaults, cosine 0.76 (t = 0.88) and 0.83 (t = 0.915).
 THRESHOLDS = [0.70, 0.75, 0.80, 0.825, 0.85, 0.875, 0.88, 0.90, 0.915, 0.925, 0.95, 0.975]
 
 
