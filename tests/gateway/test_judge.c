@@ -51,27 +51,17 @@ static int split(char *line, char **field, int max)
     return n;
 }
 
-/* the two embedded apart, or in one pass as the cache does its first candidate */
-static double judge_pair_as(const char *a, const char *b, double sim, int together, float *f)
+/* the two embedded in one pass, as the cache does its first candidate */
+static double judge_pair(const char *a, const char *b, double sim, float *f)
 {
     const char *texts[2] = {a, b};
     const size_t lens[2] = {strlen(a), strlen(b)};
     struct gw_judge_text t[2];
-    if (together) {
-        cr_assert_eq(gw_judge_texts(model, texts, lens, 2, t), 0);
-    } else {
-        cr_assert_eq(gw_judge_texts(model, texts, lens, 1, &t[0]), 0);
-        cr_assert_eq(gw_judge_texts(model, texts + 1, lens + 1, 1, &t[1]), 0);
-    }
+    cr_assert_eq(gw_judge_texts(model, texts, lens, 2, t), 0);
     gw_judge_features(&t[0], &t[1], sim, f);
     gw_judge_text_free(&t[0]);
     gw_judge_text_free(&t[1]);
     return gw_judge_score(f);
-}
-
-static double judge_pair(const char *a, const char *b, double sim, float *f)
-{
-    return judge_pair_as(a, b, sim, 1, f);
 }
 
 /* the cosine of the two texts' embeddings, as the cache gets it */
