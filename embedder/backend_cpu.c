@@ -259,29 +259,10 @@ static int encode(struct cpu *c, const struct emb_batch *b, int nlayers, const i
 static int cpu_forward(void *p, const struct emb_batch *b, float *out)
 {
     struct cpu *c = p;
-    const int H = c->cfg->hidden;
     int rc = encode(c, b, 0, NULL, NULL);
-    if (rc)
-        return rc;
-
-    /* mean pooling over each sequence's tokens, then L2 normalisation */
-    for (int s = 0; s < b->n; s++) {
-        int o = b->off[s], l = b->off[s + 1] - o;
-        float *e = out + (size_t)s * H;
-        for (int j = 0; j < H; j++) {
-            double acc = 0;
-            for (int t = 0; t < l; t++)
-                acc += c->x[(size_t)(o + t) * H + j];
-            e[j] = (float)(acc / l);
-        }
-        double norm = 0;
-        for (int j = 0; j < H; j++)
-            norm += (double)e[j] * e[j];
-        float inv = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
-        for (int j = 0; j < H; j++)
-            e[j] *= inv;
-    }
-    return 0;
+    if (!rc)
+        emb_mean_pool(c->x, b, c->cfg->hidden, out);
+    return rc;
 }
 
 static int cpu_states(void *p, const struct emb_batch *b, int nlayers, const int *layers,

@@ -51,6 +51,10 @@ struct emb_backend_i {
                   float *out);
 };
 
+/* Mean pooling of each sequence of b over its tokens' states x ([tokens][hidden]), then L2
+ * normalisation, into out ([n][hidden]). */
+void emb_mean_pool(const float *x, const struct emb_batch *b, int hidden, float *out);
+
 /* A backend on another device (the CUDA plugin's): cfg and w are borrowed for the call
  * only (the backend copies the weights to its device). err gets the reason on failure. */
 typedef int (*emb_backend_create_fn)(const struct emb_config *cfg, const struct emb_weights *w,

@@ -10,6 +10,7 @@
 #include "wordpiece.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -442,10 +443,64 @@ int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n
     return emb_encode_ends(m, texts, lens, NULL, n, out, ntokens, NULL);
 }
 
+void emb_mean_pool(const float *x, const struct emb_batch *b, int hidden, float *out)
+{
+    const int H = hidden;
+    for (int s = 0; s < b->n; s++) {
+        int o = b->off[s], l = b->off[s + 1] - o;
+        float *e = out + (size_t)s * H;
+        for (int j = 0; j < H; j++) {
+            double acc = 0;
+            for (int t = 0; t < l; t++)
+                acc += x[(size_t)(o + t) * H + j];
+            e[j] = (float)(acc / l);
+        }
+        double norm = 0;
+        for (int j = 0; j < H; j++)
+            norm += (double)e[j] * e[j];
+        float inv = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+        for (int j = 0; j < H; j++)
+            e[j] *= inv;
+    }
+}
+
 int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
                     const unsigned char *ends, int n, float *out, int *ntokens,
                     unsigned char *cut)
 {
+    return emb_encode_keep(m, texts, lens, ends, n, out, ntokens, cut, NULL);
+}
+
+/* The pass of batch b with keep's states (the CPU backend's states call; the last layer,
+ * among them, pooled as the forward pooling does), when keep wants them and they fit. */
+static int keep_pass(emb_model *m, const struct emb_batch *b, float *out, struct emb_keep *keep)
+{
+    const int T = b->off[b->n], H = m->cfg.hidden;
+    int last = -1;
+    for (int i = 0; i < keep->nlayers; i++)
+        if (keep->layers[i] == m->cfg.layers)
+            last = i;
+    if (last < 0)
+        return EMB_EINVAL;
+    if (!m->be->states || T > keep->cap)
+        return m->be->forward(m->be_ctx, b, out);
+    int rc = m->be->states(m->be_ctx, b, keep->nlayers, keep->layers, keep->states);
+    if (rc)
+        return rc;
+    emb_mean_pool(keep->states + (size_t)last * T * H, b, H, out);
+    memcpy(keep->ids, b->ids, sizeof *keep->ids * (size_t)T);
+    memcpy(keep->off, b->off, sizeof *keep->off * (size_t)(b->n + 1));
+    keep->n = b->n;
+    keep->kept = 1;
+    return 0;
+}
+
+int emb_encode_keep(emb_model *m, const char *const *texts, const size_t *lens,
+                    const unsigned char *ends, int n, float *out, int *ntokens,
+                    unsigned char *cut, struct emb_keep *keep)
+{
+    if (keep)
+        keep->kept = 0;
     if (n <= 0)
         return EMB_EINVAL;
     /* one id more than the texts keep: the last text's piece past the limit, read to
@@ -490,7 +545,7 @@ int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
             ntokens[i] = r;
     }
     struct emb_batch b = {n, m->ids, m->off};
-    int rc = m->be->forward(m->be_ctx, &b, out);
+    int rc = keep ? keep_pass(m, &b, out, keep) : m->be->forward(m->be_ctx, &b, out);
     if (rc == EMB_EDEVICE && m->be->last_error)
         logf_(EMB_LOG_ERROR, "embedder %s backend: %s", m->be->name, m->be->last_error(m->be_ctx));
     return rc;

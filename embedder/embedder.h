@@ -80,6 +80,28 @@ int emb_encode_ends(emb_model *m, const char *const *texts, const size_t *lens,
                     const unsigned char *ends, int n, float *out, int *ntokens,
                     unsigned char *cut);
 
+/* What emb_encode_keep() keeps of its forward pass besides the embeddings. */
+struct emb_keep {
+    /* in */
+    int nlayers;
+    const int *layers; /* as emb_token_states() takes them; the last (emb_layers()) among
+                        * them */
+    int cap;           /* the most tokens of a pass whose states are kept */
+    float *states;     /* [nlayers][cap][emb_dim()]: written [nlayers][off[n]][emb_dim()] */
+    int32_t *ids;      /* [cap]: the pass's tokens */
+    int *off;          /* [n + 1]: text i's tokens are off[i]..off[i + 1] */
+    /* out */
+    int kept; /* 1: they were; 0: the pass had more than cap tokens, or the backend has no
+               * such call (a GPU's) */
+    int n;    /* the pass's texts, when kept */
+};
+/* emb_encode_ends() that also keeps, from the same forward pass, every token's hidden state
+ * after keep->layers, as emb_token_states() writes them; the embeddings are the ones
+ * emb_encode_ends() gives, bit for bit. keep may be NULL. */
+int emb_encode_keep(emb_model *m, const char *const *texts, const size_t *lens,
+                    const unsigned char *ends, int n, float *out, int *ntokens,
+                    unsigned char *cut, struct emb_keep *keep);
+
 /* The encoder's layer count (all-MiniLM-L6-v2: 6). */
 int emb_layers(const emb_model *m);
 /* 1 when token id has a letter, a digit, '_' or a byte past ASCII; 0 for punctuation

@@ -53,7 +53,8 @@ struct gw_cache {
     struct store_hit *lent; /* what gw_cache_exact() last lent: spare or a slot's */
     store_reader *worker_reader; /* embedder worker thread: semantic searches */
     gw_metric *m_lookups, *m_similarity, *m_entries, *m_bytes, *m_saved, *m_evictions, *m_hot,
-        *m_writes, *m_unmet, *m_coalesced;
+        *m_writes, *m_unmet, *m_coalesced, *m_judge_pairs, *m_judge_texts;
+    int keep_states; /* the embed worker keeps the judge's states of a lookup's question */
     /* tenant id -> name, for metric labels; and eviction counts already reported (a tenant
      * that is gone loses its place); stats: the store's figures, read into this buffer */
     struct tenant_name {
@@ -659,6 +660,26 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
         m, "cachegate_cache_similarity",
         "Cosine similarity of the nearest same-partition candidate of semantic lookups.", NULL,
         sim_bounds, (int)(sizeof sim_bounds / sizeof *sim_bounds));
+    static const double pair_bounds[] = {1, 2, 4, 8, 16};
+    c->m_judge_pairs = gw_metrics_histogram(
+        m, "cachegate_cache_judge_pairs",
+        "Candidate pairs the judge embedded per forward pass (the lookups done after one "
+        "embedder pass are weighed together).",
+        NULL, pair_bounds, (int)(sizeof pair_bounds / sizeof *pair_bounds));
+    c->m_judge_texts = gw_metrics_counter(
+        m, "cachegate_cache_judge_texts_total",
+        "Texts the judge embedded: the stored questions it weighed, and the new ones whose "
+        "own embedder pass did not keep their states.",
+        NULL);
+    /* the judge reads a new question's states from the pass that embeds it for the search,
+     * when that pass is small enough (a pass of short questions is; a large import's is
+     * not, and the judge then embeds the question again) */
+    enum { KEEP_TOKENS = 4096 };
+    int layers[GW_JUDGE_LAYERS];
+    if (embw && cfg->cache_guard && cfg->cache_judge_threshold > 0) {
+        gw_judge_layers(gw_embedw_model(embw), layers);
+        c->keep_states = !gw_embedw_keep_states(embw, GW_JUDGE_LAYERS, layers, KEEP_TOKENS);
+    }
     c->m_entries = gw_metrics_gauge(m, "cachegate_cache_entries", "Cached answers per tenant.",
                                     "tenant");
     c->m_bytes = gw_metrics_gauge(m, "cachegate_cache_bytes",
@@ -939,28 +960,55 @@ static int core_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
     return 1;
 }
 
+/* Worker thread: one semantic lookup's candidates, from the search to the verdict. Lookups
+ * done after the same embedder pass are weighed together, so that the judge embeds every
+ * lookup's first (stored, new) pair in one forward pass (sem_search()). */
+enum { MAX_CANDIDATES = 64 };
+struct sem_run {
+    struct gw_cache_sem *s;
+    struct store_hit hits[MAX_CANDIDATES]; /* nearest first */
+    int n, i;                              /* candidates; the next to weigh */
+    struct span_vec qv;
+    struct gw_judge_text qj;  /* the new question's tokens, once made */
+    struct gw_judge_text pre; /* candidate i's, made beforehand with qj (or empty) */
+    int defer;                /* stop at a candidate the judge must weigh, unless pre is made */
+    int waiting;              /* stopped at candidate i for the judge */
+};
+
 /* Worker thread: the judge's opinion (judge.h) on candidate h, which the guard passed; 0
- * with why when it refuses. qj: the new question's tokens, made on first use, in the same
- * forward pass as the first candidate's. */
-static int judged(gw_cache *c, const struct gw_cache_sem *s, const struct store_hit *h,
-                  struct gw_judge_text *qj, char *why, size_t whylen)
+ * with why when it refuses. The two texts' tokens are r->pre and r->qj when made; else the
+ * lookup waits (r->defer) or makes them here, the new question's (when its own pass did not
+ * keep them) in the same forward pass as the first candidate's. */
+static int judged(gw_cache *c, struct sem_run *r, const struct store_hit *h, char *why,
+                  size_t whylen)
 {
+    const struct gw_cache_sem *s = r->s;
     const double min = c->cfg->cache_judge_threshold;
     if (!c->cfg->cache_guard || min <= 0)
         return 1;
-    emb_model *m = gw_embedw_model(c->embw);
-    const char *texts[2] = {h->query, s->key->query};
-    const size_t lens[2] = {h->query_len, s->key->query_len};
-    struct gw_judge_text two[2];
-    if (gw_judge_texts(m, texts, lens, qj->n ? 1 : 2, two)) {
-        snprintf(why, whylen, "the judge could not embed the two questions");
+    if (!r->pre.n && r->defer) {
+        r->waiting = 1;
         return 0;
     }
-    if (!qj->n)
-        *qj = two[1];
+    if (!r->pre.n) {
+        emb_model *m = gw_embedw_model(c->embw);
+        const char *texts[2] = {h->query, s->key->query};
+        const size_t lens[2] = {h->query_len, s->key->query_len};
+        struct gw_judge_text two[2];
+        const int nt = r->qj.n ? 1 : 2;
+        if (gw_judge_texts(m, texts, lens, nt, two)) {
+            snprintf(why, whylen, "the judge could not embed the two questions");
+            return 0;
+        }
+        gw_metric_observe(c->m_judge_pairs, 1);
+        gw_metric_add(c->m_judge_texts, nt);
+        r->pre = two[0];
+        if (!r->qj.n)
+            r->qj = two[1];
+    }
     float f[GW_JUDGE_FEATURES];
-    gw_judge_features(&two[0], qj, h->similarity, f);
-    gw_judge_text_free(&two[0]);
+    gw_judge_features(&r->pre, &r->qj, h->similarity, f);
+    gw_judge_text_free(&r->pre);
     double p = gw_judge_score(f);
     if (p < min) {
         snprintf(why, whylen, "judge: the same question at %.3f, under %.3f", below(p), min);
@@ -977,10 +1025,10 @@ static int judged(gw_cache *c, const struct gw_cache_sem *s, const struct store_
  * the shared context would otherwise make any two questions over it look alike. 0 with
  * why when not. checked: the guard and the close call have passed the two (same_words()).
  */
-static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *h,
-                         struct span_vec *qv, struct gw_judge_text *qj, int checked, char *why,
-                         size_t whylen)
+static int same_question(gw_cache *c, struct sem_run *r, struct store_hit *h, int checked,
+                         char *why, size_t whylen)
 {
+    struct gw_cache_sem *s = r->s;
     const char *a = h->query, *b = s->key->query;
     size_t alen = h->query_len, blen = s->key->query_len;
     const int guard = c->cfg->cache_guard;
@@ -998,9 +1046,9 @@ static int same_question(gw_cache *c, struct gw_cache_sem *s, struct store_hit *
             snprintf(why, whylen, "guard: %s", g);
             return 0;
         }
-        return judged(c, s, h, qj, why, whylen);
+        return judged(c, r, h, why, whylen);
     }
-    int ok = core_question(c, s, h, qv, &core, a, alen, b, blen, why, whylen);
+    int ok = core_question(c, s, h, &r->qv, &core, a, alen, b, blen, why, whylen);
     gw_guard_core_free(&core);
     return ok;
 }
@@ -1027,20 +1075,12 @@ static int same_words(gw_cache *c, const struct gw_cache_sem *s, const struct st
     return gw_guard_same_words(a, alen, b, blen);
 }
 
-/* Worker thread: search the tenant's index and pick the first acceptable candidate. */
-static void sem_search(struct gw_embed_job *j)
+/* Worker thread: search the tenant's index for r's lookup, its candidates into r. */
+static void sem_find(gw_cache *c, struct sem_run *r)
 {
-    struct gw_cache_sem *s = gw_cq_container(j, struct gw_cache_sem, job);
-    gw_cache *c = s->c;
-    s->best = -1;
-    if (j->rc) {
-        s->rc = j->rc;
-        return;
-    }
-    enum { MAX_CANDIDATES = 64 };
-    struct store_hit hits[MAX_CANDIDATES];
-    int n = 0;
-    int k = (int)c->cfg->cache_candidates;
+    struct gw_cache_sem *s = r->s;
+    struct store_hit *hits = r->hits;
+    int k = (int)c->cfg->cache_candidates, n = 0;
     s->rc = store_search(c->worker_reader, s->tenant, s->vec, k, now_ms(), hits, &n);
     /* the nearest k all reach the threshold and none is of this partition: the same
      * question stored under other system prompts can crowd out this one's; look further */
@@ -1056,11 +1096,17 @@ static void sem_search(struct gw_embed_job *j)
         n = 0;
         s->rc = store_search(c->worker_reader, s->tenant, s->vec, k, now_ms(), hits, &n);
     }
-    struct span_vec qv = {NULL, 0, NULL};
-    struct gw_judge_text qj = {0};
-    for (int i = 0; i < n; i++) {
-        struct store_hit *h = &hits[i];
-        if (s->hit || h->partition != s->key->partition)
+    r->n = n;
+}
+
+/* Worker thread: weighs r's candidates from r->i on and serves the first acceptable one;
+ * returns early, at candidate r->i, when it waits for the judge (r->defer). */
+static void sem_weigh(gw_cache *c, struct sem_run *r)
+{
+    struct gw_cache_sem *s = r->s;
+    for (; r->i < r->n && !s->hit; r->i++) {
+        struct store_hit *h = &r->hits[r->i];
+        if (h->partition != s->key->partition)
             continue;
         if (s->best < 0)
             s->best = h->similarity;
@@ -1072,8 +1118,11 @@ static void sem_search(struct gw_embed_job *j)
                      s->threshold);
         else if (h->completion_tokens > s->max_tokens)
             snprintf(why, sizeof why, "the stored answer exceeds max_tokens");
-        else if (!same_question(c, s, h, &qv, &qj, lexical, why, sizeof why) && !why[0])
+        else if (!same_question(c, r, h, lexical, why, sizeof why) && !why[0]) {
+            if (r->waiting)
+                return; /* this candidate is weighed again once the judge has its tokens */
             snprintf(why, sizeof why, "out of memory");
+        }
         if (why[0]) {
             if (!s->why[0])
                 memcpy(s->why, why, sizeof why);
@@ -1083,11 +1132,121 @@ static void sem_search(struct gw_embed_job *j)
         memset(h, 0, sizeof *h);
         s->hit = 1;
     }
-    free(qv.v);
-    free(qv.text);
-    gw_judge_text_free(&qj);
-    for (int i = 0; i < n; i++)
-        store_hit_deinit(&hits[i]);
+}
+
+/* Worker thread: the tokens of the waiting lookups' candidates (and of their new questions
+ * where the lookup's own pass did not keep them), up to JUDGE_BATCH lookups' in one forward
+ * pass: a pass of a few short texts costs about what a pass of one does. When a pass fails,
+ * its lookups make their own. */
+static void sem_judge_waiting(gw_cache *c, struct sem_run *runs, int n)
+{
+    enum { JUDGE_BATCH = 16 };
+    emb_model *m = gw_embedw_model(c->embw);
+    for (int k = 0; k < n;) {
+        struct sem_run *of[JUDGE_BATCH];
+        const char *texts[2 * JUDGE_BATCH];
+        size_t lens[2 * JUDGE_BATCH];
+        int np = 0, nt = 0;
+        for (; k < n && np < JUDGE_BATCH; k++) {
+            struct sem_run *r = &runs[k];
+            if (!r->waiting)
+                continue;
+            const struct store_hit *h = &r->hits[r->i];
+            texts[nt] = h->query;
+            lens[nt++] = h->query_len;
+            if (!r->qj.n) {
+                texts[nt] = r->s->key->query;
+                lens[nt++] = r->s->key->query_len;
+            }
+            of[np++] = r;
+        }
+        struct gw_judge_text made[2 * JUDGE_BATCH];
+        if (!np || gw_judge_texts(m, texts, lens, nt, made))
+            continue;
+        gw_metric_observe(c->m_judge_pairs, np);
+        gw_metric_add(c->m_judge_texts, nt);
+        for (int i = 0, t = 0; i < np; i++) {
+            of[i]->pre = made[t++];
+            if (!of[i]->qj.n)
+                of[i]->qj = made[t++];
+        }
+    }
+}
+
+static void sem_run_deinit(struct sem_run *r)
+{
+    free(r->qv.v);
+    free(r->qv.text);
+    gw_judge_text_free(&r->qj);
+    gw_judge_text_free(&r->pre);
+    for (int i = 0; i < r->n; i++)
+        store_hit_deinit(&r->hits[i]);
+}
+
+/* Worker thread, for the lookups done after one embedder pass: search each tenant's index
+ * and pick each one's first acceptable candidate. The lookups whose candidate needs the
+ * judge wait, the judge embeds all their pairs together, and they go on. */
+static void sem_search(struct gw_embed_job **jobs, int n)
+{
+    gw_cache *c = gw_cq_container(jobs[0], struct gw_cache_sem, job)->c;
+    struct sem_run *runs = calloc((size_t)n, sizeof *runs);
+    int waiting = 0;
+    for (int k = 0; k < n; k++) {
+        struct gw_cache_sem *s = gw_cq_container(jobs[k], struct gw_cache_sem, job);
+        struct gw_judge_text qj = s->qj; /* the run's from here */
+        memset(&s->qj, 0, sizeof s->qj);
+        s->best = -1;
+        if (jobs[k]->rc) {
+            s->rc = jobs[k]->rc;
+            gw_judge_text_free(&qj);
+            continue;
+        }
+        if (!runs) { /* out of memory for the lot: one at a time */
+            struct sem_run *r = malloc(sizeof *r);
+            if (!r) {
+                s->rc = -1;
+                gw_judge_text_free(&qj);
+                continue;
+            }
+            memset(r, 0, sizeof *r);
+            r->s = s;
+            r->qj = qj;
+            sem_find(c, r);
+            sem_weigh(c, r);
+            sem_run_deinit(r);
+            free(r);
+            continue;
+        }
+        struct sem_run *r = &runs[k];
+        r->s = s;
+        r->qj = qj;
+        r->defer = 1;
+        sem_find(c, r);
+        sem_weigh(c, r);
+        waiting += r->waiting;
+    }
+    if (!runs)
+        return;
+    if (waiting)
+        sem_judge_waiting(c, runs, n);
+    for (int k = 0; k < n; k++) {
+        struct sem_run *r = &runs[k];
+        if (r->waiting) {
+            r->waiting = r->defer = 0;
+            sem_weigh(c, r);
+        }
+        sem_run_deinit(r);
+    }
+    free(runs);
+}
+
+/* Worker thread: the question's tokens for the judge, from the pass that embedded it. */
+static void sem_kept(struct gw_embed_job *j, int i, const struct emb_keep *keep, int at)
+{
+    (void)i;
+    struct gw_cache_sem *s = gw_cq_container(j, struct gw_cache_sem, job);
+    gw_judge_text_free(&s->qj);
+    gw_judge_kept(gw_embedw_model(s->c->embw), keep, at, &s->qj); /* else made later */
 }
 
 static void sem_done(struct gw_cq_item *item)
@@ -1109,6 +1268,7 @@ void gw_cache_semantic(gw_cache *c, struct gw_cache_sem *s)
     s->text = s->key->query;
     s->len = s->key->query_len;
     memset(&s->job, 0, sizeof s->job);
+    memset(&s->qj, 0, sizeof s->qj);
     s->vec = malloc(sizeof(float) * (size_t)c->dim);
     if (!s->vec) {
         s->rc = -1;
@@ -1124,11 +1284,13 @@ void gw_cache_semantic(gw_cache *c, struct gw_cache_sem *s)
     s->job.out = s->vec;
     s->job.ntokens = &s->ntok;
     s->job.post = sem_search;
+    s->job.kept = c->keep_states ? sem_kept : NULL;
     gw_embedw_submit(c->embw, &s->job);
 }
 
 void gw_cache_sem_deinit(struct gw_cache_sem *s)
 {
+    gw_judge_text_free(&s->qj);
     store_hit_deinit(&s->entry);
     free(s->vec);
     s->vec = NULL;

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "embed_worker.h"
+#include "judge.h"
 #include "metrics.h"
 #include "store.h"
 
@@ -127,6 +128,7 @@ struct gw_cache_sem {
     int ntok;
     const char *text;
     size_t len;
+    struct gw_judge_text qj; /* the question's tokens for the judge, from its own pass */
 };
 /* Embeds the final user message and searches; s->done runs on the event loop. */
 void gw_cache_semantic(gw_cache *c, struct gw_cache_sem *s);

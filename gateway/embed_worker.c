@@ -24,6 +24,11 @@ struct gw_embedw {
     unsigned char *ends, *cut;
     float *out;
     int *ntok;
+    struct gw_embed_job **group; /* [max_batch]: ready jobs handed to their post together */
+    /* states kept for jobs with kept set (nlayers 0: none asked for); its buffers made on the
+     * first pass that wants them */
+    struct emb_keep keep;
+    int keep_layers[8];
 };
 
 /* A slice of a job in the current pass. */
@@ -57,13 +62,45 @@ static void finish_ready(gw_embedw *w)
     if (!ready)
         return;
     pthread_mutex_unlock(&w->mu);
-    for (struct gw_embed_job *j = ready, *next; j; j = next) {
-        next = j->next;
-        if (j->post)
-            j->post(j);
-        gw_cq_post(w->cq, &j->item);
+    /* the ready jobs that share the first one's post, at most max_batch, go to it together;
+     * then the others (a job may be freed once posted: unlinked before) */
+    while (ready) {
+        void (*post)(struct gw_embed_job **, int) = ready->post;
+        int n = 0;
+        for (struct gw_embed_job **at = &ready; *at && n < w->max_batch;) {
+            struct gw_embed_job *j = *at;
+            if (j->post != post) {
+                at = &j->next;
+                continue;
+            }
+            *at = j->next;
+            w->group[n++] = j;
+        }
+        if (post)
+            post(w->group, n);
+        for (int i = 0; i < n; i++)
+            gw_cq_post(w->cq, &w->group[i]->item);
     }
     pthread_mutex_lock(&w->mu);
+}
+
+/* The keep buffers, made on first use; 0 when they cannot be. */
+static int keep_buffers(gw_embedw *w)
+{
+    struct emb_keep *k = &w->keep;
+    if (!k->states) {
+        k->states = malloc(sizeof(float) * (size_t)k->nlayers * (size_t)k->cap * w->dim);
+        k->ids = malloc(sizeof *k->ids * (size_t)k->cap);
+        k->off = malloc(sizeof *k->off * ((size_t)w->max_batch + 1));
+        if (!k->states || !k->ids || !k->off) {
+            free(k->states);
+            free(k->ids);
+            free(k->off);
+            k->states = NULL;
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static void *run(void *arg)
@@ -121,11 +158,19 @@ static void *run(void *arg)
         w->waiting -= n;
         pthread_mutex_unlock(&w->mu);
 
+        struct emb_keep *states = NULL; /* for jobs with kept */
+        for (int s = 0; w->keep.nlayers && s < ns && !states; s++)
+            if (sl[s].job->kept && keep_buffers(w))
+                states = &w->keep;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        int rc = sl ? emb_encode_ends(w->model, w->texts, w->lens, w->ends, n, w->out,
-                                        w->ntok, w->cut) : EMB_ENOMEM;
+        int rc = sl ? emb_encode_keep(w->model, w->texts, w->lens, w->ends, n, w->out, w->ntok,
+                                      w->cut, states)
+                    : EMB_ENOMEM;
         clock_gettime(CLOCK_MONOTONIC, &t1);
+        for (int s = 0, k = 0; !rc && states && states->kept && s < ns; k += sl[s++].count)
+            for (int i = 0; sl[s].job->kept && i < sl[s].count; i++)
+                sl[s].job->kept(sl[s].job, sl[s].first + i, states, k + i);
         if (w->m_batch) {
             gw_metric_observe(w->m_batch, n);
             gw_metric_add(w->m_texts, n);
@@ -179,6 +224,7 @@ gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t 
     w->cut = malloc((size_t)max_batch);
     w->out = malloc(sizeof *w->out * (size_t)max_batch * (size_t)w->dim);
     w->ntok = malloc(sizeof *w->ntok * (size_t)max_batch);
+    w->group = malloc(sizeof *w->group * (size_t)max_batch);
     if (metrics) {
         static const double sizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
         static const double secs[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -195,7 +241,7 @@ gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t 
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (!w->texts || !w->lens || !w->ends || !w->cut || !w->out || !w->ntok ||
+    if (!w->texts || !w->lens || !w->ends || !w->cut || !w->out || !w->ntok || !w->group ||
         pthread_create(&w->thread, NULL, run, w) != 0) {
         pthread_cond_destroy(&w->cv);
         pthread_mutex_destroy(&w->mu);
@@ -205,6 +251,7 @@ gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t 
         free(w->cut);
         free(w->out);
         free(w->ntok);
+        free(w->group);
         free(w);
         return NULL;
     }
@@ -244,7 +291,25 @@ void gw_embedw_destroy(gw_embedw *w)
     free(w->cut);
     free(w->out);
     free(w->ntok);
+    free(w->group);
+    free(w->keep.states);
+    free(w->keep.ids);
+    free(w->keep.off);
     free(w);
+}
+
+int gw_embedw_keep_states(gw_embedw *w, int nlayers, const int *layers, int cap)
+{
+    const int most = (int)(sizeof w->keep_layers / sizeof *w->keep_layers);
+    if (nlayers <= 0 || nlayers > most || cap <= 0)
+        return EMB_EINVAL;
+    pthread_mutex_lock(&w->mu);
+    memcpy(w->keep_layers, layers, sizeof *layers * (size_t)nlayers);
+    w->keep.layers = w->keep_layers;
+    w->keep.cap = cap;
+    w->keep.nlayers = nlayers;
+    pthread_mutex_unlock(&w->mu);
+    return 0;
 }
 
 emb_model *gw_embedw_model(gw_embedw *w)

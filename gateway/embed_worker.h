@@ -32,8 +32,15 @@ struct gw_embed_job {
                                * ends) was too long and only its beginning is embedded */
     int rc;                   /* EMB_OK, or why the job failed */
     /* optional: runs on the worker thread once the job is embedded (rc set), before
-     * item.fn; for work that belongs off the event loop, such as a vector search */
-    void (*post)(struct gw_embed_job *job);
+     * item.fn; for work that belongs off the event loop, such as a vector search. The jobs
+     * done after the same pass that share post are handed to it in one call (jobs[0..n), n
+     * at most max_batch, in submission order), so that it can batch their own work too. */
+    void (*post)(struct gw_embed_job **jobs, int n);
+    /* optional: runs on the worker thread for each of the job's texts (i) right after the
+     * pass that embedded it, when that pass kept its tokens' states
+     * (gw_embedw_keep_states()): the text is the pass's text at, its tokens
+     * keep->off[at]..keep->off[at + 1]; keep is the worker's until the call returns */
+    void (*kept)(struct gw_embed_job *job, int i, const struct emb_keep *keep, int at);
     /* owned by the worker while queued */
     struct gw_embed_job *next;
     int taken, done;
@@ -47,6 +54,13 @@ gw_embedw *gw_embedw_create(emb_model *model, gw_cq *cq, int max_batch, int64_t 
 
 /* The model the worker runs: only the worker's thread may use it (a job's post may). */
 emb_model *gw_embedw_model(gw_embedw *w);
+
+/* Has the passes that embed a job with kept set keep every token's hidden state after
+ * layers[0..nlayers) (emb_encode_keep(); the last layer among them), when the pass has at
+ * most cap tokens and the backend can (the CPU's); the buffers (about nlayers * cap *
+ * emb_dim() floats) are made on the first such pass. Call before submitting such a job.
+ * 0, or EMB_EINVAL. */
+int gw_embedw_keep_states(gw_embedw *w, int nlayers, const int *layers, int cap);
 
 /* Event-loop thread. The job must stay valid until its item.fn runs. */
 void gw_embedw_submit(gw_embedw *w, struct gw_embed_job *job);

@@ -21,7 +21,7 @@ const char *gw_judge_model_name(void)
 }
 
 /* the layers read: the embeddings, the middle one, the last */
-static void judged_layers(const emb_model *m, int *layers)
+void gw_judge_layers(const emb_model *m, int *layers)
 {
     int n = emb_layers(m);
     layers[0] = 0;
@@ -77,7 +77,7 @@ int gw_judge_texts(emb_model *m, const char *const *texts, const size_t *lens, i
     const int dim = emb_dim(m);
     const size_t cap = (size_t)n * (size_t)emb_max_tokens(m);
     int layers[GW_JUDGE_LAYERS];
-    judged_layers(m, layers);
+    gw_judge_layers(m, layers);
     float *all = malloc(sizeof(float) * GW_JUDGE_LAYERS * cap * dim);
     int32_t *ids = malloc(sizeof *ids * cap);
     int *off = malloc(sizeof *off * ((size_t)n + 1));
@@ -91,6 +91,18 @@ int gw_judge_texts(emb_model *m, const char *const *texts, const size_t *lens, i
     free(off);
     for (int k = 0; rc && k < n; k++)
         gw_judge_text_free(&out[k]);
+    return rc;
+}
+
+int gw_judge_kept(const emb_model *m, const struct emb_keep *keep, int i,
+                  struct gw_judge_text *out)
+{
+    memset(out, 0, sizeof *out);
+    int total = keep->off[keep->n];
+    int rc = keep_words(m, keep->states, keep->ids, total, keep->off[i],
+                        keep->off[i + 1] - keep->off[i], emb_dim(m), out);
+    if (rc)
+        gw_judge_text_free(out);
     return rc;
 }
 

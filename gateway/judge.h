@@ -42,6 +42,12 @@ struct gw_judge_text {
 int gw_judge_texts(emb_model *m, const char *const *texts, const size_t *lens, int n,
                    struct gw_judge_text *out);
 void gw_judge_text_free(struct gw_judge_text *t); /* zeroes it; accepts an empty one */
+/* The layers the judge reads ([GW_JUDGE_LAYERS]), as emb_token_states() takes them. */
+void gw_judge_layers(const emb_model *m, int *layers);
+/* Text i's tokens of a pass that kept the states of gw_judge_layers() (emb_encode_keep()),
+ * as gw_judge_texts() makes them. 0, or EMB_ENOMEM (and out empty). */
+int gw_judge_kept(const emb_model *m, const struct emb_keep *keep, int i,
+                  struct gw_judge_text *out);
 
 /* The features of a stored question and a new one (f: [GW_JUDGE_FEATURES]), sim the
  * cosine of their embeddings: [0] sim; for each layer (embeddings, middle, last) 10: the

@@ -170,6 +170,17 @@ def wrk(script, url, what, warm=0):
     print(f"{what}, wrk -t2 -c64 -d10s: {rps} req/s, p50 {p50}, p99 {p99}")
 
 
+def judge_passes(c):
+    """How many (stored, new) pairs the judge embedded per forward pass so far."""
+    m = dict(line.split()[:2] for line in c.get("/metrics").text.splitlines()
+             if line.startswith("cachegate_cache_judge_pairs_"))
+    passes = float(m.get("cachegate_cache_judge_pairs_count", 0))
+    pairs = float(m.get("cachegate_cache_judge_pairs_sum", 0))
+    if passes:
+        print(f"judge: {pairs:.0f} pairs in {passes:.0f} forward passes, "
+              f"{pairs / passes:.1f} a pass")
+
+
 def latency(binary, n):
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
@@ -204,6 +215,7 @@ def latency(binary, n):
             wrk(rotating_script(tmp / "sem.lua", [chat_body(q) for q in qs], True), url,
                 f"semantic hits on {len(qs)} paraphrases")
             c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
+            judge_passes(c)
             times, hit = [], 0
             for q in qs:
                 t = time.perf_counter()

@@ -409,6 +409,55 @@ def test_the_judge_refuses_what_the_guard_lets_through(make_server):
         assert only_if_cached(c, q).status_code == 200, q
 
 
+def test_lookups_at_once_are_judged_together_each_as_alone(make_server):
+    """Questions asked at once are weighed together: the judge embeds their stored
+    questions in one forward pass (cachegate_cache_judge_pairs counts the pairs per pass)
+    and reads the new ones from the pass that embedded them for the search; each gets the
+    answer or the miss it gets when asked alone."""
+    entries = [("What should I pack for a beach vacation?", "Sunscreen, a hat, a towel."),
+               ("How is a HELOC different from a home equity loan?", "A HELOC is a credit line."),
+               ("What is the capital of France?", "Paris."),
+               ("How do I reset my router to factory settings?", "Hold the reset button.")]
+    asked = ["What should I leave at home for a beach vacation?",
+             "How is a HELOC different from a cash-out refinance?",
+             "What's France's capital city?",
+             "How can I restore my router to its factory settings?"]
+    # lookups that arrive within 300 ms of each other share an embedder pass
+    server = make_server(CONF + "[embedder]\nmax_wait_us = 300000\n")
+    c = client(server)
+    import_lines(c, entries)
+
+    def verdict(r):
+        return r.status_code, r.headers.get("X-Cache-Miss-Reason", "")[:6]
+
+    alone = [verdict(only_if_cached(c, q)) for q in asked]
+    assert alone == [(504, "judge:"), (504, "judge:"), (200, ""), (200, "")], alone
+    passes = metric(c, "cachegate_cache_judge_pairs_count")
+    pairs = metric(c, "cachegate_cache_judge_pairs_sum")
+    texts = metric(c, "cachegate_cache_judge_texts_total")
+    assert (passes, pairs, texts) == (4, 4, 4)
+
+    clients = [client(server) for _ in asked]
+    for cl in clients:
+        cl.get("/metrics")  # connected before they ask
+    start = threading.Barrier(len(asked))
+    together = [None] * len(asked)
+
+    def ask(i):
+        start.wait()
+        together[i] = verdict(only_if_cached(clients[i], asked[i]))
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(asked))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert together == alone
+    assert metric(c, "cachegate_cache_judge_pairs_sum") - pairs == 4
+    assert metric(c, "cachegate_cache_judge_pairs_count") - passes < 4
+    assert metric(c, "cachegate_cache_judge_texts_total") - texts == 4
+
+
 def test_miss_reasons_and_close_calls_can_be_turned_off(make_server):
     """An operator may keep the stored question's words out of a miss's headers, and turn
     the close calls' stricter check off."""

@@ -3,7 +3,8 @@
  * (0) is word + position + type embedding through their LayerNorm, computed here from the
  * weights (1e-5); a long text keeps its end as emb_encode_ends() keeps it. The states
  * themselves are held to an independent numpy encoder through the judge's features
- * (tests/gateway/test_judge.c). */
+ * (tests/gateway/test_judge.c). emb_encode_keep() gives emb_encode_ends()'s embeddings bit
+ * for bit and emb_token_states()'s states of the same pass, bit for bit. */
 #include "emb_impl.h"
 #include "embedder.h"
 
@@ -229,5 +230,74 @@ Test(states, a_backend_without_states_gets_them_on_the_cpu)
     }
     free(want);
     free(got);
+    emb_model_destroy(other);
+}
+
+/* emb_encode_keep() of texts, with a keep of cap tokens: the embeddings are
+ * emb_encode_ends()'s, bit for bit; the states are emb_token_states()' of the same texts
+ * in one pass, bit for bit; or none kept (and the same embeddings) past cap, or on a
+ * backend without states. */
+static void keep_matches(emb_model *m, int cap, int want_kept)
+{
+    static const char *const texts[] = {"How do I reverse a list in Python?", "?!",
+                                        "What is the capital of France, and how big is it?"};
+    static const unsigned char ends[] = {1, 0, 1};
+    enum { N = 3 };
+    const int dim = emb_dim(m), max = emb_max_tokens(m);
+    int layers[3] = {0, 3, emb_layers(m)}, off[N + 1], koff[N + 1];
+    size_t lens[N];
+    for (int i = 0; i < N; i++)
+        lens[i] = strlen(texts[i]);
+    float want[N * 384], got[N * 384];
+    cr_assert_leq(dim, 384);
+    int ntok[N], kntok[N];
+    cr_assert_eq(emb_encode_ends(m, (const char **)texts, lens, ends, N, want, ntok, NULL), 0);
+    float *states = malloc(sizeof(float) * 3 * (size_t)cap * dim);
+    float *all = malloc(sizeof(float) * 3 * N * (size_t)max * dim);
+    int32_t *kids = malloc(sizeof *kids * (size_t)cap);
+    int32_t *ids = malloc(sizeof *ids * N * (size_t)max);
+    cr_assert(states && all && kids && ids);
+    struct emb_keep keep = {3, layers, cap, states, kids, koff, -1, 0};
+    cr_assert_eq(emb_encode_keep(m, (const char **)texts, lens, ends, N, got, kntok, NULL, &keep),
+                 0);
+    cr_assert_eq(memcmp(got, want, sizeof(float) * N * (size_t)dim), 0);
+    cr_assert_eq(memcmp(kntok, ntok, sizeof ntok), 0);
+    cr_assert_eq(keep.kept, want_kept);
+    if (want_kept) {
+        /* emb_token_states() keeps every text's end: the same tokens for these short ones */
+        cr_assert_eq(emb_token_states(m, (const char **)texts, lens, N, 3, layers, all, ids, off),
+                     0);
+        cr_assert_eq(keep.n, N);
+        cr_assert_eq(memcmp(koff, off, sizeof off), 0);
+        cr_assert_eq(memcmp(kids, ids, sizeof *ids * (size_t)off[N]), 0);
+        cr_assert_eq(memcmp(states, all, sizeof(float) * 3 * (size_t)off[N] * dim), 0);
+    }
+    free(states);
+    free(all);
+    free(kids);
+    free(ids);
+}
+
+Test(states, a_pass_keeps_its_states_beside_the_same_embeddings)
+{
+    keep_matches(model, 4096, 1);
+    keep_matches(model, 8, 0); /* more tokens than kept */
+    int layers[2] = {0, 3};    /* the last layer is not among them */
+    float v[384], s[2 * 64 * 384];
+    int32_t ids[64];
+    int off[2];
+    const char *t = "cats";
+    size_t len = 4;
+    struct emb_keep keep = {2, layers, 64, s, ids, off, -1, 0};
+    cr_assert_eq(emb_encode_keep(model, &t, &len, NULL, 1, v, NULL, NULL, &keep), EMB_EINVAL);
+}
+
+Test(states, a_backend_without_states_keeps_none)
+{
+    char err[512];
+    emb_model *other = NULL;
+    struct emb_options opt = {.threads = 0, .gpu = no_states_backend};
+    cr_assert_eq(emb_model_load(MODEL, &opt, &other, err, sizeof err), 0, "%s", err);
+    keep_matches(other, 4096, 0);
     emb_model_destroy(other);
 }

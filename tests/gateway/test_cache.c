@@ -1,10 +1,18 @@
-/* cache keys: what splits partitions and what keys alike; what the writes count. */
+/* cache keys: what splits partitions and what keys alike; what the writes count; semantic
+ * lookups done together are judged together, each as if alone (needs
+ * models/all-minilm-l6-v2: make deps). */
 #include "cache.h"
+#include "completion.h"
 #include "config.h"
+#include "embed_worker.h"
 #include "metrics.h"
 #include "store.h"
 
 #include <criterion/criterion.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -522,4 +530,226 @@ Test(cache_writes, an_answer_for_a_deleted_tenant_counts_as_dropped)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
+}
+
+/* ---------------------------------------------- semantic lookups judged together */
+
+static struct event_base *loop;
+static int looked_up, to_look_up;
+
+static void looked(struct gw_cache_sem *s)
+{
+    (void)s;
+    if (++looked_up == to_look_up)
+        event_base_loopbreak(loop);
+}
+
+static void too_long(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    event_base_loopbreak(loop);
+}
+
+/* Submits lookups of qs[0..n) (each with key k[i]) at once and runs the loop until they
+ * are done. */
+static void look_up(gw_cache *c, int64_t tenant, struct gw_cache_key *k, int n,
+                    struct gw_cache_sem *s)
+{
+    looked_up = 0;
+    to_look_up = n;
+    for (int i = 0; i < n; i++) {
+        memset(&s[i], 0, sizeof s[i]);
+        s[i].tenant = tenant;
+        s[i].key = &k[i];
+        s[i].threshold = 0.70;
+        s[i].max_tokens = 1000;
+        s[i].done = looked;
+        gw_cache_semantic(c, &s[i]);
+    }
+    struct event *guard = evtimer_new(loop, too_long, NULL);
+    struct timeval tv = {60, 0};
+    evtimer_add(guard, &tv);
+    event_base_dispatch(loop);
+    event_free(guard);
+    cr_assert_eq(looked_up, n, "lookups done: %d of %d", looked_up, n);
+}
+
+/* a metric's value without labels; 0 before it has one */
+static double metric_value(gw_metrics *m, const char *name)
+{
+    char *text = gw_metrics_render(m, NULL), key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *at = strstr(text, key);
+    double v = at ? atof(at + strlen(key)) : 0;
+    free(text);
+    return v;
+}
+
+/* the judge's forward passes, the pairs and the texts it embedded in them */
+struct judge_work {
+    double passes, pairs, texts;
+};
+
+static struct judge_work judge_work(gw_metrics *m)
+{
+    return (struct judge_work){metric_value(m, "cachegate_cache_judge_pairs_count"),
+                               metric_value(m, "cachegate_cache_judge_pairs_sum"),
+                               metric_value(m, "cachegate_cache_judge_texts_total")};
+}
+
+/* The lookups done after one embedder pass are weighed together: the judge embeds all
+ * their stored questions in one forward pass instead of one pass each, and takes the new
+ * questions' tokens from the pass that embedded them for the search (or embeds them too,
+ * when that pass was too large to keep them). Each one's verdict is the one it gets alone,
+ * and so is the judge's probability in a miss reason, within 0.02: texts in one pass sum
+ * their GEMMs in another order (about 2e-6 on the states), which can move a feature across
+ * a tree's split. */
+Test(cache_judge, lookups_done_together_are_judged_together_as_if_alone, .timeout = 240)
+{
+    static const char *const stored[][2] = {
+        {"What should I pack for a beach vacation?", "Sunscreen, a hat, a towel."},
+        {"How is a HELOC different from a home equity loan?", "A HELOC is a credit line."},
+        {"What is the capital of France?", "Paris."},
+        {"How do I reset my router to factory settings?", "Hold the reset button."},
+    };
+    static const char *const asked[] = {
+        "What should I leave at home for a beach vacation?", /* the judge refuses */
+        "How is a HELOC different from a cash-out refinance?", /* the judge refuses */
+        "What's France's capital city?",                    /* a hit */
+        "How can I restore my router to its factory settings?", /* a hit */
+    };
+    enum { N = 4 };
+    cr_assert_eq(evthread_use_pthreads(), 0);
+    char err[512];
+    emb_model *em;
+    cr_assert_eq(emb_model_load("models/all-minilm-l6-v2", NULL, &em, err, sizeof err), 0,
+                 "%s", err);
+    const int dim = emb_dim(em);
+    char dir[] = "/tmp/cachegate-judged-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    struct store_options so = {.dir = dir, .dim = dim};
+    store *st;
+    cr_assert_eq(store_open(&so, NULL, NULL, &st, err, sizeof err), STORE_OK, "%s", err);
+    int64_t tenant;
+    cr_assert_eq(store_tenant_create(st, "t", &tenant), STORE_OK);
+    struct gw_config cfg;
+    gw_config_defaults(&cfg);
+    cr_assert(cfg.cache_guard && cfg.cache_judge_threshold > 0);
+    loop = event_base_new();
+    gw_cq *cq = gw_cq_create(loop);
+    gw_metrics *m = gw_metrics_create();
+    /* lookups submitted within 300 ms share a pass */
+    gw_embedw *w = gw_embedw_create(em, cq, 64, 300000, NULL);
+    cr_assert(w);
+    gw_cache *c = gw_cache_create(&cfg, st, w, dim, m, err, sizeof err);
+    cr_assert(c, "%s", err);
+
+    struct gw_cache_key k[N];
+    char body[512];
+    for (int i = 0; i < N; i++) {
+        snprintf(body, sizeof body,
+                 "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
+                 stored[i][0]);
+        struct gw_cache_key sk = key_of(body, 1, 0);
+        gw_cache_put(c, tenant, &sk, NULL, "m", stored[i][1], strlen(stored[i][1]), 10, 5, 0);
+        gw_cache_key_deinit(&sk);
+        snprintf(body, sizeof body,
+                 "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
+                 asked[i]);
+        k[i] = key_of(body, 1, 0);
+    }
+    /* the puts embed on the worker, then write: wait until all four are searchable */
+    for (int tries = 0;; tries++) {
+        struct event *guard = evtimer_new(loop, too_long, NULL);
+        struct timeval tv = {0, 100000};
+        evtimer_add(guard, &tv);
+        event_base_dispatch(loop);
+        event_free(guard);
+        cr_assert_eq(store_sync(st), STORE_OK);
+        struct store_tenant_stats ts;
+        if (store_stats(st, &ts, 1) == 1 && ts.entries == N)
+            break;
+        cr_assert(tries < 300, "the entries were not written");
+    }
+
+    /* alone, together, and together in a pass too large to keep their states (beside 20
+     * long answers being stored: 20 x 256 tokens, over the 4096 kept) */
+    struct gw_cache_sem alone[N], together[N], crowded[N];
+    struct judge_work w0 = judge_work(m);
+    for (int i = 0; i < N; i++)
+        look_up(c, tenant, &k[i], 1, &alone[i]);
+    struct judge_work w1 = judge_work(m);
+    look_up(c, tenant, k, N, together);
+    struct judge_work w2 = judge_work(m);
+    char long_text[4096] = "";
+    for (int i = 0; i < 20; i++) {
+        size_t at = 0;
+        for (int j = 0; j < 60; j++)
+            at += (size_t)snprintf(long_text + at, sizeof long_text - at,
+                                   "a long text %d about item %d; ", i, j);
+        char long_body[4200];
+        snprintf(long_body, sizeof long_body,
+                 "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
+                 long_text);
+        struct gw_cache_key lk = key_of(long_body, 1, 0);
+        gw_cache_put(c, tenant, &lk, NULL, "m", "x", 1, 10, 1, 0);
+        gw_cache_key_deinit(&lk);
+    }
+    look_up(c, tenant, k, N, crowded);
+    struct judge_work w3 = judge_work(m);
+
+    /* alone: each lookup's pair in a pass of its own, the new question's tokens from the
+     * pass that embedded it for the search: one text each */
+    cr_assert_eq(w1.passes - w0.passes, N);
+    cr_assert_eq(w1.pairs - w0.pairs, N);
+    cr_assert_eq(w1.texts - w0.texts, N, "texts: %g", w1.texts - w0.texts);
+    /* together: all four pairs in one pass */
+    cr_assert_eq(w2.passes - w1.passes, 1, "passes: %g", w2.passes - w1.passes);
+    cr_assert_eq(w2.pairs - w1.pairs, N, "pairs: %g", w2.pairs - w1.pairs);
+    cr_assert_eq(w2.texts - w1.texts, N, "texts: %g", w2.texts - w1.texts);
+    /* crowded: the judge embeds the new questions too */
+    cr_assert_eq(w3.passes - w2.passes, 1, "passes: %g", w3.passes - w2.passes);
+    cr_assert_eq(w3.texts - w2.texts, 2 * N, "texts: %g", w3.texts - w2.texts);
+    struct gw_cache_sem *ways[] = {together, crowded};
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(alone[i].rc, 0);
+        cr_assert_eq(alone[i].hit, i >= 2, "%s: %s", asked[i], alone[i].why);
+        double pa = -1, pt = -1;
+        if (alone[i].hit)
+            cr_assert_str_eq(alone[i].entry.answer, stored[i][1]);
+        else
+            cr_assert_eq(sscanf(alone[i].why, "judge: the same question at %lf", &pa), 1, "%s",
+                         alone[i].why);
+        for (int w = 0; w < 2; w++) {
+            const struct gw_cache_sem *t = &ways[w][i];
+            cr_assert_eq(t->rc, 0);
+            cr_assert_eq(t->hit, alone[i].hit, "%s: %s", asked[i], t->why);
+            if (t->hit) {
+                cr_assert_str_eq(t->entry.answer, stored[i][1]);
+                continue;
+            }
+            cr_assert_eq(sscanf(t->why, "judge: the same question at %lf", &pt), 1, "%s",
+                         t->why);
+            cr_assert(pa < 0.5 && fabs(pa - pt) <= 0.02, "%s: %g alone, %g in %d", asked[i],
+                      pa, pt, w);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        gw_cache_sem_deinit(&alone[i]);
+        gw_cache_sem_deinit(&together[i]);
+        gw_cache_sem_deinit(&crowded[i]);
+        gw_cache_key_deinit(&k[i]);
+    }
+    gw_cache_destroy(c);
+    gw_embedw_destroy(w);
+    store_close(st);
+    gw_cq_destroy(cq);
+    gw_metrics_destroy(m);
+    event_base_free(loop);
+    emb_model_destroy(em);
+    gw_config_deinit(&cfg);
+    snprintf(body, sizeof body, "rm -rf %s", dir);
+    cr_assert_eq(system(body), 0);
 }

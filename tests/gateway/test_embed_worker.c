@@ -1,7 +1,8 @@
 /* tests gateway/embed_worker.c: jobs larger than max_batch span several passes, one-text
  * jobs queued after a large one complete before it (on the loop thread, in their order),
- * and every vector equals the one emb_encode gives for the text alone. Needs
- * models/all-minilm-l6-v2 (make deps). */
+ * and every vector equals the one emb_encode gives for the text alone; the jobs done after
+ * one pass go to their post hook together; the jobs that want them get their texts' states
+ * from the pass. Needs models/all-minilm-l6-v2 (make deps). */
 #include "completion.h"
 #include "embed_worker.h"
 
@@ -44,16 +45,35 @@ static void on_guard(evutil_socket_t fd, short what, void *arg)
     event_base_loopbreak(base);
 }
 
-Test(embed_worker, batches_span_passes_and_match_direct_encoding, .timeout = 120)
+/* the model, and a loop with its completion queue */
+static emb_model *start(gw_cq **cq)
 {
     cr_assert_eq(evthread_use_pthreads(), 0);
     char err[512];
     emb_model *m;
     cr_assert_eq(emb_model_load("models/all-minilm-l6-v2", NULL, &m, err, sizeof err), 0, "%s",
                  err);
-    int dim = emb_dim(m);
     base = event_base_new();
-    gw_cq *cq = gw_cq_create(base);
+    *cq = gw_cq_create(base);
+    return m;
+}
+
+/* runs the loop until the jobs are done (a timer keeps it running, since an active-only
+ * event does not, and bounds the wait) */
+static void run_loop(void)
+{
+    struct event *guard = evtimer_new(base, on_guard, NULL);
+    struct timeval tv = {60, 0};
+    evtimer_add(guard, &tv);
+    event_base_dispatch(base);
+    event_free(guard);
+}
+
+Test(embed_worker, batches_span_passes_and_match_direct_encoding, .timeout = 120)
+{
+    gw_cq *cq;
+    emb_model *m = start(&cq);
+    int dim = emb_dim(m);
     gw_metrics *reg = gw_metrics_create();
     gw_embedw *w = gw_embedw_create(m, cq, 4, 0, reg);
     cr_assert_not_null(w);
@@ -77,12 +97,7 @@ Test(embed_worker, batches_span_passes_and_match_direct_encoding, .timeout = 120
         jobs[k].ej.ntokens = ntok + first[k];
         gw_embedw_submit(w, &jobs[k].ej);
     }
-    /* a timer keeps the loop running (an active-only event does not) and bounds the wait */
-    struct event *guard = evtimer_new(base, on_guard, NULL);
-    struct timeval tv = {60, 0};
-    evtimer_add(guard, &tv);
-    event_base_dispatch(base);
-    event_free(guard);
+    run_loop();
     cr_assert_eq(nfinished, 4);
     /* the one-text jobs go into the first pass that has room for them whole, beside the
      * large job's pieces: the first is back before the large one, which needs three passes
@@ -123,6 +138,130 @@ Test(embed_worker, batches_span_passes_and_match_direct_encoding, .timeout = 120
     free(out);
     gw_cq_destroy(cq);
     gw_metrics_destroy(reg);
+    event_base_free(base);
+    emb_model_destroy(m);
+}
+
+/* four one-text jobs, texts[first..first + 4), each set up by tune, submitted at once */
+static struct job four[4];
+static float four_out[4 * 384];
+static int four_ntok[4];
+static size_t four_lens[4];
+
+static void submit_four(gw_embedw *w, int first, void (*tune)(struct job *j))
+{
+    nfinished = 0;
+    for (int k = 0; k < 4; k++) {
+        four_lens[k] = strlen(texts[first + k]);
+        memset(&four[k], 0, sizeof four[k]);
+        four[k].order = k;
+        four[k].ej.item.fn = on_done;
+        four[k].ej.n = 1;
+        four[k].ej.texts = texts + first + k;
+        four[k].ej.lens = four_lens + k;
+        four[k].ej.out = four_out + (size_t)k * 384;
+        four[k].ej.ntokens = four_ntok + k;
+        tune(&four[k]);
+        gw_embedw_submit(w, &four[k].ej);
+    }
+}
+
+/* the post hook's calls: how many jobs each got, and whether each job was embedded then */
+static int post_calls, post_sizes[8], post_order[8], post_embedded;
+
+static void post_all(struct gw_embed_job **jobs, int n)
+{
+    post_sizes[post_calls++] = n;
+    for (int i = 0; i < n; i++) {
+        struct job *j = gw_cq_container(jobs[i], struct job, ej);
+        post_order[i] = j->order;
+        post_embedded += jobs[i]->rc == 0 && jobs[i]->ntokens[0] > 0;
+    }
+}
+
+static void with_post(struct job *j)
+{
+    j->ej.post = j->order == 2 ? NULL : post_all; /* job 2 has none */
+}
+
+Test(embed_worker, the_jobs_done_after_one_pass_go_to_their_post_together, .timeout = 120)
+{
+    gw_cq *cq;
+    emb_model *m = start(&cq);
+    cr_assert_eq(emb_dim(m), 384);
+    /* a pass waits up to 10 s for 4 texts: the four jobs share one */
+    gw_embedw *w = gw_embedw_create(m, cq, 4, 10000000, NULL);
+    cr_assert_not_null(w);
+    submit_four(w, 0, with_post);
+    run_loop();
+    cr_assert_eq(nfinished, 4);
+    cr_assert_eq(post_calls, 1, "post ran %d times", post_calls);
+    cr_assert_eq(post_sizes[0], 3);
+    cr_assert(post_order[0] == 0 && post_order[1] == 1 && post_order[2] == 3,
+              "post got jobs %d %d %d", post_order[0], post_order[1], post_order[2]);
+    cr_assert_eq(post_embedded, 3, "the jobs are embedded before their post runs");
+    gw_embedw_destroy(w);
+    gw_cq_destroy(cq);
+    event_base_free(base);
+    emb_model_destroy(m);
+}
+
+/* what kept got: per job, its text's token count and its last layer's first state */
+static int kept_calls, kept_tokens[4];
+static float kept_first[4][384];
+
+static void kept(struct gw_embed_job *ej, int i, const struct emb_keep *keep, int at)
+{
+    struct job *j = gw_cq_container(ej, struct job, ej);
+    kept_calls++;
+    int o = keep->off[at], total = keep->off[keep->n];
+    kept_tokens[j->order] = i == 0 ? keep->off[at + 1] - o : -1; /* one text a job */
+    /* layer 2 of the kept ones is the last: its [CLS] state */
+    memcpy(kept_first[j->order], keep->states + ((size_t)2 * total + o) * 384,
+           sizeof kept_first[0]);
+}
+
+static void with_kept(struct job *j)
+{
+    j->ej.ends = 1;
+    j->ej.kept = j->order == 1 ? NULL : kept; /* job 1 wants none */
+}
+
+Test(embed_worker, the_jobs_that_want_them_get_their_states_from_the_pass, .timeout = 120)
+{
+    gw_cq *cq;
+    emb_model *m = start(&cq);
+    const int dim = emb_dim(m);
+    cr_assert_eq(dim, 384);
+    gw_embedw *w = gw_embedw_create(m, cq, 4, 10000000, NULL);
+    cr_assert_not_null(w);
+    int layers[3] = {0, 3, emb_layers(m)};
+    cr_assert_eq(gw_embedw_keep_states(w, 3, layers, 4096), 0);
+    submit_four(w, 3, with_kept);
+    run_loop();
+    cr_assert_eq(nfinished, 4);
+    cr_assert_eq(kept_calls, 3);
+    gw_embedw_destroy(w);
+    /* each one's states are its own, as embedded alone (the GEMMs over more rows sum in
+     * another order: about 2e-6) */
+    float *one = malloc(sizeof(float) * 3 * (size_t)emb_max_tokens(m) * dim);
+    for (int k = 0; k < 4; k++) {
+        if (k == 1) {
+            cr_assert_eq(kept_tokens[k], 0);
+            continue;
+        }
+        int off[2];
+        cr_assert_eq(emb_token_states(m, texts + k + 3, four_lens + k, 1, 3, layers, one, NULL, off),
+                     0);
+        cr_assert_eq(kept_tokens[k], four_ntok[k]);
+        cr_assert_eq(off[1], four_ntok[k]);
+        double worst = 0;
+        for (int j = 0; j < dim; j++)
+            worst = fmax(worst, fabs(kept_first[k][j] - one[(size_t)2 * off[1] * dim + j]));
+        cr_assert_leq(worst, 1e-4, "text %d: %g", k, worst);
+    }
+    free(one);
+    gw_cq_destroy(cq);
     event_base_free(base);
     emb_model_destroy(m);
 }
