@@ -7,6 +7,7 @@
 #include "grammar.h"
 #include "guard.h"
 #include "judge.h"
+#include "judge_memo.h"
 #include "log.h"
 #include "oai.h"
 #include "tools.h"
@@ -53,8 +54,9 @@ struct gw_cache {
     struct store_hit *lent; /* what gw_cache_exact() last lent: spare or a slot's */
     store_reader *worker_reader; /* embedder worker thread: semantic searches */
     gw_metric *m_lookups, *m_similarity, *m_entries, *m_bytes, *m_saved, *m_evictions, *m_hot,
-        *m_writes, *m_unmet, *m_coalesced, *m_judge_pairs, *m_judge_texts;
+        *m_writes, *m_unmet, *m_coalesced, *m_judge_pairs, *m_judge_texts, *m_judge_kept;
     int keep_states; /* the embed worker keeps the judge's states of a lookup's question */
+    gw_judge_memo *memo; /* embed worker: stored questions' tokens for their next hits */
     /* tenant id -> name, for metric labels; and eviction counts already reported (a tenant
      * that is gone loses its place); stats: the store's figures, read into this buffer */
     struct tenant_name {
@@ -679,7 +681,18 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
     if (embw && cfg->cache_guard && cfg->cache_judge_threshold > 0) {
         gw_judge_layers(gw_embedw_model(embw), layers);
         c->keep_states = !gw_embedw_keep_states(embw, GW_JUDGE_LAYERS, layers, KEEP_TOKENS);
+        if (cfg->cache_judge_bytes > 0 &&
+            !(c->memo = gw_judge_memo_create((size_t)cfg->cache_judge_bytes))) {
+            snprintf(err, errlen, "out of memory");
+            gw_cache_destroy(c);
+            return NULL;
+        }
     }
+    c->m_judge_kept = gw_metrics_gauge(
+        m, "cachegate_cache_judge_kept_bytes",
+        "Bytes of stored questions' tokens the judge keeps for their next hits "
+        "(cache.judge_bytes at most).",
+        NULL);
     c->m_entries = gw_metrics_gauge(m, "cachegate_cache_entries", "Cached answers per tenant.",
                                     "tenant");
     c->m_bytes = gw_metrics_gauge(m, "cachegate_cache_bytes",
@@ -721,6 +734,7 @@ void gw_cache_destroy(gw_cache *c)
         return;
     store_reader_close(c->loop_reader);
     store_reader_close(c->worker_reader);
+    gw_judge_memo_destroy(c->memo);
     for (size_t i = 0; c->hot && i < c->nhot; i++)
         store_hit_deinit(&c->hot[i].hit);
     free(c->hot);
@@ -975,6 +989,15 @@ struct sem_run {
     int waiting;              /* stopped at candidate i for the judge */
 };
 
+/* Worker thread: keeps stored question h's tokens t for its next hits. */
+static void memo_put(gw_cache *c, const struct store_hit *h, const struct gw_judge_text *t)
+{
+    if (!c->memo)
+        return;
+    gw_judge_memo_put(c->memo, h->id, h->query, h->query_len, t);
+    gw_metric_set(c->m_judge_kept, (double)gw_judge_memo_bytes(c->memo));
+}
+
 /* Worker thread: the judge's opinion (judge.h) on candidate h, which the guard passed; 0
  * with why when it refuses. The two texts' tokens are r->pre and r->qj when made; else the
  * lookup waits (r->defer) or makes them here, the new question's (when its own pass did not
@@ -986,25 +1009,39 @@ static int judged(gw_cache *c, struct sem_run *r, const struct store_hit *h, cha
     const double min = c->cfg->cache_judge_threshold;
     if (!c->cfg->cache_guard || min <= 0)
         return 1;
+    if (!r->pre.n && c->memo)
+        gw_judge_memo_get(c->memo, h->id, h->query, h->query_len, &r->pre);
     if (!r->pre.n && r->defer) {
         r->waiting = 1;
         return 0;
     }
-    if (!r->pre.n) {
+    if (!r->pre.n || !r->qj.n) {
         emb_model *m = gw_embedw_model(c->embw);
-        const char *texts[2] = {h->query, s->key->query};
-        const size_t lens[2] = {h->query_len, s->key->query_len};
+        const char *texts[2];
+        size_t lens[2];
+        int nt = 0;
+        if (!r->pre.n) {
+            texts[nt] = h->query;
+            lens[nt++] = h->query_len;
+        }
+        if (!r->qj.n) {
+            texts[nt] = s->key->query;
+            lens[nt++] = s->key->query_len;
+        }
         struct gw_judge_text two[2];
-        const int nt = r->qj.n ? 1 : 2;
         if (gw_judge_texts(m, texts, lens, nt, two)) {
             snprintf(why, whylen, "the judge could not embed the two questions");
             return 0;
         }
         gw_metric_observe(c->m_judge_pairs, 1);
         gw_metric_add(c->m_judge_texts, nt);
-        r->pre = two[0];
+        int t = 0;
+        if (!r->pre.n) {
+            r->pre = two[t++];
+            memo_put(c, h, &r->pre);
+        }
         if (!r->qj.n)
-            r->qj = two[1];
+            r->qj = two[t];
     }
     float f[GW_JUDGE_FEATURES];
     gw_judge_features(&r->pre, &r->qj, h->similarity, f);
@@ -1167,6 +1204,7 @@ static void sem_judge_waiting(gw_cache *c, struct sem_run *runs, int n)
         gw_metric_add(c->m_judge_texts, nt);
         for (int i = 0, t = 0; i < np; i++) {
             of[i]->pre = made[t++];
+            memo_put(c, &of[i]->hits[of[i]->i], &of[i]->pre);
             if (!of[i]->qj.n)
                 of[i]->qj = made[t++];
         }

@@ -126,6 +126,7 @@ static const struct opt opts[] = {
     {"cache", "same_words_floor", T_REAL, OFF(cache_same_words_floor), "0.65", 0, 1000, NULL,
      NULL},
     {"cache", "judge_threshold", T_REAL, OFF(cache_judge_threshold), "0.5", 0, 1000, NULL, NULL},
+    {"cache", "judge_bytes", T_SIZE, OFF(cache_judge_bytes), "32M", 0, 1LL << 40, NULL, NULL},
     {"cache", "miss_reasons", T_BOOL, OFF(cache_miss_reasons), "true", 0, 0, NULL, NULL},
     {"cache", "candidates", T_INT, OFF(cache_candidates), "8", 1, 64, NULL, NULL},
     {"cache", "hot_entries", T_INT, OFF(cache_hot_entries), "16384", 0, 1 << 24, NULL, NULL},

@@ -75,6 +75,7 @@ struct gw_config {
     double cache_guard_strict_below; /* a candidate less similar is a close call, checked more */
     double cache_same_words_floor;   /* under the threshold, down to this: the same words hit */
     double cache_judge_threshold;    /* the judge's probability a candidate needs; 0: no judge */
+    int64_t cache_judge_bytes;       /* stored questions' tokens it keeps for their next hits */
     int cache_miss_reasons;         /* a semantic miss says why (X-Cache-Miss-Reason) */
     int64_t cache_candidates;       /* nearest entries examined per semantic lookup */
     int64_t cache_hot_entries;      /* exact entries kept in memory on the event loop; 0: none */

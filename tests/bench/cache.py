@@ -181,7 +181,20 @@ def judge_passes(c):
               f"{pairs / passes:.1f} a pass")
 
 
-def latency(binary, n):
+def one_caller(c, qs, what):
+    """Each of qs asked once by one client, in turn: p50 and p99."""
+    times, hit = [], 0
+    for q in qs:
+        t = time.perf_counter()
+        ok, _ = ask(c, q)
+        times.append(time.perf_counter() - t)
+        hit += ok
+    times.sort()
+    print(f"semantic lookups, 1 client, {what}: p50 {1e3 * times[len(times) // 2]:.1f} ms, "
+          f"p99 {1e3 * times[int(len(times) * 0.99)]:.1f} ms, hits {hit}/{len(qs)}")
+
+
+def latency(binary, n, conf=""):
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         lines = tmp / "entries.jsonl"
@@ -191,13 +204,14 @@ def latency(binary, n):
             for i, q in enumerate(stored):
                 f.write(json.dumps({"model": MODEL, "messages": [{"role": "user", "content": q}],
                                     "answer": f"Fact {i} is a short cached answer."}) + "\n")
-        conf = tmp / "import.conf"
-        conf.write_text("")
+        import_conf = tmp / "import.conf"
+        import_conf.write_text("")
         t0 = time.monotonic()
         subprocess.run([binary, "cache", "import", str(lines), "--data-dir", str(tmp / "data"),
-                        "--config", str(conf)], cwd=ROOT, check=True, stderr=subprocess.DEVNULL)
+                        "--config", str(import_conf)], cwd=ROOT, check=True,
+                       stderr=subprocess.DEVNULL)
         print(f"latency: imported {n} entries in {time.monotonic() - t0:.1f} s")
-        proc, port = start(binary, tmp)
+        proc, port = start(binary, tmp, conf)
         try:
             url = f"https://127.0.0.1:{port}/v1/chat/completions"
             # exact hits: one entry asked over and over, then 2,000 entries (spread over
@@ -216,15 +230,13 @@ def latency(binary, n):
                 f"semantic hits on {len(qs)} paraphrases")
             c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=60)
             judge_passes(c)
-            times, hit = [], 0
-            for q in qs:
-                t = time.perf_counter()
-                ok, _ = ask(c, q)
-                times.append(time.perf_counter() - t)
-                hit += ok
-            times.sort()
-            print(f"semantic lookups, 1 client: p50 {1e3 * times[len(times) // 2]:.1f} ms, "
-                  f"p99 {1e3 * times[int(len(times) * 0.99)]:.1f} ms, hits {hit}/{len(qs)}")
+            one_caller(c, qs, "entries hit before")
+            # paraphrases of entries no lookup has hit yet: the judge embeds each stored
+            # question (it keeps none of these yet)
+            first = min(1000, max(200, n - 200))
+            fresh = [f"Tell me fact number {i} regarding the history of city {i % 977}."
+                     for i in range(first, min(first + 200, n))]
+            one_caller(c, fresh, "entries not hit before")
 
             def one(q):
                 with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False,
@@ -254,6 +266,9 @@ def main():
     ap.add_argument("pairs", nargs="+")
     ap.add_argument("--entries", type=int, default=100000)
     ap.add_argument("--similarities", metavar="OUT")
+    ap.add_argument("--conf", metavar="FILE",
+                    help="more server configuration for the latency part (e.g. [cache] "
+                    "judge_threshold = 0)")
     a = ap.parse_args()
     binary = str(pathlib.Path(a.build) / "cachegate")
     data = pairs([p for p in a.pairs if os.path.exists(p)])
@@ -261,7 +276,7 @@ def main():
         return similarities(binary, data, a.similarities)
     quality(binary, data)
     if a.entries > 0:
-        latency(binary, a.entries)
+        latency(binary, a.entries, open(a.conf).read() if a.conf else "")
 
 
 if __name__ == "__main__":

@@ -413,7 +413,8 @@ def test_lookups_at_once_are_judged_together_each_as_alone(make_server):
     """Questions asked at once are weighed together: the judge embeds their stored
     questions in one forward pass (cachegate_cache_judge_pairs counts the pairs per pass)
     and reads the new ones from the pass that embedded them for the search; each gets the
-    answer or the miss it gets when asked alone."""
+    answer or the miss it gets when asked alone. The stored questions' tokens are kept for
+    their next hits (cache.judge_bytes)."""
     entries = [("What should I pack for a beach vacation?", "Sunscreen, a hat, a towel."),
                ("How is a HELOC different from a home equity loan?", "A HELOC is a credit line."),
                ("What is the capital of France?", "Paris."),
@@ -422,8 +423,9 @@ def test_lookups_at_once_are_judged_together_each_as_alone(make_server):
              "How is a HELOC different from a cash-out refinance?",
              "What's France's capital city?",
              "How can I restore my router to its factory settings?"]
-    # lookups that arrive within 300 ms of each other share an embedder pass
-    server = make_server(CONF + "[embedder]\nmax_wait_us = 300000\n")
+    # lookups that arrive within 300 ms of each other share an embedder pass; the judge
+    # keeps no stored question's tokens from one lookup to the next
+    server = make_server(CONF + "[embedder]\nmax_wait_us = 300000\n[cache]\njudge_bytes = 0\n")
     c = client(server)
     import_lines(c, entries)
 
@@ -456,6 +458,17 @@ def test_lookups_at_once_are_judged_together_each_as_alone(make_server):
     assert metric(c, "cachegate_cache_judge_pairs_sum") - pairs == 4
     assert metric(c, "cachegate_cache_judge_pairs_count") - passes < 4
     assert metric(c, "cachegate_cache_judge_texts_total") - texts == 4
+    server.stop()
+
+    # by default it keeps them: asked again, the same verdicts without embedding anything
+    server = make_server(CONF)
+    c = client(server)
+    import_lines(c, entries)
+    assert [verdict(only_if_cached(c, q)) for q in asked] == alone
+    assert metric(c, "cachegate_cache_judge_texts_total") == 4
+    assert metric(c, "cachegate_cache_judge_kept_bytes") > 0
+    assert [verdict(only_if_cached(c, q)) for q in asked] == alone
+    assert metric(c, "cachegate_cache_judge_texts_total") == 4
 
 
 def test_miss_reasons_and_close_calls_can_be_turned_off(make_server):

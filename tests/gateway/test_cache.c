@@ -599,106 +599,175 @@ static struct judge_work judge_work(gw_metrics *m)
                                metric_value(m, "cachegate_cache_judge_texts_total")};
 }
 
-/* The lookups done after one embedder pass are weighed together: the judge embeds all
- * their stored questions in one forward pass instead of one pass each, and takes the new
- * questions' tokens from the pass that embedded them for the search (or embeds them too,
- * when that pass was too large to keep them). Each one's verdict is the one it gets alone,
- * and so is the judge's probability in a miss reason, within 0.02: texts in one pass sum
- * their GEMMs in another order (about 2e-6 on the states), which can move a feature across
- * a tree's split. */
-Test(cache_judge, lookups_done_together_are_judged_together_as_if_alone, .timeout = 240)
+/* four stored questions and a paraphrase or a near miss of each */
+static const char *const stored[][2] = {
+    {"What should I pack for a beach vacation?", "Sunscreen, a hat, a towel."},
+    {"How is a HELOC different from a home equity loan?", "A HELOC is a credit line."},
+    {"What is the capital of France?", "Paris."},
+    {"How do I reset my router to factory settings?", "Hold the reset button."},
+};
+static const char *const asked[] = {
+    "What should I leave at home for a beach vacation?",    /* the judge refuses */
+    "How is a HELOC different from a cash-out refinance?",  /* the judge refuses */
+    "What's France's capital city?",                        /* a hit */
+    "How can I restore my router to its factory settings?", /* a hit */
+};
+enum { N = 4 };
+
+/* a cache on a real embedder and store, with the four stored; lookups submitted within
+ * 300 ms of each other share an embedder pass */
+struct world {
+    emb_model *em;
+    char dir[64];
+    store *st;
+    int64_t tenant;
+    struct gw_config cfg;
+    gw_cq *cq;
+    gw_metrics *m;
+    gw_embedw *w;
+    gw_cache *c;
+    struct gw_cache_key k[N]; /* asked[i]'s */
+};
+
+static void chat_body(char *body, size_t size, const char *content)
 {
-    static const char *const stored[][2] = {
-        {"What should I pack for a beach vacation?", "Sunscreen, a hat, a towel."},
-        {"How is a HELOC different from a home equity loan?", "A HELOC is a credit line."},
-        {"What is the capital of France?", "Paris."},
-        {"How do I reset my router to factory settings?", "Hold the reset button."},
-    };
-    static const char *const asked[] = {
-        "What should I leave at home for a beach vacation?", /* the judge refuses */
-        "How is a HELOC different from a cash-out refinance?", /* the judge refuses */
-        "What's France's capital city?",                    /* a hit */
-        "How can I restore my router to its factory settings?", /* a hit */
-    };
-    enum { N = 4 };
+    snprintf(body, size,
+             "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
+             content);
+}
+
+/* runs the loop for a tenth of a second */
+static void spin(void)
+{
+    struct event *guard = evtimer_new(loop, too_long, NULL);
+    struct timeval tv = {0, 100000};
+    evtimer_add(guard, &tv);
+    event_base_dispatch(loop);
+    event_free(guard);
+}
+
+static void world_open(struct world *x, int64_t judge_bytes)
+{
     cr_assert_eq(evthread_use_pthreads(), 0);
     char err[512];
-    emb_model *em;
-    cr_assert_eq(emb_model_load("models/all-minilm-l6-v2", NULL, &em, err, sizeof err), 0,
+    cr_assert_eq(emb_model_load("models/all-minilm-l6-v2", NULL, &x->em, err, sizeof err), 0,
                  "%s", err);
-    const int dim = emb_dim(em);
-    char dir[] = "/tmp/cachegate-judged-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    struct store_options so = {.dir = dir, .dim = dim};
-    store *st;
-    cr_assert_eq(store_open(&so, NULL, NULL, &st, err, sizeof err), STORE_OK, "%s", err);
-    int64_t tenant;
-    cr_assert_eq(store_tenant_create(st, "t", &tenant), STORE_OK);
-    struct gw_config cfg;
-    gw_config_defaults(&cfg);
-    cr_assert(cfg.cache_guard && cfg.cache_judge_threshold > 0);
+    const int dim = emb_dim(x->em);
+    strcpy(x->dir, "/tmp/cachegate-judged-XXXXXX");
+    cr_assert(mkdtemp(x->dir));
+    struct store_options so = {.dir = x->dir, .dim = dim};
+    cr_assert_eq(store_open(&so, NULL, NULL, &x->st, err, sizeof err), STORE_OK, "%s", err);
+    cr_assert_eq(store_tenant_create(x->st, "t", &x->tenant), STORE_OK);
+    gw_config_defaults(&x->cfg);
+    cr_assert(x->cfg.cache_guard && x->cfg.cache_judge_threshold > 0);
+    x->cfg.cache_judge_bytes = judge_bytes;
     loop = event_base_new();
-    gw_cq *cq = gw_cq_create(loop);
-    gw_metrics *m = gw_metrics_create();
-    /* lookups submitted within 300 ms share a pass */
-    gw_embedw *w = gw_embedw_create(em, cq, 64, 300000, NULL);
-    cr_assert(w);
-    gw_cache *c = gw_cache_create(&cfg, st, w, dim, m, err, sizeof err);
-    cr_assert(c, "%s", err);
-
-    struct gw_cache_key k[N];
+    x->cq = gw_cq_create(loop);
+    x->m = gw_metrics_create();
+    x->w = gw_embedw_create(x->em, x->cq, 64, 300000, NULL);
+    cr_assert(x->w);
+    x->c = gw_cache_create(&x->cfg, x->st, x->w, dim, x->m, err, sizeof err);
+    cr_assert(x->c, "%s", err);
     char body[512];
     for (int i = 0; i < N; i++) {
-        snprintf(body, sizeof body,
-                 "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
-                 stored[i][0]);
+        chat_body(body, sizeof body, stored[i][0]);
         struct gw_cache_key sk = key_of(body, 1, 0);
-        gw_cache_put(c, tenant, &sk, NULL, "m", stored[i][1], strlen(stored[i][1]), 10, 5, 0);
+        gw_cache_put(x->c, x->tenant, &sk, NULL, "m", stored[i][1], strlen(stored[i][1]), 10,
+                     5, 0);
         gw_cache_key_deinit(&sk);
-        snprintf(body, sizeof body,
-                 "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
-                 asked[i]);
-        k[i] = key_of(body, 1, 0);
+        chat_body(body, sizeof body, asked[i]);
+        x->k[i] = key_of(body, 1, 0);
     }
     /* the puts embed on the worker, then write: wait until all four are searchable */
     for (int tries = 0;; tries++) {
-        struct event *guard = evtimer_new(loop, too_long, NULL);
-        struct timeval tv = {0, 100000};
-        evtimer_add(guard, &tv);
-        event_base_dispatch(loop);
-        event_free(guard);
-        cr_assert_eq(store_sync(st), STORE_OK);
+        spin();
+        cr_assert_eq(store_sync(x->st), STORE_OK);
         struct store_tenant_stats ts;
-        if (store_stats(st, &ts, 1) == 1 && ts.entries == N)
+        if (store_stats(x->st, &ts, 1) == 1 && ts.entries == N)
             break;
         cr_assert(tries < 300, "the entries were not written");
     }
+}
 
+static void world_close(struct world *x)
+{
+    for (int i = 0; i < N; i++)
+        gw_cache_key_deinit(&x->k[i]);
+    gw_embedw_destroy(x->w);
+    gw_cache_destroy(x->c);
+    store_close(x->st);
+    gw_cq_destroy(x->cq);
+    gw_metrics_destroy(x->m);
+    event_base_free(loop);
+    emb_model_destroy(x->em);
+    gw_config_deinit(&x->cfg);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", x->dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* lookup i's verdict is alone's: the same hit, or the judge's miss at a probability within
+ * 0.02 of alone's (pa; texts in one pass sum their GEMMs in another order, about 2e-6 on
+ * the states, which can move a feature across a tree's split) */
+static void same_verdict(const struct gw_cache_sem *t, const struct gw_cache_sem *alone, int i)
+{
+    cr_assert_eq(t->rc, 0);
+    cr_assert_eq(t->hit, alone->hit, "%s: %s", asked[i], t->why);
+    if (t->hit) {
+        cr_assert_str_eq(t->entry.answer, stored[i][1]);
+        return;
+    }
+    double pa, pt;
+    cr_assert_eq(sscanf(alone->why, "judge: the same question at %lf", &pa), 1, "%s",
+                 alone->why);
+    cr_assert_eq(sscanf(t->why, "judge: the same question at %lf", &pt), 1, "%s", t->why);
+    cr_assert(pa < 0.5 && fabs(pa - pt) <= 0.02, "%s: %g alone, %g", asked[i], pa, pt);
+}
+
+/* each lookup alone: the verdicts the test expects */
+static void look_up_alone(struct world *x, struct gw_cache_sem *alone)
+{
+    for (int i = 0; i < N; i++) {
+        look_up(x->c, x->tenant, &x->k[i], 1, &alone[i]);
+        cr_assert_eq(alone[i].rc, 0);
+        cr_assert_eq(alone[i].hit, i >= 2, "%s: %s", asked[i], alone[i].why);
+        if (alone[i].hit)
+            cr_assert_str_eq(alone[i].entry.answer, stored[i][1]);
+        else
+            cr_assert(!strncmp(alone[i].why, "judge: ", 7), "%s", alone[i].why);
+    }
+}
+
+/* The lookups done after one embedder pass are weighed together: the judge embeds all
+ * their stored questions in one forward pass instead of one pass each (here with nothing
+ * kept from one lookup to the next: cache.judge_bytes = 0), and takes the new questions'
+ * tokens from the pass that embedded them for the search (or embeds them too, when that
+ * pass was too large to keep them). Each one's verdict is the one it gets alone. */
+Test(cache_judge, lookups_done_together_are_judged_together_as_if_alone, .timeout = 240)
+{
+    struct world x;
+    world_open(&x, 0);
     /* alone, together, and together in a pass too large to keep their states (beside 20
      * long answers being stored: 20 x 256 tokens, over the 4096 kept) */
     struct gw_cache_sem alone[N], together[N], crowded[N];
-    struct judge_work w0 = judge_work(m);
-    for (int i = 0; i < N; i++)
-        look_up(c, tenant, &k[i], 1, &alone[i]);
-    struct judge_work w1 = judge_work(m);
-    look_up(c, tenant, k, N, together);
-    struct judge_work w2 = judge_work(m);
-    char long_text[4096] = "";
+    struct judge_work w0 = judge_work(x.m);
+    look_up_alone(&x, alone);
+    struct judge_work w1 = judge_work(x.m);
+    look_up(x.c, x.tenant, x.k, N, together);
+    struct judge_work w2 = judge_work(x.m);
+    char long_text[4096] = "", body[4200];
     for (int i = 0; i < 20; i++) {
         size_t at = 0;
         for (int j = 0; j < 60; j++)
             at += (size_t)snprintf(long_text + at, sizeof long_text - at,
                                    "a long text %d about item %d; ", i, j);
-        char long_body[4200];
-        snprintf(long_body, sizeof long_body,
-                 "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
-                 long_text);
-        struct gw_cache_key lk = key_of(long_body, 1, 0);
-        gw_cache_put(c, tenant, &lk, NULL, "m", "x", 1, 10, 1, 0);
+        chat_body(body, sizeof body, long_text);
+        struct gw_cache_key lk = key_of(body, 1, 0);
+        gw_cache_put(x.c, x.tenant, &lk, NULL, "m", "x", 1, 10, 1, 0);
         gw_cache_key_deinit(&lk);
     }
-    look_up(c, tenant, k, N, crowded);
-    struct judge_work w3 = judge_work(m);
+    look_up(x.c, x.tenant, x.k, N, crowded);
+    struct judge_work w3 = judge_work(x.m);
 
     /* alone: each lookup's pair in a pass of its own, the new question's tokens from the
      * pass that embedded it for the search: one text each */
@@ -712,44 +781,40 @@ Test(cache_judge, lookups_done_together_are_judged_together_as_if_alone, .timeou
     /* crowded: the judge embeds the new questions too */
     cr_assert_eq(w3.passes - w2.passes, 1, "passes: %g", w3.passes - w2.passes);
     cr_assert_eq(w3.texts - w2.texts, 2 * N, "texts: %g", w3.texts - w2.texts);
-    struct gw_cache_sem *ways[] = {together, crowded};
     for (int i = 0; i < N; i++) {
-        cr_assert_eq(alone[i].rc, 0);
-        cr_assert_eq(alone[i].hit, i >= 2, "%s: %s", asked[i], alone[i].why);
-        double pa = -1, pt = -1;
-        if (alone[i].hit)
-            cr_assert_str_eq(alone[i].entry.answer, stored[i][1]);
-        else
-            cr_assert_eq(sscanf(alone[i].why, "judge: the same question at %lf", &pa), 1, "%s",
-                         alone[i].why);
-        for (int w = 0; w < 2; w++) {
-            const struct gw_cache_sem *t = &ways[w][i];
-            cr_assert_eq(t->rc, 0);
-            cr_assert_eq(t->hit, alone[i].hit, "%s: %s", asked[i], t->why);
-            if (t->hit) {
-                cr_assert_str_eq(t->entry.answer, stored[i][1]);
-                continue;
-            }
-            cr_assert_eq(sscanf(t->why, "judge: the same question at %lf", &pt), 1, "%s",
-                         t->why);
-            cr_assert(pa < 0.5 && fabs(pa - pt) <= 0.02, "%s: %g alone, %g in %d", asked[i],
-                      pa, pt, w);
-        }
-    }
-    for (int i = 0; i < N; i++) {
+        same_verdict(&together[i], &alone[i], i);
+        same_verdict(&crowded[i], &alone[i], i);
         gw_cache_sem_deinit(&alone[i]);
         gw_cache_sem_deinit(&together[i]);
         gw_cache_sem_deinit(&crowded[i]);
-        gw_cache_key_deinit(&k[i]);
     }
-    gw_cache_destroy(c);
-    gw_embedw_destroy(w);
-    store_close(st);
-    gw_cq_destroy(cq);
-    gw_metrics_destroy(m);
-    event_base_free(loop);
-    emb_model_destroy(em);
-    gw_config_deinit(&cfg);
-    snprintf(body, sizeof body, "rm -rf %s", dir);
-    cr_assert_eq(system(body), 0);
+    world_close(&x);
+}
+
+/* With cache.judge_bytes, the stored questions' tokens the judge made are kept for their
+ * next hits: the same four asked again in one pass need no judge's pass, and get the same
+ * verdicts, at the same probabilities. */
+Test(cache_judge, a_stored_question_is_embedded_for_the_judge_once, .timeout = 240)
+{
+    struct world x;
+    world_open(&x, 1 << 20);
+    struct gw_cache_sem alone[N], again[N];
+    struct judge_work w0 = judge_work(x.m);
+    look_up_alone(&x, alone);
+    struct judge_work w1 = judge_work(x.m);
+    look_up(x.c, x.tenant, x.k, N, again);
+    struct judge_work w2 = judge_work(x.m);
+    cr_assert_eq(w1.texts - w0.texts, N);
+    cr_assert_eq(w2.passes - w1.passes, 0);
+    cr_assert_eq(w2.texts - w1.texts, 0);
+    double kept = metric_value(x.m, "cachegate_cache_judge_kept_bytes");
+    cr_assert(kept > 4 * 3 * 384 * 4 && kept <= 1 << 20, "%g bytes kept", kept);
+    for (int i = 0; i < N; i++) {
+        same_verdict(&again[i], &alone[i], i);
+        if (!alone[i].hit)
+            cr_assert_str_eq(again[i].why, alone[i].why);
+        gw_cache_sem_deinit(&alone[i]);
+        gw_cache_sem_deinit(&again[i]);
+    }
+    world_close(&x);
 }
