@@ -97,6 +97,8 @@ static int keep_buffers(gw_embedw *w)
             free(k->ids);
             free(k->off);
             k->states = NULL;
+            k->ids = NULL;
+            k->off = NULL;
             return 0;
         }
     }
@@ -301,8 +303,11 @@ void gw_embedw_destroy(gw_embedw *w)
 int gw_embedw_keep_states(gw_embedw *w, int nlayers, const int *layers, int cap)
 {
     const int most = (int)(sizeof w->keep_layers / sizeof *w->keep_layers);
-    if (nlayers <= 0 || nlayers > most || cap <= 0)
-        return EMB_EINVAL;
+    int last = 0;
+    for (int i = 0; i < nlayers && i < most; i++)
+        last |= layers[i] == emb_layers(w->model);
+    if (nlayers <= 0 || nlayers > most || cap <= 0 || !last)
+        return EMB_EINVAL; /* a pass that keeps states pools the last layer's */
     pthread_mutex_lock(&w->mu);
     memcpy(w->keep_layers, layers, sizeof *layers * (size_t)nlayers);
     w->keep.layers = w->keep_layers;

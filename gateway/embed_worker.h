@@ -59,7 +59,7 @@ emb_model *gw_embedw_model(gw_embedw *w);
  * layers[0..nlayers) (emb_encode_keep(); the last layer among them), when the pass has at
  * most cap tokens and the backend can (the CPU's); the buffers (about nlayers * cap *
  * emb_dim() floats) are made on the first such pass. Call before submitting such a job.
- * 0, or EMB_EINVAL. */
+ * 0, or EMB_EINVAL (the last layer not among them, or more than 8). */
 int gw_embedw_keep_states(gw_embedw *w, int nlayers, const int *layers, int cap);
 
 /* Event-loop thread. The job must stay valid until its item.fn runs. */

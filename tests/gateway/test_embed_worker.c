@@ -236,6 +236,8 @@ Test(embed_worker, the_jobs_that_want_them_get_their_states_from_the_pass, .time
     gw_embedw *w = gw_embedw_create(m, cq, 4, 10000000, NULL);
     cr_assert_not_null(w);
     int layers[3] = {0, 3, emb_layers(m)};
+    /* a pass that keeps states pools the last layer's: it must be among them */
+    cr_assert_eq(gw_embedw_keep_states(w, 2, layers, 4096), EMB_EINVAL);
     cr_assert_eq(gw_embedw_keep_states(w, 3, layers, 4096), 0);
     submit_four(w, 3, with_kept);
     run_loop();
