@@ -236,7 +236,8 @@ def latency(binary, n, conf=""):
             first = min(1000, max(200, n - 200))
             fresh = [f"Tell me fact number {i} regarding the history of city {i % 977}."
                      for i in range(first, min(first + 200, n))]
-            one_caller(c, fresh, "entries not hit before")
+            if fresh:
+                one_caller(c, fresh, "entries not hit before")
 
             def one(q):
                 with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False,
