@@ -1171,16 +1171,41 @@ static void sem_weigh(gw_cache *c, struct sem_run *r)
     }
 }
 
+/* Worker thread: text's place among texts[0..nt), adding it there when it is not yet one */
+static int text_slot(const char **texts, size_t *lens, int *nt, const char *text, size_t len)
+{
+    for (int t = 0; t < *nt; t++)
+        if (lens[t] == len && !memcmp(texts[t], text, len))
+            return t;
+    texts[*nt] = text;
+    lens[*nt] = len;
+    return (*nt)++;
+}
+
+/* Worker thread: out takes made[t], which every text of a pass has at least one taker for
+ * (taken[t]: the first moves it, the others copy; when a copy fails, its lookup makes its
+ * own later). */
+static void take_text(struct gw_judge_text *made, int *taken, int t, struct gw_judge_text *out)
+{
+    if (!taken[t]) {
+        *out = made[t];
+        taken[t] = 1;
+    } else if (gw_judge_text_copy(&made[t], out))
+        memset(out, 0, sizeof *out);
+}
+
 /* Worker thread: the tokens of the waiting lookups' candidates (and of their new questions
  * where the lookup's own pass did not keep them), up to JUDGE_BATCH lookups' in one forward
- * pass: a pass of a few short texts costs about what a pass of one does. When a pass fails,
- * its lookups make their own. */
+ * pass: a pass of a few short texts costs about what a pass of one does. A text several
+ * lookups wait on (a popular question asked in other words by several callers at once) is
+ * embedded once. When a pass fails, its lookups make their own. */
 static void sem_judge_waiting(gw_cache *c, struct sem_run *runs, int n)
 {
     enum { JUDGE_BATCH = 16 };
     emb_model *m = gw_embedw_model(c->embw);
     for (int k = 0; k < n;) {
         struct sem_run *of[JUDGE_BATCH];
+        int pre_at[JUDGE_BATCH], q_at[JUDGE_BATCH]; /* each lookup's texts' places (-1) */
         const char *texts[2 * JUDGE_BATCH];
         size_t lens[2 * JUDGE_BATCH];
         int np = 0, nt = 0;
@@ -1189,24 +1214,24 @@ static void sem_judge_waiting(gw_cache *c, struct sem_run *runs, int n)
             if (!r->waiting)
                 continue;
             const struct store_hit *h = &r->hits[r->i];
-            texts[nt] = h->query;
-            lens[nt++] = h->query_len;
-            if (!r->qj.n) {
-                texts[nt] = r->s->key->query;
-                lens[nt++] = r->s->key->query_len;
-            }
+            pre_at[np] = text_slot(texts, lens, &nt, h->query, h->query_len);
+            q_at[np] = r->qj.n ? -1
+                               : text_slot(texts, lens, &nt, r->s->key->query,
+                                           r->s->key->query_len);
             of[np++] = r;
         }
         struct gw_judge_text made[2 * JUDGE_BATCH];
+        int taken[2 * JUDGE_BATCH] = {0}, kept[2 * JUDGE_BATCH] = {0};
         if (!np || gw_judge_texts(m, texts, lens, nt, made))
             continue;
         gw_metric_observe(c->m_judge_pairs, np);
         gw_metric_add(c->m_judge_texts, nt);
-        for (int i = 0, t = 0; i < np; i++) {
-            of[i]->pre = made[t++];
-            memo_put(c, &of[i]->hits[of[i]->i], &of[i]->pre);
-            if (!of[i]->qj.n)
-                of[i]->qj = made[t++];
+        for (int i = 0; i < np; i++) {
+            if (!kept[pre_at[i]]++)
+                memo_put(c, &of[i]->hits[of[i]->i], &made[pre_at[i]]);
+            take_text(made, taken, pre_at[i], &of[i]->pre);
+            if (q_at[i] >= 0)
+                take_text(made, taken, q_at[i], &of[i]->qj);
         }
     }
 }

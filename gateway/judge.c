@@ -106,6 +106,22 @@ int gw_judge_kept(const emb_model *m, const struct emb_keep *keep, int i,
     return rc;
 }
 
+int gw_judge_text_copy(const struct gw_judge_text *t, struct gw_judge_text *out)
+{
+    size_t ns = (size_t)GW_JUDGE_LAYERS * (size_t)t->n * (size_t)t->dim;
+    out->states = malloc(sizeof(float) * ns);
+    out->ids = malloc(sizeof *out->ids * (size_t)t->n);
+    if (!out->states || !out->ids) {
+        gw_judge_text_free(out);
+        return -1;
+    }
+    memcpy(out->states, t->states, sizeof(float) * ns);
+    memcpy(out->ids, t->ids, sizeof *out->ids * (size_t)t->n);
+    out->n = t->n;
+    out->dim = t->dim;
+    return 0;
+}
+
 void gw_judge_text_free(struct gw_judge_text *t)
 {
     free(t->states);

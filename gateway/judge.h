@@ -42,6 +42,8 @@ struct gw_judge_text {
 int gw_judge_texts(emb_model *m, const char *const *texts, const size_t *lens, int n,
                    struct gw_judge_text *out);
 void gw_judge_text_free(struct gw_judge_text *t); /* zeroes it; accepts an empty one */
+/* t's copy into out; 0, or -1 when out of memory (out empty) */
+int gw_judge_text_copy(const struct gw_judge_text *t, struct gw_judge_text *out);
 /* The layers the judge reads ([GW_JUDGE_LAYERS]), as emb_token_states() takes them. */
 void gw_judge_layers(const emb_model *m, int *layers);
 /* Text i's tokens of a pass that kept the states of gw_judge_layers() (emb_encode_keep()),

@@ -31,23 +31,6 @@ static size_t text_bytes(const struct gw_judge_text *t)
            sizeof *t->ids * (size_t)t->n;
 }
 
-/* t's copy into out; 0, or -1 when out of memory (out empty) */
-static int copy_text(const struct gw_judge_text *t, struct gw_judge_text *out)
-{
-    size_t ns = (size_t)GW_JUDGE_LAYERS * (size_t)t->n * (size_t)t->dim;
-    out->states = malloc(sizeof(float) * ns);
-    out->ids = malloc(sizeof *out->ids * (size_t)t->n);
-    if (!out->states || !out->ids) {
-        gw_judge_text_free(out);
-        return -1;
-    }
-    memcpy(out->states, t->states, sizeof(float) * ns);
-    memcpy(out->ids, t->ids, sizeof *out->ids * (size_t)t->n);
-    out->n = t->n;
-    out->dim = t->dim;
-    return 0;
-}
-
 gw_judge_memo *gw_judge_memo_create(size_t max_bytes)
 {
     gw_judge_memo *m = calloc(1, sizeof *m);
@@ -136,7 +119,7 @@ int gw_judge_memo_get(gw_judge_memo *m, int64_t id, const char *q, size_t len,
 {
     memset(out, 0, sizeof *out);
     struct memo *e = *find(m, key_hash(id, q, len), id, q, len);
-    if (!e || copy_text(&e->t, out))
+    if (!e || gw_judge_text_copy(&e->t, out))
         return 0;
     lru_unlink(m, e);
     lru_front(m, e);
@@ -157,7 +140,7 @@ void gw_judge_memo_put(gw_judge_memo *m, int64_t id, const char *q, size_t len,
     if (!e)
         return;
     e->q = malloc(len ? len : 1);
-    if (!e->q || copy_text(t, &e->t)) {
+    if (!e->q || gw_judge_text_copy(t, &e->t)) {
         free(e->q);
         free(e);
         return;

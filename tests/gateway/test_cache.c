@@ -738,6 +738,23 @@ static void look_up_alone(struct world *x, struct gw_cache_sem *alone)
     }
 }
 
+/* 20 long answers stored (20 x 256 tokens): their embedder pass, which the lookups after
+ * share, is too large to keep the lookups' states (4096 tokens) */
+static void crowd(struct world *x)
+{
+    char long_text[4096] = "", body[4200];
+    for (int i = 0; i < 20; i++) {
+        size_t at = 0;
+        for (int j = 0; j < 60; j++)
+            at += (size_t)snprintf(long_text + at, sizeof long_text - at,
+                                   "a long text %d about item %d; ", i, j);
+        chat_body(body, sizeof body, long_text);
+        struct gw_cache_key lk = key_of(body, 1, 0);
+        gw_cache_put(x->c, x->tenant, &lk, NULL, "m", "x", 1, 10, 1, 0);
+        gw_cache_key_deinit(&lk);
+    }
+}
+
 /* The lookups done after one embedder pass are weighed together: the judge embeds all
  * their stored questions in one forward pass instead of one pass each (here with nothing
  * kept from one lookup to the next: cache.judge_bytes = 0), and takes the new questions'
@@ -747,25 +764,14 @@ Test(cache_judge, lookups_done_together_are_judged_together_as_if_alone, .timeou
 {
     struct world x;
     world_open(&x, 0);
-    /* alone, together, and together in a pass too large to keep their states (beside 20
-     * long answers being stored: 20 x 256 tokens, over the 4096 kept) */
+    /* alone, together, and together in a pass too large to keep their states (crowd()) */
     struct gw_cache_sem alone[N], together[N], crowded[N];
     struct judge_work w0 = judge_work(x.m);
     look_up_alone(&x, alone);
     struct judge_work w1 = judge_work(x.m);
     look_up(x.c, x.tenant, x.k, N, together);
     struct judge_work w2 = judge_work(x.m);
-    char long_text[4096] = "", body[4200];
-    for (int i = 0; i < 20; i++) {
-        size_t at = 0;
-        for (int j = 0; j < 60; j++)
-            at += (size_t)snprintf(long_text + at, sizeof long_text - at,
-                                   "a long text %d about item %d; ", i, j);
-        chat_body(body, sizeof body, long_text);
-        struct gw_cache_key lk = key_of(body, 1, 0);
-        gw_cache_put(x.c, x.tenant, &lk, NULL, "m", "x", 1, 10, 1, 0);
-        gw_cache_key_deinit(&lk);
-    }
+    crowd(&x);
     look_up(x.c, x.tenant, x.k, N, crowded);
     struct judge_work w3 = judge_work(x.m);
 
@@ -787,6 +793,49 @@ Test(cache_judge, lookups_done_together_are_judged_together_as_if_alone, .timeou
         gw_cache_sem_deinit(&alone[i]);
         gw_cache_sem_deinit(&together[i]);
         gw_cache_sem_deinit(&crowded[i]);
+    }
+    world_close(&x);
+}
+
+/* Callers asking one stored question at once, in other words or in the same: the judge
+ * embeds it once for all of them (and the new question asked twice, once, when their pass
+ * kept no states), and each gets the hit it gets alone. */
+Test(cache_judge, a_question_several_wait_on_is_embedded_once, .timeout = 240)
+{
+    struct world x;
+    world_open(&x, 0);
+    char body[512];
+    const char *const texts[] = {asked[2], "Could you tell me the capital of France?", asked[2],
+                                 asked[3]};
+    enum { M = 4 };
+    struct gw_cache_key k[M];
+    for (int i = 0; i < M; i++) {
+        chat_body(body, sizeof body, texts[i]);
+        k[i] = key_of(body, 1, 0);
+    }
+    struct gw_cache_sem together[M], crowded[M];
+    struct judge_work w0 = judge_work(x.m);
+    look_up(x.c, x.tenant, k, M, together);
+    struct judge_work w1 = judge_work(x.m);
+    crowd(&x);
+    look_up(x.c, x.tenant, k, M, crowded);
+    struct judge_work w2 = judge_work(x.m);
+    /* together: four pairs, two stored questions */
+    cr_assert_eq(w1.passes - w0.passes, 1, "passes: %g", w1.passes - w0.passes);
+    cr_assert_eq(w1.pairs - w0.pairs, M, "pairs: %g", w1.pairs - w0.pairs);
+    cr_assert_eq(w1.texts - w0.texts, 2, "texts: %g", w1.texts - w0.texts);
+    /* crowded: and three new questions */
+    cr_assert_eq(w2.passes - w1.passes, 1, "passes: %g", w2.passes - w1.passes);
+    cr_assert_eq(w2.texts - w1.texts, 2 + 3, "texts: %g", w2.texts - w1.texts);
+    for (int i = 0; i < M; i++) {
+        const int want = i < 3 ? 2 : 3;
+        cr_assert(together[i].hit, "%s: %s", texts[i], together[i].why);
+        cr_assert_str_eq(together[i].entry.answer, stored[want][1]);
+        cr_assert(crowded[i].hit, "%s: %s", texts[i], crowded[i].why);
+        cr_assert_str_eq(crowded[i].entry.answer, stored[want][1]);
+        gw_cache_sem_deinit(&together[i]);
+        gw_cache_sem_deinit(&crowded[i]);
+        gw_cache_key_deinit(&k[i]);
     }
     world_close(&x);
 }
