@@ -8,6 +8,7 @@
  */
 #include "http_impl.h"
 
+#include "entry_id.h"
 #include "log.h"
 #include "oai.h"
 
@@ -243,8 +244,9 @@ static void list_reply(struct gw_cq_item *item)
         reply_store_error(op->req, op->rc, "");
     } else if (!gone) {
         json_t *a = json_array();
+        const store *st = gw_cache_store(gw_server_cache(gw_req_server(op->req)));
         for (int i = 0; i < op->q.n && i < limit; i++)
-            json_array_append_new(a, gw_cache_entry_json(&op->q.out[i]));
+            json_array_append_new(a, gw_cache_entry_json(st, &op->q.out[i]));
         json_t *o = json_object();
         json_object_set_new(o, "object", json_string("list"));
         json_object_set_new(o, "data", a);
@@ -270,10 +272,14 @@ static void cache_list(struct gw_req *r, struct evkeyvalq *q)
         return;
     }
     errno = 0;
-    if (bef && ((before = strtoll(bef, &end, 10)) < 1 || end == bef || *end || errno)) {
-        gw_reply_error(r, 400, "before must be an entry id (a positive integer).", "before",
+    if (bef && ((before = strtoll(bef, &end, 10)) < 0 || end == bef || *end || errno)) {
+        gw_reply_error(r, 400, "before must be an entry id (a non-negative integer).", "before",
                        NULL);
         return;
+    }
+    if (bef) { /* the entries of lower row ids (none below row 0) */
+        before = gw_entry_id_row(admin_store(r), before);
+        before = before ? before : -1;
     }
     if (query_tenant(r, q, &tenant))
         return;
@@ -359,7 +365,8 @@ void gw_handle_admin_cache(struct gw_req *r)
     snprintf(op->tenant_name, sizeof op->tenant_name, "%s",
              tenant >= 0 ? evhttp_find_header(&q, "tenant") : "");
     op->id = id;
-    int rc = store_delete(gw_cache_store(gw_server_cache(srv)), tenant, id, op_committed, op);
+    store *st = gw_cache_store(gw_server_cache(srv));
+    int rc = store_delete(st, tenant, id >= 0 ? gw_entry_id_row(st, id) : -1, op_committed, op);
     if (rc) {
         gw_reply_error(r, 503, store_strerror(rc), NULL, NULL);
         free(op);

@@ -9,6 +9,7 @@
 
 #include "chat.h"
 #include "engine.h"
+#include "entry_id.h"
 #include "log.h"
 #include "oai.h"
 #include "responses.h"
@@ -1470,7 +1471,8 @@ static void cache_headers(struct chat_req *c, const char *kind, double similarit
         gw_reply_header(c->req, "X-Cache-Kind", kind);
         snprintf(v, sizeof v, "%.4f", similarity);
         gw_reply_header(c->req, "X-Cache-Similarity", v);
-        snprintf(v, sizeof v, "%lld", (long long)id);
+        store *st = gw_cache_store(gw_server_cache(gw_req_server(c->req)));
+        snprintf(v, sizeof v, "%lld", (long long)gw_entry_id_show(st, id));
         if (id > 0) /* (a coalesced answer's entry is still being written) */
             gw_reply_header(c->req, "X-Cache-Entry", v);
     }

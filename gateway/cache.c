@@ -7,6 +7,7 @@
 #include "grammar.h"
 #include "guard.h"
 #include "judge.h"
+#include "entry_id.h"
 #include "judge_memo.h"
 #include "log.h"
 #include "oai.h"
@@ -787,10 +788,10 @@ static struct hot *hot_slot(gw_cache *c, int64_t tenant, uint64_t exact, int *fo
     return fill;
 }
 
-json_t *gw_cache_entry_json(const struct store_hit *h)
+json_t *gw_cache_entry_json(const store *st, const struct store_hit *h)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer(h->id));
+    json_object_set_new(o, "id", json_integer(gw_entry_id_show(st, h->id)));
     json_object_set_new(o, "model", json_string(h->model));
     json_object_set_new(o, "question", json_stringn(h->query, h->query_len));
     json_object_set_new(o, "answer", json_stringn(h->answer, h->answer_len));

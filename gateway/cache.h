@@ -99,7 +99,7 @@ store *gw_cache_store(gw_cache *c);
 /* A stored entry as GET /admin/cache and `cachegate cache list --json` show it: id, model,
  * question, answer, finish_reason, token counts, created_ms, last_hit_ms, hits, expires_ms
  * (null: never). */
-json_t *gw_cache_entry_json(const struct store_hit *h);
+json_t *gw_cache_entry_json(const store *st, const struct store_hit *h);
 
 int gw_cache_exact(gw_cache *c, int64_t tenant, const struct gw_cache_key *k, int max_tokens,
                    const struct store_hit **out);

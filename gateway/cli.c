@@ -8,6 +8,7 @@
 #include "cache.h"
 #include "config.h"
 #include "embedder.h"
+#include "entry_id.h"
 #include "gguf.h"
 #include "store.h"
 #include "tenants.h"
@@ -368,7 +369,7 @@ static int admin_open(int argc, char **argv, int *first, const char **since, con
         case 'n':
         case 'b': {
             long v = strtol(optarg, &end, 10);
-            if (end == optarg || *end || v < 1 || (ch == 'n' && v > 1000000)) {
+            if (end == optarg || *end || v < (ch == 'n') || (ch == 'n' && v > 1000000)) {
                 fprintf(stderr, "%s: --%s takes %s (got '%s')\n", argv[0],
                         ch == 'n' ? "limit" : "before",
                         ch == 'n' ? "a whole number from 1 to 1000000" : "an entry id", optarg);
@@ -456,14 +457,17 @@ static int cache_list(int argc, char **argv)
                                 "[--before ID] [--grep TEXT] [--json] [--data-dir DIR] "
                                 "[--config FILE]\n";
     const char *tenant = "default";
-    struct list_opts lo = {.limit = 20};
+    struct list_opts lo = {.limit = 20, .before = -1};
     store *st = NULL;
     name_verb(argv);
     int first, rc = admin_open(argc - 1, argv + 1, &first, NULL, &tenant, 0,
                                (struct operands){0, 0, usage}, &lo, &st);
     if (rc)
         return rc;
-    struct store_list q = {.before = lo.before, .contains = lo.grep && *lo.grep ? lo.grep : NULL,
+    int64_t before = 0; /* (the entries of lower row ids; none below row 0) */
+    if (lo.before >= 0 && !(before = gw_entry_id_row(st, lo.before)))
+        before = -1;
+    struct store_list q = {.before = before, .contains = lo.grep && *lo.grep ? lo.grep : NULL,
                            .now_ms = store_now_ms(), .limit = (int)lo.limit + 1}; /* (+1: more?) */
     struct store_hit *h = NULL;
     int n = 0;
@@ -478,10 +482,10 @@ static int cache_list(int argc, char **argv)
         goto out;
     }
     if (!lo.json)
-        printf("%-8s %-20s %6s  %s\n", "ID", "CREATED", "HITS", "QUESTION -> ANSWER");
+        printf("%-16s %-20s %6s  %s\n", "ID", "CREATED", "HITS", "QUESTION -> ANSWER");
     for (int i = 0; i < n && i < lo.limit; i++) {
         if (lo.json) {
-            json_t *o = gw_cache_entry_json(&h[i]);
+            json_t *o = gw_cache_entry_json(st, &h[i]);
             char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
             if (line)
                 puts(line);
@@ -489,7 +493,7 @@ static int cache_list(int argc, char **argv)
             json_decref(o);
             continue;
         }
-        printf("%-8lld ", (long long)h[i].id);
+        printf("%-16lld ", (long long)gw_entry_id_show(st, h[i].id));
         print_time(h[i].created_ms);
         printf(" %6lld  ", (long long)h[i].hit_count);
         print_cut(h[i].query, h[i].query_len, 60);
@@ -498,7 +502,7 @@ static int cache_list(int argc, char **argv)
         putchar('\n');
     }
     if (!lo.json && n > lo.limit)
-        printf("(more: --before %lld)\n", (long long)h[lo.limit - 1].id);
+        printf("(more: --before %lld)\n", (long long)gw_entry_id_show(st, h[lo.limit - 1].id));
     rc = 0;
 out:
     for (int i = 0; i < n; i++)
@@ -564,8 +568,8 @@ static int cache_delete(int argc, char **argv)
         }
     }
     for (int i = 0; i < (all ? 1 : nids); i++) {
-        int src = store_entries_delete_offline(st, t, all ? -1 : strtoll(ids[i], NULL, 10),
-                                               &deleted);
+        int src = store_entries_delete_offline(
+            st, t, all ? -1 : gw_entry_id_row(st, strtoll(ids[i], NULL, 10)), &deleted);
         if (src) {
             fprintf(stderr, "cachegate: %s\n", store_strerror(src));
             goto out;

@@ -382,7 +382,7 @@ int store_list_run(sqlite3 *db, struct store_list *q)
                  : STORE_EIO;
     if (!rc) {
         sqlite3_bind_int64(st, 1, q->tenant);
-        sqlite3_bind_int64(st, 2, q->before > 0 ? q->before : INT64_MAX);
+        sqlite3_bind_int64(st, 2, q->before ? q->before : INT64_MAX);
         sqlite3_bind_int64(st, 3, q->now_ms);
         if (q->contains)
             sqlite3_bind_text(st, 4, q->contains, -1, SQLITE_STATIC);

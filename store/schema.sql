@@ -97,3 +97,13 @@ CREATE INDEX responses_age ON responses (tenant, created_ms, bytes);
 -- A tenant's entries by id: `GET /admin/cache` and `cachegate cache list` page through them
 -- newest first without reading and sorting all of them.
 CREATE INDEX entries_tenant_id ON entries (tenant, id);
+
+-- migration: 5
+-- The store's own settings. entry_id_key: the secret that turns an entry's row id into the
+-- id the API shows (X-Cache-Entry, GET /admin/cache), so that the ids one tenant sees say
+-- nothing of how many entries the others stored between its own; made once, at random.
+CREATE TABLE settings (
+    name  TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+) WITHOUT ROWID;
+INSERT INTO settings VALUES ('entry_id_key', randomblob(32));

@@ -446,6 +446,24 @@ static int check_tables(store *s, char *err, size_t errlen)
     return STORE_OK;
 }
 
+/* The settings the store keeps (migration 5): the key of the entries' public ids. */
+static int read_settings(store *s, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int src = sqlite3_prepare_v2(s->wdb, "SELECT value FROM settings WHERE name = "
+                                 "'entry_id_key'", -1, &st, NULL);
+    int n = -1;
+    if (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW &&
+        (n = sqlite3_column_bytes(st, 0)) == (int)sizeof s->entry_key)
+        memcpy(s->entry_key, sqlite3_column_blob(st, 0), sizeof s->entry_key);
+    sqlite3_finalize(st);
+    if (n != (int)sizeof s->entry_key)
+        return seterr(err, errlen, STORE_EIO,
+                      "the database is damaged (table settings: %s): restore it from a "
+                      "backup", n < 0 ? "no entry_id_key" : "entry_id_key of another size");
+    return STORE_OK;
+}
+
 /* ------------------------------------------------------------------ open / close */
 
 static int mkdir_p(const char *dir)
@@ -624,7 +642,8 @@ database:
         rc = seterr(err, errlen, STORE_EIO, "cannot open the database %s: %s", s->db_path, why);
         goto fail;
     }
-    if ((rc = migrate(s->wdb, err, errlen)) || (rc = check_tables(s, err, errlen)))
+    if ((rc = migrate(s->wdb, err, errlen)) || (rc = check_tables(s, err, errlen)) ||
+        (rc = read_settings(s, err, errlen)))
         goto fail;
     if ((rc = store_writer_prepare(s))) {
         rc = seterr(err, errlen, rc, "preparing statements: %s", sqlite3_errmsg(s->wdb));
@@ -651,6 +670,11 @@ fail:
 const char *store_dir(const store *s)
 {
     return s->dir;
+}
+
+const unsigned char *store_entry_id_key(const store *s)
+{
+    return s->entry_key;
 }
 
 void store_close(store *s)

@@ -81,6 +81,11 @@ int store_open(const struct store_options *o, store_progress_fn progress, void *
 void store_close(store *s);
 /* The data directory it was opened on. */
 const char *store_dir(const store *s);
+/* The secret (STORE_ENTRY_KEY_BYTES, made at random with the database and kept in it) that
+ * the API's entry ids are made from (the gateway's entry_id.h): the store's own ids are row
+ * ids, counted across tenants. */
+enum { STORE_ENTRY_KEY_BYTES = 32 };
+const unsigned char *store_entry_id_key(const store *s);
 
 /* ------------------------------------------------------------------ cache entries */
 
@@ -110,7 +115,7 @@ struct store_hit {
 };
 void store_hit_deinit(struct store_hit *h);
 /* A listing of a tenant's live entries, newest first: at most limit of those with an id
- * below before (0: from the newest) whose question holds contains (NULL: any; ASCII
+ * below before (0: from the newest; negative: none) whose question holds contains (NULL: any; ASCII
  * letters in either case). out (malloc'd, each element store_hit_deinit'ed by the caller)
  * and n are filled in. */
 struct store_list {

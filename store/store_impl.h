@@ -87,6 +87,7 @@ struct store {
     int dir_fd; /* the data directory, locked too: the lock file may be deleted */
     sqlite3 *wdb; /* writer thread (and open/close) */
     sqlite3 *adb; /* tenant and key administration, under admin_mu */
+    unsigned char entry_key[STORE_ENTRY_KEY_BYTES]; /* settings' entry_id_key */
     pthread_mutex_t admin_mu;
     /* tenant slots */
     pthread_mutex_t slots_mu;

@@ -1239,6 +1239,53 @@ def test_a_wrong_answer_is_deleted_by_the_id_its_hit_names(server):
     assert only_if_cached(c, "Who wrote Macbeth?").status_code == 200
 
 
+def test_entry_ids_say_nothing_of_other_tenants_entries(tmp_path, make_server):
+    """Entry ids were row ids counted across tenants: a tenant that saw the ids of two of its
+    own hits knew how many entries the others stored between them. They are a keyed
+    permutation of the row ids now, the same in the header, the listing and the CLI, and
+    across a restart (the key is in the database)."""
+    server = make_server(CONF)
+    c = client(server)
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    assert c.post("/admin/tenants", json={"name": "second"}, headers=auth).status_code == 201
+    import_lines(c, [("Who wrote Hamlet?", "Shakespeare.")])
+    import_lines(c, [(f"Other question {i}?", f"Answer {i}.") for i in range(20)],
+                 tenant="second")
+    import_lines(c, [("Who wrote Faust?", "Goethe.")])
+    import_lines(c, [("Who wrote Emma?", "Jane Austen.")])
+
+    def entry(q):
+        r = only_if_cached(c, q)
+        assert r.status_code == 200, r.text
+        return int(r.headers["X-Cache-Entry"])
+
+    ids = [entry(q) for q in ("Who wrote Hamlet?", "Who wrote Faust?", "Who wrote Emma?")]
+    # rows n, n + 21, n + 22 before: neither the gap nor the order tells
+    assert all(0 <= i < 2 ** 52 for i in ids), ids
+    assert abs(ids[1] - ids[0]) > 10 ** 6 and abs(ids[2] - ids[1]) > 10 ** 6, ids
+    listed = c.get("/admin/cache?limit=3", headers=auth).json()["data"]
+    assert [e["id"] for e in listed] == ids[::-1]
+    # paging from an id goes on from its entry, as it did with row ids
+    r = c.get(f"/admin/cache?before={ids[2]}", headers=auth)
+    assert [e["answer"] for e in r.json()["data"]] == ["Goethe.", "Shakespeare."]
+    r = c.get(f"/admin/cache?before={ids[0]}", headers=auth)
+    assert r.json()["data"] == [] and r.json()["has_more"] is False
+    server.stop()
+    conf = tmp_path / "cli.conf"
+    conf.write_text("")
+    p = subprocess.run([str(BIN), "cache", "list", "--json", "--data-dir",
+                        str(tmp_path / "data"), "--config", str(conf)], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert [json.loads(l)["id"] for l in p.stdout.splitlines()] == ids[::-1]
+    server = make_server(CONF)
+    c = client(server)
+    assert entry("Who wrote Faust?") == ids[1]
+    r = c.delete(f"/admin/cache?id={ids[1]}", headers=auth)
+    assert r.json() == {"deleted": 1}
+    assert only_if_cached(c, "Who wrote Faust?").status_code == 504
+
+
 def test_the_entries_are_listed_to_find_a_wrong_one(server):
     """A wrong answer reported without its X-Cache-Entry (a user's screenshot) had no way to
     its id: GET /admin/cache and `cachegate cache list` show a tenant's entries, newest

@@ -76,6 +76,17 @@ static store *open_store(int64_t max_entries, int64_t hnsw, int *rebuilt)
     return s;
 }
 
+/* runs sql on the closed store's database */
+static void db_exec(const char *sql)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/cachegate.db", dir);
+    sqlite3 *h;
+    cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+}
+
 static void put_cb(store *s, int64_t tenant, uint64_t exact, int a, const char *answer,
                    int64_t expires, store_done_fn done, void *arg)
 {
@@ -1079,26 +1090,48 @@ Test(store, responses_are_kept_within_the_tenants_bytes_oldest_first)
     store_close(s);
 }
 
+/* The secret of the entries' public ids: made at random with the database, the same on
+ * every open, made by the migration for a database from before it; a database that lost
+ * it does not open (its ids would all change), and says why. */
+Test(store, the_entry_id_key_is_made_once_and_kept)
+{
+    unsigned char k1[STORE_ENTRY_KEY_BYTES], k2[STORE_ENTRY_KEY_BYTES], zero[sizeof k1] = {0};
+    store *s = open_store(0, 0, NULL);
+    memcpy(k1, store_entry_id_key(s), sizeof k1);
+    store_close(s);
+    cr_assert(memcmp(k1, zero, sizeof k1));
+    s = open_store(0, 0, NULL);
+    cr_assert(!memcmp(store_entry_id_key(s), k1, sizeof k1), "the key changed on reopening");
+    store_close(s);
+
+    /* a database of schema 4: the migration makes one, another */
+    db_exec("DROP TABLE settings; DELETE FROM schema_version WHERE version >= 5");
+    s = open_store(0, 0, NULL);
+    memcpy(k2, store_entry_id_key(s), sizeof k2);
+    store_close(s);
+    cr_assert(memcmp(k2, zero, sizeof k2) && memcmp(k2, k1, sizeof k2));
+
+    db_exec("DELETE FROM settings");
+    struct store_options o = {.dir = dir, .dim = DIM};
+    char err[512];
+    cr_assert_eq(store_open(&o, NULL, NULL, &s, err, sizeof err), STORE_EIO);
+    cr_assert(strstr(err, "settings: no entry_id_key"), "%s", err);
+}
+
 Test(store, responses_stored_before_their_sizes_go_first)
 {
     /* a database of schema 2: responses without their sizes */
     store *s = open_store(0, 0, NULL);
     store_close(s);
-    char db[300];
-    snprintf(db, sizeof db, "%s/cachegate.db", dir);
-    sqlite3 *h;
-    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
-    cr_assert_eq(sqlite3_exec(h, "DROP INDEX responses_age; "
-                                 "ALTER TABLE responses DROP COLUMN bytes; "
-                                 "DROP INDEX entries_tenant_id; " /* (migration 4) */
-                                 "DELETE FROM schema_version WHERE version >= 3; "
-                                 "INSERT INTO responses (id, tenant, created_ms, expires_ms, "
-                                 "body, messages) VALUES ('resp_old', 1, 1, 0, "
-                                 "printf('%300s', 'x'), "
-                                 "'[{\"role\":\"user\",\"content\":\"Hi\"}]')",
-                              NULL, NULL, NULL),
-                 SQLITE_OK, "%s", sqlite3_errmsg(h));
-    sqlite3_close(h);
+    db_exec("DROP INDEX responses_age; "
+            "ALTER TABLE responses DROP COLUMN bytes; "
+            "DROP INDEX entries_tenant_id; " /* (migration 4) */
+            "DROP TABLE settings; "          /* (migration 5) */
+            "DELETE FROM schema_version WHERE version >= 3; "
+            "INSERT INTO responses (id, tenant, created_ms, expires_ms, "
+            "body, messages) VALUES ('resp_old', 1, 1, 0, "
+            "printf('%300s', 'x'), "
+            "'[{\"role\":\"user\",\"content\":\"Hi\"}]')");
     /* migrated: it counts 0 (not sized at start-up), and is the first to go past the
      * budget: 4 x 133 = 532 > 400, down to 360 */
     struct store_options o = {.dir = dir, .dim = DIM, .responses_max_bytes = 400};
