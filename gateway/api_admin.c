@@ -191,11 +191,11 @@ static void op_reply(struct gw_cq_item *item)
         snprintf(id, sizeof id, "%lld", (long long)op->id);
         if (op->errors)
             gw_log_kv(GW_LOG_INFO, "admin: answers imported", "tenant", op->tenant_name,
-                      "imported", n, NULL);
+                      GW_LOG_BARE("imported"), n, NULL);
         else
             gw_log_kv(GW_LOG_INFO, "admin: cache entries deleted", "tenant",
                       op->tenant >= 0 ? op->tenant_name : "all", "id",
-                      op->id >= 0 ? id : "all", "deleted", n, NULL);
+                      op->id >= 0 ? id : "all", GW_LOG_BARE("deleted"), n, NULL);
     }
     if (!gw_req_gone(op->req)) {
         if (op->rc) {

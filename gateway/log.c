@@ -167,6 +167,35 @@ static void line_end(struct oai_buf *b, int level)
     oai_buf_deinit(b);
 }
 
+/* whether s is a JSON number, true or false */
+static int bare_literal(const char *s)
+{
+    if (!strcmp(s, "true") || !strcmp(s, "false"))
+        return 1;
+    const char *p = s + (*s == '-');
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9')
+        while (*p >= '0' && *p <= '9')
+            p++;
+    else
+        return 0;
+    if (*p == '.') {
+        if (!(*++p >= '0' && *p <= '9'))
+            return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p += (p[1] == '+' || p[1] == '-') + 1;
+        if (!(*p >= '0' && *p <= '9'))
+            return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    return !*p;
+}
+
 void gw_log_kv(int level, const char *msg, ...)
 {
     int always = level & GW_LOG_ALWAYS;
@@ -184,11 +213,14 @@ void gw_log_kv(int level, const char *msg, ...)
         if (!k)
             break;
         const char *v = va_arg(ap, const char *);
-        put_key(&b, k);
-        if (v)
-            put_str(&b, v);
-        else
+        int bare = *k == '#';
+        put_key(&b, k + bare);
+        if (!v)
             oai_buf_puts(&b, "null");
+        else if (bare && bare_literal(v))
+            oai_buf_puts(&b, v);
+        else
+            put_str(&b, v);
     }
     va_end(ap);
     line_end(&b, level);

@@ -28,9 +28,13 @@ int gw_log_enabled(int level);
 
 /*
  * Writes one line: msg, then pairs of (const char *key, const char *value) strings
- * terminated by a NULL key. Values are JSON-escaped. Use gw_log() for a plain message.
+ * terminated by a NULL key. Values are JSON-escaped strings (a NULL value: null), except
+ * under a key made with GW_LOG_BARE(): there a value that is a JSON number, true or false
+ * is written as it is, so that a count stays a number in the line (anything else is still
+ * a string). Use gw_log() for a plain message.
  */
 void gw_log_kv(int level, const char *msg, ...);
+#define GW_LOG_BARE(key) "#" key
 
 /* printf-style message with no extra fields. */
 void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -2269,8 +2269,8 @@ static int bind_listener(gw_server *srv, char *err, size_t errlen)
     }
     char port_str[16];
     snprintf(port_str, sizeof port_str, "%d", bound);
-    gw_log_kv(GW_LOG_INFO | GW_LOG_ALWAYS, "listening", "address", where, "port", port_str, "device",
-              srv->dev->description, NULL);
+    gw_log_kv(GW_LOG_INFO | GW_LOG_ALWAYS, "listening", "address", where, GW_LOG_BARE("port"),
+              port_str, "device", srv->dev->description, NULL);
     return 0;
 }
 
@@ -2343,7 +2343,7 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
         snprintf(asked, sizeof asked, "%d", sc.max_model_len);
         snprintf(got, sizeof got, "%d", l->max_model_len);
         gw_log_kv(GW_LOG_WARN, "engine.max_model_len is over the model's context; using the "
-                  "context", "asked", asked, "context", got, NULL);
+                  "context", GW_LOG_BARE("asked"), asked, GW_LOG_BARE("context"), got, NULL);
     }
     l->kv_positions = n_blocks * bs;
     l->w = gw_engw_create(l->m, l->v, &sc, (int)cfg->engine_max_waiting, srv->cq, srv->metrics,
@@ -2388,9 +2388,9 @@ static int load_llm(gw_server *srv, char *err, size_t errlen)
     snprintf(l->fingerprint, sizeof l->fingerprint, "fp_%010llx",
              (unsigned long long)(XXH3_64bits(shape, shaped_len) & 0xffffffffffULL));
     gw_log_kv(GW_LOG_INFO, "engine ready", "model", cfg->engine_model, "chat_format",
-              eng_chat_format_name(l->fmt), "kv_blocks", nb, "cpu_matmul",
+              eng_chat_format_name(l->fmt), GW_LOG_BARE("kv_blocks"), nb, "cpu_matmul",
               eng_model_int8(l->m) ? "int8" : "f32", "cpu_isa", eng_model_cpu_isa(),
-              "token_invariant",
+              GW_LOG_BARE("token_invariant"),
               eng_model_token_invariant(l->m, dtype) ? "true" : "false", NULL);
     return 0;
 }
@@ -2408,7 +2408,8 @@ static void index_progress(void *arg, int64_t tenant, int64_t done, int64_t tota
     snprintf(n, sizeof n, "%lld", (long long)total);
     gw_log_kv(GW_LOG_INFO, rebuilt ? "rebuilding a cache index from the database"
                                    : "cache index loaded",
-              "tenant", t, "done", d, "total", n, rebuilt ? "why" : NULL, rebuilt, NULL);
+              GW_LOG_BARE("tenant"), t, GW_LOG_BARE("done"), d, GW_LOG_BARE("total"), n,
+              rebuilt ? "why" : NULL, rebuilt, NULL);
 }
 
 /* A write the store could not make, from its writer thread (or at close). */

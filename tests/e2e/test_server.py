@@ -1014,8 +1014,8 @@ def test_bad_config_fails_with_file_and_line(tmp_path):
 def test_max_model_len_over_the_context_is_said(make_server):
     server = make_server("[engine]\nmax_model_len = 1000000\n")
     line = server.wait_log(lambda l: "max_model_len" in l.get("msg", ""), timeout=5)
-    assert line and line["level"] == "warn" and line["asked"] == "1000000"
-    assert int(line["context"]) < 1000000
+    assert line and line["level"] == "warn" and line["asked"] == 1000000  # (numbers, bare)
+    assert line["context"] < 1000000
 
 
 def test_help_on_every_command():

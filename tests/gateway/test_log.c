@@ -68,6 +68,47 @@ Test(log, lines_are_json_with_time_level_and_fields)
     free(s);
 }
 
+/* the last line written, parsed */
+static json_t *last_line(void)
+{
+    char *s = written();
+    size_t n = strlen(s);
+    cr_assert(n > 1 && s[n - 1] == '\n');
+    s[n - 1] = 0;
+    char *at = strrchr(s, '\n');
+    json_t *o = json_loads(at ? at + 1 : s, 0, NULL);
+    cr_assert_not_null(o, "%s", at ? at + 1 : s);
+    free(s);
+    return o;
+}
+
+/* a count, a size or a flag under a GW_LOG_BARE() key stays a number or a boolean in the
+ * line, for the tools that read it; what is not one is still a string */
+Test(log, bare_values_are_json_numbers_and_booleans)
+{
+    static const char *const bare[] = {"0", "-12", "8443", "3.25", "1e-7", "-0.5E+3", "true",
+                                       "false"};
+    static const char *const not_bare[] = {"", "-", "01", "1.", ".5", "1e", "1e+", "0x10",
+                                           "12 ", "True", "null", "NaN", "1,5"};
+    for (size_t i = 0; i < sizeof bare / sizeof *bare; i++) {
+        gw_log_kv(GW_LOG_WARN, "m", GW_LOG_BARE("v"), bare[i], "s", bare[i], NULL);
+        json_t *o = last_line();
+        json_t *v = json_object_get(o, "v");
+        cr_assert(json_is_number(v) || json_is_boolean(v), "%s", bare[i]);
+        cr_assert(json_is_string(json_object_get(o, "s")), "%s", bare[i]);
+        json_t *want = json_loads(bare[i], JSON_DECODE_ANY, NULL);
+        cr_assert(json_equal(v, want), "%s", bare[i]);
+        json_decref(want);
+        json_decref(o);
+    }
+    for (size_t i = 0; i < sizeof not_bare / sizeof *not_bare; i++) {
+        gw_log_kv(GW_LOG_WARN, "m", GW_LOG_BARE("v"), not_bare[i], NULL);
+        json_t *o = last_line();
+        cr_assert_str_eq(json_string_value(json_object_get(o, "v")), not_bare[i]);
+        json_decref(o);
+    }
+}
+
 /* what an operator needs at any level (the port chosen) is written with its own level */
 Test(log, always_lines_pass_the_filter_with_their_own_level)
 {
