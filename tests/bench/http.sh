@@ -20,7 +20,7 @@ for _ in $(seq 300); do
     grep -q '"listening"' "$tmp/log" 2>/dev/null && break
     sleep 0.1
 done
-port=$(grep -o '"port":"[0-9]*"' "$tmp/log" | grep -o '[0-9]*')
+port=$(grep -o '"port":[0-9]*' "$tmp/log" | grep -o '[0-9]*')
 url="https://127.0.0.1:$port"
 echo "cachegate GET /health: wrk -t2 -c$CONNS -d${SECS}s (TLS, keep-alive), $(nproc) cores"
 wrk -t2 -c"$CONNS" -d"${SECS}s" --latency "$url/health"
