@@ -1471,10 +1471,11 @@ static void cache_headers(struct chat_req *c, const char *kind, double similarit
         gw_reply_header(c->req, "X-Cache-Kind", kind);
         snprintf(v, sizeof v, "%.4f", similarity);
         gw_reply_header(c->req, "X-Cache-Similarity", v);
-        store *st = gw_cache_store(gw_server_cache(gw_req_server(c->req)));
-        snprintf(v, sizeof v, "%lld", (long long)gw_entry_id_show(st, id));
-        if (id > 0) /* (a coalesced answer's entry is still being written) */
+        if (id > 0) { /* (a coalesced answer's entry is still being written) */
+            store *st = gw_cache_store(gw_server_cache(gw_req_server(c->req)));
+            snprintf(v, sizeof v, "%lld", (long long)gw_entry_id_show(st, id));
             gw_reply_header(c->req, "X-Cache-Entry", v);
+        }
     }
 }
 

@@ -1222,14 +1222,18 @@ static void sem_judge_waiting(gw_cache *c, struct sem_run *runs, int n)
             of[np++] = r;
         }
         struct gw_judge_text made[2 * JUDGE_BATCH];
-        int taken[2 * JUDGE_BATCH] = {0}, kept[2 * JUDGE_BATCH] = {0};
+        int taken[2 * JUDGE_BATCH] = {0};
         if (!np || gw_judge_texts(m, texts, lens, nt, made))
             continue;
         gw_metric_observe(c->m_judge_pairs, np);
         gw_metric_add(c->m_judge_texts, nt);
         for (int i = 0; i < np; i++) {
-            if (!kept[pre_at[i]]++)
-                memo_put(c, &of[i]->hits[of[i]->i], &made[pre_at[i]]);
+            const struct store_hit *h = &of[i]->hits[of[i]->i];
+            int again = 0; /* the same entry, kept for an earlier lookup of the pass */
+            for (int j = 0; j < i && !again; j++)
+                again = pre_at[j] == pre_at[i] && of[j]->hits[of[j]->i].id == h->id;
+            if (!again)
+                memo_put(c, h, &made[pre_at[i]]);
             take_text(made, taken, pre_at[i], &of[i]->pre);
             if (q_at[i] >= 0)
                 take_text(made, taken, q_at[i], &of[i]->qj);

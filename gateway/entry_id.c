@@ -1,21 +1,68 @@
 #include "entry_id.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <string.h>
 
-enum { HALF = 26, ROUNDS = 4 };
+enum { HALF = 26, ROUNDS = 8 };
 static const uint32_t HALF_MASK = (1u << HALF) - 1;
 
-/* round i's function of the half x: HMAC-SHA256(key, i || x), cut to 26 bits */
-static uint32_t round_fn(const unsigned char *key, int i, uint32_t x)
+static uint64_t rotl(uint64_t x, int b)
 {
-    unsigned char in[5] = {(unsigned char)i, (unsigned char)(x >> 24), (unsigned char)(x >> 16),
-                           (unsigned char)(x >> 8), (unsigned char)x};
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    HMAC(EVP_sha256(), key, STORE_ENTRY_KEY_BYTES, in, sizeof in, md, &len);
-    return ((uint32_t)md[0] << 24 | (uint32_t)md[1] << 16 | (uint32_t)md[2] << 8 | md[3]) &
-           HALF_MASK;
+    return x << b | x >> (64 - b);
+}
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+#define SIP_ROUND(v0, v1, v2, v3)                                                              \
+    do {                                                                                       \
+        v0 += v1, v1 = rotl(v1, 13), v1 ^= v0, v0 = rotl(v0, 32);                              \
+        v2 += v3, v3 = rotl(v3, 16), v3 ^= v2;                                                 \
+        v0 += v3, v3 = rotl(v3, 21), v3 ^= v0;                                                 \
+        v2 += v1, v1 = rotl(v1, 17), v1 ^= v2, v2 = rotl(v2, 32);                              \
+    } while (0)
+
+/* SipHash-2-4 (Aumasson and Bernstein, 2012), from its paper's definition */
+uint64_t gw_siphash24(const unsigned char *key, const void *msg, size_t n)
+{
+    const unsigned char *m = msg;
+    uint64_t k0 = le64(key), k1 = le64(key + 8);
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w = le64(m + i);
+        v3 ^= w;
+        SIP_ROUND(v0, v1, v2, v3);
+        SIP_ROUND(v0, v1, v2, v3);
+        v0 ^= w;
+    }
+    uint64_t b = (uint64_t)(n & 0xff) << 56; /* the length's low byte, then what is left */
+    for (size_t k = 0; i + k < n; k++)
+        b |= (uint64_t)m[i + k] << (8 * k);
+    v3 ^= b;
+    SIP_ROUND(v0, v1, v2, v3);
+    SIP_ROUND(v0, v1, v2, v3);
+    v0 ^= b;
+    v2 ^= 0xff;
+    for (int r = 0; r < 4; r++)
+        SIP_ROUND(v0, v1, v2, v3);
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* round k's function of the half x: SipHash-2-4 of (k, x), 8 bytes little-endian, under the
+ * key's first 16 bytes, cut to 26 bits */
+static uint32_t round_fn(const unsigned char *key, int k, uint32_t x)
+{
+    unsigned char in[8];
+    uint64_t w = (uint64_t)k << 32 | x;
+    for (int i = 0; i < 8; i++)
+        in[i] = (unsigned char)(w >> (8 * i));
+    return (uint32_t)gw_siphash24(key, in, sizeof in) & HALF_MASK;
 }
 
 int64_t gw_entry_id_permute(const unsigned char *key, int64_t v, int inverse)

@@ -2408,7 +2408,7 @@ static void index_progress(void *arg, int64_t tenant, int64_t done, int64_t tota
     snprintf(n, sizeof n, "%lld", (long long)total);
     gw_log_kv(GW_LOG_INFO, rebuilt ? "rebuilding a cache index from the database"
                                    : "cache index loaded",
-              GW_LOG_BARE("tenant"), t, GW_LOG_BARE("done"), d, GW_LOG_BARE("total"), n,
+              "tenant", t, GW_LOG_BARE("done"), d, GW_LOG_BARE("total"), n,
               rebuilt ? "why" : NULL, rebuilt, NULL);
 }
 

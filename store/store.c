@@ -457,10 +457,16 @@ static int read_settings(store *s, char *err, size_t errlen)
         (n = sqlite3_column_bytes(st, 0)) == (int)sizeof s->entry_key)
         memcpy(s->entry_key, sqlite3_column_blob(st, 0), sizeof s->entry_key);
     sqlite3_finalize(st);
+    if (src != SQLITE_ROW && src != SQLITE_DONE)
+        return seterr(err, errlen, STORE_EIO, "reading the database's settings: %s",
+                      sqlite3_errmsg(s->wdb));
     if (n != (int)sizeof s->entry_key)
         return seterr(err, errlen, STORE_EIO,
                       "the database is damaged (table settings: %s): restore it from a "
-                      "backup", n < 0 ? "no entry_id_key" : "entry_id_key of another size");
+                      "backup (or insert a new key, %d random bytes: every entry then "
+                      "shows another id)",
+                      n < 0 ? "no entry_id_key" : "entry_id_key of another size",
+                      (int)sizeof s->entry_key);
     return STORE_OK;
 }
 

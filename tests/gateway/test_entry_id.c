@@ -18,17 +18,28 @@ static void set_key(void)
 
 TestSuite(entry_id, .init = set_key);
 
+/* the example of SipHash's paper (appendix A): key 00..0f, message 00..0e */
+Test(entry_id, siphash_gives_the_papers_example)
+{
+    unsigned char k[16], m[15];
+    for (int i = 0; i < 16; i++)
+        k[i] = (unsigned char)i;
+    for (int i = 0; i < 15; i++)
+        m[i] = (unsigned char)i;
+    cr_assert_eq(gw_siphash24(k, m, sizeof m), UINT64_C(0xa129ca6149be45e5));
+}
+
 Test(entry_id, matches_the_reference)
 {
     /* tests/ref/make_entry_id_vectors.py, key 0..31: row id, shown id */
     static const long long want[][2] = {
-        {0LL, 489908827399144LL},
-        {1LL, 1943967670198462LL},
-        {2LL, 2174052890963747LL},
-        {3LL, 535657209424133LL},
-        {1000LL, 4317966779878305LL},
-        {123456789LL, 2059190221240405LL},
-        {4503599627370495LL, 1350839331649412LL},
+        {0LL, 1580443228541568LL},
+        {1LL, 580018086143726LL},
+        {2LL, 88732500361423LL},
+        {3LL, 1901218314402323LL},
+        {1000LL, 2067976808747140LL},
+        {123456789LL, 2233855997496014LL},
+        {4503599627370495LL, 1976792980004519LL},
         {4503599627370496LL, 4503599627370496LL}, /* past 52 bits: as it is */
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
@@ -56,7 +67,7 @@ Test(entry_id, a_permutation_that_hides_order_and_count)
     int rising = 0, same_elsewhere = 0;
     unsigned char other[STORE_ENTRY_KEY_BYTES];
     memcpy(other, key, sizeof other);
-    other[31] ^= 1;
+    other[0] ^= 1;
     for (int64_t row = 1; row <= N; row++) {
         int64_t id = gw_entry_id_permute(key, row, 0);
         cr_assert(id >= 0 && id < (INT64_C(1) << 52), "%lld", (long long)id);
