@@ -19,6 +19,7 @@ struct sched_seq {
     int generated, max_tokens;
     uint64_t ns;
     uint64_t party; /* whose it is (sched_set_party): admission takes turns between them */
+    uint64_t counted; /* running: the party it is counted under (party, when admitted) */
     long held;      /* the step in which it last waited for a prefill it shares */
     rdx_node *lock;  /* the cached prefix it shares, locked */
     int n_cached;    /* prompt tokens that came from the prefix cache */
@@ -72,6 +73,16 @@ struct sched {
     /* prompt + output at which a sequence ends (length): max_model_len, or one past the
      * positions of the whole pool, past which even alone it could not go on */
     int len_cap;
+    /* The running sequences of each party, by party (open addressing; an entry left at 0
+     * stays until the table is counted again from the running list, when half full): a
+     * party's count in one look where a walk of the running list took one per sequence,
+     * for every waiting sequence at each admission. [parties_cap], a power of two at least
+     * four times max_num_seqs, of which parties_used entries. */
+    struct party_count {
+        uint64_t party;
+        int n, used;
+    } *parties;
+    int parties_cap, parties_used;
     float *logits; /* [max_num_seqs][n_vocab] */
     /* [max_num_seqs]: rows sampled on the model's device, when its backend can (else NULL) */
     struct eng_sample_row *dev_rows;
@@ -186,8 +197,12 @@ static void release_lp(sched *s, sched_seq *q, int final)
 /* Ends a sequence: a completed one goes into the prefix cache (the positions whose keys
  * and values were computed: prompt and generated tokens but the last); then its blocks
  * are released and it is reported. */
+static void count_out(sched *s, sched_seq *q);
+
 static void finish(sched *s, sched_seq *q, int err, enum eng_finish f)
 {
+    if (q->running)
+        count_out(s, q);
     list_remove(q->running ? &s->running : &s->waiting, q);
     if (!err && f != ENG_FINISH_CANCELLED)
         release_lp(s, q, 1);
@@ -233,6 +248,9 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
     s->batch = malloc(sizeof *s->batch * (size_t)cfg->max_num_seqs);
     s->batch_seq = malloc(sizeof *s->batch_seq * (size_t)cfg->max_num_seqs);
     s->cand = malloc(sizeof *s->cand * (size_t)cfg->max_num_seqs);
+    for (s->parties_cap = 16; s->parties_cap < 4 * cfg->max_num_seqs;)
+        s->parties_cap *= 2;
+    s->parties = calloc((size_t)s->parties_cap, sizeof *s->parties);
     s->piece_cap = tok_decode_max(v) + 8;
     s->piece = malloc(s->piece_cap);
     s->row_tokens = malloc(sizeof *s->row_tokens * (size_t)cfg->max_num_seqs);
@@ -244,8 +262,8 @@ int sched_create(eng_model *m, const tok_vocab *v, const struct sched_config *cf
         if (!s->dev_rows)
             rc = rc ? rc : ENG_ENOMEM;
     }
-    if (rc || !s->logits || !s->batch || !s->batch_seq || !s->cand || !s->piece ||
-        !s->row_tokens || !s->row_smp || !s->row_seq || !s->row_lp) {
+    if (rc || !s->logits || !s->batch || !s->batch_seq || !s->cand || !s->parties ||
+        !s->piece || !s->row_tokens || !s->row_smp || !s->row_seq || !s->row_lp) {
         sched_destroy(s);
         return rc ? rc : ENG_ENOMEM;
     }
@@ -273,6 +291,7 @@ void sched_destroy(sched *s)
     free(s->batch);
     free(s->batch_seq);
     free(s->cand);
+    free(s->parties);
     free(s->piece);
     eng_gm_vocab_destroy(s->gm_vocab);
     free(s);
@@ -347,13 +366,47 @@ void sched_set_party(sched_seq *q, uint64_t party)
 
 static int shares_prefill(const sched *s, const sched_seq *q);
 
+/* party's entry in s->parties, or (none) the empty one where it would go */
+static struct party_count *party_slot(const sched *s, uint64_t party)
+{
+    const unsigned mask = (unsigned)s->parties_cap - 1;
+    unsigned i = (unsigned)((party * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
+    while (s->parties[i].used && s->parties[i].party != party)
+        i = (i + 1) & mask;
+    return &s->parties[i];
+}
+
+/* q, being admitted (not yet on the running list), counted under its party; the table
+ * counted again from the running list when half full (of parties that ran and left: at
+ * most max_num_seqs have a count) */
+static void count_in(sched *s, sched_seq *q)
+{
+    struct party_count *e = party_slot(s, q->party);
+    if (!e->used && 2 * (s->parties_used + 1) > s->parties_cap) {
+        memset(s->parties, 0, sizeof *s->parties * (size_t)s->parties_cap);
+        s->parties_used = 0;
+        for (const sched_seq *r = s->running.head; r; r = r->next) {
+            struct party_count *o = party_slot(s, r->counted);
+            s->parties_used += !o->used;
+            *o = (struct party_count){r->counted, o->n + 1, 1};
+        }
+        e = party_slot(s, q->party);
+    }
+    s->parties_used += !e->used;
+    *e = (struct party_count){q->party, e->n + 1, 1};
+    q->counted = q->party;
+}
+
+/* q, leaving the running list, no longer counted */
+static void count_out(sched *s, sched_seq *q)
+{
+    party_slot(s, q->counted)->n--;
+}
+
 /* How many running sequences are party's (turns at admission, and whom to preempt). */
 static int party_running(const sched *s, uint64_t party)
 {
-    int n = 0;
-    for (const sched_seq *r = s->running.head; r; r = r->next)
-        n += r->party == party;
-    return n;
+    return party_slot(s, party)->n;
 }
 
 /* When party last had a sequence admitted (an admission order), -1 when not lately. */
@@ -538,6 +591,7 @@ static int shares_prefill(const sched *s, const sched_seq *q)
 
 static void preempt(sched *s, sched_seq *q)
 {
+    count_out(s, q);
     list_remove(&s->running, q);
     q->running = 0;
     release_blocks(s, q); /* recomputed from its tokens when admitted again */
@@ -733,6 +787,7 @@ int sched_step(sched *s)
         q->fresh = 1;
         q->order = s->next_order++;
         note_admitted(s, q->party, q->order);
+        count_in(s, q);
         list_push_back(&s->running, q);
         if (s->rdx && q->n_table == 0)
             admit_cached(s, q);
@@ -854,6 +909,35 @@ int sched_step(sched *s)
             finish(s, q, 0, f);
     }
     return s->running.n + s->waiting.n;
+}
+
+int sched_check(const sched *s, const char **what)
+{
+    int n = 0, used = 0;
+    for (const sched_seq *r = s->running.head; r; r = r->next, n++) {
+        int mine = 0;
+        for (const sched_seq *o = s->running.head; o; o = o->next)
+            mine += o->counted == r->counted;
+        const struct party_count *e = party_slot(s, r->counted);
+        if (!r->running || !e->used || e->n != mine) {
+            *what = !r->running ? "a sequence on the running list is not running"
+                                : "a party's count is not its running sequences'";
+            return -1;
+        }
+    }
+    for (int i = 0; i < s->parties_cap; i++) {
+        used += s->parties[i].used;
+        if (s->parties[i].used && s->parties[i].n < 0) {
+            *what = "a party's count is below 0";
+            return -1;
+        }
+    }
+    if (n != s->running.n || used != s->parties_used || 2 * used > s->parties_cap) {
+        *what = n != s->running.n ? "the running count is not the running list's"
+                                  : "the party table's use is miscounted or over half";
+        return -1;
+    }
+    return 0;
 }
 
 void sched_get_stats(const sched *s, struct sched_stats *out)

@@ -98,4 +98,9 @@ struct sched_stats {
 };
 void sched_get_stats(const sched *s, struct sched_stats *out);
 
+/* Checks the scheduler's own bookkeeping (for tests): the running sequences' count, and
+ * each party's count of running sequences against the running list. 0, or -1 with what
+ * (a static string) naming the first that is wrong. */
+int sched_check(const sched *s, const char **what);
+
 #endif

@@ -218,6 +218,60 @@ Test(sched, admission_takes_turns_between_parties)
     takes_turns(2);
 }
 
+/* Admission counts each party's running sequences in a table kept as sequences are
+ * admitted, preempted, finished and cancelled (not by walking the running list for every
+ * waiting one): many parties coming and going (more than the table holds at once, so it is
+ * counted again), a pool small enough to preempt, and cancels, with the bookkeeping checked
+ * after every step; every sequence ends, and every block is back. */
+Test(sched, party_counts_follow_admissions_preemptions_and_cancels)
+{
+    enum { SEQS = 160, PARTIES = 23 };
+    sched *s;
+    struct sched_config cfg = {4, 24, 10, 4, 0, 1, KVC_F32};
+    cr_assert_eq(sched_create(model, vocab, &cfg, &events, &s), 0);
+    static struct out outs[SEQS];
+    memset(outs, 0, sizeof outs);
+    sched_seq *q[SEQS];
+    int ids_n[NP];
+    int32_t *ids[NP];
+    for (int i = 0; i < NP; i++)
+        ids[i] = encode(prompts[i], &ids_n[i]);
+    srand(11);
+    int submitted = 0, steps = 0, rc = 1, cancels = 0;
+    const char *what = "";
+    while (submitted < SEQS || rc > 0) {
+        for (int k = rand() % 3; k > 0 && submitted < SEQS; k--, submitted++) {
+            struct eng_gen_params p = greedy_params(2 + rand() % 8);
+            int i = submitted;
+            cr_assert_eq(sched_submit(s, 0, ids[i % NP], ids_n[i % NP], &p, &outs[i], &q[i]),
+                         0);
+            sched_set_party(q[i], (uint64_t)(i * 7 % PARTIES));
+        }
+        if (submitted && rand() % 4 == 0) {
+            int i = rand() % submitted;
+            if (!outs[i].done) {
+                sched_cancel(s, q[i]);
+                cancels++;
+            }
+        }
+        rc = sched_step(s);
+        cr_assert(rc >= 0);
+        cr_assert_eq(sched_check(s, &what), 0, "step %d: %s", steps, what);
+        cr_assert(++steps < 20000);
+    }
+    struct sched_stats st;
+    sched_get_stats(s, &st);
+    fprintf(stderr, "sched: %d steps, %ld preemptions, %d cancels\n", steps, st.preemptions,
+            cancels);
+    cr_assert(st.preemptions > 0 && cancels > 0);
+    for (int i = 0; i < SEQS; i++)
+        cr_assert(outs[i].done && !outs[i].err, "sequence %d", i);
+    cr_assert_eq(st.blocks_free + st.blocks_cached, st.blocks_total);
+    sched_destroy(s);
+    for (int i = 0; i < NP; i++)
+        free(ids[i]);
+}
+
 static struct sched_stats drain(sched *s, int max_steps);
 
 /* Under KV pressure, a party whose sequences all decode does not keep the pool from
