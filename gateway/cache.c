@@ -990,12 +990,14 @@ struct sem_run {
     int waiting;              /* stopped at candidate i for the judge */
 };
 
-/* Worker thread: keeps stored question h's tokens t for its next hits. */
-static void memo_put(gw_cache *c, const struct store_hit *h, const struct gw_judge_text *t)
+/* Worker thread: keeps the tokens t of tenant's stored question q[0..len) for its next
+ * hits (or of a question that missed, for the first hits of the entry its answer makes). */
+static void memo_put(gw_cache *c, int64_t tenant, const char *q, size_t len,
+                     const struct gw_judge_text *t)
 {
     if (!c->memo)
         return;
-    gw_judge_memo_put(c->memo, h->id, h->query, h->query_len, t);
+    gw_judge_memo_put(c->memo, tenant, q, len, t);
     gw_metric_set(c->m_judge_kept, (double)gw_judge_memo_bytes(c->memo));
 }
 
@@ -1011,7 +1013,7 @@ static int judged(gw_cache *c, struct sem_run *r, const struct store_hit *h, cha
     if (!c->cfg->cache_guard || min <= 0)
         return 1;
     if (!r->pre.n && c->memo)
-        gw_judge_memo_get(c->memo, h->id, h->query, h->query_len, &r->pre);
+        gw_judge_memo_get(c->memo, s->tenant, h->query, h->query_len, &r->pre);
     if (!r->pre.n && r->defer) {
         r->waiting = 1;
         return 0;
@@ -1039,7 +1041,7 @@ static int judged(gw_cache *c, struct sem_run *r, const struct store_hit *h, cha
         int t = 0;
         if (!r->pre.n) {
             r->pre = two[t++];
-            memo_put(c, h, &r->pre);
+            memo_put(c, s->tenant, h->query, h->query_len, &r->pre);
         }
         if (!r->qj.n)
             r->qj = two[t];
@@ -1229,11 +1231,12 @@ static void sem_judge_waiting(gw_cache *c, struct sem_run *runs, int n)
         gw_metric_add(c->m_judge_texts, nt);
         for (int i = 0; i < np; i++) {
             const struct store_hit *h = &of[i]->hits[of[i]->i];
-            int again = 0; /* the same entry, kept for an earlier lookup of the pass */
+            const int64_t tenant = of[i]->s->tenant;
+            int again = 0; /* the same key, kept for an earlier lookup of the pass */
             for (int j = 0; j < i && !again; j++)
-                again = pre_at[j] == pre_at[i] && of[j]->hits[of[j]->i].id == h->id;
+                again = pre_at[j] == pre_at[i] && of[j]->s->tenant == tenant;
             if (!again)
-                memo_put(c, h, &made[pre_at[i]]);
+                memo_put(c, tenant, h->query, h->query_len, &made[pre_at[i]]);
             take_text(made, taken, pre_at[i], &of[i]->pre);
             if (q_at[i] >= 0)
                 take_text(made, taken, q_at[i], &of[i]->qj);
@@ -1303,6 +1306,11 @@ static void sem_search(struct gw_embed_job **jobs, int n)
             r->waiting = r->defer = 0;
             sem_weigh(c, r);
         }
+        /* a question that missed is likely stored with the answer the engine gives it, and
+         * asked again in other words soon after: its tokens, made by its own pass, are
+         * kept as that entry's, so that its first hit costs the judge no pass either */
+        if (r->s && !r->s->hit && !r->s->rc && r->qj.n)
+            memo_put(c, r->s->tenant, r->s->key->query, r->s->key->query_len, &r->qj);
         sem_run_deinit(r);
     }
     free(runs);

@@ -8,7 +8,7 @@ struct memo {
     struct memo *chain;       /* the next in its bucket */
     struct memo *newer, *older; /* the LRU list */
     uint64_t hash;
-    int64_t id;
+    int64_t tenant;
     size_t len, bytes;
     char *q;
     struct gw_judge_text t;
@@ -20,9 +20,9 @@ struct gw_judge_memo {
     struct memo *newest, *oldest;
 };
 
-static uint64_t key_hash(int64_t id, const char *q, size_t len)
+static uint64_t key_hash(int64_t tenant, const char *q, size_t len)
 {
-    return XXH3_64bits_withSeed(q, len, (uint64_t)id);
+    return XXH3_64bits_withSeed(q, len, (uint64_t)tenant);
 }
 
 static size_t text_bytes(const struct gw_judge_text *t)
@@ -46,11 +46,11 @@ gw_judge_memo *gw_judge_memo_create(size_t max_bytes)
     return m;
 }
 
-static struct memo **find(gw_judge_memo *m, uint64_t hash, int64_t id, const char *q,
+static struct memo **find(gw_judge_memo *m, uint64_t hash, int64_t tenant, const char *q,
                           size_t len)
 {
     struct memo **at = &m->buckets[hash & (m->nbuckets - 1)];
-    while (*at && ((*at)->hash != hash || (*at)->id != id || (*at)->len != len ||
+    while (*at && ((*at)->hash != hash || (*at)->tenant != tenant || (*at)->len != len ||
                    memcmp((*at)->q, q, len)))
         at = &(*at)->chain;
     return at;
@@ -114,11 +114,11 @@ static void grow(gw_judge_memo *m)
     m->nbuckets = n;
 }
 
-int gw_judge_memo_get(gw_judge_memo *m, int64_t id, const char *q, size_t len,
+int gw_judge_memo_get(gw_judge_memo *m, int64_t tenant, const char *q, size_t len,
                       struct gw_judge_text *out)
 {
     memset(out, 0, sizeof *out);
-    struct memo *e = *find(m, key_hash(id, q, len), id, q, len);
+    struct memo *e = *find(m, key_hash(tenant, q, len), tenant, q, len);
     if (!e || gw_judge_text_copy(&e->t, out))
         return 0;
     lru_unlink(m, e);
@@ -126,11 +126,11 @@ int gw_judge_memo_get(gw_judge_memo *m, int64_t id, const char *q, size_t len,
     return 1;
 }
 
-void gw_judge_memo_put(gw_judge_memo *m, int64_t id, const char *q, size_t len,
+void gw_judge_memo_put(gw_judge_memo *m, int64_t tenant, const char *q, size_t len,
                        const struct gw_judge_text *t)
 {
-    uint64_t hash = key_hash(id, q, len);
-    struct memo **at = find(m, hash, id, q, len);
+    uint64_t hash = key_hash(tenant, q, len);
+    struct memo **at = find(m, hash, tenant, q, len);
     if (*at)
         drop(m, at);
     size_t bytes = sizeof(struct memo) + len + text_bytes(t);
@@ -147,11 +147,11 @@ void gw_judge_memo_put(gw_judge_memo *m, int64_t id, const char *q, size_t len,
     }
     memcpy(e->q, q, len);
     e->hash = hash;
-    e->id = id;
+    e->tenant = tenant;
     e->len = len;
     e->bytes = bytes;
     while (m->oldest && m->bytes + bytes > m->max_bytes)
-        drop(m, find(m, m->oldest->hash, m->oldest->id, m->oldest->q, m->oldest->len));
+        drop(m, find(m, m->oldest->hash, m->oldest->tenant, m->oldest->q, m->oldest->len));
     at = &m->buckets[hash & (m->nbuckets - 1)];
     e->chain = *at;
     *at = e;
@@ -171,7 +171,7 @@ void gw_judge_memo_destroy(gw_judge_memo *m)
     if (!m)
         return;
     while (m->oldest)
-        drop(m, find(m, m->oldest->hash, m->oldest->id, m->oldest->q, m->oldest->len));
+        drop(m, find(m, m->oldest->hash, m->oldest->tenant, m->oldest->q, m->oldest->len));
     free(m->buckets);
     free(m);
 }

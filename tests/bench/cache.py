@@ -8,9 +8,14 @@
    (64 keep-alive connections) replays exact hits, of one entry and of 2,000 entries in
    turn, and semantic hits (paraphrased queries) under the same load, then timed one by one
    and with 8 concurrent clients.
+3. live: the stored questions of the first N label-1 pairs (--live, 40) asked of the
+   engine, whose answers the cache stores, then each pair's new question once, by one
+   client, with only-if-cached: the first paraphrase of an entry made by a miss, the way a
+   cache fills in use (the judge has the stored question's tokens from the lookup that
+   missed; imported entries, above, have none yet).
 
-usage: python cache.py BUILD_DIR PAIRS.tsv [PAIRS.tsv...] [--entries N]   (in .venv)
-(--entries 0: quality only)
+usage: python cache.py BUILD_DIR PAIRS.tsv [PAIRS.tsv...] [--entries N] [--live N]
+(in .venv; --entries 0: quality only; --live 0: no live part)
 
 python cache.py BUILD_DIR PAIRS.tsv... --similarities OUT.tsv writes each pair's embedding
 similarity alone (the guard off: label, stored, new, similarity, set) and nothing else, for
@@ -261,12 +266,51 @@ def latency(binary, n, conf=""):
             proc.wait()
 
 
+def live(binary, data, n, conf=""):
+    first = [(s, q) for label, s, q, _ in data if label == 1][:n]
+    system = "Answer in one short sentence."
+
+    def body(q, **kw):
+        return {"model": MODEL, "temperature": 0, **kw,
+                "messages": [{"role": "system", "content": system},
+                             {"role": "user", "content": q}]}
+
+    with tempfile.TemporaryDirectory() as d:
+        proc, port = start(binary, pathlib.Path(d), conf)
+        try:
+            c = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=120)
+            stored = 0  # (an answer cut by max_tokens is not stored)
+            for s, _ in first:
+                r = c.post("/v1/chat/completions", json=body(s, max_tokens=200))
+                stored += r.json()["choices"][0]["finish_reason"] == "stop"
+            time.sleep(2)  # (the answers are written after their responses)
+            times, hits = [], 0
+            for _, q in first:
+                t = time.perf_counter()
+                r = c.post("/v1/chat/completions", json=body(q),
+                           headers={"Cache-Control": "only-if-cached"})
+                times.append(time.perf_counter() - t)
+                hits += r.status_code == 200
+            times.sort()
+            m = dict(line.split()[:2] for line in c.get("/metrics").text.splitlines()
+                     if line.startswith("cachegate_cache_judge_texts_total"))
+            print(f"live: {stored} of {len(first)} questions answered and stored; their "
+                  f"paraphrases, 1 client: p50 {1e3 * times[len(times) // 2]:.1f} ms, p90 "
+                  f"{1e3 * times[int(len(times) * 0.9)]:.1f} ms, hits {hits}/{len(first)}, "
+                  f"texts the judge embedded "
+                  f"{float(m.get('cachegate_cache_judge_texts_total', 0)):.0f}")
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("pairs", nargs="+")
     ap.add_argument("--entries", type=int, default=100000)
     ap.add_argument("--similarities", metavar="OUT")
+    ap.add_argument("--live", type=int, default=40)
     ap.add_argument("--conf", metavar="FILE",
                     help="more server configuration for the latency part (e.g. [cache] "
                     "judge_threshold = 0)")
@@ -276,8 +320,11 @@ def main():
     if a.similarities:
         return similarities(binary, data, a.similarities)
     quality(binary, data)
+    conf = open(a.conf).read() if a.conf else ""
     if a.entries > 0:
-        latency(binary, a.entries, open(a.conf).read() if a.conf else "")
+        latency(binary, a.entries, conf)
+    if a.live > 0:
+        live(binary, data, a.live, conf)
 
 
 if __name__ == "__main__":

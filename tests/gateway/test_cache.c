@@ -840,6 +840,55 @@ Test(cache_judge, a_question_several_wait_on_is_embedded_once, .timeout = 240)
     world_close(&x);
 }
 
+/* A question that missed, stored with its answer (as the engine's answer to it is), then
+ * asked in other words: with cache.judge_bytes the judge has the stored question's tokens
+ * from the lookup that missed, and needs no pass; without, one pass of it. The hit either
+ * way. */
+static void missed_then_paraphrased(int64_t judge_bytes, int passes, int texts)
+{
+    static const char *const q = "What is the best way to learn Python programming?",
+                             *const p = "What's the best way to learn programming in Python?";
+    struct world x;
+    world_open(&x, judge_bytes);
+    char body[512];
+    struct gw_cache_key kq, kp;
+    chat_body(body, sizeof body, q);
+    kq = key_of(body, 1, 0);
+    chat_body(body, sizeof body, p);
+    kp = key_of(body, 1, 0);
+    struct gw_cache_sem miss, hit;
+    look_up(x.c, x.tenant, &kq, 1, &miss);
+    cr_assert(!miss.rc && !miss.hit && miss.vec);
+    gw_cache_put(x.c, x.tenant, &kq, miss.vec, "m", "Write small programs every day.", 31, 12,
+                 7, 0);
+    for (int tries = 0;; tries++) {
+        spin();
+        cr_assert_eq(store_sync(x.st), STORE_OK);
+        struct store_tenant_stats ts;
+        if (store_stats(x.st, &ts, 1) == 1 && ts.entries == N + 1)
+            break;
+        cr_assert(tries < 300, "the entry was not written");
+    }
+    struct judge_work w0 = judge_work(x.m);
+    look_up(x.c, x.tenant, &kp, 1, &hit);
+    struct judge_work w1 = judge_work(x.m);
+    cr_assert(hit.hit, "%s", hit.why);
+    cr_assert_str_eq(hit.entry.answer, "Write small programs every day.");
+    cr_assert_eq(w1.passes - w0.passes, passes, "passes: %g", w1.passes - w0.passes);
+    cr_assert_eq(w1.texts - w0.texts, texts, "texts: %g", w1.texts - w0.texts);
+    gw_cache_sem_deinit(&miss);
+    gw_cache_sem_deinit(&hit);
+    gw_cache_key_deinit(&kq);
+    gw_cache_key_deinit(&kp);
+    world_close(&x);
+}
+
+Test(cache_judge, a_question_that_missed_needs_no_judge_pass_at_its_first_hit, .timeout = 240)
+{
+    missed_then_paraphrased(1 << 20, 0, 0);
+    missed_then_paraphrased(0, 1, 1);
+}
+
 /* With cache.judge_bytes, the stored questions' tokens the judge made are kept for their
  * next hits: the same four asked again in one pass need no judge's pass, and get the same
  * verdicts, at the same probabilities. */

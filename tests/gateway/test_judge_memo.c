@@ -1,4 +1,4 @@
-/* gateway/judge_memo.c: the judge's tokens of stored questions are kept by entry id and
+/* gateway/judge_memo.c: the judge's tokens of stored questions are kept by tenant and
  * question, handed out as copies, and the least recently used go first past the budget. */
 #include "judge_memo.h"
 
@@ -22,11 +22,11 @@ static struct gw_judge_text text_of(int n, float v)
     return t;
 }
 
-/* whether the memo holds text_of(n, v) for id and q */
-static int holds(gw_judge_memo *m, int64_t id, const char *q, int n, float v)
+/* whether the memo holds text_of(n, v) for tenant and q */
+static int holds(gw_judge_memo *m, int64_t tenant, const char *q, int n, float v)
 {
     struct gw_judge_text got;
-    if (!gw_judge_memo_get(m, id, q, strlen(q), &got))
+    if (!gw_judge_memo_get(m, tenant, q, strlen(q), &got))
         return 0;
     struct gw_judge_text want = text_of(n, v);
     int same = got.n == n && got.dim == DIM &&
@@ -37,10 +37,10 @@ static int holds(gw_judge_memo *m, int64_t id, const char *q, int n, float v)
     return same;
 }
 
-static void put(gw_judge_memo *m, int64_t id, const char *q, int n, float v)
+static void put(gw_judge_memo *m, int64_t tenant, const char *q, int n, float v)
 {
     struct gw_judge_text t = text_of(n, v);
-    gw_judge_memo_put(m, id, q, strlen(q), &t);
+    gw_judge_memo_put(m, tenant, q, strlen(q), &t);
     gw_judge_text_free(&t); /* the memo keeps its own copy */
 }
 
@@ -50,7 +50,7 @@ Test(judge_memo, keyed_by_entry_and_question)
     cr_assert(m);
     put(m, 7, "What is the capital of France?", 5, 1);
     cr_assert(holds(m, 7, "What is the capital of France?", 5, 1));
-    /* another question under the same id (an id used again), the same one under another */
+    /* another question of the same tenant, the same one of another tenant */
     cr_assert(!holds(m, 7, "What is the capital of Spain?", 5, 1));
     cr_assert(!holds(m, 8, "What is the capital of France?", 5, 1));
     struct gw_judge_text none;
