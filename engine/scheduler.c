@@ -359,6 +359,8 @@ fail:
     return rc;
 }
 
+/* (a running sequence stays counted under the party it was admitted with, counted, until it
+ * leaves the running list) */
 void sched_set_party(sched_seq *q, uint64_t party)
 {
     q->party = party;
@@ -495,11 +497,11 @@ static int cover(sched *s, sched_seq *q, int upto)
  * otherwise be sent back at every step until one of theirs ended. */
 static sched_seq *victim_of(sched *s, const sched_seq *need, int batch_too)
 {
-    int mine = party_running(s, need->party);
+    int mine = party_running(s, need->counted); /* (running sequences: their counted party) */
     sched_seq *best = NULL;
     int most = -1;
     for (sched_seq *q = s->running.head; q; q = q->next) {
-        int n = party_running(s, q->party);
+        int n = party_running(s, q->counted);
         if (q->in_batch && (!batch_too || n <= mine))
             continue;
         if (n > most ||
@@ -515,9 +517,9 @@ static sched_seq *victim_of(sched *s, const sched_seq *need, int batch_too)
  * is preempted for it, their work lost for nothing. */
 static int batch_could_cover(sched *s, const sched_seq *need, int blocks)
 {
-    int mine = party_running(s, need->party), have = kvc_free_blocks(s->kv);
+    int mine = party_running(s, need->counted), have = kvc_free_blocks(s->kv);
     for (const sched_seq *q = s->running.head; q && have < blocks; q = q->next)
-        if (q->in_batch && party_running(s, q->party) > mine)
+        if (q->in_batch && party_running(s, q->counted) > mine)
             have += q->n_table; /* (at most: a block shared through the prefix cache stays) */
     return have >= blocks;
 }

@@ -1900,6 +1900,7 @@ static void handle(struct gw_req *r, int chat, int resp)
         c->sem.key = &c->key;
         c->sem.threshold = c->ctl.threshold >= 0 ? c->ctl.threshold : cfg->cache_threshold;
         c->sem.max_tokens = c->job.params.max_tokens;
+        c->sem.stores = c->store && !c->ctl.only_if_cached;
         c->sem.done = on_semantic;
         gw_req_defer(r);
         gw_req_on_gone(r, on_gone, c);

@@ -1306,10 +1306,11 @@ static void sem_search(struct gw_embed_job **jobs, int n)
             r->waiting = r->defer = 0;
             sem_weigh(c, r);
         }
-        /* a question that missed is likely stored with the answer the engine gives it, and
-         * asked again in other words soon after: its tokens, made by its own pass, are
-         * kept as that entry's, so that its first hit costs the judge no pass either */
-        if (r->s && !r->s->hit && !r->s->rc && r->qj.n)
+        /* a question that missed, where its answer is to be stored, is likely asked again
+         * in other words soon after: its tokens, made by its own pass, are kept as that
+         * entry's, so that its first hit costs the judge no pass either (none of a
+         * no-store or only-if-cached request's) */
+        if (r->s && r->s->stores && !r->s->hit && !r->s->rc && r->qj.n)
             memo_put(c, r->s->tenant, r->s->key->query, r->s->key->query_len, &r->qj);
         sem_run_deinit(r);
     }

@@ -115,6 +115,7 @@ struct gw_cache_sem {
     const struct gw_cache_key *key; /* borrowed until done runs */
     double threshold;
     int max_tokens;
+    int stores; /* a miss is answered and its answer stored (not no-store, only-if-cached) */
     void (*done)(struct gw_cache_sem *s); /* event loop */
     /* outputs */
     int rc;         /* 0, or the embedder's / store's error (then a miss) */

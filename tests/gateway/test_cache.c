@@ -554,6 +554,8 @@ static void too_long(evutil_socket_t fd, short what, void *arg)
 
 /* Submits lookups of qs[0..n) (each with key k[i]) at once and runs the loop until they
  * are done. */
+static int lookups_store = 1; /* look_up()'s requests store their answers (not no-store) */
+
 static void look_up(gw_cache *c, int64_t tenant, struct gw_cache_key *k, int n,
                     struct gw_cache_sem *s)
 {
@@ -565,6 +567,7 @@ static void look_up(gw_cache *c, int64_t tenant, struct gw_cache_key *k, int n,
         s[i].key = &k[i];
         s[i].threshold = 0.70;
         s[i].max_tokens = 1000;
+        s[i].stores = lookups_store;
         s[i].done = looked;
         gw_cache_semantic(c, &s[i]);
     }
@@ -842,9 +845,9 @@ Test(cache_judge, a_question_several_wait_on_is_embedded_once, .timeout = 240)
 
 /* A question that missed, stored with its answer (as the engine's answer to it is), then
  * asked in other words: with cache.judge_bytes the judge has the stored question's tokens
- * from the lookup that missed, and needs no pass; without, one pass of it. The hit either
- * way. */
-static void missed_then_paraphrased(int64_t judge_bytes, int passes, int texts)
+ * from the lookup that missed, and needs no pass; without, or where the request that missed
+ * said no-store (its question kept nowhere), one pass of it. The hit either way. */
+static void missed_then_paraphrased(int64_t judge_bytes, int stores, int passes, int texts)
 {
     static const char *const q = "What is the best way to learn Python programming?",
                              *const p = "What's the best way to learn programming in Python?";
@@ -857,7 +860,9 @@ static void missed_then_paraphrased(int64_t judge_bytes, int passes, int texts)
     chat_body(body, sizeof body, p);
     kp = key_of(body, 1, 0);
     struct gw_cache_sem miss, hit;
+    lookups_store = stores;
     look_up(x.c, x.tenant, &kq, 1, &miss);
+    lookups_store = 1;
     cr_assert(!miss.rc && !miss.hit && miss.vec);
     gw_cache_put(x.c, x.tenant, &kq, miss.vec, "m", "Write small programs every day.", 31, 12,
                  7, 0);
@@ -885,8 +890,9 @@ static void missed_then_paraphrased(int64_t judge_bytes, int passes, int texts)
 
 Test(cache_judge, a_question_that_missed_needs_no_judge_pass_at_its_first_hit, .timeout = 240)
 {
-    missed_then_paraphrased(1 << 20, 0, 0);
-    missed_then_paraphrased(0, 1, 1);
+    missed_then_paraphrased(1 << 20, 1, 0, 0);
+    missed_then_paraphrased(0, 1, 1, 1);
+    missed_then_paraphrased(1 << 20, 0, 1, 1);
 }
 
 /* With cache.judge_bytes, the stored questions' tokens the judge made are kept for their
