@@ -4,10 +4,10 @@
 #include "cache.h"
 #include "tenants.h"
 
+#include "entry_id.h"
 #include "grammar.h"
 #include "guard.h"
 #include "judge.h"
-#include "entry_id.h"
 #include "judge_memo.h"
 #include "log.h"
 #include "oai.h"
