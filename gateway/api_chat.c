@@ -13,6 +13,7 @@
 #include "log.h"
 #include "oai.h"
 #include "responses.h"
+#include "stored_chat.h"
 #include "tools.h"
 
 #include <ctype.h>
@@ -103,6 +104,11 @@ struct chat_req {
      * form (lp_json()); the characters of text they cover (a completion's text_offset) */
     json_t *lp;
     long lp_chars;
+    /* "store": true (a chat request's): its reply is kept for the stored completions'
+     * routes (stored_chat.h), with its metadata and messages; rec: a stream's chunks put
+     * together so far */
+    int keep;
+    json_t *kept_meta, *kept_msgs, *rec;
 };
 
 static double now_s(void)
@@ -142,6 +148,9 @@ static void chat_req_free(struct chat_req *c)
     json_decref(c->convo);
     json_decref(c->items);
     json_decref(c->lp);
+    json_decref(c->kept_meta);
+    json_decref(c->kept_msgs);
+    json_decref(c->rec);
     free(c);
 }
 
@@ -595,6 +604,41 @@ static json_t *envelope(struct chat_req *c, const char *object)
     return o;
 }
 
+/* c's reply (taken; NULL: none), stored when the request said "store": true (a kid's, as
+ * its request's) */
+static void keep_reply(struct chat_req *c, json_t *o)
+{
+    struct chat_req *w = c->parent ? c->parent : c;
+    if (!w->keep || !o || !w->req) {
+        json_decref(o);
+        return;
+    }
+    w->keep = 0;
+    gw_stored_put(gw_req_server(w->req), w->tenant, o, w->kept_meta, w->kept_msgs);
+}
+
+/* A chat stream's chunk o (taken) sent, and put into the record of a request to store */
+static void chat_sse(struct chat_req *c, json_t *o)
+{
+    struct chat_req *w = c->parent ? c->parent : c;
+    if (w->keep && !(w->rec = gw_stored_chunk(w->rec, o))) {
+        w->keep = 0;
+        gw_log(GW_LOG_WARN, "chat completion %s was not stored (out of memory)", w->id);
+    }
+    gw_reply_sse_json(c->req, o);
+}
+
+/* A stream that ended well: its record, with its usage u, stored */
+static void keep_stream(struct chat_req *c, struct usage u)
+{
+    if (!c->keep || !c->rec)
+        return;
+    json_object_set_new(c->rec, "usage", usage_json(u.prompt, u.completion, u.cached));
+    json_t *o = c->rec;
+    c->rec = NULL;
+    keep_reply(c, o);
+}
+
 /* A token's text for logprobs: its bytes as a string when they are UTF-8, else (a piece of a
  * character) "bytes:" and each byte as \\xNN, as vLLM writes them. */
 static json_t *token_string(const char *b, size_t n)
@@ -729,7 +773,7 @@ static void send_chunk(struct chat_req *c, const char *text, size_t len, const c
     json_array_append_new(choices, ch);
     json_object_set_new(o, "choices", choices);
     c->started = 1;
-    gw_reply_sse_json(c->req, o);
+    chat_sse(c, o);
 }
 
 /* The entry of tool_calls of the call being read (c->call): with its id, type and name
@@ -787,7 +831,7 @@ static void send_call(struct chat_req *c, int final)
         json_object_set_new(o, "choices", choices);
         c->started = 1;
         c->calls_out = c->call.index + 1;
-        gw_reply_sse_json(c->req, o);
+        chat_sse(c, o);
     } while (gw_call_next(&c->call, text, c->len));
 }
 
@@ -838,6 +882,7 @@ static void reply_call(struct chat_req *c, const char *finish, int final, struct
     json_object_set_new(ch, "finish_reason", json_string(finish));
     json_object_set_new(o, "choices", json_pack("[o]", ch));
     json_object_set_new(o, "usage", usage_json(u.prompt, u.completion, u.cached));
+    keep_reply(c, c->keep ? json_incref(o) : NULL);
     gw_reply_json(c->req, 200, o, 0);
 }
 
@@ -910,10 +955,12 @@ static void reply_answer(struct chat_req *c, const char *text, size_t len, const
     oai_buf_puts(&b, ",\"audio_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":0,"
                      "\"audio_tokens\":0,\"accepted_prediction_tokens\":0,"
                      "\"rejected_prediction_tokens\":0}}}");
-    if (b.oom)
+    if (b.oom) {
         chat_error(c, 500, "out of memory", NULL, NULL);
-    else
+    } else {
+        keep_reply(c, c->keep ? json_loadb(b.p, b.len, 0, NULL) : NULL);
         gw_reply_body(c->req, 200, "application/json", b.p, b.len);
+    }
     oai_buf_deinit(&b);
 }
 
@@ -1348,8 +1395,9 @@ static void on_event(struct gw_gen_event *ev)
             json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
             json_object_set_new(o, "choices", json_array());
             json_object_set_new(o, "usage", usage_json(u.prompt, u.completion, u.cached));
-            gw_reply_sse_json(c->req, o);
+            chat_sse(c, o);
         }
+        keep_stream(c, u);
         gw_reply_sse_end(c->req);
     } else if (c->resp && c->tools.mode != GW_TOOLS_OFF) {
         reply_response_call(c, call_final, finish, u);
@@ -1541,8 +1589,9 @@ static void reply_hit(struct chat_req *c, const struct store_hit *h, const char 
             json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
             json_object_set_new(o, "choices", json_array());
             json_object_set_new(o, "usage", usage_json(c->job.n_prompt, h->completion_tokens, 0));
-            gw_reply_sse_json(c->req, o);
+            chat_sse(c, o);
         }
+        keep_stream(c, u);
         gw_reply_sse_end(c->req);
         return;
     }
@@ -1706,7 +1755,9 @@ static int resp_request(struct chat_req *c, struct gw_tenant *tn, json_t **b)
     if (prev) {
         char *msgs = NULL;
         gw_cache *cache = gw_server_cache(gw_req_server(c->req));
-        int rc = gw_cache_response_get(cache, tn->id, prev, NULL, &msgs);
+        int rc = strncmp(prev, "resp_", 5) /* a stored chat completion is no response */
+                     ? STORE_ENOTFOUND
+                     : gw_cache_response_get(cache, tn->id, prev, NULL, &msgs);
         if (rc == STORE_ENOTFOUND) {
             char msg[300];
             snprintf(msg, sizeof msg, "Previous response with id '%.200s' not found (or "
@@ -1820,6 +1871,20 @@ static void handle(struct gw_req *r, int chat, int resp)
                                   sizeof where)) {
         gw_reply_error(r, 400, p.msg, resp ? "input" : where, NULL);
         goto out;
+    }
+    json_t *store = json_object_get(b, "store");
+    if (chat && !resp && store && !json_is_null(store) && !json_is_boolean(store)) {
+        gw_reply_error(r, 400, "store must be a boolean.", "store", NULL);
+        goto out;
+    }
+    if (chat && !resp && json_is_true(store)) { /* kept for the stored completions' routes */
+        c->keep = 1;
+        c->kept_msgs = json_deep_copy(json_object_get(b, "messages"));
+        c->kept_meta = json_deep_copy(json_object_get(b, "metadata"));
+        if (!c->kept_msgs) {
+            gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
+            goto out;
+        }
     }
     int status = chat ? parse_tools(b, c, &p) : 0;
     if (status) {
@@ -2224,8 +2289,9 @@ static void batch_end(struct chat_req *c)
             json_t *o = envelope(c, c->chat ? "chat.completion.chunk" : "text_completion");
             json_object_set_new(o, "choices", json_array());
             json_object_set_new(o, "usage", usage_json(sum.prompt, sum.completion, sum.cached));
-            gw_reply_sse_json(c->req, o);
+            chat_sse(c, o);
         }
+        keep_stream(c, sum);
         gw_reply_sse_end(c->req);
     } else if (c->req) {
         json_t *o = envelope(c, c->chat ? "chat.completion" : "text_completion");
@@ -2248,6 +2314,7 @@ static void batch_end(struct chat_req *c)
         }
         json_object_set_new(o, "choices", choices);
         json_object_set_new(o, "usage", usage_json(sum.prompt, sum.completion, sum.cached));
+        keep_reply(c, c->keep ? json_incref(o) : NULL);
         gw_reply_json(c->req, 200, o, 0);
     }
     chat_req_free(c);
@@ -2503,7 +2570,10 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
 
 void gw_handle_chat_completions(struct gw_req *r)
 {
-    handle(r, 1, 0);
+    if (!strcmp(gw_req_method(r), "POST"))
+        handle(r, 1, 0);
+    else /* GET: the stored ones */
+        gw_handle_stored_chat_list(r);
 }
 
 void gw_handle_completions(struct gw_req *r)
@@ -2567,6 +2637,14 @@ void gw_handle_response_by_id(struct gw_req *r)
     if (strlen(id) != idlen) { /* %00: no id holds a NUL, nor is one cut at it */
         gw_reply_error(r, 404, "No response has an id with a NUL byte (%00) in it.", NULL,
                        "not_found");
+        free(id);
+        return;
+    }
+    if (strncmp(id, "resp_", 5)) { /* a stored chat completion is no response */
+        char msg[300];
+        snprintf(msg, sizeof msg, "Response with id '%.200s' not found (a response's id begins "
+                 "with resp_).", id);
+        gw_reply_error(r, 404, msg, NULL, "not_found");
         free(id);
         return;
     }

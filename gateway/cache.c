@@ -39,10 +39,13 @@ struct gw_cache {
     const struct gw_config *cfg;
     store *st;
     /* stored responses queued to the writer and not yet committed, by "tenant/id":
-     * {"body", "messages", "deleted"}, which a read or a deletion meanwhile must see (the
-     * writer's callback takes them out once committed) */
+     * {"body", "messages", "seq", "deleted", "updated"}, which a read, a listing, a change
+     * or a deletion meanwhile must see (the writer's callback takes them out once committed,
+     * and then deletes the row, or writes the body it was changed to); seq: the order they
+     * were put in */
     pthread_mutex_t resp_mu;
     json_t *resp_pending;
+    json_int_t resp_seq;
     gw_embedw *embw;
     int dim;
     store_reader *loop_reader;   /* event loop: exact lookups */
@@ -1698,15 +1701,20 @@ static void resp_key(char *key, size_t len, int64_t tenant, const char *id)
     snprintf(key, len, "%lld/%s", (long long)tenant, id);
 }
 
-/* writer thread: the response is committed (or failed); deleted meanwhile, it goes now */
+/* writer thread: the response is committed (or failed); deleted meanwhile, it goes now;
+ * changed meanwhile, its row gets the body it was changed to (under resp_mu, so that a
+ * change made once it is out of resp_pending comes after) */
 static void resp_written(void *arg, int rc, int64_t id)
 {
     (void)id;
     struct resp_put *p = arg;
     gw_cache *c = p->c;
     pthread_mutex_lock(&c->resp_mu);
-    int deleted = json_is_true(json_object_get(json_object_get(c->resp_pending, p->key),
-                                               "deleted"));
+    json_t *e = json_object_get(c->resp_pending, p->key);
+    int deleted = json_is_true(json_object_get(e, "deleted"));
+    if (!rc && !deleted && json_is_true(json_object_get(e, "updated")))
+        store_response_set_body(c->st, p->tenant, p->id,
+                                json_string_value(json_object_get(e, "body")), store_now_ms());
     json_object_del(c->resp_pending, p->key);
     pthread_mutex_unlock(&c->resp_mu);
     if (deleted && !rc)
@@ -1756,7 +1764,8 @@ int gw_cache_response_put(gw_cache *c, int64_t tenant, const char *id, const cha
     struct resp_put *p = malloc(sizeof *p + il + 1);
     json_t *e = json_object();
     if (!p || !e || json_object_set_new(e, "body", json_string(body)) ||
-        json_object_set_new(e, "messages", json_string(messages))) {
+        json_object_set_new(e, "messages", json_string(messages)) ||
+        json_object_set_new(e, "seq", json_integer(0))) {
         free(p);
         json_decref(e);
         return STORE_ENOMEM;
@@ -1766,6 +1775,7 @@ int gw_cache_response_put(gw_cache *c, int64_t tenant, const char *id, const cha
     memcpy(p->id, id, il + 1);
     resp_key(p->key, sizeof p->key, tenant, id);
     pthread_mutex_lock(&c->resp_mu);
+    json_integer_set(json_object_get(e, "seq"), ++c->resp_seq);
     int rc = json_object_set_new(c->resp_pending, p->key, e) ? STORE_ENOMEM : STORE_OK;
     pthread_mutex_unlock(&c->resp_mu);
     if (!rc)
@@ -1793,4 +1803,149 @@ int gw_cache_response_delete(gw_cache *c, int64_t tenant, const char *id)
         json_object_set_new(e, "deleted", json_true());
     pthread_mutex_unlock(&c->resp_mu);
     return e ? rc : store_response_delete(c->st, tenant, id);
+}
+
+int gw_cache_response_set_body(gw_cache *c, int64_t tenant, const char *id, const char *body)
+{
+    char key[160];
+    resp_key(key, sizeof key, tenant, id);
+    pthread_mutex_lock(&c->resp_mu);
+    json_t *e = json_object_get(c->resp_pending, key);
+    int rc;
+    if (e && json_is_true(json_object_get(e, "deleted")))
+        rc = STORE_ENOTFOUND;
+    else if (e) /* written once committed (resp_written) */
+        rc = json_object_set_new(e, "body", json_string(body)) ||
+                     json_object_set_new(e, "updated", json_true())
+                 ? STORE_ENOMEM
+                 : STORE_OK;
+    else
+        rc = store_response_set_body(c->st, tenant, id, body, store_now_ms());
+    pthread_mutex_unlock(&c->resp_mu);
+    return rc;
+}
+
+/* A listing's responses not yet committed (resp_pending), in the order they were put */
+struct resp_listing {
+    json_t *pending; /* [{"id", "body", "seq", "deleted"}], by seq */
+    store_response_fn fn;
+    void *arg;
+    int stop;
+};
+
+static int by_seq(const void *a, const void *b)
+{
+    json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "seq"));
+    json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "seq"));
+    return (x > y) - (x < y);
+}
+
+/* The tenant's pending responses whose ids begin with prefix, by seq; NULL: no memory */
+static json_t *pending_of(gw_cache *c, int64_t tenant, const char *prefix)
+{
+    char head[160];
+    resp_key(head, sizeof head, tenant, prefix);
+    const size_t hl = strlen(head), tl = strlen(head) - strlen(prefix);
+    json_t **v = NULL, *out = json_array();
+    size_t n = 0;
+    int oom = !out;
+    pthread_mutex_lock(&c->resp_mu);
+    size_t cap = json_object_size(c->resp_pending);
+    if (cap && !oom && !(v = malloc(cap * sizeof *v)))
+        oom = 1;
+    const char *key;
+    json_t *e;
+    json_object_foreach(c->resp_pending, key, e)
+    {
+        if (oom || strncmp(key, head, hl))
+            continue;
+        /* (copies: the writer thread takes e out once committed) */
+        json_t *o = json_pack("{s:s, s:s, s:I, s:b}", "id", key + tl, "body",
+                              json_string_value(json_object_get(e, "body")), "seq",
+                              json_integer_value(json_object_get(e, "seq")), "deleted",
+                              json_is_true(json_object_get(e, "deleted")));
+        if (!o)
+            oom = 1;
+        else
+            v[n++] = o;
+    }
+    pthread_mutex_unlock(&c->resp_mu);
+    if (n)
+        qsort(v, n, sizeof *v, by_seq);
+    for (size_t i = 0; i < n; i++)
+        if (oom)
+            json_decref(v[i]);
+        else if (json_array_append_new(out, v[i]))
+            oom = 1;
+    free(v);
+    if (oom) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+static json_t *pending_find(json_t *pending, const char *id, size_t *at)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(pending, i, e)
+    {
+        if (!strcmp(json_string_value(json_object_get(e, "id")), id)) {
+            if (at)
+                *at = i;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* a committed row: left to the pending record of it, while there is one */
+static int listed_row(void *arg, const char *id, const char *body)
+{
+    struct resp_listing *l = arg;
+    if (pending_find(l->pending, id, NULL))
+        return 0;
+    return l->stop = l->fn(l->arg, id, body);
+}
+
+/* pending[from..to) (to < from: downwards), those not deleted */
+static void listed_pending(struct resp_listing *l, long from, long to)
+{
+    for (long i = from; i != to && !l->stop; i += to < from ? -1 : 1) {
+        json_t *e = json_array_get(l->pending, (size_t)i);
+        if (!json_is_true(json_object_get(e, "deleted")))
+            l->stop = l->fn(l->arg, json_string_value(json_object_get(e, "id")),
+                            json_string_value(json_object_get(e, "body")));
+    }
+}
+
+int gw_cache_response_list(gw_cache *c, int64_t tenant, const char *prefix, const char *after,
+                           int desc, store_response_fn fn, void *arg)
+{
+    struct resp_listing l = {pending_of(c, tenant, prefix), fn, arg, 0};
+    if (!l.pending)
+        return STORE_ENOMEM;
+    /* the pending ones were put after every committed one */
+    const long np = (long)json_array_size(l.pending);
+    size_t at = 0;
+    json_t *a = after ? pending_find(l.pending, after, &at) : NULL;
+    int rc = STORE_OK;
+    if (a && json_is_true(json_object_get(a, "deleted"))) {
+        rc = STORE_ENOTFOUND;
+    } else if (!desc) {
+        if (!a)
+            rc = store_response_list(c->loop_reader, tenant, prefix, after, 0, store_now_ms(),
+                                     listed_row, &l);
+        if (!rc)
+            listed_pending(&l, a ? (long)at + 1 : 0, np);
+    } else {
+        if (!after || a)
+            listed_pending(&l, a ? (long)at - 1 : np - 1, -1);
+        if (!l.stop)
+            rc = store_response_list(c->loop_reader, tenant, prefix, a ? NULL : after, 1,
+                                     store_now_ms(), listed_row, &l);
+    }
+    json_decref(l.pending);
+    return rc;
 }

@@ -69,6 +69,15 @@ int gw_cache_response_get(gw_cache *c, int64_t tenant, const char *id, char **bo
 int gw_cache_response_put(gw_cache *c, int64_t tenant, const char *id, const char *body,
                           const char *messages, int64_t ttl_s);
 int gw_cache_response_delete(gw_cache *c, int64_t tenant, const char *id);
+/* The stored response's body is now body (a chat completion's metadata changed);
+ * STORE_ENOTFOUND. */
+int gw_cache_response_set_body(gw_cache *c, int64_t tenant, const char *id, const char *body);
+/* The tenant's stored responses whose ids begin with prefix, in the order they were stored
+ * (desc: the newest first), from the one after `after` (NULL: the first; STORE_ENOTFOUND
+ * when it is not there): fn(arg, id, body) for each until it returns nonzero. Those not yet
+ * committed are listed too. */
+int gw_cache_response_list(gw_cache *c, int64_t tenant, const char *prefix, const char *after,
+                           int desc, store_response_fn fn, void *arg);
 
 /* Request-level controls, from Cache-Control and the X-Cache-* request headers. */
 struct gw_cache_ctl {

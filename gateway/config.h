@@ -35,7 +35,7 @@ struct gw_config {
     int64_t max_connections;
     int64_t shutdown_grace_ms;
     char *cors_origins; /* browser origins allowed (comma-separated, or *); empty: none */
-    int64_t responses_ttl_s; /* stored responses of the Responses API expire; 0: never */
+    int64_t responses_ttl_s; /* stored responses and chat completions expire; 0: never */
     int64_t responses_max_bytes; /* per tenant, the oldest go past it; 0: no limit */
     /* [tls] */
     char *cert_file; /* empty: a self-signed certificate is generated in data_dir */

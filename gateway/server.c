@@ -10,6 +10,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "oai.h"
+#include "stored_chat.h"
 #include "tls.h"
 
 #include <arpa/inet.h>
@@ -1809,7 +1810,10 @@ static const struct route routes[] = {
     {"/v1/models", GET_HEAD, "GET, HEAD", handle_models, NULL, 0},
     {"/v1/models/", GET_HEAD, "GET, HEAD", handle_model, "/v1/models/{model}", 0},
     {"/v1/embeddings", EVHTTP_REQ_POST, "POST", gw_handle_embeddings, NULL, 0},
-    {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", gw_handle_chat_completions, NULL, 0},
+    {"/v1/chat/completions", EVHTTP_REQ_POST | GET_HEAD, "GET, HEAD, POST",
+     gw_handle_chat_completions, NULL, 0},
+    {"/v1/chat/completions/", GET_HEAD | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE,
+     "GET, HEAD, POST, DELETE", gw_handle_stored_chat, "/v1/chat/completions/{id}", 0},
     {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions, NULL, 0},
     {"/v1/responses", EVHTTP_REQ_POST, "POST", gw_handle_responses, NULL, 0},
     {"/v1/responses/", GET_HEAD | EVHTTP_REQ_DELETE, "GET, HEAD, DELETE", gw_handle_response_by_id,

@@ -477,3 +477,21 @@ int store_response_delete(store *s, int64_t tenant, const char *id)
     pthread_mutex_unlock(&s->admin_mu);
     return rc;
 }
+
+int store_response_set_body(store *s, int64_t tenant, const char *id, const char *body,
+                            int64_t now_ms)
+{
+    sqlite3_stmt *st;
+    pthread_mutex_lock(&s->admin_mu);
+    int rc = prep(s, "UPDATE responses SET body = ?3 WHERE id = ?1 AND tenant = ?2 AND "
+                     "(expires_ms = 0 OR expires_ms > ?4)", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, tenant);
+        sqlite3_bind_text(st, 3, body, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, now_ms);
+        rc = step_one_row(s, st);
+    }
+    pthread_mutex_unlock(&s->admin_mu);
+    return rc;
+}

@@ -202,7 +202,8 @@ int store_search(store_reader *r, int64_t tenant, const float *vec, int k, int64
 /* ------------------------------------------------------------------ responses */
 
 /*
- * The Responses API's stored responses, by id within their tenant. A put is queued to the
+ * The Responses API's stored responses, and stored chat completions (their ids tell them
+ * apart: resp_, chatcmpl-), by id within their tenant. A put is queued to the
  * writer (strings copied; a tenant deleted meanwhile gets no row), and done (may be NULL)
  * runs on the writer thread once it is committed; expired ones are never returned and are
  * deleted within about a second of expiring; a tenant's go with it; past the tenant's
@@ -218,6 +219,20 @@ int store_response_get(store_reader *r, int64_t tenant, const char *id, int64_t 
 /* Synchronous (administration connection): STORE_ENOTFOUND when the tenant has no such
  * response. */
 int store_response_delete(store *s, int64_t tenant, const char *id);
+/* Synchronous (administration connection): the response's body is body (its size as
+ * counted against responses_max_bytes stays the one it was stored with); STORE_ENOTFOUND
+ * when the tenant has no such live response. */
+int store_response_set_body(store *s, int64_t tenant, const char *id, const char *body,
+                            int64_t now_ms);
+/*
+ * The tenant's live responses whose ids begin with prefix, in the order they were stored
+ * (desc: the newest first), those after the response `after` (NULL: from the first;
+ * STORE_ENOTFOUND when the tenant has no such live response): fn(arg, id, body) for each
+ * until it returns nonzero.
+ */
+typedef int (*store_response_fn)(void *arg, const char *id, const char *body);
+int store_response_list(store_reader *r, int64_t tenant, const char *prefix, const char *after,
+                        int desc, int64_t now_ms, store_response_fn fn, void *arg);
 
 /* ------------------------------------------------------------------ tenants and keys */
 

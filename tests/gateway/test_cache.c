@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -493,22 +494,49 @@ Test(cache_key, ascii_and_unicode_queries_normalize_alike)
     }
 }
 
+/* A cache without an embedder over a store in a new directory */
+struct cache_fx {
+    char dir[40];
+    store *st;
+    struct gw_config cfg;
+    gw_metrics *m;
+    gw_cache *c;
+};
+
+static void fx_open(struct cache_fx *f, int dim)
+{
+    snprintf(f->dir, sizeof f->dir, "/tmp/cachegate-cache-XXXXXX");
+    cr_assert(mkdtemp(f->dir));
+    struct store_options so = {.dir = f->dir, .dim = dim};
+    char err[256];
+    cr_assert_eq(store_open(&so, NULL, NULL, &f->st, err, sizeof err), STORE_OK, "%s", err);
+    gw_config_defaults(&f->cfg);
+    f->m = gw_metrics_create();
+    f->c = gw_cache_create(&f->cfg, f->st, NULL, dim, f->m, err, sizeof err);
+    cr_assert(f->c, "%s", err);
+}
+
+static void fx_close(struct cache_fx *f)
+{
+    gw_cache_destroy(f->c);
+    store_close(f->st);
+    gw_metrics_destroy(f->m);
+    gw_config_deinit(&f->cfg);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
 /* An answer whose tenant is deleted before it is written is dropped by the store; the
  * writes counter says "dropped", not "ok". */
 Test(cache_writes, an_answer_for_a_deleted_tenant_counts_as_dropped)
 {
-    char dir[] = "/tmp/cachegate-writes-XXXXXX";
-    cr_assert(mkdtemp(dir));
     enum { DIM = 8 };
-    struct store_options so = {.dir = dir, .dim = DIM};
-    store *st;
-    char err[256];
-    cr_assert_eq(store_open(&so, NULL, NULL, &st, err, sizeof err), STORE_OK, "%s", err);
-    struct gw_config cfg;
-    gw_config_defaults(&cfg);
-    gw_metrics *m = gw_metrics_create();
-    gw_cache *c = gw_cache_create(&cfg, st, NULL, DIM, m, err, sizeof err);
-    cr_assert(c, "%s", err);
+    struct cache_fx f;
+    fx_open(&f, DIM);
+    store *st = f.st;
+    gw_cache *c = f.c;
+    gw_metrics *m = f.m;
     int64_t kept, gone;
     cr_assert_eq(store_tenant_create(st, "kept", &kept), STORE_OK);
     cr_assert_eq(store_tenant_create(st, "gone", &gone), STORE_OK);
@@ -523,13 +551,106 @@ Test(cache_writes, an_answer_for_a_deleted_tenant_counts_as_dropped)
     cr_assert(strstr(text, "cachegate_cache_writes_total{result=\"dropped\"} 1\n"), "%s", text);
     free(text);
     gw_cache_key_deinit(&k);
-    gw_cache_destroy(c);
-    store_close(st);
-    gw_metrics_destroy(m);
-    gw_config_deinit(&cfg);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    fx_close(&f);
+}
+
+/* ---------------------------------------------- stored responses and chat completions */
+
+/* a listing's ids and bodies, "id=body;" each */
+static int list_into(void *arg, const char *id, const char *body)
+{
+    char *out = arg;
+    size_t n = strlen(out);
+    snprintf(out + n, 512 - n, "%s=%s;", id, body);
+    return strlen(out) > 400; /* (never here: a stop is asked of the second by list_two) */
+}
+
+static int list_two(void *arg, const char *id, const char *body)
+{
+    list_into(arg, id, body);
+    return strchr(strchr(arg, ';') + 1, ';') != NULL;
+}
+
+static char *listing(gw_cache *c, int64_t t, const char *after, int desc, int *rc)
+{
+    static char out[512];
+    out[0] = 0;
+    *rc = gw_cache_response_list(c, t, "chatcmpl-", after, desc, list_into, out);
+    return out;
+}
+
+/* Stored completions the writer has not committed yet (a lock held on the database keeps it
+ * waiting) are read, listed in order beside the committed ones, changed and deleted; once
+ * committed, the change and the deletion are what the database holds. */
+Test(cache_responses, those_not_yet_committed_are_listed_changed_and_deleted_in_order)
+{
+    struct cache_fx f;
+    fx_open(&f, 8);
+    store *st = f.st;
+    gw_cache *c = f.c;
+    int64_t t, u;
+    cr_assert_eq(store_tenant_create(st, "t", &t), STORE_OK);
+    cr_assert_eq(store_tenant_create(st, "u", &u), STORE_OK);
+    cr_assert_eq(gw_cache_response_put(c, t, "chatcmpl-1", "a", "[]", 0), STORE_OK);
+    cr_assert_eq(gw_cache_response_put(c, t, "resp_1", "r", "[]", 0), STORE_OK);
+    cr_assert_eq(store_sync(st), STORE_OK);
+    cr_assert_eq(gw_cache_response_set_body(c, t, "chatcmpl-1", "A"), STORE_OK);
+    cr_assert_eq(gw_cache_response_set_body(c, u, "chatcmpl-1", "x"), STORE_ENOTFOUND);
+
+    char path[300];
+    snprintf(path, sizeof path, "%s/cachegate.db", f.dir);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    const char *ids[] = {"chatcmpl-2", "chatcmpl-3", "chatcmpl-4"}, *bodies[] = {"b", "c", "d"};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(gw_cache_response_put(c, t, ids[i], bodies[i], "[]", 0), STORE_OK);
+    int rc;
+    cr_assert_str_eq(listing(c, t, NULL, 0, &rc),
+                     "chatcmpl-1=A;chatcmpl-2=b;chatcmpl-3=c;chatcmpl-4=d;");
+    cr_assert_str_eq(listing(c, t, NULL, 1, &rc),
+                     "chatcmpl-4=d;chatcmpl-3=c;chatcmpl-2=b;chatcmpl-1=A;");
+    cr_assert_str_eq(listing(c, t, "chatcmpl-2", 0, &rc), "chatcmpl-3=c;chatcmpl-4=d;");
+    cr_assert_str_eq(listing(c, t, "chatcmpl-3", 1, &rc), "chatcmpl-2=b;chatcmpl-1=A;");
+    cr_assert_str_eq(listing(c, t, "chatcmpl-1", 0, &rc), "chatcmpl-2=b;chatcmpl-3=c;"
+                                                          "chatcmpl-4=d;");
+    cr_assert_str_eq(listing(c, t, "chatcmpl-1", 1, &rc), "");
+    cr_assert_eq(rc, STORE_OK);
+    char two[512] = "";
+    cr_assert_eq(gw_cache_response_list(c, t, "chatcmpl-", NULL, 1, list_two, two), STORE_OK);
+    cr_assert_str_eq(two, "chatcmpl-4=d;chatcmpl-3=c;");
+    cr_assert_str_eq(listing(c, u, NULL, 0, &rc), "");
+    sqlite3_stmt *q; /* (none of them is in the database yet) */
+    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM responses", -1, &q, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+    cr_assert_eq(sqlite3_column_int(q, 0), 2);
+    sqlite3_finalize(q);
+
+    cr_assert_eq(gw_cache_response_set_body(c, t, "chatcmpl-3", "C"), STORE_OK);
+    cr_assert_eq(gw_cache_response_delete(c, t, "chatcmpl-4"), STORE_OK);
+    cr_assert_eq(gw_cache_response_set_body(c, t, "chatcmpl-4", "D"), STORE_ENOTFOUND);
+    cr_assert_str_eq(listing(c, t, NULL, 0, &rc), "chatcmpl-1=A;chatcmpl-2=b;chatcmpl-3=C;");
+    listing(c, t, "chatcmpl-4", 0, &rc);
+    cr_assert_eq(rc, STORE_ENOTFOUND);
+    listing(c, t, "chatcmpl-9", 1, &rc);
+    cr_assert_eq(rc, STORE_ENOTFOUND);
+
+    cr_assert_eq(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    cr_assert_eq(store_sync(st), STORE_OK);
+    cr_assert_str_eq(listing(c, t, NULL, 1, &rc), "chatcmpl-3=C;chatcmpl-2=b;chatcmpl-1=A;");
+    /* what the database holds */
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT group_concat(id || '=' || body, ';') FROM "
+                                        "(SELECT id, body FROM responses ORDER BY id)",
+                                    -1, &q, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+    cr_assert_str_eq((const char *)sqlite3_column_text(q, 0),
+                     "chatcmpl-1=A;chatcmpl-2=b;chatcmpl-3=C;resp_1=r");
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    fx_close(&f);
 }
 
 /* ---------------------------------------------- semantic lookups judged together */
