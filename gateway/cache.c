@@ -82,12 +82,6 @@ static int64_t now_ms(void)
 
 /* ------------------------------------------------------------------ keys */
 
-/* A letter or digit, or a byte of a character beyond ASCII (a letter, most likely). */
-static int wordy(unsigned char ch)
-{
-    return (ch & 0x80) || isalnum(ch);
-}
-
 char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
 {
     /* ASCII is its own NFC: only the white space changes */
@@ -153,8 +147,8 @@ char *gw_cache_normalize(const char *text, size_t len, size_t *outlen)
             dq ^= 1;
         else if (ch == '`')
             bq ^= 1;
-        else if (ch == '\'' && (sq ? i + 1 == n || !wordy((unsigned char)src[i + 1])
-                                    : !wordy(prev)))
+        else if (ch == '\'' && (sq ? i + 1 == n || !gw_wordy((unsigned char)src[i + 1])
+                                   : !gw_wordy(prev)))
             sq ^= 1;
         run = -1;
         prev = (unsigned char)ch;

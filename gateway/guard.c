@@ -4528,17 +4528,11 @@ static int rule_spelling(const side *a, const side *b, char *why, size_t whylen)
     return 1;
 }
 
-/* A letter or digit, or a byte of a character beyond ASCII (a letter, most likely). */
-static int wordy(unsigned char ch)
-{
-    return (ch & 0x80) || isalnum(ch);
-}
-
 /* Whether t[k] is a single quote that opens a quotation: not an apostrophe after a letter
  * or digit ("don't", "the 90's", "Zoë's"). */
 static int opens_single(const char *t, size_t k)
 {
-    return t[k] == '\'' && (k == 0 || !wordy((unsigned char)t[k - 1]));
+    return t[k] == '\'' && (k == 0 || !gw_wordy((unsigned char)t[k - 1]));
 }
 
 /* The next span of text between double quotes, backticks or single quotes in t[*at, n): its
@@ -4552,7 +4546,7 @@ static int next_quoted(const char *t, size_t n, size_t *at, size_t *from, size_t
         if (*at >= n) return 0;
         const char q = t[(*at)++];
         const char *end = memchr(t + *at, q, n - *at);
-        while (q == '\'' && end && end + 1 < t + n && wordy((unsigned char)end[1]))
+        while (q == '\'' && end && end + 1 < t + n && gw_wordy((unsigned char)end[1]))
             end = memchr(end + 1, q, (size_t)(t + n - end - 1));
         if (!end && q == '\'') continue;
         if (!end) return 0;
@@ -4611,8 +4605,8 @@ static size_t task_text(const char *t, size_t n, const char *ends, char *out)
 static int holds_words(const char *y, size_t ny, const char *x, size_t nx)
 {
     for (size_t k = 0; nx && k + nx <= ny; k++)
-        if (!memcmp(y + k, x, nx) && (k == 0 || !wordy((unsigned char)y[k - 1])) &&
-            (k + nx == ny || !wordy((unsigned char)y[k + nx])))
+        if (!memcmp(y + k, x, nx) && (k == 0 || !gw_wordy((unsigned char)y[k - 1])) &&
+            (k + nx == ny || !gw_wordy((unsigned char)y[k + nx])))
             return 1;
     return 0;
 }
@@ -4655,8 +4649,9 @@ static size_t spell_out(const char *t, size_t n, char *out)
     enum { N = sizeof forms / sizeof *forms };
     size_t m = 0;
     for (size_t i = 0; i < n;) {
-        if ((i == 0 || !wordy((unsigned char)t[i - 1])) && i + 6 <= n &&
-            !strncasecmp(t + i, "cannot", 6) && (i + 6 == n || !wordy((unsigned char)t[i + 6]))) {
+        if ((i == 0 || !gw_wordy((unsigned char)t[i - 1])) && i + 6 <= n &&
+            !strncasecmp(t + i, "cannot", 6) &&
+            (i + 6 == n || !gw_wordy((unsigned char)t[i + 6]))) {
             memcpy(out + m, "can not", 7);
             m += 7;
             i += 6;
@@ -4666,7 +4661,7 @@ static size_t spell_out(const char *t, size_t n, char *out)
         for (; k < N; k++) {
             l = strlen(forms[k].c);
             if (i > 0 && i + l <= n && !strncasecmp(t + i, forms[k].c, l) &&
-                (i + l == n || !wordy((unsigned char)t[i + l])))
+                (i + l == n || !gw_wordy((unsigned char)t[i + l])))
                 break;
         }
         if (k == N) {

@@ -43,7 +43,15 @@
 #ifndef GW_GUARD_H
 #define GW_GUARD_H
 
+#include <ctype.h>
 #include <stddef.h>
+
+/* A letter or digit, or a byte of a character beyond ASCII (a letter, most likely): a byte
+ * of a word, for the guard and the cache's normalization alike. */
+static inline int gw_wordy(unsigned char ch)
+{
+    return (ch & 0x80) || isalnum(ch);
+}
 
 /*
  * The words of a language the guard may take as spelt right: a vocabulary file, one entry
