@@ -1801,7 +1801,9 @@ static int tenant_reserve(struct chat_req *c, int64_t tokens)
 }
 
 /* chat: a chat request (resp: in the Responses API's form) or a completion. */
-static void handle(struct gw_req *r, int chat, int resp)
+/* count: POST /v1/responses/input_tokens (resp too), the prompt's tokens replied, nothing
+ * run */
+static void handle(struct gw_req *r, int chat, int resp, int count)
 {
     gw_server *srv = gw_req_server(r);
     const struct gw_config *cfg = gw_server_config(srv);
@@ -1822,14 +1824,26 @@ static void handle(struct gw_req *r, int chat, int resp)
     c->req = r;
     c->chat = chat;
     c->resp = resp;
-    const char *unknown = oai_unknown_param(b, resp ? OAI_RESPONSES : chat ? OAI_CHAT
-                                                                           : OAI_COMPLETION,
+    const char *unknown = oai_unknown_param(b, count  ? OAI_INPUT_TOKENS
+                                               : resp ? OAI_RESPONSES
+                                               : chat ? OAI_CHAT
+                                                      : OAI_COMPLETION,
                                             NULL);
     if (unknown) {
         char msg[300];
         snprintf(msg, sizeof msg, "Unrecognized request argument supplied: %.200s", unknown);
         gw_reply_error(r, 400, msg, unknown, NULL);
         goto out;
+    }
+    if (count) { /* the model is optional here */
+        json_t *pers = json_object_get(b, "personality");
+        if (pers && !json_is_null(pers)) {
+            gw_reply_error(r, 400, "personality is not supported by this model.", "personality",
+                           NULL);
+            goto out;
+        }
+        if (!json_object_get(b, "model") || json_is_null(json_object_get(b, "model")))
+            json_object_set_new(b, "model", json_string(cfg->engine_model_name));
     }
     if (resp && resp_request(c, tn, &b))
         goto out;
@@ -1893,6 +1907,14 @@ static void handle(struct gw_req *r, int chat, int resp)
     }
     if (c->n > 1 && c->tools.mode != GW_TOOLS_OFF) { /* (a response's request has no n) */
         gw_reply_error(r, 400, "n above 1 is not supported with a tool call.", "n", NULL);
+        goto out;
+    }
+    if (count) { /* what the model would read: the conversation, the tools it is shown */
+        if (chat_prompt(srv, b, c, &p))
+            gw_reply_error(r, 400, p.msg, param_of(c, p.param), p.code);
+        else
+            gw_reply_json(r, 200, json_pack("{s:s, s:i}", "object", "response.input_tokens",
+                                            "input_tokens", c->job.n_prompt), 0);
         goto out;
     }
     json_t *prompts = chat ? NULL : several_prompts(b);
@@ -2571,19 +2593,24 @@ static void batch_run(struct chat_req *c, json_t *b, json_t *prompts)
 void gw_handle_chat_completions(struct gw_req *r)
 {
     if (!strcmp(gw_req_method(r), "POST"))
-        handle(r, 1, 0);
+        handle(r, 1, 0, 0);
     else /* GET: the stored ones */
         gw_handle_stored_chat_list(r);
 }
 
 void gw_handle_completions(struct gw_req *r)
 {
-    handle(r, 0, 0);
+    handle(r, 0, 0, 0);
 }
 
 void gw_handle_responses(struct gw_req *r)
 {
-    handle(r, 1, 1);
+    handle(r, 1, 1, 0);
+}
+
+void gw_handle_response_input_tokens(struct gw_req *r)
+{
+    handle(r, 1, 1, 1);
 }
 
 /* GET /v1/responses/{id}: the stored response; DELETE: it goes. Only the tenant's own. */

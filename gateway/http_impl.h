@@ -131,6 +131,7 @@ void gw_handle_chat_completions(struct gw_req *r);
 void gw_handle_completions(struct gw_req *r);
 /* POST /v1/responses (api_chat.c, with responses.c) */
 void gw_handle_responses(struct gw_req *r);
+void gw_handle_response_input_tokens(struct gw_req *r); /* POST /v1/responses/input_tokens */
 void gw_handle_response_by_id(struct gw_req *r); /* GET, DELETE /v1/responses/{id} */
 /* /admin/cache, POST /admin/cache/import (api_admin.c) */
 /* GET: a tenant's entries, newest first; DELETE: ?id=, ?tenant=, ?all=true */

@@ -433,6 +433,10 @@ static const char *const responses_params[] = {
 
 static const char *const embeddings_params[] = {"dimensions", "encoding_format", "input",
                                                  "model", "user"};
+/* a Responses request's, counted and not run */
+static const char *const input_tokens_params[] = {
+    "conversation", "input", "instructions", "model", "parallel_tool_calls", "personality",
+    "previous_response_id", "reasoning", "text", "tool_choice", "tools", "truncation"};
 
 const char *oai_unknown_param(json_t *b, enum oai_route route, const char *also)
 {
@@ -443,7 +447,8 @@ const char *oai_unknown_param(json_t *b, enum oai_route route, const char *also)
     } routes[] = {[OAI_CHAT] = ROUTE(chat_params),
                   [OAI_COMPLETION] = ROUTE(completion_params),
                   [OAI_RESPONSES] = ROUTE(responses_params),
-                  [OAI_EMBEDDINGS] = ROUTE(embeddings_params)};
+                  [OAI_EMBEDDINGS] = ROUTE(embeddings_params),
+                  [OAI_INPUT_TOKENS] = ROUTE(input_tokens_params)};
 #undef ROUTE
     const char *const *known = routes[route].known;
     const size_t n = routes[route].n;

@@ -56,7 +56,13 @@ int oai_params_check(json_t *b, int chat, const char **param, char *msg, size_t 
  * ("temprature") or another server's extension (repetition_penalty) is not silently
  * ignored and its answer cached as the default's.
  */
-enum oai_route { OAI_CHAT, OAI_COMPLETION, OAI_RESPONSES, OAI_EMBEDDINGS };
+enum oai_route {
+    OAI_CHAT,
+    OAI_COMPLETION,
+    OAI_RESPONSES,
+    OAI_EMBEDDINGS,
+    OAI_INPUT_TOKENS /* POST /v1/responses/input_tokens */
+};
 const char *oai_unknown_param(json_t *b, enum oai_route route, const char *also);
 
 /* Whether v is OpenAI's metadata: absent or null, or an object of at most 16 string values

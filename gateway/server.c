@@ -1816,6 +1816,8 @@ static const struct route routes[] = {
      "GET, HEAD, POST, DELETE", gw_handle_stored_chat, "/v1/chat/completions/{id}", 0},
     {"/v1/completions", EVHTTP_REQ_POST, "POST", gw_handle_completions, NULL, 0},
     {"/v1/responses", EVHTTP_REQ_POST, "POST", gw_handle_responses, NULL, 0},
+    {"/v1/responses/input_tokens", EVHTTP_REQ_POST, "POST", gw_handle_response_input_tokens, NULL,
+     0},
     {"/v1/responses/", GET_HEAD | EVHTTP_REQ_DELETE, "GET, HEAD, DELETE", gw_handle_response_by_id,
      "/v1/responses/{id}", 1},
     {"/admin/cache", GET_HEAD | EVHTTP_REQ_DELETE, "GET, HEAD, DELETE", gw_handle_admin_cache,

@@ -496,3 +496,33 @@ def test_input_items_of_a_stored_response(make_server):
         assert h.get("/v1/responses/resp_nope/input_items").status_code == 404
     with pytest.raises(openai.NotFoundError):
         c.responses.input_items.list("resp_" + "0" * 48)
+
+
+def test_input_tokens_counts_what_the_model_would_read(make_server):
+    server = make_server(NO_CACHE)
+    s = sdk(server)
+    kw = dict(input="What is the capital of France?", instructions="Be brief.")
+    n = s.responses.input_tokens.count(model=MODEL, **kw)
+    assert n.object == "response.input_tokens"
+    r = s.responses.create(model=MODEL, max_output_tokens=16, temperature=0, **kw)
+    assert n.input_tokens == r.usage.input_tokens
+    # the model may be left out: the server's
+    assert s.responses.input_tokens.count(**kw).input_tokens == n.input_tokens
+    # the tools the model is shown count, as does the conversation a response continues
+    t = s.responses.input_tokens.count(tools=[WEATHER], tool_choice="required", **kw)
+    withtools = s.responses.create(model=MODEL, tools=[WEATHER], tool_choice="required",
+                                   max_output_tokens=30, temperature=0, **kw)
+    assert t.input_tokens == withtools.usage.input_tokens > n.input_tokens
+    more = s.responses.input_tokens.count(input="And of Italy?", previous_response_id=r.id)
+    again = s.responses.create(model=MODEL, input="And of Italy?", previous_response_id=r.id,
+                               max_output_tokens=4)
+    assert more.input_tokens == again.usage.input_tokens > n.input_tokens
+    # a parameter of a response that is not one of a count's is refused, as OpenAI refuses it
+    c = client(server)
+    bad = c.post("/v1/responses/input_tokens", json={"input": "Hi", "max_output_tokens": 5})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "max_output_tokens"
+    with pytest.raises(openai.NotFoundError):
+        s.responses.input_tokens.count(model="other-model", input="Hi")
+    with pytest.raises(openai.NotFoundError):
+        s.responses.input_tokens.count(input="Hi", previous_response_id="resp_nothere")
+    assert c.get("/v1/responses/input_tokens").status_code == 405
