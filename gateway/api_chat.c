@@ -108,7 +108,7 @@ struct chat_req {
      * routes (stored_chat.h), with its metadata and messages; rec: a stream's chunks put
      * together so far */
     int keep;
-    json_t *kept_meta, *kept_msgs, *rec;
+    json_t *kept_req, *kept_msgs, *rec;
 };
 
 static double now_s(void)
@@ -148,7 +148,7 @@ static void chat_req_free(struct chat_req *c)
     json_decref(c->convo);
     json_decref(c->items);
     json_decref(c->lp);
-    json_decref(c->kept_meta);
+    json_decref(c->kept_req);
     json_decref(c->kept_msgs);
     json_decref(c->rec);
     free(c);
@@ -614,7 +614,7 @@ static void keep_reply(struct chat_req *c, json_t *o)
         return;
     }
     w->keep = 0;
-    gw_stored_put(gw_req_server(w->req), w->tenant, o, w->kept_meta, w->kept_msgs);
+    gw_stored_put(gw_req_server(w->req), w->tenant, o, w->kept_req, w->kept_msgs);
 }
 
 /* A chat stream's chunk o (taken) sent, and put into the record of a request to store */
@@ -882,7 +882,7 @@ static void reply_call(struct chat_req *c, const char *finish, int final, struct
     json_object_set_new(ch, "finish_reason", json_string(finish));
     json_object_set_new(o, "choices", json_pack("[o]", ch));
     json_object_set_new(o, "usage", usage_json(u.prompt, u.completion, u.cached));
-    keep_reply(c, c->keep ? json_incref(o) : NULL);
+    keep_reply(c, c->keep ? json_deep_copy(o) : NULL); /* (a copy: it gets the metadata) */
     gw_reply_json(c->req, 200, o, 0);
 }
 
@@ -1894,8 +1894,8 @@ static void handle(struct gw_req *r, int chat, int resp, int count)
     if (chat && !resp && json_is_true(store)) { /* kept for the stored completions' routes */
         c->keep = 1;
         c->kept_msgs = json_deep_copy(json_object_get(b, "messages"));
-        c->kept_meta = json_deep_copy(json_object_get(b, "metadata"));
-        if (!c->kept_msgs) {
+        c->kept_req = gw_stored_request(b, gw_req_id(r));
+        if (!c->kept_msgs || !c->kept_req) {
             gw_reply_error(r, 503, "Out of memory; try again.", NULL, NULL);
             goto out;
         }
@@ -2336,7 +2336,7 @@ static void batch_end(struct chat_req *c)
         }
         json_object_set_new(o, "choices", choices);
         json_object_set_new(o, "usage", usage_json(sum.prompt, sum.completion, sum.cached));
-        keep_reply(c, c->keep ? json_incref(o) : NULL);
+        keep_reply(c, c->keep ? json_deep_copy(o) : NULL);
         gw_reply_json(c->req, 200, o, 0);
     }
     chat_req_free(c);

@@ -35,6 +35,8 @@ struct hot {
     struct store_hit hit;
 };
 
+#define RESP_GONE 1024
+
 struct gw_cache {
     const struct gw_config *cfg;
     store *st;
@@ -46,6 +48,12 @@ struct gw_cache {
     pthread_mutex_t resp_mu;
     json_t *resp_pending;
     json_int_t resp_seq;
+    /* those deleted lately, "tenant/id" -> created_ms (the last RESP_GONE, their keys in
+     * gone_ring from gone_next on): a listing's cursor, the last item of the page before,
+     * may name one deleted since */
+    json_t *resp_gone;
+    char gone_ring[RESP_GONE][160];
+    size_t gone_next;
     gw_embedw *embw;
     int dim;
     store_reader *loop_reader;   /* event loop: exact lookups */
@@ -635,6 +643,7 @@ gw_cache *gw_cache_create(const struct gw_config *cfg, store *st, gw_embedw *emb
     c->embw = embw;
     pthread_mutex_init(&c->resp_mu, NULL);
     c->resp_pending = json_object();
+    c->resp_gone = json_object();
     c->dim = dim;
     int rc = store_reader_open(st, &c->loop_reader);
     if (!rc)
@@ -738,6 +747,7 @@ void gw_cache_destroy(gw_cache *c)
     free(c->hot);
     store_hit_deinit(&c->spare);
     json_decref(c->resp_pending);
+    json_decref(c->resp_gone);
     pthread_mutex_destroy(&c->resp_mu);
     free(c->names);
     free(c->stats);
@@ -1696,8 +1706,19 @@ static void resp_key(char *key, size_t len, int64_t tenant, const char *id)
 }
 
 /* writer thread: the response is committed (or failed); deleted meanwhile, it goes now;
- * changed meanwhile, its row gets the body it was changed to (under resp_mu, so that a
- * change made once it is out of resp_pending comes after) */
+ * changed meanwhile, its row gets the body it was changed to (under resp_mu, so that what
+ * is done once it is out of resp_pending comes after, and no read finds it between) */
+/* resp_mu held: key was deleted; where it stood (created_ms) is kept a while */
+static void resp_gone(gw_cache *c, const char *key, int64_t created_ms)
+{
+    char *slot = c->gone_ring[c->gone_next];
+    if (slot[0])
+        json_object_del(c->resp_gone, slot);
+    snprintf(slot, sizeof c->gone_ring[0], "%s", key);
+    json_object_set_new(c->resp_gone, key, json_integer(created_ms));
+    c->gone_next = (c->gone_next + 1) % RESP_GONE;
+}
+
 static void resp_written(void *arg, int rc, int64_t id)
 {
     (void)id;
@@ -1706,13 +1727,14 @@ static void resp_written(void *arg, int rc, int64_t id)
     pthread_mutex_lock(&c->resp_mu);
     json_t *e = json_object_get(c->resp_pending, p->key);
     int deleted = json_is_true(json_object_get(e, "deleted"));
+    int64_t at;
     if (!rc && !deleted && json_is_true(json_object_get(e, "updated")))
         store_response_set_body(c->st, p->tenant, p->id,
                                 json_string_value(json_object_get(e, "body")), store_now_ms());
+    else if (!rc && deleted && !store_response_delete(c->st, p->tenant, p->id, &at))
+        resp_gone(c, p->key, at);
     json_object_del(c->resp_pending, p->key);
     pthread_mutex_unlock(&c->resp_mu);
-    if (deleted && !rc)
-        store_response_delete(c->st, p->tenant, p->id);
     free(p);
 }
 
@@ -1796,7 +1818,16 @@ int gw_cache_response_delete(gw_cache *c, int64_t tenant, const char *id)
     else if (e) /* deleted once committed (resp_written) */
         json_object_set_new(e, "deleted", json_true());
     pthread_mutex_unlock(&c->resp_mu);
-    return e ? rc : store_response_delete(c->st, tenant, id);
+    if (e)
+        return rc;
+    int64_t at;
+    rc = store_response_delete(c->st, tenant, id, &at);
+    if (!rc) {
+        pthread_mutex_lock(&c->resp_mu);
+        resp_gone(c, key, at);
+        pthread_mutex_unlock(&c->resp_mu);
+    }
+    return rc;
 }
 
 int gw_cache_response_set_body(gw_cache *c, int64_t tenant, const char *id, const char *body)
@@ -1920,24 +1951,34 @@ int gw_cache_response_list(gw_cache *c, int64_t tenant, const char *prefix, cons
     struct resp_listing l = {pending_of(c, tenant, prefix), fn, arg, 0};
     if (!l.pending)
         return STORE_ENOMEM;
-    /* the pending ones were put after every committed one */
+    /* the pending ones were put after every committed one; the cursor may be one of them
+     * (deleted too), or a committed one, or one deleted lately */
     const long np = (long)json_array_size(l.pending);
     size_t at = 0;
     json_t *a = after ? pending_find(l.pending, after, &at) : NULL;
+    int64_t gone = -1;
+    if (after && !a) {
+        char key[160];
+        resp_key(key, sizeof key, tenant, after);
+        pthread_mutex_lock(&c->resp_mu);
+        json_t *g = json_object_get(c->resp_gone, key);
+        gone = g ? json_integer_value(g) : -1;
+        pthread_mutex_unlock(&c->resp_mu);
+    }
     int rc = STORE_OK;
-    if (a && json_is_true(json_object_get(a, "deleted"))) {
-        rc = STORE_ENOTFOUND;
+    if (after && strncmp(after, prefix, strlen(prefix))) {
+        rc = STORE_ENOTFOUND; /* another kind's id */
     } else if (!desc) {
         if (!a)
-            rc = store_response_list(c->loop_reader, tenant, prefix, after, 0, store_now_ms(),
-                                     listed_row, &l);
+            rc = store_response_list(c->loop_reader, tenant, prefix, after, gone, 0,
+                                     store_now_ms(), listed_row, &l);
         if (!rc)
             listed_pending(&l, a ? (long)at + 1 : 0, np);
     } else {
         if (!after || a)
             listed_pending(&l, a ? (long)at - 1 : np - 1, -1);
         if (!l.stop)
-            rc = store_response_list(c->loop_reader, tenant, prefix, a ? NULL : after, 1,
+            rc = store_response_list(c->loop_reader, tenant, prefix, a ? NULL : after, gone, 1,
                                      store_now_ms(), listed_row, &l);
     }
     json_decref(l.pending);

@@ -73,9 +73,9 @@ int gw_cache_response_delete(gw_cache *c, int64_t tenant, const char *id);
  * STORE_ENOTFOUND. */
 int gw_cache_response_set_body(gw_cache *c, int64_t tenant, const char *id, const char *body);
 /* The tenant's stored responses whose ids begin with prefix, in the order they were stored
- * (desc: the newest first), from the one after `after` (NULL: the first; STORE_ENOTFOUND
- * when it is not there): fn(arg, id, body) for each until it returns nonzero. Those not yet
- * committed are listed too. */
+ * (desc: the newest first), from the one after `after` (NULL: the first; one deleted lately
+ * or expired still stands where it stood; STORE_ENOTFOUND when it is not known): fn(arg,
+ * id, body) for each until it returns nonzero. Those not yet committed are listed too. */
 int gw_cache_response_list(gw_cache *c, int64_t tenant, const char *prefix, const char *after,
                            int desc, store_response_fn fn, void *arg);
 

@@ -64,6 +64,8 @@ const char *gw_req_method(struct gw_req *r);
 const char *gw_req_path(struct gw_req *r);
 /* The URI's query string (after '?'), or NULL. */
 const char *gw_req_query(struct gw_req *r);
+/* Its X-Request-Id (the client's when plain, else one made for it). */
+const char *gw_req_id(struct gw_req *r);
 /* Adds a header to the reply about to be sent (before it starts). */
 void gw_reply_header(struct gw_req *r, const char *name, const char *value);
 /* The same, replacing one of that name set before. */

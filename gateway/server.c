@@ -2474,6 +2474,11 @@ gw_cache *gw_server_cache(gw_server *srv)
     return srv->cache;
 }
 
+const char *gw_req_id(struct gw_req *rc)
+{
+    return rc->id;
+}
+
 const char *gw_req_header(struct gw_req *rc, const char *name)
 {
     return evhttp_find_header(evhttp_request_get_input_headers(rc->req), name);

@@ -10,6 +10,7 @@
 
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,15 +184,40 @@ json_t *gw_stored_chunk(json_t *acc, json_t *chunk)
     return acc;
 }
 
-int gw_stored_put(gw_server *srv, int64_t tenant, json_t *completion, json_t *metadata,
+json_t *gw_stored_request(json_t *b, const char *request_id)
+{
+    static const struct {
+        const char *key, *as;
+        double def; /* a number's default; NAN: null */
+    } keys[] = {{"metadata", NULL, NAN},         {"seed", NULL, NAN},
+                {"temperature", NULL, 1},        {"top_p", NULL, 1},
+                {"presence_penalty", NULL, 0},   {"frequency_penalty", NULL, 0},
+                {"tools", NULL, NAN},            {"tool_choice", NULL, NAN},
+                {"response_format", NULL, NAN},  {"user", "input_user", NAN}};
+    json_t *o = json_pack("{s:s}", "request_id", request_id);
+    for (size_t i = 0; o && i < sizeof keys / sizeof *keys; i++) {
+        json_t *v = json_object_get(b, keys[i].key);
+        if (!v || json_is_null(v))
+            v = !strcmp(keys[i].key, "metadata") ? json_object()
+                : isnan(keys[i].def)             ? json_null()
+                                                 : json_real(keys[i].def);
+        else
+            v = json_deep_copy(v);
+        if (json_object_set_new(o, keys[i].as ? keys[i].as : keys[i].key, v)) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+int gw_stored_put(gw_server *srv, int64_t tenant, json_t *completion, json_t *request,
                   json_t *messages)
 {
     const char *id = json_string_value(json_object_get(completion, "id"));
     char *body = NULL, *msgs = NULL;
     int rc = -1;
-    if (id && !gw_stored_finish(completion) && !json_object_set_new(completion, "metadata",
-                                   json_is_object(metadata) ? json_deep_copy(metadata)
-                                                            : json_object())) {
+    if (id && !gw_stored_finish(completion) && !json_object_update(completion, request)) {
         body = json_dumps(completion, JSON_COMPACT | JSON_PRESERVE_ORDER);
         msgs = json_dumps(messages, JSON_COMPACT);
     }
@@ -334,9 +360,9 @@ void gw_handle_stored_chat_list(struct gw_req *r)
                                         after, desc, listed, &l);
         if (rc == STORE_ENOTFOUND) {
             char msg[320];
-            snprintf(msg, sizeof msg, "after: no stored chat completion has the id '%.200s' "
-                     "(deleted or expired since).", after);
-            gw_reply_error(r, 404, msg, "after", "not_found");
+            snprintf(msg, sizeof msg, "after: no stored chat completion has the id '%.200s'.",
+                     after);
+            gw_reply_error(r, 400, msg, "after", NULL);
         } else if (rc || l.damaged) {
             gw_reply_error(r, 500, rc ? store_strerror(rc) : "A stored completion is damaged.",
                            NULL, NULL);

@@ -37,11 +37,19 @@ json_t *gw_stored_chunk(json_t *acc, json_t *chunk);
 int gw_stored_finish(json_t *acc);
 
 /*
- * Stores the chat completion (taken; its id names it) of tenant with the request's metadata
- * (borrowed; NULL: none) and messages (borrowed). 0, or -1 (logged: no memory, or the
- * store is closing).
+ * What a stored completion repeats of its request b (borrowed), as OpenAI's do: its
+ * request_id, metadata ({} when none), seed, temperature, top_p, presence and frequency
+ * penalties (their defaults when not given), tools, tool_choice, response_format and user
+ * (as input_user; null when not given). NULL: no memory.
  */
-int gw_stored_put(gw_server *srv, int64_t tenant, json_t *completion, json_t *metadata,
+json_t *gw_stored_request(json_t *b, const char *request_id);
+
+/*
+ * Stores the chat completion (taken; its id names it) of tenant with what it repeats of its
+ * request (borrowed: gw_stored_request()) and the request's messages (borrowed). 0, or -1
+ * (logged: no memory, or the store is closing).
+ */
+int gw_stored_put(gw_server *srv, int64_t tenant, json_t *completion, json_t *request,
                   json_t *messages);
 
 void gw_handle_stored_chat_list(struct gw_req *r); /* GET /v1/chat/completions */

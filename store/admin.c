@@ -464,15 +464,24 @@ int store_usage_list(store *s, int64_t tenant, const char *since, struct store_u
 
 /* ------------------------------------------------------------------ responses */
 
-int store_response_delete(store *s, int64_t tenant, const char *id)
+int store_response_delete(store *s, int64_t tenant, const char *id, int64_t *created_ms)
 {
     sqlite3_stmt *st;
     pthread_mutex_lock(&s->admin_mu);
-    int rc = prep(s, "DELETE FROM responses WHERE id = ?1 AND tenant = ?2", &st);
+    int rc = prep(s, "DELETE FROM responses WHERE id = ?1 AND tenant = ?2 RETURNING created_ms",
+                  &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, tenant);
-        rc = step_one_row(s, st);
+        int step = sqlite3_step(st);
+        if (step == SQLITE_ROW && created_ms)
+            *created_ms = sqlite3_column_int64(st, 0);
+        if (step == SQLITE_ROW)
+            step = sqlite3_step(st);
+        rc = step != SQLITE_DONE                 ? write_failed(s)
+             : sqlite3_changes(s->adb) == 0 ? STORE_ENOTFOUND
+                                              : STORE_OK;
+        sqlite3_finalize(st);
     }
     pthread_mutex_unlock(&s->admin_mu);
     return rc;
@@ -483,7 +492,8 @@ int store_response_set_body(store *s, int64_t tenant, const char *id, const char
 {
     sqlite3_stmt *st;
     pthread_mutex_lock(&s->admin_mu);
-    int rc = prep(s, "UPDATE responses SET body = ?3 WHERE id = ?1 AND tenant = ?2 AND "
+    int rc = prep(s, "UPDATE responses SET body = ?3, bytes = length(CAST(?3 AS BLOB)) + "
+                     "length(CAST(messages AS BLOB)) WHERE id = ?1 AND tenant = ?2 AND "
                      "(expires_ms = 0 OR expires_ms > ?4)", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);

@@ -186,35 +186,40 @@ int store_response_get(store_reader *r, int64_t tenant, const char *id, int64_t 
 }
 
 int store_response_list(store_reader *r, int64_t tenant, const char *prefix, const char *after,
-                        int desc, int64_t now_ms, store_response_fn fn, void *arg)
+                        int64_t after_ms, int desc, int64_t now_ms, store_response_fn fn,
+                        void *arg)
 {
     /* (created_ms, id) orders them: a put's created_ms is above all its tenant's before */
-    static const char *const sql[2][2] = {
-        {"SELECT id, body FROM responses WHERE tenant = ?1 AND substr(id, 1, length(?2)) = ?2 "
-         "AND (expires_ms = 0 OR expires_ms > ?3) ORDER BY created_ms, id",
-         "SELECT id, body FROM responses WHERE tenant = ?1 AND substr(id, 1, length(?2)) = ?2 "
-         "AND (expires_ms = 0 OR expires_ms > ?3) ORDER BY created_ms DESC, id DESC"},
-        {"SELECT r.id, r.body FROM responses r, responses a WHERE a.id = ?4 AND a.tenant = ?1 "
-         "AND r.tenant = ?1 AND substr(r.id, 1, length(?2)) = ?2 AND (r.expires_ms = 0 OR "
-         "r.expires_ms > ?3) AND (r.created_ms, r.id) > (a.created_ms, a.id) "
-         "ORDER BY r.created_ms, r.id",
-         "SELECT r.id, r.body FROM responses r, responses a WHERE a.id = ?4 AND a.tenant = ?1 "
-         "AND r.tenant = ?1 AND substr(r.id, 1, length(?2)) = ?2 AND (r.expires_ms = 0 OR "
-         "r.expires_ms > ?3) AND (r.created_ms, r.id) < (a.created_ms, a.id) "
-         "ORDER BY r.created_ms DESC, r.id DESC"}};
-    if (after) { /* the cursor must be there, or the page would start nowhere */
-        int rc = store_response_get(r, tenant, after, now_ms, NULL, NULL);
-        if (rc)
-            return rc;
-    }
+    static const char *const sql[2] = {
+        "SELECT id, body FROM responses WHERE tenant = ?1 AND substr(id, 1, length(?2)) = ?2 "
+        "AND (expires_ms = 0 OR expires_ms > ?3) AND (?4 < 0 OR (created_ms, id) > (?4, ?5)) "
+        "ORDER BY created_ms, id",
+        "SELECT id, body FROM responses WHERE tenant = ?1 AND substr(id, 1, length(?2)) = ?2 "
+        "AND (expires_ms = 0 OR expires_ms > ?3) AND (?4 < 0 OR (created_ms, id) < (?4, ?5)) "
+        "ORDER BY created_ms DESC, id DESC"};
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(r->db, sql[after != NULL][desc != 0], -1, &st, NULL) != SQLITE_OK)
+    int64_t at = -1;
+    if (after) { /* where the cursor stands */
+        if (sqlite3_prepare_v2(r->db, "SELECT created_ms FROM responses WHERE id = ?1 AND "
+                                      "tenant = ?2", -1, &st, NULL) != SQLITE_OK)
+            return STORE_EIO;
+        sqlite3_bind_text(st, 1, after, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, tenant);
+        int step = sqlite3_step(st);
+        at = step == SQLITE_ROW ? sqlite3_column_int64(st, 0) : after_ms;
+        sqlite3_finalize(st);
+        if (step != SQLITE_ROW && step != SQLITE_DONE)
+            return STORE_EIO;
+        if (at < 0)
+            return STORE_ENOTFOUND;
+    }
+    if (sqlite3_prepare_v2(r->db, sql[desc != 0], -1, &st, NULL) != SQLITE_OK)
         return STORE_EIO;
     sqlite3_bind_int64(st, 1, tenant);
     sqlite3_bind_text(st, 2, prefix, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, now_ms);
-    if (after)
-        sqlite3_bind_text(st, 4, after, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, at);
+    sqlite3_bind_text(st, 5, after ? after : "", -1, SQLITE_STATIC);
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         const char *id = (const char *)sqlite3_column_text(st, 0);

@@ -217,22 +217,25 @@ int store_response_put(store *s, int64_t tenant, const char *id, const char *bod
 int store_response_get(store_reader *r, int64_t tenant, const char *id, int64_t now_ms,
                        char **body, char **messages);
 /* Synchronous (administration connection): STORE_ENOTFOUND when the tenant has no such
+ * response. created_ms (may be NULL): where it stood in its tenant's order (a listing's
+ * cursor may still name it: store_response_list()). */
+int store_response_delete(store *s, int64_t tenant, const char *id, int64_t *created_ms);
+/* Synchronous (administration connection): the response's body is body (its size counted
+ * anew against responses_max_bytes); STORE_ENOTFOUND when the tenant has no such live
  * response. */
-int store_response_delete(store *s, int64_t tenant, const char *id);
-/* Synchronous (administration connection): the response's body is body (its size as
- * counted against responses_max_bytes stays the one it was stored with); STORE_ENOTFOUND
- * when the tenant has no such live response. */
 int store_response_set_body(store *s, int64_t tenant, const char *id, const char *body,
                             int64_t now_ms);
 /*
  * The tenant's live responses whose ids begin with prefix, in the order they were stored
- * (desc: the newest first), those after the response `after` (NULL: from the first;
- * STORE_ENOTFOUND when the tenant has no such live response): fn(arg, id, body) for each
- * until it returns nonzero.
+ * (desc: the newest first), those after the response `after` (NULL: from the first): where
+ * the tenant's response of that id stands (expired too), or when it is gone, at after_ms
+ * (its created_ms, as store_response_delete() gave it; negative: STORE_ENOTFOUND).
+ * fn(arg, id, body) for each until it returns nonzero.
  */
 typedef int (*store_response_fn)(void *arg, const char *id, const char *body);
 int store_response_list(store_reader *r, int64_t tenant, const char *prefix, const char *after,
-                        int desc, int64_t now_ms, store_response_fn fn, void *arg);
+                        int64_t after_ms, int desc, int64_t now_ms, store_response_fn fn,
+                        void *arg);
 
 /* ------------------------------------------------------------------ tenants and keys */
 

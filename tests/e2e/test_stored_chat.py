@@ -41,8 +41,15 @@ def test_a_stored_completion_reads_back_as_it_was_answered(make_server):
     c = s.chat.completions.create(model=MODEL, temperature=0, max_tokens=16, messages=msgs,
                                   store=True, metadata={"topic": "geo"})
     got = s.chat.completions.retrieve(c.id)
-    assert got.model_dump(exclude={"metadata"}) == c.model_dump(exclude={"metadata"})
-    assert got.metadata == {"topic": "geo"}
+    # as it was replied, and what it repeats of its request, as OpenAI's do
+    said = {"metadata", "request_id", "seed", "temperature", "top_p", "presence_penalty",
+            "frequency_penalty", "tools", "tool_choice", "response_format", "input_user"}
+    assert got.model_dump(exclude=said) == c.model_dump(exclude=said)
+    assert got.metadata == {"topic": "geo"} and c.metadata is None
+    assert got.model_extra == {"request_id": c._request_id, "seed": None, "temperature": 0,
+                               "top_p": 1.0, "presence_penalty": 0.0,
+                               "frequency_penalty": 0.0, "tools": None, "tool_choice": None,
+                               "response_format": None, "input_user": None}
     # its messages, each with an id of its own, the parts as given and as one text
     m = s.chat.completions.messages.list(c.id)
     assert [x.id for x in m.data] == [f"{c.id}-0", f"{c.id}-1"]
@@ -117,10 +124,18 @@ def test_tool_calls_and_several_answers_are_stored_whole(make_server):
     m = s.chat.completions.messages.list(chunks[0].id)
     assert [x.content for x in m.data] == ["What is the weather in Paris?"]
 
+    c = s.chat.completions.create(
+        model=MODEL, temperature=0, max_tokens=40, store=True, tools=tools,
+        tool_choice="required", metadata={"k": "v"},
+        messages=[{"role": "user", "content": "What is the weather in Rome?"}])
+    got = s.chat.completions.retrieve(c.id)
+    assert got.choices == c.choices and got.metadata == {"k": "v"}
+    assert c.metadata is None  # the reply is OpenAI's, the metadata the record's
+
     # n answers, JSON and streamed (their chunks interleaved): each choice whole
     c = s.chat.completions.create(model=MODEL, temperature=0.8, seed=3, max_tokens=10, n=2,
                                   store=True, messages=[{"role": "user", "content": "Hi!"}])
-    assert s.chat.completions.retrieve(c.id).choices == c.choices
+    assert s.chat.completions.retrieve(c.id).choices == c.choices and c.metadata is None
     chunks = list(s.chat.completions.create(
         model=MODEL, temperature=0.8, seed=3, max_tokens=10, n=2, stream=True, store=True,
         messages=[{"role": "user", "content": "Hi!"}]))
@@ -156,8 +171,9 @@ def test_listed_in_order_by_pages_filtered_changed_deleted_and_kept(make_server)
     assert [c.id for c in s.chat.completions.list(model=MODEL)] == ids
     bad = client(server).get("/v1/chat/completions", params={"limit": 0})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "limit"
-    bad = client(server).get("/v1/chat/completions", params={"after": "chatcmpl-nothere"})
-    assert bad.status_code == 404 and bad.json()["error"]["param"] == "after"
+    for after in ("chatcmpl-nothere", "resp_" + ids[0][len("chatcmpl-"):]):
+        bad = client(server).get("/v1/chat/completions", params={"after": after})
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "after"
 
     # metadata changed: the only change there is
     u = s.chat.completions.update(ids[1], metadata={"kind": "a", "seen": "yes"})
@@ -185,6 +201,14 @@ def test_listed_in_order_by_pages_filtered_changed_deleted_and_kept(make_server)
     assert [c.id for c in s.chat.completions.list()] == ids[1:]
     assert s.chat.completions.retrieve(ids[1]).metadata == {"kind": "a", "seen": "yes"}
     assert s.chat.completions.retrieve(ids[2]).choices == made[2].choices
+    # deleted while they are paged through: each page goes on from the one deleted
+    more = [ask(s, f"Say {w}.", store=True, max_tokens=2).id for w in ("four", "five")]
+    gone = []
+    for c in s.chat.completions.list(limit=1):
+        s.chat.completions.delete(c.id)
+        gone.append(c.id)
+    assert gone == ids[1:] + more
+    assert s.chat.completions.list().data == []
 
 
 def test_a_tenant_sees_its_own_and_responses_stay_apart(make_server):

@@ -631,15 +631,29 @@ Test(cache_responses, those_not_yet_committed_are_listed_changed_and_deleted_in_
     cr_assert_eq(gw_cache_response_delete(c, t, "chatcmpl-4"), STORE_OK);
     cr_assert_eq(gw_cache_response_set_body(c, t, "chatcmpl-4", "D"), STORE_ENOTFOUND);
     cr_assert_str_eq(listing(c, t, NULL, 0, &rc), "chatcmpl-1=A;chatcmpl-2=b;chatcmpl-3=C;");
-    listing(c, t, "chatcmpl-4", 0, &rc);
-    cr_assert_eq(rc, STORE_ENOTFOUND);
+    /* a cursor deleted since stands where it stood; one never there, or another kind's, is
+     * not found */
+    cr_assert_str_eq(listing(c, t, "chatcmpl-4", 1, &rc), "chatcmpl-3=C;chatcmpl-2=b;"
+                                                          "chatcmpl-1=A;");
+    cr_assert_str_eq(listing(c, t, "chatcmpl-4", 0, &rc), "");
+    cr_assert_eq(rc, STORE_OK);
     listing(c, t, "chatcmpl-9", 1, &rc);
+    cr_assert_eq(rc, STORE_ENOTFOUND);
+    listing(c, t, "resp_1", 0, &rc);
     cr_assert_eq(rc, STORE_ENOTFOUND);
 
     cr_assert_eq(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     cr_assert_eq(store_sync(st), STORE_OK);
     cr_assert_str_eq(listing(c, t, NULL, 1, &rc), "chatcmpl-3=C;chatcmpl-2=b;chatcmpl-1=A;");
+    cr_assert_str_eq(listing(c, t, "chatcmpl-4", 1, &rc), "chatcmpl-3=C;chatcmpl-2=b;"
+                                                          "chatcmpl-1=A;");
+    cr_assert_eq(gw_cache_response_delete(c, t, "chatcmpl-2"), STORE_OK);
+    cr_assert_str_eq(listing(c, t, "chatcmpl-2", 0, &rc), "chatcmpl-3=C;");
+    cr_assert_str_eq(listing(c, t, "chatcmpl-2", 1, &rc), "chatcmpl-1=A;");
+    cr_assert_eq(gw_cache_response_delete(c, t, "chatcmpl-2"), STORE_ENOTFOUND);
+    listing(c, u, "chatcmpl-2", 0, &rc); /* (another tenant's cursor) */
+    cr_assert_eq(rc, STORE_ENOTFOUND);
     /* what the database holds */
     cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
     cr_assert_eq(sqlite3_prepare_v2(db, "SELECT group_concat(id || '=' || body, ';') FROM "
@@ -647,7 +661,7 @@ Test(cache_responses, those_not_yet_committed_are_listed_changed_and_deleted_in_
                                     -1, &q, NULL), SQLITE_OK);
     cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
     cr_assert_str_eq((const char *)sqlite3_column_text(q, 0),
-                     "chatcmpl-1=A;chatcmpl-2=b;chatcmpl-3=C;resp_1=r");
+                     "chatcmpl-1=A;chatcmpl-3=C;resp_1=r");
     sqlite3_finalize(q);
     sqlite3_close(db);
     fx_close(&f);

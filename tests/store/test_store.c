@@ -1176,10 +1176,12 @@ Test(store, responses_by_tenant_expiry_deletion_and_tenant_deletion)
     cr_assert_eq(store_sync(s), STORE_OK);
     cr_assert(response(s, 1, "resp_a", body, sizeof body));
     cr_assert_str_eq(body, "{\"v\":2}");
-    cr_assert_eq(store_response_delete(s, acme, "resp_a"), STORE_ENOTFOUND);
-    cr_assert_eq(store_response_delete(s, 1, "resp_a"), STORE_OK);
+    cr_assert_eq(store_response_delete(s, acme, "resp_a", NULL), STORE_ENOTFOUND);
+    int64_t at = -1;
+    cr_assert_eq(store_response_delete(s, 1, "resp_a", &at), STORE_OK);
+    cr_assert_gt(at, 0);
     cr_assert(!response(s, 1, "resp_a", NULL, 0));
-    cr_assert_eq(store_response_delete(s, 1, "resp_a"), STORE_ENOTFOUND);
+    cr_assert_eq(store_response_delete(s, 1, "resp_a", NULL), STORE_ENOTFOUND);
     /* a deleted tenant's responses go with it, and one queued after is not written */
     cr_assert_eq(store_tenant_delete(s, "acme"), STORE_OK);
     cr_assert(!response(s, acme, "resp_b", NULL, 0));
