@@ -437,6 +437,18 @@ int emb_tokenize(const emb_model *m, const char *text, size_t len, int32_t *ids,
     return 0;
 }
 
+int emb_tokenize_whole(const emb_model *m, const char *text, size_t len, int32_t *ids, int *n,
+                       int *cut)
+{
+    /* room for one more: a text that fills it does not fit */
+    int r = emb_wp_encode(m->wp, text, len, ids, m->max_tokens + 1);
+    if (r < 0)
+        return r;
+    *n = r;
+    *cut = r > m->max_tokens;
+    return 0;
+}
+
 int emb_encode(emb_model *m, const char *const *texts, const size_t *lens, int n, float *out,
                int *ntokens)
 {

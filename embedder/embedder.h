@@ -64,6 +64,13 @@ int emb_max_tokens(const emb_model *m);
  * emb_max_tokens() entries. *n (out) gets the count.
  */
 int emb_tokenize(const emb_model *m, const char *text, size_t len, int32_t *ids, int *n);
+/*
+ * The same, and whether text fits emb_max_tokens() whole ([CLS] and [SEP] included): *cut
+ * (out) 1 when it does not, as emb_encode_ends()'s cut says of it (then ids hold its
+ * beginning, *n = emb_max_tokens() + 1). ids must hold emb_max_tokens() + 1 entries.
+ */
+int emb_tokenize_whole(const emb_model *m, const char *text, size_t len, int32_t *ids, int *n,
+                       int *cut);
 
 /*
  * Embeds n texts in one forward pass. out: [n][emb_dim()] floats, L2-normalised.

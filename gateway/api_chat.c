@@ -3,7 +3,8 @@
  * OpenAI schema: JSON, or Server-Sent Events whose chunks have the shape the official
  * SDKs parse (role in the first delta, finish_reason in the last, an optional usage
  * chunk, then "data: [DONE]"). POST /v1/responses too: responses.c reads it as the chat
- * request that asks the same and writes its response objects and events.
+ * request that asks the same and writes its response objects and events. A chat request
+ * with "store": true leaves its reply to stored_chat.c.
  */
 #include "http_impl.h"
 
@@ -105,8 +106,8 @@ struct chat_req {
     json_t *lp;
     long lp_chars;
     /* "store": true (a chat request's): its reply is kept for the stored completions'
-     * routes (stored_chat.h), with its metadata and messages; rec: a stream's chunks put
-     * together so far */
+     * routes (stored_chat.h), with what it repeats of the request (gw_stored_request())
+     * and its messages; rec: a stream's chunks put together so far */
     int keep;
     json_t *kept_req, *kept_msgs, *rec;
 };
@@ -1800,9 +1801,8 @@ static int tenant_reserve(struct chat_req *c, int64_t tokens)
     return -1;
 }
 
-/* chat: a chat request (resp: in the Responses API's form) or a completion. */
-/* count: POST /v1/responses/input_tokens (resp too), the prompt's tokens replied, nothing
- * run */
+/* chat: a chat request (resp: in the Responses API's form) or a completion; count: POST
+ * /v1/responses/input_tokens (resp too), the prompt's tokens replied, nothing run. */
 static void handle(struct gw_req *r, int chat, int resp, int count)
 {
     gw_server *srv = gw_req_server(r);

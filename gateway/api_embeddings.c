@@ -135,6 +135,19 @@ static long input_tokens(const struct embed_req *e)
     return tokens;
 }
 
+/* The 400 of text i (one: the input was one string), longer than the model reads */
+static void too_long(struct gw_req *r, int one, int i)
+{
+    int max = emb_max_tokens(gw_server_embedder(gw_req_server(r)));
+    char which[32] = "input", msg[256];
+    if (!one)
+        snprintf(which, sizeof which, "input[%d]", i);
+    snprintf(msg, sizeof msg, "%s is longer than this model's maximum of %d tokens (%d, less "
+             "its [CLS] and [SEP]): split it, or set embedder.truncate = true to embed its "
+             "first %d.", which, max - 2, max, max - 2);
+    gw_reply_error(r, 400, msg, "input", "context_length_exceeded");
+}
+
 static void on_embedded(struct gw_cq_item *item)
 {
     struct embed_req *e = gw_cq_container(item, struct embed_req, job.item);
@@ -151,14 +164,7 @@ static void on_embedded(struct gw_cq_item *item)
     for (int i = 0; e->cut && i < e->job.n; i++) {
         if (!e->cut[i])
             continue;
-        int max = emb_max_tokens(gw_server_embedder(srv));
-        char which[32] = "input", msg[256];
-        if (!e->one)
-            snprintf(which, sizeof which, "input[%d]", i);
-        snprintf(msg, sizeof msg, "%s is longer than this model's maximum of %d tokens (%d, "
-                 "less its [CLS] and [SEP]): split it, or set embedder.truncate = true to "
-                 "embed its first %d.", which, max - 2, max, max - 2);
-        gw_reply_error(e->req, 400, msg, "input", "context_length_exceeded");
+        too_long(e->req, e->one, i);
         embed_req_free(e, 0, 1);
         return;
     }
@@ -315,17 +321,30 @@ void gw_handle_embeddings(struct gw_req *r)
     }
     /* what it may use, counted where the tenant's token limits ask for it (so that a
      * burst cannot overrun them): each text's tokens, at most the model's limit, less its
-     * [CLS] and [SEP] (as usage counts them, input_tokens()) */
+     * [CLS] and [SEP] (as usage counts them, input_tokens()); a text too long for the
+     * model is then refused at once, not after the worker has embedded the others */
     int64_t tokens = 0;
     if (gw_tenants_counts_tokens(gw_server_tenants(srv), tn)) {
         emb_model *m = gw_server_embedder(srv);
-        int32_t *ids = malloc(sizeof *ids * (size_t)emb_max_tokens(m));
-        for (int i = 0, k; ids && i < n; i++)
-            tokens += emb_tokenize(m, e->texts[i], e->lens[i], ids, &k) || k <= 2 ? 0 : k - 2;
+        const int max = emb_max_tokens(m);
+        int32_t *ids = malloc(sizeof *ids * (size_t)(max + 1));
+        int too = -1;
+        for (int i = 0, k, cut; ids && i < n && too < 0; i++) {
+            if (emb_tokenize_whole(m, e->texts[i], e->lens[i], ids, &k, &cut))
+                continue;
+            if (cut && !cfg->embedder_truncate)
+                too = i;
+            tokens += (k > max ? max : k) - 2;
+        }
         free(ids);
         if (!ids) {
             embed_req_free(e, 0, 0);
             goto oom;
+        }
+        if (too >= 0) {
+            too_long(r, e->one, too);
+            embed_req_free(e, 0, 0);
+            goto out;
         }
         if (tokens < 1) /* (white space alone: still a request a spent month refuses) */
             tokens = 1;

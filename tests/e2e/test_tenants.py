@@ -223,6 +223,30 @@ def test_tokens_per_minute_holds_under_a_burst(server):
     assert all(1 <= int(r.headers["Retry-After"]) <= 60 for r in refused)
 
 
+def test_a_token_limited_tenants_too_long_text_is_refused_before_any_embedding(server):
+    """Its texts are counted at admission: one the model cannot read whole is refused then,
+    not after the embedder has read the batch (the texts embedded do not grow), and costs
+    nothing of the tenant's tokens."""
+    key = make_tenant(server, "a", {"tokens_per_minute": 100000})
+    c = client(server, key)
+
+    def embedded():
+        line = [l for l in admin(server).get("/metrics").text.splitlines()
+                if l.startswith("cachegate_embed_texts_total")]
+        return float(line[0].split()[-1])
+
+    assert embed(c, ["short", "fine"]).status_code == 200
+    before = embedded()
+    assert before >= 2
+    r = embed(c, ["short"] * 100 + [" ".join(["word"] * 255)])
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "context_length_exceeded" and err["message"].startswith("input[100] ")
+    assert embedded() == before
+    fits = embed(c, " ".join(["word"] * 254))
+    assert fits.status_code == 200 and fits.json()["usage"]["prompt_tokens"] == 254
+
+
 def test_a_monthly_quota_holds_under_a_burst(server):
     """Like tokens_per_minute, the month's quota was charged only when requests ended: a
     burst admitted together ran past it by the whole burst."""

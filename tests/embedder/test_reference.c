@@ -78,12 +78,19 @@ static int cut_of(const char *t, float *v)
     unsigned char cut = 9;
     size_t len = strlen(t);
     cr_assert_eq(emb_encode_ends(model, &t, &len, NULL, 1, v, NULL, &cut), 0);
+    /* emb_tokenize_whole() (the gateway counts a tenant's tokens with it) says the same */
+    int32_t ids[1024];
+    int n = 0, whole = 9, n1 = 0;
+    cr_assert_eq(emb_tokenize_whole(model, t, len, ids, &n, &whole), 0);
+    cr_assert_eq(whole, cut, "%.40s", t);
+    cr_assert_eq(emb_tokenize(model, t, len, ids, &n1), 0);
+    cr_assert_eq(n, cut ? emb_max_tokens(model) + 1 : n1, "%.40s", t);
     return cut;
 }
 
 /* A text fits when its pieces and [CLS] and [SEP] are at most the model's limit; one that
  * does not is said to be cut, and is embedded as its first pieces are; the reference texts
- * that were truncated are cut. */
+ * that were truncated are cut (emb_tokenize_whole() says so too). */
 Test(reference, cut_past_the_limit_exactly)
 {
     int max = emb_max_tokens(model), dim = emb_dim(model);
